@@ -1,0 +1,265 @@
+//! What was typed: clap derive structs. Commands turn these into configs; nothing below
+//! the CLI layer sees clap types.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+use super::exit::EXIT_CODES_HELP;
+use crate::model::synth::SynthDType;
+use crate::wire::{ActivationDType, LayerRange, NodeId};
+
+/// Activation dtype as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ActivationArg {
+    /// 32-bit floats (bit-exact with one process).
+    F32,
+    /// 16-bit floats (half the bytes per hop).
+    F16,
+}
+
+impl From<ActivationArg> for ActivationDType {
+    fn from(a: ActivationArg) -> Self {
+        match a {
+            ActivationArg::F32 => ActivationDType::F32,
+            ActivationArg::F16 => ActivationDType::F16,
+        }
+    }
+}
+
+/// Weight storage type as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SynthDTypeArg {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats.
+    F16,
+    /// 8-bit blocks of 32.
+    #[value(name = "q8_0")]
+    Q8_0,
+    /// 4-bit blocks of 32.
+    #[value(name = "q4_0")]
+    Q4_0,
+}
+
+impl From<SynthDTypeArg> for SynthDType {
+    fn from(a: SynthDTypeArg) -> Self {
+        match a {
+            SynthDTypeArg::F32 => SynthDType::F32,
+            SynthDTypeArg::F16 => SynthDType::F16,
+            SynthDTypeArg::Q8_0 => SynthDType::Q8_0,
+            SynthDTypeArg::Q4_0 => SynthDType::Q4_0,
+        }
+    }
+}
+
+/// swactor turns a pool of hosts into one pipeline-parallel inference engine for GGUF
+/// language models.
+#[derive(Debug, Parser)]
+#[command(
+    name = "swactor",
+    version,
+    about = "Distributed, pipeline-parallel inference for GGUF language models",
+    long_about = "swactor turns a pool of hosts into one pipeline-parallel inference engine for GGUF \
+language models: each host runs a contiguous range of transformer blocks, activations flow \
+between hosts over QUIC, and a coordinator injects the prompt and streams the text back.",
+    after_help = EXIT_CODES_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan runs.
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Inspect and synthesize GGUF models.
+    #[command(subcommand)]
+    Model(ModelCommand),
+    /// Generate completions, man pages and the CLI reference (for packagers).
+    #[command(subcommand, hide = true)]
+    Util(UtilCommand),
+}
+
+/// `swactor run ...`
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Plan a run over a pool and predict its resources, without running anything.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Plan(PlanArgs),
+}
+
+/// `swactor model ...`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Inspect(InspectArgs),
+    /// Write a deterministic tiny llama model with random weights and a real BPE vocabulary.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Synth(SynthArgs),
+}
+
+/// `swactor util ...` (hidden).
+#[derive(Debug, Subcommand)]
+pub enum UtilCommand {
+    /// Print shell completions, or write every shell's file into a directory.
+    Completions {
+        /// The shell to print completions for.
+        #[arg(value_enum, required_unless_present = "dir")]
+        shell: Option<clap_complete::Shell>,
+        /// Write bash, zsh, fish, elvish and powershell completions into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Print the man page, or write every command's page into a directory.
+    Man {
+        /// Write one page per command into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Print the whole CLI reference as Markdown.
+    MarkdownHelp,
+}
+
+/// Flags shared by every command that prints data.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct JsonFlag {
+    /// Print JSON Lines (one object per line with a `type` tag) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Token selection mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SamplingMode {
+    /// The most likely token, always.
+    Greedy,
+    /// Temperature sampling with optional top-k / top-p, seeded.
+    Sample,
+}
+
+/// Runtime settings shared by planning and running.
+#[derive(Debug, Args, Clone)]
+pub struct RuntimeArgs {
+    /// Longest sequence (prompt + generated tokens) the KV caches hold [default: the
+    /// model's context length, at most 2048].
+    #[arg(long, value_name = "N")]
+    pub max_seq_len: Option<u32>,
+    /// Element type of activations between stages (f32 is bit-exact with one process).
+    #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
+    pub activation_dtype: ActivationArg,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_tokens: u32,
+    /// How the last stage picks tokens.
+    #[arg(long, value_enum, default_value = "greedy", value_name = "MODE")]
+    pub sampling: SamplingMode,
+    /// Softmax temperature (with `--sampling sample`).
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+    /// Keep only the K most likely tokens (with `--sampling sample`).
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<u32>,
+    /// Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`).
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f32>,
+    /// Seed of the sampler (with `--sampling sample`).
+    #[arg(long, value_name = "SEED")]
+    pub seed: Option<u64>,
+}
+
+/// `swactor run plan`
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The GGUF model to plan for.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The pool file (TOML inventory of nodes).
+    #[arg(long, value_name = "POOL")]
+    pub pool: PathBuf,
+    /// Number of stages [default: one per placement node, or per pool node].
+    #[arg(long, value_name = "N")]
+    pub stages: Option<u32>,
+    /// Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`.
+    #[arg(long, value_delimiter = ',', value_name = "RANGES")]
+    pub layers: Option<Vec<LayerRange>>,
+    /// Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order].
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub nodes: Option<Vec<u64>>,
+    /// Prompt length assumed for the prefill predictions.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub prompt_tokens: u32,
+    /// The run id to write into the plan.
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub run_id: u64,
+    /// Runtime settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+impl PlanArgs {
+    /// The explicit node order, as node ids.
+    pub fn node_ids(&self) -> Option<Vec<NodeId>> {
+        self.nodes.as_ref().map(|n| n.iter().copied().map(NodeId).collect())
+    }
+}
+
+/// `swactor model inspect`
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The GGUF file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor model synth`
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Where to write the GGUF file.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Transformer blocks.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub blocks: u32,
+    /// Hidden size.
+    #[arg(long, default_value_t = 256, value_name = "H")]
+    pub hidden: u32,
+    /// Attention heads.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub heads: u32,
+    /// Key/value heads (grouped-query attention).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub kv_heads: u32,
+    /// Feed-forward inner size.
+    #[arg(long, default_value_t = 512, value_name = "F")]
+    pub ffn: u32,
+    /// Vocabulary size (at least 257: 256 bytes and an end-of-text token).
+    #[arg(long, default_value_t = 512, value_name = "V")]
+    pub vocab: u32,
+    /// Context length recorded in the file.
+    #[arg(long, default_value_t = 2048, value_name = "N")]
+    pub context: u32,
+    /// Storage type of the weight matrices.
+    #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
+    pub dtype: SynthDTypeArg,
+    /// Reuse the token embedding as the output head (no `output.weight`).
+    #[arg(long)]
+    pub tied_embeddings: bool,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}

@@ -1,0 +1,85 @@
+//! Exit codes and the error type every command returns.
+//!
+//! | code | meaning |
+//! |-----:|---------|
+//! | 0    | success |
+//! | 1    | internal error (a bug, or an unexpected system failure) |
+//! | 2    | usage error (bad flags or arguments) |
+//! | 3    | input error (a file that cannot be read or is invalid: model, pool, output path) |
+//! | 4    | plan rejected (the request cannot be planned; the reason is printed) |
+
+use color_eyre::Report;
+use std::fmt;
+
+/// The documented, stable exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Success.
+    Success = 0,
+    /// Internal error.
+    Internal = 1,
+    /// Usage error.
+    Usage = 2,
+    /// Invalid or unreadable input.
+    Input = 3,
+    /// The planner rejected the request.
+    PlanRejected = 4,
+}
+
+impl ExitCode {
+    /// The numeric code.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Help text listing the exit codes (shown in `--help` and the man page).
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  internal error
+  2  usage error (bad flags or arguments)
+  3  input error (unreadable or invalid model, pool or output file)
+  4  plan rejected (the reason is printed; `--json` prints it as an `error` line)";
+
+/// A command's failure: the exit code, a stable reason code and the report to print.
+pub struct CliError {
+    /// The exit code.
+    pub code: ExitCode,
+    /// Stable reason code (`too_many_stages`, `not_gguf`, ...).
+    pub reason: String,
+    /// The human report (message, causes, suggestion).
+    pub report: Report,
+}
+
+impl CliError {
+    /// An error with an exit code, a reason code and a report.
+    pub fn new(code: ExitCode, reason: impl Into<String>, report: impl Into<Report>) -> CliError {
+        CliError { code, reason: reason.into(), report: report.into() }
+    }
+
+    /// An internal error.
+    pub fn internal(report: impl Into<Report>) -> CliError {
+        CliError::new(ExitCode::Internal, "internal", report)
+    }
+
+    /// Whether the failure is only a closed stdout (the reader went away).
+    pub fn is_broken_pipe(&self) -> bool {
+        self.report.chain().any(|e| {
+            e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        })
+    }
+}
+
+impl fmt::Debug for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} ({}): {:?}", self.code, self.reason, self.report)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::internal(e)
+    }
+}

@@ -1,0 +1,77 @@
+//! The command-line interface: parsing ([`args`]), validation into configs, dispatch, and
+//! output formatting ([`output`]). Exit codes are documented in [`exit`].
+
+pub mod args;
+pub mod exit;
+pub mod model_cmd;
+pub mod output;
+pub mod plan_cmd;
+pub mod util_cmd;
+
+use clap::Parser;
+use std::io::IsTerminal;
+
+use args::{Cli, Command, ModelCommand, RunCommand};
+use exit::{CliError, ExitCode};
+use output::Output;
+
+/// Runs the CLI with the process's arguments and returns its exit code.
+pub fn main() -> std::process::ExitCode {
+    install_report_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with success; usage errors to stderr with 2.
+            let _ = e.print();
+            let code = if e.use_stderr() { ExitCode::Usage } else { ExitCode::Success };
+            return std::process::ExitCode::from(code.code());
+        }
+    };
+    let json = wants_json(&cli.command);
+    let mut out = Output::default();
+    let result = run(cli.command, &mut out).and_then(|()| out.flush().map_err(CliError::from));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            if json {
+                let line = serde_json::json!({
+                    "exit_code": e.code.code(),
+                    "reason": e.reason,
+                    "message": format!("{:#}", e.report),
+                });
+                let _ = out.json("error", &line).and_then(|()| out.flush());
+            }
+            eprintln!("Error: {:?}", e.report);
+            std::process::ExitCode::from(e.code.code())
+        }
+    }
+}
+
+/// Dispatches one parsed command.
+pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
+    match command {
+        Command::Run(RunCommand::Plan(args)) => plan_cmd::run_plan(&args, out),
+        Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
+        Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
+        Command::Util(cmd) => util_cmd::run(cmd, out),
+    }
+}
+
+fn wants_json(command: &Command) -> bool {
+    match command {
+        Command::Run(RunCommand::Plan(a)) => a.output.json,
+        Command::Model(ModelCommand::Inspect(a)) => a.output.json,
+        Command::Model(ModelCommand::Synth(a)) => a.output.json,
+        Command::Util(_) => false,
+    }
+}
+
+/// Installs color-eyre's report printer, in plain text unless stderr is a terminal.
+fn install_report_hook() {
+    let mut hook = color_eyre::config::HookBuilder::default().display_env_section(false);
+    if !std::io::stderr().is_terminal() || std::env::var_os("NO_COLOR").is_some() {
+        hook = hook.theme(color_eyre::config::Theme::new());
+    }
+    let _ = hook.install();
+}

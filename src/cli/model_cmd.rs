@@ -1,0 +1,156 @@
+//! `swactor model inspect` and `swactor model synth`.
+
+use color_eyre::Section;
+use color_eyre::eyre::eyre;
+use serde::Serialize;
+
+use super::args::{InspectArgs, SynthArgs};
+use super::exit::{CliError, ExitCode};
+use super::output::{Output, human_bytes, table};
+use crate::model::synth::{SynthError, SynthSpec, write_model};
+use crate::model::{ModelError, ModelFacts, read_facts};
+
+/// Maps a model-reading error onto an input error with a hint.
+pub fn model_error(path: &std::path::Path, e: ModelError) -> CliError {
+    let hint = match &e {
+        ModelError::Io { .. } => "check the path and its permissions",
+        ModelError::NotGguf { .. } => "the file must be a GGUF model (llama.cpp's format)",
+        ModelError::Truncated { .. } => "the file is incomplete: download or copy it again",
+        ModelError::UnsupportedTensorType { .. } => {
+            "re-quantize the model to a supported type (F32, F16, BF16, Q4_0..Q8_1, K-quants)"
+        }
+        _ => "the file's metadata does not describe a supported transformer",
+    };
+    let code = e.code();
+    CliError::new(
+        ExitCode::Input,
+        code,
+        eyre!(e).wrap_err(format!("cannot use model {}", path.display())).suggestion(hint),
+    )
+}
+
+#[derive(Serialize)]
+struct FactsRecord<'a> {
+    path: String,
+    #[serde(flatten)]
+    facts: &'a ModelFacts,
+}
+
+/// `swactor model inspect FILE`.
+pub fn inspect(args: &InspectArgs, out: &mut Output) -> Result<(), CliError> {
+    let facts = read_facts(&args.file).map_err(|e| model_error(&args.file, e))?;
+    if args.output.json {
+        out.json(
+            "model_facts",
+            &FactsRecord { path: args.file.display().to_string(), facts: &facts },
+        )?;
+        return Ok(());
+    }
+    for line in render_facts(&args.file.display().to_string(), &facts) {
+        out.line(line)?;
+    }
+    Ok(())
+}
+
+/// Human rendering of model facts.
+pub fn render_facts(path: &str, f: &ModelFacts) -> Vec<String> {
+    let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    let blocks_total: u64 = f.bytes.per_block.iter().sum();
+    let (min_block, max_block) = (
+        f.bytes.per_block.iter().min().copied().unwrap_or(0),
+        f.bytes.per_block.iter().max().copied().unwrap_or(0),
+    );
+    let per_block = if min_block == max_block {
+        format!("{} each", human_bytes(min_block))
+    } else {
+        format!("{} to {} each", human_bytes(min_block), human_bytes(max_block))
+    };
+    let types =
+        f.tensor_types.iter().map(|(t, n)| format!("{t} x{n}")).collect::<Vec<_>>().join(", ");
+    let rows = vec![
+        vec!["file".into(), format!("{path} ({})", human_bytes(f.bytes.file))],
+        vec!["name".into(), f.name.clone().unwrap_or_else(|| "-".into())],
+        vec!["architecture".into(), f.architecture.clone()],
+        vec!["blocks".into(), f.block_count.to_string()],
+        vec!["hidden size".into(), f.hidden_size.to_string()],
+        vec!["feed-forward".into(), opt(f.feed_forward_length)],
+        vec![
+            "heads".into(),
+            format!("{} ({} KV, head dim {})", f.head_count, f.head_count_kv, f.head_dim),
+        ],
+        vec!["context".into(), f.context_length.to_string()],
+        vec![
+            "vocabulary".into(),
+            format!(
+                "{} ({}, pre-tokenizer {})",
+                f.vocab_size,
+                f.tokenizer_model.as_deref().unwrap_or("-"),
+                f.tokenizer_pre.as_deref().unwrap_or("-")
+            ),
+        ],
+        vec!["bos / eos".into(), format!("{} / {}", opt(f.bos_token_id), opt(f.eos_token_id))],
+        vec!["rope".into(), format!("base {}, {} dims", f.rope.freq_base, f.rope.dimension_count)],
+        vec!["rms norm eps".into(), format!("{:e}", f.rms_norm_eps)],
+        vec![
+            "output head".into(),
+            if f.tied_embeddings {
+                "tied to the token embedding".into()
+            } else {
+                "own weights".into()
+            },
+        ],
+        vec!["tensor types".into(), types],
+        vec!["blocks bytes".into(), format!("{} ({per_block})", human_bytes(blocks_total))],
+        vec!["embedding bytes".into(), human_bytes(f.bytes.embedding)],
+        vec!["head bytes".into(), human_bytes(f.bytes.head)],
+    ];
+    table(&rows)
+}
+
+#[derive(Serialize)]
+struct SynthRecord<'a> {
+    path: String,
+    bytes: u64,
+    #[serde(flatten)]
+    spec: &'a SynthSpec,
+}
+
+/// `swactor model synth --out FILE ...`.
+pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
+    let spec = SynthSpec {
+        blocks: args.blocks,
+        hidden: args.hidden,
+        heads: args.heads,
+        kv_heads: args.kv_heads,
+        ffn: args.ffn,
+        vocab: args.vocab,
+        context: args.context,
+        dtype: args.dtype.into(),
+        tied_embeddings: args.tied_embeddings,
+        seed: args.seed,
+    };
+    write_model(&args.out, &spec).map_err(|e| match e {
+        SynthError::InvalidShape(_) => CliError::new(ExitCode::Usage, "invalid_shape", eyre!(e)),
+        SynthError::Io { .. } => CliError::new(ExitCode::Input, "io", eyre!(e)),
+        SynthError::Tensor(_) => CliError::internal(eyre!(e)),
+    })?;
+    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    let path = args.out.display().to_string();
+    if args.output.json {
+        out.json("model_synthesized", &SynthRecord { path, bytes, spec: &spec })?;
+    } else {
+        eprintln!(
+            "wrote {path} ({}): {} blocks, hidden {}, {} heads / {} KV, ffn {}, vocab {}, {:?}, seed {}",
+            human_bytes(bytes),
+            spec.blocks,
+            spec.hidden,
+            spec.heads,
+            spec.kv_heads,
+            spec.ffn,
+            spec.vocab,
+            spec.dtype,
+            spec.seed
+        );
+    }
+    Ok(())
+}

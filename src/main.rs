@@ -1,0 +1,5 @@
+//! The `swactor` binary: every role is a subcommand of the library's CLI.
+
+fn main() -> std::process::ExitCode {
+    swactor::cli::main()
+}

@@ -1,0 +1,11 @@
+//! The model: GGUF facts the planner needs and the synthesized test model writer.
+//!
+//! [`facts`] turns a parsed GGUF header into [`ModelFacts`] without IO; [`gguf`] reads a
+//! header from a file with typed errors; [`synth`] writes a deterministic tiny llama model.
+
+pub mod facts;
+pub mod gguf;
+pub mod synth;
+
+pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts};
+pub use gguf::read_facts;

@@ -1,0 +1,411 @@
+//! Synthesized models: a deterministic tiny llama GGUF with random weights and a real
+//! byte-level BPE vocabulary, for tests and for trying a cluster without a download.
+//!
+//! The file carries the metadata llama.cpp needs to load it (`tokenizer.ggml.model =
+//! "gpt2"`, `pre = "default"`, tokens, token types, merges, bos/eos ids and the standard
+//! llama tensor names). The same options and seed always give the same bytes.
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use thiserror::Error;
+
+/// Weight storage type of a synthesized model's matrices (norms are always f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynthDType {
+    /// 32-bit floats: bit-exact everywhere.
+    F32,
+    /// 16-bit floats.
+    F16,
+    /// 8-bit blocks of 32.
+    #[serde(rename = "q8_0")]
+    Q8_0,
+    /// 4-bit blocks of 32.
+    #[serde(rename = "q4_0")]
+    Q4_0,
+}
+
+impl SynthDType {
+    fn ggml(self) -> GgmlDType {
+        match self {
+            SynthDType::F32 => GgmlDType::F32,
+            SynthDType::F16 => GgmlDType::F16,
+            SynthDType::Q8_0 => GgmlDType::Q8_0,
+            SynthDType::Q4_0 => GgmlDType::Q4_0,
+        }
+    }
+}
+
+/// Shape and seed of a synthesized model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SynthSpec {
+    /// Transformer blocks.
+    pub blocks: u32,
+    /// Hidden size.
+    pub hidden: u32,
+    /// Attention heads.
+    pub heads: u32,
+    /// Key/value heads.
+    pub kv_heads: u32,
+    /// Feed-forward inner size.
+    pub ffn: u32,
+    /// Vocabulary size (256 byte tokens + merges + 1 end-of-text token).
+    pub vocab: u32,
+    /// Context length recorded in the file.
+    pub context: u32,
+    /// Matrix storage type.
+    pub dtype: SynthDType,
+    /// Whether the output head reuses the token embedding (no `output.weight`).
+    pub tied_embeddings: bool,
+    /// Seed of every random weight.
+    pub seed: u64,
+}
+
+impl Default for SynthSpec {
+    fn default() -> Self {
+        SynthSpec {
+            blocks: 4,
+            hidden: 256,
+            heads: 8,
+            kv_heads: 4,
+            ffn: 512,
+            vocab: 512,
+            context: 2048,
+            dtype: SynthDType::F32,
+            tied_embeddings: false,
+            seed: 0,
+        }
+    }
+}
+
+/// Smallest vocabulary: 256 byte tokens and the end-of-text token.
+pub const MIN_VOCAB: u32 = 257;
+/// Largest vocabulary a synthesized model may have.
+pub const MAX_VOCAB: u32 = 65_536;
+
+/// Why a model could not be synthesized.
+#[derive(Debug, Error)]
+pub enum SynthError {
+    /// The requested shape is invalid.
+    #[error("invalid model shape: {0}")]
+    InvalidShape(String),
+    /// Writing the file failed.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The output path.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Building or quantizing a tensor failed.
+    #[error("cannot build tensors: {0}")]
+    Tensor(#[from] candle_core::Error),
+}
+
+impl SynthSpec {
+    /// Checks the shape; returns the first problem.
+    pub fn validate(&self) -> Result<(), SynthError> {
+        let bad = |m: String| Err(SynthError::InvalidShape(m));
+        if self.blocks == 0
+            || self.hidden == 0
+            || self.heads == 0
+            || self.kv_heads == 0
+            || self.ffn == 0
+        {
+            return bad("blocks, hidden, heads, kv-heads and ffn must be at least 1".into());
+        }
+        if !self.hidden.is_multiple_of(self.heads) {
+            return bad(format!(
+                "hidden {} is not a multiple of heads {}",
+                self.hidden, self.heads
+            ));
+        }
+        if !self.heads.is_multiple_of(self.kv_heads) {
+            return bad(format!(
+                "heads {} is not a multiple of kv-heads {}",
+                self.heads, self.kv_heads
+            ));
+        }
+        if !(self.hidden / self.heads).is_multiple_of(2) {
+            return bad("head dimension (hidden / heads) must be even for rotary embeddings".into());
+        }
+        if !(MIN_VOCAB..=MAX_VOCAB).contains(&self.vocab) {
+            return bad(format!("vocab {} must lie in {MIN_VOCAB}..={MAX_VOCAB}", self.vocab));
+        }
+        if self.context == 0 {
+            return bad("context must be at least 1".into());
+        }
+        let block = self.dtype.ggml().block_size() as u32;
+        if !self.hidden.is_multiple_of(block) || !self.ffn.is_multiple_of(block) {
+            return bad(format!(
+                "{:?} needs hidden and ffn to be multiples of {block}",
+                self.dtype
+            ));
+        }
+        if u64::from(self.blocks) * u64::from(self.hidden) * u64::from(self.ffn) > 1 << 34 {
+            return bad("model too large to synthesize".into());
+        }
+        Ok(())
+    }
+}
+
+/// A byte-level BPE vocabulary: tokens (in GPT-2's byte-to-unicode alphabet), their types
+/// and the ordered merges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BpeVocab {
+    /// Token strings, indexed by token id.
+    pub tokens: Vec<String>,
+    /// llama.cpp token types: 1 normal, 3 control.
+    pub token_types: Vec<i32>,
+    /// Merges as `"left right"`, in priority order.
+    pub merges: Vec<String>,
+    /// The end-of-text token (also used as beginning of text).
+    pub eot_id: u32,
+}
+
+/// GPT-2's reversible map from bytes to printable characters.
+pub fn byte_to_unicode() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut extra = 0u32;
+    for b in 0u32..256 {
+        let printable = (u32::from('!')..=u32::from('~')).contains(&b)
+            || (0xA1..=0xAC).contains(&b)
+            || (0xAE..=0xFF).contains(&b);
+        let cp = if printable {
+            b
+        } else {
+            extra += 1;
+            255 + extra
+        };
+        out[b as usize] = char::from_u32(cp).unwrap_or('?');
+    }
+    out
+}
+
+/// Original English text the merges are learned from.
+const CORPUS: &str = "The river ran past the old mill, and the children of the village \
+played on its banks every morning. The miller was a patient man who told stories about the \
+stars, the rain and the long roads to the sea. When the summer came, the water was warm and \
+the fields were gold. The children asked the miller where the river went, and he said that \
+it went to the sea, where the ships are waiting for the wind. One morning the river was \
+quiet, and the mill stood still. The children ran to the miller and asked him what had \
+happened. He smiled and said that the river was resting, and that tomorrow it would sing \
+again. They waited and watched, and in the evening the water began to move. The wheel \
+turned, the stones ground the grain, and the village had bread for the winter. \
+Numbers: 0 1 2 3 4 5 6 7 8 9 10 12 20 42 100 2024. It's what they're doing, isn't it?";
+
+/// Learns a byte-level BPE vocabulary of exactly `vocab` tokens from the built-in corpus.
+pub fn bpe_vocab(vocab: u32) -> BpeVocab {
+    let alphabet = byte_to_unicode();
+    let mut tokens: Vec<String> = alphabet.iter().map(|c| c.to_string()).collect();
+    let mut known: HashSet<String> = tokens.iter().cloned().collect();
+    let want_merges = vocab.saturating_sub(MIN_VOCAB) as usize;
+
+    // Words with their leading space, mapped into the byte alphabet, with counts.
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for (i, word) in CORPUS.split(' ').filter(|w| !w.is_empty()).enumerate() {
+        let with_space = if i == 0 { word.to_string() } else { format!(" {word}") };
+        let mapped: String = with_space.bytes().map(|b| alphabet[b as usize]).collect();
+        *counts.entry(mapped).or_insert(0) += 1;
+    }
+    let mut words: Vec<(Vec<String>, u32)> =
+        counts.into_iter().map(|(w, n)| (w.chars().map(|c| c.to_string()).collect(), n)).collect();
+
+    let mut merges = Vec::with_capacity(want_merges);
+    while merges.len() < want_merges {
+        let mut pairs: BTreeMap<(&str, &str), u32> = BTreeMap::new();
+        for (syms, n) in &words {
+            for w in syms.windows(2) {
+                *pairs.entry((w[0].as_str(), w[1].as_str())).or_insert(0) += n;
+            }
+        }
+        // Most frequent pair; ties go to the smallest pair (BTreeMap order).
+        let best = pairs
+            .iter()
+            .filter(|(p, _)| !known.contains(&format!("{}{}", p.0, p.1)))
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(p, _)| (p.0.to_string(), p.1.to_string()));
+        let Some((left, right)) = best else { break };
+        let merged = format!("{left}{right}");
+        for (syms, _) in &mut words {
+            let mut i = 0;
+            while i + 1 < syms.len() {
+                if syms[i] == left && syms[i + 1] == right {
+                    syms[i] = merged.clone();
+                    syms.remove(i + 1);
+                }
+                i += 1;
+            }
+        }
+        merges.push(format!("{left} {right}"));
+        known.insert(merged.clone());
+        tokens.push(merged);
+    }
+    // The corpus ran out of pairs: extend with merges of existing tokens, in order.
+    let mut a = 0;
+    while merges.len() < want_merges {
+        let left = tokens[a % tokens.len()].clone();
+        for b in 0..tokens.len() {
+            if merges.len() >= want_merges {
+                break;
+            }
+            let merged = format!("{left}{}", tokens[b]);
+            if !known.contains(&merged) {
+                merges.push(format!("{left} {}", tokens[b]));
+                known.insert(merged.clone());
+                tokens.push(merged);
+            }
+        }
+        a += 1;
+    }
+    let mut token_types = vec![1; tokens.len()];
+    tokens.push("<|endoftext|>".to_string());
+    token_types.push(3);
+    BpeVocab { eot_id: (tokens.len() - 1) as u32, tokens, token_types, merges }
+}
+
+/// splitmix64: a tiny deterministic generator, good enough for random weights.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[-1, 1)`.
+    fn next_unit(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+fn name_seed(seed: u64, name: &str) -> u64 {
+    // FNV-1a over the name, mixed with the seed: tensors do not depend on write order.
+    let mut h = 0xCBF2_9CE4_8422_2325u64 ^ seed;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01B3);
+    }
+    h
+}
+
+fn random_matrix(
+    seed: u64,
+    name: &str,
+    rows: u32,
+    cols: u32,
+    scale: f32,
+) -> Result<Tensor, candle_core::Error> {
+    let mut rng = SplitMix(name_seed(seed, name));
+    let data: Vec<f32> =
+        (0..u64::from(rows) * u64::from(cols)).map(|_| rng.next_unit() * scale).collect();
+    Tensor::from_vec(data, (rows as usize, cols as usize), &Device::Cpu)
+}
+
+fn ones(len: u32) -> Result<Tensor, candle_core::Error> {
+    Tensor::ones(len as usize, candle_core::DType::F32, &Device::Cpu)
+}
+
+/// Builds every tensor of the model, in file order, as `(name, tensor)`.
+pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthError> {
+    spec.validate()?;
+    let dt = spec.dtype.ggml();
+    let h = spec.hidden;
+    let kv = spec.kv_heads * (h / spec.heads);
+    let inv = |n: u32| 1.0 / (n as f32).sqrt();
+    let mut out = Vec::new();
+    let mut mat = |name: String, rows: u32, cols: u32, scale: f32| -> Result<(), SynthError> {
+        let t = random_matrix(spec.seed, &name, rows, cols, scale)?;
+        out.push((name, QTensor::quantize(&t, dt)?));
+        Ok(())
+    };
+    mat("token_embd.weight".into(), spec.vocab, h, 1.0)?;
+    for b in 0..spec.blocks {
+        mat(format!("blk.{b}.attn_q.weight"), h, h, inv(h))?;
+        mat(format!("blk.{b}.attn_k.weight"), kv, h, inv(h))?;
+        mat(format!("blk.{b}.attn_v.weight"), kv, h, inv(h))?;
+        mat(format!("blk.{b}.attn_output.weight"), h, h, inv(h))?;
+        mat(format!("blk.{b}.ffn_gate.weight"), spec.ffn, h, inv(h))?;
+        mat(format!("blk.{b}.ffn_up.weight"), spec.ffn, h, inv(h))?;
+        mat(format!("blk.{b}.ffn_down.weight"), h, spec.ffn, inv(spec.ffn))?;
+    }
+    if !spec.tied_embeddings {
+        mat("output.weight".into(), spec.vocab, h, 4.0 * inv(h))?;
+    }
+    // Norm weights stay f32, as in llama.cpp's own files.
+    let mut norms = vec![("output_norm.weight".to_string(), ones(h)?)];
+    for b in 0..spec.blocks {
+        norms.push((format!("blk.{b}.attn_norm.weight"), ones(h)?));
+        norms.push((format!("blk.{b}.ffn_norm.weight"), ones(h)?));
+    }
+    for (name, t) in norms {
+        out.push((name, QTensor::quantize(&t, GgmlDType::F32)?));
+    }
+    Ok(out)
+}
+
+/// The metadata of a synthesized model, as `(key, value)` in file order.
+pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)> {
+    let head_dim = spec.hidden / spec.heads;
+    let file_type = match spec.dtype {
+        SynthDType::F32 => 0,
+        SynthDType::F16 => 1,
+        SynthDType::Q4_0 => 2,
+        SynthDType::Q8_0 => 7,
+    };
+    let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
+    vec![
+        ("general.architecture".into(), Value::String("llama".into())),
+        ("general.name".into(), Value::String("swactor-synth".into())),
+        ("general.file_type".into(), Value::U32(file_type)),
+        ("llama.block_count".into(), Value::U32(spec.blocks)),
+        ("llama.context_length".into(), Value::U32(spec.context)),
+        ("llama.embedding_length".into(), Value::U32(spec.hidden)),
+        ("llama.feed_forward_length".into(), Value::U32(spec.ffn)),
+        ("llama.attention.head_count".into(), Value::U32(spec.heads)),
+        ("llama.attention.head_count_kv".into(), Value::U32(spec.kv_heads)),
+        ("llama.attention.layer_norm_rms_epsilon".into(), Value::F32(1e-5)),
+        ("llama.rope.freq_base".into(), Value::F32(10_000.0)),
+        ("llama.rope.dimension_count".into(), Value::U32(head_dim)),
+        ("llama.vocab_size".into(), Value::U32(spec.vocab)),
+        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
+        ("tokenizer.ggml.pre".into(), Value::String("default".into())),
+        ("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(vocab.token_types.iter().map(|&t| Value::I32(t)).collect()),
+        ),
+        ("tokenizer.ggml.merges".into(), strings(&vocab.merges)),
+        ("tokenizer.ggml.bos_token_id".into(), Value::U32(vocab.eot_id)),
+        ("tokenizer.ggml.eos_token_id".into(), Value::U32(vocab.eot_id)),
+        ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
+    ]
+}
+
+/// Writes a synthesized model to `path`, replacing any file there.
+pub fn write_model(path: &Path, spec: &SynthSpec) -> Result<(), SynthError> {
+    spec.validate()?;
+    let vocab = bpe_vocab(spec.vocab);
+    let metadata = build_metadata(spec, &vocab);
+    let tensors = build_tensors(spec)?;
+    let io = |source| SynthError::Io { path: path.display().to_string(), source };
+    let mut file = BufWriter::new(File::create(path).map_err(io)?);
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut file, &md, &ts).map_err(|e| match e {
+        candle_core::Error::Io(source) => io(source),
+        other => SynthError::Tensor(other),
+    })?;
+    file.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+    Ok(())
+}

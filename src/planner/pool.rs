@@ -1,0 +1,131 @@
+//! The pool file: the resource inventory the planner works from.
+//!
+//! ```toml
+//! [orchestrator]
+//! node_id = 100
+//! # endpoint_id and addrs are optional here: the orchestrator fills them in at run time.
+//!
+//! [[nodes]]
+//! node_id = 1
+//! endpoint_id = "2f0c...64 hex digits..."
+//! addrs = ["10.0.0.11:7400"]
+//! memory_bytes = 8589934592
+//! device = "cpu"          # optional label
+//!
+//! [placement]             # optional; command-line flags override it
+//! nodes = [1, 2, 3]       # stage order
+//! layers = ["0..10", "10..20", "20..30"]
+//! ```
+//!
+//! Parsing only checks syntax and types ([`PoolError`]); meaning (duplicates, unknown
+//! nodes, bad endpoint ids) is judged by the planner, which returns typed rejections.
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use thiserror::Error;
+
+use crate::wire::{LayerRange, NodeId};
+
+/// The orchestrator's entry in the pool file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrchestratorEntry {
+    /// The orchestrator's node id (distinct from every stage node's).
+    pub node_id: NodeId,
+    /// Its iroh endpoint id, if already known.
+    #[serde(default)]
+    pub endpoint_id: Option<String>,
+    /// Its addresses, if already known.
+    #[serde(default)]
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// One host of the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolNode {
+    /// The node's id.
+    pub node_id: NodeId,
+    /// Its iroh endpoint id: 64 hex digits, as `swactor node id` prints it.
+    pub endpoint_id: String,
+    /// Addresses its endpoint listens on.
+    pub addrs: Vec<SocketAddr>,
+    /// Memory the node may use for weights, KV cache and rings.
+    pub memory_bytes: u64,
+    /// Optional device label (`cpu`, `cuda:0`, ...), informational.
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+/// Placement written in the pool file (overridden by command-line flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolPlacement {
+    /// Nodes in stage order.
+    #[serde(default)]
+    pub nodes: Option<Vec<NodeId>>,
+    /// Layer ranges in stage order, as `"start..end"` strings.
+    #[serde(default)]
+    pub layers: Option<Vec<String>>,
+}
+
+/// A parsed pool file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    /// The orchestrator.
+    pub orchestrator: OrchestratorEntry,
+    /// The hosts, in file order.
+    #[serde(default)]
+    pub nodes: Vec<PoolNode>,
+    /// Optional placement.
+    #[serde(default)]
+    pub placement: Option<PoolPlacement>,
+}
+
+/// Why a pool file could not be parsed.
+#[derive(Debug, Error)]
+pub enum PoolError {
+    /// The TOML is malformed or has the wrong shape.
+    #[error("invalid pool file: {0}")]
+    Syntax(String),
+    /// A placement layer range is not `start..end`.
+    #[error("invalid pool file: placement.layers: {0}")]
+    BadLayerRange(String),
+}
+
+impl Pool {
+    /// Parses a pool file's text.
+    pub fn from_toml(text: &str) -> Result<Pool, PoolError> {
+        let pool: Pool = toml::from_str(text).map_err(|e| PoolError::Syntax(e.to_string()))?;
+        pool.placement_layers()?;
+        Ok(pool)
+    }
+
+    /// Renders the pool as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The node with this id.
+    pub fn node(&self, id: NodeId) -> Option<&PoolNode> {
+        self.nodes.iter().find(|n| n.node_id == id)
+    }
+
+    /// The placement's layer ranges, parsed.
+    pub fn placement_layers(&self) -> Result<Option<Vec<LayerRange>>, PoolError> {
+        let Some(layers) = self.placement.as_ref().and_then(|p| p.layers.as_ref()) else {
+            return Ok(None);
+        };
+        layers
+            .iter()
+            .map(|s| s.parse::<LayerRange>().map_err(PoolError::BadLayerRange))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+}
+
+/// Whether `id` is an iroh endpoint id as the pool file writes it: 64 hex digits.
+pub fn is_endpoint_id(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}

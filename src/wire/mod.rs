@@ -1,0 +1,27 @@
+//! Wire and model types: identifiers, object and ring specs, the object header, run plans
+//! and the stable reason enums.
+//!
+//! Everything here is pure data plus validation. Nothing performs IO or reads a clock, so
+//! every role (node, worker, orchestrator) and every test shares the same definitions.
+
+pub mod header;
+pub mod ids;
+pub mod plan;
+pub mod reason;
+pub mod spec;
+
+pub use header::{
+    HEADER_LEN, HeaderError, OBJECT_MAGIC, OBJECT_VERSION, ObjectFlags, ObjectHeader,
+};
+pub use ids::{
+    EdgeId, NodeId, ObjectId, RingId, RoleId, RunId, Sequence, StageIndex, StepId, WorkerGeneration,
+};
+pub use plan::{
+    EdgeKind, EdgePlan, LayerRange, Peer, PlanPrediction, PlannedModel, ProvisionStage,
+    RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy, SendEdgeProvision, StagePlan,
+    StagePrediction, WeightSource,
+};
+pub use reason::{Component, FaultReason, ObjectFailure};
+pub use spec::{
+    ActivationDType, ObjectSpec, PayloadKind, RingLayout, RingSpec, SpecError, WireDType,
+};

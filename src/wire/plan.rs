@@ -1,0 +1,407 @@
+//! Run plans: the orchestrator's complete, immutable description of one run, and its
+//! deterministic projection into one [`ProvisionStage`] message per stage.
+//!
+//! Plans are produced only by [`crate::planner`]; this module holds the data and the
+//! projection.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+use super::spec::{ActivationDType, ObjectSpec, RingSpec};
+use super::{EdgeId, NodeId, RunId, StageIndex};
+
+/// A half-open, contiguous range of transformer blocks `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LayerRange {
+    /// First block of the range.
+    pub start: u32,
+    /// One past the last block of the range.
+    pub end: u32,
+}
+
+impl LayerRange {
+    /// The range `start..end`.
+    pub const fn new(start: u32, end: u32) -> LayerRange {
+        LayerRange { start, end }
+    }
+
+    /// Number of blocks in the range.
+    pub const fn len(&self) -> u32 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// Whether the range holds no block.
+    pub const fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// Whether `block` lies in the range.
+    pub const fn contains(&self, block: u32) -> bool {
+        self.start <= block && block < self.end
+    }
+
+    /// The blocks of the range.
+    pub fn blocks(&self) -> std::ops::Range<u32> {
+        self.start..self.end
+    }
+}
+
+impl fmt::Display for LayerRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}..{}", self.start, self.end)
+    }
+}
+
+impl FromStr for LayerRange {
+    type Err = String;
+
+    /// Parses `START..END` (half-open).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, b) = s
+            .trim()
+            .split_once("..")
+            .ok_or_else(|| format!("`{s}` is not a layer range like 0..10"))?;
+        let num = |t: &str| {
+            t.trim().parse::<u32>().map_err(|_| format!("`{s}` is not a layer range like 0..10"))
+        };
+        Ok(LayerRange::new(num(a)?, num(b)?))
+    }
+}
+
+/// How the last stage picks the next token.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum SamplingPolicy {
+    /// Always the most likely token (deterministic).
+    #[default]
+    Greedy,
+    /// Temperature sampling, optionally restricted to the top-k and top-p tokens,
+    /// deterministic for a given seed.
+    Sample {
+        /// Softmax temperature, > 0.
+        temperature: f32,
+        /// Keep only the `k` most likely tokens.
+        top_k: Option<u32>,
+        /// Keep the smallest set whose probability reaches `p`, in `(0, 1]`.
+        top_p: Option<f32>,
+        /// Seed of the sampler's random stream.
+        seed: u64,
+    },
+}
+
+impl SamplingPolicy {
+    /// Checks the parameters are in range; returns a description of the first problem.
+    pub fn validate(&self) -> Result<(), String> {
+        match *self {
+            SamplingPolicy::Greedy => Ok(()),
+            SamplingPolicy::Sample { temperature, top_k, top_p, .. } => {
+                if !(temperature.is_finite() && temperature > 0.0) {
+                    return Err(format!("temperature {temperature} must be finite and > 0"));
+                }
+                if top_k == Some(0) {
+                    return Err("top_k must be at least 1".into());
+                }
+                if let Some(p) = top_p
+                    && !(p > 0.0 && p <= 1.0)
+                {
+                    return Err(format!("top_p {p} must lie in (0, 1]"));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Settings every stage of a run shares.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeConfig {
+    /// Longest token sequence (prompt + generated) the KV caches hold.
+    pub max_seq_len: u32,
+    /// Element type of activations between stages.
+    pub activation_dtype: ActivationDType,
+    /// Most tokens to generate.
+    pub max_tokens: u32,
+    /// Token selection on the last stage.
+    pub sampling: SamplingPolicy,
+}
+
+/// Where a stage gets the GGUF file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WeightSource {
+    /// A path that exists on every stage's node.
+    Local {
+        /// The file's path.
+        path: String,
+    },
+    /// A URL each node downloads once into its cache, checked against size and digest.
+    Url {
+        /// HTTP(S) URL of the file.
+        url: String,
+        /// Expected size in bytes.
+        size: u64,
+        /// Expected sha256, lowercase hex.
+        sha256: String,
+    },
+}
+
+/// A node's data-plane identity: node id, iroh endpoint id and addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Peer {
+    /// Node id from the pool file.
+    pub node_id: NodeId,
+    /// iroh endpoint id (64 lowercase hex digits); for the orchestrator it may be unknown
+    /// until the run starts.
+    pub endpoint_id: Option<String>,
+    /// Addresses the endpoint listens on.
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// What kind of hop an edge is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// Orchestrator -> stage 0: prompt and sampled token ids.
+    TokenIn,
+    /// Stage `from` -> stage `from + 1`: hidden states.
+    Activation {
+        /// The producing stage.
+        from: StageIndex,
+    },
+    /// Last stage -> orchestrator: sampled token ids.
+    TokenOut,
+}
+
+impl EdgeKind {
+    /// A short label (`token_in`, `activation`, `token_out`).
+    pub const fn label(&self) -> &'static str {
+        match self {
+            EdgeKind::TokenIn => "token_in",
+            EdgeKind::Activation { .. } => "activation",
+            EdgeKind::TokenOut => "token_out",
+        }
+    }
+}
+
+/// One edge of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgePlan {
+    /// Planner-minted id, unique within the run.
+    pub edge_id: EdgeId,
+    /// The hop this edge is.
+    #[serde(flatten)]
+    pub kind: EdgeKind,
+    /// Producing node (the orchestrator for `token_in`).
+    pub producer: NodeId,
+    /// Producing stage, if a stage produces.
+    pub producer_stage: Option<StageIndex>,
+    /// Consuming node (the orchestrator for `token_out`).
+    pub consumer: NodeId,
+    /// Consuming stage, if a stage consumes.
+    pub consumer_stage: Option<StageIndex>,
+    /// The contract for every object on the edge.
+    pub object: ObjectSpec,
+    /// Size and alignment of each end's ring.
+    pub ring: RingSpec,
+}
+
+/// Resources a stage is predicted to need, before anything is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagePrediction {
+    /// Bytes of the tensors the stage loads (its blocks, plus embedding / head).
+    pub weight_bytes: u64,
+    /// Bytes of the f32 KV cache for its blocks at `max_seq_len`.
+    pub kv_cache_bytes: u64,
+    /// Arena bytes for its inbound and outbound rings (headers included).
+    pub ring_bytes: u64,
+    /// Sum of the above.
+    pub total_bytes: u64,
+    /// Memory the pool file gives the node.
+    pub node_memory_bytes: u64,
+}
+
+/// One stage of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagePlan {
+    /// Position in the pipeline.
+    pub stage_index: StageIndex,
+    /// The node that runs it.
+    pub node_id: NodeId,
+    /// Its contiguous block range.
+    pub layers: LayerRange,
+    /// Whether it owns the token embedding (stage 0).
+    pub embedding: bool,
+    /// Whether it owns the final norm, output head and sampling (last stage).
+    pub head: bool,
+    /// Its receive edge.
+    pub inbound: EdgeId,
+    /// Its send edge.
+    pub outbound: EdgeId,
+    /// Predicted resources.
+    pub prediction: StagePrediction,
+}
+
+/// The model as the plan records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedModel {
+    /// Where stages get the file.
+    pub source: WeightSource,
+    /// Human name from the file's metadata, if any.
+    pub name: Option<String>,
+    /// Architecture (`llama`).
+    pub architecture: String,
+    /// Transformer blocks.
+    pub block_count: u32,
+    /// Hidden size.
+    pub hidden_size: u32,
+    /// Vocabulary size.
+    pub vocab_size: u32,
+    /// End-of-sequence token id, if the file names one.
+    pub eos_token_id: Option<u32>,
+}
+
+/// Data-movement predictions for the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanPrediction {
+    /// Activation bytes per hop for one decoded token.
+    pub activation_bytes_per_token: u64,
+    /// Number of activation hops (stages - 1).
+    pub activation_hops: u32,
+    /// Prompt tokens assumed for the prefill figures.
+    pub prompt_tokens: u32,
+    /// Activation bytes per hop for the prefill of `prompt_tokens`.
+    pub prompt_activation_bytes: u64,
+    /// Bytes crossing the network per decoded token, all hops and both token edges.
+    pub network_bytes_per_token: u64,
+    /// Sum of every stage's weight bytes.
+    pub total_weight_bytes: u64,
+}
+
+/// Exactly one complete plan for a run. Built only by [`crate::planner::plan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// The run's id.
+    pub run_id: RunId,
+    /// The model.
+    pub model: PlannedModel,
+    /// The orchestrator's identity (endpoint may be filled in when the run starts).
+    pub orchestrator: Peer,
+    /// Data-plane identity of every node that runs a stage, in stage order.
+    pub nodes: Vec<Peer>,
+    /// Stages, indexed by `stage_index`.
+    pub stages: Vec<StagePlan>,
+    /// Edges: token-in, the activation hops in order, token-out.
+    pub edges: Vec<EdgePlan>,
+    /// Runtime settings.
+    pub runtime: RuntimeConfig,
+    /// Predictions.
+    pub prediction: PlanPrediction,
+}
+
+/// A stage's receive edge as its node sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecvEdgeProvision {
+    /// The edge.
+    pub edge_id: EdgeId,
+    /// The only peer allowed to open the edge's stream.
+    pub producer: Peer,
+    /// Object contract, copied unchanged from the plan.
+    pub object: ObjectSpec,
+    /// Ring spec, copied unchanged from the plan.
+    pub ring: RingSpec,
+}
+
+/// A stage's send edge as its node sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendEdgeProvision {
+    /// The edge.
+    pub edge_id: EdgeId,
+    /// The peer to open the edge's stream to.
+    pub consumer: Peer,
+    /// Object contract, copied unchanged from the plan.
+    pub object: ObjectSpec,
+    /// Ring spec, copied unchanged from the plan.
+    pub ring: RingSpec,
+}
+
+/// Everything one node needs to run one stage of a run, and nothing about other stages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProvisionStage {
+    /// The run.
+    pub run_id: RunId,
+    /// The orchestrator allowed to control this stage.
+    pub orchestrator: NodeId,
+    /// This stage's position.
+    pub stage_index: StageIndex,
+    /// Total stages in the run.
+    pub stage_count: u32,
+    /// This stage's blocks.
+    pub layers: LayerRange,
+    /// Blocks in the whole model (to validate the range against the file).
+    pub block_count: u32,
+    /// Whether to load the token embedding.
+    pub embedding: bool,
+    /// Whether to load the final norm and output head.
+    pub head: bool,
+    /// Where to get the weights.
+    pub weights: WeightSource,
+    /// Runtime settings.
+    pub runtime: RuntimeConfig,
+    /// The receive edge.
+    pub inbound: RecvEdgeProvision,
+    /// The send edge.
+    pub outbound: SendEdgeProvision,
+}
+
+impl RunPlan {
+    /// The edge with this id.
+    pub fn edge(&self, id: EdgeId) -> Option<&EdgePlan> {
+        self.edges.iter().find(|e| e.edge_id == id)
+    }
+
+    /// The data-plane identity of a node of the plan (a stage node or the orchestrator).
+    pub fn peer(&self, node: NodeId) -> Option<&Peer> {
+        if self.orchestrator.node_id == node {
+            return Some(&self.orchestrator);
+        }
+        self.nodes.iter().find(|p| p.node_id == node)
+    }
+
+    /// Projects the plan onto one stage: its own range, its receive and send edge, specs
+    /// copied unchanged. Deterministic; `None` if the plan has no such stage or is not
+    /// internally consistent (which a plan from the planner always is).
+    pub fn provision(&self, stage: StageIndex) -> Option<ProvisionStage> {
+        let s = self.stages.get(usize::try_from(stage.0).ok()?)?;
+        if s.stage_index != stage {
+            return None;
+        }
+        let inbound = self.edge(s.inbound)?;
+        let outbound = self.edge(s.outbound)?;
+        Some(ProvisionStage {
+            run_id: self.run_id,
+            orchestrator: self.orchestrator.node_id,
+            stage_index: stage,
+            stage_count: u32::try_from(self.stages.len()).ok()?,
+            layers: s.layers,
+            block_count: self.model.block_count,
+            embedding: s.embedding,
+            head: s.head,
+            weights: self.model.source.clone(),
+            runtime: self.runtime,
+            inbound: RecvEdgeProvision {
+                edge_id: inbound.edge_id,
+                producer: self.peer(inbound.producer)?.clone(),
+                object: inbound.object,
+                ring: inbound.ring,
+            },
+            outbound: SendEdgeProvision {
+                edge_id: outbound.edge_id,
+                consumer: self.peer(outbound.consumer)?.clone(),
+                object: outbound.object,
+                ring: outbound.ring,
+            },
+        })
+    }
+}
