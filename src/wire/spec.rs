@@ -188,7 +188,9 @@ impl RingLayout {
         if end > arena_bytes {
             return bad("lease extends past the arena ceiling");
         }
-        if !self.arena_offset.is_multiple_of(self.alignment) || !self.data_offset.is_multiple_of(self.alignment) {
+        if !self.arena_offset.is_multiple_of(self.alignment)
+            || !self.data_offset.is_multiple_of(self.alignment)
+        {
             return bad("offsets not aligned");
         }
         if self.header_offset < self.arena_offset || self.data_offset <= self.header_offset {

@@ -1,0 +1,229 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'swactor'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'swactor' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
+            [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
+            [CompletionResult]::new('util', 'util', [CompletionResultType]::ParameterValue, 'Generate completions, man pages and the CLI reference (for packagers)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;run' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('plan', 'plan', [CompletionResultType]::ParameterValue, 'Plan a run over a pool and predict its resources, without running anything')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;run;plan' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model to plan for')
+            [CompletionResult]::new('--pool', '--pool', [CompletionResultType]::ParameterName, 'The pool file (TOML inventory of nodes)')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages [default: one per placement node, or per pool node]')
+            [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
+            [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
+            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Prompt length assumed for the prefill predictions')
+            [CompletionResult]::new('--run-id', '--run-id', [CompletionResultType]::ParameterName, 'The run id to write into the plan')
+            [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
+            [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')
+            [CompletionResult]::new('--sampling', '--sampling', [CompletionResultType]::ParameterName, 'How the last stage picks tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Softmax temperature (with `--sampling sample`)')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (with `--sampling sample`)')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'swactor;run;help' {
+            [CompletionResult]::new('plan', 'plan', [CompletionResultType]::ParameterValue, 'Plan a run over a pool and predict its resources, without running anything')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;run;help;plan' {
+            break
+        }
+        'swactor;run;help;help' {
+            break
+        }
+        'swactor;model' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
+            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;model;inspect' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'swactor;model;synth' {
+            [CompletionResult]::new('--out', '--out', [CompletionResultType]::ParameterName, 'Where to write the GGUF file')
+            [CompletionResult]::new('--blocks', '--blocks', [CompletionResultType]::ParameterName, 'Transformer blocks')
+            [CompletionResult]::new('--hidden', '--hidden', [CompletionResultType]::ParameterName, 'Hidden size')
+            [CompletionResult]::new('--heads', '--heads', [CompletionResultType]::ParameterName, 'Attention heads')
+            [CompletionResult]::new('--kv-heads', '--kv-heads', [CompletionResultType]::ParameterName, 'Key/value heads (grouped-query attention)')
+            [CompletionResult]::new('--ffn', '--ffn', [CompletionResultType]::ParameterName, 'Feed-forward inner size')
+            [CompletionResult]::new('--vocab', '--vocab', [CompletionResultType]::ParameterName, 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Context length recorded in the file')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Storage type of the weight matrices')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the random weights')
+            [CompletionResult]::new('--tied-embeddings', '--tied-embeddings', [CompletionResultType]::ParameterName, 'Reuse the token embedding as the output head (no `output.weight`)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'swactor;model;help' {
+            [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
+            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;model;help;inspect' {
+            break
+        }
+        'swactor;model;help;synth' {
+            break
+        }
+        'swactor;model;help;help' {
+            break
+        }
+        'swactor;util' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions, or write every shell''s file into a directory')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, or write every command''s page into a directory')
+            [CompletionResult]::new('markdown-help', 'markdown-help', [CompletionResultType]::ParameterValue, 'Print the whole CLI reference as Markdown')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;util;completions' {
+            [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Write bash, zsh, fish, elvish and powershell completions into this directory')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'swactor;util;man' {
+            [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Write one page per command into this directory')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'swactor;util;markdown-help' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'swactor;util;help' {
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions, or write every shell''s file into a directory')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, or write every command''s page into a directory')
+            [CompletionResult]::new('markdown-help', 'markdown-help', [CompletionResultType]::ParameterValue, 'Print the whole CLI reference as Markdown')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;util;help;completions' {
+            break
+        }
+        'swactor;util;help;man' {
+            break
+        }
+        'swactor;util;help;markdown-help' {
+            break
+        }
+        'swactor;util;help;help' {
+            break
+        }
+        'swactor;help' {
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
+            [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
+            [CompletionResult]::new('util', 'util', [CompletionResultType]::ParameterValue, 'Generate completions, man pages and the CLI reference (for packagers)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;help;run' {
+            [CompletionResult]::new('plan', 'plan', [CompletionResultType]::ParameterValue, 'Plan a run over a pool and predict its resources, without running anything')
+            break
+        }
+        'swactor;help;run;plan' {
+            break
+        }
+        'swactor;help;model' {
+            [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
+            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            break
+        }
+        'swactor;help;model;inspect' {
+            break
+        }
+        'swactor;help;model;synth' {
+            break
+        }
+        'swactor;help;util' {
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions, or write every shell''s file into a directory')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, or write every command''s page into a directory')
+            [CompletionResult]::new('markdown-help', 'markdown-help', [CompletionResultType]::ParameterValue, 'Print the whole CLI reference as Markdown')
+            break
+        }
+        'swactor;help;util;completions' {
+            break
+        }
+        'swactor;help;util;man' {
+            break
+        }
+        'swactor;help;util;markdown-help' {
+            break
+        }
+        'swactor;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

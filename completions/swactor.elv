@@ -1,0 +1,191 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[swactor] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'swactor'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'swactor'= {
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand run 'Plan runs'
+            cand model 'Inspect and synthesize GGUF models'
+            cand util 'Generate completions, man pages and the CLI reference (for packagers)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;run'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand plan 'Plan a run over a pool and predict its resources, without running anything'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;run;plan'= {
+            cand --model 'The GGUF model to plan for'
+            cand --pool 'The pool file (TOML inventory of nodes)'
+            cand --stages 'Number of stages [default: one per placement node, or per pool node]'
+            cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
+            cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
+            cand --prompt-tokens 'Prompt length assumed for the prefill predictions'
+            cand --run-id 'The run id to write into the plan'
+            cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
+            cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
+            cand --max-tokens 'Most tokens to generate'
+            cand --sampling 'How the last stage picks tokens'
+            cand --temperature 'Softmax temperature (with `--sampling sample`)'
+            cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
+            cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
+            cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'swactor;run;help'= {
+            cand plan 'Plan a run over a pool and predict its resources, without running anything'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;run;help;plan'= {
+        }
+        &'swactor;run;help;help'= {
+        }
+        &'swactor;model'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+            cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;model;inspect'= {
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'swactor;model;synth'= {
+            cand --out 'Where to write the GGUF file'
+            cand --blocks 'Transformer blocks'
+            cand --hidden 'Hidden size'
+            cand --heads 'Attention heads'
+            cand --kv-heads 'Key/value heads (grouped-query attention)'
+            cand --ffn 'Feed-forward inner size'
+            cand --vocab 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)'
+            cand --context 'Context length recorded in the file'
+            cand --dtype 'Storage type of the weight matrices'
+            cand --seed 'Seed of the random weights'
+            cand --tied-embeddings 'Reuse the token embedding as the output head (no `output.weight`)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'swactor;model;help'= {
+            cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+            cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;model;help;inspect'= {
+        }
+        &'swactor;model;help;synth'= {
+        }
+        &'swactor;model;help;help'= {
+        }
+        &'swactor;util'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand completions 'Print shell completions, or write every shell''s file into a directory'
+            cand man 'Print the man page, or write every command''s page into a directory'
+            cand markdown-help 'Print the whole CLI reference as Markdown'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;util;completions'= {
+            cand --dir 'Write bash, zsh, fish, elvish and powershell completions into this directory'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'swactor;util;man'= {
+            cand --dir 'Write one page per command into this directory'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'swactor;util;markdown-help'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'swactor;util;help'= {
+            cand completions 'Print shell completions, or write every shell''s file into a directory'
+            cand man 'Print the man page, or write every command''s page into a directory'
+            cand markdown-help 'Print the whole CLI reference as Markdown'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;util;help;completions'= {
+        }
+        &'swactor;util;help;man'= {
+        }
+        &'swactor;util;help;markdown-help'= {
+        }
+        &'swactor;util;help;help'= {
+        }
+        &'swactor;help'= {
+            cand run 'Plan runs'
+            cand model 'Inspect and synthesize GGUF models'
+            cand util 'Generate completions, man pages and the CLI reference (for packagers)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;help;run'= {
+            cand plan 'Plan a run over a pool and predict its resources, without running anything'
+        }
+        &'swactor;help;run;plan'= {
+        }
+        &'swactor;help;model'= {
+            cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+            cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+        }
+        &'swactor;help;model;inspect'= {
+        }
+        &'swactor;help;model;synth'= {
+        }
+        &'swactor;help;util'= {
+            cand completions 'Print shell completions, or write every shell''s file into a directory'
+            cand man 'Print the man page, or write every command''s page into a directory'
+            cand markdown-help 'Print the whole CLI reference as Markdown'
+        }
+        &'swactor;help;util;completions'= {
+        }
+        &'swactor;help;util;man'= {
+        }
+        &'swactor;help;util;markdown-help'= {
+        }
+        &'swactor;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,114 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_swactor_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_swactor_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_swactor_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_swactor_using_subcommand
+    set -l cmd (__fish_swactor_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c swactor -n "__fish_swactor_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_needs_command" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "util" -d 'Generate completions, man pages and the CLI reference (for packagers)'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l model -d 'The GGUF model to plan for' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l pool -d 'The pool file (TOML inventory of nodes)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l stages -d 'Number of stages [default: one per placement node, or per pool node]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l layers -d 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l nodes -d 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l prompt-tokens -d 'Prompt length assumed for the prefill predictions' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l run-id -d 'The run id to write into the plan' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
+f16\t'16-bit floats (half the bytes per hop)'"
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
+sample\t'Temperature sampling with optional top-k / top-p, seeded'"
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l out -d 'Where to write the GGUF file' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l blocks -d 'Transformer blocks' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l hidden -d 'Hidden size' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l heads -d 'Attention heads' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l kv-heads -d 'Key/value heads (grouped-query attention)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l ffn -d 'Feed-forward inner size' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l vocab -d 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l context -d 'Context length recorded in the file' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l dtype -d 'Storage type of the weight matrices' -r -f -a "f32\t'32-bit floats'
+f16\t'16-bit floats'
+q8_0\t'8-bit blocks of 32'
+q4_0\t'4-bit blocks of 32'"
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l seed -d 'Seed of the random weights' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l tied-embeddings -d 'Reuse the token embedding as the output head (no `output.weight`)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and not __fish_seen_subcommand_from completions man markdown-help help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and not __fish_seen_subcommand_from completions man markdown-help help" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and not __fish_seen_subcommand_from completions man markdown-help help" -f -a "completions" -d 'Print shell completions, or write every shell\'s file into a directory'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and not __fish_seen_subcommand_from completions man markdown-help help" -f -a "man" -d 'Print the man page, or write every command\'s page into a directory'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and not __fish_seen_subcommand_from completions man markdown-help help" -f -a "markdown-help" -d 'Print the whole CLI reference as Markdown'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and not __fish_seen_subcommand_from completions man markdown-help help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from completions" -l dir -d 'Write bash, zsh, fish, elvish and powershell completions into this directory' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from completions" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from completions" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from man" -l dir -d 'Write one page per command into this directory' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from man" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from man" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from markdown-help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from markdown-help" -s V -l version -d 'Print version'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "completions" -d 'Print shell completions, or write every shell\'s file into a directory'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "man" -d 'Print the man page, or write every command\'s page into a directory'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "markdown-help" -d 'Print the whole CLI reference as Markdown'
+complete -c swactor -n "__fish_swactor_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model util help" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model util help" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model util help" -f -a "util" -d 'Generate completions, man pages and the CLI reference (for packagers)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "completions" -d 'Print shell completions, or write every shell\'s file into a directory'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "man" -d 'Print the man page, or write every command\'s page into a directory'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "markdown-help" -d 'Print the whole CLI reference as Markdown'

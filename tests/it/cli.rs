@@ -1,0 +1,319 @@
+//! The `swactor` binary: output formats, exit codes and typed rejections.
+
+use assert_cmd::Command;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use crate::support::{pool, pool_file, scratch, synth_model};
+use swactor::planner::pool::PoolPlacement;
+use swactor::wire::NodeId;
+
+fn swactor() -> Command {
+    let mut cmd = Command::cargo_bin("swactor").expect("binary");
+    cmd.env("RUST_BACKTRACE", "0").env("NO_COLOR", "1");
+    cmd
+}
+
+fn stdout_json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn run_plan_prints_three_contiguous_ranges_and_four_edges_for_a_twelve_block_model() {
+    let model = synth_model(12);
+    let pool = pool_file("cli-pool-3.toml", &pool(3));
+    let out = swactor()
+        .args(["run", "plan", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .args(["--stages", "3"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).expect("utf8");
+    for range in ["0..4", "4..8", "8..12"] {
+        assert!(text.contains(range), "missing {range} in\n{text}");
+    }
+    for kind in ["token_in", "token_out"] {
+        assert_eq!(text.matches(kind).count(), 1, "{kind} in\n{text}");
+    }
+    let activation_rows =
+        text.lines().filter(|l| l.split_whitespace().nth(1) == Some("activation")).count();
+    assert_eq!(activation_rows, 2, "two activation edges in\n{text}");
+
+    let out = swactor()
+        .args(["run", "plan", "--json", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .args(["--stages", "3"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    assert_eq!(lines.len(), 1);
+    let plan = &lines[0];
+    assert_eq!(plan["type"], "run_plan");
+    let stages = plan["stages"].as_array().expect("stages");
+    let ranges: Vec<(u64, u64)> = stages
+        .iter()
+        .map(|s| (s["layers"]["start"].as_u64().unwrap(), s["layers"]["end"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(ranges, [(0, 4), (4, 8), (8, 12)]);
+    let edges = plan["edges"].as_array().expect("edges");
+    let ids: std::collections::HashSet<u64> =
+        edges.iter().map(|e| e["edge_id"].as_u64().unwrap()).collect();
+    assert_eq!((edges.len(), ids.len()), (4, 4));
+    let kinds: Vec<&str> = edges.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["token_in", "activation", "activation", "token_out"]);
+}
+
+#[test]
+fn a_pool_file_placing_an_unknown_node_is_rejected_with_exit_code_4() {
+    let model = synth_model(12);
+    let mut p = pool(3);
+    p.placement =
+        Some(PoolPlacement { nodes: Some(vec![NodeId(1), NodeId(9), NodeId(3)]), layers: None });
+    let pool = pool_file("cli-pool-unknown.toml", &p);
+    let assert = swactor()
+        .args(["run", "plan", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .code(4);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("unknown_node") && stderr.contains("node 9"), "{stderr}");
+    assert!(assert.get_output().stdout.is_empty(), "no data on stdout");
+
+    let out = swactor()
+        .args(["run", "plan", "--json", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .code(4)
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["reason"], "unknown_node");
+    assert_eq!(lines[0]["exit_code"], 4);
+}
+
+#[test]
+fn more_stages_than_blocks_are_rejected_with_exit_code_4() {
+    let model = synth_model(12);
+    let pool = pool_file("cli-pool-13.toml", &pool(13));
+    let assert = swactor()
+        .args(["run", "plan", "--stages", "13", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .code(4);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("too_many_stages"), "{stderr}");
+}
+
+#[test]
+fn explicit_layers_on_the_command_line_override_the_pool_file() {
+    let model = synth_model(12);
+    let pool = pool_file("cli-pool-layers.toml", &pool(3));
+    let out = swactor()
+        .args(["run", "plan", "--json", "--layers", "0..2,2..12", "--nodes", "3,2", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let plan = &stdout_json_lines(&out)[0];
+    let nodes: Vec<u64> =
+        plan["stages"].as_array().unwrap().iter().map(|s| s["node_id"].as_u64().unwrap()).collect();
+    assert_eq!(nodes, [3, 2]);
+    assert_eq!(plan["stages"][0]["layers"]["end"], 2);
+}
+
+#[test]
+fn a_malformed_pool_file_is_an_input_error() {
+    let model = synth_model(12);
+    let path = scratch().join("broken-pool.toml");
+    std::fs::write(&path, "[orchestrator]\nnode_id = \"one\"\n").expect("write");
+    let assert = swactor()
+        .args(["run", "plan", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&path)
+        .assert()
+        .code(3);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("pool file"), "{stderr}");
+}
+
+#[test]
+fn model_inspect_prints_facts_as_text_or_json() {
+    let model = synth_model(12);
+    let out = swactor()
+        .args(["model", "inspect"])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).expect("utf8");
+    assert!(text.contains("blocks") && text.contains("12") && text.contains("llama"), "{text}");
+    let out = swactor()
+        .args(["model", "inspect", "--json"])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    assert_eq!(lines[0]["type"], "model_facts");
+    assert_eq!(lines[0]["block_count"], 12);
+    assert_eq!(lines[0]["hidden_size"], 256);
+}
+
+#[test]
+fn model_inspect_rejects_a_truncated_file_with_exit_code_3() {
+    let bytes = std::fs::read(synth_model(12)).expect("read");
+    let path = scratch().join("cli-trunc.gguf");
+    std::fs::write(&path, &bytes[..bytes.len() / 3]).expect("write");
+    let assert = swactor().args(["model", "inspect", "--json"]).arg(&path).assert().code(3);
+    let lines = stdout_json_lines(&assert.get_output().stdout);
+    assert_eq!(lines[0]["reason"], "truncated");
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(stderr.contains("truncated") && !stderr.contains("panicked"), "{stderr}");
+}
+
+/// SmolLM2-135M, fetched by `.ci/fetch-models`. Required under CI; skipped (with a note)
+/// on a developer machine that has not fetched it.
+fn smollm2() -> Option<PathBuf> {
+    let path = std::env::var_os("SWACTOR_SMOLLM2").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    });
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI must provide SmolLM2 at {}", path.display());
+    eprintln!("note: {} not fetched; run .ci/fetch-models", path.display());
+    None
+}
+
+#[test]
+fn model_inspect_reads_smollm2_135m() {
+    let Some(model) = smollm2() else { return };
+    let out = swactor()
+        .args(["model", "inspect", "--json"])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let f = &stdout_json_lines(&out)[0];
+    assert_eq!(f["architecture"], "llama");
+    assert_eq!(f["block_count"], 30);
+    assert_eq!(f["hidden_size"], 576);
+    assert_eq!(f["head_count"], 9);
+    assert_eq!(f["head_count_kv"], 3);
+    assert_eq!(f["vocab_size"], 49152);
+    assert_eq!(f["tied_embeddings"], true);
+    assert_eq!(f["tokenizer_pre"], "smollm");
+}
+
+#[test]
+fn model_synth_reports_the_written_file_as_json() {
+    let path = scratch().join("cli-synth.gguf");
+    let out = swactor()
+        .args([
+            "model",
+            "synth",
+            "--json",
+            "--blocks",
+            "2",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--ffn",
+            "64",
+            "--vocab",
+            "260",
+            "--dtype",
+            "q8_0",
+            "--out",
+        ])
+        .arg(&path)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let line = &stdout_json_lines(&out)[0];
+    assert_eq!(line["type"], "model_synthesized");
+    assert_eq!(line["dtype"], "q8_0");
+    assert_eq!(line["bytes"], std::fs::metadata(&path).expect("file").len());
+    swactor().args(["model", "synth", "--hidden", "60", "--out"]).arg(&path).assert().code(2);
+}
+
+#[test]
+fn usage_errors_exit_with_code_2() {
+    swactor().args(["run", "plan"]).assert().code(2);
+    swactor().args(["no-such-command"]).assert().code(2);
+    let model = synth_model(12);
+    let pool = pool_file("cli-pool-usage.toml", &pool(3));
+    swactor()
+        .args(["run", "plan", "--temperature", "0.5", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let bin = assert_cmd::cargo::cargo_bin("swactor");
+    let mut child = std::process::Command::new(bin)
+        .args(["util", "markdown-help"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let status = child.wait().expect("wait");
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read");
+    assert!(status.success(), "exit {status:?}, stderr: {stderr}");
+    assert!(stderr.is_empty(), "stderr: {stderr}");
+}
+
+#[test]
+fn hidden_commands_stay_out_of_the_help() {
+    let out = swactor().arg("--help").assert().success().get_output().stdout.clone();
+    let help = String::from_utf8(out).expect("utf8");
+    assert!(help.contains("run") && help.contains("model"));
+    assert!(!help.contains("util"), "{help}");
+    swactor().args(["util", "completions", "bash"]).assert().success();
+}

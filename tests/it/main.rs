@@ -1,0 +1,10 @@
+//! swactor's integration tests, in one binary so they link once.
+
+mod cli;
+mod events;
+mod generated;
+mod header;
+mod model;
+mod planner;
+mod support;
+mod synth;

@@ -1,0 +1,418 @@
+//! Planner contract (DESIGN.md 4.3): exactly one complete plan or one typed rejection.
+
+use proptest::prelude::*;
+use std::collections::{BTreeMap, HashSet};
+
+use crate::support::{pool, pool_with_memory};
+use swactor::model::{ModelBytes, ModelFacts, RopeFacts};
+use swactor::planner::{Placement, PlanRequest, Pool, plan, validate_plan};
+use swactor::wire::reason::PlanRejection;
+use swactor::wire::{
+    ActivationDType, EdgeKind, LayerRange, NodeId, PayloadKind, RunId, RunPlan, RuntimeConfig,
+    SamplingPolicy, StageIndex, WeightSource, WireDType,
+};
+
+fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
+    ModelFacts {
+        architecture: "llama".into(),
+        name: Some("test".into()),
+        block_count: per_block.len() as u32,
+        hidden_size: 256,
+        feed_forward_length: Some(512),
+        head_count: 8,
+        head_count_kv: 4,
+        head_dim: 32,
+        context_length: 4096,
+        vocab_size: 512,
+        bos_token_id: Some(1),
+        eos_token_id: Some(2),
+        tokenizer_model: Some("gpt2".into()),
+        tokenizer_pre: Some("default".into()),
+        rope: RopeFacts { freq_base: 10000.0, dimension_count: 32 },
+        rms_norm_eps: 1e-5,
+        tied_embeddings: false,
+        bytes: ModelBytes {
+            embedding: 1 << 20,
+            head: (1 << 20) + 1024,
+            tensors: per_block.iter().sum::<u64>() + (2 << 20) + 1024,
+            file: 0,
+            per_block,
+        },
+        tensor_types: BTreeMap::new(),
+    }
+}
+
+fn facts(blocks: u32) -> ModelFacts {
+    facts_with_blocks(vec![2 << 20; blocks as usize])
+}
+
+fn runtime() -> RuntimeConfig {
+    RuntimeConfig {
+        max_seq_len: 1024,
+        activation_dtype: ActivationDType::F32,
+        max_tokens: 64,
+        sampling: SamplingPolicy::Greedy,
+    }
+}
+
+fn request<'a>(model: &'a ModelFacts, pool: &'a Pool, stages: Option<u32>) -> PlanRequest<'a> {
+    PlanRequest {
+        run_id: RunId(9),
+        model,
+        source: WeightSource::Local { path: "/models/m.gguf".into() },
+        pool,
+        stages,
+        placement: Placement::default(),
+        runtime: runtime(),
+        prompt_tokens: 100,
+    }
+}
+
+fn rejection(req: &PlanRequest<'_>) -> PlanRejection {
+    match plan(req) {
+        Ok(p) => panic!("expected a rejection, got a plan with {} stages", p.stages.len()),
+        Err(e) => e.reason,
+    }
+}
+
+fn ranges(plan: &RunPlan) -> Vec<LayerRange> {
+    plan.stages.iter().map(|s| s.layers).collect()
+}
+
+#[test]
+fn a_twelve_block_model_on_three_nodes_gets_three_contiguous_ranges_and_four_edges() {
+    let model = facts(12);
+    let pool = pool(3);
+    let p = plan(&request(&model, &pool, Some(3))).expect("plan");
+    assert_eq!(p.stages.len(), 3);
+    let r = ranges(&p);
+    assert_eq!(r[0].start, 0);
+    assert_eq!(r[2].end, 12);
+    assert!(r.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()));
+    assert_eq!(r, [LayerRange::new(0, 4), LayerRange::new(4, 8), LayerRange::new(8, 12)]);
+    let kinds: Vec<&str> = p.edges.iter().map(|e| e.kind.label()).collect();
+    assert_eq!(kinds, ["token_in", "activation", "activation", "token_out"]);
+    let ids: HashSet<_> = p.edges.iter().map(|e| e.edge_id).collect();
+    assert_eq!(ids.len(), 4, "edge ids are unique");
+}
+
+#[test]
+fn edges_chain_the_orchestrator_through_every_stage_and_back() {
+    let model = facts(8);
+    let pool = pool(4);
+    let p = plan(&request(&model, &pool, None)).expect("plan");
+    let orch = p.orchestrator.node_id;
+    let n = p.stages.len();
+    assert_eq!(n, 4, "the stage count defaults to the pool size");
+    assert_eq!(p.edges[0].kind, EdgeKind::TokenIn);
+    assert_eq!((p.edges[0].producer, p.edges[0].consumer), (orch, p.stages[0].node_id));
+    for i in 0..n - 1 {
+        let e = &p.edges[i + 1];
+        assert_eq!(e.kind, EdgeKind::Activation { from: StageIndex(i as u32) });
+        assert_eq!((e.producer, e.consumer), (p.stages[i].node_id, p.stages[i + 1].node_id));
+        assert_eq!(p.stages[i].outbound, e.edge_id);
+        assert_eq!(p.stages[i + 1].inbound, e.edge_id);
+    }
+    let last = &p.edges[n];
+    assert_eq!(last.kind, EdgeKind::TokenOut);
+    assert_eq!((last.producer, last.consumer), (p.stages[n - 1].node_id, orch));
+    assert!(p.stages[0].embedding && !p.stages[0].head);
+    assert!(p.stages[n - 1].head && !p.stages[n - 1].embedding);
+    assert!(p.stages[1..n - 1].iter().all(|s| !s.embedding && !s.head));
+}
+
+#[test]
+fn every_edge_has_an_object_spec_and_a_ring_spec_of_the_documented_shape() {
+    let model = facts(6);
+    let pool = pool(3);
+    for (dtype, width) in [(ActivationDType::F32, 4u64), (ActivationDType::F16, 2)] {
+        let mut req = request(&model, &pool, Some(3));
+        req.runtime.activation_dtype = dtype;
+        let p = plan(&req).expect("plan");
+        for e in &p.edges {
+            assert!(e.ring.alignment.is_power_of_two());
+            assert!(e.ring.capacity > 0 && e.ring.capacity % e.ring.alignment == 0);
+            match e.kind {
+                EdgeKind::Activation { .. } => {
+                    assert_eq!(e.object.payload, PayloadKind::Activations);
+                    assert_eq!(u64::from(e.object.dtype.width()), width);
+                    assert_eq!(
+                        e.object.max_extent,
+                        1024 * 256 * width,
+                        "max_seq_len * hidden * width"
+                    );
+                }
+                _ => {
+                    assert_eq!(e.object.payload, PayloadKind::TokenIds);
+                    assert_eq!(e.object.dtype, WireDType::U32);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn planning_is_deterministic_and_never_mutates_the_pool() {
+    let model = facts(10);
+    let pool = pool(3);
+    let before = pool.clone();
+    let a = plan(&request(&model, &pool, Some(3))).expect("plan");
+    let b = plan(&request(&model, &pool, Some(3))).expect("plan");
+    assert_eq!(a, b);
+    assert_eq!(pool, before);
+}
+
+#[test]
+fn auto_placement_gives_more_blocks_to_nodes_with_more_memory() {
+    let model = facts(12);
+    let pool = pool_with_memory(&[1 << 30, 3 << 30]);
+    let p = plan(&request(&model, &pool, Some(2))).expect("plan");
+    let r = ranges(&p);
+    assert!(r[1].len() >= 2 * r[0].len(), "the larger node should get about 3x the blocks: {r:?}");
+}
+
+#[test]
+fn auto_placement_balances_uneven_blocks_by_bytes() {
+    // One huge block first: it should sit alone on the first stage.
+    let mut blocks = vec![1 << 20; 9];
+    blocks.insert(0, 40 << 20);
+    let model = facts_with_blocks(blocks);
+    let pool = pool(2);
+    let p = plan(&request(&model, &pool, Some(2))).expect("plan");
+    assert_eq!(ranges(&p), [LayerRange::new(0, 1), LayerRange::new(1, 10)]);
+}
+
+#[test]
+fn explicit_layers_and_node_order_are_used_as_given() {
+    let model = facts(10);
+    let pool = pool(3);
+    let mut req = request(&model, &pool, None);
+    req.placement = Placement {
+        nodes: Some(vec![NodeId(3), NodeId(1)]),
+        layers: Some(vec![LayerRange::new(0, 7), LayerRange::new(7, 10)]),
+    };
+    let p = plan(&req).expect("plan");
+    assert_eq!(ranges(&p), [LayerRange::new(0, 7), LayerRange::new(7, 10)]);
+    assert_eq!(p.stages.iter().map(|s| s.node_id).collect::<Vec<_>>(), [NodeId(3), NodeId(1)]);
+    assert_eq!(p.nodes.iter().map(|n| n.node_id).collect::<Vec<_>>(), [NodeId(3), NodeId(1)]);
+}
+
+#[test]
+fn predictions_account_for_weights_kv_cache_rings_and_activation_traffic() {
+    let model = facts(4);
+    let pool = pool(2);
+    let p = plan(&request(&model, &pool, Some(2))).expect("plan");
+    let s0 = &p.stages[0].prediction;
+    let s1 = &p.stages[1].prediction;
+    assert_eq!(s0.weight_bytes, 2 * (2 << 20) + (1 << 20), "two blocks + embedding");
+    assert_eq!(s1.weight_bytes, 2 * (2 << 20) + (1 << 20) + 1024, "two blocks + head");
+    // 2 (K and V) * 1024 tokens * 4 KV heads * 32 dims * 4 bytes, per block.
+    assert_eq!(s0.kv_cache_bytes, 2 * 2 * 1024 * 4 * 32 * 4);
+    assert_eq!(s0.total_bytes, s0.weight_bytes + s0.kv_cache_bytes + s0.ring_bytes);
+    assert_eq!(p.prediction.activation_bytes_per_token, 256 * 4);
+    assert_eq!(p.prediction.prompt_activation_bytes, 100 * 256 * 4);
+    assert_eq!(p.prediction.activation_hops, 1);
+    assert_eq!(p.prediction.total_weight_bytes, s0.weight_bytes + s1.weight_bytes);
+}
+
+#[test]
+fn provisioning_projects_each_stage_onto_its_own_range_and_two_edges() {
+    let model = facts(9);
+    let pool = pool(3);
+    let p = plan(&request(&model, &pool, Some(3))).expect("plan");
+    for s in &p.stages {
+        let prov = p.provision(s.stage_index).expect("projection");
+        assert_eq!(prov, p.provision(s.stage_index).expect("again"), "deterministic");
+        assert_eq!(prov.run_id, p.run_id);
+        assert_eq!(prov.layers, s.layers);
+        assert_eq!(prov.stage_count, 3);
+        assert_eq!(prov.orchestrator, p.orchestrator.node_id);
+        let inbound = p.edge(s.inbound).expect("inbound");
+        let outbound = p.edge(s.outbound).expect("outbound");
+        assert_eq!(prov.inbound.edge_id, inbound.edge_id);
+        assert_eq!(prov.inbound.producer.node_id, inbound.producer);
+        assert_eq!((prov.inbound.object, prov.inbound.ring), (inbound.object, inbound.ring));
+        assert_eq!(prov.outbound.edge_id, outbound.edge_id);
+        assert_eq!(prov.outbound.consumer.node_id, outbound.consumer);
+        assert_eq!((prov.outbound.object, prov.outbound.ring), (outbound.object, outbound.ring));
+        assert_eq!(prov.embedding, s.embedding);
+        assert_eq!(prov.head, s.head);
+    }
+    let last = p.provision(StageIndex(2)).expect("last");
+    assert_eq!(
+        last.outbound.consumer.node_id,
+        NodeId(100),
+        "the last stage sends to the orchestrator"
+    );
+    assert!(p.provision(StageIndex(3)).is_none());
+}
+
+#[test]
+fn each_request_rejection_has_its_own_reason() {
+    let model = facts(12);
+    let three = pool(3);
+    let check = |req: PlanRequest<'_>, want: PlanRejection| assert_eq!(rejection(&req), want);
+
+    check(request(&model, &three, Some(0)), PlanRejection::ZeroStages);
+    check(request(&model, &pool(13), Some(13)), PlanRejection::TooManyStages);
+    check(request(&model, &three, Some(4)), PlanRejection::NotEnoughNodes);
+
+    let mut req = request(&model, &three, None);
+    req.placement.nodes = Some(vec![NodeId(1), NodeId(7), NodeId(3)]);
+    check(req, PlanRejection::UnknownNode);
+
+    let mut req = request(&model, &three, None);
+    req.placement.nodes = Some(vec![NodeId(1), NodeId(1)]);
+    check(req, PlanRejection::DuplicateStageAssignment);
+
+    let mut req = request(&model, &three, Some(3));
+    req.placement.layers = Some(vec![LayerRange::new(0, 6), LayerRange::new(6, 12)]);
+    check(req, PlanRejection::MissingStageAssignment);
+
+    let mut req = request(&model, &three, Some(2));
+    req.placement.nodes = Some(vec![NodeId(1), NodeId(2), NodeId(3)]);
+    check(req, PlanRejection::DuplicateStageAssignment);
+
+    for bad in [
+        vec![LayerRange::new(0, 5), LayerRange::new(6, 12)], // gap
+        vec![LayerRange::new(0, 7), LayerRange::new(6, 12)], // overlap
+        vec![LayerRange::new(0, 0), LayerRange::new(0, 12)], // empty
+        vec![LayerRange::new(0, 5), LayerRange::new(5, 11)], // not covering
+        vec![LayerRange::new(0, 5), LayerRange::new(5, 13)], // past the end
+        vec![LayerRange::new(6, 12), LayerRange::new(0, 6)], // out of order
+    ] {
+        let mut req = request(&model, &three, None);
+        req.placement.layers = Some(bad.clone());
+        assert_eq!(rejection(&req), PlanRejection::InvalidLayerRanges, "{bad:?}");
+    }
+
+    let tiny = pool_with_memory(&[1 << 20, 1 << 20]);
+    check(request(&model, &tiny, Some(2)), PlanRejection::ExceedsNodeMemory);
+}
+
+#[test]
+fn invalid_runtime_settings_are_rejected() {
+    let model = facts(4);
+    let pool = pool(2);
+    let mutations: [fn(&mut RuntimeConfig); 6] = [
+        |r| r.max_seq_len = 0,
+        |r| r.max_seq_len = 4097,
+        |r| r.max_tokens = 0,
+        |r| {
+            r.sampling =
+                SamplingPolicy::Sample { temperature: 0.0, top_k: None, top_p: None, seed: 0 }
+        },
+        |r| {
+            r.sampling =
+                SamplingPolicy::Sample { temperature: 1.0, top_k: Some(0), top_p: None, seed: 0 }
+        },
+        |r| {
+            r.sampling =
+                SamplingPolicy::Sample { temperature: 1.0, top_k: None, top_p: Some(1.5), seed: 0 }
+        },
+    ];
+    for m in mutations {
+        let mut req = request(&model, &pool, Some(2));
+        m(&mut req.runtime);
+        assert_eq!(rejection(&req), PlanRejection::InvalidRuntime, "{:?}", req.runtime);
+    }
+    let mut req = request(&model, &pool, Some(2));
+    req.prompt_tokens = 2000;
+    assert_eq!(rejection(&req), PlanRejection::InvalidRuntime, "prompt longer than max_seq_len");
+}
+
+#[test]
+fn invalid_pools_are_rejected_with_their_reason() {
+    let model = facts(4);
+    let mutations: [(fn(&mut Pool), PlanRejection); 6] = [
+        (|p| p.nodes[1].node_id = NodeId(1), PlanRejection::DuplicateNode),
+        (|p| p.nodes[1].node_id = NodeId(100), PlanRejection::DuplicateNode),
+        (|p| p.nodes[1].endpoint_id = p.nodes[0].endpoint_id.clone(), PlanRejection::DuplicateNode),
+        (|p| p.nodes[0].endpoint_id = "not-hex".into(), PlanRejection::InvalidPool),
+        (|p| p.nodes[0].addrs.clear(), PlanRejection::InvalidPool),
+        (|p| p.nodes[0].memory_bytes = 0, PlanRejection::InvalidPool),
+    ];
+    for (m, want) in mutations {
+        let mut pool = pool(2);
+        m(&mut pool);
+        assert_eq!(rejection(&request(&model, &pool, Some(2))), want);
+    }
+}
+
+#[test]
+fn inconsistent_model_facts_are_rejected() {
+    let pool = pool(2);
+    let mut m = facts(4);
+    m.hidden_size = 0;
+    assert_eq!(rejection(&request(&m, &pool, Some(2))), PlanRejection::InvalidHiddenDim);
+    let mut m = facts(4);
+    m.hidden_size = 250;
+    assert_eq!(rejection(&request(&m, &pool, Some(2))), PlanRejection::InvalidHiddenDim);
+    let mut m = facts(4);
+    m.bytes.per_block.pop();
+    assert_eq!(rejection(&request(&m, &pool, Some(2))), PlanRejection::ModelInconsistent);
+    let mut m = facts(4);
+    m.head_count_kv = 3;
+    assert_eq!(rejection(&request(&m, &pool, Some(2))), PlanRejection::ModelInconsistent);
+}
+
+#[test]
+fn plan_validation_catches_every_structural_corruption() {
+    let model = facts(6);
+    let pool = pool(3);
+    let good = plan(&request(&model, &pool, Some(3))).expect("plan");
+    assert_eq!(validate_plan(&good), Ok(()));
+    let cases: Vec<(Box<dyn Fn(&mut RunPlan)>, PlanRejection)> = vec![
+        (Box::new(|p| p.edges[1].consumer = NodeId(3)), PlanRejection::EdgeEndpointMismatch),
+        (Box::new(|p| p.edges[0].producer = NodeId(1)), PlanRejection::EdgeEndpointMismatch),
+        (
+            Box::new(|p| p.stages[1].inbound = p.edges[2].edge_id),
+            PlanRejection::EdgeEndpointMismatch,
+        ),
+        (
+            Box::new(|p| {
+                p.edges.pop();
+            }),
+            PlanRejection::EdgeEndpointMismatch,
+        ),
+        (Box::new(|p| p.edges[2].edge_id = p.edges[1].edge_id), PlanRejection::DuplicateEdgeId),
+        (Box::new(|p| p.edges[1].object.max_extent = 0), PlanRejection::InvalidExtent),
+        (Box::new(|p| p.edges[1].object.max_extent += 4), PlanRejection::InvalidExtent),
+        (Box::new(|p| p.edges[0].object.dtype = WireDType::F32), PlanRejection::InvalidDTypeWidth),
+        (Box::new(|p| p.edges[1].object.dtype = WireDType::F16), PlanRejection::InvalidDTypeWidth),
+        (Box::new(|p| p.edges[1].object.row_elems = 128), PlanRejection::InvalidHiddenDim),
+        (Box::new(|p| p.edges[2].ring.alignment = 48), PlanRejection::AlignmentNotPowerOfTwo),
+        (
+            Box::new(|p| p.stages[1].node_id = p.stages[0].node_id),
+            PlanRejection::DuplicateStageAssignment,
+        ),
+        (Box::new(|p| p.stages[1].node_id = NodeId(55)), PlanRejection::UnknownNode),
+        (Box::new(|p| p.stages[1].layers.end += 1), PlanRejection::InvalidLayerRanges),
+        (Box::new(|p| p.stages.clear()), PlanRejection::ZeroStages),
+        (Box::new(|p| p.stages[2].head = false), PlanRejection::MissingStageAssignment),
+    ];
+    for (i, (corrupt, want)) in cases.iter().enumerate() {
+        let mut p = good.clone();
+        corrupt(&mut p);
+        assert_eq!(validate_plan(&p).map_err(|e| e.reason), Err(*want), "case {i}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn any_plan_has_contiguous_ranges_covering_every_block_once(
+        blocks in proptest::collection::vec(1u64..(64 << 20), 1..40),
+        memory in proptest::collection::vec(1u64..8, 1..8),
+    ) {
+        let model = facts_with_blocks(blocks.clone());
+        let pool = pool_with_memory(&memory.iter().map(|m| m << 36).collect::<Vec<_>>());
+        let stages = (memory.len() as u32).min(blocks.len() as u32);
+        let p = plan(&request(&model, &pool, Some(stages))).expect("plan");
+        prop_assert_eq!(validate_plan(&p), Ok(()));
+        let covered: Vec<u32> = p.stages.iter().flat_map(|s| s.layers.blocks()).collect();
+        prop_assert_eq!(covered, (0..blocks.len() as u32).collect::<Vec<_>>());
+        prop_assert_eq!(p.edges.len(), stages as usize + 1);
+    }
+}

@@ -1,0 +1,174 @@
+//! Shared test helpers: synthesized models, pool files, a raw GGUF builder.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use swactor::model::synth::{SynthSpec, write_model};
+use swactor::planner::Pool;
+use swactor::planner::pool::{OrchestratorEntry, PoolNode};
+use swactor::wire::NodeId;
+
+/// A directory that lives as long as the test binary.
+pub fn scratch() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
+}
+
+/// Writes (once) a synthesized model with `blocks` blocks and default shape.
+pub fn synth_model(blocks: u32) -> PathBuf {
+    let path = scratch().join(format!("synth-{blocks}.gguf"));
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
+        let spec = SynthSpec { blocks, ..SynthSpec::default() };
+        write_model(&path, &spec).expect("synthesize model");
+    }
+    path
+}
+
+/// A 64-hex-digit endpoint id made of one repeated digit.
+pub fn endpoint(digit: char) -> String {
+    std::iter::repeat_n(digit, 64).collect()
+}
+
+/// A pool of `n` nodes with ids 1..=n, 8 GiB each, orchestrator 100.
+pub fn pool(n: u64) -> Pool {
+    pool_with_memory(&vec![8 << 30; n as usize])
+}
+
+/// A pool whose node `i + 1` has `memory[i]` bytes.
+pub fn pool_with_memory(memory: &[u64]) -> Pool {
+    Pool {
+        orchestrator: OrchestratorEntry { node_id: NodeId(100), endpoint_id: None, addrs: vec![] },
+        nodes: memory
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| PoolNode {
+                node_id: NodeId(i as u64 + 1),
+                endpoint_id: format!("{:064x}", 0xfeed_0000 + i as u64),
+                addrs: vec![format!("127.0.0.1:{}", 7400 + i).parse().expect("addr")],
+                memory_bytes: m,
+                device: None,
+            })
+            .collect(),
+        placement: None,
+    }
+}
+
+/// Writes a pool file for `pool` and returns its path.
+pub fn pool_file(name: &str, pool: &Pool) -> PathBuf {
+    let path = scratch().join(name);
+    std::fs::write(&path, pool.to_toml()).expect("write pool file");
+    path
+}
+
+/// A GGUF metadata value for [`GgufBuilder`].
+pub enum Meta {
+    U32(u32),
+    F32(f32),
+    Str(String),
+    StrArray(Vec<String>),
+}
+
+/// Builds raw GGUF v3 bytes by hand, so tests can write files candle never would.
+#[derive(Default)]
+pub struct GgufBuilder {
+    meta: Vec<(String, Meta)>,
+    tensors: Vec<(String, Vec<u64>, u32, u64)>,
+    data_len: u64,
+}
+
+impl GgufBuilder {
+    pub fn meta(mut self, key: &str, value: Meta) -> Self {
+        self.meta.push((key.to_string(), value));
+        self
+    }
+
+    /// Adds a tensor with GGUF dims (innermost first), a raw GGML type id and its byte size.
+    pub fn tensor(mut self, name: &str, dims: &[u64], ggml_type: u32, bytes: u64) -> Self {
+        let offset = self.data_len;
+        self.tensors.push((name.to_string(), dims.to_vec(), ggml_type, offset));
+        self.data_len += bytes.div_ceil(32) * 32;
+        self
+    }
+
+    /// The llama metadata of a tiny model with `blocks` blocks and hidden 64.
+    pub fn llama(blocks: u32) -> Self {
+        let mut b = GgufBuilder::default()
+            .meta("general.architecture", Meta::Str("llama".into()))
+            .meta("llama.block_count", Meta::U32(blocks))
+            .meta("llama.embedding_length", Meta::U32(64))
+            .meta("llama.attention.head_count", Meta::U32(4))
+            .meta("llama.attention.head_count_kv", Meta::U32(2))
+            .meta("llama.context_length", Meta::U32(256))
+            .meta("llama.rope.freq_base", Meta::F32(10000.0))
+            .meta(
+                "tokenizer.ggml.tokens",
+                Meta::StrArray((0..300).map(|i| format!("t{i}")).collect()),
+            )
+            .tensor("token_embd.weight", &[64, 300], 0, 64 * 300 * 4);
+        for i in 0..blocks {
+            b = b.tensor(&format!("blk.{i}.attn_q.weight"), &[64, 64], 0, 64 * 64 * 4);
+        }
+        b
+    }
+
+    /// The file's bytes.
+    pub fn build(&self) -> Vec<u8> {
+        fn string(out: &mut Vec<u8>, s: &str) {
+            out.extend((s.len() as u64).to_le_bytes());
+            out.extend(s.as_bytes());
+        }
+        let mut out = Vec::new();
+        out.extend(b"GGUF");
+        out.extend(3u32.to_le_bytes());
+        out.extend((self.tensors.len() as u64).to_le_bytes());
+        out.extend((self.meta.len() as u64).to_le_bytes());
+        for (k, v) in &self.meta {
+            string(&mut out, k);
+            match v {
+                Meta::U32(x) => {
+                    out.extend(4u32.to_le_bytes());
+                    out.extend(x.to_le_bytes());
+                }
+                Meta::F32(x) => {
+                    out.extend(6u32.to_le_bytes());
+                    out.extend(x.to_le_bytes());
+                }
+                Meta::Str(s) => {
+                    out.extend(8u32.to_le_bytes());
+                    string(&mut out, s);
+                }
+                Meta::StrArray(a) => {
+                    out.extend(9u32.to_le_bytes());
+                    out.extend(8u32.to_le_bytes());
+                    out.extend((a.len() as u64).to_le_bytes());
+                    for s in a {
+                        string(&mut out, s);
+                    }
+                }
+            }
+        }
+        for (name, dims, ty, offset) in &self.tensors {
+            string(&mut out, name);
+            out.extend((dims.len() as u32).to_le_bytes());
+            for d in dims {
+                out.extend(d.to_le_bytes());
+            }
+            out.extend(ty.to_le_bytes());
+            out.extend(offset.to_le_bytes());
+        }
+        while out.len() % 32 != 0 {
+            out.push(0);
+        }
+        out.resize(out.len() + self.data_len as usize, 0);
+        out
+    }
+
+    /// Writes the file into the scratch directory.
+    pub fn write(&self, name: &str) -> PathBuf {
+        let path = scratch().join(name);
+        std::fs::write(&path, self.build()).expect("write gguf");
+        path
+    }
+}
