@@ -12,6 +12,9 @@ use swactor::wire::{
     SamplingPolicy, StageIndex, WeightSource, WireDType,
 };
 
+type PoolMutation = (fn(&mut Pool), PlanRejection);
+type PlanMutation = (Box<dyn Fn(&mut RunPlan)>, PlanRejection);
+
 fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
     ModelFacts {
         architecture: "llama".into(),
@@ -324,7 +327,7 @@ fn invalid_runtime_settings_are_rejected() {
 #[test]
 fn invalid_pools_are_rejected_with_their_reason() {
     let model = facts(4);
-    let mutations: [(fn(&mut Pool), PlanRejection); 6] = [
+    let mutations: [PoolMutation; 6] = [
         (|p| p.nodes[1].node_id = NodeId(1), PlanRejection::DuplicateNode),
         (|p| p.nodes[1].node_id = NodeId(100), PlanRejection::DuplicateNode),
         (|p| p.nodes[1].endpoint_id = p.nodes[0].endpoint_id.clone(), PlanRejection::DuplicateNode),
@@ -362,7 +365,7 @@ fn plan_validation_catches_every_structural_corruption() {
     let pool = pool(3);
     let good = plan(&request(&model, &pool, Some(3))).expect("plan");
     assert_eq!(validate_plan(&good), Ok(()));
-    let cases: Vec<(Box<dyn Fn(&mut RunPlan)>, PlanRejection)> = vec![
+    let cases: Vec<PlanMutation> = vec![
         (Box::new(|p| p.edges[1].consumer = NodeId(3)), PlanRejection::EdgeEndpointMismatch),
         (Box::new(|p| p.edges[0].producer = NodeId(1)), PlanRejection::EdgeEndpointMismatch),
         (

@@ -26,11 +26,6 @@ pub fn synth_model(blocks: u32) -> PathBuf {
     path
 }
 
-/// A 64-hex-digit endpoint id made of one repeated digit.
-pub fn endpoint(digit: char) -> String {
-    std::iter::repeat_n(digit, 64).collect()
-}
-
 /// A pool of `n` nodes with ids 1..=n, 8 GiB each, orchestrator 100.
 pub fn pool(n: u64) -> Pool {
     pool_with_memory(&vec![8 << 30; n as usize])
