@@ -317,3 +317,26 @@ fn hidden_commands_stay_out_of_the_help() {
     assert!(!help.contains("util"), "{help}");
     swactor().args(["util", "completions", "bash"]).assert().success();
 }
+
+#[test]
+fn the_readme_example_pool_plans_a_synthesized_model() {
+    let pool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pool.toml");
+    let out = swactor()
+        .args(["run", "plan", "--json", "--model"])
+        .arg(synth_model(12))
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let plan = &stdout_json_lines(&out)[0];
+    assert_eq!(plan["stages"].as_array().map(Vec::len), Some(3));
+    // Node 2 has half the memory of the others, so it gets the fewest blocks.
+    let len = |i: usize| {
+        plan["stages"][i]["layers"]["end"].as_u64().unwrap()
+            - plan["stages"][i]["layers"]["start"].as_u64().unwrap()
+    };
+    assert!(len(1) < len(0) && len(1) < len(2), "{plan}");
+}
