@@ -14,8 +14,10 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod arena;
 pub mod cli;
 pub mod events;
 pub mod model;
 pub mod planner;
+pub mod ring;
 pub mod wire;
