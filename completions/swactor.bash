@@ -25,9 +25,6 @@ _swactor() {
             swactor,run)
                 cmd="swactor__subcmd__run"
                 ;;
-            swactor,util)
-                cmd="swactor__subcmd__util"
-                ;;
             swactor__subcmd__help,help)
                 cmd="swactor__subcmd__help__subcmd__help"
                 ;;
@@ -37,9 +34,6 @@ _swactor() {
             swactor__subcmd__help,run)
                 cmd="swactor__subcmd__help__subcmd__run"
                 ;;
-            swactor__subcmd__help,util)
-                cmd="swactor__subcmd__help__subcmd__util"
-                ;;
             swactor__subcmd__help__subcmd__model,inspect)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__inspect"
                 ;;
@@ -48,15 +42,6 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__run,plan)
                 cmd="swactor__subcmd__help__subcmd__run__subcmd__plan"
-                ;;
-            swactor__subcmd__help__subcmd__util,completions)
-                cmd="swactor__subcmd__help__subcmd__util__subcmd__completions"
-                ;;
-            swactor__subcmd__help__subcmd__util,man)
-                cmd="swactor__subcmd__help__subcmd__util__subcmd__man"
-                ;;
-            swactor__subcmd__help__subcmd__util,markdown-help)
-                cmd="swactor__subcmd__help__subcmd__util__subcmd__markdown__subcmd__help"
                 ;;
             swactor__subcmd__model,help)
                 cmd="swactor__subcmd__model__subcmd__help"
@@ -88,30 +73,6 @@ _swactor() {
             swactor__subcmd__run__subcmd__help,plan)
                 cmd="swactor__subcmd__run__subcmd__help__subcmd__plan"
                 ;;
-            swactor__subcmd__util,completions)
-                cmd="swactor__subcmd__util__subcmd__completions"
-                ;;
-            swactor__subcmd__util,help)
-                cmd="swactor__subcmd__util__subcmd__help"
-                ;;
-            swactor__subcmd__util,man)
-                cmd="swactor__subcmd__util__subcmd__man"
-                ;;
-            swactor__subcmd__util,markdown-help)
-                cmd="swactor__subcmd__util__subcmd__markdown__subcmd__help"
-                ;;
-            swactor__subcmd__util__subcmd__help,completions)
-                cmd="swactor__subcmd__util__subcmd__help__subcmd__completions"
-                ;;
-            swactor__subcmd__util__subcmd__help,help)
-                cmd="swactor__subcmd__util__subcmd__help__subcmd__help"
-                ;;
-            swactor__subcmd__util__subcmd__help,man)
-                cmd="swactor__subcmd__util__subcmd__help__subcmd__man"
-                ;;
-            swactor__subcmd__util__subcmd__help,markdown-help)
-                cmd="swactor__subcmd__util__subcmd__help__subcmd__markdown__subcmd__help"
-                ;;
             *)
                 ;;
         esac
@@ -119,7 +80,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run model util help"
+            opts="-h -V --help --version run model help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -133,7 +94,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run model util help"
+            opts="run model help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -230,64 +191,8 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        swactor__subcmd__help__subcmd__util)
-            opts="completions man markdown-help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__help__subcmd__util__subcmd__completions)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__help__subcmd__util__subcmd__man)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__help__subcmd__util__subcmd__markdown__subcmd__help)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         swactor__subcmd__model)
-            opts="-h -V --help --version inspect synth help"
+            opts="-h --help inspect synth help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -357,7 +262,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__inspect)
-            opts="-h -V --json --help --version"
+            opts="-h --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -371,7 +276,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__synth)
-            opts="-h -V --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --seed --json --help --version"
+            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -425,7 +330,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run)
-            opts="-h -V --help --version plan help"
+            opts="-h --help plan help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,7 +386,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__plan)
-            opts="-h -V --model --pool --stages --layers --nodes --prompt-tokens --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help --version"
+            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -547,140 +452,6 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util)
-            opts="-h -V --help --version completions man markdown-help help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__completions)
-            opts="-h -V --dir --help --version bash elvish fish powershell zsh"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__help)
-            opts="completions man markdown-help help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__help__subcmd__completions)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__help__subcmd__help)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__help__subcmd__man)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__help__subcmd__markdown__subcmd__help)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__man)
-            opts="-h -V --dir --help --version"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        swactor__subcmd__util__subcmd__markdown__subcmd__help)
-            opts="-h -V --help --version"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

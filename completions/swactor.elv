@@ -18,20 +18,17 @@ set edit:completion:arg-completer[swactor] = {|@words|
     }
     var completions = [
         &'swactor'= {
-            cand -h 'Print help (see more with ''--help'')'
-            cand --help 'Print help (see more with ''--help'')'
+            cand -h 'Print help'
+            cand --help 'Print help'
             cand -V 'Print version'
             cand --version 'Print version'
             cand run 'Plan runs'
             cand model 'Inspect and synthesize GGUF models'
-            cand util 'Generate completions, man pages and the CLI reference (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;run'= {
             cand -h 'Print help'
             cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
             cand plan 'Plan a run over a pool and predict its resources, without running anything'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -54,8 +51,6 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
-            cand -V 'Print version'
-            cand --version 'Print version'
         }
         &'swactor;run;help'= {
             cand plan 'Plan a run over a pool and predict its resources, without running anything'
@@ -68,8 +63,6 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;model'= {
             cand -h 'Print help'
             cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
             cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -78,8 +71,6 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
         }
         &'swactor;model;synth'= {
             cand --out 'Where to write the GGUF file'
@@ -96,8 +87,6 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
-            cand -V 'Print version'
-            cand --version 'Print version'
         }
         &'swactor;model;help'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
@@ -110,54 +99,9 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;model;help;help'= {
         }
-        &'swactor;util'= {
-            cand -h 'Print help'
-            cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
-            cand completions 'Print shell completions, or write every shell''s file into a directory'
-            cand man 'Print the man page, or write every command''s page into a directory'
-            cand markdown-help 'Print the whole CLI reference as Markdown'
-            cand help 'Print this message or the help of the given subcommand(s)'
-        }
-        &'swactor;util;completions'= {
-            cand --dir 'Write bash, zsh, fish, elvish and powershell completions into this directory'
-            cand -h 'Print help'
-            cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
-        }
-        &'swactor;util;man'= {
-            cand --dir 'Write one page per command into this directory'
-            cand -h 'Print help'
-            cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
-        }
-        &'swactor;util;markdown-help'= {
-            cand -h 'Print help'
-            cand --help 'Print help'
-            cand -V 'Print version'
-            cand --version 'Print version'
-        }
-        &'swactor;util;help'= {
-            cand completions 'Print shell completions, or write every shell''s file into a directory'
-            cand man 'Print the man page, or write every command''s page into a directory'
-            cand markdown-help 'Print the whole CLI reference as Markdown'
-            cand help 'Print this message or the help of the given subcommand(s)'
-        }
-        &'swactor;util;help;completions'= {
-        }
-        &'swactor;util;help;man'= {
-        }
-        &'swactor;util;help;markdown-help'= {
-        }
-        &'swactor;util;help;help'= {
-        }
         &'swactor;help'= {
             cand run 'Plan runs'
             cand model 'Inspect and synthesize GGUF models'
-            cand util 'Generate completions, man pages and the CLI reference (for packagers)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;help;run'= {
@@ -172,17 +116,6 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;model;inspect'= {
         }
         &'swactor;help;model;synth'= {
-        }
-        &'swactor;help;util'= {
-            cand completions 'Print shell completions, or write every shell''s file into a directory'
-            cand man 'Print the man page, or write every command''s page into a directory'
-            cand markdown-help 'Print the whole CLI reference as Markdown'
-        }
-        &'swactor;help;util;completions'= {
-        }
-        &'swactor;help;util;man'= {
-        }
-        &'swactor;help;util;markdown-help'= {
         }
         &'swactor;help;help'= {
         }

@@ -21,3 +21,4 @@ pub mod model;
 pub mod planner;
 pub mod ring;
 pub mod wire;
+pub mod worker;

@@ -83,6 +83,10 @@ pub enum Command {
     /// Generate completions, man pages and the CLI reference (for packagers).
     #[command(subcommand, hide = true)]
     Util(UtilCommand),
+    /// The worker process a node spawns and supervises (internal: speaks JSON lines on
+    /// stdin/stdout, maps the arena named by SWACTOR_ARENA_FD / SWACTOR_ARENA_BYTES).
+    #[command(hide = true)]
+    Worker,
 }
 
 /// `swactor run ...`

@@ -27,6 +27,9 @@ pub fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(code.code());
         }
     };
+    if let Command::Worker = cli.command {
+        return std::process::ExitCode::from(crate::worker::process::run());
+    }
     let json = wants_json(&cli.command);
     let mut out = Output::default();
     let result = run(cli.command, &mut out).and_then(|()| out.flush().map_err(CliError::from));
@@ -55,6 +58,11 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
+        Command::Worker => Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            color_eyre::eyre::eyre!("the worker role is started by `swactor node boot`"),
+        )),
     }
 }
 
@@ -63,7 +71,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Run(RunCommand::Plan(a)) => a.output.json,
         Command::Model(ModelCommand::Inspect(a)) => a.output.json,
         Command::Model(ModelCommand::Synth(a)) => a.output.json,
-        Command::Util(_) => false,
+        Command::Util(_) | Command::Worker => false,
     }
 }
 

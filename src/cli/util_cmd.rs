@@ -73,9 +73,23 @@ pub fn completion_file_name(shell: Shell) -> &'static str {
     }
 }
 
+/// The CLI without its hidden subcommands (internal roles and generators), so that
+/// completions never offer them.
+fn visible_command() -> clap::Command {
+    let full = Cli::command();
+    let visible: Vec<clap::Command> =
+        full.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+    let mut root =
+        clap::Command::new("swactor").version(env!("CARGO_PKG_VERSION")).subcommands(visible);
+    if let Some(about) = full.get_about() {
+        root = root.about(about.clone());
+    }
+    root
+}
+
 /// The completion script for one shell.
 pub fn completion(shell: Shell) -> Vec<u8> {
-    let mut cmd = Cli::command();
+    let mut cmd = visible_command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "swactor", &mut buf);
     buf

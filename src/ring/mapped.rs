@@ -162,6 +162,14 @@ impl<T: RingMemory + ?Sized> RingMemory for std::sync::Arc<T> {
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { (**self).read_data(at, dst) }
     }
+    unsafe fn with_data(&self, at: u64, len: usize, f: &mut dyn FnMut(&[u8])) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { (**self).with_data(at, len, f) }
+    }
+    unsafe fn with_data_mut(&self, at: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { (**self).with_data_mut(at, len, f) }
+    }
 }
 
 /// A zeroed, page-aligned heap block standing in for an arena lease in tests and benches.
@@ -260,5 +268,13 @@ impl<T: RingMemory + ?Sized> RingMemory for &T {
     unsafe fn read_data(&self, at: u64, dst: &mut [u8]) {
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { (**self).read_data(at, dst) }
+    }
+    unsafe fn with_data(&self, at: u64, len: usize, f: &mut dyn FnMut(&[u8])) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { (**self).with_data(at, len, f) }
+    }
+    unsafe fn with_data_mut(&self, at: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { (**self).with_data_mut(at, len, f) }
     }
 }

@@ -79,6 +79,28 @@ pub trait RingMemory {
     /// # Safety
     /// `at + dst.len() <= capacity()`, and those bytes are committed and not yet released.
     unsafe fn read_data(&self, at: u64, dst: &mut [u8]);
+    /// Calls `f` with the data bytes `[at, at + len)` in place where the memory allows it
+    /// (the default copies them out first).
+    ///
+    /// # Safety
+    /// As for [`RingMemory::read_data`].
+    unsafe fn with_data(&self, at: u64, len: usize, f: &mut dyn FnMut(&[u8])) {
+        let mut buf = vec![0u8; len];
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { self.read_data(at, &mut buf) };
+        f(&buf);
+    }
+    /// Lets `f` fill the data bytes `[at, at + len)` in place where the memory allows it
+    /// (the default fills a buffer and copies it in).
+    ///
+    /// # Safety
+    /// As for [`RingMemory::write_data`].
+    unsafe fn with_data_mut(&self, at: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) {
+        let mut buf = vec![0u8; len];
+        f(&mut buf);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { self.write_data(at, &buf) };
+    }
 }
 
 /// Whether a wake hint must be sent after a publish.
@@ -163,6 +185,30 @@ impl<M: RingMemory> Producer<M> {
             // covers it; we are the only producer.
             unsafe { self.mem.write_data(at, &src[done..done + n]) };
             self.write += n as u64;
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Lets `fill` write up to `max` bytes directly into the free span, one contiguous
+    /// segment at a time (two at most, around the wrap). Returns the bytes written.
+    pub fn write_with(
+        &mut self,
+        max: u64,
+        mut fill: impl FnMut(&mut [u8]),
+    ) -> Result<u64, RingError> {
+        let mut done = 0u64;
+        while done < max {
+            let free = self.free()?;
+            if free == 0 {
+                break;
+            }
+            let at = self.write % self.cap;
+            let n = (self.cap - at).min(free).min(max - done);
+            // SAFETY: `[at, at + n)` is inside the data area and the free span (see
+            // `write`); `fill` only sees it through the callback's slice.
+            unsafe { self.mem.with_data_mut(at, n as usize, &mut fill) };
+            self.write += n;
             done += n;
         }
         Ok(done)
@@ -281,6 +327,26 @@ impl<M: RingMemory> Consumer<M> {
             // we release it; we are the only consumer.
             unsafe { self.mem.read_data(at, &mut dst[done..done + n]) };
             self.read += n as u64;
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Hands up to `max` committed bytes to `sink` in place, one contiguous segment at a
+    /// time, advancing the private read cursor. Returns the bytes handed over. The bytes
+    /// stay owned by the ring until [`Consumer::release`].
+    pub fn read_with(&mut self, max: u64, mut sink: impl FnMut(&[u8])) -> Result<u64, RingError> {
+        if self.commit == self.read {
+            self.reload()?;
+        }
+        let mut done = 0u64;
+        while done < max && self.read < self.commit {
+            let at = self.read % self.cap;
+            let n = (self.cap - at).min(self.commit - self.read).min(max - done);
+            // SAFETY: `[at, at + n)` is inside the data area and the committed, unreleased
+            // span (see `read`).
+            unsafe { self.mem.with_data(at, n as usize, &mut sink) };
+            self.read += n;
             done += n;
         }
         Ok(done)

@@ -76,6 +76,10 @@ id_newtype!(
     /// Position of a stage in the pipeline, `0..stage_count`.
     StageIndex(u32)
 );
+id_newtype!(
+    /// A role's input or output port (0 for the single input and output of a stage).
+    PortId(u32)
+);
 
 impl Sequence {
     /// The sequence that must follow this one.

@@ -14,7 +14,8 @@ pub use header::{
     HEADER_LEN, HeaderError, OBJECT_MAGIC, OBJECT_VERSION, ObjectFlags, ObjectHeader,
 };
 pub use ids::{
-    EdgeId, NodeId, ObjectId, RingId, RoleId, RunId, Sequence, StageIndex, StepId, WorkerGeneration,
+    EdgeId, NodeId, ObjectId, PortId, RingId, RoleId, RunId, Sequence, StageIndex, StepId,
+    WorkerGeneration,
 };
 pub use plan::{
     EdgeKind, EdgePlan, LayerRange, Peer, PlanPrediction, PlannedModel, ProvisionStage,

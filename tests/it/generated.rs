@@ -20,6 +20,10 @@ fn committed_shell_completions_are_up_to_date() {
         let name = completion_file_name(shell);
         let fresh = String::from_utf8(completion(shell)).expect("utf8");
         assert!(
+            !fresh.contains("worker") && !fresh.contains("markdown-help"),
+            "hidden commands are not completed"
+        );
+        assert!(
             committed(&format!("completions/{name}")) == fresh,
             "completions/{name} is stale; regenerate it"
         );

@@ -1,0 +1,17 @@
+//! The worker process (`swactor worker`, hidden): maps the node's arena, attaches to the
+//! rings the node installs, loads objects from ingress rings into device memory, runs role
+//! steps, and writes outputs into egress rings. It speaks only to its parent, over
+//! stdin/stdout JSON lines ([`protocol`]).
+//!
+//! - [`protocol`]: commands, events, handles; no payload bytes by construction.
+//! - [`device`]: the device bridge (CPU, fault-injecting; CUDA to come).
+//! - [`ingress`] / [`egress`]: the per-ring state machines.
+//! - [`role`]: what a step computes.
+//! - [`process`]: the process's event loop.
+
+pub mod device;
+pub mod egress;
+pub mod ingress;
+pub mod process;
+pub mod protocol;
+pub mod role;

@@ -1,0 +1,574 @@
+//! The worker's event loop: one thread handles commands in order; a reader thread parses
+//! stdin and raises the abort flag as soon as an `AbortInFlight` shutdown arrives, so a
+//! long step can be interrupted.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+use super::device::{CpuBridge, DeviceBridge, FaultyBridge};
+use super::egress::{EgressProducer, Progress};
+use super::ingress::IngressParser;
+use super::protocol::{
+    Backend, Command, DeviceHandle, Event, InputBinding, LineError, MAX_LINE, OutputBinding,
+    RING_ABI, RoleConfig, ShutdownMode, decode_line, encode_line,
+};
+use super::role;
+use crate::arena::Arena;
+use crate::arena::memfd::ArenaRegion;
+use crate::events::Direction;
+use crate::ring::{Consumer, MappedRing, Producer};
+use crate::wire::reason::{StepFailure, WorkerFatal};
+use crate::wire::{RingId, RoleId, StepId, WorkerGeneration};
+
+/// Loaded objects an ingress ring may hold before the worker stops consuming it.
+pub const MAX_OUTSTANDING_PER_RING: usize = 2;
+/// Device memory the CPU backend may hold in live objects.
+pub const CPU_DEVICE_LIMIT: u64 = 64 << 30;
+
+/// Exit status after `WorkerStopped`.
+pub const EXIT_STOPPED: u8 = 0;
+/// Exit status when the parent went away (stdin closed).
+pub const EXIT_ORPHANED: u8 = 1;
+/// Exit status after a protocol fault (malformed or unexpected command).
+pub const EXIT_PROTOCOL: u8 = 2;
+/// Exit status after an initialization fault (ABI mismatch, arena, backend).
+pub const EXIT_INIT: u8 = 3;
+
+enum Input {
+    Command(Command),
+    Bad(LineError),
+    Eof,
+}
+
+type MemRing = MappedRing<ArenaRegion>;
+
+enum Slot {
+    Ingress { consumer: Consumer<MemRing>, parser: IngressParser },
+    Egress { producer: Producer<MemRing>, egress: EgressProducer },
+}
+
+struct Output {
+    binding: OutputBinding,
+    handle: DeviceHandle,
+    done: bool,
+}
+
+struct ActiveStep {
+    role_id: RoleId,
+    step_id: StepId,
+    inputs: Vec<InputBinding>,
+    outputs: Vec<Output>,
+    release_inputs_after: bool,
+}
+
+struct PendingStep {
+    role_id: RoleId,
+    step_id: StepId,
+    inputs: Vec<InputBinding>,
+    outputs: Vec<OutputBinding>,
+    release_inputs_after: bool,
+}
+
+struct Ready {
+    arena: Arc<Arena>,
+    bridge: Box<dyn DeviceBridge>,
+}
+
+/// The worker's state, driven one input at a time.
+struct Worker {
+    abort: Arc<AtomicBool>,
+    ready: Option<Ready>,
+    roles: HashMap<RoleId, RoleConfig>,
+    rings: HashMap<RingId, Slot>,
+    origin: HashMap<DeviceHandle, RingId>,
+    pending: VecDeque<PendingStep>,
+    active: Option<ActiveStep>,
+    stopping: Option<ShutdownMode>,
+    events: Vec<Event>,
+}
+
+/// Runs the worker process until it stops; returns its exit status.
+pub fn run() -> u8 {
+    // Die with the node: if the parent goes away, the kernel kills us.
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+        return EXIT_ORPHANED;
+    }
+    let abort = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let reader_abort = Arc::clone(&abort);
+    std::thread::spawn(move || read_commands(tx, reader_abort));
+
+    let mut worker = Worker {
+        abort,
+        ready: None,
+        roles: HashMap::new(),
+        rings: HashMap::new(),
+        origin: HashMap::new(),
+        pending: VecDeque::new(),
+        active: None,
+        stopping: None,
+        events: Vec::new(),
+    };
+    let stdout = std::io::stdout();
+    loop {
+        let input = rx.recv().unwrap_or(Input::Eof);
+        let exit = worker.handle(input);
+        let mut out = stdout.lock();
+        for e in worker.events.drain(..) {
+            if out.write_all(encode_line(&e).as_bytes()).is_err() {
+                return EXIT_ORPHANED;
+            }
+        }
+        if out.flush().is_err() {
+            return EXIT_ORPHANED;
+        }
+        if let Some(code) = exit {
+            return code;
+        }
+    }
+}
+
+fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>) {
+    let stdin = std::io::stdin();
+    let mut reader = stdin.lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read =
+            std::io::Read::take(&mut reader, MAX_LINE as u64 + 1).read_until(b'\n', &mut line);
+        let input = match read {
+            Ok(0) | Err(_) => Input::Eof,
+            Ok(_) if line.len() > MAX_LINE && !line.ends_with(b"\n") => {
+                Input::Bad(LineError::TooLong)
+            }
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                match decode_line::<Command>(text.trim_end()) {
+                    Ok(cmd) => {
+                        if let Command::ShutdownWorker { mode: ShutdownMode::AbortInFlight } = cmd {
+                            abort.store(true, Ordering::SeqCst);
+                        }
+                        Input::Command(cmd)
+                    }
+                    Err(e) => Input::Bad(e),
+                }
+            }
+        };
+        let stop = matches!(input, Input::Eof | Input::Bad(_));
+        if tx.send(input).is_err() || stop {
+            return;
+        }
+    }
+}
+
+impl Worker {
+    fn fatal(&mut self, reason: WorkerFatal, code: u8) -> Option<u8> {
+        eprintln!("swactor worker: fatal: {reason}");
+        self.events.push(Event::WorkerFatal { reason });
+        Some(code)
+    }
+
+    fn handle(&mut self, input: Input) -> Option<u8> {
+        let cmd = match input {
+            Input::Eof => return Some(EXIT_ORPHANED),
+            Input::Bad(e) => {
+                eprintln!("swactor worker: {e}");
+                return self.fatal(WorkerFatal::MalformedCommand, EXIT_PROTOCOL);
+            }
+            Input::Command(cmd) => cmd,
+        };
+        if self.ready.is_none() {
+            return match cmd {
+                Command::InitializeWorker { generation, arena_ceiling, ring_abi, backend } => {
+                    self.initialize(generation, arena_ceiling, ring_abi, backend)
+                }
+                _ => self.fatal(WorkerFatal::UnexpectedCommand, EXIT_PROTOCOL),
+            };
+        }
+        match cmd {
+            Command::InitializeWorker { .. } => {
+                return self.fatal(WorkerFatal::UnexpectedCommand, EXIT_PROTOCOL);
+            }
+            Command::ConfigureRole { role_id, config } => {
+                self.roles.insert(role_id, config);
+                self.events.push(Event::RoleConfigured { role_id });
+            }
+            Command::InstallRing { ring_id, edge_id, port_id, direction, layout, object_spec } => {
+                self.install(ring_id, edge_id, port_id, direction, layout, object_spec);
+            }
+            Command::UninstallRing { ring_id, .. } => self.uninstall(ring_id),
+            Command::RingReadable { ring_id } => self.poll_ingress(ring_id),
+            Command::RingWritable { ring_id } => {
+                if self
+                    .active
+                    .as_ref()
+                    .is_some_and(|a| a.outputs.iter().any(|o| o.binding.ring_id == ring_id))
+                {
+                    self.drive_step();
+                }
+            }
+            Command::ExecuteStep { role_id, step_id, inputs, outputs, release_inputs_after } => {
+                if self.stopping.is_some() {
+                    self.events.push(Event::StepFailed {
+                        role_id,
+                        step_id,
+                        reason: StepFailure::Aborted,
+                    });
+                } else {
+                    self.pending.push_back(PendingStep {
+                        role_id,
+                        step_id,
+                        inputs,
+                        outputs,
+                        release_inputs_after,
+                    });
+                    self.start_next_step();
+                }
+            }
+            Command::ReleaseDeviceObject { handle } => self.release_object(handle),
+            Command::ShutdownWorker { mode } => {
+                self.stopping = Some(mode);
+                if mode == ShutdownMode::AbortInFlight {
+                    self.abort_active();
+                }
+            }
+        }
+        self.maybe_stop()
+    }
+
+    fn initialize(
+        &mut self,
+        generation: WorkerGeneration,
+        ceiling: u64,
+        ring_abi: u64,
+        backend: Backend,
+    ) -> Option<u8> {
+        if ring_abi != RING_ABI {
+            return self.fatal(WorkerFatal::AbiMismatch, EXIT_INIT);
+        }
+        let arena = match Arena::from_env() {
+            Ok(a) if a.len() == ceiling => a,
+            Ok(a) => {
+                eprintln!(
+                    "swactor worker: arena holds {} bytes, node announced {ceiling}",
+                    a.len()
+                );
+                return self.fatal(WorkerFatal::ArenaMapFailed, EXIT_INIT);
+            }
+            Err(e) => {
+                eprintln!("swactor worker: {e}");
+                return self.fatal(WorkerFatal::ArenaMapFailed, EXIT_INIT);
+            }
+        };
+        let cpu = CpuBridge::new(generation, CPU_DEVICE_LIMIT);
+        let bridge: Box<dyn DeviceBridge> = match backend {
+            Backend::Cpu => Box::new(cpu),
+            Backend::CpuFaulty { fail_alloc_at, fail_copy_at } => {
+                Box::new(FaultyBridge::new(cpu, fail_alloc_at, fail_copy_at))
+            }
+            Backend::Cuda { .. } => return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT),
+        };
+        self.ready = Some(Ready { arena: Arc::new(arena), bridge });
+        self.events.push(Event::WorkerReady {
+            pid: std::process::id(),
+            generation,
+            ring_abi: RING_ABI,
+            backend,
+        });
+        None
+    }
+
+    fn install(
+        &mut self,
+        ring_id: RingId,
+        edge_id: crate::wire::EdgeId,
+        port_id: crate::wire::PortId,
+        direction: Direction,
+        layout: crate::wire::RingLayout,
+        spec: crate::wire::ObjectSpec,
+    ) {
+        let Some(ready) = &self.ready else { return };
+        let attached = if layout.ring_id != ring_id || self.rings.contains_key(&ring_id) {
+            Err(crate::wire::reason::RingFault::LayoutInvalid)
+        } else {
+            ready
+                .arena
+                .region(&layout)
+                .map_err(|_| crate::wire::reason::RingFault::LayoutInvalid)
+                .and_then(|region| MappedRing::attach(region, &layout))
+        };
+        let ring = match attached {
+            Ok(r) => r,
+            Err(reason) => {
+                self.events.push(Event::RingFault { ring_id, reason });
+                return;
+            }
+        };
+        let slot = match direction {
+            Direction::Recv => Slot::Ingress {
+                consumer: Consumer::attach(ring),
+                parser: IngressParser::new(
+                    ring_id,
+                    edge_id,
+                    port_id,
+                    spec,
+                    MAX_OUTSTANDING_PER_RING,
+                ),
+            },
+            Direction::Send => Slot::Egress {
+                producer: Producer::attach(ring),
+                egress: EgressProducer::new(ring_id, edge_id, port_id, spec),
+            },
+        };
+        self.rings.insert(ring_id, slot);
+        self.events.push(Event::RingInstalled { ring_id });
+        self.poll_ingress(ring_id);
+    }
+
+    fn uninstall(&mut self, ring_id: RingId) {
+        if let Some(slot) = self.rings.remove(&ring_id) {
+            let ready = self.ready.as_mut();
+            match slot {
+                Slot::Ingress { parser, .. } => {
+                    if let (Some(h), Some(r)) = (parser.partial_handle(), ready) {
+                        let _ = r.bridge.free(h);
+                    }
+                }
+                Slot::Egress { .. } => {
+                    let uses = self
+                        .active
+                        .as_ref()
+                        .is_some_and(|a| a.outputs.iter().any(|o| o.binding.ring_id == ring_id));
+                    if uses {
+                        self.fail_active(StepFailure::OutputRingFault);
+                    }
+                }
+            }
+        }
+        // Answered even for unknown rings: the worker does not touch them either way.
+        self.events.push(Event::RingQuiesced { ring_id });
+    }
+
+    fn poll_ingress(&mut self, ring_id: RingId) {
+        let Some(ready) = self.ready.as_mut() else { return };
+        if let Some(Slot::Ingress { consumer, parser }) = self.rings.get_mut(&ring_id) {
+            let events = parser.poll(consumer, ready.bridge.as_mut());
+            for e in &events {
+                if let Event::ObjectLoaded { handle, .. } = e {
+                    self.origin.insert(*handle, ring_id);
+                }
+            }
+            self.events.extend(events);
+        }
+    }
+
+    fn release_object(&mut self, handle: DeviceHandle) {
+        let Some(ready) = self.ready.as_mut() else { return };
+        match ready.bridge.free(handle) {
+            Ok(()) => {
+                self.events.push(Event::DeviceObjectReleased { handle });
+                self.object_gone(handle);
+            }
+            Err(reason) => self.events.push(Event::ReleaseFailed { handle, reason }),
+        }
+    }
+
+    /// A loaded object is gone: its ring may consume again.
+    fn object_gone(&mut self, handle: DeviceHandle) {
+        if let Some(ring_id) = self.origin.remove(&handle) {
+            if let Some(Slot::Ingress { parser, .. }) = self.rings.get_mut(&ring_id) {
+                parser.object_released();
+            }
+            self.poll_ingress(ring_id);
+        }
+    }
+
+    fn start_next_step(&mut self) {
+        while self.active.is_none() {
+            let Some(step) = self.pending.pop_front() else { return };
+            match self.begin(&step) {
+                Ok(active) => {
+                    self.active = Some(active);
+                    self.drive_step();
+                }
+                Err(reason) => self.events.push(Event::StepFailed {
+                    role_id: step.role_id,
+                    step_id: step.step_id,
+                    reason,
+                }),
+            }
+        }
+    }
+
+    /// Validates a step, computes its outputs into device objects and starts the egress.
+    fn begin(&mut self, step: &PendingStep) -> Result<ActiveStep, StepFailure> {
+        let config = *self.roles.get(&step.role_id).ok_or(StepFailure::RoleNotConfigured)?;
+        let ready = self.ready.as_mut().ok_or(StepFailure::RoleNotConfigured)?;
+        let generation = ready.bridge.generation();
+        for input in &step.inputs {
+            if input.handle.generation != generation {
+                return Err(StepFailure::StaleHandle);
+            }
+            ready.bridge.size(input.handle).map_err(|_| StepFailure::MissingInput)?;
+        }
+        for o in &step.outputs {
+            match self.rings.get(&o.ring_id) {
+                Some(Slot::Egress { egress, .. }) if !egress.is_busy() => {}
+                _ => return Err(StepFailure::OutputRingFault),
+            }
+        }
+        let sequence = step
+            .outputs
+            .first()
+            .map(|o| o.sequence)
+            .or(step.inputs.first().map(|i| i.sequence))
+            .unwrap_or_default();
+        let mut outputs = Vec::with_capacity(step.outputs.len());
+        for binding in &step.outputs {
+            let computed = {
+                let views: Vec<&[u8]> =
+                    step.inputs.iter().filter_map(|i| ready.bridge.view(i.handle).ok()).collect();
+                role::compute(&config, sequence, &views, binding.extent, &self.abort)
+            };
+            let bytes = match computed {
+                Ok(b) => b,
+                Err(e) => {
+                    free_outputs(ready.bridge.as_mut(), &outputs);
+                    return Err(e);
+                }
+            };
+            let handle = match ready.bridge.alloc(binding.extent) {
+                Ok(h) => h,
+                Err(_) => {
+                    free_outputs(ready.bridge.as_mut(), &outputs);
+                    return Err(StepFailure::ComputeFailed);
+                }
+            };
+            outputs.push(Output { binding: *binding, handle, done: false });
+            if ready.bridge.host_to_device(handle, 0, &bytes).is_err() {
+                free_outputs(ready.bridge.as_mut(), &outputs);
+                return Err(StepFailure::ComputeFailed);
+            }
+        }
+        for o in &outputs {
+            if let Some(Slot::Egress { egress, .. }) = self.rings.get_mut(&o.binding.ring_id)
+                && let Err(e) = egress.start(o.binding, o.handle)
+            {
+                for o in &outputs {
+                    if let Some(Slot::Egress { egress, .. }) =
+                        self.rings.get_mut(&o.binding.ring_id)
+                    {
+                        egress.abandon();
+                    }
+                }
+                free_outputs(ready.bridge.as_mut(), &outputs);
+                return Err(e);
+            }
+        }
+        Ok(ActiveStep {
+            role_id: step.role_id,
+            step_id: step.step_id,
+            inputs: step.inputs.clone(),
+            outputs,
+            release_inputs_after: step.release_inputs_after,
+        })
+    }
+
+    /// Writes what fits of the active step's outputs; completes the step when all are
+    /// committed.
+    fn drive_step(&mut self) {
+        let Some(ready) = self.ready.as_mut() else { return };
+        let Some(active) = self.active.as_mut() else { return };
+        let mut failure = None;
+        for o in active.outputs.iter_mut().filter(|o| !o.done) {
+            let Some(Slot::Egress { producer, egress }) = self.rings.get_mut(&o.binding.ring_id)
+            else {
+                failure = Some(StepFailure::OutputRingFault);
+                break;
+            };
+            match egress.poll(producer, ready.bridge.as_mut(), &mut self.events) {
+                Progress::Done => o.done = true,
+                Progress::Blocked | Progress::Idle => {}
+                Progress::Failed(reason) => {
+                    failure = Some(reason);
+                    break;
+                }
+            }
+        }
+        if let Some(reason) = failure {
+            self.fail_active(reason);
+            return;
+        }
+        if active.outputs.iter().all(|o| o.done) {
+            let Some(done) = self.active.take() else { return };
+            free_outputs(ready.bridge.as_mut(), &done.outputs);
+            if done.release_inputs_after {
+                for i in &done.inputs {
+                    if ready.bridge.free(i.handle).is_ok() {
+                        self.events.push(Event::DeviceObjectReleased { handle: i.handle });
+                    }
+                }
+                for i in &done.inputs {
+                    self.object_gone(i.handle);
+                }
+            }
+            self.events.push(Event::StepCompleted { role_id: done.role_id, step_id: done.step_id });
+            self.start_next_step();
+        }
+    }
+
+    fn fail_active(&mut self, reason: StepFailure) {
+        let Some(active) = self.active.take() else { return };
+        for o in &active.outputs {
+            if let Some(Slot::Egress { egress, .. }) = self.rings.get_mut(&o.binding.ring_id) {
+                egress.abandon();
+            }
+        }
+        if let Some(ready) = self.ready.as_mut() {
+            free_outputs(ready.bridge.as_mut(), &active.outputs);
+        }
+        self.events.push(Event::StepFailed {
+            role_id: active.role_id,
+            step_id: active.step_id,
+            reason,
+        });
+        self.start_next_step();
+    }
+
+    fn abort_active(&mut self) {
+        self.fail_active(StepFailure::Aborted);
+        while let Some(p) = self.pending.pop_front() {
+            self.events.push(Event::StepFailed {
+                role_id: p.role_id,
+                step_id: p.step_id,
+                reason: StepFailure::Aborted,
+            });
+        }
+    }
+
+    fn maybe_stop(&mut self) -> Option<u8> {
+        let mode = self.stopping?;
+        if self.active.is_some() {
+            return None;
+        }
+        while let Some(p) = self.pending.pop_front() {
+            self.events.push(Event::StepFailed {
+                role_id: p.role_id,
+                step_id: p.step_id,
+                reason: StepFailure::Aborted,
+            });
+        }
+        self.events.push(Event::WorkerStopped { mode });
+        Some(EXIT_STOPPED)
+    }
+}
+
+fn free_outputs(bridge: &mut dyn DeviceBridge, outputs: &[Output]) {
+    for o in outputs {
+        let _ = bridge.free(o.handle);
+    }
+}

@@ -1,0 +1,367 @@
+//! The worker's line protocol: commands on stdin, events on stdout, one JSON object per
+//! line with a `type` tag. stderr is for logs only.
+//!
+//! No payload byte ever travels here: every field is an identifier, a size, a layout of
+//! offsets, an enum or a reason code. There is deliberately no string or byte-array field
+//! a payload could hide in.
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::Direction;
+use crate::wire::reason::{
+    DeviceFailure, FaultReason, ObjectFailure, RingFault, StepFailure, WorkerFatal,
+};
+use crate::wire::{
+    EdgeId, ObjectFlags, ObjectId, ObjectSpec, PortId, RingId, RingLayout, RoleId, Sequence,
+    StepId, WorkerGeneration,
+};
+
+/// Version of the ring ABI (header layout and cursor protocol) the worker must share with
+/// the node.
+pub const RING_ABI: u64 = crate::ring::RING_ABI_VERSION;
+
+/// Longest command or event line accepted, in bytes.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// A device object handle: meaningful only within the worker generation that minted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DeviceHandle {
+    /// The minting worker generation.
+    pub generation: WorkerGeneration,
+    /// The object within that generation.
+    pub id: u64,
+}
+
+/// Which device bridge the worker uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Backend {
+    /// Host memory.
+    Cpu,
+    /// Host memory with injected faults (tests only): the n-th allocation or copy fails.
+    CpuFaulty {
+        /// Fail the allocation with this 1-based index (and every later one).
+        fail_alloc_at: Option<u64>,
+        /// Fail the copy with this 1-based index (and every later one).
+        fail_copy_at: Option<u64>,
+    },
+    /// An NVIDIA GPU (the `cuda` feature).
+    Cuda {
+        /// Device ordinal.
+        ordinal: u32,
+    },
+}
+
+/// What a role computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RoleConfig {
+    /// A built-in test role: every output byte `i` is `input[i % input_len] ^ xor`, for the
+    /// output extent the step declares. It exercises the data plane without a model.
+    Transform {
+        /// Byte mask applied to the input.
+        xor: u8,
+        /// Time each step spends computing, in milliseconds (to test slow consumers and
+        /// kills mid-step).
+        delay_ms: u64,
+        /// Fail the step of this sequence with `compute_failed`.
+        fail_on_sequence: Option<Sequence>,
+    },
+}
+
+/// How an uninstall is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UninstallReason {
+    /// Orderly stop of the edge.
+    Stop,
+    /// The edge faulted elsewhere.
+    Fault,
+}
+
+/// How to shut down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShutdownMode {
+    /// Finish the step in flight, then stop.
+    Graceful,
+    /// Abort the step in flight (it fails with `aborted`), then stop.
+    AbortInFlight,
+}
+
+/// One input of a step: a loaded object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputBinding {
+    /// The role port it feeds.
+    pub port: PortId,
+    /// The object.
+    pub object_id: ObjectId,
+    /// Its sequence.
+    pub sequence: Sequence,
+    /// Where it lives on the device.
+    pub handle: DeviceHandle,
+}
+
+/// One output of a step: an object to produce into an egress ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputBinding {
+    /// The role port it comes from.
+    pub port: PortId,
+    /// The egress ring to write it into.
+    pub ring_id: RingId,
+    /// The object's id (chosen by the node, never the worker).
+    pub object_id: ObjectId,
+    /// Its sequence (chosen by the node).
+    pub sequence: Sequence,
+    /// Payload bytes to produce.
+    pub extent: u64,
+    /// Header flags.
+    pub flags: ObjectFlags,
+}
+
+/// A command from the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum Command {
+    /// First command: checks the ring ABI, maps the arena, starts the backend.
+    InitializeWorker {
+        /// This worker's generation.
+        generation: WorkerGeneration,
+        /// Arena size the node mapped.
+        arena_ceiling: u64,
+        /// The node's ring ABI version.
+        ring_abi: u64,
+        /// Device backend.
+        backend: Backend,
+    },
+    /// Configures (or replaces) a role.
+    ConfigureRole {
+        /// The role.
+        role_id: RoleId,
+        /// What it computes.
+        config: RoleConfig,
+    },
+    /// Attaches to a ring the node initialized in the arena.
+    InstallRing {
+        /// The ring.
+        ring_id: RingId,
+        /// Its edge.
+        edge_id: EdgeId,
+        /// The role port it serves.
+        port_id: PortId,
+        /// `recv`: ingress (the worker consumes); `send`: egress (the worker produces).
+        direction: Direction,
+        /// Where it lives.
+        layout: RingLayout,
+        /// What its objects look like.
+        object_spec: ObjectSpec,
+    },
+    /// Stops using a ring; answered by `RingQuiesced`.
+    UninstallRing {
+        /// The ring.
+        ring_id: RingId,
+        /// Why.
+        reason: UninstallReason,
+    },
+    /// Wake hint: new bytes were committed to an ingress ring.
+    RingReadable {
+        /// The ring.
+        ring_id: RingId,
+    },
+    /// Wake hint: bytes were released from an egress ring.
+    RingWritable {
+        /// The ring.
+        ring_id: RingId,
+    },
+    /// Runs one step of a role.
+    ExecuteStep {
+        /// The role.
+        role_id: RoleId,
+        /// The step.
+        step_id: StepId,
+        /// Loaded input objects.
+        inputs: Vec<InputBinding>,
+        /// Objects to produce.
+        outputs: Vec<OutputBinding>,
+        /// Free the inputs once the step completes.
+        release_inputs_after: bool,
+    },
+    /// Frees a device object.
+    ReleaseDeviceObject {
+        /// The object.
+        handle: DeviceHandle,
+    },
+    /// Stops the worker.
+    ShutdownWorker {
+        /// How.
+        mode: ShutdownMode,
+    },
+}
+
+/// An event from the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum Event {
+    /// Initialized: arena mapped, backend up.
+    WorkerReady {
+        /// The worker's process id.
+        pid: u32,
+        /// Its generation.
+        generation: WorkerGeneration,
+        /// Its ring ABI.
+        ring_abi: u64,
+        /// Its backend.
+        backend: Backend,
+    },
+    /// The worker cannot go on; it exits non-zero after this line.
+    WorkerFatal {
+        /// Why.
+        reason: WorkerFatal,
+    },
+    /// The worker stopped on request; it exits 0 after this line.
+    WorkerStopped {
+        /// How it was asked to stop.
+        mode: ShutdownMode,
+    },
+    /// A role is configured.
+    RoleConfigured {
+        /// The role.
+        role_id: RoleId,
+    },
+    /// A role could not be configured.
+    RoleFailed {
+        /// The role.
+        role_id: RoleId,
+        /// Why.
+        reason: FaultReason,
+    },
+    /// A ring is attached.
+    RingInstalled {
+        /// The ring.
+        ring_id: RingId,
+    },
+    /// A ring faulted; the worker no longer touches it.
+    RingFault {
+        /// The ring.
+        ring_id: RingId,
+        /// Why.
+        reason: RingFault,
+    },
+    /// A ring is no longer touched by the worker (answer to `UninstallRing`).
+    RingQuiesced {
+        /// The ring.
+        ring_id: RingId,
+    },
+    /// A whole object was copied from an ingress ring into device memory.
+    ObjectLoaded {
+        /// The ring.
+        ring_id: RingId,
+        /// Its edge.
+        edge_id: EdgeId,
+        /// Its port.
+        port_id: PortId,
+        /// The object.
+        object_id: ObjectId,
+        /// Its sequence.
+        sequence: Sequence,
+        /// Payload bytes.
+        extent: u64,
+        /// Where it lives.
+        handle: DeviceHandle,
+    },
+    /// A whole object was committed to an egress ring.
+    ObjectProduced {
+        /// The ring.
+        ring_id: RingId,
+        /// Its edge.
+        edge_id: EdgeId,
+        /// Its port.
+        port_id: PortId,
+        /// The object.
+        object_id: ObjectId,
+        /// Its sequence.
+        sequence: Sequence,
+        /// Payload bytes.
+        extent: u64,
+    },
+    /// An object could not be loaded; the ring stops being consumed.
+    ObjectFailed {
+        /// The ring.
+        ring_id: RingId,
+        /// Its edge.
+        edge_id: EdgeId,
+        /// Its port.
+        port_id: PortId,
+        /// The object, if its header was read.
+        object_id: Option<ObjectId>,
+        /// Its sequence, if its header was read.
+        sequence: Option<Sequence>,
+        /// Why.
+        reason: ObjectFailure,
+    },
+    /// A step produced every declared output.
+    StepCompleted {
+        /// The role.
+        role_id: RoleId,
+        /// The step.
+        step_id: StepId,
+    },
+    /// A step failed.
+    StepFailed {
+        /// The role.
+        role_id: RoleId,
+        /// The step.
+        step_id: StepId,
+        /// Why.
+        reason: StepFailure,
+    },
+    /// A device object was freed.
+    DeviceObjectReleased {
+        /// The object.
+        handle: DeviceHandle,
+    },
+    /// A device object could not be freed.
+    ReleaseFailed {
+        /// The object.
+        handle: DeviceHandle,
+        /// Why.
+        reason: DeviceFailure,
+    },
+    /// Wake hint: bytes were committed to an egress ring.
+    RingReadable {
+        /// The ring.
+        ring_id: RingId,
+    },
+    /// Wake hint: bytes were released from an ingress ring.
+    RingWritable {
+        /// The ring.
+        ring_id: RingId,
+    },
+}
+
+/// Why a protocol line could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// Longer than [`MAX_LINE`].
+    #[error("line longer than {MAX_LINE} bytes")]
+    TooLong,
+    /// Not JSON, or not a known message shape.
+    #[error("malformed line: {0}")]
+    Malformed(String),
+}
+
+/// Encodes one message as a JSON line (with the trailing newline).
+pub fn encode_line<T: Serialize>(msg: &T) -> String {
+    // Messages hold only numbers, enums and fixed structs: serialization cannot fail.
+    let mut line = serde_json::to_string(msg).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
+/// Decodes one line (without its newline).
+pub fn decode_line<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, LineError> {
+    if line.len() > MAX_LINE {
+        return Err(LineError::TooLong);
+    }
+    serde_json::from_str(line).map_err(|e| LineError::Malformed(e.to_string()))
+}
