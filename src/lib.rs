@@ -22,3 +22,4 @@ pub mod planner;
 pub mod ring;
 pub mod wire;
 pub mod worker;
+pub mod workerctl;

@@ -129,35 +129,45 @@ pub enum WorkerQuiet {
         /// The reaped worker's generation.
         generation: WorkerGeneration,
     },
-    /// The ring was never installed in a worker (token endpoints, cancelled leases).
-    NeverInstalled {
-        /// The ring.
-        ring_id: RingId,
-    },
 }
 
 impl WorkerQuiet {
     fn ring_id(&self) -> RingId {
         match *self {
-            WorkerQuiet::RingQuiesced { ring_id }
-            | WorkerQuiet::WorkerReaped { ring_id, .. }
-            | WorkerQuiet::NeverInstalled { ring_id } => ring_id,
+            WorkerQuiet::RingQuiesced { ring_id } | WorkerQuiet::WorkerReaped { ring_id, .. } => {
+                ring_id
+            }
         }
     }
 
-    /// The worker reported `RingQuiesced`.
+    /// The worker's `RingQuiesced` event, as evidence.
+    pub fn from_worker_event(event: &crate::worker::protocol::Event) -> Option<WorkerQuiet> {
+        match *event {
+            crate::worker::protocol::Event::RingQuiesced { ring_id } => {
+                Some(WorkerQuiet::RingQuiesced { ring_id })
+            }
+            _ => None,
+        }
+    }
+
+    /// The controller's synthesized fault of a ring whose worker was reaped, as evidence.
+    pub fn from_ctl_output(output: &crate::workerctl::CtlOutput) -> Option<WorkerQuiet> {
+        match *output {
+            crate::workerctl::CtlOutput::RingFault { ring_id, generation, .. } => {
+                Some(WorkerQuiet::WorkerReaped { ring_id, generation })
+            }
+            _ => None,
+        }
+    }
+
+    #[cfg(test)]
     pub(crate) fn quiesced(ring_id: RingId) -> WorkerQuiet {
         WorkerQuiet::RingQuiesced { ring_id }
     }
 
-    /// The worker holding the ring was reaped.
+    #[cfg(test)]
     pub(crate) fn reaped(ring_id: RingId, generation: WorkerGeneration) -> WorkerQuiet {
         WorkerQuiet::WorkerReaped { ring_id, generation }
-    }
-
-    /// The ring never reached a worker.
-    pub(crate) fn never_installed(ring_id: RingId) -> WorkerQuiet {
-        WorkerQuiet::NeverInstalled { ring_id }
     }
 }
 

@@ -17,9 +17,11 @@
 //! under loom.
 #![allow(unsafe_code)]
 
+pub mod ends;
 pub mod header;
 pub mod mapped;
 
+pub use ends::{RingDrain, RingFeeder};
 pub use header::{RING_ABI_VERSION, RING_MAGIC, RingHeader};
 pub use mapped::{HeapRegion, MappedRing};
 

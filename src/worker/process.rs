@@ -201,8 +201,17 @@ impl Worker {
                 self.install(ring_id, edge_id, port_id, direction, layout, object_spec);
             }
             Command::UninstallRing { ring_id, .. } => self.uninstall(ring_id),
-            Command::RingReadable { ring_id } => self.poll_ingress(ring_id),
+            Command::RingReadable { ring_id } => {
+                // Clear the pending bit before looking at the cursors (the wake protocol).
+                if let Some(Slot::Ingress { consumer, .. }) = self.rings.get_mut(&ring_id) {
+                    let _ = consumer.on_readable();
+                }
+                self.poll_ingress(ring_id);
+            }
             Command::RingWritable { ring_id } => {
+                if let Some(Slot::Egress { producer, .. }) = self.rings.get_mut(&ring_id) {
+                    let _ = producer.on_writable();
+                }
                 if self
                     .active
                     .as_ref()

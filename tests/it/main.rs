@@ -8,3 +8,4 @@ mod model;
 mod planner;
 mod support;
 mod synth;
+mod worker;

@@ -1,0 +1,243 @@
+//! The worker controller's driver: a tokio task that owns the worker child process, its
+//! stdin and stdout, and the controller's timer, and executes what [`WorkerCtl`] asks.
+//! It decides nothing itself.
+//!
+//! The child inherits the arena descriptor (named in its environment), has its stderr
+//! inherited for logs, is killed if the driver is dropped, and is killed by the kernel if
+//! the node dies (the worker sets a parent-death signal at start).
+#![allow(clippy::disallowed_methods)] // the driver owns the clock
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command as ProcessCommand};
+use tokio::sync::{mpsc, oneshot};
+
+use super::fsm::{CtlConfig, CtlError, CtlOutput, CtlState, WorkerCtl};
+use crate::arena::{ARENA_BYTES_ENV, ARENA_FD_ENV, Arena};
+use crate::wire::WorkerGeneration;
+use crate::worker::protocol::{Command, Event, ShutdownMode, decode_line, encode_line};
+
+/// How to run workers.
+#[derive(Debug, Clone)]
+pub struct WorkerDriverConfig {
+    /// The `swactor` executable (its hidden `worker` subcommand is run).
+    pub exe: PathBuf,
+    /// Controller settings.
+    pub ctl: CtlConfig,
+    /// Compute threads per worker (passed as `SWACTOR_WORKER_THREADS`).
+    pub threads: u32,
+}
+
+enum Request {
+    Command(Command, oneshot::Sender<Result<(), CtlError>>),
+    Stop(ShutdownMode),
+}
+
+enum Line {
+    Event(Event),
+    Malformed,
+    Eof,
+}
+
+/// A handle to the driver task.
+#[derive(Debug)]
+pub struct WorkerDriver {
+    requests: mpsc::UnboundedSender<Request>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct Running {
+    generation: WorkerGeneration,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    exited: bool,
+    eof: bool,
+}
+
+impl WorkerDriver {
+    /// Starts the driver (and through it the first worker). Everything the controller
+    /// reports (ready, routed events, synthesized ring faults, pump stops, stopped,
+    /// failed) arrives on the returned receiver, which closes when the driver ends.
+    pub fn start(
+        config: WorkerDriverConfig,
+        arena: Arc<Arena>,
+    ) -> (WorkerDriver, mpsc::UnboundedReceiver<CtlOutput>) {
+        let (requests, rx) = mpsc::unbounded_channel();
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(config, arena, rx, events));
+        (WorkerDriver { requests, task }, events_rx)
+    }
+
+    /// Sends a command to the worker through the controller.
+    pub async fn send(&self, cmd: Command) -> Result<(), CtlError> {
+        let (tx, rx) = oneshot::channel();
+        self.requests.send(Request::Command(cmd, tx)).map_err(|_| CtlError::NotRunning)?;
+        rx.await.unwrap_or(Err(CtlError::NotRunning))
+    }
+
+    /// Asks the worker to stop (graceful or aborting), escalating to kill on timeout.
+    pub fn stop(&self, mode: ShutdownMode) {
+        let _ = self.requests.send(Request::Stop(mode));
+    }
+
+    /// Waits for the driver to finish (after stop, failure, or the events receiver
+    /// being dropped).
+    pub async fn join(self) {
+        let _ = self.task.await;
+    }
+}
+
+async fn run(
+    config: WorkerDriverConfig,
+    arena: Arc<Arena>,
+    mut requests: mpsc::UnboundedReceiver<Request>,
+    events: mpsc::UnboundedSender<CtlOutput>,
+) {
+    let mut ctl = WorkerCtl::new(config.ctl);
+    ctl.start();
+    let (lines_tx, mut lines) = mpsc::unbounded_channel::<(WorkerGeneration, Line)>();
+    let mut worker: Option<Running> = None;
+    let mut requests_open = true;
+    loop {
+        while let Some(out) = ctl.poll_output() {
+            match out {
+                CtlOutput::Spawn { generation } => {
+                    match spawn(&config, &arena, generation, &lines_tx) {
+                        Ok(running) => {
+                            worker = Some(running);
+                            ctl.spawned(Instant::now());
+                        }
+                        Err(e) => {
+                            eprintln!("swactor: cannot start worker: {e}");
+                            ctl.spawn_failed();
+                        }
+                    }
+                }
+                CtlOutput::ToWorker(cmd) => {
+                    if let Some(stdin) = worker.as_mut().and_then(|w| w.stdin.as_mut()) {
+                        // A write error means the worker is gone; its exit will follow.
+                        let _ = stdin.write_all(encode_line(&cmd).as_bytes()).await;
+                        let _ = stdin.flush().await;
+                    }
+                }
+                CtlOutput::Kill => {
+                    if let Some(w) = worker.as_mut() {
+                        let _ = w.child.start_kill();
+                    }
+                }
+                other => {
+                    let _ = events.send(other);
+                }
+            }
+        }
+        if let Some(w) = worker.as_mut()
+            && w.exited
+            && w.eof
+        {
+            let generation = w.generation;
+            worker = None;
+            ctl.worker_exited(generation);
+            continue;
+        }
+        let finished = matches!(ctl.state(), CtlState::Stopped | CtlState::Failed { .. });
+        if finished && worker.is_none() {
+            return;
+        }
+        if finished && let Some(w) = worker.as_mut() {
+            // Failed with a live process (e.g. init timeout): make sure it dies.
+            let _ = w.child.start_kill();
+        }
+        let deadline = ctl.poll_timeout();
+        tokio::select! {
+            req = requests.recv(), if requests_open => match req {
+                Some(Request::Command(cmd, reply)) => {
+                    let _ = reply.send(ctl.command(cmd));
+                }
+                Some(Request::Stop(mode)) => ctl.stop(Instant::now(), mode),
+                None => {
+                    requests_open = false;
+                    ctl.stop(Instant::now(), ShutdownMode::AbortInFlight);
+                }
+            },
+            Some((generation, line)) = lines.recv() => match line {
+                Line::Event(e) => ctl.worker_event(generation, e),
+                Line::Malformed => ctl.malformed_event(generation),
+                Line::Eof => {
+                    if let Some(w) = worker.as_mut().filter(|w| w.generation == generation) {
+                        w.eof = true;
+                    }
+                }
+            },
+            status = wait_child(&mut worker) => {
+                if let Some(w) = worker.as_mut() {
+                    w.exited = true;
+                    w.stdin = None;
+                    if let Ok(status) = status && !status.success() {
+                        eprintln!("swactor: worker generation {} exited: {status}", w.generation);
+                    }
+                }
+            },
+            _ = sleep_until(deadline) => ctl.handle_timeout(Instant::now()),
+        }
+        if events.is_closed() && requests_open {
+            requests_open = false;
+            ctl.stop(Instant::now(), ShutdownMode::AbortInFlight);
+        }
+    }
+}
+
+async fn wait_child(worker: &mut Option<Running>) -> std::io::Result<std::process::ExitStatus> {
+    match worker {
+        Some(w) if !w.exited => w.child.wait().await,
+        _ => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn spawn(
+    config: &WorkerDriverConfig,
+    arena: &Arena,
+    generation: WorkerGeneration,
+    lines: &mpsc::UnboundedSender<(WorkerGeneration, Line)>,
+) -> std::io::Result<Running> {
+    let mut child = ProcessCommand::new(&config.exe)
+        .arg("worker")
+        .env(ARENA_FD_ENV, arena.fd().to_string())
+        .env(ARENA_BYTES_ENV, arena.len().to_string())
+        .env("SWACTOR_WORKER_THREADS", config.threads.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no worker stdout"))?;
+    let lines = lines.clone();
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stdout).lines();
+        loop {
+            let line = match reader.next_line().await {
+                Ok(Some(text)) => match decode_line::<Event>(&text) {
+                    Ok(e) => Line::Event(e),
+                    Err(_) => Line::Malformed,
+                },
+                Ok(None) | Err(_) => Line::Eof,
+            };
+            let eof = matches!(line, Line::Eof);
+            if lines.send((generation, line)).is_err() || eof {
+                return;
+            }
+        }
+    });
+    Ok(Running { generation, child, stdin, exited: false, eof: false })
+}

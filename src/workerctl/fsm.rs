@@ -1,0 +1,409 @@
+//! The worker controller state machine.
+//!
+//! `NotStarted -> Spawning -> Initializing -> Running -> Stopping -> (Killing) -> Stopped`,
+//! with `Failed` and `Restarting` on crashes. Time is passed in; the driver asks
+//! [`WorkerCtl::poll_timeout`] when to call [`WorkerCtl::handle_timeout`].
+//!
+//! Guarantees:
+//! - commands reach the worker only in `Running`, in the order they were accepted, and only
+//!   with handles of the current generation;
+//! - when the worker dies unexpectedly every handle of its generation is invalidated, a
+//!   `RingFault { worker_crashed }` is synthesized for every installed ring and the driver
+//!   is asked to stop each ring's pump, before the controller fails or restarts with
+//!   generation + 1;
+//! - a worker that does not initialize in time is killed and the controller fails with
+//!   `init_timeout`; a worker that does not stop in time is killed.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::wire::reason::{RingFault, WorkerFatal};
+use crate::wire::{RingId, WorkerGeneration};
+use crate::worker::protocol::{Backend, Command, DeviceHandle, Event, RING_ABI, ShutdownMode};
+
+/// Controller settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtlConfig {
+    /// Arena size the worker must map.
+    pub arena_ceiling: u64,
+    /// Device backend.
+    pub backend: Backend,
+    /// How long the worker may take to report ready.
+    pub init_timeout: Duration,
+    /// How long a graceful stop may take before the worker is killed.
+    pub stop_timeout: Duration,
+    /// Restarts allowed after crashes (0: a crash fails the controller).
+    pub max_restarts: u32,
+}
+
+/// Where the controller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtlState {
+    /// Not spawned yet.
+    NotStarted,
+    /// A spawn was requested.
+    Spawning,
+    /// Spawned; waiting for `WorkerReady` until the deadline.
+    Initializing {
+        /// When to give up.
+        deadline: Instant,
+    },
+    /// Ready; commands flow.
+    Running,
+    /// A shutdown was sent; waiting for the exit until the deadline.
+    Stopping {
+        /// When to kill.
+        deadline: Instant,
+    },
+    /// The worker was killed; waiting for the exit.
+    Killing,
+    /// The worker exited after a stop.
+    Stopped,
+    /// The worker failed for good.
+    Failed {
+        /// Why.
+        reason: WorkerFatal,
+    },
+}
+
+/// What the controller asks of its driver or reports to the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CtlOutput {
+    /// Spawn a worker process for this generation.
+    Spawn {
+        /// The generation.
+        generation: WorkerGeneration,
+    },
+    /// Write this command line to the worker.
+    ToWorker(Command),
+    /// Kill the worker process (SIGKILL).
+    Kill,
+    /// The worker is ready.
+    Ready {
+        /// Its process id.
+        pid: u32,
+        /// Its generation.
+        generation: WorkerGeneration,
+    },
+    /// A worker event for the rest of the node (edges, stage, driver wakes).
+    Routed(Event),
+    /// The worker died holding this ring: the ring is faulted.
+    RingFault {
+        /// The ring.
+        ring_id: RingId,
+        /// Always `worker_crashed` for synthesized faults.
+        reason: RingFault,
+        /// The generation that died (its reaping is the ring's quiescence evidence).
+        generation: WorkerGeneration,
+    },
+    /// Stop the network pump of this ring.
+    StopPump {
+        /// The ring.
+        ring_id: RingId,
+    },
+    /// A crashed worker is being replaced by this generation (everything must be
+    /// reinstalled).
+    Restarting {
+        /// The new generation.
+        generation: WorkerGeneration,
+    },
+    /// The worker stopped after a requested shutdown.
+    Stopped,
+    /// The controller failed for good.
+    Failed {
+        /// Why.
+        reason: WorkerFatal,
+    },
+}
+
+/// Why a command was refused (nothing was sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CtlError {
+    /// The worker is not running.
+    #[error("the worker is not running")]
+    NotRunning,
+    /// A handle belongs to another worker generation.
+    #[error("device handle of generation {found}, the worker is generation {current}")]
+    StaleHandle {
+        /// The handle's generation.
+        found: WorkerGeneration,
+        /// The current generation.
+        current: WorkerGeneration,
+    },
+    /// Lifecycle commands are the controller's own.
+    #[error("this command is issued by the controller itself")]
+    Reserved,
+}
+
+/// The worker controller.
+#[derive(Debug)]
+pub struct WorkerCtl {
+    config: CtlConfig,
+    state: CtlState,
+    generation: WorkerGeneration,
+    restarts: u32,
+    installed: BTreeSet<RingId>,
+    handles: BTreeSet<DeviceHandle>,
+    out: VecDeque<CtlOutput>,
+}
+
+impl WorkerCtl {
+    /// A controller that has not spawned anything.
+    pub fn new(config: CtlConfig) -> WorkerCtl {
+        WorkerCtl {
+            config,
+            state: CtlState::NotStarted,
+            generation: WorkerGeneration(0),
+            restarts: 0,
+            installed: BTreeSet::new(),
+            handles: BTreeSet::new(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> CtlState {
+        self.state
+    }
+
+    /// Current worker generation (0 before the first spawn).
+    pub fn generation(&self) -> WorkerGeneration {
+        self.generation
+    }
+
+    /// Rings installed in the current worker.
+    pub fn installed_rings(&self) -> impl Iterator<Item = RingId> + '_ {
+        self.installed.iter().copied()
+    }
+
+    /// Live device handles of the current generation.
+    pub fn live_handles(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Requests the first spawn.
+    pub fn start(&mut self) {
+        if self.state == CtlState::NotStarted {
+            self.spawn_next();
+        }
+    }
+
+    fn spawn_next(&mut self) {
+        self.generation = WorkerGeneration(self.generation.0 + 1);
+        self.state = CtlState::Spawning;
+        self.out.push_back(CtlOutput::Spawn { generation: self.generation });
+    }
+
+    /// The process was spawned: initialize it, with a deadline.
+    pub fn spawned(&mut self, now: Instant) {
+        if self.state != CtlState::Spawning {
+            return;
+        }
+        self.state = CtlState::Initializing { deadline: now + self.config.init_timeout };
+        self.out.push_back(CtlOutput::ToWorker(Command::InitializeWorker {
+            generation: self.generation,
+            arena_ceiling: self.config.arena_ceiling,
+            ring_abi: RING_ABI,
+            backend: self.config.backend,
+        }));
+    }
+
+    /// The process could not be spawned.
+    pub fn spawn_failed(&mut self) {
+        if self.state == CtlState::Spawning {
+            self.fail(WorkerFatal::Exited);
+        }
+    }
+
+    fn fail(&mut self, reason: WorkerFatal) {
+        self.state = CtlState::Failed { reason };
+        self.out.push_back(CtlOutput::Failed { reason });
+    }
+
+    /// Sends a command to the worker. Refused (nothing sent) unless `Running`, for
+    /// lifecycle commands, and for handles of another generation.
+    pub fn command(&mut self, cmd: Command) -> Result<(), CtlError> {
+        if self.state != CtlState::Running {
+            return Err(CtlError::NotRunning);
+        }
+        let current = self.generation;
+        let check = |h: &DeviceHandle| {
+            if h.generation == current {
+                Ok(())
+            } else {
+                Err(CtlError::StaleHandle { found: h.generation, current })
+            }
+        };
+        match &cmd {
+            Command::InitializeWorker { .. } | Command::ShutdownWorker { .. } => {
+                return Err(CtlError::Reserved);
+            }
+            Command::ExecuteStep { inputs, .. } => {
+                inputs.iter().try_for_each(|i| check(&i.handle))?
+            }
+            Command::ReleaseDeviceObject { handle } => check(handle)?,
+            Command::InstallRing { ring_id, .. } => {
+                self.installed.insert(*ring_id);
+            }
+            _ => {}
+        }
+        self.out.push_back(CtlOutput::ToWorker(cmd));
+        Ok(())
+    }
+
+    /// Handles one event line from the worker of `generation` (stale generations are
+    /// ignored).
+    pub fn worker_event(&mut self, generation: WorkerGeneration, event: Event) {
+        if generation != self.generation {
+            return;
+        }
+        match (&self.state, &event) {
+            (
+                CtlState::Initializing { .. },
+                Event::WorkerReady { pid, generation, ring_abi, .. },
+            ) => {
+                if *generation != self.generation || *ring_abi != RING_ABI {
+                    self.out.push_back(CtlOutput::Kill);
+                    self.fail(WorkerFatal::AbiMismatch);
+                    return;
+                }
+                self.state = CtlState::Running;
+                self.out.push_back(CtlOutput::Ready { pid: *pid, generation: *generation });
+            }
+            (_, Event::WorkerFatal { reason }) => {
+                // The process exits right after; remember why.
+                let reason = *reason;
+                self.crash(Some(reason));
+            }
+            (CtlState::Running | CtlState::Stopping { .. }, _) => {
+                match &event {
+                    Event::ObjectLoaded { handle, .. } => {
+                        self.handles.insert(*handle);
+                    }
+                    Event::DeviceObjectReleased { handle } => {
+                        self.handles.remove(handle);
+                    }
+                    Event::RingQuiesced { ring_id } | Event::RingFault { ring_id, .. } => {
+                        self.installed.remove(ring_id);
+                    }
+                    _ => {}
+                }
+                self.out.push_back(CtlOutput::Routed(event));
+            }
+            // Anything else before ready is a protocol fault.
+            (CtlState::Initializing { .. }, _) => {
+                self.out.push_back(CtlOutput::Kill);
+                self.crash(Some(WorkerFatal::MalformedEvent));
+            }
+            _ => {}
+        }
+    }
+
+    /// A line from the worker of `generation` could not be parsed.
+    pub fn malformed_event(&mut self, generation: WorkerGeneration) {
+        if generation == self.generation
+            && matches!(self.state, CtlState::Initializing { .. } | CtlState::Running)
+        {
+            self.out.push_back(CtlOutput::Kill);
+            self.crash(Some(WorkerFatal::MalformedEvent));
+        }
+    }
+
+    /// The worker process of `generation` exited (it has been reaped). Exits of older
+    /// generations are ignored.
+    pub fn worker_exited(&mut self, generation: WorkerGeneration) {
+        if generation != self.generation {
+            return;
+        }
+        match self.state {
+            CtlState::Stopping { .. } | CtlState::Killing => {
+                self.invalidate(WorkerFatal::Exited);
+                self.state = CtlState::Stopped;
+                self.out.push_back(CtlOutput::Stopped);
+            }
+            CtlState::Initializing { .. } | CtlState::Running => self.crash(None),
+            CtlState::Spawning => self.crash(None),
+            _ => {}
+        }
+    }
+
+    /// Asks the worker to stop. Before it runs, the controller simply stops.
+    pub fn stop(&mut self, now: Instant, mode: ShutdownMode) {
+        match self.state {
+            CtlState::Running => {
+                self.state = CtlState::Stopping { deadline: now + self.config.stop_timeout };
+                self.out.push_back(CtlOutput::ToWorker(Command::ShutdownWorker { mode }));
+            }
+            CtlState::Initializing { .. } | CtlState::Spawning => {
+                self.state = CtlState::Killing;
+                self.out.push_back(CtlOutput::Kill);
+            }
+            CtlState::NotStarted => {
+                self.state = CtlState::Stopped;
+                self.out.push_back(CtlOutput::Stopped);
+            }
+            _ => {}
+        }
+    }
+
+    /// Handles an expired deadline; stale calls change nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            CtlState::Initializing { deadline } if now >= deadline => {
+                self.out.push_back(CtlOutput::Kill);
+                self.restarts = self.config.max_restarts; // a worker that cannot start is not retried
+                self.crash(Some(WorkerFatal::InitTimeout));
+            }
+            CtlState::Stopping { deadline } if now >= deadline => {
+                self.state = CtlState::Killing;
+                self.out.push_back(CtlOutput::Kill);
+            }
+            _ => {}
+        }
+    }
+
+    /// The next deadline, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            CtlState::Initializing { deadline } | CtlState::Stopping { deadline } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    /// The next output, if any. Drain after every input.
+    pub fn poll_output(&mut self) -> Option<CtlOutput> {
+        self.out.pop_front()
+    }
+
+    /// Faults every installed ring and forgets every handle of the dying generation.
+    fn invalidate(&mut self, _why: WorkerFatal) {
+        let generation = self.generation;
+        for ring_id in std::mem::take(&mut self.installed) {
+            self.out.push_back(CtlOutput::RingFault {
+                ring_id,
+                reason: RingFault::WorkerCrashed,
+                generation,
+            });
+            self.out.push_back(CtlOutput::StopPump { ring_id });
+        }
+        self.handles.clear();
+    }
+
+    fn crash(&mut self, reason: Option<WorkerFatal>) {
+        if matches!(self.state, CtlState::Failed { .. } | CtlState::Stopped) {
+            return;
+        }
+        let reason = reason.unwrap_or(WorkerFatal::Exited);
+        self.invalidate(reason);
+        if self.restarts < self.config.max_restarts {
+            self.restarts += 1;
+            self.spawn_next();
+            self.out.push_back(CtlOutput::Restarting { generation: self.generation });
+        } else {
+            self.fail(reason);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

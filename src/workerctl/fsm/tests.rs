@@ -1,0 +1,289 @@
+//! Worker controller contract tests: lifecycle, routing, crash handling, timeouts.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::events::Direction;
+use crate::wire::reason::StepFailure;
+use crate::wire::{EdgeId, ObjectId, PortId, RingLayout, RoleId, Sequence, StepId};
+use crate::worker::protocol::InputBinding;
+
+fn config(max_restarts: u32) -> CtlConfig {
+    CtlConfig {
+        arena_ceiling: 1 << 20,
+        backend: Backend::Cpu,
+        init_timeout: Duration::from_secs(5),
+        stop_timeout: Duration::from_secs(2),
+        max_restarts,
+    }
+}
+
+fn drain(c: &mut WorkerCtl) -> Vec<CtlOutput> {
+    std::iter::from_fn(|| c.poll_output()).collect()
+}
+
+fn running(max_restarts: u32) -> (WorkerCtl, Instant) {
+    let now = Instant::now();
+    let mut c = WorkerCtl::new(config(max_restarts));
+    c.start();
+    assert_eq!(drain(&mut c), vec![CtlOutput::Spawn { generation: WorkerGeneration(1) }]);
+    c.spawned(now);
+    assert!(matches!(
+        drain(&mut c)[..],
+        [CtlOutput::ToWorker(Command::InitializeWorker {
+            generation: WorkerGeneration(1),
+            ring_abi: RING_ABI,
+            ..
+        })]
+    ));
+    c.worker_event(WorkerGeneration(1), ready_event(1));
+    assert_eq!(drain(&mut c), vec![CtlOutput::Ready { pid: 42, generation: WorkerGeneration(1) }]);
+    assert_eq!(c.state(), CtlState::Running);
+    (c, now)
+}
+
+fn ready_event(generation: u64) -> Event {
+    Event::WorkerReady {
+        pid: 42,
+        generation: WorkerGeneration(generation),
+        ring_abi: RING_ABI,
+        backend: Backend::Cpu,
+    }
+}
+
+fn install(ring: u64) -> Command {
+    Command::InstallRing {
+        ring_id: RingId(ring),
+        edge_id: EdgeId(ring),
+        port_id: PortId(0),
+        direction: Direction::Recv,
+        layout: RingLayout {
+            ring_id: RingId(ring),
+            arena_offset: 0,
+            total_len: 8192,
+            header_offset: 0,
+            data_offset: 4096,
+            data_capacity: 4096,
+            alignment: 4096,
+        },
+        object_spec: crate::wire::ObjectSpec::token_ids(16),
+    }
+}
+
+fn handle(generation: u64, id: u64) -> DeviceHandle {
+    DeviceHandle { generation: WorkerGeneration(generation), id }
+}
+
+#[test]
+fn commands_are_refused_before_the_worker_is_ready() {
+    let mut c = WorkerCtl::new(config(0));
+    assert_eq!(c.command(install(1)), Err(CtlError::NotRunning));
+    c.start();
+    c.spawned(Instant::now());
+    drain(&mut c);
+    assert_eq!(c.command(install(1)), Err(CtlError::NotRunning));
+    assert!(drain(&mut c).is_empty(), "nothing was sent");
+}
+
+#[test]
+fn commands_flow_in_order_once_running() {
+    let (mut c, _) = running(0);
+    c.command(install(1)).expect("install");
+    c.command(Command::RingReadable { ring_id: RingId(1) }).expect("wake");
+    let out = drain(&mut c);
+    assert_eq!(
+        out,
+        vec![
+            CtlOutput::ToWorker(install(1)),
+            CtlOutput::ToWorker(Command::RingReadable { ring_id: RingId(1) })
+        ]
+    );
+    assert_eq!(c.installed_rings().collect::<Vec<_>>(), [RingId(1)]);
+}
+
+#[test]
+fn handles_of_another_generation_are_refused() {
+    let (mut c, _) = running(0);
+    let stale = handle(7, 1);
+    assert_eq!(
+        c.command(Command::ReleaseDeviceObject { handle: stale }),
+        Err(CtlError::StaleHandle { found: WorkerGeneration(7), current: WorkerGeneration(1) })
+    );
+    let step = Command::ExecuteStep {
+        role_id: RoleId(1),
+        step_id: StepId(1),
+        inputs: vec![InputBinding {
+            port: PortId(0),
+            object_id: ObjectId(1),
+            sequence: Sequence(0),
+            handle: stale,
+        }],
+        outputs: vec![],
+        release_inputs_after: true,
+    };
+    assert!(matches!(c.command(step), Err(CtlError::StaleHandle { .. })));
+    assert_eq!(
+        c.command(Command::ShutdownWorker { mode: ShutdownMode::Graceful }),
+        Err(CtlError::Reserved)
+    );
+    assert!(drain(&mut c).is_empty());
+}
+
+#[test]
+fn worker_events_are_routed_and_tracked() {
+    let (mut c, _) = running(0);
+    c.command(install(3)).expect("install");
+    drain(&mut c);
+    let loaded = Event::ObjectLoaded {
+        ring_id: RingId(3),
+        edge_id: EdgeId(3),
+        port_id: PortId(0),
+        object_id: ObjectId(9),
+        sequence: Sequence(0),
+        extent: 4,
+        handle: handle(1, 5),
+    };
+    c.worker_event(WorkerGeneration(1), loaded.clone());
+    assert_eq!(drain(&mut c), vec![CtlOutput::Routed(loaded)]);
+    assert_eq!(c.live_handles(), 1);
+    c.worker_event(WorkerGeneration(1), Event::DeviceObjectReleased { handle: handle(1, 5) });
+    c.worker_event(WorkerGeneration(1), Event::RingQuiesced { ring_id: RingId(3) });
+    assert_eq!(drain(&mut c).len(), 2);
+    assert_eq!(c.live_handles(), 0);
+    assert_eq!(c.installed_rings().count(), 0);
+}
+
+#[test]
+fn a_crash_faults_every_installed_ring_stops_their_pumps_and_invalidates_handles() {
+    let (mut c, _) = running(0);
+    c.command(install(1)).expect("install");
+    c.command(install(2)).expect("install");
+    drain(&mut c);
+    c.worker_event(
+        WorkerGeneration(1),
+        Event::ObjectLoaded {
+            ring_id: RingId(1),
+            edge_id: EdgeId(1),
+            port_id: PortId(0),
+            object_id: ObjectId(1),
+            sequence: Sequence(0),
+            extent: 4,
+            handle: handle(1, 1),
+        },
+    );
+    drain(&mut c);
+    c.worker_exited(WorkerGeneration(1));
+    let out = drain(&mut c);
+    let g = WorkerGeneration(1);
+    assert_eq!(
+        out,
+        vec![
+            CtlOutput::RingFault {
+                ring_id: RingId(1),
+                reason: RingFault::WorkerCrashed,
+                generation: g
+            },
+            CtlOutput::StopPump { ring_id: RingId(1) },
+            CtlOutput::RingFault {
+                ring_id: RingId(2),
+                reason: RingFault::WorkerCrashed,
+                generation: g
+            },
+            CtlOutput::StopPump { ring_id: RingId(2) },
+            CtlOutput::Failed { reason: WorkerFatal::Exited },
+        ]
+    );
+    assert_eq!(c.live_handles(), 0);
+    assert_eq!(c.command(install(3)), Err(CtlError::NotRunning));
+}
+
+#[test]
+fn a_crash_with_restarts_left_spawns_the_next_generation() {
+    let (mut c, now) = running(1);
+    c.command(install(1)).expect("install");
+    drain(&mut c);
+    c.worker_exited(WorkerGeneration(1));
+    let out = drain(&mut c);
+    assert!(out.contains(&CtlOutput::Spawn { generation: WorkerGeneration(2) }));
+    assert!(out.contains(&CtlOutput::Restarting { generation: WorkerGeneration(2) }));
+    c.worker_exited(WorkerGeneration(1));
+    assert!(drain(&mut c).is_empty(), "a late exit of the old generation changes nothing");
+    c.spawned(now);
+    drain(&mut c);
+    c.worker_event(WorkerGeneration(1), ready_event(1));
+    assert!(drain(&mut c).is_empty(), "events of the old generation are ignored");
+    c.worker_event(WorkerGeneration(2), ready_event(2));
+    assert_eq!(drain(&mut c), vec![CtlOutput::Ready { pid: 42, generation: WorkerGeneration(2) }]);
+    assert_eq!(
+        c.command(Command::ReleaseDeviceObject { handle: handle(1, 1) }),
+        Err(CtlError::StaleHandle { found: WorkerGeneration(1), current: WorkerGeneration(2) })
+    );
+    c.worker_exited(WorkerGeneration(2));
+    assert!(
+        drain(&mut c).contains(&CtlOutput::Failed { reason: WorkerFatal::Exited }),
+        "no restarts left"
+    );
+}
+
+#[test]
+fn a_worker_that_does_not_initialize_in_time_is_killed_and_fails() {
+    let now = Instant::now();
+    let mut c = WorkerCtl::new(config(3));
+    c.start();
+    c.spawned(now);
+    drain(&mut c);
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_secs(5)));
+    c.handle_timeout(now + Duration::from_secs(4));
+    assert!(drain(&mut c).is_empty(), "an early timeout changes nothing");
+    c.handle_timeout(now + Duration::from_secs(5));
+    assert_eq!(
+        drain(&mut c),
+        vec![CtlOutput::Kill, CtlOutput::Failed { reason: WorkerFatal::InitTimeout }]
+    );
+}
+
+#[test]
+fn a_fatal_worker_fails_the_controller_with_its_reason() {
+    let now = Instant::now();
+    let mut c = WorkerCtl::new(config(0));
+    c.start();
+    c.spawned(now);
+    drain(&mut c);
+    c.worker_event(WorkerGeneration(1), Event::WorkerFatal { reason: WorkerFatal::AbiMismatch });
+    assert_eq!(drain(&mut c), vec![CtlOutput::Failed { reason: WorkerFatal::AbiMismatch }]);
+    c.worker_exited(WorkerGeneration(1));
+    assert!(drain(&mut c).is_empty());
+}
+
+#[test]
+fn graceful_stop_escalates_to_kill_after_the_deadline() {
+    let (mut c, now) = running(0);
+    c.stop(now, ShutdownMode::Graceful);
+    assert_eq!(
+        drain(&mut c),
+        vec![CtlOutput::ToWorker(Command::ShutdownWorker { mode: ShutdownMode::Graceful })]
+    );
+    c.handle_timeout(now + Duration::from_secs(2));
+    assert_eq!(drain(&mut c), vec![CtlOutput::Kill]);
+    assert_eq!(c.state(), CtlState::Killing);
+    c.worker_exited(WorkerGeneration(1));
+    assert_eq!(drain(&mut c), vec![CtlOutput::Stopped]);
+}
+
+#[test]
+fn a_stopped_worker_still_faults_rings_it_left_installed() {
+    let (mut c, now) = running(0);
+    c.command(install(4)).expect("install");
+    drain(&mut c);
+    c.stop(now, ShutdownMode::AbortInFlight);
+    drain(&mut c);
+    c.worker_event(
+        WorkerGeneration(1),
+        Event::StepFailed { role_id: RoleId(1), step_id: StepId(1), reason: StepFailure::Aborted },
+    );
+    assert_eq!(drain(&mut c).len(), 1, "events still route while stopping");
+    c.worker_exited(WorkerGeneration(1));
+    let out = drain(&mut c);
+    assert_eq!(out.last(), Some(&CtlOutput::Stopped));
+    assert!(out.contains(&CtlOutput::StopPump { ring_id: RingId(4) }));
+}

@@ -1,0 +1,396 @@
+//! The node-local data plane across a real process boundary: a real `swactor worker`
+//! child over a real memfd arena, driven through the worker controller's driver.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use swactor::arena::{
+    Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId, QuiescenceProof, WorkerQuiet,
+};
+use swactor::events::Direction;
+use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
+use swactor::wire::reason::{RingFault, WorkerFatal};
+use swactor::wire::{
+    ActivationDType, EdgeId, HEADER_LEN, ObjectFlags, ObjectHeader, ObjectId, ObjectSpec, PortId,
+    RingLayout, RingSpec, RoleId, Sequence, StepId,
+};
+use swactor::worker::protocol::{
+    Backend, Command, Event, InputBinding, OutputBinding, RoleConfig, ShutdownMode,
+};
+use swactor::worker::role::transform;
+use swactor::workerctl::{CtlConfig, CtlOutput, WorkerDriver, WorkerDriverConfig};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const ARENA: u64 = 8 << 20;
+const RING: u64 = 64 * 1024;
+const HIDDEN: u32 = 64; // rows of 256 bytes
+const XOR: u8 = 0x5a;
+
+type NodeRing = Arc<MappedRing<swactor::arena::memfd::ArenaRegion>>;
+
+struct Plane {
+    arena: Arc<Arena>,
+    manager: ArenaManager,
+    driver: WorkerDriver,
+    events: UnboundedReceiver<CtlOutput>,
+    pid: u32,
+    spec: ObjectSpec,
+}
+
+async fn next(events: &mut UnboundedReceiver<CtlOutput>) -> CtlOutput {
+    tokio::time::timeout(Duration::from_secs(20), events.recv())
+        .await
+        .expect("worker controller went quiet")
+        .expect("driver ended")
+}
+
+async fn start(backend: Backend) -> Plane {
+    let arena = Arc::new(Arena::create(ARENA).expect("arena"));
+    let mut manager = ArenaManager::new(ARENA);
+    manager.arena_ready();
+    assert_eq!(manager.poll_event(), Some(ArenaEvent::Ready));
+    let config = WorkerDriverConfig {
+        exe: assert_cmd::cargo::cargo_bin("swactor"),
+        ctl: CtlConfig {
+            arena_ceiling: ARENA,
+            backend,
+            init_timeout: Duration::from_secs(10),
+            stop_timeout: Duration::from_secs(5),
+            max_restarts: 0,
+        },
+        threads: 1,
+    };
+    let (driver, mut events) = WorkerDriver::start(config, Arc::clone(&arena));
+    let pid = match next(&mut events).await {
+        CtlOutput::Ready { pid, .. } => pid,
+        other => panic!("expected Ready, got {other:?}"),
+    };
+    Plane {
+        arena,
+        manager,
+        driver,
+        events,
+        pid,
+        spec: ObjectSpec::activations(1024, HIDDEN, ActivationDType::F32),
+    }
+}
+
+impl Plane {
+    /// Leases a ring, initializes its header on the node side, installs it in the worker.
+    async fn ring(&mut self, id: u64, direction: Direction) -> (RingLayout, NodeRing) {
+        self.manager.lease(LeaseRequest {
+            request_id: LeaseRequestId(id),
+            edge_id: EdgeId(id),
+            direction,
+            ring: RingSpec { capacity: RING, alignment: 128 },
+        });
+        let layout = match self.manager.poll_event() {
+            Some(ArenaEvent::RingLeased { layout, .. }) => layout,
+            other => panic!("lease: {other:?}"),
+        };
+        let ring = Arc::new(
+            MappedRing::init(self.arena.region(&layout).expect("region"), &layout).expect("init"),
+        );
+        self.driver
+            .send(Command::InstallRing {
+                ring_id: layout.ring_id,
+                edge_id: EdgeId(id),
+                port_id: PortId(0),
+                direction,
+                layout,
+                object_spec: self.spec,
+            })
+            .await
+            .expect("install");
+        loop {
+            match next(&mut self.events).await {
+                CtlOutput::Routed(Event::RingInstalled { ring_id })
+                    if ring_id == layout.ring_id =>
+                {
+                    break;
+                }
+                CtlOutput::Routed(_) => {}
+                other => panic!("install: {other:?}"),
+            }
+        }
+        (layout, ring)
+    }
+}
+
+fn object(seq: u64, extent: usize) -> (ObjectHeader, Vec<u8>) {
+    let payload: Vec<u8> = (0..extent).map(|i| (i as u64 * 31 + seq * 7) as u8).collect();
+    let flags = if seq == 0 { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
+    (ObjectHeader::new(ObjectId(seq + 1), Sequence(seq), extent as u64, flags), payload)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_worker_streams_objects_larger_than_its_rings_and_produces_them_byte_exact() {
+    let mut plane = start(Backend::Cpu).await;
+    plane
+        .driver
+        .send(Command::ConfigureRole {
+            role_id: RoleId(1),
+            config: RoleConfig::Transform { xor: XOR, delay_ms: 0, fail_on_sequence: None },
+        })
+        .await
+        .expect("configure");
+    assert!(matches!(
+        next(&mut plane.events).await,
+        CtlOutput::Routed(Event::RoleConfigured { role_id: RoleId(1) })
+    ));
+    let (in_layout, in_ring) = plane.ring(1, Direction::Recv).await;
+    let (out_layout, out_ring) = plane.ring(2, Direction::Send).await;
+    let mut feeder = RingFeeder::new(in_layout.ring_id, Arc::clone(&in_ring));
+    let mut drain = RingDrain::new(out_layout.ring_id, Arc::clone(&out_ring));
+
+    let extent = 200 * 1024; // three times the ring
+    let mut trace: Vec<String> = Vec::new();
+    let mut produced = Vec::new();
+    for seq in 0..3u64 {
+        let (header, payload) = object(seq, extent);
+        let mut bytes = header.encode().to_vec();
+        bytes.extend_from_slice(&payload);
+        let mut sent = 0;
+        let mut handle = None;
+        let mut step_sent = false;
+        let mut completed = false;
+        let mut out = Vec::new();
+        while !(completed && out.len() == HEADER_LEN + extent) {
+            if sent < bytes.len() {
+                let (n, wake) = feeder.push(&bytes[sent..]).expect("push");
+                sent += n;
+                if wake == Wake::Send {
+                    plane
+                        .driver
+                        .send(Command::RingReadable { ring_id: in_layout.ring_id })
+                        .await
+                        .expect("wake");
+                }
+            }
+            if let (Some(h), false) = (handle, step_sent) {
+                step_sent = true;
+                plane
+                    .driver
+                    .send(Command::ExecuteStep {
+                        role_id: RoleId(1),
+                        step_id: StepId(seq + 1),
+                        inputs: vec![InputBinding {
+                            port: PortId(0),
+                            object_id: header.object_id,
+                            sequence: Sequence(seq),
+                            handle: h,
+                        }],
+                        outputs: vec![OutputBinding {
+                            port: PortId(0),
+                            ring_id: out_layout.ring_id,
+                            object_id: ObjectId(100 + seq),
+                            sequence: Sequence(seq),
+                            extent: extent as u64,
+                            flags: ObjectFlags::NONE,
+                        }],
+                        release_inputs_after: true,
+                    })
+                    .await
+                    .expect("step");
+            }
+            loop {
+                let mut buf = vec![0u8; 16 * 1024];
+                let (n, wake) = drain.pull(&mut buf).expect("pull");
+                out.extend_from_slice(&buf[..n]);
+                if wake == Wake::Send {
+                    plane
+                        .driver
+                        .send(Command::RingWritable { ring_id: out_layout.ring_id })
+                        .await
+                        .expect("wake");
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            if completed && out.len() == HEADER_LEN + extent {
+                break;
+            }
+            match next(&mut plane.events).await {
+                CtlOutput::Routed(e) => match &e {
+                    Event::ObjectLoaded { handle: h, sequence, extent: x, .. } => {
+                        assert_eq!((*sequence, *x), (Sequence(seq), extent as u64));
+                        handle = Some(*h);
+                        trace.push(format!("loaded {seq}"));
+                    }
+                    Event::ObjectProduced { sequence, .. } => {
+                        trace.push(format!("produced {}", sequence.0))
+                    }
+                    Event::StepCompleted { step_id, .. } => {
+                        assert_eq!(*step_id, StepId(seq + 1));
+                        trace.push(format!("completed {seq}"));
+                        completed = true;
+                    }
+                    Event::RingWritable { ring_id } if *ring_id == in_layout.ring_id => {
+                        feeder.on_writable().expect("writable");
+                    }
+                    Event::RingReadable { ring_id } if *ring_id == out_layout.ring_id => {
+                        drain.on_readable().expect("readable");
+                    }
+                    Event::DeviceObjectReleased { .. } => {}
+                    other => panic!("unexpected event {other:?}"),
+                },
+                other => panic!("unexpected output {other:?}"),
+            }
+        }
+        let h = ObjectHeader::decode(out[..HEADER_LEN].try_into().expect("header"))
+            .expect("valid header");
+        assert_eq!(
+            (h.object_id, h.sequence, h.extent),
+            (ObjectId(100 + seq), Sequence(seq), extent as u64)
+        );
+        assert!(
+            out[HEADER_LEN..] == transform(&payload, XOR, extent)[..],
+            "object {seq} is byte-exact"
+        );
+        produced.push(h);
+    }
+    assert_eq!(
+        trace,
+        [
+            "loaded 0",
+            "produced 0",
+            "completed 0",
+            "loaded 1",
+            "produced 1",
+            "completed 1",
+            "loaded 2",
+            "produced 2",
+            "completed 2"
+        ]
+    );
+
+    // Teardown: uninstall both rings, stop the node-side pumps, release with proof.
+    for (ring_id, pump) in [(in_layout.ring_id, feeder.stop()), (out_layout.ring_id, drain.stop())]
+    {
+        plane
+            .driver
+            .send(Command::UninstallRing {
+                ring_id,
+                reason: swactor::worker::protocol::UninstallReason::Stop,
+            })
+            .await
+            .expect("uninstall");
+        let quiet = loop {
+            if let CtlOutput::Routed(e) = next(&mut plane.events).await
+                && let Some(q) = WorkerQuiet::from_worker_event(&e)
+            {
+                break q;
+            }
+        };
+        plane.manager.release(QuiescenceProof::new(pump, quiet).expect("proof")).expect("release");
+    }
+    assert_eq!(plane.manager.live_count(), 0, "no leaked arena lease");
+    plane.driver.stop(ShutdownMode::Graceful);
+    assert_eq!(
+        next(&mut plane.events).await,
+        CtlOutput::Routed(Event::WorkerStopped { mode: ShutdownMode::Graceful })
+    );
+    assert_eq!(next(&mut plane.events).await, CtlOutput::Stopped);
+    plane.driver.join().await;
+    assert!(!process_exists(plane.pid), "the worker was reaped");
+}
+
+fn process_exists(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_step_faults_every_installed_ring_and_is_reaped() {
+    let mut plane = start(Backend::Cpu).await;
+    plane
+        .driver
+        .send(Command::ConfigureRole {
+            role_id: RoleId(1),
+            config: RoleConfig::Transform { xor: 1, delay_ms: 30_000, fail_on_sequence: None },
+        })
+        .await
+        .expect("configure");
+    let _ = next(&mut plane.events).await;
+    let (in_layout, in_ring) = plane.ring(1, Direction::Recv).await;
+    let (out_layout, out_ring) = plane.ring(2, Direction::Send).await;
+    let mut feeder = RingFeeder::new(in_layout.ring_id, in_ring);
+    let drain = RingDrain::new(out_layout.ring_id, out_ring);
+    let (header, payload) = object(0, 1024);
+    let mut bytes = header.encode().to_vec();
+    bytes.extend_from_slice(&payload);
+    let (n, _) = feeder.push(&bytes).expect("push");
+    assert_eq!(n, bytes.len());
+    plane.driver.send(Command::RingReadable { ring_id: in_layout.ring_id }).await.expect("wake");
+    let handle = loop {
+        if let CtlOutput::Routed(Event::ObjectLoaded { handle, .. }) = next(&mut plane.events).await
+        {
+            break handle;
+        }
+    };
+    plane
+        .driver
+        .send(Command::ExecuteStep {
+            role_id: RoleId(1),
+            step_id: StepId(1),
+            inputs: vec![InputBinding {
+                port: PortId(0),
+                object_id: header.object_id,
+                sequence: Sequence(0),
+                handle,
+            }],
+            outputs: vec![OutputBinding {
+                port: PortId(0),
+                ring_id: out_layout.ring_id,
+                object_id: ObjectId(9),
+                sequence: Sequence(0),
+                extent: 1024,
+                flags: ObjectFlags::NONE,
+            }],
+            release_inputs_after: true,
+        })
+        .await
+        .expect("step");
+    tokio::time::sleep(Duration::from_millis(200)).await; // the step is computing
+    let pid = rustix::process::Pid::from_raw(plane.pid as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
+
+    let mut faulted = Vec::new();
+    let mut stopped_pumps = Vec::new();
+    let mut quiet = Vec::new();
+    loop {
+        let out = next(&mut plane.events).await;
+        if let Some(q) = WorkerQuiet::from_ctl_output(&out) {
+            quiet.push(q);
+        }
+        match out {
+            CtlOutput::RingFault { ring_id, reason, .. } => {
+                assert_eq!(reason, RingFault::WorkerCrashed);
+                faulted.push(ring_id);
+            }
+            CtlOutput::StopPump { ring_id } => stopped_pumps.push(ring_id),
+            CtlOutput::Failed { reason } => {
+                assert_eq!(reason, WorkerFatal::Exited);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    faulted.sort();
+    stopped_pumps.sort();
+    let mut rings = vec![in_layout.ring_id, out_layout.ring_id];
+    rings.sort();
+    assert_eq!(faulted, rings, "a RingFault for each installed ring");
+    assert_eq!(stopped_pumps, rings, "every pump is stopped");
+    plane.driver.join().await;
+    assert!(!process_exists(plane.pid), "the killed worker was reaped");
+    // The reaped worker is quiescence evidence: both leases come back.
+    for pump in [feeder.stop(), drain.stop()] {
+        let proof = quiet
+            .iter()
+            .find_map(|q| QuiescenceProof::new(pump, *q).ok())
+            .expect("evidence for every ring");
+        plane.manager.release(proof).expect("release");
+    }
+    assert_eq!(plane.manager.live_count(), 0, "no leaked arena lease");
+}
