@@ -316,7 +316,7 @@ impl<M: RingMemory> Consumer<M> {
     /// Copies up to `dst.len()` committed bytes out, advancing the private read cursor.
     /// The bytes stay owned by the ring until [`Consumer::release`].
     pub fn read(&mut self, dst: &mut [u8]) -> Result<usize, RingError> {
-        if self.commit == self.read {
+        if self.commit - self.read < dst.len() as u64 {
             self.reload()?;
         }
         let mut done = 0usize;
@@ -338,7 +338,7 @@ impl<M: RingMemory> Consumer<M> {
     /// time, advancing the private read cursor. Returns the bytes handed over. The bytes
     /// stay owned by the ring until [`Consumer::release`].
     pub fn read_with(&mut self, max: u64, mut sink: impl FnMut(&[u8])) -> Result<u64, RingError> {
-        if self.commit == self.read {
+        if self.commit - self.read < max {
             self.reload()?;
         }
         let mut done = 0u64;

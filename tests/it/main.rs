@@ -1,6 +1,7 @@
 //! swactor's integration tests, in one binary so they link once.
 
 mod cli;
+mod dataplane;
 mod events;
 mod generated;
 mod header;

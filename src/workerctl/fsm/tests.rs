@@ -287,3 +287,19 @@ fn a_stopped_worker_still_faults_rings_it_left_installed() {
     assert_eq!(out.last(), Some(&CtlOutput::Stopped));
     assert!(out.contains(&CtlOutput::StopPump { ring_id: RingId(4) }));
 }
+
+#[test]
+fn an_unparseable_event_line_kills_the_worker_and_fails_the_controller() {
+    let (mut c, _) = running(0);
+    c.command(install(1)).expect("install");
+    drain(&mut c);
+    c.malformed_event(WorkerGeneration(1));
+    let out = drain(&mut c);
+    assert_eq!(out.first(), Some(&CtlOutput::Kill));
+    assert!(out.contains(&CtlOutput::RingFault {
+        ring_id: RingId(1),
+        reason: RingFault::WorkerCrashed,
+        generation: WorkerGeneration(1)
+    }));
+    assert_eq!(out.last(), Some(&CtlOutput::Failed { reason: WorkerFatal::MalformedEvent }));
+}
