@@ -128,6 +128,19 @@ pub enum UtilCommand {
     },
     /// Print the whole CLI reference as Markdown.
     MarkdownHelp,
+    /// Test helper: attach as producer to a ring of the inherited arena, write and commit
+    /// a pattern stream, then write bytes without committing them and stall until killed.
+    RingProduce {
+        /// The ring's layout as JSON.
+        #[arg(long)]
+        layout: String,
+        /// Pattern bytes to write and commit (`(i * 7 + 3) mod 256`).
+        #[arg(long)]
+        bytes: u64,
+        /// Bytes to write after them without committing.
+        #[arg(long, default_value_t = 0)]
+        uncommitted: u64,
+    },
 }
 
 /// Flags shared by every command that prints data.

@@ -44,6 +44,9 @@ pub fn run(cmd: UtilCommand, out: &mut Output) -> Result<(), CliError> {
             Ok(())
         }
         UtilCommand::MarkdownHelp => out.line(markdown_help().trim_end()).map_err(CliError::from),
+        UtilCommand::RingProduce { layout, bytes, uncommitted } => {
+            ring_produce(&layout, bytes, uncommitted, out)
+        }
     }
 }
 
@@ -150,4 +153,58 @@ pub fn markdown_help() -> String {
     }
     walk(&mut root, "swactor", &mut md);
     md
+}
+
+/// The pattern byte at stream position `i` written by `util ring-produce`.
+pub fn ring_pattern(i: u64) -> u8 {
+    (i.wrapping_mul(7).wrapping_add(3) & 0xff) as u8
+}
+
+fn ring_produce(
+    layout: &str,
+    bytes: u64,
+    uncommitted: u64,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    use crate::ring::{MappedRing, Producer};
+    let input = |e: String| CliError::new(ExitCode::Input, "invalid_input", eyre!(e));
+    let layout: crate::wire::RingLayout =
+        serde_json::from_str(layout).map_err(|e| input(e.to_string()))?;
+    let arena =
+        std::sync::Arc::new(crate::arena::Arena::from_env().map_err(|e| input(e.to_string()))?);
+    let region = arena.region(&layout).map_err(|e| input(e.to_string()))?;
+    let ring = MappedRing::attach(region, &layout).map_err(|e| input(format!("attach: {e}")))?;
+    let mut producer = Producer::attach(ring);
+    let mut chunk = vec![0u8; 4096];
+    let mut written = 0u64;
+    while written < bytes {
+        let n = chunk.len().min((bytes - written) as usize);
+        for (k, b) in chunk[..n].iter_mut().enumerate() {
+            *b = ring_pattern(written + k as u64);
+        }
+        let mut off = 0;
+        while off < n {
+            let w = producer.write(&chunk[off..n]).map_err(|e| input(e.to_string()))?;
+            if w == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            off += w;
+            producer.commit();
+        }
+        written += n as u64;
+    }
+    let garbage = vec![0xEEu8; uncommitted as usize];
+    let mut off = 0;
+    while off < garbage.len() {
+        let w = producer.write(&garbage[off..]).map_err(|e| input(e.to_string()))?;
+        if w == 0 {
+            break;
+        }
+        off += w;
+    }
+    out.line("stalled")?;
+    out.flush()?;
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
 }

@@ -15,6 +15,7 @@ use swactor::worker::ingress::IngressParser;
 use swactor::worker::protocol::{DeviceHandle, Event, OutputBinding};
 
 type Ring = Arc<MappedRing<HeapRegion>>;
+type Corruption = (Box<dyn Fn(&mut Vec<u8>)>, ObjectFailure);
 
 fn ring(capacity: u64) -> Ring {
     let (region, layout) = HeapRegion::for_ring(1, capacity);
@@ -108,7 +109,7 @@ fn objects_larger_than_the_ring_load_whole_and_in_order() {
 
 #[test]
 fn each_malformed_header_fails_the_object_with_its_reason_and_stops_the_ring() {
-    let cases: Vec<(Box<dyn Fn(&mut Vec<u8>)>, ObjectFailure)> = vec![
+    let cases: Vec<Corruption> = vec![
         (Box::new(|b| b[0] = b'X'), ObjectFailure::BadMagic),
         (Box::new(|b| b[4] = 9), ObjectFailure::UnsupportedVersion),
         (Box::new(|b| b[6] = 48), ObjectFailure::BadHeaderLength),

@@ -1,4 +1,5 @@
 //! swactor's integration tests, in one binary so they link once.
+#![allow(clippy::disallowed_methods)] // tests are drivers: they own the clock
 
 mod cli;
 mod dataplane;

@@ -394,3 +394,166 @@ async fn a_worker_killed_mid_step_faults_every_installed_ring_and_is_reaped() {
     }
     assert_eq!(plane.manager.live_count(), 0, "no leaked arena lease");
 }
+
+mod process {
+    //! The worker adapter and the ring across a real process boundary, without the driver.
+
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command as Process, Stdio};
+    use std::sync::Arc;
+
+    use swactor::arena::{ARENA_BYTES_ENV, ARENA_FD_ENV, Arena};
+    use swactor::cli::util_cmd::ring_pattern;
+    use swactor::ring::{Consumer, MappedRing};
+    use swactor::wire::reason::{DeviceFailure, WorkerFatal};
+    use swactor::wire::{RingId, RingLayout, WorkerGeneration};
+    use swactor::worker::protocol::{DeviceHandle, Event};
+
+    fn exe() -> std::path::PathBuf {
+        assert_cmd::cargo::cargo_bin("swactor")
+    }
+
+    /// Runs a worker on `input` lines; returns its events and exit code.
+    fn worker_with(input: &str, arena: Option<&Arena>) -> (Vec<Event>, i32) {
+        let mut cmd = Process::new(exe());
+        cmd.arg("worker").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if let Some(a) = arena {
+            cmd.env(ARENA_FD_ENV, a.fd().to_string()).env(ARENA_BYTES_ENV, a.len().to_string());
+        }
+        let mut child = cmd.spawn().expect("spawn worker");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+        let out = child.wait_with_output().expect("wait");
+        let events = String::from_utf8(out.stdout)
+            .expect("utf8")
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Event>(l)
+                    .unwrap_or_else(|e| panic!("stdout holds only event lines ({e}): {l}"))
+            })
+            .collect();
+        (events, out.status.code().unwrap_or(-1))
+    }
+
+    fn init(abi: u64, bytes: u64) -> String {
+        format!(
+            "{{\"type\":\"InitializeWorker\",\"generation\":1,\"arena_ceiling\":{bytes},\"ring_abi\":{abi},\"backend\":{{\"kind\":\"cpu\"}}}}\n"
+        )
+    }
+
+    #[test]
+    fn malformed_json_is_a_fatal_protocol_fault() {
+        let (events, code) = worker_with("{not json\n", None);
+        assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::MalformedCommand }]);
+        assert_eq!(code, 2);
+    }
+
+    #[test]
+    fn an_unknown_command_is_a_fatal_protocol_fault() {
+        let (events, code) = worker_with("{\"type\":\"LaunchMissiles\"}\n", None);
+        assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::MalformedCommand }]);
+        assert_eq!(code, 2);
+    }
+
+    #[test]
+    fn a_command_before_initialization_is_unexpected() {
+        let (events, code) = worker_with("{\"type\":\"RingReadable\",\"ring_id\":1}\n", None);
+        assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::UnexpectedCommand }]);
+        assert_eq!(code, 2);
+    }
+
+    #[test]
+    fn a_ring_abi_mismatch_is_fatal_at_initialization() {
+        let (events, code) = worker_with(&init(99, 1 << 20), None);
+        assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::AbiMismatch }]);
+        assert_eq!(code, 3);
+    }
+
+    #[test]
+    fn a_missing_arena_is_fatal_at_initialization() {
+        let (events, code) = worker_with(&init(1, 1 << 20), None);
+        assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::ArenaMapFailed }]);
+        assert_eq!(code, 3);
+    }
+
+    #[test]
+    fn a_handle_of_an_older_generation_is_refused_by_the_worker() {
+        let arena = Arena::create(1 << 20).expect("arena");
+        let stale = DeviceHandle { generation: WorkerGeneration(0), id: 1 };
+        let input = format!(
+            "{}{}\n{{\"type\":\"ShutdownWorker\",\"mode\":\"graceful\"}}\n",
+            init(1, 1 << 20),
+            serde_json::to_string(&swactor::worker::protocol::Command::ReleaseDeviceObject {
+                handle: stale
+            })
+            .unwrap()
+        );
+        let (events, code) = worker_with(&input, Some(&arena));
+        assert!(matches!(events[0], Event::WorkerReady { generation: WorkerGeneration(1), .. }));
+        assert_eq!(
+            events[1],
+            Event::ReleaseFailed { handle: stale, reason: DeviceFailure::StaleHandle }
+        );
+        assert!(matches!(events[2], Event::WorkerStopped { .. }));
+        assert_eq!(code, 0);
+    }
+
+    #[test]
+    fn a_producer_killed_mid_write_never_exposes_uncommitted_bytes() {
+        let arena = Arc::new(Arena::create(1 << 20).expect("arena"));
+        let layout = RingLayout {
+            ring_id: RingId(5),
+            arena_offset: 8192,
+            total_len: 4096 + 16384,
+            header_offset: 8192,
+            data_offset: 8192 + 4096,
+            data_capacity: 16384,
+            alignment: 4096,
+        };
+        let ring = MappedRing::init(arena.region(&layout).expect("region"), &layout).expect("init");
+        let mut consumer = Consumer::attach(ring);
+        let total = 1_000_000u64; // many times the ring: the stream wraps around
+        let mut child = Process::new(exe())
+            .args([
+                "util",
+                "ring-produce",
+                "--bytes",
+                &total.to_string(),
+                "--uncommitted",
+                "3000",
+                "--layout",
+            ])
+            .arg(serde_json::to_string(&layout).expect("layout"))
+            .env(ARENA_FD_ENV, arena.fd().to_string())
+            .env(ARENA_BYTES_ENV, arena.len().to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn producer");
+        let mut got = 0u64;
+        let mut buf = vec![0u8; 8192];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while got < total {
+            assert!(std::time::Instant::now() < deadline, "stream stalled at {got}");
+            let n = consumer.read(&mut buf).expect("read");
+            for (k, b) in buf[..n].iter().enumerate() {
+                assert_eq!(
+                    *b,
+                    ring_pattern(got + k as u64),
+                    "byte {} of the committed stream",
+                    got + k as u64
+                );
+            }
+            got += n as u64;
+            consumer.release();
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("line");
+        assert_eq!(line.trim(), "stalled", "the producer wrote its uncommitted bytes");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        assert_eq!(consumer.available(), Ok(0), "uncommitted bytes never become readable");
+        assert_eq!(consumer.read_total(), total);
+    }
+}

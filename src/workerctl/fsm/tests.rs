@@ -1,4 +1,5 @@
 //! Worker controller contract tests: lifecycle, routing, crash handling, timeouts.
+#![allow(clippy::disallowed_methods)] // tests drive the state machines and own the clock
 
 use std::time::{Duration, Instant};
 
