@@ -24,6 +24,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --version 'Print version'
             cand run 'Plan runs'
             cand model 'Inspect and synthesize GGUF models'
+            cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;run'= {
@@ -99,9 +100,44 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;model;help;help'= {
         }
+        &'swactor;bench'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+            cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;bench;ring'= {
+            cand --ring-mib 'Ring data capacity in MiB'
+            cand --span-kib 'Bytes the producer writes at a time, in KiB'
+            cand --object-mib 'Object size in MiB'
+            cand --total-mib 'Bytes to stream in MiB'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;bench;wake'= {
+            cand --samples 'Round trips to measure'
+            cand --bytes 'Object payload bytes (a multiple of 4)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;bench;help'= {
+            cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+            cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;bench;help;ring'= {
+        }
+        &'swactor;bench;help;wake'= {
+        }
+        &'swactor;bench;help;help'= {
+        }
         &'swactor;help'= {
             cand run 'Plan runs'
             cand model 'Inspect and synthesize GGUF models'
+            cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;help;run'= {
@@ -116,6 +152,14 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;model;inspect'= {
         }
         &'swactor;help;model;synth'= {
+        }
+        &'swactor;help;bench'= {
+            cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+            cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+        }
+        &'swactor;help;bench;ring'= {
+        }
+        &'swactor;help;bench;wake'= {
         }
         &'swactor;help;help'= {
         }

@@ -28,6 +28,7 @@ complete -c swactor -n "__fish_swactor_needs_command" -s h -l help -d 'Print hel
 complete -c swactor -n "__fish_swactor_needs_command" -s V -l version -d 'Print version'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Plan runs'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
@@ -78,9 +79,29 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model help" -f -a "run" -d 'Plan runs'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model help" -f -a "model" -d 'Inspect and synthesize GGUF models'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l ring-mib -d 'Ring data capacity in MiB' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l span-kib -d 'Bytes the producer writes at a time, in KiB' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l object-mib -d 'Object size in MiB' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l total-mib -d 'Bytes to stream in MiB' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -l samples -d 'Round trips to measure' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -l bytes -d 'Object payload bytes (a multiple of 4)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'

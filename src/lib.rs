@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod arena;
+pub mod bench;
 pub mod cli;
 pub mod events;
 pub mod model;

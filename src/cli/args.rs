@@ -80,6 +80,9 @@ pub enum Command {
     /// Inspect and synthesize GGUF models.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Measure the data plane on this machine (each figure beside its baseline).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Generate completions, man pages and the CLI reference (for packagers).
     #[command(subcommand, hide = true)]
     Util(UtilCommand),
@@ -106,6 +109,53 @@ pub enum ModelCommand {
     /// Write a deterministic tiny llama model with random weights and a real BPE vocabulary.
     #[command(after_help = EXIT_CODES_HELP)]
     Synth(SynthArgs),
+}
+
+/// `swactor bench ...`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Cross-process ring throughput (node producer -> ingress ring -> a real worker's
+    /// device copy) as a ratio of plain memcpy bandwidth measured in the same run.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Ring(BenchRingArgs),
+    /// Wake round trip: a small object written into an ingress ring until the worker's
+    /// `ObjectLoaded` line is read back (median and p99).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Wake(BenchWakeArgs),
+}
+
+/// `swactor bench ring`
+#[derive(Debug, Args)]
+pub struct BenchRingArgs {
+    /// Ring data capacity in MiB.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub ring_mib: u64,
+    /// Bytes the producer writes at a time, in KiB.
+    #[arg(long, default_value_t = 1024, value_name = "KIB")]
+    pub span_kib: u64,
+    /// Object size in MiB.
+    #[arg(long, default_value_t = 16, value_name = "MIB")]
+    pub object_mib: u64,
+    /// Bytes to stream in MiB.
+    #[arg(long, default_value_t = 2048, value_name = "MIB")]
+    pub total_mib: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor bench wake`
+#[derive(Debug, Args)]
+pub struct BenchWakeArgs {
+    /// Round trips to measure.
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub samples: usize,
+    /// Object payload bytes (a multiple of 4).
+    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    pub bytes: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor util ...` (hidden).

@@ -2,6 +2,7 @@
 //! output formatting ([`output`]). Exit codes are documented in [`exit`].
 
 pub mod args;
+pub mod bench_cmd;
 pub mod exit;
 pub mod model_cmd;
 pub mod output;
@@ -11,7 +12,7 @@ pub mod util_cmd;
 use clap::Parser;
 use std::io::IsTerminal;
 
-use args::{Cli, Command, ModelCommand, RunCommand};
+use args::{BenchCommand, Cli, Command, ModelCommand, RunCommand};
 use exit::{CliError, ExitCode};
 use output::Output;
 
@@ -57,6 +58,8 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Run(RunCommand::Plan(args)) => plan_cmd::run_plan(&args, out),
         Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
+        Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
+        Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
         Command::Worker => Err(CliError::new(
             ExitCode::Usage,
@@ -71,6 +74,8 @@ fn wants_json(command: &Command) -> bool {
         Command::Run(RunCommand::Plan(a)) => a.output.json,
         Command::Model(ModelCommand::Inspect(a)) => a.output.json,
         Command::Model(ModelCommand::Synth(a)) => a.output.json,
+        Command::Bench(BenchCommand::Ring(a)) => a.output.json,
+        Command::Bench(BenchCommand::Wake(a)) => a.output.json,
         Command::Util(_) | Command::Worker => false,
     }
 }

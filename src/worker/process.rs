@@ -7,6 +7,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use super::device::{CpuBridge, DeviceBridge, FaultyBridge};
 use super::egress::{EgressProducer, Progress};
@@ -41,6 +42,8 @@ enum Input {
     Command(Command),
     Bad(LineError),
     Eof,
+    /// Nothing to handle: just write out the pending events.
+    Flush,
 }
 
 type MemRing = MappedRing<ArenaRegion>;
@@ -114,8 +117,9 @@ pub fn run() -> u8 {
         events: Vec::new(),
     };
     let stdout = std::io::stdout();
+    let spin = spin_budget();
     loop {
-        let input = rx.recv().unwrap_or(Input::Eof);
+        let input = next_input(&rx, &mut worker, spin);
         let exit = worker.handle(input);
         let mut out = stdout.lock();
         for e in worker.events.drain(..) {
@@ -130,6 +134,40 @@ pub fn run() -> u8 {
             return code;
         }
     }
+}
+
+/// How long the worker polls (commands and ingress rings) before it blocks, from
+/// `SWACTOR_WORKER_SPIN_US` (default 50 µs; 0 never polls). Short polling keeps wake hints
+/// and the consumption of a streaming ring off the sleep/wake path.
+fn spin_budget() -> Duration {
+    let us =
+        std::env::var("SWACTOR_WORKER_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50u64);
+    Duration::from_micros(us)
+}
+
+/// The next input: polls for up to `spin` (consuming ingress rings that received bytes
+/// meanwhile), then blocks.
+#[allow(clippy::disallowed_methods)] // the process loop is a driver: it owns the clock
+fn next_input(rx: &mpsc::Receiver<Input>, worker: &mut Worker, spin: Duration) -> Input {
+    if !spin.is_zero() {
+        let mut deadline = Instant::now() + spin;
+        while Instant::now() < deadline {
+            match rx.try_recv() {
+                Ok(input) => return input,
+                Err(mpsc::TryRecvError::Disconnected) => return Input::Eof,
+                Err(mpsc::TryRecvError::Empty) => {}
+            }
+            if worker.poll_ready_ingress() {
+                if !worker.events.is_empty() {
+                    // Report what was loaded without waiting for the next command.
+                    return Input::Flush;
+                }
+                deadline = Instant::now() + spin;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    rx.recv().unwrap_or(Input::Eof)
 }
 
 fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>) {
@@ -174,6 +212,7 @@ impl Worker {
 
     fn handle(&mut self, input: Input) -> Option<u8> {
         let cmd = match input {
+            Input::Flush => return None,
             Input::Eof => return Some(EXIT_ORPHANED),
             Input::Bad(e) => {
                 eprintln!("swactor worker: {e}");
@@ -373,6 +412,28 @@ impl Worker {
             }
             self.events.extend(events);
         }
+    }
+
+    /// Consumes every ingress ring that has committed bytes the worker has not read yet;
+    /// returns whether any made progress.
+    fn poll_ready_ingress(&mut self) -> bool {
+        let ready: Vec<RingId> = self
+            .rings
+            .iter_mut()
+            .filter_map(|(id, slot)| match slot {
+                Slot::Ingress { consumer, parser }
+                    if !parser.is_faulted() && !parser.is_closed() =>
+                {
+                    consumer.available().is_ok_and(|n| n > 0).then_some(*id)
+                }
+                _ => None,
+            })
+            .collect();
+        let before = self.events.len();
+        for id in &ready {
+            self.poll_ingress(*id);
+        }
+        self.events.len() > before
     }
 
     fn release_object(&mut self, handle: DeviceHandle) {

@@ -340,3 +340,50 @@ fn the_readme_example_pool_plans_a_synthesized_model() {
     };
     assert!(len(1) < len(0) && len(1) < len(2), "{plan}");
 }
+
+#[test]
+fn the_benchmarks_run_a_real_worker_and_report_ratios_as_json() {
+    let out = swactor()
+        .args([
+            "bench",
+            "ring",
+            "--json",
+            "--ring-mib",
+            "4",
+            "--object-mib",
+            "1",
+            "--span-kib",
+            "256",
+            "--total-mib",
+            "16",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let ring = &stdout_json_lines(&out)[0];
+    assert_eq!(ring["type"], "bench_ring");
+    let (r, m, ratio) = (
+        ring["ring_gbps"].as_f64().unwrap(),
+        ring["memcpy_gbps"].as_f64().unwrap(),
+        ring["ratio"].as_f64().unwrap(),
+    );
+    assert!(r > 0.0 && m > 0.0 && (ratio - r / m).abs() < 1e-9, "{ring}");
+    let out = swactor()
+        .args(["bench", "wake", "--json", "--samples", "20"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let wake = &stdout_json_lines(&out)[0];
+    assert_eq!(wake["type"], "bench_wake");
+    assert_eq!(wake["samples"], 20);
+    let (min, median, p99) = (
+        wake["min_us"].as_f64().unwrap(),
+        wake["median_us"].as_f64().unwrap(),
+        wake["p99_us"].as_f64().unwrap(),
+    );
+    assert!(0.0 < min && min <= median && median <= p99, "{wake}");
+}
