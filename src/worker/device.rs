@@ -33,8 +33,20 @@ pub trait DeviceBridge: Send {
         offset: u64,
         dst: &mut [u8],
     ) -> Result<(), DeviceFailure>;
-    /// Read access for compute (a host view on the CPU backend).
+    /// Read access for compute (a host view on the CPU backend; device backends fail with
+    /// `copy_failed` and compute copies through [`DeviceBridge::host_copy`]).
     fn view(&self, handle: DeviceHandle) -> Result<&[u8], DeviceFailure>;
+    /// The object's bytes on the host: borrowed where the backend keeps them there,
+    /// copied otherwise.
+    fn host_copy(
+        &mut self,
+        handle: DeviceHandle,
+    ) -> Result<std::borrow::Cow<'_, [u8]>, DeviceFailure> {
+        let len = usize::try_from(self.size(handle)?).map_err(|_| DeviceFailure::CopyFailed)?;
+        let mut buf = vec![0u8; len];
+        self.device_to_host(handle, 0, &mut buf)?;
+        Ok(std::borrow::Cow::Owned(buf))
+    }
     /// Size of an object.
     fn size(&self, handle: DeviceHandle) -> Result<u64, DeviceFailure>;
     /// Number of live objects.
@@ -164,6 +176,13 @@ impl DeviceBridge for CpuBridge {
         self.objects.get(&handle.id).map(Vec::as_slice).ok_or(DeviceFailure::UnknownHandle)
     }
 
+    fn host_copy(
+        &mut self,
+        handle: DeviceHandle,
+    ) -> Result<std::borrow::Cow<'_, [u8]>, DeviceFailure> {
+        self.view(handle).map(std::borrow::Cow::Borrowed)
+    }
+
     fn size(&self, handle: DeviceHandle) -> Result<u64, DeviceFailure> {
         self.view(handle).map(|b| b.len() as u64)
     }
@@ -233,6 +252,12 @@ impl<B: DeviceBridge> DeviceBridge for FaultyBridge<B> {
     }
     fn view(&self, handle: DeviceHandle) -> Result<&[u8], DeviceFailure> {
         self.inner.view(handle)
+    }
+    fn host_copy(
+        &mut self,
+        handle: DeviceHandle,
+    ) -> Result<std::borrow::Cow<'_, [u8]>, DeviceFailure> {
+        self.inner.host_copy(handle)
     }
     fn size(&self, handle: DeviceHandle) -> Result<u64, DeviceFailure> {
         self.inner.size(handle)

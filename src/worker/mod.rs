@@ -4,11 +4,14 @@
 //! stdin/stdout JSON lines ([`protocol`]).
 //!
 //! - [`protocol`]: commands, events, handles; no payload bytes by construction.
-//! - [`device`]: the device bridge (CPU, fault-injecting; CUDA to come).
+//! - [`device`]: the device bridge (CPU, fault-injecting) and, with the `cuda` feature,
+//!   `cuda` (device buffers through cudarc).
 //! - [`ingress`] / [`egress`]: the per-ring state machines.
 //! - [`role`]: what a step computes.
 //! - [`process`]: the process's event loop.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod egress;
 pub mod ingress;

@@ -318,7 +318,19 @@ impl Worker {
             Backend::CpuFaulty { fail_alloc_at, fail_copy_at } => {
                 Box::new(FaultyBridge::new(cpu, fail_alloc_at, fail_copy_at))
             }
-            Backend::Cuda { .. } => return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda { ordinal } => match super::cuda::CudaBridge::new(generation, ordinal) {
+                Ok(b) => Box::new(b),
+                Err(e) => {
+                    eprintln!("swactor worker: CUDA device {ordinal}: {e}");
+                    return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT);
+                }
+            },
+            #[cfg(not(feature = "cuda"))]
+            Backend::Cuda { .. } => {
+                eprintln!("swactor worker: built without the `cuda` feature");
+                return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT);
+            }
         };
         self.ready = Some(Ready { arena: Arc::new(arena), bridge });
         self.events.push(Event::WorkerReady {
