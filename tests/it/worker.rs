@@ -469,6 +469,19 @@ mod process {
     }
 
     #[test]
+    fn a_backend_this_build_lacks_is_fatal_at_initialization() {
+        let arena = Arena::create(1 << 20).expect("arena");
+        let line =
+            init(1, 1 << 20).replace("{\"kind\":\"cpu\"}", "{\"kind\":\"cuda\",\"ordinal\":0}");
+        let (events, code) = worker_with(&line, Some(&arena));
+        if cfg!(feature = "cuda") && matches!(events.first(), Some(Event::WorkerReady { .. })) {
+            return; // a machine with a GPU
+        }
+        assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::BackendUnavailable }]);
+        assert_eq!(code, 3);
+    }
+
+    #[test]
     fn a_missing_arena_is_fatal_at_initialization() {
         let (events, code) = worker_with(&init(1, 1 << 20), None);
         assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::ArenaMapFailed }]);
