@@ -570,3 +570,83 @@ mod process {
         assert_eq!(consumer.read_total(), total);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_worker_is_replaced_by_the_next_generation_when_restarts_are_allowed() {
+    let arena = Arc::new(Arena::create(ARENA).expect("arena"));
+    let config = WorkerDriverConfig {
+        exe: assert_cmd::cargo::cargo_bin("swactor"),
+        ctl: CtlConfig {
+            arena_ceiling: ARENA,
+            backend: Backend::Cpu,
+            init_timeout: Duration::from_secs(10),
+            stop_timeout: Duration::from_secs(5),
+            max_restarts: 1,
+        },
+        threads: 1,
+    };
+    let (driver, mut events) = WorkerDriver::start(config, arena);
+    let first = match next(&mut events).await {
+        CtlOutput::Ready { pid, generation } => {
+            assert_eq!(generation, swactor::wire::WorkerGeneration(1));
+            pid
+        }
+        other => panic!("{other:?}"),
+    };
+    let pid = rustix::process::Pid::from_raw(first as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
+    assert_eq!(
+        next(&mut events).await,
+        CtlOutput::Restarting { generation: swactor::wire::WorkerGeneration(2) }
+    );
+    match next(&mut events).await {
+        CtlOutput::Ready { pid, generation } => {
+            assert_eq!(generation, swactor::wire::WorkerGeneration(2));
+            assert_ne!(pid, first);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!process_exists(first), "the crashed worker was reaped");
+    driver.stop(ShutdownMode::Graceful);
+    while !matches!(next(&mut events).await, CtlOutput::Stopped) {}
+    driver.join().await;
+}
+
+#[test]
+fn a_worker_dies_with_its_node_even_when_the_node_is_killed() {
+    // `swactor bench wake` runs a worker under the controller; kill it like a crashed node.
+    let mut node = std::process::Command::new(assert_cmd::cargo::cargo_bin("swactor"))
+        .args(["bench", "wake", "--samples", "100000000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let node_pid = node.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let worker = loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{node_pid}/task/{node_pid}/children"))
+                .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            break pid.parse::<u32>().expect("pid");
+        }
+        assert!(std::time::Instant::now() < deadline, "the node never started a worker");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(process_exists(worker));
+    node.kill().expect("SIGKILL the node");
+    node.wait().expect("reap the node");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while process_alive(worker) {
+        assert!(std::time::Instant::now() < deadline, "worker {worker} outlived its node");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Alive and not a zombie waiting to be reaped by init.
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
