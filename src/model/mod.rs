@@ -6,6 +6,7 @@
 pub mod facts;
 pub mod gguf;
 pub mod synth;
+pub mod tokenizer;
 
 pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts};
 pub use gguf::read_facts;

@@ -205,7 +205,7 @@ fn model_inspect_rejects_a_truncated_file_with_exit_code_3() {
 
 /// SmolLM2-135M, fetched by `.ci/fetch-models`. Required under CI; skipped (with a note)
 /// on a developer machine that has not fetched it.
-fn smollm2() -> Option<PathBuf> {
+pub fn smollm2() -> Option<PathBuf> {
     let path = std::env::var_os("SWACTOR_SMOLLM2").map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf")

@@ -10,4 +10,5 @@ mod model;
 mod planner;
 mod support;
 mod synth;
+mod tokenizer;
 mod worker;

@@ -1,0 +1,129 @@
+//! Tokenizers match llama.cpp's token ids: its own vocabulary test files (fetched by
+//! `.ci/fetch-models`), SmolLM2, and synthesized models.
+
+use std::path::PathBuf;
+
+use crate::support::synth_model;
+use swactor::model::gguf::read_content;
+use swactor::model::tokenizer::{Detokenizer, Tokenizer};
+
+fn vocab_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache/vocab")
+}
+
+fn tokenizer(path: &std::path::Path) -> Tokenizer {
+    let (content, _) = read_content(path).expect("gguf header");
+    Tokenizer::from_gguf(&content).expect("tokenizer")
+}
+
+/// Checks every case of llama.cpp's `ggml-vocab-NAME.gguf.inp/.out` pair.
+fn check_vocab(name: &str) {
+    let gguf = vocab_dir().join(format!("ggml-vocab-{name}.gguf"));
+    if !gguf.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must fetch {} (.ci/fetch-models)",
+            gguf.display()
+        );
+        eprintln!("note: {} not fetched; run .ci/fetch-models", gguf.display());
+        return;
+    }
+    let tok = tokenizer(&gguf);
+    let inp = std::fs::read_to_string(gguf.with_extension("gguf.inp")).expect("inp");
+    let out = std::fs::read_to_string(gguf.with_extension("gguf.out")).expect("out");
+    let sep = "\n__ggml_vocab_test__\n";
+    let inputs: Vec<&str> = inp.strip_suffix(sep).unwrap_or(&inp).split(sep).collect();
+    let outputs: Vec<&str> = out.lines().collect();
+    assert_eq!(inputs.len(), outputs.len(), "{name}: case count");
+    let mut failures = Vec::new();
+    for (text, expect) in inputs.iter().zip(&outputs) {
+        let want: Vec<u32> = expect.split_whitespace().map(|t| t.parse().expect("id")).collect();
+        let got = tok.encode(text, false, false);
+        if got != want {
+            failures.push(format!("{text:?}\n  want {want:?}\n  got  {got:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{name}: {} of {} cases differ:\n{}",
+        failures.len(),
+        inputs.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn gpt2_vocabulary_matches_llama_cpp() {
+    check_vocab("gpt-2");
+}
+
+#[test]
+fn llama_bpe_vocabulary_matches_llama_cpp() {
+    check_vocab("llama-bpe");
+}
+
+#[test]
+fn llama_spm_vocabulary_matches_llama_cpp() {
+    check_vocab("llama-spm");
+}
+
+#[test]
+fn qwen2_vocabulary_matches_llama_cpp() {
+    check_vocab("qwen2");
+}
+
+#[test]
+fn starcoder_vocabulary_matches_llama_cpp() {
+    check_vocab("starcoder");
+}
+
+#[test]
+fn smollm2_prompts_tokenize_as_llama_cpp_does() {
+    let Some(model) = crate::cli::smollm2() else { return };
+    let tok = tokenizer(&model);
+    // Expected ids computed with llama.cpp (llama-cpp-python 0.3.36, add_bos=false).
+    let cases: [(&str, &[u32]); 2] = [
+        (
+            "Once upon a time there was a little girl named Lily.",
+            &[6403, 1980, 253, 655, 665, 436, 253, 1838, 8180, 3365, 14176, 30],
+        ),
+        (
+            "Hello world 12345 it's   spaced\n\nout! \u{1f999} naïve café",
+            &[
+                19556, 905, 216, 33, 34, 35, 36, 37, 357, 506, 256, 23861, 198, 198, 447, 17,
+                15107, 116, 243, 15486, 46494, 37366,
+            ],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(tok.encode(text, false, false), want, "{text:?}");
+        assert_eq!(tok.decode(want), text, "round trip");
+    }
+}
+
+#[test]
+fn a_synthesized_vocabulary_tokenizes_as_llama_cpp_does() {
+    let tok = tokenizer(&synth_model(4));
+    // Expected ids computed with llama.cpp on `swactor model synth --blocks 4`.
+    assert_eq!(
+        tok.encode("The river ran past the old mill", false, false),
+        [275, 291, 341, 501, 258, 471, 285]
+    );
+}
+
+#[test]
+fn the_detokenizer_never_emits_a_broken_utf8_sequence() {
+    let Some(model) = crate::cli::smollm2() else { return };
+    let tok = tokenizer(&model);
+    let text = "llama \u{1f999} and naïve café";
+    let ids = tok.encode(text, false, false);
+    let mut d = Detokenizer::new(&tok);
+    let mut streamed = String::new();
+    for id in &ids {
+        let piece = d.push(*id);
+        assert!(!piece.contains('\u{fffd}'), "a partial character was emitted: {piece:?}");
+        streamed.push_str(&piece);
+    }
+    streamed.push_str(&d.finish());
+    assert_eq!(streamed, text);
+}
