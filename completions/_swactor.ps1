@@ -26,6 +26,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -68,6 +69,23 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;run;help;help' {
+            break
+        }
+        'swactor;generate' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)')
+            [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
+            [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')
+            [CompletionResult]::new('--sampling', '--sampling', [CompletionResultType]::ParameterName, 'How the last stage picks tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Softmax temperature (with `--sampling sample`)')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (with `--sampling sample`)')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
         'swactor;model' {
@@ -159,6 +177,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -169,6 +188,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;run;plan' {
+            break
+        }
+        'swactor;help;generate' {
             break
         }
         'swactor;help;model' {

@@ -19,6 +19,9 @@ _swactor() {
             swactor,bench)
                 cmd="swactor__subcmd__bench"
                 ;;
+            swactor,generate)
+                cmd="swactor__subcmd__generate"
+                ;;
             swactor,help)
                 cmd="swactor__subcmd__help"
                 ;;
@@ -48,6 +51,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help,bench)
                 cmd="swactor__subcmd__help__subcmd__bench"
+                ;;
+            swactor__subcmd__help,generate)
+                cmd="swactor__subcmd__help__subcmd__generate"
                 ;;
             swactor__subcmd__help,help)
                 cmd="swactor__subcmd__help__subcmd__help"
@@ -110,7 +116,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run model bench help"
+            opts="-h -V --help --version run generate model bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -245,8 +251,66 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__generate)
+            opts="-h --model --prompt --stages --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-seq-len)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --activation-dtype)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sampling)
+                    COMPREPLY=($(compgen -W "greedy sample" -- "${cur}"))
+                    return 0
+                    ;;
+                --temperature)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-k)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__help)
-            opts="run model bench help"
+            opts="run generate model bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -290,6 +354,20 @@ _swactor() {
         swactor__subcmd__help__subcmd__bench__subcmd__wake)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__generate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -23,6 +23,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand run 'Plan runs'
+            cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand model 'Inspect and synthesize GGUF models'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -60,6 +61,22 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;run;help;plan'= {
         }
         &'swactor;run;help;help'= {
+        }
+        &'swactor;generate'= {
+            cand --model 'The GGUF model'
+            cand --prompt 'The prompt text'
+            cand --stages 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)'
+            cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
+            cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
+            cand --max-tokens 'Most tokens to generate'
+            cand --sampling 'How the last stage picks tokens'
+            cand --temperature 'Softmax temperature (with `--sampling sample`)'
+            cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
+            cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
+            cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
         &'swactor;model'= {
             cand -h 'Print help'
@@ -136,6 +153,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help'= {
             cand run 'Plan runs'
+            cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand model 'Inspect and synthesize GGUF models'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -144,6 +162,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand plan 'Plan a run over a pool and predict its resources, without running anything'
         }
         &'swactor;help;run;plan'= {
+        }
+        &'swactor;help;generate'= {
         }
         &'swactor;help;model'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'

@@ -27,6 +27,7 @@ end
 complete -c swactor -n "__fish_swactor_needs_command" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_needs_command" -s V -l version -d 'Print version'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "model" -d 'Inspect and synthesize GGUF models'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -54,6 +55,21 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l model -d 'The GGUF model' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt -d 'The prompt text' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l stages -d 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
+f16\t'16-bit floats (half the bytes per hop)'"
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
+sample\t'Temperature sampling with optional top-k / top-p, seeded'"
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
@@ -96,10 +112,11 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "run" -d 'Plan runs'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run model bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'

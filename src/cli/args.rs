@@ -77,6 +77,9 @@ pub enum Command {
     /// Plan runs.
     #[command(subcommand)]
     Run(RunCommand),
+    /// Generate text with a whole model in this one process (the pipeline's reference).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Generate(GenerateArgs),
     /// Inspect and synthesize GGUF models.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -277,6 +280,27 @@ impl PlanArgs {
     pub fn node_ids(&self) -> Option<Vec<NodeId>> {
         self.nodes.as_ref().map(|n| n.iter().copied().map(NodeId).collect())
     }
+}
+
+/// `swactor generate`
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The prompt text.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: String,
+    /// Split the model into this many stages in this process (activations cross each
+    /// boundary as wire bytes, as in a pipeline).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub stages: u32,
+    /// Runtime settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output format: JSON Lines with one `token` line per token and a `generation` summary.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor model inspect`

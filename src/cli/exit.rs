@@ -7,6 +7,7 @@
 //! | 2    | usage error (bad flags or arguments) |
 //! | 3    | input error (a file that cannot be read or is invalid: model, pool, output path) |
 //! | 4    | plan rejected (the request cannot be planned; the reason is printed) |
+//! | 5    | model failed (weights could not be loaded, or computing failed) |
 
 use color_eyre::Report;
 use std::fmt;
@@ -24,6 +25,8 @@ pub enum ExitCode {
     Input = 3,
     /// The planner rejected the request.
     PlanRejected = 4,
+    /// The model could not be loaded or computed.
+    ModelFailed = 5,
 }
 
 impl ExitCode {
@@ -40,7 +43,8 @@ Exit codes:
   1  internal error
   2  usage error (bad flags or arguments)
   3  input error (unreadable or invalid model, pool or output file)
-  4  plan rejected (the reason is printed; `--json` prints it as an `error` line)";
+  4  plan rejected (the reason is printed; `--json` prints it as an `error` line)
+  5  model failed (weights could not be loaded, or computing failed)";
 
 /// A command's failure: the exit code, a stable reason code and the report to print.
 pub struct CliError {

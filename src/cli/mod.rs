@@ -4,6 +4,7 @@
 pub mod args;
 pub mod bench_cmd;
 pub mod exit;
+pub mod generate_cmd;
 pub mod model_cmd;
 pub mod output;
 pub mod plan_cmd;
@@ -56,6 +57,7 @@ pub fn main() -> std::process::ExitCode {
 pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
     match command {
         Command::Run(RunCommand::Plan(args)) => plan_cmd::run_plan(&args, out),
+        Command::Generate(args) => generate_cmd::generate(&args, out),
         Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
@@ -72,6 +74,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
 fn wants_json(command: &Command) -> bool {
     match command {
         Command::Run(RunCommand::Plan(a)) => a.output.json,
+        Command::Generate(a) => a.output.json,
         Command::Model(ModelCommand::Inspect(a)) => a.output.json,
         Command::Model(ModelCommand::Synth(a)) => a.output.json,
         Command::Bench(BenchCommand::Ring(a)) => a.output.json,

@@ -30,6 +30,12 @@ impl Output {
         self.out.write_all(b"\n")
     }
 
+    /// Writes text as it is, flushing it at once (streamed output).
+    pub fn write_str(&mut self, text: &str) -> io::Result<()> {
+        self.out.write_all(text.as_bytes())?;
+        self.out.flush()
+    }
+
     /// Writes one JSON Lines record: `value`'s fields beside `"type": kind`.
     pub fn json(&mut self, kind: &str, value: &impl Serialize) -> io::Result<()> {
         let line =

@@ -4,7 +4,10 @@
 //! header from a file with typed errors; [`synth`] writes a deterministic tiny llama model.
 
 pub mod facts;
+pub mod generate;
 pub mod gguf;
+pub mod llama;
+pub mod sampling;
 pub mod synth;
 pub mod tokenizer;
 

@@ -6,6 +6,7 @@ mod dataplane;
 mod events;
 mod generated;
 mod header;
+mod llama;
 mod model;
 mod planner;
 mod support;

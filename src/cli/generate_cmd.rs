@@ -1,0 +1,141 @@
+//! `swactor generate`: the one-process reference, streaming text as it is generated.
+#![allow(clippy::disallowed_methods)] // the command owns the clock for its timings
+
+use std::time::Instant;
+
+use color_eyre::eyre::eyre;
+use serde::Serialize;
+
+use super::args::GenerateArgs;
+use super::exit::{CliError, ExitCode};
+use super::model_cmd::model_error;
+use super::output::Output;
+use super::plan_cmd::runtime_config;
+use crate::model::generate::{LocalPipeline, StopReason, even_split, generate as run};
+use crate::model::gguf::read_content;
+use crate::model::llama::StageError;
+use crate::model::sampling::Sampler;
+use crate::model::tokenizer::{Detokenizer, Tokenizer};
+use crate::model::{facts::ModelError, facts::facts_from_content};
+
+#[derive(Serialize)]
+struct TokenLine<'a> {
+    index: u32,
+    id: u32,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    prompt_tokens: usize,
+    tokens: u32,
+    stop: StopReason,
+    stages: u32,
+    load_ms: f64,
+    prefill_ms: f64,
+    decode_tokens_per_s: f64,
+}
+
+fn stage_error(e: StageError) -> CliError {
+    let reason = match &e {
+        StageError::Weights { reason, .. } => reason.as_str().to_string(),
+        StageError::ContextFull { .. } => "context_full".into(),
+        StageError::BadInput(_) => "bad_input".into(),
+        StageError::Compute(_) => "compute_failed".into(),
+    };
+    CliError::new(ExitCode::ModelFailed, reason, eyre!(e))
+}
+
+/// `swactor generate`.
+pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
+    let t_load = Instant::now();
+    let (content, len) = read_content(&args.model).map_err(|e| model_error(&args.model, e))?;
+    let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
+    let tokenizer =
+        Tokenizer::from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
+    let runtime = runtime_config(&args.runtime, &facts)?;
+    if args.stages == 0 || args.stages > facts.block_count {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--stages must lie in 1..={} for this model", facts.block_count),
+        ));
+    }
+    let prompt = tokenizer.encode(&args.prompt, true, false);
+    if prompt.is_empty() {
+        return Err(CliError::new(ExitCode::Usage, "usage", eyre!("the prompt is empty")));
+    }
+    if prompt.len() >= runtime.max_seq_len as usize {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("the prompt has {} tokens; max_seq_len is {}", prompt.len(), runtime.max_seq_len),
+        ));
+    }
+    let ranges = even_split(facts.block_count, args.stages);
+    let mut pipeline =
+        LocalPipeline::load(&args.model, &ranges, runtime.max_seq_len, runtime.activation_dtype)
+            .map_err(stage_error)?;
+    let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
+
+    let mut sampler = Sampler::new(runtime.sampling);
+    let mut detok = Detokenizer::new(&tokenizer);
+    let mut count = 0u32;
+    let mut write_err = None;
+    let t0 = Instant::now();
+    let mut first_token_at = None;
+    let json = args.output.json;
+    let stop = run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, tokenizer.eos, |id| {
+        if first_token_at.is_none() {
+            first_token_at = Some(Instant::now());
+        }
+        let text = detok.push(id);
+        let r = if json {
+            out.json("token", &TokenLine { index: count, id, text: &text })
+        } else if text.is_empty() {
+            Ok(())
+        } else {
+            out.write_str(&text)
+        };
+        if let Err(e) = r {
+            write_err.get_or_insert(e);
+        }
+        count += 1;
+    })
+    .map_err(stage_error)?;
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
+    let end = Instant::now();
+    let rest = detok.finish();
+    let prefill = first_token_at.map(|t| t - t0).unwrap_or(end - t0);
+    let decode = first_token_at.map(|t| end - t).unwrap_or_default();
+    let summary = Summary {
+        prompt_tokens: prompt.len(),
+        tokens: count,
+        stop,
+        stages: args.stages,
+        load_ms,
+        prefill_ms: prefill.as_secs_f64() * 1e3,
+        decode_tokens_per_s: if count > 1 {
+            f64::from(count - 1) / decode.as_secs_f64()
+        } else {
+            0.0
+        },
+    };
+    if json {
+        out.json("generation", &summary)?;
+    } else {
+        out.write_str(&rest)?;
+        out.line("")?;
+        eprintln!(
+            "{} prompt tokens, {} generated ({:?}); prefill {:.0} ms, decode {:.1} tokens/s",
+            summary.prompt_tokens,
+            summary.tokens,
+            summary.stop,
+            summary.prefill_ms,
+            summary.decode_tokens_per_s
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! In-process generation: a chain of [`LlamaStage`]s fed exactly as the rings will feed
+//! them (activations cross each boundary as raw wire bytes), a sampler and a tokenizer.
+//! With one stage it is the one-process reference the pipeline is checked against.
+
+use std::path::Path;
+
+use super::llama::{
+    LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
+};
+use super::sampling::Sampler;
+use crate::wire::{ActivationDType, LayerRange};
+
+/// Stages of one model in one process.
+#[derive(Debug)]
+pub struct LocalPipeline {
+    stages: Vec<LlamaStage>,
+    dtype: ActivationDType,
+}
+
+/// Splits `blocks` into `stages` contiguous ranges of near-equal length.
+pub fn even_split(blocks: u32, stages: u32) -> Vec<LayerRange> {
+    let stages = stages.clamp(1, blocks.max(1));
+    (0..stages).map(|s| LayerRange::new(s * blocks / stages, (s + 1) * blocks / stages)).collect()
+}
+
+impl LocalPipeline {
+    /// Loads one stage per range (the first owns the embedding, the last the head).
+    pub fn load(
+        path: &Path,
+        ranges: &[LayerRange],
+        max_seq_len: u32,
+        dtype: ActivationDType,
+    ) -> Result<Self, StageError> {
+        let n = ranges.len();
+        let stages = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                LlamaStage::load(
+                    path,
+                    StageSpec { layers: *r, embedding: i == 0, head: i + 1 == n, max_seq_len },
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if stages.is_empty() {
+            return Err(StageError::BadInput("no stages".into()));
+        }
+        Ok(LocalPipeline { stages, dtype })
+    }
+
+    /// The stages.
+    pub fn stages(&self) -> &[LlamaStage] {
+        &self.stages
+    }
+
+    /// Clears every KV cache.
+    pub fn reset(&mut self) {
+        self.stages.iter_mut().for_each(LlamaStage::reset);
+    }
+
+    /// Runs `tokens` through every stage; returns the logits of the last position.
+    pub fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, StageError> {
+        let hidden = self.stages[0].facts().hidden_size as usize;
+        let mut out = self.stages[0].forward(StageInput::Tokens(tokens))?;
+        for stage in &mut self.stages[1..] {
+            let StageOutput::Hidden(h) = out else {
+                return Err(StageError::BadInput("a middle stage produced logits".into()));
+            };
+            // Exactly the bytes an activation edge carries.
+            let bytes = encode_hidden(&h, self.dtype)?;
+            out = stage.forward(StageInput::Hidden(decode_hidden(&bytes, hidden, self.dtype)?))?;
+        }
+        match out {
+            StageOutput::Logits(l) => Ok(l),
+            StageOutput::Hidden(_) => {
+                Err(StageError::BadInput("the last stage produced hidden states".into()))
+            }
+        }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The end-of-sequence token.
+    Eos,
+    /// `max_tokens` were generated.
+    MaxTokens,
+    /// The KV cache is full.
+    ContextFull,
+}
+
+/// Generates up to `max_tokens` after `prompt`, calling `on_token` for each new token.
+/// Returns the reason it stopped. Timing is the caller's business.
+pub fn generate(
+    pipeline: &mut LocalPipeline,
+    prompt: &[u32],
+    max_tokens: u32,
+    sampler: &mut Sampler,
+    eos: Option<u32>,
+    mut on_token: impl FnMut(u32),
+) -> Result<StopReason, StageError> {
+    let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
+    let mut logits = pipeline.step(prompt)?;
+    let mut produced = 0u32;
+    loop {
+        let token = sampler.sample(&logits);
+        if Some(token) == eos {
+            return Ok(StopReason::Eos);
+        }
+        on_token(token);
+        produced += 1;
+        if produced >= max_tokens {
+            return Ok(StopReason::MaxTokens);
+        }
+        if pipeline.stages[0].position() + 1 > max_seq {
+            return Ok(StopReason::ContextFull);
+        }
+        logits = pipeline.step(&[token])?;
+    }
+}

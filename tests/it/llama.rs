@@ -1,0 +1,157 @@
+//! Model execution: a stage computes exactly what the whole model computes for its range,
+//! loading nothing outside it; every weights failure has its own reason.
+
+use std::path::Path;
+
+use crate::support::{GgufBuilder, scratch};
+use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
+use swactor::model::gguf::read_content;
+use swactor::model::llama::{LlamaStage, StageError, StageSpec};
+use swactor::model::sampling::{Sampler, argmax};
+use swactor::model::synth::{SynthSpec, write_model};
+use swactor::model::tokenizer::Tokenizer;
+use swactor::wire::reason::WeightsFailure;
+use swactor::wire::{ActivationDType, LayerRange, SamplingPolicy};
+
+fn f32_model() -> std::path::PathBuf {
+    let path = scratch().join("llama-f32-6.gguf");
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        write_model(
+            &path,
+            &SynthSpec {
+                blocks: 6,
+                hidden: 128,
+                heads: 4,
+                kv_heads: 2,
+                ffn: 256,
+                vocab: 300,
+                seed: 3,
+                ..SynthSpec::default()
+            },
+        )
+        .expect("synth");
+    });
+    path
+}
+
+fn run(path: &Path, ranges: &[LayerRange], prompt: &[u32], tokens: u32) -> Vec<u32> {
+    let mut p = LocalPipeline::load(path, ranges, 256, ActivationDType::F32).expect("load");
+    let mut out = Vec::new();
+    let stop =
+        generate(&mut p, prompt, tokens, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
+            out.push(t)
+        })
+        .expect("generate");
+    assert_eq!(stop, StopReason::MaxTokens);
+    out
+}
+
+#[test]
+fn splitting_into_one_to_four_stages_gives_the_one_process_tokens_exactly() {
+    let path = f32_model();
+    let prompt: Vec<u32> = (0..17).map(|i| (i * 37 + 5) % 290).collect();
+    let reference = run(&path, &[LayerRange::new(0, 6)], &prompt, 64);
+    assert_eq!(reference.len(), 64);
+    assert!(
+        reference.iter().collect::<std::collections::HashSet<_>>().len() > 1,
+        "a degenerate model proves nothing"
+    );
+    for stages in 2..=4 {
+        let ranges = even_split(6, stages);
+        assert_eq!(run(&path, &ranges, &prompt, 64), reference, "{stages} stages: {ranges:?}");
+    }
+    let uneven = [LayerRange::new(0, 1), LayerRange::new(1, 5), LayerRange::new(5, 6)];
+    assert_eq!(run(&path, &uneven, &prompt, 64), reference, "uneven split");
+}
+
+#[test]
+fn a_stage_loads_only_its_own_tensors() {
+    let path = f32_model();
+    let facts = swactor::model::read_facts(&path).expect("facts");
+    let middle = LlamaStage::load(
+        &path,
+        StageSpec { layers: LayerRange::new(2, 4), embedding: false, head: false, max_seq_len: 16 },
+    )
+    .expect("load");
+    assert_eq!(middle.loaded_bytes(), facts.bytes.per_block[2] + facts.bytes.per_block[3]);
+    let first = LlamaStage::load(
+        &path,
+        StageSpec { layers: LayerRange::new(0, 1), embedding: true, head: false, max_seq_len: 16 },
+    )
+    .expect("load");
+    assert_eq!(first.loaded_bytes(), facts.bytes.per_block[0] + facts.bytes.embedding);
+}
+
+#[test]
+fn sampling_is_deterministic_for_a_seed_and_greedy_picks_the_maximum() {
+    let logits: Vec<f32> = (0..50).map(|i| ((i * 7919) % 101) as f32 / 10.0).collect();
+    assert_eq!(Sampler::new(SamplingPolicy::Greedy).sample(&logits), argmax(&logits));
+    let policy =
+        SamplingPolicy::Sample { temperature: 0.9, top_k: Some(10), top_p: Some(0.9), seed: 42 };
+    let draw = |p| {
+        let mut s = Sampler::new(p);
+        (0..20).map(|_| s.sample(&logits)).collect::<Vec<_>>()
+    };
+    assert_eq!(draw(policy), draw(policy));
+    let top10: Vec<u32> = {
+        let mut idx: Vec<u32> = (0..50).collect();
+        idx.sort_by(|a, b| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b)));
+        idx.truncate(10);
+        idx
+    };
+    assert!(draw(policy).iter().all(|t| top10.contains(t)), "top-k restricts the draw");
+    let other =
+        SamplingPolicy::Sample { temperature: 0.9, top_k: Some(10), top_p: Some(0.9), seed: 43 };
+    assert_ne!(draw(policy), draw(other), "another seed draws another stream");
+}
+
+fn weights_reason(path: &Path, spec: StageSpec) -> WeightsFailure {
+    match LlamaStage::load(path, spec) {
+        Err(StageError::Weights { reason, .. }) => reason,
+        Err(e) => panic!("expected a weights failure, got {e}"),
+        Ok(_) => panic!("expected a weights failure, the stage loaded"),
+    }
+}
+
+fn spec(start: u32, end: u32) -> StageSpec {
+    StageSpec { layers: LayerRange::new(start, end), embedding: true, head: true, max_seq_len: 16 }
+}
+
+#[test]
+fn each_weights_failure_has_its_own_reason() {
+    let path = f32_model();
+    let bytes = std::fs::read(&path).expect("read");
+    let truncated = scratch().join("llama-truncated.gguf");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
+    assert_eq!(weights_reason(&truncated, spec(0, 6)), WeightsFailure::ParseFailed);
+    assert_eq!(weights_reason(&path, spec(4, 8)), WeightsFailure::InvalidRange);
+    let missing = GgufBuilder::llama(2).write("llama-missing-tensors.gguf");
+    assert_eq!(weights_reason(&missing, spec(0, 2)), WeightsFailure::MissingTensor);
+    let iq = GgufBuilder::llama(1)
+        .tensor("blk.0.attn_k.weight", &[64, 64], 99, 4096)
+        .write("llama-iq.gguf");
+    assert_eq!(weights_reason(&iq, spec(0, 1)), WeightsFailure::UnsupportedTensorType);
+}
+
+#[test]
+fn smollm2_continues_the_lily_prompt_through_a_three_stage_split() {
+    let Some(model) = crate::cli::smollm2() else { return };
+    let (content, _) = read_content(&model).expect("header");
+    let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
+    let prompt = tok.encode("Once upon a time there was a little girl named Lily.", true, false);
+    let ranges = even_split(30, 3);
+    let mut p = LocalPipeline::load(&model, &ranges, 128, ActivationDType::F32).expect("load");
+    let mut ids = Vec::new();
+    generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos, |t| {
+        ids.push(t)
+    })
+    .expect("generate");
+    let text = tok.decode(&ids);
+    assert!(
+        text.starts_with(
+            " She was a curious and adventurous girl who loved to explore and learn new things."
+        ),
+        "{text:?}"
+    );
+}
