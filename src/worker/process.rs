@@ -14,7 +14,7 @@ use super::egress::{EgressProducer, Progress};
 use super::ingress::IngressParser;
 use super::protocol::{
     Backend, Command, DeviceHandle, Event, InputBinding, LineError, MAX_LINE, OutputBinding,
-    RING_ABI, RoleConfig, ShutdownMode, decode_line, encode_line,
+    RING_ABI, ShutdownMode, decode_line, encode_line,
 };
 use super::role;
 use crate::arena::Arena;
@@ -84,7 +84,7 @@ struct Ready {
 struct Worker {
     abort: Arc<AtomicBool>,
     ready: Option<Ready>,
-    roles: HashMap<RoleId, RoleConfig>,
+    roles: HashMap<RoleId, role::Role>,
     rings: HashMap<RingId, Slot>,
     origin: HashMap<DeviceHandle, RingId>,
     pending: VecDeque<PendingStep>,
@@ -232,10 +232,16 @@ impl Worker {
             Command::InitializeWorker { .. } => {
                 return self.fatal(WorkerFatal::UnexpectedCommand, EXIT_PROTOCOL);
             }
-            Command::ConfigureRole { role_id, config } => {
-                self.roles.insert(role_id, config);
-                self.events.push(Event::RoleConfigured { role_id });
-            }
+            Command::ConfigureRole { role_id, config } => match role::Role::configure(config) {
+                Ok(role) => {
+                    self.roles.insert(role_id, role);
+                    self.events.push(Event::RoleConfigured { role_id });
+                }
+                Err(reason) => {
+                    self.roles.remove(&role_id);
+                    self.events.push(Event::RoleFailed { role_id, reason });
+                }
+            },
             Command::InstallRing { ring_id, edge_id, port_id, direction, layout, object_spec } => {
                 self.install(ring_id, edge_id, port_id, direction, layout, object_spec);
             }
@@ -488,7 +494,7 @@ impl Worker {
 
     /// Validates a step, computes its outputs into device objects and starts the egress.
     fn begin(&mut self, step: &PendingStep) -> Result<ActiveStep, StepFailure> {
-        let config = *self.roles.get(&step.role_id).ok_or(StepFailure::RoleNotConfigured)?;
+        let role = self.roles.get_mut(&step.role_id).ok_or(StepFailure::RoleNotConfigured)?;
         let ready = self.ready.as_mut().ok_or(StepFailure::RoleNotConfigured)?;
         let generation = ready.bridge.generation();
         for input in &step.inputs {
@@ -511,10 +517,12 @@ impl Worker {
             .unwrap_or_default();
         let mut outputs = Vec::with_capacity(step.outputs.len());
         for binding in &step.outputs {
-            let computed = {
-                let views: Vec<&[u8]> =
-                    step.inputs.iter().filter_map(|i| ready.bridge.view(i.handle).ok()).collect();
-                role::compute(&config, sequence, &views, binding.extent, &self.abort)
+            let computed = match step.inputs.first() {
+                Some(input) => match ready.bridge.host_copy(input.handle) {
+                    Ok(bytes) => role.compute(sequence, Some(&bytes), binding.extent, &self.abort),
+                    Err(_) => Err(StepFailure::MissingInput),
+                },
+                None => role.compute(sequence, None, binding.extent, &self.abort),
             };
             let bytes = match computed {
                 Ok(b) => b,

@@ -2,8 +2,8 @@
 //! line with a `type` tag. stderr is for logs only.
 //!
 //! No payload byte ever travels here: every field is an identifier, a size, a layout of
-//! offsets, an enum or a reason code. There is deliberately no string or byte-array field
-//! a payload could hide in.
+//! offsets, an enum, a reason code or (in a role's configuration) a weights path. There is
+//! deliberately no byte-array field a payload could hide in.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,8 +12,8 @@ use crate::wire::reason::{
     DeviceFailure, FaultReason, ObjectFailure, RingFault, StepFailure, WorkerFatal,
 };
 use crate::wire::{
-    EdgeId, ObjectFlags, ObjectId, ObjectSpec, PortId, RingId, RingLayout, RoleId, Sequence,
-    StepId, WorkerGeneration,
+    ActivationDType, EdgeId, LayerRange, ObjectFlags, ObjectId, ObjectSpec, PortId, RingId,
+    RingLayout, RoleId, SamplingPolicy, Sequence, StepId, WorkerGeneration,
 };
 
 /// Version of the ring ABI (header layout and cursor protocol) the worker must share with
@@ -53,9 +53,29 @@ pub enum Backend {
 }
 
 /// What a role computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RoleConfig {
+    /// One stage of a llama-family model: loads its blocks (and embedding / head) from the
+    /// GGUF file at `weights` when configured; each step consumes one input object (token
+    /// ids on the first stage, activations otherwise) and produces activations, or on the
+    /// last stage the sampled token id. Sequence 0 (the prefill) starts a new KV cache.
+    LlamaStage {
+        /// Path of the GGUF file on this host (configuration, not payload).
+        weights: String,
+        /// The stage's blocks.
+        layers: LayerRange,
+        /// Whether it owns the token embedding.
+        embedding: bool,
+        /// Whether it owns the final norm, head and sampling.
+        head: bool,
+        /// KV cache length.
+        max_seq_len: u32,
+        /// Activation dtype on the wire.
+        activation_dtype: ActivationDType,
+        /// Token selection (last stage).
+        sampling: SamplingPolicy,
+    },
     /// A built-in test role: every output byte `i` is `input[i % input_len] ^ xor`, for the
     /// output extent the step declares. It exercises the data plane without a model.
     Transform {
@@ -120,7 +140,7 @@ pub struct OutputBinding {
 }
 
 /// A command from the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum Command {
     /// First command: checks the ring ABI, maps the arena, starts the backend.

@@ -215,6 +215,8 @@ fn spawn(
         .env(ARENA_FD_ENV, arena.fd().to_string())
         .env(ARENA_BYTES_ENV, arena.len().to_string())
         .env("SWACTOR_WORKER_THREADS", config.threads.to_string())
+        // candle sizes its compute pools from this variable.
+        .env("RAYON_NUM_THREADS", config.threads.max(1).to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

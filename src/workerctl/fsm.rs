@@ -67,7 +67,7 @@ pub enum CtlState {
 }
 
 /// What the controller asks of its driver or reports to the node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CtlOutput {
     /// Spawn a worker process for this generation.
     Spawn {

@@ -9,6 +9,7 @@ mod header;
 mod llama;
 mod model;
 mod planner;
+mod stage_worker;
 mod support;
 mod synth;
 mod tokenizer;
