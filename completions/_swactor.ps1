@@ -93,6 +93,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
             [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('quantize', 'quantize', [CompletionResultType]::ParameterValue, 'Re-quantize a model''s weight matrices (norms stay f32)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -119,9 +120,19 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'swactor;model;quantize' {
+            [CompletionResult]::new('--in', '--in', [CompletionResultType]::ParameterName, 'The GGUF model to read')
+            [CompletionResult]::new('--out', '--out', [CompletionResultType]::ParameterName, 'Where to write the re-quantized model')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;model;help' {
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
             [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('quantize', 'quantize', [CompletionResultType]::ParameterValue, 'Re-quantize a model''s weight matrices (norms stay f32)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -129,6 +140,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;model;help;synth' {
+            break
+        }
+        'swactor;model;help;quantize' {
             break
         }
         'swactor;model;help;help' {
@@ -139,6 +153,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
+            [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -160,9 +175,21 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;decode' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the split run')
+            [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens to generate per run')
+            [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)')
+            [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs of each configuration (the best is kept)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;help' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
+            [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -170,6 +197,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;wake' {
+            break
+        }
+        'swactor;bench;help;decode' {
             break
         }
         'swactor;bench;help;help' {
@@ -196,6 +226,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;help;model' {
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
             [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('quantize', 'quantize', [CompletionResultType]::ParameterValue, 'Re-quantize a model''s weight matrices (norms stay f32)')
             break
         }
         'swactor;help;model;inspect' {
@@ -204,15 +235,22 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;help;model;synth' {
             break
         }
+        'swactor;help;model;quantize' {
+            break
+        }
         'swactor;help;bench' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
+            [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             break
         }
         'swactor;help;bench;ring' {
             break
         }
         'swactor;help;bench;wake' {
+            break
+        }
+        'swactor;help;bench;decode' {
             break
         }
         'swactor;help;help' {

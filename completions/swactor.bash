@@ -31,6 +31,9 @@ _swactor() {
             swactor,run)
                 cmd="swactor__subcmd__run"
                 ;;
+            swactor__subcmd__bench,decode)
+                cmd="swactor__subcmd__bench__subcmd__decode"
+                ;;
             swactor__subcmd__bench,help)
                 cmd="swactor__subcmd__bench__subcmd__help"
                 ;;
@@ -39,6 +42,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench,wake)
                 cmd="swactor__subcmd__bench__subcmd__wake"
+                ;;
+            swactor__subcmd__bench__subcmd__help,decode)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__decode"
                 ;;
             swactor__subcmd__bench__subcmd__help,help)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__help"
@@ -64,6 +70,9 @@ _swactor() {
             swactor__subcmd__help,run)
                 cmd="swactor__subcmd__help__subcmd__run"
                 ;;
+            swactor__subcmd__help__subcmd__bench,decode)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__decode"
+                ;;
             swactor__subcmd__help__subcmd__bench,ring)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__ring"
                 ;;
@@ -72,6 +81,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__model,inspect)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__inspect"
+                ;;
+            swactor__subcmd__help__subcmd__model,quantize)
+                cmd="swactor__subcmd__help__subcmd__model__subcmd__quantize"
                 ;;
             swactor__subcmd__help__subcmd__model,synth)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__synth"
@@ -85,6 +97,9 @@ _swactor() {
             swactor__subcmd__model,inspect)
                 cmd="swactor__subcmd__model__subcmd__inspect"
                 ;;
+            swactor__subcmd__model,quantize)
+                cmd="swactor__subcmd__model__subcmd__quantize"
+                ;;
             swactor__subcmd__model,synth)
                 cmd="swactor__subcmd__model__subcmd__synth"
                 ;;
@@ -93,6 +108,9 @@ _swactor() {
                 ;;
             swactor__subcmd__model__subcmd__help,inspect)
                 cmd="swactor__subcmd__model__subcmd__help__subcmd__inspect"
+                ;;
+            swactor__subcmd__model__subcmd__help,quantize)
+                cmd="swactor__subcmd__model__subcmd__help__subcmd__quantize"
                 ;;
             swactor__subcmd__model__subcmd__help,synth)
                 cmd="swactor__subcmd__model__subcmd__help__subcmd__synth"
@@ -130,7 +148,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake help"
+            opts="-h --help ring wake decode help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,9 +161,57 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        swactor__subcmd__bench__subcmd__help)
-            opts="ring wake help"
+        swactor__subcmd__bench__subcmd__decode)
+            opts="-h --model --stages --tokens --requantize --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requantize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repeat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help)
+            opts="ring wake decode help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__decode)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -324,8 +390,22 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake"
+            opts="ring wake decode"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__decode)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -394,7 +474,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__model)
-            opts="inspect synth"
+            opts="inspect synth quantize"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -408,6 +488,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__model__subcmd__inspect)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__model__subcmd__quantize)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -464,7 +558,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model)
-            opts="-h --help inspect synth help"
+            opts="-h --help inspect synth quantize help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -478,7 +572,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__help)
-            opts="inspect synth help"
+            opts="inspect synth quantize help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -519,6 +613,20 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__model__subcmd__help__subcmd__quantize)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__model__subcmd__help__subcmd__synth)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -540,6 +648,32 @@ _swactor() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__model__subcmd__quantize)
+            opts="-h --in --out --dtype --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --in)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dtype)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

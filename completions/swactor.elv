@@ -83,6 +83,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
             cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand quantize 'Re-quantize a model''s weight matrices (norms stay f32)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;model;inspect'= {
@@ -106,14 +107,25 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'swactor;model;quantize'= {
+            cand --in 'The GGUF model to read'
+            cand --out 'Where to write the re-quantized model'
+            cand --dtype 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;model;help'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
             cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand quantize 'Re-quantize a model''s weight matrices (norms stay f32)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;model;help;inspect'= {
         }
         &'swactor;model;help;synth'= {
+        }
+        &'swactor;model;help;quantize'= {
         }
         &'swactor;model;help;help'= {
         }
@@ -122,6 +134,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
@@ -140,14 +153,27 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;decode'= {
+            cand --model 'The GGUF model'
+            cand --stages 'Stages of the split run'
+            cand --tokens 'Tokens to generate per run'
+            cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)'
+            cand --repeat 'Runs of each configuration (the best is kept)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
         }
         &'swactor;bench;help;wake'= {
+        }
+        &'swactor;bench;help;decode'= {
         }
         &'swactor;bench;help;help'= {
         }
@@ -168,18 +194,24 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;model'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
             cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand quantize 'Re-quantize a model''s weight matrices (norms stay f32)'
         }
         &'swactor;help;model;inspect'= {
         }
         &'swactor;help;model;synth'= {
         }
+        &'swactor;help;model;quantize'= {
+        }
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
         }
         &'swactor;help;bench;ring'= {
         }
         &'swactor;help;bench;wake'= {
+        }
+        &'swactor;help;bench;decode'= {
         }
         &'swactor;help;help'= {
         }

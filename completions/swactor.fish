@@ -70,10 +70,11 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'K
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l out -d 'Where to write the GGUF file' -r -F
@@ -92,13 +93,20 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l tied-embeddings -d 'Reuse the token embedding as the output head (no `output.weight`)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l in -d 'The GGUF model to read' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l out -d 'Where to write the re-quantized model' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -f -a "decode" -d 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l ring-mib -d 'Ring data capacity in MiB' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l span-kib -d 'Bytes the producer writes at a time, in KiB' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from ring" -l object-mib -d 'Object size in MiB' -r
@@ -109,8 +117,16 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -l bytes -d 'Object payload bytes (a multiple of 4)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from wake" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l model -d 'The GGUF model' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l stages -d 'Stages of the split run' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l tokens -d 'Tokens to generate per run' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l repeat -d 'Runs of each configuration (the best is kept)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "decode" -d 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "run" -d 'Plan runs'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
@@ -120,5 +136,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_see
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "decode" -d 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'

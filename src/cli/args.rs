@@ -112,6 +112,26 @@ pub enum ModelCommand {
     /// Write a deterministic tiny llama model with random weights and a real BPE vocabulary.
     #[command(after_help = EXIT_CODES_HELP)]
     Synth(SynthArgs),
+    /// Re-quantize a model's weight matrices (norms stay f32).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Quantize(QuantizeArgs),
+}
+
+/// `swactor model quantize`
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// The GGUF model to read.
+    #[arg(long = "in", value_name = "GGUF")]
+    pub input: PathBuf,
+    /// Where to write the re-quantized model.
+    #[arg(long, value_name = "GGUF")]
+    pub out: PathBuf,
+    /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k.
+    #[arg(long, value_name = "TYPE")]
+    pub dtype: String,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor bench ...`
@@ -125,6 +145,34 @@ pub enum BenchCommand {
     /// `ObjectLoaded` line is read back (median and p99).
     #[command(after_help = EXIT_CODES_HELP)]
     Wake(BenchWakeArgs),
+    /// Decode tokens/s of `swactor generate` at one compute thread: the whole model
+    /// against the same model split into in-process stages, for the model and re-quantized
+    /// copies of it.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Decode(BenchDecodeArgs),
+}
+
+/// `swactor bench decode`
+#[derive(Debug, Args)]
+pub struct BenchDecodeArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// Stages of the split run.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Tokens to generate per run.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`).
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    pub requantize: Vec<String>,
+    /// Runs of each configuration (the best is kept).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub repeat: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor bench ring`

@@ -2,7 +2,7 @@
 
 use color_eyre::eyre::eyre;
 
-use super::args::{BenchRingArgs, BenchWakeArgs};
+use super::args::{BenchDecodeArgs, BenchRingArgs, BenchWakeArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
 use crate::bench;
@@ -87,4 +87,107 @@ pub fn wake(args: &BenchWakeArgs, out: &mut Output) -> Result<(), CliError> {
         out.line(line)?;
     }
     Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct DecodeFigure {
+    dtype: String,
+    whole_tokens_per_s: f64,
+    split_tokens_per_s: f64,
+    ratio: f64,
+    stages: u32,
+    tokens: u32,
+}
+
+/// Runs `swactor generate --json` at one compute thread; returns decode tokens/s.
+fn generate_rate(model: &std::path::Path, stages: u32, tokens: u32) -> Result<f64, CliError> {
+    let output = std::process::Command::new(exe()?)
+        .args([
+            "generate",
+            "--json",
+            "--prompt",
+            "Once upon a time there was a little girl named Lily.",
+        ])
+        .arg("--model")
+        .arg(model)
+        .args([
+            "--stages",
+            &stages.to_string(),
+            "--max-tokens",
+            &tokens.to_string(),
+            "--max-seq-len",
+            "512",
+        ])
+        .env("RAYON_NUM_THREADS", "1")
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        return Err(CliError::internal(eyre!("swactor generate failed ({})", output.status)));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "generation")
+        .ok_or_else(|| CliError::internal(eyre!("no generation summary")))?;
+    summary["decode_tokens_per_s"]
+        .as_f64()
+        .ok_or_else(|| CliError::internal(eyre!("no decode rate")))
+}
+
+/// `swactor bench decode`.
+pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
+    let facts = crate::model::read_facts(&args.model)
+        .map_err(|e| super::model_cmd::model_error(&args.model, e))?;
+    let shipped = facts
+        .tensor_types
+        .iter()
+        .filter(|(t, _)| t.as_str() != "f32")
+        .max_by_key(|(_, n)| **n)
+        .map(|(t, _)| t.clone())
+        .unwrap_or_else(|| "f32".into());
+    let dir = tempfile_dir()?;
+    let mut models = vec![(shipped, args.model.clone())];
+    for q in &args.requantize {
+        let target = crate::model::synth::parse_quant(q)
+            .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
+        let path = dir.join(format!("model-{q}.gguf"));
+        crate::model::synth::quantize_file(&args.model, &path, target)
+            .map_err(|e| CliError::internal(eyre!(e)))?;
+        models.push((q.clone(), path));
+    }
+    let mut figures = Vec::new();
+    for (dtype, path) in &models {
+        let mut whole = 0f64;
+        let mut split = 0f64;
+        for _ in 0..args.repeat.max(1) {
+            whole = whole.max(generate_rate(path, 1, args.tokens)?);
+            split = split.max(generate_rate(path, args.stages, args.tokens)?);
+        }
+        let fig = DecodeFigure {
+            dtype: dtype.clone(),
+            whole_tokens_per_s: whole,
+            split_tokens_per_s: split,
+            ratio: split / whole,
+            stages: args.stages,
+            tokens: args.tokens,
+        };
+        if args.output.json {
+            out.json("bench_decode", &fig)?;
+        } else {
+            out.line(format!(
+                "{:<6} whole {:>6.1} tok/s   {} stages {:>6.1} tok/s   ratio {:.3} (target >= 0.97)",
+                fig.dtype, fig.whole_tokens_per_s, fig.stages, fig.split_tokens_per_s, fig.ratio
+            ))?;
+        }
+        figures.push(fig);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf, CliError> {
+    let dir = std::env::temp_dir().join(format!("swactor-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }

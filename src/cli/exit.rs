@@ -67,6 +67,13 @@ impl CliError {
         CliError::new(ExitCode::Internal, "internal", report)
     }
 
+    /// Adds a suggestion line to the report.
+    pub fn with_suggestion(mut self, hint: &str) -> CliError {
+        use color_eyre::Section;
+        self.report = self.report.suggestion(hint.to_string());
+        self
+    }
+
     /// Whether the failure is only a closed stdout (the reader went away).
     pub fn is_broken_pipe(&self) -> bool {
         self.report.chain().any(|e| {

@@ -4,10 +4,10 @@ use color_eyre::Section;
 use color_eyre::eyre::eyre;
 use serde::Serialize;
 
-use super::args::{InspectArgs, SynthArgs};
+use super::args::{InspectArgs, QuantizeArgs, SynthArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, human_bytes, table};
-use crate::model::synth::{SynthError, SynthSpec, write_model};
+use crate::model::synth::{SynthError, SynthSpec, parse_quant, quantize_file, write_model};
 use crate::model::{ModelError, ModelFacts, read_facts};
 
 /// Maps a model-reading error onto an input error with a hint.
@@ -150,6 +150,39 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
             spec.vocab,
             spec.dtype,
             spec.seed
+        );
+    }
+    Ok(())
+}
+
+/// `swactor model quantize`.
+pub fn quantize(args: &QuantizeArgs, out: &mut Output) -> Result<(), CliError> {
+    let target = parse_quant(&args.dtype).ok_or_else(|| {
+        CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{}`", args.dtype))
+            .with_suggestion("use one of f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k")
+    })?;
+    let facts = read_facts(&args.input).map_err(|e| model_error(&args.input, e))?;
+    let changed = quantize_file(&args.input, &args.out, target).map_err(|e| match e {
+        SynthError::Io { .. } => CliError::new(ExitCode::Input, "io", eyre!(e)),
+        SynthError::InvalidShape(_) => CliError::new(ExitCode::Input, "invalid_model", eyre!(e)),
+        SynthError::Tensor(_) => CliError::internal(eyre!(e)),
+    })?;
+    let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    if args.output.json {
+        let record = serde_json::json!({
+            "path": args.out.display().to_string(),
+            "dtype": args.dtype,
+            "tensors_requantized": changed,
+            "bytes": bytes,
+        });
+        out.json("model_quantized", &record)?;
+    } else {
+        eprintln!(
+            "wrote {} ({}): {changed} of {} tensors re-quantized to {}",
+            args.out.display(),
+            human_bytes(bytes),
+            facts.tensor_types.values().sum::<u32>(),
+            args.dtype
         );
     }
     Ok(())

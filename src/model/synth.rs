@@ -409,3 +409,76 @@ pub fn write_model(path: &Path, spec: &SynthSpec) -> Result<(), SynthError> {
     file.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
     Ok(())
 }
+
+/// Target type of [`quantize_file`].
+pub fn parse_quant(name: &str) -> Option<GgmlDType> {
+    Some(match name {
+        "f32" => GgmlDType::F32,
+        "f16" => GgmlDType::F16,
+        "q8_0" => GgmlDType::Q8_0,
+        "q4_0" => GgmlDType::Q4_0,
+        "q4_1" => GgmlDType::Q4_1,
+        "q5_0" => GgmlDType::Q5_0,
+        "q5_1" => GgmlDType::Q5_1,
+        "q4k" | "q4_k" => GgmlDType::Q4K,
+        "q6k" | "q6_k" => GgmlDType::Q6K,
+        _ => return None,
+    })
+}
+
+/// Rewrites a GGUF model with every 2-D weight matrix re-quantized to `target` (norms and
+/// tensors whose rows do not fit the target's block size are kept as they are). Metadata
+/// is copied, with `general.file_type` updated.
+pub fn quantize_file(input: &Path, output: &Path, target: GgmlDType) -> Result<usize, SynthError> {
+    let (content, _) =
+        super::gguf::read_content(input).map_err(|e| SynthError::InvalidShape(e.to_string()))?;
+    let io = |source| SynthError::Io { path: input.display().to_string(), source };
+    let mut reader = std::io::BufReader::new(File::open(input).map_err(io)?);
+    let mut names: Vec<(&String, u64)> =
+        content.tensor_infos.iter().map(|(n, i)| (n, i.offset)).collect();
+    names.sort_by_key(|(_, off)| *off);
+    let mut tensors = Vec::with_capacity(names.len());
+    let mut changed = 0;
+    for (name, _) in names {
+        let t = content.tensor(&mut reader, name, &Device::Cpu)?;
+        let dims = t.shape().dims().to_vec();
+        let fits = dims.len() == 2 && dims[1] % target.block_size() == 0;
+        let t = if fits && t.dtype() != target && !name.ends_with("norm.weight") {
+            changed += 1;
+            QTensor::quantize(&t.dequantize(&Device::Cpu)?, target)?
+        } else {
+            t
+        };
+        tensors.push((name.clone(), t));
+    }
+    let file_type = match target {
+        GgmlDType::F32 => 0,
+        GgmlDType::F16 => 1,
+        GgmlDType::Q4_0 => 2,
+        GgmlDType::Q4_1 => 3,
+        GgmlDType::Q8_0 => 7,
+        GgmlDType::Q5_0 => 8,
+        GgmlDType::Q5_1 => 9,
+        GgmlDType::Q4K => 15,
+        GgmlDType::Q6K => 18,
+        _ => 0,
+    };
+    let mut metadata: Vec<(String, Value)> = content
+        .metadata
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "general.file_type" | "general.alignment"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    metadata.sort_by(|a, b| a.0.cmp(&b.0));
+    metadata.push(("general.file_type".into(), Value::U32(file_type)));
+    let out_io = |source| SynthError::Io { path: output.display().to_string(), source };
+    let mut file = BufWriter::new(File::create(output).map_err(out_io)?);
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    gguf_file::write(&mut file, &md, &ts).map_err(|e| match e {
+        candle_core::Error::Io(source) => out_io(source),
+        other => SynthError::Tensor(other),
+    })?;
+    file.into_inner().map_err(|e| out_io(e.into_error()))?.sync_all().map_err(out_io)?;
+    Ok(changed)
+}

@@ -387,3 +387,69 @@ fn the_benchmarks_run_a_real_worker_and_report_ratios_as_json() {
     );
     assert!(0.0 < min && min <= median && median <= p99, "{wake}");
 }
+
+#[test]
+fn model_quantize_rewrites_the_weight_matrices_and_generate_still_runs() {
+    let model = synth_model(4);
+    let out_path = scratch().join("cli-requantized-q8.gguf");
+    let out = swactor()
+        .args(["model", "quantize", "--json", "--dtype", "q8_0", "--in"])
+        .arg(&model)
+        .arg("--out")
+        .arg(&out_path)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let line = &stdout_json_lines(&out)[0];
+    assert_eq!(line["type"], "model_quantized");
+    assert_eq!(
+        line["tensors_requantized"],
+        4 * 7 + 2,
+        "seven matrices per block, embedding and head"
+    );
+    let facts = swactor::model::read_facts(&out_path).expect("facts");
+    assert_eq!(facts.tensor_types.get("q8_0").copied(), Some(30));
+    let out = swactor()
+        .args([
+            "generate",
+            "--json",
+            "--prompt",
+            "The river",
+            "--max-tokens",
+            "4",
+            "--stages",
+            "2",
+            "--model",
+        ])
+        .arg(&out_path)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "token").count(), 4);
+    assert_eq!(lines.last().map(|l| l["type"].clone()), Some(serde_json::json!("generation")));
+    swactor()
+        .args(["model", "quantize", "--dtype", "q9_9", "--in"])
+        .arg(&model)
+        .arg("--out")
+        .arg(&out_path)
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn generate_rejects_a_broken_model_with_exit_code_3_and_bad_stage_counts_with_2() {
+    let bytes = std::fs::read(synth_model(4)).expect("read");
+    let path = scratch().join("cli-generate-trunc.gguf");
+    std::fs::write(&path, &bytes[..100]).expect("write");
+    swactor().args(["generate", "--prompt", "x", "--model"]).arg(&path).assert().code(3);
+    swactor()
+        .args(["generate", "--prompt", "x", "--stages", "9", "--model"])
+        .arg(synth_model(4))
+        .assert()
+        .code(2);
+}
