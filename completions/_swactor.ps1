@@ -75,6 +75,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)')
+            [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads follow `RAYON_NUM_THREADS`')
             [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
             [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
             [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')

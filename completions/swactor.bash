@@ -318,7 +318,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__generate)
-            opts="-h --model --prompt --stages --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --model --prompt --stages --device --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -333,6 +333,10 @@ _swactor() {
                     return 0
                     ;;
                 --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

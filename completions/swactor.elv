@@ -66,6 +66,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --model 'The GGUF model'
             cand --prompt 'The prompt text'
             cand --stages 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)'
+            cand --device 'Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads follow `RAYON_NUM_THREADS`'
             cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
             cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
             cand --max-tokens 'Most tokens to generate'

@@ -58,6 +58,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l model -d 'The GGUF model' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt -d 'The prompt text' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l stages -d 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l device -d 'Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads follow `RAYON_NUM_THREADS`' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
 f16\t'16-bit floats (half the bytes per hop)'"

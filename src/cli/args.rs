@@ -343,6 +343,10 @@ pub struct GenerateArgs {
     /// boundary as wire bytes, as in a pipeline).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub stages: u32,
+    /// Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads
+    /// follow `RAYON_NUM_THREADS`.
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    pub device: String,
     /// Runtime settings.
     #[command(flatten)]
     pub runtime: RuntimeArgs,

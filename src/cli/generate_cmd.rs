@@ -13,7 +13,7 @@ use super::output::Output;
 use super::plan_cmd::runtime_config;
 use crate::model::generate::{LocalPipeline, StopReason, even_split, generate as run};
 use crate::model::gguf::read_content;
-use crate::model::llama::StageError;
+use crate::model::llama::{ComputeDevice, StageError};
 use crate::model::sampling::Sampler;
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
 use crate::model::{facts::ModelError, facts::facts_from_content};
@@ -73,9 +73,21 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         ));
     }
     let ranges = even_split(facts.block_count, args.stages);
-    let mut pipeline =
-        LocalPipeline::load(&args.model, &ranges, runtime.max_seq_len, runtime.activation_dtype)
-            .map_err(stage_error)?;
+    let device = ComputeDevice::parse(&args.device).ok_or_else(|| {
+        CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--device must be `cpu` or `cuda:N`, not `{}`", args.device),
+        )
+    })?;
+    let mut pipeline = LocalPipeline::load(
+        &args.model,
+        &ranges,
+        runtime.max_seq_len,
+        runtime.activation_dtype,
+        device,
+    )
+    .map_err(stage_error)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     let mut sampler = Sampler::new(runtime.sampling);

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::llama::ComputeDevice;
 use super::llama::{
     LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
@@ -30,6 +31,7 @@ impl LocalPipeline {
         ranges: &[LayerRange],
         max_seq_len: u32,
         dtype: ActivationDType,
+        device: ComputeDevice,
     ) -> Result<Self, StageError> {
         let n = ranges.len();
         let stages = ranges
@@ -38,7 +40,13 @@ impl LocalPipeline {
             .map(|(i, r)| {
                 LlamaStage::load(
                     path,
-                    StageSpec { layers: *r, embedding: i == 0, head: i + 1 == n, max_seq_len },
+                    StageSpec {
+                        layers: *r,
+                        embedding: i == 0,
+                        head: i + 1 == n,
+                        max_seq_len,
+                        device,
+                    },
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;

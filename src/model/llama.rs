@@ -21,6 +21,36 @@ use super::facts::{ModelError, ModelFacts, facts_from_content};
 use crate::wire::reason::WeightsFailure;
 use crate::wire::{ActivationDType, LayerRange};
 
+/// Where a stage computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ComputeDevice {
+    /// The CPU (candle's CPU kernels; threads from `RAYON_NUM_THREADS`).
+    #[default]
+    Cpu,
+    /// An NVIDIA GPU (needs a build with the `cuda` feature).
+    Cuda(u32),
+}
+
+impl ComputeDevice {
+    /// Parses `cpu` or `cuda:N` (`cuda` alone means `cuda:0`).
+    pub fn parse(text: &str) -> Option<ComputeDevice> {
+        match text {
+            "cpu" => Some(ComputeDevice::Cpu),
+            "cuda" => Some(ComputeDevice::Cuda(0)),
+            _ => text.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(ComputeDevice::Cuda),
+        }
+    }
+
+    fn open(self) -> Result<Device, StageError> {
+        match self {
+            ComputeDevice::Cpu => Ok(Device::Cpu),
+            ComputeDevice::Cuda(n) => Device::new_cuda(n as usize).map_err(|e| {
+                weights(WeightsFailure::AllocationFailed, format!("CUDA device {n}: {e}"))
+            }),
+        }
+    }
+}
+
 /// What a stage loads and how long its KV cache is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StageSpec {
@@ -32,6 +62,8 @@ pub struct StageSpec {
     pub head: bool,
     /// Longest sequence its KV cache holds.
     pub max_seq_len: u32,
+    /// Where it computes.
+    pub device: ComputeDevice,
 }
 
 /// Why a stage could not load or compute.
@@ -182,7 +214,7 @@ impl LlamaStage {
         if spec.max_seq_len == 0 {
             return Err(weights(WeightsFailure::BindFailed, "max_seq_len is 0"));
         }
-        let device = Device::Cpu;
+        let device = spec.device.open()?;
         let file =
             File::open(path).map_err(|e| weights(WeightsFailure::ParseFailed, e.to_string()))?;
         let mut l =
@@ -270,6 +302,7 @@ impl LlamaStage {
                 emb.index_select(&ids, 0)?
             }
             (StageInput::Hidden(h), None) => {
+                let h = h.to_device(&self.device)?;
                 let (n, hidden) = h.dims2()?;
                 if n == 0 || hidden != self.facts.hidden_size as usize {
                     return Err(StageError::BadInput(format!(

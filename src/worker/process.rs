@@ -83,6 +83,8 @@ struct Ready {
 /// The worker's state, driven one input at a time.
 struct Worker {
     abort: Arc<AtomicBool>,
+    /// Where model roles compute (follows the backend).
+    device: crate::model::llama::ComputeDevice,
     ready: Option<Ready>,
     roles: HashMap<RoleId, role::Role>,
     rings: HashMap<RingId, Slot>,
@@ -107,6 +109,7 @@ pub fn run() -> u8 {
 
     let mut worker = Worker {
         abort,
+        device: crate::model::llama::ComputeDevice::Cpu,
         ready: None,
         roles: HashMap::new(),
         rings: HashMap::new(),
@@ -232,16 +235,18 @@ impl Worker {
             Command::InitializeWorker { .. } => {
                 return self.fatal(WorkerFatal::UnexpectedCommand, EXIT_PROTOCOL);
             }
-            Command::ConfigureRole { role_id, config } => match role::Role::configure(config) {
-                Ok(role) => {
-                    self.roles.insert(role_id, role);
-                    self.events.push(Event::RoleConfigured { role_id });
+            Command::ConfigureRole { role_id, config } => {
+                match role::Role::configure(config, self.device) {
+                    Ok(role) => {
+                        self.roles.insert(role_id, role);
+                        self.events.push(Event::RoleConfigured { role_id });
+                    }
+                    Err(reason) => {
+                        self.roles.remove(&role_id);
+                        self.events.push(Event::RoleFailed { role_id, reason });
+                    }
                 }
-                Err(reason) => {
-                    self.roles.remove(&role_id);
-                    self.events.push(Event::RoleFailed { role_id, reason });
-                }
-            },
+            }
             Command::InstallRing { ring_id, edge_id, port_id, direction, layout, object_spec } => {
                 self.install(ring_id, edge_id, port_id, direction, layout, object_spec);
             }
@@ -324,7 +329,7 @@ impl Worker {
             Backend::CpuFaulty { fail_alloc_at, fail_copy_at } => {
                 Box::new(FaultyBridge::new(cpu, fail_alloc_at, fail_copy_at))
             }
-            #[cfg(feature = "cuda")]
+            #[cfg(feature = "cuda-bridge")]
             Backend::Cuda { ordinal } => match super::cuda::CudaBridge::new(generation, ordinal) {
                 Ok(b) => Box::new(b),
                 Err(e) => {
@@ -332,12 +337,15 @@ impl Worker {
                     return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT);
                 }
             },
-            #[cfg(not(feature = "cuda"))]
+            #[cfg(not(feature = "cuda-bridge"))]
             Backend::Cuda { .. } => {
                 eprintln!("swactor worker: built without the `cuda` feature");
                 return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT);
             }
         };
+        if let Backend::Cuda { ordinal } = backend {
+            self.device = crate::model::llama::ComputeDevice::Cuda(ordinal);
+        }
         self.ready = Some(Ready { arena: Arc::new(arena), bridge });
         self.events.push(Event::WorkerReady {
             pid: std::process::id(),

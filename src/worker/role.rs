@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::protocol::RoleConfig;
+use crate::model::llama::ComputeDevice;
 use crate::model::llama::{
     LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
@@ -37,7 +38,7 @@ pub enum Role {
 
 impl Role {
     /// Builds a role; a model role loads its weights now (`WeightsReady` follows success).
-    pub fn configure(config: RoleConfig) -> Result<Role, FaultReason> {
+    pub fn configure(config: RoleConfig, device: ComputeDevice) -> Result<Role, FaultReason> {
         match config {
             RoleConfig::Transform { xor, delay_ms, fail_on_sequence } => {
                 Ok(Role::Transform { xor, delay_ms, fail_on_sequence })
@@ -51,7 +52,7 @@ impl Role {
                 activation_dtype,
                 sampling,
             } => {
-                let spec = StageSpec { layers, embedding, head, max_seq_len };
+                let spec = StageSpec { layers, embedding, head, max_seq_len, device };
                 match LlamaStage::load(std::path::Path::new(&weights), spec) {
                     Ok(stage) => Ok(Role::Llama {
                         stage: Box::new(stage),

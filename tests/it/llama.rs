@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::support::{GgufBuilder, scratch};
 use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
 use swactor::model::gguf::read_content;
-use swactor::model::llama::{LlamaStage, StageError, StageSpec};
+use swactor::model::llama::{ComputeDevice, LlamaStage, StageError, StageSpec};
 use swactor::model::sampling::{Sampler, argmax};
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::model::tokenizer::Tokenizer;
@@ -36,7 +36,8 @@ fn f32_model() -> std::path::PathBuf {
 }
 
 fn run(path: &Path, ranges: &[LayerRange], prompt: &[u32], tokens: u32) -> Vec<u32> {
-    let mut p = LocalPipeline::load(path, ranges, 256, ActivationDType::F32).expect("load");
+    let mut p = LocalPipeline::load(path, ranges, 256, ActivationDType::F32, ComputeDevice::Cpu)
+        .expect("load");
     let mut out = Vec::new();
     let stop =
         generate(&mut p, prompt, tokens, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
@@ -71,13 +72,25 @@ fn a_stage_loads_only_its_own_tensors() {
     let facts = swactor::model::read_facts(&path).expect("facts");
     let middle = LlamaStage::load(
         &path,
-        StageSpec { layers: LayerRange::new(2, 4), embedding: false, head: false, max_seq_len: 16 },
+        StageSpec {
+            layers: LayerRange::new(2, 4),
+            embedding: false,
+            head: false,
+            max_seq_len: 16,
+            device: ComputeDevice::Cpu,
+        },
     )
     .expect("load");
     assert_eq!(middle.loaded_bytes(), facts.bytes.per_block[2] + facts.bytes.per_block[3]);
     let first = LlamaStage::load(
         &path,
-        StageSpec { layers: LayerRange::new(0, 1), embedding: true, head: false, max_seq_len: 16 },
+        StageSpec {
+            layers: LayerRange::new(0, 1),
+            embedding: true,
+            head: false,
+            max_seq_len: 16,
+            device: ComputeDevice::Cpu,
+        },
     )
     .expect("load");
     assert_eq!(first.loaded_bytes(), facts.bytes.per_block[0] + facts.bytes.embedding);
@@ -115,7 +128,13 @@ fn weights_reason(path: &Path, spec: StageSpec) -> WeightsFailure {
 }
 
 fn spec(start: u32, end: u32) -> StageSpec {
-    StageSpec { layers: LayerRange::new(start, end), embedding: true, head: true, max_seq_len: 16 }
+    StageSpec {
+        layers: LayerRange::new(start, end),
+        embedding: true,
+        head: true,
+        max_seq_len: 16,
+        device: ComputeDevice::Cpu,
+    }
 }
 
 #[test]
@@ -141,7 +160,8 @@ fn smollm2_continues_the_lily_prompt_through_a_three_stage_split() {
     let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
     let prompt = tok.encode("Once upon a time there was a little girl named Lily.", true, false);
     let ranges = even_split(30, 3);
-    let mut p = LocalPipeline::load(&model, &ranges, 128, ActivationDType::F32).expect("load");
+    let mut p = LocalPipeline::load(&model, &ranges, 128, ActivationDType::F32, ComputeDevice::Cpu)
+        .expect("load");
     let mut ids = Vec::new();
     generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos, |t| {
         ids.push(t)

@@ -9,6 +9,7 @@ use swactor::arena::memfd::ArenaRegion;
 use swactor::arena::{Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId};
 use swactor::events::Direction;
 use swactor::model::generate::{LocalPipeline, generate};
+use swactor::model::llama::ComputeDevice;
 use swactor::model::sampling::Sampler;
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
@@ -270,9 +271,14 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
     let prompt: Vec<u32> = (0..9).map(|i| (i * 29 + 3) % 290).collect();
     let steps = 8u32;
     let mut reference = Vec::new();
-    let mut whole =
-        LocalPipeline::load(&model(), &[LayerRange::new(0, 6)], MAX_SEQ, ActivationDType::F32)
-            .expect("load");
+    let mut whole = LocalPipeline::load(
+        &model(),
+        &[LayerRange::new(0, 6)],
+        MAX_SEQ,
+        ActivationDType::F32,
+        ComputeDevice::Cpu,
+    )
+    .expect("load");
     generate(&mut whole, &prompt, steps, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
         reference.push(t)
     })

@@ -474,7 +474,9 @@ mod process {
         let line =
             init(1, 1 << 20).replace("{\"kind\":\"cpu\"}", "{\"kind\":\"cuda\",\"ordinal\":0}");
         let (events, code) = worker_with(&line, Some(&arena));
-        if cfg!(feature = "cuda") && matches!(events.first(), Some(Event::WorkerReady { .. })) {
+        if cfg!(feature = "cuda-bridge")
+            && matches!(events.first(), Some(Event::WorkerReady { .. }))
+        {
             return; // a machine with a GPU
         }
         assert_eq!(events, [Event::WorkerFatal { reason: WorkerFatal::BackendUnavailable }]);
