@@ -1,0 +1,8 @@
+//! Membership: SWIM liveness facts and the orchestrator's pool readiness gate.
+//!
+//! [`pool_gate`] is the sans-IO gate of the membership / pool readiness contract. SWIM is
+//! only an input to it: it reports liveness; the gate decides readiness.
+
+pub mod pool_gate;
+
+pub use pool_gate::{GateEvent, PoolGate};

@@ -1,0 +1,219 @@
+//! The pool readiness gate (seed: membership_pool_readiness_contract).
+//!
+//! `PoolReady` names exactly the intended candidate pool, and is emitted only when every
+//! candidate is known, live in the SWIM view, has sent `NodeAvailable` with its data-plane
+//! identity, is neither suspect nor faulted, and the view has not changed for the
+//! convergence window (absent one tick before the window ends, present at it).
+//!
+//! Before a plan is committed, losing readiness is reported (`ReadinessLost`) and the gate
+//! waits for the pool to become ready and stable again. Once provisioning has begun, losing
+//! a required node (down, suspect or faulted) is a run fault (`RequiredNodeLost`); the gate
+//! never re-places anything. Nodes outside the candidate pool never influence it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::wire::NodeId;
+use crate::wire::reason::{BootFault, MembershipLoss};
+
+/// A node's data-plane identity as its `NodeAvailable` carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataPlaneIdentity {
+    /// iroh endpoint id.
+    pub endpoint_id: String,
+    /// Addresses.
+    pub addrs: Vec<String>,
+}
+
+/// What the gate reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateEvent {
+    /// The whole candidate pool is ready and stable.
+    PoolReady {
+        /// The candidates, sorted.
+        nodes: Vec<NodeId>,
+    },
+    /// The pool was ready and no longer is (before provisioning): wait or abort.
+    ReadinessLost {
+        /// The candidate that broke readiness.
+        node: NodeId,
+    },
+    /// A required node was lost after provisioning began: the run faults.
+    RequiredNodeLost {
+        /// The node.
+        node: NodeId,
+        /// How it was lost.
+        reason: MembershipLoss,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Candidate {
+    known: bool,
+    live: bool,
+    suspect: bool,
+    faulted: Option<BootFault>,
+    identity: Option<DataPlaneIdentity>,
+}
+
+impl Candidate {
+    fn ready(&self) -> bool {
+        self.known
+            && self.live
+            && !self.suspect
+            && self.faulted.is_none()
+            && self.identity.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the pool (or for it to be stable).
+    Gathering,
+    /// `PoolReady` was emitted; no plan committed yet.
+    Ready,
+    /// Provisioning began: losses fault the run.
+    Committed,
+}
+
+/// The orchestrator's pool readiness gate.
+#[derive(Debug)]
+pub struct PoolGate {
+    candidates: BTreeMap<NodeId, Candidate>,
+    window: Duration,
+    changed_at: Instant,
+    phase: Phase,
+    lost: BTreeSet<NodeId>,
+    events: VecDeque<GateEvent>,
+}
+
+impl PoolGate {
+    /// A gate for exactly `candidates`, requiring `window` of stability. `now` starts the
+    /// first window.
+    pub fn new(
+        now: Instant,
+        candidates: impl IntoIterator<Item = NodeId>,
+        window: Duration,
+    ) -> PoolGate {
+        PoolGate {
+            candidates: candidates.into_iter().map(|n| (n, Candidate::default())).collect(),
+            window,
+            changed_at: now,
+            phase: Phase::Gathering,
+            lost: BTreeSet::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    fn update(&mut self, now: Instant, node: NodeId, f: impl FnOnce(&mut Candidate)) {
+        let Some(c) = self.candidates.get_mut(&node) else { return };
+        let before = c.clone();
+        c.known = true;
+        f(c);
+        if *c == before {
+            return;
+        }
+        let still_ready = c.ready();
+        self.changed_at = now;
+        match self.phase {
+            Phase::Gathering => {}
+            Phase::Ready if !still_ready => {
+                self.phase = Phase::Gathering;
+                self.events.push_back(GateEvent::ReadinessLost { node });
+            }
+            Phase::Ready => {}
+            Phase::Committed => {
+                let reason = if c.faulted.is_some() {
+                    Some(MembershipLoss::NodeFaulted)
+                } else if !c.live {
+                    Some(MembershipLoss::NodeDown)
+                } else if c.suspect {
+                    Some(MembershipLoss::NodeSuspect)
+                } else {
+                    None
+                };
+                if let Some(reason) = reason
+                    && self.lost.insert(node)
+                {
+                    self.events.push_back(GateEvent::RequiredNodeLost { node, reason });
+                }
+            }
+        }
+    }
+
+    /// SWIM reports the node alive.
+    pub fn member_up(&mut self, now: Instant, node: NodeId) {
+        self.update(now, node, |c| {
+            c.live = true;
+            c.suspect = false;
+        });
+    }
+
+    /// SWIM suspects the node.
+    pub fn member_suspect(&mut self, now: Instant, node: NodeId) {
+        self.update(now, node, |c| c.suspect = true);
+    }
+
+    /// SWIM declares the node down.
+    pub fn member_down(&mut self, now: Instant, node: NodeId) {
+        self.update(now, node, |c| {
+            c.live = false;
+            c.suspect = false;
+        });
+    }
+
+    /// The node sent `NodeAvailable` with its data-plane identity.
+    pub fn node_available(&mut self, now: Instant, node: NodeId, identity: DataPlaneIdentity) {
+        self.update(now, node, |c| c.identity = Some(identity));
+    }
+
+    /// The node reported a boot fault: it is never eligible.
+    pub fn node_faulted(&mut self, now: Instant, node: NodeId, reason: BootFault) {
+        self.update(now, node, |c| c.faulted = Some(reason));
+    }
+
+    /// A plan was committed and provisioning began: from now on, losses fault the run.
+    /// Refused (returns false) unless the pool is ready.
+    pub fn provisioning_started(&mut self) -> bool {
+        if self.phase != Phase::Ready {
+            return false;
+        }
+        self.phase = Phase::Committed;
+        true
+    }
+
+    /// Whether every candidate holds every readiness fact (stability aside).
+    pub fn all_ready(&self) -> bool {
+        self.candidates.values().all(Candidate::ready)
+    }
+
+    /// The identity a candidate announced.
+    pub fn identity(&self, node: NodeId) -> Option<&DataPlaneIdentity> {
+        self.candidates.get(&node).and_then(|c| c.identity.as_ref())
+    }
+
+    /// The deadline at which the pool becomes ready if nothing changes.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        (self.phase == Phase::Gathering && self.all_ready()).then(|| self.changed_at + self.window)
+    }
+
+    /// Emits `PoolReady` once the window has passed with every fact holding.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(deadline) = self.poll_timeout()
+            && now >= deadline
+        {
+            self.phase = Phase::Ready;
+            self.events.push_back(GateEvent::PoolReady {
+                nodes: self.candidates.keys().copied().collect(),
+            });
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<GateEvent> {
+        self.events.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests;

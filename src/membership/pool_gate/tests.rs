@@ -1,0 +1,174 @@
+//! Pool readiness gate contract tests (seed: membership_pool_readiness_contract).
+#![allow(clippy::disallowed_methods)] // tests own the clock
+
+use super::*;
+
+type Setup = (&'static str, Box<dyn Fn(&mut PoolGate, Instant)>);
+
+const WINDOW: Duration = Duration::from_millis(500);
+const TICK: Duration = Duration::from_millis(1);
+
+fn id(n: u64) -> NodeId {
+    NodeId(n)
+}
+
+fn identity(n: u64) -> DataPlaneIdentity {
+    DataPlaneIdentity {
+        endpoint_id: format!("{n:064x}"),
+        addrs: vec![format!("127.0.0.1:{}", 7000 + n)],
+    }
+}
+
+fn drain(g: &mut PoolGate) -> Vec<GateEvent> {
+    std::iter::from_fn(|| g.poll_event()).collect()
+}
+
+/// A gate over nodes 1..=3 where every fact holds, the last one set at `t`.
+fn all_facts(t0: Instant) -> (PoolGate, Instant) {
+    let mut g = PoolGate::new(t0, [id(1), id(2), id(3)], WINDOW);
+    let mut t = t0;
+    for n in 1..=3 {
+        t += TICK;
+        g.member_up(t, id(n));
+        g.node_available(t, id(n), identity(n));
+    }
+    (g, t)
+}
+
+fn ready(t0: Instant) -> (PoolGate, Instant) {
+    let (mut g, t) = all_facts(t0);
+    g.handle_timeout(t + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(2), id(3)] }]);
+    (g, t + WINDOW)
+}
+
+#[test]
+fn pool_ready_comes_exactly_when_the_convergence_window_ends() {
+    let (mut g, t) = all_facts(Instant::now());
+    assert_eq!(g.poll_timeout(), Some(t + WINDOW));
+    g.handle_timeout(t + WINDOW - TICK);
+    assert!(drain(&mut g).is_empty(), "absent one tick before the window ends");
+    g.handle_timeout(t + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(2), id(3)] }]);
+    g.handle_timeout(t + WINDOW * 3);
+    assert!(drain(&mut g).is_empty(), "PoolReady is emitted once");
+}
+
+#[test]
+fn each_missing_fact_alone_keeps_the_pool_not_ready() {
+    let t0 = Instant::now();
+    let cases: Vec<Setup> = vec![
+        (
+            "unknown node",
+            Box::new(|g, t| {
+                g.member_up(t, id(1));
+                g.node_available(t, id(1), identity(1));
+                g.member_up(t, id(2));
+                g.node_available(t, id(2), identity(2));
+            }),
+        ),
+        (
+            "not live",
+            Box::new(|g, t| {
+                for n in 1..=3 {
+                    g.node_available(t, id(n), identity(n));
+                }
+                g.member_up(t, id(1));
+                g.member_up(t, id(2));
+            }),
+        ),
+        (
+            "no NodeAvailable",
+            Box::new(|g, t| {
+                for n in 1..=3 {
+                    g.member_up(t, id(n));
+                }
+                g.node_available(t, id(1), identity(1));
+                g.node_available(t, id(2), identity(2));
+            }),
+        ),
+        (
+            "suspect",
+            Box::new(|g, t| {
+                for n in 1..=3 {
+                    g.member_up(t, id(n));
+                    g.node_available(t, id(n), identity(n));
+                }
+                g.member_suspect(t, id(2));
+            }),
+        ),
+        (
+            "faulted",
+            Box::new(|g, t| {
+                for n in 1..=3 {
+                    g.member_up(t, id(n));
+                    g.node_available(t, id(n), identity(n));
+                }
+                g.node_faulted(t, id(3), BootFault::ArenaCreate);
+            }),
+        ),
+    ];
+    for (name, setup) in cases {
+        let mut g = PoolGate::new(t0, [id(1), id(2), id(3)], WINDOW);
+        setup(&mut g, t0);
+        assert_eq!(g.poll_timeout(), None, "{name}");
+        g.handle_timeout(t0 + WINDOW * 10);
+        assert!(drain(&mut g).is_empty(), "{name}: no PoolReady");
+    }
+}
+
+#[test]
+fn any_change_in_the_view_restarts_the_window() {
+    let (mut g, t) = all_facts(Instant::now());
+    let later = t + WINDOW / 2;
+    g.member_suspect(later, id(2));
+    g.member_up(later + TICK, id(2)); // refuted: live again, but the view changed
+    g.handle_timeout(t + WINDOW);
+    assert!(drain(&mut g).is_empty(), "the window restarted at the last change");
+    g.handle_timeout(later + TICK + WINDOW);
+    assert_eq!(drain(&mut g).len(), 1);
+}
+
+#[test]
+fn nodes_outside_the_candidate_pool_change_nothing() {
+    let (mut g, t) = all_facts(Instant::now());
+    g.member_down(t + TICK, id(99));
+    g.node_faulted(t + TICK, id(99), BootFault::WorkerStart);
+    assert_eq!(g.poll_timeout(), Some(t + WINDOW), "the window did not restart");
+    g.handle_timeout(t + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(2), id(3)] }]);
+}
+
+#[test]
+fn losing_readiness_before_a_plan_is_reported_and_readiness_can_return() {
+    let (mut g, t) = ready(Instant::now());
+    g.member_down(t + TICK, id(1));
+    assert_eq!(drain(&mut g), vec![GateEvent::ReadinessLost { node: id(1) }]);
+    assert!(!g.provisioning_started(), "no provisioning without readiness");
+    g.member_up(t + 2 * TICK, id(1));
+    g.handle_timeout(t + 2 * TICK + WINDOW);
+    assert_eq!(drain(&mut g).len(), 1, "ready again after a new stable window");
+}
+
+#[test]
+fn losing_a_required_node_after_provisioning_began_faults_the_run_once() {
+    for (loss, reason) in [
+        (0, MembershipLoss::NodeDown),
+        (1, MembershipLoss::NodeSuspect),
+        (2, MembershipLoss::NodeFaulted),
+    ] {
+        let (mut g, t) = ready(Instant::now());
+        assert!(g.provisioning_started());
+        match loss {
+            0 => g.member_down(t + TICK, id(2)),
+            1 => g.member_suspect(t + TICK, id(2)),
+            _ => g.node_faulted(t + TICK, id(2), BootFault::WorkerStart),
+        }
+        assert_eq!(drain(&mut g), vec![GateEvent::RequiredNodeLost { node: id(2), reason }]);
+        g.member_down(t + 2 * TICK, id(2));
+        assert!(drain(&mut g).is_empty(), "a node is lost once");
+        g.member_up(t + 3 * TICK, id(2));
+        g.handle_timeout(t + WINDOW * 10);
+        assert!(drain(&mut g).is_empty(), "no re-placement, no new PoolReady");
+    }
+}

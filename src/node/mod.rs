@@ -1,0 +1,5 @@
+//! The node role's state machines. [`boot`] decides when a node is available.
+
+pub mod boot;
+
+pub use boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
