@@ -1,0 +1,8 @@
+//! Edges: the node-local establishment of each edge end ([`establisher`]).
+//! The iroh driver and its pumps come with the network plane.
+
+pub mod establisher;
+
+pub use establisher::{
+    EdgeEnd, EdgeEstablisher, EdgeProvision, EstablisherCommand, EstablisherEvent,
+};
