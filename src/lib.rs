@@ -21,6 +21,7 @@ pub mod edge;
 pub mod events;
 pub mod membership;
 pub mod model;
+pub mod net;
 pub mod node;
 pub mod planner;
 pub mod ring;

@@ -8,6 +8,7 @@ mod generated;
 mod header;
 mod llama;
 mod model;
+mod net;
 mod planner;
 mod stage_worker;
 mod support;

@@ -1,0 +1,329 @@
+//! Edge streams: one persistent QUIC uni-stream per edge, from the producing node to the
+//! consuming node, opened with a 16-byte preamble (`b"SWEDGE01"` then the edge id, little
+//! endian) and then carrying object records back to back. No per-object streams, acks or
+//! credits: QUIC orders and retransmits, and its flow control is the backpressure.
+//!
+//! - [`send_pump`]: reads committed bytes of an egress ring, writes them to the stream, and
+//!   releases them only after the write was accepted; a stalled network keeps the bytes in
+//!   the ring, so the worker's next step waits.
+//! - [`recv_pump`]: byte-blind; reads the stream into the free span of an ingress ring and
+//!   stops reading while the ring is full, which stalls the sender through QUIC.
+//! - [`EdgeRouter`]: accepts edge streams, authorizes each (edge id of the active plan,
+//!   opened by that edge's planned producer, as iroh authenticated it), and hands it to the
+//!   receive side whichever of stream and `EstablishRecv` comes first. A stream waiting
+//!   for its receiver is not read, so QUIC stalls its sender. Refused streams never touch a
+//!   ring.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use iroh::endpoint::{Connection, RecvStream, VarInt};
+use iroh::{Endpoint, EndpointId};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::endpoint::EDGE_ALPN;
+use crate::arena::PumpStopped;
+use crate::ring::{RingDrain, RingFeeder, RingMemory, Wake};
+use crate::wire::EdgeId;
+use crate::wire::reason::StreamFault;
+
+/// Magic at the start of every edge stream.
+pub const PREAMBLE_MAGIC: [u8; 8] = *b"SWEDGE01";
+/// Preamble length.
+pub const PREAMBLE_LEN: usize = 16;
+/// Largest chunk a pump moves at once.
+pub const PUMP_CHUNK: usize = 256 * 1024;
+/// How long a new stream may take to send its preamble.
+pub const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Stream stop code: the edge id is not in the active plan.
+pub const STOP_UNKNOWN_EDGE: u32 = 1;
+/// Stream stop code: the peer is not the edge's planned producer.
+pub const STOP_UNAUTHORIZED: u32 = 2;
+/// Stream stop code: the preamble is malformed.
+pub const STOP_PROTOCOL: u32 = 3;
+
+/// Encodes an edge stream's preamble.
+pub fn preamble(edge_id: EdgeId) -> [u8; PREAMBLE_LEN] {
+    let mut p = [0u8; PREAMBLE_LEN];
+    p[..8].copy_from_slice(&PREAMBLE_MAGIC);
+    p[8..].copy_from_slice(&edge_id.0.to_le_bytes());
+    p
+}
+
+/// Decodes a preamble; `None` when the magic is wrong.
+pub fn parse_preamble(bytes: &[u8; PREAMBLE_LEN]) -> Option<EdgeId> {
+    (bytes[..8] == PREAMBLE_MAGIC)
+        .then(|| EdgeId(u64::from_le_bytes(bytes[8..].try_into().unwrap_or([0; 8]))))
+}
+
+/// Bytes and stalls a pump saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PumpStats {
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Times the pump waited for ring space (recv) or ring data (send).
+    pub stalls: u64,
+}
+
+/// Why a pump ended.
+#[derive(Debug)]
+pub enum PumpEnd {
+    /// Stopped on request (or the stream ended cleanly); the evidence releases the ring.
+    Stopped(PumpStopped, PumpStats),
+    /// The stream or ring failed.
+    Faulted(StreamFault, PumpStopped, PumpStats),
+}
+
+/// Moves an egress ring's committed bytes to a new uni-stream on `conn`.
+///
+/// `readable` is notified on every `RingReadable` hint from the worker; `writable_hint` is
+/// called when the worker must be told that space was released. The pump ends when `stop`
+/// is notified (after sending everything committed so far) or on a fault.
+pub async fn send_pump<M: RingMemory>(
+    conn: Connection,
+    edge_id: EdgeId,
+    mut drain: RingDrain<M>,
+    readable: Arc<Notify>,
+    stop: Arc<Notify>,
+    mut writable_hint: impl FnMut(),
+) -> PumpEnd {
+    let mut stats = PumpStats::default();
+    let mut stream = match conn.open_uni().await {
+        Ok(s) => s,
+        Err(_) => return PumpEnd::Faulted(StreamFault::ConnectFailed, drain.stop(), stats),
+    };
+    if stream.write_all(&preamble(edge_id)).await.is_err() {
+        return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
+    }
+    let mut buf = vec![0u8; PUMP_CHUNK];
+    let mut stopping = false;
+    loop {
+        // Send everything committed so far.
+        loop {
+            let n = match drain.consumer().read(&mut buf) {
+                Ok(n) => n,
+                Err(_) => return PumpEnd::Faulted(StreamFault::ProtocolError, drain.stop(), stats),
+            };
+            if n == 0 {
+                break;
+            }
+            if stream.write_all(&buf[..n]).await.is_err() {
+                return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
+            }
+            // Accepted by the stream: the ring may reuse the bytes now.
+            stats.bytes += n as u64;
+            if drain.consumer().release() == Wake::Send {
+                writable_hint();
+            }
+        }
+        if stopping {
+            let _ = stream.finish();
+            let _ = stream.stopped().await;
+            return PumpEnd::Stopped(drain.stop(), stats);
+        }
+        stats.stalls += 1;
+        tokio::select! {
+            _ = readable.notified() => {
+                let _ = drain.on_readable();
+            }
+            _ = stop.notified() => stopping = true,
+        }
+    }
+}
+
+/// Moves an edge stream's bytes into an ingress ring, byte-blind.
+///
+/// `writable` is notified on every `RingWritable` hint from the worker; `readable_hint` is
+/// called when the worker must be told that bytes were committed.
+pub async fn recv_pump<M: RingMemory>(
+    mut stream: RecvStream,
+    mut feeder: RingFeeder<M>,
+    writable: Arc<Notify>,
+    stop: Arc<Notify>,
+    mut readable_hint: impl FnMut(),
+) -> PumpEnd {
+    let mut stats = PumpStats::default();
+    let mut buf = vec![0u8; PUMP_CHUNK];
+    loop {
+        let free = match feeder.producer().free() {
+            Ok(f) => f as usize,
+            Err(_) => return PumpEnd::Faulted(StreamFault::ProtocolError, feeder.stop(), stats),
+        };
+        if free == 0 {
+            // Ring full: stop reading; QUIC flow control stalls the sender.
+            stats.stalls += 1;
+            tokio::select! {
+                _ = writable.notified() => {
+                    let _ = feeder.on_writable();
+                    continue;
+                }
+                _ = stop.notified() => {
+                    let _ = stream.stop(VarInt::from_u32(0));
+                    return PumpEnd::Stopped(feeder.stop(), stats);
+                }
+            }
+        }
+        let want = free.min(buf.len());
+        let read = tokio::select! {
+            r = stream.read(&mut buf[..want]) => r,
+            _ = stop.notified() => {
+                let _ = stream.stop(VarInt::from_u32(0));
+                return PumpEnd::Stopped(feeder.stop(), stats);
+            }
+        };
+        match read {
+            Ok(Some(n)) => {
+                let (written, wake) = match feeder.push(&buf[..n]) {
+                    Ok(w) => w,
+                    Err(_) => {
+                        return PumpEnd::Faulted(StreamFault::ProtocolError, feeder.stop(), stats);
+                    }
+                };
+                debug_assert_eq!(written, n, "at most the free span was read");
+                stats.bytes += n as u64;
+                if wake == Wake::Send {
+                    readable_hint();
+                }
+            }
+            Ok(None) => {
+                // The producer finished the stream: end of the byte stream for the worker.
+                if feeder.close() == Wake::Send {
+                    readable_hint();
+                }
+                return PumpEnd::Stopped(feeder.stop(), stats);
+            }
+            Err(_) => return PumpEnd::Faulted(StreamFault::ReadFailed, feeder.stop(), stats),
+        }
+    }
+}
+
+/// A stream the router refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// The edge id the stream named (if its preamble was readable).
+    pub edge_id: Option<EdgeId>,
+    /// The authenticated peer.
+    pub peer: EndpointId,
+    /// Why.
+    pub reason: StreamFault,
+}
+
+#[derive(Default)]
+struct RouterState {
+    expected: HashMap<EdgeId, EndpointId>,
+    pending: HashMap<EdgeId, RecvStream>,
+    waiting: HashMap<EdgeId, oneshot::Sender<RecvStream>>,
+}
+
+/// Accepts edge streams for one node and pairs them with their receive edges.
+#[derive(Clone)]
+pub struct EdgeRouter {
+    state: Arc<Mutex<RouterState>>,
+    refusals: mpsc::UnboundedSender<Refusal>,
+}
+
+impl std::fmt::Debug for EdgeRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EdgeRouter")
+    }
+}
+
+impl EdgeRouter {
+    /// A router; refused streams are reported on the returned receiver.
+    pub fn new() -> (EdgeRouter, mpsc::UnboundedReceiver<Refusal>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (EdgeRouter { state: Arc::default(), refusals: tx }, rx)
+    }
+
+    /// Authorizes streams for `edge_id` from `producer` (the active plan's edge).
+    pub fn expect(&self, edge_id: EdgeId, producer: EndpointId) {
+        self.lock().expected.insert(edge_id, producer);
+    }
+
+    /// Forgets an edge (its run ended); a stream still waiting for it is dropped.
+    pub fn forget(&self, edge_id: EdgeId) {
+        let mut s = self.lock();
+        s.expected.remove(&edge_id);
+        s.pending.remove(&edge_id);
+        s.waiting.remove(&edge_id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The receive side's half of the rendezvous: resolves with the edge's stream, whether
+    /// it already arrived or arrives later.
+    pub fn stream_for(&self, edge_id: EdgeId) -> oneshot::Receiver<RecvStream> {
+        let (tx, rx) = oneshot::channel();
+        let mut s = self.lock();
+        match s.pending.remove(&edge_id) {
+            Some(stream) => {
+                let _ = tx.send(stream);
+            }
+            None => {
+                s.waiting.insert(edge_id, tx);
+            }
+        }
+        rx
+    }
+
+    fn route(&self, peer: EndpointId, edge_id: EdgeId, mut stream: RecvStream) {
+        let mut s = self.lock();
+        let refuse = match s.expected.get(&edge_id) {
+            None => Some((StreamFault::UnknownEdge, STOP_UNKNOWN_EDGE)),
+            Some(p) if *p != peer => Some((StreamFault::UnauthorizedPeer, STOP_UNAUTHORIZED)),
+            Some(_) => None,
+        };
+        if let Some((reason, code)) = refuse {
+            drop(s);
+            let _ = stream.stop(VarInt::from_u32(code));
+            let _ = self.refusals.send(Refusal { edge_id: Some(edge_id), peer, reason });
+            return;
+        }
+        match s.waiting.remove(&edge_id) {
+            Some(tx) => {
+                if let Err(stream) = tx.send(stream) {
+                    s.pending.insert(edge_id, stream);
+                }
+            }
+            None => {
+                s.pending.insert(edge_id, stream);
+            }
+        }
+    }
+
+    /// Serves one accepted edge connection: routes every uni-stream it opens.
+    pub async fn serve_connection(&self, conn: Connection) {
+        let peer = conn.remote_id();
+        while let Ok(mut stream) = conn.accept_uni().await {
+            let mut pre = [0u8; PREAMBLE_LEN];
+            let read = tokio::time::timeout(PREAMBLE_TIMEOUT, stream.read_exact(&mut pre)).await;
+            match read.ok().and_then(|r| r.ok()).and_then(|()| parse_preamble(&pre)) {
+                Some(edge_id) => self.route(peer, edge_id, stream),
+                None => {
+                    let _ = stream.stop(VarInt::from_u32(STOP_PROTOCOL));
+                    let _ = self.refusals.send(Refusal {
+                        edge_id: None,
+                        peer,
+                        reason: StreamFault::ProtocolError,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Accepts edge connections on `endpoint` until it closes.
+    pub async fn accept_loop(self, endpoint: Endpoint) {
+        while let Some(incoming) = endpoint.accept().await {
+            let router = self.clone();
+            tokio::spawn(async move {
+                let Ok(conn) = incoming.await else { return };
+                if conn.alpn() == EDGE_ALPN {
+                    router.serve_connection(conn).await;
+                }
+            });
+        }
+    }
+}

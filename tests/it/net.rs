@@ -1,0 +1,200 @@
+//! The network data plane on loopback: real iroh endpoints, real memfd rings, the send and
+//! receive pumps, the rendezvous and its authorization.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use iroh::{Endpoint, EndpointAddr};
+use swactor::arena::Arena;
+use swactor::arena::memfd::ArenaRegion;
+use swactor::net::edge::{EdgeRouter, PumpEnd, preamble, recv_pump, send_pump};
+use swactor::net::endpoint::{EDGE_ALPN, bind};
+use swactor::net::identity::NodeKey;
+use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
+use swactor::wire::reason::StreamFault;
+use swactor::wire::{EdgeId, RingId, RingLayout};
+use tokio::sync::Notify;
+
+type Ring = Arc<MappedRing<ArenaRegion>>;
+
+fn ring(id: u64, capacity: u64) -> Ring {
+    let arena = Arc::new(Arena::create(1 << 20).expect("arena"));
+    let layout = RingLayout {
+        ring_id: RingId(id),
+        arena_offset: 0,
+        total_len: 4096 + capacity,
+        header_offset: 0,
+        data_offset: 4096,
+        data_capacity: capacity,
+        alignment: 4096,
+    };
+    Arc::new(MappedRing::init(arena.region(&layout).expect("region"), &layout).expect("init"))
+}
+
+async fn node(seed: u8) -> Endpoint {
+    bind(&NodeKey::from_bytes(&[seed; 32]), "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind")
+}
+
+fn addr(e: &Endpoint) -> EndpointAddr {
+    EndpointAddr::new(e.id()).with_ip_addr(e.bound_sockets()[0])
+}
+
+fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(131).wrapping_add(i >> 9) & 0xff) as u8
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_stream_over_an_edge_with_a_slow_consumer_and_nothing_is_lost() {
+    let (a, b) = (node(1).await, node(2).await);
+    let (router, _refusals) = EdgeRouter::new();
+    router.expect(EdgeId(7), a.id());
+    tokio::spawn(router.clone().accept_loop(b.clone()));
+    let stream_rx = router.stream_for(EdgeId(7)); // the receiver registers first
+
+    let egress = ring(1, 64 * 1024);
+    let ingress = ring(2, 64 * 1024);
+    let (a_readable, a_stop, writer_wake) =
+        (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let conn = a.connect(addr(&b), EDGE_ALPN).await.expect("connect");
+    let ww = Arc::clone(&writer_wake);
+    let sender = tokio::spawn(send_pump(
+        conn,
+        EdgeId(7),
+        RingDrain::new(RingId(1), Arc::clone(&egress)),
+        Arc::clone(&a_readable),
+        Arc::clone(&a_stop),
+        move || ww.notify_one(),
+    ));
+
+    let (b_writable, b_stop, consumer_wake) =
+        (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let cw = Arc::clone(&consumer_wake);
+    let (bw, bs) = (Arc::clone(&b_writable), Arc::clone(&b_stop));
+    let ingress_feeder = RingFeeder::new(RingId(2), Arc::clone(&ingress));
+    let receiver = tokio::spawn(async move {
+        let stream = stream_rx.await.expect("rendezvous");
+        recv_pump(stream, ingress_feeder, bw, bs, move || cw.notify_one()).await
+    });
+
+    // The producing "worker": writes 6 MiB into the egress ring, waiting when it is full.
+    let total: u64 = 6 << 20;
+    let writer = {
+        let egress = Arc::clone(&egress);
+        let (readable, wake) = (Arc::clone(&a_readable), Arc::clone(&writer_wake));
+        tokio::spawn(async move {
+            let mut feeder = RingFeeder::new(RingId(1), egress);
+            let mut sent = 0u64;
+            let mut stalls = 0u64;
+            let chunk: Vec<u8> = Vec::with_capacity(32 * 1024);
+            let mut chunk = chunk;
+            while sent < total {
+                chunk.clear();
+                chunk.extend((sent..(sent + 32 * 1024).min(total)).map(pattern));
+                let mut off = 0;
+                while off < chunk.len() {
+                    let (n, w) = feeder.push(&chunk[off..]).expect("push");
+                    off += n;
+                    if w == Wake::Send {
+                        readable.notify_one();
+                    }
+                    if n == 0 {
+                        stalls += 1;
+                        let _ =
+                            tokio::time::timeout(Duration::from_millis(50), wake.notified()).await;
+                        feeder.on_writable().expect("writable");
+                    }
+                }
+                sent += chunk.len() as u64;
+            }
+            stalls
+        })
+    };
+
+    // The consuming "worker": slow, 16 KiB at a time.
+    let mut drain = RingDrain::new(RingId(2), Arc::clone(&ingress));
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 16 * 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while got < total {
+        assert!(tokio::time::Instant::now() < deadline, "stalled at {got} of {total}");
+        let (n, w) = drain.pull(&mut buf).expect("pull");
+        for (k, byte) in buf[..n].iter().enumerate() {
+            assert_eq!(*byte, pattern(got + k as u64), "byte {}", got + k as u64);
+        }
+        got += n as u64;
+        if w == Wake::Send {
+            b_writable.notify_one();
+        }
+        if n == 0 {
+            let _ = tokio::time::timeout(Duration::from_millis(20), consumer_wake.notified()).await;
+            drain.on_readable().expect("readable");
+        } else {
+            tokio::time::sleep(Duration::from_micros(300)).await;
+        }
+    }
+    let stalls = writer.await.expect("writer");
+    assert!(stalls > 0, "a slow consumer must stall the producer (backpressure)");
+    a_stop.notify_one();
+    match sender.await.expect("sender") {
+        PumpEnd::Stopped(_, stats) => assert_eq!(stats.bytes, total),
+        other => panic!("{other:?}"),
+    }
+    match receiver.await.expect("receiver") {
+        PumpEnd::Stopped(_, stats) => {
+            assert_eq!(stats.bytes, total);
+            assert!(stats.stalls > 0, "the receive pump stopped reading while the ring was full");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_one_waits_for_its_receiver()
+ {
+    let (a, b, c) = (node(11).await, node(12).await, node(13).await);
+    let (router, mut refusals) = EdgeRouter::new();
+    router.expect(EdgeId(7), a.id());
+    tokio::spawn(router.clone().accept_loop(b.clone()));
+
+    let open = |from: &Endpoint, edge: u64| {
+        let (from, to) = (from.clone(), addr(&b));
+        async move {
+            let conn = from.connect(to, EDGE_ALPN).await.expect("connect");
+            let mut s = conn.open_uni().await.expect("open");
+            s.write_all(&preamble(EdgeId(edge))).await.expect("preamble");
+            s.write_all(b"payload").await.expect("payload");
+            (conn, s)
+        }
+    };
+    let _unknown = open(&a, 99).await;
+    let first = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
+        .await
+        .expect("refusal")
+        .expect("open");
+    assert_eq!(
+        (first.edge_id, first.reason, first.peer),
+        (Some(EdgeId(99)), StreamFault::UnknownEdge, a.id())
+    );
+    let _impostor = open(&c, 7).await;
+    let second = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
+        .await
+        .expect("refusal")
+        .expect("open");
+    assert_eq!(
+        (second.edge_id, second.reason, second.peer),
+        (Some(EdgeId(7)), StreamFault::UnauthorizedPeer, c.id())
+    );
+
+    // The planned producer's stream arrives before anyone asks for it: it waits, unread.
+    let (_conn, _s) = open(&a, 7).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut stream = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
+        .await
+        .expect("rendezvous")
+        .expect("stream");
+    let mut buf = [0u8; 7];
+    stream.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"payload", "the impostor's bytes never reached the edge");
+}
