@@ -28,6 +28,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
+            [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Node identity (and, with the network plane, the node role)')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -149,6 +150,31 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;model;help;help' {
             break
         }
+        'swactor;node' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('id', 'id', [CompletionResultType]::ParameterValue, 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;node;id' {
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The node''s key file')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;node;help' {
+            [CompletionResult]::new('id', 'id', [CompletionResultType]::ParameterValue, 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;node;help;id' {
+            break
+        }
+        'swactor;node;help;help' {
+            break
+        }
         'swactor;bench' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -210,6 +236,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
+            [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Node identity (and, with the network plane, the node role)')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -237,6 +264,13 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;model;quantize' {
+            break
+        }
+        'swactor;help;node' {
+            [CompletionResult]::new('id', 'id', [CompletionResultType]::ParameterValue, 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name')
+            break
+        }
+        'swactor;help;node;id' {
             break
         }
         'swactor;help;bench' {

@@ -28,6 +28,9 @@ _swactor() {
             swactor,model)
                 cmd="swactor__subcmd__model"
                 ;;
+            swactor,node)
+                cmd="swactor__subcmd__node"
+                ;;
             swactor,run)
                 cmd="swactor__subcmd__run"
                 ;;
@@ -67,6 +70,9 @@ _swactor() {
             swactor__subcmd__help,model)
                 cmd="swactor__subcmd__help__subcmd__model"
                 ;;
+            swactor__subcmd__help,node)
+                cmd="swactor__subcmd__help__subcmd__node"
+                ;;
             swactor__subcmd__help,run)
                 cmd="swactor__subcmd__help__subcmd__run"
                 ;;
@@ -87,6 +93,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__model,synth)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__synth"
+                ;;
+            swactor__subcmd__help__subcmd__node,id)
+                cmd="swactor__subcmd__help__subcmd__node__subcmd__id"
                 ;;
             swactor__subcmd__help__subcmd__run,plan)
                 cmd="swactor__subcmd__help__subcmd__run__subcmd__plan"
@@ -115,6 +124,18 @@ _swactor() {
             swactor__subcmd__model__subcmd__help,synth)
                 cmd="swactor__subcmd__model__subcmd__help__subcmd__synth"
                 ;;
+            swactor__subcmd__node,help)
+                cmd="swactor__subcmd__node__subcmd__help"
+                ;;
+            swactor__subcmd__node,id)
+                cmd="swactor__subcmd__node__subcmd__id"
+                ;;
+            swactor__subcmd__node__subcmd__help,help)
+                cmd="swactor__subcmd__node__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__node__subcmd__help,id)
+                cmd="swactor__subcmd__node__subcmd__help__subcmd__id"
+                ;;
             swactor__subcmd__run,help)
                 cmd="swactor__subcmd__run__subcmd__help"
                 ;;
@@ -134,7 +155,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate model bench help"
+            opts="-h -V --help --version run generate model node bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -380,7 +401,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate model bench help"
+            opts="run generate model node bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -520,6 +541,34 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__model__subcmd__synth)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__node)
+            opts="id"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__node__subcmd__id)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -729,6 +778,80 @@ _swactor() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node)
+            opts="-h --help id help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node__subcmd__help)
+            opts="id help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node__subcmd__help__subcmd__id)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node__subcmd__id)
+            opts="-h --key --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -25,6 +25,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand run 'Plan runs'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand model 'Inspect and synthesize GGUF models'
+            cand node 'Node identity (and, with the network plane, the node role)'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -130,6 +131,26 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;model;help;help'= {
         }
+        &'swactor;node'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;node;id'= {
+            cand --key 'The node''s key file'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;node;help'= {
+            cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;node;help;id'= {
+        }
+        &'swactor;node;help;help'= {
+        }
         &'swactor;bench'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -182,6 +203,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand run 'Plan runs'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand model 'Inspect and synthesize GGUF models'
+            cand node 'Node identity (and, with the network plane, the node role)'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -202,6 +224,11 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;model;synth'= {
         }
         &'swactor;help;model;quantize'= {
+        }
+        &'swactor;help;node'= {
+            cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+        }
+        &'swactor;help;node;id'= {
         }
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'

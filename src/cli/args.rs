@@ -83,6 +83,9 @@ pub enum Command {
     /// Inspect and synthesize GGUF models.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Node identity (and, with the network plane, the node role).
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// Measure the data plane on this machine (each figure beside its baseline).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -129,6 +132,26 @@ pub struct QuantizeArgs {
     /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k.
     #[arg(long, value_name = "TYPE")]
     pub dtype: String,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor node ...`
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Print this node's identity (endpoint id) from its key file, creating the key (0600)
+    /// on first use. The endpoint id is what pool files name.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Id(NodeIdArgs),
+}
+
+/// `swactor node id`
+#[derive(Debug, Args)]
+pub struct NodeIdArgs {
+    /// The node's key file.
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

@@ -13,7 +13,7 @@ pub mod util_cmd;
 use clap::Parser;
 use std::io::IsTerminal;
 
-use args::{BenchCommand, Cli, Command, ModelCommand, RunCommand};
+use args::{BenchCommand, Cli, Command, ModelCommand, NodeCommand, RunCommand};
 use exit::{CliError, ExitCode};
 use output::Output;
 
@@ -62,6 +62,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
         Command::Model(ModelCommand::Quantize(args)) => model_cmd::quantize(&args, out),
         Command::Bench(BenchCommand::Decode(args)) => bench_cmd::decode(&args, out),
+        Command::Node(NodeCommand::Id(args)) => node_id(&args, out),
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
@@ -81,10 +82,25 @@ fn wants_json(command: &Command) -> bool {
         Command::Model(ModelCommand::Synth(a)) => a.output.json,
         Command::Model(ModelCommand::Quantize(a)) => a.output.json,
         Command::Bench(BenchCommand::Decode(a)) => a.output.json,
+        Command::Node(NodeCommand::Id(a)) => a.output.json,
         Command::Bench(BenchCommand::Ring(a)) => a.output.json,
         Command::Bench(BenchCommand::Wake(a)) => a.output.json,
         Command::Util(_) | Command::Worker => false,
     }
+}
+
+/// `swactor node id`.
+fn node_id(args: &args::NodeIdArgs, out: &mut Output) -> Result<(), CliError> {
+    let key = crate::net::identity::NodeKey::load_or_create(&args.key).map_err(|e| {
+        CliError::new(ExitCode::Input, "identity_invalid", color_eyre::eyre::eyre!(e))
+    })?;
+    if args.output.json {
+        let record = serde_json::json!({ "key": args.key.display().to_string(), "endpoint_id": key.endpoint_id_hex() });
+        out.json("node_identity", &record)?;
+    } else {
+        out.line(key.endpoint_id_hex())?;
+    }
+    Ok(())
 }
 
 /// Installs color-eyre's report printer, in plain text unless stderr is a terminal.

@@ -453,3 +453,36 @@ fn generate_rejects_a_broken_model_with_exit_code_3_and_bad_stage_counts_with_2(
         .assert()
         .code(2);
 }
+
+#[test]
+fn node_id_creates_a_private_key_once_and_prints_a_stable_endpoint_id() {
+    use std::os::unix::fs::PermissionsExt;
+    let key = scratch().join("node-id.key");
+    let _ = std::fs::remove_file(&key);
+    let first = swactor()
+        .args(["node", "id", "--key"])
+        .arg(&key)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let id = String::from_utf8(first).expect("utf8").trim().to_string();
+    assert!(swactor::planner::pool::is_endpoint_id(&id), "{id}");
+    assert_eq!(std::fs::metadata(&key).expect("key").permissions().mode() & 0o777, 0o600);
+    let out = swactor()
+        .args(["node", "id", "--json", "--key"])
+        .arg(&key)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(
+        stdout_json_lines(&out)[0]["endpoint_id"],
+        id.as_str(),
+        "the same key gives the same id"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    swactor().args(["node", "id", "--key"]).arg(&key).assert().code(3);
+}
