@@ -1,0 +1,164 @@
+//! The control protocol on ALPN `swactor/ctl/1`: framed, versioned messages between the
+//! orchestrator and nodes (provisioning, readiness, faults, stop, forwarded events).
+//!
+//! A frame is a little-endian `u32` length followed by that many bytes of JSON holding a
+//! [`Envelope`] (`{"v":1,"msg":{...}}`). Frames above [`MAX_FRAME`] are refused before
+//! they are buffered; a malformed frame or another version ends the session with a typed
+//! [`ControlFault`]; neither ever crashes a node. [`FrameDecoder`] is sans-IO.
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::EventLine;
+use crate::wire::reason::{Component, ControlFault, FaultReason};
+use crate::wire::{NodeId, ProvisionStage, RunId, StageIndex};
+
+/// Protocol version carried by every frame.
+pub const CONTROL_VERSION: u32 = 1;
+/// Largest frame body accepted, in bytes.
+pub const MAX_FRAME: usize = 1 << 20;
+
+/// A control message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlMessage {
+    /// A node's availability and data-plane identity.
+    NodeAvailable {
+        /// The node.
+        node_id: NodeId,
+        /// Its endpoint id.
+        endpoint_id: String,
+        /// Its addresses.
+        addrs: Vec<String>,
+    },
+    /// Orchestrator -> node: run one stage.
+    ProvisionStage {
+        /// What to run.
+        provision: Box<ProvisionStage>,
+    },
+    /// Node -> orchestrator: the stage holds worker, weights and both edges.
+    StageReady {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+    },
+    /// Node -> orchestrator: the stage faulted.
+    StageFault {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+        /// Why.
+        reason: FaultReason,
+        /// Who detected it.
+        component: Component,
+    },
+    /// Orchestrator -> node: tear the run's stage down.
+    StopRun {
+        /// The run.
+        run_id: RunId,
+    },
+    /// Node -> orchestrator: the stage is torn down.
+    StageStopped {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+    },
+    /// Node -> orchestrator: an observability event, forwarded.
+    Event {
+        /// The stamped event.
+        line: EventLine,
+    },
+}
+
+/// A versioned frame body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Protocol version.
+    pub v: u32,
+    /// The message.
+    pub msg: ControlMessage,
+}
+
+/// Encodes one message as a frame.
+pub fn encode(msg: &ControlMessage) -> Result<Vec<u8>, ControlFault> {
+    let body = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, msg: msg.clone() })
+        .map_err(|_| ControlFault::MalformedFrame)?;
+    if body.len() > MAX_FRAME {
+        return Err(ControlFault::FrameTooLarge);
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Reassembles frames from a byte stream.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    failed: Option<ControlFault>,
+}
+
+impl FrameDecoder {
+    /// An empty decoder.
+    pub fn new() -> FrameDecoder {
+        FrameDecoder::default()
+    }
+
+    /// Adds received bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// The next complete message, `None` when more bytes are needed. After an error the
+    /// session is over: the same error is returned forever.
+    pub fn next_message(&mut self) -> Option<Result<ControlMessage, ControlFault>> {
+        if let Some(f) = self.failed {
+            return Some(Err(f));
+        }
+        if self.buf.len() < 4 {
+            return None;
+        }
+        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_FRAME {
+            return Some(Err(self.fail(ControlFault::FrameTooLarge)));
+        }
+        if self.buf.len() < 4 + len {
+            return None;
+        }
+        let body: Vec<u8> = self.buf.drain(..4 + len).skip(4).collect();
+        let value: serde_json::Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(_) => return Some(Err(self.fail(ControlFault::MalformedFrame))),
+        };
+        if value.get("v").and_then(serde_json::Value::as_u64) != Some(u64::from(CONTROL_VERSION)) {
+            return Some(Err(self.fail(ControlFault::UnsupportedVersion)));
+        }
+        match serde_json::from_value::<Envelope>(value) {
+            Ok(env) => Some(Ok(env.msg)),
+            Err(_) => Some(Err(self.fail(ControlFault::MalformedFrame))),
+        }
+    }
+
+    fn fail(&mut self, fault: ControlFault) -> ControlFault {
+        self.failed = Some(fault);
+        self.buf.clear();
+        fault
+    }
+}
+
+/// Accepts a control session only from the configured orchestrator.
+pub fn authorize(peer_endpoint: &str, orchestrator_endpoint: &str) -> Result<(), ControlFault> {
+    if peer_endpoint.eq_ignore_ascii_case(orchestrator_endpoint) {
+        Ok(())
+    } else {
+        Err(ControlFault::UnauthorizedOrchestrator)
+    }
+}
+
+#[cfg(test)]
+mod tests;
