@@ -4,5 +4,6 @@
 //! only an input to it: it reports liveness; the gate decides readiness.
 
 pub mod pool_gate;
+pub mod swim;
 
 pub use pool_gate::{GateEvent, PoolGate};

@@ -7,6 +7,7 @@ mod events;
 mod generated;
 mod header;
 mod llama;
+mod membership;
 mod model;
 mod net;
 mod planner;
