@@ -28,7 +28,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
-            [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Node identity (and, with the network plane, the node role)')
+            [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
+            [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -154,6 +155,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('id', 'id', [CompletionResultType]::ParameterValue, 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name')
+            [CompletionResult]::new('boot', 'boot', [CompletionResultType]::ParameterValue, 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -164,15 +166,60 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;node;boot' {
+            [CompletionResult]::new('--node-id', '--node-id', [CompletionResultType]::ParameterName, 'This node''s id, as the pool file names it')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The node''s key file (created 0600 on first boot)')
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh (QUIC) listen address')
+            [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM (UDP) listen address')
+            [CompletionResult]::new('--join', '--join', [CompletionResultType]::ParameterName, 'SWIM addresses of other members to join through (repeatable)')
+            [CompletionResult]::new('--orchestrator', '--orchestrator', [CompletionResultType]::ParameterName, 'The orchestrator''s endpoint id: the only peer allowed to control this node')
+            [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena size in bytes')
+            [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads of the worker')
+            [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;node;help' {
             [CompletionResult]::new('id', 'id', [CompletionResultType]::ParameterValue, 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name')
+            [CompletionResult]::new('boot', 'boot', [CompletionResultType]::ParameterValue, 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'swactor;node;help;id' {
             break
         }
+        'swactor;node;help;boot' {
+            break
+        }
         'swactor;node;help;help' {
+            break
+        }
+        'swactor;edge' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show a node''s edge records (state, ring, peers) and what it sees of the pool')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;edge;inspect' {
+            [CompletionResult]::new('--node', '--node', [CompletionResultType]::ParameterName, 'The node''s admin socket')
+            [CompletionResult]::new('--edge', '--edge', [CompletionResultType]::ParameterName, 'Show only this edge')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;edge;help' {
+            [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show a node''s edge records (state, ring, peers) and what it sees of the pool')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;edge;help;inspect' {
+            break
+        }
+        'swactor;edge;help;help' {
             break
         }
         'swactor;bench' {
@@ -236,7 +283,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
-            [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Node identity (and, with the network plane, the node role)')
+            [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
+            [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -268,9 +316,20 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help;node' {
             [CompletionResult]::new('id', 'id', [CompletionResultType]::ParameterValue, 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name')
+            [CompletionResult]::new('boot', 'boot', [CompletionResultType]::ParameterValue, 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM')
             break
         }
         'swactor;help;node;id' {
+            break
+        }
+        'swactor;help;node;boot' {
+            break
+        }
+        'swactor;help;edge' {
+            [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Show a node''s edge records (state, ring, peers) and what it sees of the pool')
+            break
+        }
+        'swactor;help;edge;inspect' {
             break
         }
         'swactor;help;bench' {

@@ -19,6 +19,9 @@ _swactor() {
             swactor,bench)
                 cmd="swactor__subcmd__bench"
                 ;;
+            swactor,edge)
+                cmd="swactor__subcmd__edge"
+                ;;
             swactor,generate)
                 cmd="swactor__subcmd__generate"
                 ;;
@@ -58,8 +61,23 @@ _swactor() {
             swactor__subcmd__bench__subcmd__help,wake)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__wake"
                 ;;
+            swactor__subcmd__edge,help)
+                cmd="swactor__subcmd__edge__subcmd__help"
+                ;;
+            swactor__subcmd__edge,inspect)
+                cmd="swactor__subcmd__edge__subcmd__inspect"
+                ;;
+            swactor__subcmd__edge__subcmd__help,help)
+                cmd="swactor__subcmd__edge__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__edge__subcmd__help,inspect)
+                cmd="swactor__subcmd__edge__subcmd__help__subcmd__inspect"
+                ;;
             swactor__subcmd__help,bench)
                 cmd="swactor__subcmd__help__subcmd__bench"
+                ;;
+            swactor__subcmd__help,edge)
+                cmd="swactor__subcmd__help__subcmd__edge"
                 ;;
             swactor__subcmd__help,generate)
                 cmd="swactor__subcmd__help__subcmd__generate"
@@ -85,6 +103,9 @@ _swactor() {
             swactor__subcmd__help__subcmd__bench,wake)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__wake"
                 ;;
+            swactor__subcmd__help__subcmd__edge,inspect)
+                cmd="swactor__subcmd__help__subcmd__edge__subcmd__inspect"
+                ;;
             swactor__subcmd__help__subcmd__model,inspect)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__inspect"
                 ;;
@@ -93,6 +114,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__model,synth)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__synth"
+                ;;
+            swactor__subcmd__help__subcmd__node,boot)
+                cmd="swactor__subcmd__help__subcmd__node__subcmd__boot"
                 ;;
             swactor__subcmd__help__subcmd__node,id)
                 cmd="swactor__subcmd__help__subcmd__node__subcmd__id"
@@ -124,11 +148,17 @@ _swactor() {
             swactor__subcmd__model__subcmd__help,synth)
                 cmd="swactor__subcmd__model__subcmd__help__subcmd__synth"
                 ;;
+            swactor__subcmd__node,boot)
+                cmd="swactor__subcmd__node__subcmd__boot"
+                ;;
             swactor__subcmd__node,help)
                 cmd="swactor__subcmd__node__subcmd__help"
                 ;;
             swactor__subcmd__node,id)
                 cmd="swactor__subcmd__node__subcmd__id"
+                ;;
+            swactor__subcmd__node__subcmd__help,boot)
+                cmd="swactor__subcmd__node__subcmd__help__subcmd__boot"
                 ;;
             swactor__subcmd__node__subcmd__help,help)
                 cmd="swactor__subcmd__node__subcmd__help__subcmd__help"
@@ -155,7 +185,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate model node bench help"
+            opts="-h -V --help --version run generate model node edge bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -338,6 +368,84 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__edge)
+            opts="-h --help inspect help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__edge__subcmd__help)
+            opts="inspect help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__edge__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__edge__subcmd__help__subcmd__inspect)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__edge__subcmd__inspect)
+            opts="-h --node --edge --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --node)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --edge)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__generate)
             opts="-h --model --prompt --stages --device --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -401,7 +509,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate model node bench help"
+            opts="run generate model node edge bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -457,6 +565,34 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__wake)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__edge)
+            opts="inspect"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__edge__subcmd__inspect)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -555,8 +691,22 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__node)
-            opts="id"
+            opts="id boot"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__node__subcmd__boot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -789,7 +939,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node)
-            opts="-h --help id help"
+            opts="-h --help id boot help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -802,9 +952,73 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        swactor__subcmd__node__subcmd__help)
-            opts="id help"
+        swactor__subcmd__node__subcmd__boot)
+            opts="-h --node-id --key --listen --swim --join --orchestrator --arena-bytes --worker-threads --admin --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --node-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --join)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orchestrator)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --arena-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worker-threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --admin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node__subcmd__help)
+            opts="id boot help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__node__subcmd__help__subcmd__boot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

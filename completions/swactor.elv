@@ -25,7 +25,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand run 'Plan runs'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand model 'Inspect and synthesize GGUF models'
-            cand node 'Node identity (and, with the network plane, the node role)'
+            cand node 'Run this host as a pool node, or print its identity'
+            cand edge 'Inspect the live edges of a node'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -135,6 +136,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+            cand boot 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;node;id'= {
@@ -143,13 +145,51 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;node;boot'= {
+            cand --node-id 'This node''s id, as the pool file names it'
+            cand --key 'The node''s key file (created 0600 on first boot)'
+            cand --listen 'iroh (QUIC) listen address'
+            cand --swim 'SWIM (UDP) listen address'
+            cand --join 'SWIM addresses of other members to join through (repeatable)'
+            cand --orchestrator 'The orchestrator''s endpoint id: the only peer allowed to control this node'
+            cand --arena-bytes 'Arena size in bytes'
+            cand --worker-threads 'Compute threads of the worker'
+            cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;node;help'= {
             cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+            cand boot 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;node;help;id'= {
         }
+        &'swactor;node;help;boot'= {
+        }
         &'swactor;node;help;help'= {
+        }
+        &'swactor;edge'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand inspect 'Show a node''s edge records (state, ring, peers) and what it sees of the pool'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;edge;inspect'= {
+            cand --node 'The node''s admin socket'
+            cand --edge 'Show only this edge'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;edge;help'= {
+            cand inspect 'Show a node''s edge records (state, ring, peers) and what it sees of the pool'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;edge;help;inspect'= {
+        }
+        &'swactor;edge;help;help'= {
         }
         &'swactor;bench'= {
             cand -h 'Print help'
@@ -203,7 +243,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand run 'Plan runs'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand model 'Inspect and synthesize GGUF models'
-            cand node 'Node identity (and, with the network plane, the node role)'
+            cand node 'Run this host as a pool node, or print its identity'
+            cand edge 'Inspect the live edges of a node'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -227,8 +268,16 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;node'= {
             cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+            cand boot 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
         }
         &'swactor;help;node;id'= {
+        }
+        &'swactor;help;node;boot'= {
+        }
+        &'swactor;help;edge'= {
+            cand inspect 'Show a node''s edge records (state, ring, peers) and what it sees of the pool'
+        }
+        &'swactor;help;edge;inspect'= {
         }
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'

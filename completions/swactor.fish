@@ -29,7 +29,8 @@ complete -c swactor -n "__fish_swactor_needs_command" -s V -l version -d 'Print 
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Plan runs'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "model" -d 'Inspect and synthesize GGUF models'
-complete -c swactor -n "__fish_swactor_needs_command" -f -a "node" -d 'Node identity (and, with the network plane, the node role)'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "node" -d 'Run this host as a pool node, or print its identity'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "edge" -d 'Inspect the live edges of a node'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
@@ -104,14 +105,36 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id help" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id help" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
-complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id boot help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id boot help" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id boot help" -f -a "boot" -d 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id boot help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from id" -l key -d 'The node\'s key file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from id" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from id" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l node-id -d 'This node\'s id, as the pool file names it' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l key -d 'The node\'s key file (created 0600 on first boot)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l listen -d 'iroh (QUIC) listen address' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l swim -d 'SWIM (UDP) listen address' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l join -d 'SWIM addresses of other members to join through (repeatable)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l orchestrator -d 'The orchestrator\'s endpoint id: the only peer allowed to control this node' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l arena-bytes -d 'Arena size in bytes' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l worker-threads -d 'Compute threads of the worker' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l admin -d 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "boot" -d 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and not __fish_seen_subcommand_from inspect help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and not __fish_seen_subcommand_from inspect help" -f -a "inspect" -d 'Show a node\'s edge records (state, ring, peers) and what it sees of the pool'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and not __fish_seen_subcommand_from inspect help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l node -d 'The node\'s admin socket' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l edge -d 'Show only this edge' -r
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Show a node\'s edge records (state, ring, peers) and what it sees of the pool'
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and not __fish_seen_subcommand_from ring wake decode help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
@@ -138,17 +161,20 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "decode" -d 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node bench help" -f -a "run" -d 'Plan runs'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node bench help" -f -a "node" -d 'Node identity (and, with the network plane, the node role)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "node" -d 'Run this host as a pool node, or print its identity'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "edge" -d 'Inspect the live edges of a node'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "boot" -d 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from edge" -f -a "inspect" -d 'Show a node\'s edge records (state, ring, peers) and what it sees of the pool'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "wake" -d 'Wake round trip: a small object written into an ingress ring until the worker\'s `ObjectLoaded` line is read back (median and p99)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "decode" -d 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'

@@ -83,9 +83,12 @@ pub enum Command {
     /// Inspect and synthesize GGUF models.
     #[command(subcommand)]
     Model(ModelCommand),
-    /// Node identity (and, with the network plane, the node role).
+    /// Run this host as a pool node, or print its identity.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// Inspect the live edges of a node.
+    #[command(subcommand)]
+    Edge(EdgeCommand),
     /// Measure the data plane on this machine (each figure beside its baseline).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -144,6 +147,68 @@ pub enum NodeCommand {
     /// on first use. The endpoint id is what pool files name.
     #[command(after_help = EXIT_CODES_HELP)]
     Id(NodeIdArgs),
+    /// Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM,
+    /// control inbox, admin socket) and serve until SIGINT or SIGTERM.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Boot(NodeBootArgs),
+}
+
+/// `swactor node boot`
+#[derive(Debug, Args)]
+pub struct NodeBootArgs {
+    /// This node's id, as the pool file names it.
+    #[arg(long, value_name = "ID")]
+    pub node_id: u64,
+    /// The node's key file (created 0600 on first boot).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// iroh (QUIC) listen address.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// SWIM (UDP) listen address.
+    #[arg(long, value_name = "ADDR")]
+    pub swim: std::net::SocketAddr,
+    /// SWIM addresses of other members to join through (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    pub join: Vec<std::net::SocketAddr>,
+    /// The orchestrator's endpoint id: the only peer allowed to control this node.
+    #[arg(long, value_name = "ENDPOINT_ID")]
+    pub orchestrator: String,
+    /// Arena size in bytes.
+    #[arg(long, default_value_t = 256 << 20, value_name = "N")]
+    pub arena_bytes: u64,
+    /// Compute threads of the worker.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub worker_threads: u32,
+    /// Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the
+    /// runtime or temporary directory].
+    #[arg(long, value_name = "PATH")]
+    pub admin: Option<PathBuf>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor edge ...`
+#[derive(Debug, Subcommand)]
+pub enum EdgeCommand {
+    /// Show a node's edge records (state, ring, peers) and what it sees of the pool.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Inspect(EdgeInspectArgs),
+}
+
+/// `swactor edge inspect`
+#[derive(Debug, Args)]
+pub struct EdgeInspectArgs {
+    /// The node's admin socket.
+    #[arg(long = "node", value_name = "SOCKET")]
+    pub node: PathBuf,
+    /// Show only this edge.
+    #[arg(long, value_name = "ID")]
+    pub edge: Option<u64>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor node id`

@@ -8,6 +8,7 @@
 //! | 3    | input error (a file that cannot be read or is invalid: model, pool, output path) |
 //! | 4    | plan rejected (the request cannot be planned; the reason is printed) |
 //! | 5    | model failed (weights could not be loaded, or computing failed) |
+//! | 6    | node boot failed (the boot fault is printed) |
 
 use color_eyre::Report;
 use std::fmt;
@@ -27,6 +28,8 @@ pub enum ExitCode {
     PlanRejected = 4,
     /// The model could not be loaded or computed.
     ModelFailed = 5,
+    /// A node could not boot (the typed boot fault is printed).
+    BootFailed = 6,
 }
 
 impl ExitCode {
@@ -44,7 +47,8 @@ Exit codes:
   2  usage error (bad flags or arguments)
   3  input error (unreadable or invalid model, pool or output file)
   4  plan rejected (the reason is printed; `--json` prints it as an `error` line)
-  5  model failed (weights could not be loaded, or computing failed)";
+  5  model failed (weights could not be loaded, or computing failed)
+  6  node boot failed (the typed boot fault is printed)";
 
 /// A command's failure: the exit code, a stable reason code and the report to print.
 pub struct CliError {

@@ -6,6 +6,7 @@ pub mod bench_cmd;
 pub mod exit;
 pub mod generate_cmd;
 pub mod model_cmd;
+pub mod node_cmd;
 pub mod output;
 pub mod plan_cmd;
 pub mod util_cmd;
@@ -13,7 +14,7 @@ pub mod util_cmd;
 use clap::Parser;
 use std::io::IsTerminal;
 
-use args::{BenchCommand, Cli, Command, ModelCommand, NodeCommand, RunCommand};
+use args::{BenchCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand, RunCommand};
 use exit::{CliError, ExitCode};
 use output::Output;
 
@@ -63,6 +64,8 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Model(ModelCommand::Quantize(args)) => model_cmd::quantize(&args, out),
         Command::Bench(BenchCommand::Decode(args)) => bench_cmd::decode(&args, out),
         Command::Node(NodeCommand::Id(args)) => node_id(&args, out),
+        Command::Node(NodeCommand::Boot(args)) => node_cmd::boot(&args, out),
+        Command::Edge(EdgeCommand::Inspect(args)) => node_cmd::inspect(&args, out),
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
@@ -83,6 +86,8 @@ fn wants_json(command: &Command) -> bool {
         Command::Model(ModelCommand::Quantize(a)) => a.output.json,
         Command::Bench(BenchCommand::Decode(a)) => a.output.json,
         Command::Node(NodeCommand::Id(a)) => a.output.json,
+        Command::Node(NodeCommand::Boot(a)) => a.output.json,
+        Command::Edge(EdgeCommand::Inspect(a)) => a.output.json,
         Command::Bench(BenchCommand::Ring(a)) => a.output.json,
         Command::Bench(BenchCommand::Wake(a)) => a.output.json,
         Command::Util(_) | Command::Worker => false,

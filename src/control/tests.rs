@@ -11,6 +11,7 @@ fn messages() -> Vec<ControlMessage> {
             node_id: NodeId(3),
             endpoint_id: "ab".repeat(32),
             addrs: vec!["127.0.0.1:1".into()],
+            swim_addr: Some("127.0.0.1:2".into()),
         },
         ControlMessage::StageReady { run_id: RunId(1), stage_index: StageIndex(2) },
         ControlMessage::StageFault {

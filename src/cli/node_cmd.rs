@@ -1,0 +1,108 @@
+//! `swactor node boot` and `swactor edge inspect`.
+
+use color_eyre::eyre::eyre;
+
+use super::args::{EdgeInspectArgs, NodeBootArgs};
+use super::exit::{CliError, ExitCode};
+use super::output::{Output, table};
+use crate::node::run::{EdgeInspect, NodeConfig, run_node};
+use crate::wire::NodeId;
+
+fn default_admin(node_id: u64) -> std::path::PathBuf {
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    dir.join(format!("swactor-node-{node_id}.sock"))
+}
+
+/// `swactor node boot`.
+pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
+    let config = NodeConfig {
+        node_id: NodeId(args.node_id),
+        key: args.key.clone(),
+        listen: args.listen,
+        swim: args.swim,
+        join: args.join.clone(),
+        orchestrator: args.orchestrator.to_ascii_lowercase(),
+        arena_bytes: args.arena_bytes,
+        worker_threads: args.worker_threads,
+        admin: args.admin.clone().unwrap_or_else(|| default_admin(args.node_id)),
+        exe: std::env::current_exe()?,
+        boot_timeout: std::time::Duration::from_secs(30),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let json = args.output.json;
+    let mut printed = Ok(());
+    let result = runtime.block_on(run_node(
+        config,
+        |report| {
+            printed = if json {
+                out.json("node_available", report)
+            } else {
+                out.line(format!(
+                    "node {} available: endpoint {} at {}, swim {}, admin {}",
+                    report.node_id,
+                    report.endpoint_id,
+                    report.addrs.join(", "),
+                    report.swim_addr,
+                    report.admin
+                ))
+            }
+            .and_then(|()| out.flush());
+        },
+        async {
+            use tokio::signal::unix::{SignalKind, signal};
+            match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        },
+    ));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    printed?;
+    result.map_err(|e| CliError::new(ExitCode::BootFailed, e.reason.as_str(), eyre!(e)))
+}
+
+/// `swactor edge inspect`.
+pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError> {
+    use std::io::Read;
+    let mut stream = std::os::unix::net::UnixStream::connect(&args.node).map_err(|e| {
+        CliError::new(
+            ExitCode::Input,
+            "io",
+            eyre!(e)
+                .wrap_err(format!("cannot reach the node's admin socket {}", args.node.display())),
+        )
+        .with_suggestion("is `swactor node boot` running with this --admin path?")
+    })?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    let mut state: EdgeInspect =
+        serde_json::from_str(body.trim()).map_err(|e| CliError::internal(eyre!(e)))?;
+    if let Some(edge) = args.edge {
+        state.edges.retain(|e| e["edge_id"].as_u64() == Some(edge));
+    }
+    if args.output.json {
+        out.json("edge_inspect", &state)?;
+        return Ok(());
+    }
+    out.line(format!(
+        "node {} ({}): {} arena leases, members up: {:?}",
+        state.node_id, state.endpoint_id, state.arena_leases, state.members
+    ))?;
+    if state.edges.is_empty() {
+        out.line("no edges (no run is provisioned on this node)")?;
+    } else {
+        let rows: Vec<Vec<String>> = state.edges.iter().map(|e| vec![e.to_string()]).collect();
+        for line in table(&rows) {
+            out.line(line)?;
+        }
+    }
+    Ok(())
+}
