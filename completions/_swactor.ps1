@@ -30,6 +30,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
+            [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -222,6 +223,36 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;edge;help;help' {
             break
         }
+        'swactor;pool' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;pool;watch' {
+            [CompletionResult]::new('--pool', '--pool', [CompletionResultType]::ParameterName, 'The pool file')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The orchestrator''s key file (nodes were started with its endpoint id)')
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address')
+            [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM listen address')
+            [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
+            [CompletionResult]::new('--until-ready', '--until-ready', [CompletionResultType]::ParameterName, 'Exit once the pool is ready')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;pool;help' {
+            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;pool;help;watch' {
+            break
+        }
+        'swactor;pool;help;help' {
+            break
+        }
         'swactor;bench' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -285,6 +316,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
+            [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -330,6 +362,13 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;edge;inspect' {
+            break
+        }
+        'swactor;help;pool' {
+            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            break
+        }
+        'swactor;help;pool;watch' {
             break
         }
         'swactor;help;bench' {

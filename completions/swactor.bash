@@ -34,6 +34,9 @@ _swactor() {
             swactor,node)
                 cmd="swactor__subcmd__node"
                 ;;
+            swactor,pool)
+                cmd="swactor__subcmd__pool"
+                ;;
             swactor,run)
                 cmd="swactor__subcmd__run"
                 ;;
@@ -91,6 +94,9 @@ _swactor() {
             swactor__subcmd__help,node)
                 cmd="swactor__subcmd__help__subcmd__node"
                 ;;
+            swactor__subcmd__help,pool)
+                cmd="swactor__subcmd__help__subcmd__pool"
+                ;;
             swactor__subcmd__help,run)
                 cmd="swactor__subcmd__help__subcmd__run"
                 ;;
@@ -120,6 +126,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__node,id)
                 cmd="swactor__subcmd__help__subcmd__node__subcmd__id"
+                ;;
+            swactor__subcmd__help__subcmd__pool,watch)
+                cmd="swactor__subcmd__help__subcmd__pool__subcmd__watch"
                 ;;
             swactor__subcmd__help__subcmd__run,plan)
                 cmd="swactor__subcmd__help__subcmd__run__subcmd__plan"
@@ -166,6 +175,18 @@ _swactor() {
             swactor__subcmd__node__subcmd__help,id)
                 cmd="swactor__subcmd__node__subcmd__help__subcmd__id"
                 ;;
+            swactor__subcmd__pool,help)
+                cmd="swactor__subcmd__pool__subcmd__help"
+                ;;
+            swactor__subcmd__pool,watch)
+                cmd="swactor__subcmd__pool__subcmd__watch"
+                ;;
+            swactor__subcmd__pool__subcmd__help,help)
+                cmd="swactor__subcmd__pool__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__pool__subcmd__help,watch)
+                cmd="swactor__subcmd__pool__subcmd__help__subcmd__watch"
+                ;;
             swactor__subcmd__run,help)
                 cmd="swactor__subcmd__run__subcmd__help"
                 ;;
@@ -185,7 +206,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate model node edge bench help"
+            opts="-h -V --help --version run generate model node edge pool bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -509,7 +530,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate model node edge bench help"
+            opts="run generate model node edge pool bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -719,6 +740,34 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__node__subcmd__id)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__pool)
+            opts="watch"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__pool__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1066,6 +1115,96 @@ _swactor() {
             fi
             case "${prev}" in
                 --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__pool)
+            opts="-h --help watch help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__pool__subcmd__help)
+            opts="watch help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__pool__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__pool__subcmd__help__subcmd__watch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__pool__subcmd__watch)
+            opts="-h --pool --key --listen --swim --window-ms --until-ready --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -27,6 +27,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand model 'Inspect and synthesize GGUF models'
             cand node 'Run this host as a pool node, or print its identity'
             cand edge 'Inspect the live edges of a node'
+            cand pool 'Watch a pool from the orchestrator''s side'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -191,6 +192,31 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;edge;help;help'= {
         }
+        &'swactor;pool'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;pool;watch'= {
+            cand --pool 'The pool file'
+            cand --key 'The orchestrator''s key file (nodes were started with its endpoint id)'
+            cand --listen 'iroh listen address'
+            cand --swim 'SWIM listen address'
+            cand --window-ms 'Convergence window in milliseconds'
+            cand --until-ready 'Exit once the pool is ready'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;pool;help'= {
+            cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;pool;help;watch'= {
+        }
+        &'swactor;pool;help;help'= {
+        }
         &'swactor;bench'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -245,6 +271,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand model 'Inspect and synthesize GGUF models'
             cand node 'Run this host as a pool node, or print its identity'
             cand edge 'Inspect the live edges of a node'
+            cand pool 'Watch a pool from the orchestrator''s side'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -278,6 +305,11 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand inspect 'Show a node''s edge records (state, ring, peers) and what it sees of the pool'
         }
         &'swactor;help;edge;inspect'= {
+        }
+        &'swactor;help;pool'= {
+            cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+        }
+        &'swactor;help;pool;watch'= {
         }
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'

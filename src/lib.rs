@@ -24,6 +24,7 @@ pub mod membership;
 pub mod model;
 pub mod net;
 pub mod node;
+pub mod orchestrator;
 pub mod planner;
 pub mod ring;
 pub mod wire;

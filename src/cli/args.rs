@@ -89,6 +89,9 @@ pub enum Command {
     /// Inspect the live edges of a node.
     #[command(subcommand)]
     Edge(EdgeCommand),
+    /// Watch a pool from the orchestrator's side.
+    #[command(subcommand)]
+    Pool(PoolCommand),
     /// Measure the data plane on this machine (each figure beside its baseline).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -184,6 +187,42 @@ pub struct NodeBootArgs {
     /// runtime or temporary directory].
     #[arg(long, value_name = "PATH")]
     pub admin: Option<PathBuf>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor pool ...`
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Connect to every node of a pool file as its orchestrator, join its SWIM membership,
+    /// and report availability, liveness and pool readiness (ready = every node available,
+    /// live and unchanged for the convergence window).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Watch(PoolWatchArgs),
+}
+
+/// `swactor pool watch`
+#[derive(Debug, Args)]
+pub struct PoolWatchArgs {
+    /// The pool file.
+    #[arg(long, value_name = "POOL")]
+    pub pool: PathBuf,
+    /// The orchestrator's key file (nodes were started with its endpoint id).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// iroh listen address.
+    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// SWIM listen address.
+    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
+    pub swim: std::net::SocketAddr,
+    /// Convergence window in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub window_ms: u64,
+    /// Exit once the pool is ready.
+    #[arg(long)]
+    pub until_ready: bool,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

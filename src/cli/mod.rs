@@ -14,7 +14,9 @@ pub mod util_cmd;
 use clap::Parser;
 use std::io::IsTerminal;
 
-use args::{BenchCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand, RunCommand};
+use args::{
+    BenchCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand, PoolCommand, RunCommand,
+};
 use exit::{CliError, ExitCode};
 use output::Output;
 
@@ -66,6 +68,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Node(NodeCommand::Id(args)) => node_id(&args, out),
         Command::Node(NodeCommand::Boot(args)) => node_cmd::boot(&args, out),
         Command::Edge(EdgeCommand::Inspect(args)) => node_cmd::inspect(&args, out),
+        Command::Pool(PoolCommand::Watch(args)) => node_cmd::watch(&args, out),
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
@@ -88,6 +91,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Node(NodeCommand::Id(a)) => a.output.json,
         Command::Node(NodeCommand::Boot(a)) => a.output.json,
         Command::Edge(EdgeCommand::Inspect(a)) => a.output.json,
+        Command::Pool(PoolCommand::Watch(a)) => a.output.json,
         Command::Bench(BenchCommand::Ring(a)) => a.output.json,
         Command::Bench(BenchCommand::Wake(a)) => a.output.json,
         Command::Util(_) | Command::Worker => false,

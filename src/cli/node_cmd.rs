@@ -2,7 +2,7 @@
 
 use color_eyre::eyre::eyre;
 
-use super::args::{EdgeInspectArgs, NodeBootArgs};
+use super::args::{EdgeInspectArgs, NodeBootArgs, PoolWatchArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
 use crate::node::run::{EdgeInspect, NodeConfig, run_node};
@@ -51,18 +51,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
             }
             .and_then(|()| out.flush());
         },
-        async {
-            use tokio::signal::unix::{SignalKind, signal};
-            match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-                (Ok(mut int), Ok(mut term)) => {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
-                }
-                _ => std::future::pending::<()>().await,
-            }
-        },
+        stop_signal(),
     ));
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     printed?;
@@ -105,4 +94,66 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         }
     }
     Ok(())
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => std::future::pending::<()>().await,
+    }
+}
+
+/// `swactor pool watch`.
+pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
+    use crate::orchestrator::watch::{WatchConfig, WatchEvent, watch as run_watch};
+    let pool = super::plan_cmd::read_pool(&args.pool)?;
+    let config = WatchConfig {
+        pool,
+        key: args.key.clone(),
+        listen: args.listen,
+        swim: args.swim,
+        window: std::time::Duration::from_millis(args.window_ms),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let json = args.output.json;
+    let mut write_err = None;
+    let result = runtime.block_on(run_watch(
+        config,
+        args.until_ready,
+        |ev| {
+            let r = if json {
+                let kind = match ev {
+                    WatchEvent::NodeAvailable { .. } => "node_available",
+                    WatchEvent::MemberUp { .. } => "member_up",
+                    WatchEvent::MemberDown { .. } => "member_down",
+                    WatchEvent::PoolReady { .. } => "pool_ready",
+                    WatchEvent::ReadinessLost { .. } => "readiness_lost",
+                };
+                let mut v = serde_json::to_value(ev).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("type");
+                }
+                out.json(kind, &v)
+            } else {
+                out.line(format!("{ev:?}"))
+            }
+            .and_then(|()| out.flush());
+            if let Err(e) = r {
+                write_err.get_or_insert(e);
+            }
+        },
+        stop_signal(),
+    ));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
+    result.map_err(|e| CliError::new(ExitCode::Input, "watch_failed", eyre!(e)))
 }

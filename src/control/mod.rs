@@ -21,6 +21,11 @@ pub const MAX_FRAME: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlMessage {
+    /// Orchestrator -> node: opens a control session (the node answers `node_available`).
+    Hello {
+        /// The orchestrator's node id.
+        orchestrator: NodeId,
+    },
     /// A node's availability and data-plane identity.
     NodeAvailable {
         /// The node.

@@ -100,6 +100,7 @@ struct Running {
     members: tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>,
     inspect: Arc<std::sync::Mutex<EdgeInspect>>,
     admin: PathBuf,
+    swim_addr: SocketAddr,
 }
 
 fn failed(reason: BootFault, detail: impl std::fmt::Display) -> BootFailed {
@@ -135,7 +136,7 @@ pub async fn run_node(
                 node_id: config.node_id,
                 endpoint_id: running.endpoint.id().to_string(),
                 addrs: running.endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
-                swim_addr: config.swim.to_string(),
+                swim_addr: running.swim_addr.to_string(),
                 admin: running.admin.display().to_string(),
             });
         }
@@ -193,9 +194,10 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
 
     let socket =
         UdpSocket::bind(config.swim).await.map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let swim_addr = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
     let identity = SwimIdentity {
         node_id: config.node_id,
-        addr: config.swim,
+        addr: swim_addr,
         endpoint_id: key.endpoint_id_hex(),
         bump: 0,
     };
@@ -217,7 +219,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         node_id: config.node_id,
         endpoint_id: key.endpoint_id_hex(),
         addrs: endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
-        swim_addr: Some(config.swim.to_string()),
+        swim_addr: Some(swim_addr.to_string()),
     };
     tokio::spawn(accept(endpoint.clone(), router, config.orchestrator.clone(), hello));
     boot.fact_ready(BootFact::ControlInbox);
@@ -230,6 +232,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         members,
         inspect,
         admin: config.admin.clone(),
+        swim_addr,
     })
 }
 
@@ -254,10 +257,17 @@ async fn accept(
                     return;
                 }
                 let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
+                let mut decoder = FrameDecoder::new();
+                match control::read_message(&mut recv, &mut decoder).await {
+                    Some(Ok(ControlMessage::Hello { .. })) => {}
+                    _ => {
+                        conn.close(2u32.into(), b"malformed_frame");
+                        return;
+                    }
+                }
                 if control::write_message(&mut send, &hello).await.is_err() {
                     return;
                 }
-                let mut decoder = FrameDecoder::new();
                 // Run work arrives with the run issue; a malformed frame ends the session.
                 while let Some(msg) = control::read_message(&mut recv, &mut decoder).await {
                     if let Err(fault) = msg {
