@@ -11,6 +11,7 @@ mod membership;
 mod model;
 mod net;
 mod planner;
+mod pool;
 mod stage_worker;
 mod support;
 mod synth;

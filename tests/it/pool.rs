@@ -1,0 +1,177 @@
+//! Real processes on loopback: three `swactor node boot` nodes and `swactor pool watch`
+//! reach PoolReady; `edge inspect` shows a node's state; a SIGKILLed node makes the gate
+//! withdraw readiness. Every child is killed and reaped at the end.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::support::scratch;
+
+struct Kill(Vec<Child>);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn exe() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("swactor")
+}
+
+/// Spawns a command whose stdout JSON lines arrive on the returned channel.
+fn spawn_lines(cmd: &mut Command) -> (Child, mpsc::Receiver<serde_json::Value>) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn wait_for(
+    rx: &mpsc::Receiver<serde_json::Value>,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(v) if pred(&v) => return v,
+            Ok(_) => {}
+            Err(_) => panic!("timed out waiting for {what}"),
+        }
+    }
+}
+
+#[test]
+fn three_booted_nodes_reach_pool_ready_and_a_killed_node_withdraws_it() {
+    let dir = scratch().join("pool-it");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch_key = dir.join("orch.key");
+    let out =
+        Command::new(exe()).args(["node", "id", "--key"]).arg(&orch_key).output().expect("node id");
+    let orch = String::from_utf8(out.stdout).expect("utf8").trim().to_string();
+
+    let mut children = Kill(Vec::new());
+    let mut nodes = Vec::new();
+    let mut seed: Option<String> = None;
+    for i in 1..=3u64 {
+        let mut cmd = Command::new(exe());
+        cmd.args([
+            "node",
+            "boot",
+            "--json",
+            "--node-id",
+            &i.to_string(),
+            "--listen",
+            "127.0.0.1:0",
+            "--swim",
+            "127.0.0.1:0",
+        ])
+        .arg("--key")
+        .arg(dir.join(format!("n{i}.key")))
+        .arg("--admin")
+        .arg(dir.join(format!("n{i}.sock")))
+        .args(["--orchestrator", &orch]);
+        if let Some(s) = &seed {
+            cmd.args(["--join", s]);
+        }
+        let (child, rx) = spawn_lines(&mut cmd);
+        children.0.push(child);
+        let avail = wait_for(&rx, "node_available", Duration::from_secs(30), |v| {
+            v["type"] == "node_available"
+        });
+        seed.get_or_insert_with(|| avail["swim_addr"].as_str().expect("swim").to_string());
+        nodes.push(avail);
+    }
+    let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
+    for n in &nodes {
+        pool.push_str(&format!(
+            "[[nodes]]\nnode_id = {}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
+            n["node_id"], n["endpoint_id"].as_str().expect("id"), n["addrs"]
+        ));
+    }
+    let pool_path = dir.join("pool.toml");
+    std::fs::write(&pool_path, pool).expect("pool");
+
+    let (watch, events) = spawn_lines(
+        Command::new(exe())
+            .args([
+                "pool",
+                "watch",
+                "--json",
+                "--listen",
+                "127.0.0.1:0",
+                "--swim",
+                "127.0.0.1:0",
+                "--window-ms",
+                "500",
+            ])
+            .arg("--pool")
+            .arg(&pool_path)
+            .arg("--key")
+            .arg(&orch_key),
+    );
+    children.0.push(watch);
+    let ready =
+        wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
+    assert_eq!(ready["nodes"], serde_json::json!([1, 2, 3]));
+
+    let inspect = Command::new(exe())
+        .args(["edge", "inspect", "--json", "--node"])
+        .arg(dir.join("n1.sock"))
+        .output()
+        .expect("inspect");
+    assert!(inspect.status.success());
+    let state: serde_json::Value = serde_json::from_slice(&inspect.stdout).expect("json");
+    assert_eq!(state["type"], "edge_inspect");
+    assert_eq!(state["node_id"], 1);
+    assert_eq!(state["edges"], serde_json::json!([]));
+    assert_eq!(state["arena_leases"], 0);
+
+    // SIGKILL node 3: the gate withdraws readiness, and node 3's worker dies with it.
+    let node3 = &mut children.0[2];
+    let node3_pid = node3.id();
+    let parent_of = |stat: &str| {
+        stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)).map(String::from)
+    };
+    let worker: u32 = std::fs::read_dir("/proc")
+        .expect("proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            (parent_of(&stat)? == node3_pid.to_string()).then_some(pid)
+        })
+        .next()
+        .expect("node 3 runs a worker");
+    node3.kill().expect("kill");
+    node3.wait().expect("reap");
+    let lost = wait_for(&events, "readiness_lost", Duration::from_secs(15), |v| {
+        v["type"] == "readiness_lost"
+    });
+    assert_eq!(lost["node"], 3);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(format!("/proc/{worker}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()) != Some("Z")
+    }) {
+        assert!(Instant::now() < deadline, "node 3's worker {worker} outlived it");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
