@@ -258,6 +258,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
+            [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -280,6 +281,15 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;edge' {
+            [CompletionResult]::new('--mib', '--mib', [CompletionResultType]::ParameterName, 'MiB to stream in each throughput run')
+            [CompletionResult]::new('--object-bytes', '--object-bytes', [CompletionResultType]::ParameterName, 'Object size of the latency run (a decode-sized activation by default)')
+            [CompletionResult]::new('--samples', '--samples', [CompletionResultType]::ParameterName, 'Latency samples')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;decode' {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the split run')
@@ -294,6 +304,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;bench;help' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
+            [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -302,6 +313,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;wake' {
+            break
+        }
+        'swactor;bench;help;edge' {
             break
         }
         'swactor;bench;help;decode' {
@@ -374,6 +388,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;help;bench' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
+            [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             break
         }
@@ -381,6 +396,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;wake' {
+            break
+        }
+        'swactor;help;bench;edge' {
             break
         }
         'swactor;help;bench;decode' {

@@ -43,6 +43,9 @@ _swactor() {
             swactor__subcmd__bench,decode)
                 cmd="swactor__subcmd__bench__subcmd__decode"
                 ;;
+            swactor__subcmd__bench,edge)
+                cmd="swactor__subcmd__bench__subcmd__edge"
+                ;;
             swactor__subcmd__bench,help)
                 cmd="swactor__subcmd__bench__subcmd__help"
                 ;;
@@ -54,6 +57,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,decode)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__decode"
+                ;;
+            swactor__subcmd__bench__subcmd__help,edge)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__edge"
                 ;;
             swactor__subcmd__bench__subcmd__help,help)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__help"
@@ -102,6 +108,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,decode)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__decode"
+                ;;
+            swactor__subcmd__help__subcmd__bench,edge)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__edge"
                 ;;
             swactor__subcmd__help__subcmd__bench,ring)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__ring"
@@ -220,7 +229,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake decode help"
+            opts="-h --help ring wake edge decode help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -267,8 +276,34 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__bench__subcmd__edge)
+            opts="-h --mib --object-bytes --samples --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --object-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --samples)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake decode help"
+            opts="ring wake edge decode help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -282,6 +317,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help__subcmd__decode)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__edge)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -544,7 +593,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake decode"
+            opts="ring wake edge decode"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -558,6 +607,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__decode)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__edge)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -222,6 +222,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -241,6 +242,14 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;edge'= {
+            cand --mib 'MiB to stream in each throughput run'
+            cand --object-bytes 'Object size of the latency run (a decode-sized activation by default)'
+            cand --samples 'Latency samples'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;decode'= {
             cand --model 'The GGUF model'
             cand --stages 'Stages of the split run'
@@ -254,12 +263,15 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
         }
         &'swactor;bench;help;wake'= {
+        }
+        &'swactor;bench;help;edge'= {
         }
         &'swactor;bench;help;decode'= {
         }
@@ -314,11 +326,14 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
+            cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
         }
         &'swactor;help;bench;ring'= {
         }
         &'swactor;help;bench;wake'= {
+        }
+        &'swactor;help;bench;edge'= {
         }
         &'swactor;help;bench;decode'= {
         }

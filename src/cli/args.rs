@@ -272,11 +272,32 @@ pub enum BenchCommand {
     /// `ObjectLoaded` line is read back (median and p99).
     #[command(after_help = EXIT_CODES_HELP)]
     Wake(BenchWakeArgs),
+    /// Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring)
+    /// beside raw iroh stream throughput, and the hop latency of a decode-sized object.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Edge(BenchEdgeArgs),
     /// Decode tokens/s of `swactor generate` at one compute thread: the whole model
     /// against the same model split into in-process stages, for the model and re-quantized
     /// copies of it.
     #[command(after_help = EXIT_CODES_HELP)]
     Decode(BenchDecodeArgs),
+}
+
+/// `swactor bench edge`
+#[derive(Debug, Args)]
+pub struct BenchEdgeArgs {
+    /// MiB to stream in each throughput run.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    pub mib: u64,
+    /// Object size of the latency run (a decode-sized activation by default).
+    #[arg(long, default_value_t = 2344, value_name = "BYTES")]
+    pub object_bytes: u64,
+    /// Latency samples.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub samples: usize,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor bench decode`

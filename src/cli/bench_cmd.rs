@@ -2,7 +2,7 @@
 
 use color_eyre::eyre::eyre;
 
-use super::args::{BenchDecodeArgs, BenchRingArgs, BenchWakeArgs};
+use super::args::{BenchDecodeArgs, BenchEdgeArgs, BenchRingArgs, BenchWakeArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
 use crate::bench;
@@ -190,4 +190,40 @@ fn tempfile_dir() -> Result<std::path::PathBuf, CliError> {
     let dir = std::env::temp_dir().join(format!("swactor-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// `swactor bench edge`.
+pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
+    if args.mib == 0 || args.object_bytes == 0 || args.samples == 0 {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("sizes and samples must be at least 1"),
+        ));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let r = rt
+        .block_on(bench::edge(args.mib << 20, args.object_bytes, args.samples))
+        .map_err(failed)?;
+    if args.output.json {
+        out.json("bench_edge", &r)?;
+        return Ok(());
+    }
+    let rows = vec![
+        vec!["streamed".into(), format!("{} MiB over loopback QUIC", r.bytes >> 20)],
+        vec!["raw iroh stream".into(), format!("{:.2} GB/s", r.raw_gbps)],
+        vec!["edge, ring to ring".into(), format!("{:.2} GB/s", r.edge_gbps)],
+        vec!["ratio".into(), format!("{:.2} (target >= 0.8)", r.ratio)],
+        vec![
+            "hop latency".into(),
+            format!(
+                "median {:.0} µs, p99 {:.0} µs for {} bytes (target median < 500 µs)",
+                r.hop_median_us, r.hop_p99_us, r.object_bytes
+            ),
+        ],
+    ];
+    for line in table(&rows) {
+        out.line(line)?;
+    }
+    Ok(())
 }

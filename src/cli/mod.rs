@@ -71,6 +71,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Pool(PoolCommand::Watch(args)) => node_cmd::watch(&args, out),
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
+        Command::Bench(BenchCommand::Edge(args)) => bench_cmd::edge(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
         Command::Worker => Err(CliError::new(
             ExitCode::Usage,
@@ -94,6 +95,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Pool(PoolCommand::Watch(a)) => a.output.json,
         Command::Bench(BenchCommand::Ring(a)) => a.output.json,
         Command::Bench(BenchCommand::Wake(a)) => a.output.json,
+        Command::Bench(BenchCommand::Edge(a)) => a.output.json,
         Command::Util(_) | Command::Worker => false,
     }
 }

@@ -33,7 +33,7 @@ pub const PREAMBLE_MAGIC: [u8; 8] = *b"SWEDGE01";
 /// Preamble length.
 pub const PREAMBLE_LEN: usize = 16;
 /// Largest chunk a pump moves at once.
-pub const PUMP_CHUNK: usize = 256 * 1024;
+pub const PUMP_CHUNK: usize = 64 * 1024;
 /// How long a new stream may take to send its preamble.
 pub const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Stream stop code: the edge id is not in the active plan.
@@ -96,19 +96,28 @@ pub async fn send_pump<M: RingMemory>(
     if stream.write_all(&preamble(edge_id)).await.is_err() {
         return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
     }
-    let mut buf = vec![0u8; PUMP_CHUNK];
     let mut stopping = false;
     loop {
-        // Send everything committed so far.
+        // Send everything committed so far. Each chunk is copied out of the ring once into
+        // a buffer the stream takes over (no second copy inside QUIC).
         loop {
-            let n = match drain.consumer().read(&mut buf) {
-                Ok(n) => n,
+            let available = match drain.consumer().available() {
+                Ok(n) => n.min(PUMP_CHUNK as u64) as usize,
                 Err(_) => return PumpEnd::Faulted(StreamFault::ProtocolError, drain.stop(), stats),
             };
-            if n == 0 {
+            if available == 0 {
                 break;
             }
-            if stream.write_all(&buf[..n]).await.is_err() {
+            let mut chunk = Vec::with_capacity(available);
+            if drain
+                .consumer()
+                .read_with(available as u64, |span| chunk.extend_from_slice(span))
+                .is_err()
+            {
+                return PumpEnd::Faulted(StreamFault::ProtocolError, drain.stop(), stats);
+            }
+            let n = chunk.len();
+            if stream.write_chunk(bytes::Bytes::from(chunk)).await.is_err() {
                 return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
             }
             // Accepted by the stream: the ring may reuse the bytes now.
@@ -144,7 +153,6 @@ pub async fn recv_pump<M: RingMemory>(
     mut readable_hint: impl FnMut(),
 ) -> PumpEnd {
     let mut stats = PumpStats::default();
-    let mut buf = vec![0u8; PUMP_CHUNK];
     loop {
         let free = match feeder.producer().free() {
             Ok(f) => f as usize,
@@ -164,17 +172,18 @@ pub async fn recv_pump<M: RingMemory>(
                 }
             }
         }
-        let want = free.min(buf.len());
+        // QUIC hands over its own buffer: one copy, into the ring.
         let read = tokio::select! {
-            r = stream.read(&mut buf[..want]) => r,
+            r = stream.read_chunk(free.min(PUMP_CHUNK)) => r,
             _ = stop.notified() => {
                 let _ = stream.stop(VarInt::from_u32(0));
                 return PumpEnd::Stopped(feeder.stop(), stats);
             }
         };
         match read {
-            Ok(Some(n)) => {
-                let (written, wake) = match feeder.push(&buf[..n]) {
+            Ok(Some(chunk)) => {
+                let n = chunk.len();
+                let (written, wake) = match feeder.push(&chunk) {
                     Ok(w) => w,
                     Err(_) => {
                         return PumpEnd::Faulted(StreamFault::ProtocolError, feeder.stop(), stats);
