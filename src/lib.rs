@@ -27,6 +27,7 @@ pub mod node;
 pub mod orchestrator;
 pub mod planner;
 pub mod ring;
+pub mod stage;
 pub mod wire;
 pub mod worker;
 pub mod workerctl;

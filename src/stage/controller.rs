@@ -1,0 +1,334 @@
+//! StageController (DESIGN.md 4.5): one per provisioned stage, control path only.
+//!
+//! `Unprovisioned -> Preparing -> Ready <-> Executing -> Stopping -> Stopped`, plus
+//! `Faulted` (rejects run work until `StopRun`).
+//!
+//! - Provisioning is accepted only from the configured orchestrator, for a consistent
+//!   stage (index below the count, a non-empty range inside the model, embedding exactly on
+//!   stage 0 and head exactly on the last, two distinct edges); anything else is refused
+//!   with `stage.provision_rejected`, and a second provisioning of an active stage with
+//!   `stage.already_provisioned`.
+//! - Preparation runs in parallel: configure the worker role (its weights), establish the
+//!   inbound and outbound edges. `StageReady` comes only once the role is configured
+//!   (weights ready) and both edges are ready.
+//! - Ready: an inbound object with the next expected sequence (0 is the prefill, then +1)
+//!   gives exactly one `ExecuteStep` whose output carries the same sequence; one active step
+//!   at a time (an object arriving during a step waits). A duplicate, skipped or regressed
+//!   sequence faults the stage with `stage.sequence_violation`.
+//! - Role failures, step failures, object failures and edge faults fault the stage with
+//!   their own reasons; the first reason is kept.
+//! - `StopRun` (from the orchestrator, for this run): stop both edges and reset the role;
+//!   `StageStopped` once both edges report stopped.
+
+use std::collections::VecDeque;
+
+use crate::wire::reason::{FaultReason, StageFault};
+use crate::wire::{EdgeId, NodeId, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId};
+use crate::worker::protocol::DeviceHandle;
+
+/// What the controller asks of the node's other components.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageCommand {
+    /// Configure the worker role for this stage (loads the weights).
+    ConfigureRole(Box<ProvisionStage>),
+    /// Establish the receive edge.
+    ProvisionRx(EdgeId),
+    /// Establish the send edge.
+    ProvisionTx(EdgeId),
+    /// Run one step.
+    ExecuteStep {
+        /// The step.
+        step_id: StepId,
+        /// The loaded input.
+        input: DeviceHandle,
+        /// The input object.
+        input_object: ObjectId,
+        /// The sequence (input and output share it).
+        sequence: Sequence,
+        /// Output payload bytes.
+        output_extent: u64,
+    },
+    /// Stop an edge.
+    StopEdge(EdgeId),
+    /// Reset the worker role (free per-run device objects, KV cache).
+    ResetRole,
+}
+
+/// What the controller reports to the orchestrator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageEvent {
+    /// Provisioning accepted.
+    ProvisionStarted {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+    },
+    /// Worker, weights and both edges are ready.
+    StageReady {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+    },
+    /// The stage faulted (first reason).
+    StageFault {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+        /// Why.
+        reason: FaultReason,
+    },
+    /// The stage is torn down.
+    StageStopped {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Loaded {
+    object: ObjectId,
+    sequence: Sequence,
+    extent: u64,
+    handle: DeviceHandle,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Unprovisioned,
+    Preparing { role: bool, inbound: bool, outbound: bool },
+    Ready,
+    Executing { step: StepId },
+    Faulted,
+    Stopping { inbound: bool, outbound: bool },
+    Stopped,
+}
+
+/// The stage controller.
+#[derive(Debug)]
+pub struct StageController {
+    orchestrator: NodeId,
+    prov: Option<Box<ProvisionStage>>,
+    state: State,
+    next: Sequence,
+    next_step: u64,
+    waiting: VecDeque<Loaded>,
+    commands: VecDeque<StageCommand>,
+    events: VecDeque<StageEvent>,
+}
+
+impl StageController {
+    /// A controller accepting provisioning only from `orchestrator`.
+    pub fn new(orchestrator: NodeId) -> StageController {
+        StageController {
+            orchestrator,
+            prov: None,
+            state: State::Unprovisioned,
+            next: Sequence(0),
+            next_step: 1,
+            waiting: VecDeque::new(),
+            commands: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    fn ids(&self) -> Option<(RunId, StageIndex)> {
+        self.prov.as_ref().map(|p| (p.run_id, p.stage_index))
+    }
+
+    /// Provisioning from `from`. Refusals change nothing and return the reason.
+    pub fn provision(&mut self, from: NodeId, p: ProvisionStage) -> Result<(), StageFault> {
+        if !matches!(self.state, State::Unprovisioned | State::Stopped) {
+            return Err(StageFault::AlreadyProvisioned);
+        }
+        let last = p.stage_count.checked_sub(1);
+        let valid = from == self.orchestrator
+            && p.orchestrator == self.orchestrator
+            && p.stage_index.0 < p.stage_count
+            && !p.layers.is_empty()
+            && p.layers.end <= p.block_count
+            && p.embedding == (p.stage_index.0 == 0)
+            && p.head == (Some(p.stage_index.0) == last)
+            && p.inbound.edge_id != p.outbound.edge_id;
+        if !valid {
+            return Err(StageFault::ProvisionRejected);
+        }
+        self.events.push_back(StageEvent::ProvisionStarted {
+            run_id: p.run_id,
+            stage_index: p.stage_index,
+        });
+        self.commands.push_back(StageCommand::ConfigureRole(Box::new(p.clone())));
+        self.commands.push_back(StageCommand::ProvisionRx(p.inbound.edge_id));
+        self.commands.push_back(StageCommand::ProvisionTx(p.outbound.edge_id));
+        self.prov = Some(Box::new(p));
+        self.state = State::Preparing { role: false, inbound: false, outbound: false };
+        self.next = Sequence(0);
+        self.waiting.clear();
+        Ok(())
+    }
+
+    /// The worker configured the role: weights are ready.
+    pub fn role_ready(&mut self) {
+        if let State::Preparing { role, .. } = &mut self.state {
+            *role = true;
+        }
+        self.check_ready();
+    }
+
+    /// An edge of this stage is ready.
+    pub fn edge_ready(&mut self, edge: EdgeId) {
+        let Some(p) = &self.prov else { return };
+        let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
+        if let State::Preparing { inbound, outbound, .. } = &mut self.state {
+            *inbound |= edge == inb;
+            *outbound |= edge == outb;
+        }
+        self.check_ready();
+    }
+
+    fn check_ready(&mut self) {
+        if self.state == (State::Preparing { role: true, inbound: true, outbound: true })
+            && let Some((run_id, stage_index)) = self.ids()
+        {
+            self.state = State::Ready;
+            self.events.push_back(StageEvent::StageReady { run_id, stage_index });
+            self.try_execute();
+        }
+    }
+
+    /// A whole object was loaded from the inbound edge.
+    pub fn object_loaded(
+        &mut self,
+        edge: EdgeId,
+        object: ObjectId,
+        sequence: Sequence,
+        extent: u64,
+        handle: DeviceHandle,
+    ) {
+        let Some(p) = &self.prov else { return };
+        if edge != p.inbound.edge_id
+            || !matches!(
+                self.state,
+                State::Ready | State::Executing { .. } | State::Preparing { .. }
+            )
+        {
+            return;
+        }
+        let expected = Sequence(
+            self.next.0
+                + self.waiting.len() as u64
+                + u64::from(matches!(self.state, State::Executing { .. })),
+        );
+        if sequence != expected {
+            self.fault(FaultReason::Stage(StageFault::SequenceViolation));
+            return;
+        }
+        self.waiting.push_back(Loaded { object, sequence, extent, handle });
+        self.try_execute();
+    }
+
+    fn try_execute(&mut self) {
+        if self.state != State::Ready {
+            return;
+        }
+        let Some(p) = &self.prov else { return };
+        let Some(l) = self.waiting.pop_front() else { return };
+        let step_id = StepId(self.next_step);
+        self.next_step += 1;
+        let in_row = p.inbound.object.row_bytes().max(1);
+        let rows = l.extent / in_row;
+        let output_extent = if p.head {
+            p.outbound.object.row_bytes()
+        } else {
+            rows * p.outbound.object.row_bytes()
+        };
+        self.commands.push_back(StageCommand::ExecuteStep {
+            step_id,
+            input: l.handle,
+            input_object: l.object,
+            sequence: l.sequence,
+            output_extent,
+        });
+        self.state = State::Executing { step: step_id };
+    }
+
+    /// The active step finished (its output produced).
+    pub fn step_completed(&mut self, step: StepId) {
+        if self.state == (State::Executing { step }) {
+            self.next = self.next.next();
+            self.state = State::Ready;
+            self.try_execute();
+        }
+    }
+
+    /// A failure from the worker, an edge or the weights: faults the stage (first reason).
+    pub fn fault(&mut self, reason: FaultReason) {
+        if matches!(
+            self.state,
+            State::Unprovisioned | State::Faulted | State::Stopping { .. } | State::Stopped
+        ) {
+            return;
+        }
+        if let Some((run_id, stage_index)) = self.ids() {
+            self.state = State::Faulted;
+            self.waiting.clear();
+            self.events.push_back(StageEvent::StageFault { run_id, stage_index, reason });
+        }
+    }
+
+    /// `StopRun` from `from` for `run`: tear the stage down.
+    pub fn stop_run(&mut self, from: NodeId, run: RunId) {
+        let Some(p) = &self.prov else { return };
+        if from != self.orchestrator
+            || run != p.run_id
+            || matches!(self.state, State::Stopping { .. } | State::Stopped)
+        {
+            return;
+        }
+        let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
+        self.commands.push_back(StageCommand::StopEdge(inb));
+        self.commands.push_back(StageCommand::StopEdge(outb));
+        self.commands.push_back(StageCommand::ResetRole);
+        self.waiting.clear();
+        self.state = State::Stopping { inbound: false, outbound: false };
+    }
+
+    /// An edge of this stage is fully torn down.
+    pub fn edge_stopped(&mut self, edge: EdgeId) {
+        let Some(p) = &self.prov else { return };
+        let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
+        if let State::Stopping { inbound, outbound } = &mut self.state {
+            *inbound |= edge == inb;
+            *outbound |= edge == outb;
+            if *inbound
+                && *outbound
+                && let Some((run_id, stage_index)) = self.ids()
+            {
+                self.state = State::Stopped;
+                self.events.push_back(StageEvent::StageStopped { run_id, stage_index });
+            }
+        }
+    }
+
+    /// Whether the stage is ready for run work (ready or executing).
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, State::Ready | State::Executing { .. })
+    }
+
+    /// The next command, if any.
+    pub fn poll_command(&mut self) -> Option<StageCommand> {
+        self.commands.pop_front()
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<StageEvent> {
+        self.events.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,189 @@
+//! StageController contract tests (DESIGN.md 4.5).
+
+use super::*;
+use crate::wire::reason::{ObjectFailure, StepFailure};
+use crate::wire::{
+    ActivationDType, LayerRange, ObjectSpec, Peer, RecvEdgeProvision, RingSpec, RuntimeConfig,
+    SamplingPolicy, SendEdgeProvision, WeightSource, WorkerGeneration,
+};
+
+const ORCH: NodeId = NodeId(100);
+const HIDDEN: u32 = 64;
+
+fn peer(n: u64) -> Peer {
+    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![] }
+}
+
+fn prov(stage: u32, count: u32) -> ProvisionStage {
+    let act = ObjectSpec::activations(128, HIDDEN, ActivationDType::F32);
+    let inbound_spec = if stage == 0 { ObjectSpec::token_ids(128) } else { act };
+    let outbound_spec = if stage + 1 == count { ObjectSpec::token_ids(1) } else { act };
+    ProvisionStage {
+        run_id: RunId(9),
+        orchestrator: ORCH,
+        stage_index: StageIndex(stage),
+        stage_count: count,
+        layers: LayerRange::new(stage * 2, stage * 2 + 2),
+        block_count: count * 2,
+        embedding: stage == 0,
+        head: stage + 1 == count,
+        weights: WeightSource::Local { path: "/m.gguf".into() },
+        runtime: RuntimeConfig {
+            max_seq_len: 128,
+            activation_dtype: ActivationDType::F32,
+            max_tokens: 16,
+            sampling: SamplingPolicy::Greedy,
+        },
+        inbound: RecvEdgeProvision {
+            edge_id: EdgeId(u64::from(stage) + 1),
+            producer: peer(1),
+            object: inbound_spec,
+            ring: RingSpec { capacity: 65536, alignment: 128 },
+        },
+        outbound: SendEdgeProvision {
+            edge_id: EdgeId(u64::from(stage) + 2),
+            consumer: peer(2),
+            object: outbound_spec,
+            ring: RingSpec { capacity: 65536, alignment: 128 },
+        },
+    }
+}
+
+fn handle(id: u64) -> DeviceHandle {
+    DeviceHandle { generation: WorkerGeneration(1), id }
+}
+
+fn cmds(c: &mut StageController) -> Vec<StageCommand> {
+    std::iter::from_fn(|| c.poll_command()).collect()
+}
+
+fn events(c: &mut StageController) -> Vec<StageEvent> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+fn ready(stage: u32, count: u32) -> StageController {
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(stage, count)).expect("provision");
+    cmds(&mut c);
+    events(&mut c);
+    c.role_ready();
+    c.edge_ready(EdgeId(u64::from(stage) + 1));
+    c.edge_ready(EdgeId(u64::from(stage) + 2));
+    assert!(matches!(events(&mut c)[..], [StageEvent::StageReady { .. }]));
+    c
+}
+
+#[test]
+fn stage_ready_comes_only_after_role_and_both_edges() {
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    let c0 = cmds(&mut c);
+    assert!(matches!(c0[0], StageCommand::ConfigureRole(_)));
+    assert_eq!(
+        c0[1..],
+        [StageCommand::ProvisionRx(EdgeId(2)), StageCommand::ProvisionTx(EdgeId(3))]
+    );
+    assert_eq!(
+        events(&mut c),
+        vec![StageEvent::ProvisionStarted { run_id: RunId(9), stage_index: StageIndex(1) }]
+    );
+    c.edge_ready(EdgeId(2));
+    c.role_ready();
+    assert!(events(&mut c).is_empty());
+    c.edge_ready(EdgeId(3));
+    assert_eq!(
+        events(&mut c),
+        vec![StageEvent::StageReady { run_id: RunId(9), stage_index: StageIndex(1) }]
+    );
+}
+
+#[test]
+fn provisioning_from_anyone_but_the_orchestrator_or_inconsistent_is_rejected() {
+    let mut c = StageController::new(ORCH);
+    assert_eq!(c.provision(NodeId(5), prov(0, 2)), Err(StageFault::ProvisionRejected));
+    let mut bad = prov(0, 2);
+    bad.head = true;
+    assert_eq!(c.provision(ORCH, bad), Err(StageFault::ProvisionRejected));
+    let mut bad = prov(1, 2);
+    bad.layers = LayerRange::new(2, 9);
+    assert_eq!(c.provision(ORCH, bad), Err(StageFault::ProvisionRejected));
+    assert!(cmds(&mut c).is_empty() && events(&mut c).is_empty(), "refusals change nothing");
+    c.provision(ORCH, prov(0, 2)).expect("provision");
+    assert_eq!(c.provision(ORCH, prov(0, 2)), Err(StageFault::AlreadyProvisioned));
+}
+
+#[test]
+fn each_object_in_sequence_gives_exactly_one_step_and_steps_never_overlap() {
+    let mut c = ready(1, 3);
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 5 * u64::from(HIDDEN) * 4, handle(1));
+    match &cmds(&mut c)[..] {
+        [StageCommand::ExecuteStep { sequence, output_extent, input, .. }] => {
+            assert_eq!(*sequence, Sequence(0));
+            assert_eq!(*output_extent, 5 * u64::from(HIDDEN) * 4, "same rows out as in");
+            assert_eq!(*input, handle(1));
+        }
+        other => panic!("{other:?}"),
+    }
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
+    assert!(cmds(&mut c).is_empty(), "one active step at a time");
+    c.step_completed(StepId(1));
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { sequence: Sequence(1), .. }]));
+    c.step_completed(StepId(2));
+    assert!(events(&mut c).is_empty());
+}
+
+#[test]
+fn the_last_stage_produces_one_token_per_step() {
+    let mut c = ready(2, 3);
+    c.object_loaded(EdgeId(3), ObjectId(1), Sequence(0), 7 * u64::from(HIDDEN) * 4, handle(1));
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { output_extent: 4, .. }]));
+}
+
+#[test]
+fn duplicate_skipped_or_regressed_sequences_fault_the_stage() {
+    for bad in [0u64, 3] {
+        let mut c = ready(0, 2);
+        c.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(1));
+        c.step_completed(StepId(1));
+        cmds(&mut c);
+        c.object_loaded(EdgeId(1), ObjectId(2), Sequence(bad), 4, handle(2));
+        assert_eq!(
+            events(&mut c),
+            vec![StageEvent::StageFault {
+                run_id: RunId(9),
+                stage_index: StageIndex(0),
+                reason: FaultReason::Stage(StageFault::SequenceViolation)
+            }]
+        );
+        c.object_loaded(EdgeId(1), ObjectId(3), Sequence(1), 4, handle(3));
+        assert!(cmds(&mut c).is_empty(), "a faulted stage rejects run work");
+    }
+}
+
+#[test]
+fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
+    let mut c = ready(1, 3);
+    c.fault(FaultReason::Step(StepFailure::ComputeFailed));
+    c.fault(FaultReason::Object(ObjectFailure::BadMagic));
+    assert_eq!(events(&mut c).len(), 1, "only the first fault is reported");
+    c.stop_run(NodeId(5), RunId(9));
+    c.stop_run(ORCH, RunId(8));
+    assert!(cmds(&mut c).is_empty(), "StopRun only from the orchestrator, for this run");
+    c.stop_run(ORCH, RunId(9));
+    assert_eq!(
+        cmds(&mut c),
+        vec![
+            StageCommand::StopEdge(EdgeId(2)),
+            StageCommand::StopEdge(EdgeId(3)),
+            StageCommand::ResetRole
+        ]
+    );
+    c.edge_stopped(EdgeId(2));
+    assert!(events(&mut c).is_empty());
+    c.edge_stopped(EdgeId(3));
+    assert_eq!(
+        events(&mut c),
+        vec![StageEvent::StageStopped { run_id: RunId(9), stage_index: StageIndex(1) }]
+    );
+    c.provision(ORCH, prov(1, 3)).expect("a stopped stage can be provisioned again");
+}

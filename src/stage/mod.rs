@@ -1,0 +1,5 @@
+//! The stage role's control path. [`controller`] is the sans-IO StageController.
+
+pub mod controller;
+
+pub use controller::{StageCommand, StageController, StageEvent};
