@@ -1,0 +1,280 @@
+//! Orchestrator run state machine contract tests (DESIGN.md 4.4).
+#![allow(clippy::disallowed_methods)] // tests own the clock
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::model::{ModelBytes, ModelFacts, RopeFacts};
+use crate::planner::pool::{OrchestratorEntry, PoolNode};
+use crate::planner::{Placement, PlanRequest, Pool, plan};
+use crate::wire::reason::{StreamFault, WeightsFailure};
+use crate::wire::{ActivationDType, RuntimeConfig, SamplingPolicy, WeightSource};
+
+const EOS: u32 = 2;
+
+fn the_plan(max_tokens: u32) -> RunPlan {
+    let facts = ModelFacts {
+        architecture: "llama".into(),
+        name: None,
+        block_count: 6,
+        hidden_size: 64,
+        feed_forward_length: None,
+        head_count: 4,
+        head_count_kv: 2,
+        head_dim: 16,
+        context_length: 512,
+        vocab_size: 300,
+        bos_token_id: None,
+        eos_token_id: Some(EOS),
+        tokenizer_model: None,
+        tokenizer_pre: None,
+        rope: RopeFacts { freq_base: 10000.0, dimension_count: 16 },
+        rms_norm_eps: 1e-5,
+        tied_embeddings: true,
+        bytes: ModelBytes {
+            per_block: vec![1 << 16; 6],
+            embedding: 1 << 16,
+            head: 1 << 16,
+            tensors: 1 << 20,
+            file: 1 << 20,
+        },
+        tensor_types: BTreeMap::new(),
+    };
+    let pool = Pool {
+        orchestrator: OrchestratorEntry { node_id: NodeId(100), endpoint_id: None, addrs: vec![] },
+        nodes: (1..=3)
+            .map(|i| PoolNode {
+                node_id: NodeId(i),
+                endpoint_id: format!("{i:064x}"),
+                addrs: vec!["127.0.0.1:1".parse().expect("addr")],
+                memory_bytes: 1 << 33,
+                device: None,
+            })
+            .collect(),
+        placement: None,
+    };
+    plan(&PlanRequest {
+        run_id: RunId(5),
+        model: &facts,
+        source: WeightSource::Local { path: "/m".into() },
+        pool: &pool,
+        stages: Some(3),
+        placement: Placement::default(),
+        runtime: RuntimeConfig {
+            max_seq_len: 128,
+            activation_dtype: ActivationDType::F32,
+            max_tokens,
+            sampling: SamplingPolicy::Greedy,
+        },
+        prompt_tokens: 4,
+    })
+    .expect("plan")
+}
+
+const T: RunTimeouts = RunTimeouts {
+    readiness: Duration::from_secs(10),
+    token: Duration::from_secs(5),
+    teardown: Duration::from_secs(3),
+};
+
+fn drain(f: &mut RunFsm) -> (Vec<RunCommand>, Vec<Event>) {
+    (
+        std::iter::from_fn(|| f.poll_command()).collect(),
+        std::iter::from_fn(|| f.poll_event()).collect(),
+    )
+}
+
+fn running(max_tokens: u32) -> (RunFsm, Instant) {
+    let now = Instant::now();
+    let mut f = RunFsm::start(now, &the_plan(max_tokens), vec![10, 11, 12, 13], T);
+    drain(&mut f);
+    for s in 0..3u32 {
+        f.stage_ready(now, RunId(5), StageIndex(s), NodeId(u64::from(s) + 1)).expect("ready");
+    }
+    f.token_endpoints_ready(now);
+    drain(&mut f);
+    (f, now)
+}
+
+fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(Event::kind).collect()
+}
+
+#[test]
+fn provisioning_goes_to_every_stage_at_once_and_the_prompt_waits_for_the_barrier() {
+    let now = Instant::now();
+    let mut f = RunFsm::start(now, &the_plan(8), vec![10, 11], T);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(
+        cmds,
+        vec![
+            RunCommand::Provision(StageIndex(0)),
+            RunCommand::Provision(StageIndex(1)),
+            RunCommand::Provision(StageIndex(2)),
+            RunCommand::StartTokenEndpoints
+        ]
+    );
+    assert_eq!(
+        kinds(&events),
+        [
+            "run_planned",
+            "stage_provision_started",
+            "stage_provision_started",
+            "stage_provision_started"
+        ]
+    );
+    f.stage_ready(now, RunId(5), StageIndex(0), NodeId(1)).expect("ready");
+    f.stage_ready(now, RunId(5), StageIndex(0), NodeId(1)).expect("duplicate counts once");
+    assert_eq!(
+        f.stage_ready(now, RunId(6), StageIndex(1), NodeId(2)),
+        Err(RunInputError::ForeignRun)
+    );
+    assert_eq!(
+        f.stage_ready(now, RunId(5), StageIndex(7), NodeId(2)),
+        Err(RunInputError::UnknownStage)
+    );
+    assert_eq!(
+        f.stage_ready(now, RunId(5), StageIndex(1), NodeId(3)),
+        Err(RunInputError::UnknownStage),
+        "from the wrong node"
+    );
+    f.stage_ready(now, RunId(5), StageIndex(1), NodeId(2)).expect("ready");
+    f.token_endpoints_ready(now);
+    assert!(drain(&mut f).0.is_empty(), "no injection before every stage is ready");
+    f.stage_ready(now, RunId(5), StageIndex(2), NodeId(3)).expect("ready");
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(
+        cmds,
+        vec![RunCommand::Inject {
+            object_id: ObjectId(1),
+            sequence: Sequence(0),
+            tokens: vec![10, 11]
+        }]
+    );
+    assert_eq!(kinds(&events), ["stage_ready", "readiness_barrier_passed", "prompt_injected"]);
+}
+
+#[test]
+fn each_token_is_injected_back_only_after_it_arrived_and_max_tokens_completes() {
+    let (mut f, now) = running(3);
+    for (k, tok) in [(0u64, 50u32), (1, 51)] {
+        f.token_received(now, ObjectId(k + 1), Sequence(k), tok);
+        let (cmds, _) = drain(&mut f);
+        assert_eq!(
+            cmds,
+            vec![RunCommand::Inject {
+                object_id: ObjectId(k + 2),
+                sequence: Sequence(k + 1),
+                tokens: vec![tok]
+            }]
+        );
+    }
+    f.token_received(now, ObjectId(3), Sequence(2), 52);
+    let (cmds, events) = drain(&mut f);
+    assert!(!cmds.iter().any(|c| matches!(c, RunCommand::Inject { .. })));
+    assert!(events.contains(&Event::RunCompleted {
+        run_id: RunId(5),
+        tokens: 3,
+        cause: CompletionCause::MaxTokens
+    }));
+    assert_eq!(f.outcome(), Some(RunOutcome::Completed));
+}
+
+#[test]
+fn eos_completes_and_teardown_ends_with_one_run_torn_down_last() {
+    let (mut f, now) = running(10);
+    f.token_received(now, ObjectId(1), Sequence(0), EOS);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(
+        cmds,
+        vec![
+            RunCommand::StopRun(StageIndex(0)),
+            RunCommand::StopRun(StageIndex(1)),
+            RunCommand::StopRun(StageIndex(2)),
+            RunCommand::StopTokenEndpoints
+        ]
+    );
+    assert_eq!(
+        kinds(&events),
+        ["token_received", "run_completed", "stop_run_sent", "stop_run_sent", "stop_run_sent"]
+    );
+    for s in 0..3u32 {
+        f.stage_stopped(RunId(5), StageIndex(s), NodeId(u64::from(s) + 1)).expect("stopped");
+        f.stage_stopped(RunId(5), StageIndex(s), NodeId(u64::from(s) + 1))
+            .expect("duplicate ignored");
+    }
+    let (_, events) = drain(&mut f);
+    assert_eq!(
+        kinds(&events),
+        ["stage_stopped", "stage_stopped", "stage_stopped", "run_torn_down"]
+    );
+    assert!(f.is_done());
+    f.handle_timeout(now + Duration::from_secs(100));
+    assert!(drain(&mut f).1.is_empty(), "run_torn_down exactly once");
+}
+
+#[test]
+fn the_first_fault_is_kept_and_there_is_one_terminal_outcome() {
+    let (mut f, now) = running(10);
+    f.fault(
+        now,
+        WeightsFailure::DownloadFailed.into(),
+        Component::Weights,
+        Some(NodeId(2)),
+        Some(StageIndex(1)),
+        None,
+    );
+    f.fault(now, StreamFault::WriteFailed.into(), Component::Driver, None, None, None);
+    f.operator_stop(now, OperatorStop::Interrupt);
+    f.token_received(now, ObjectId(1), Sequence(0), 5);
+    let (_, events) = drain(&mut f);
+    let terminal: Vec<&Event> = events.iter().filter(|e| e.is_terminal_outcome()).collect();
+    assert_eq!(terminal.len(), 1);
+    assert!(matches!(
+        terminal[0],
+        Event::RunFaulted { reason: FaultReason::Weights(WeightsFailure::DownloadFailed), .. }
+    ));
+}
+
+#[test]
+fn an_out_of_order_or_out_of_vocabulary_token_faults_the_run() {
+    let (mut f, now) = running(10);
+    f.token_received(now, ObjectId(2), Sequence(1), 7);
+    assert!(drain(&mut f).1.iter().any(|e| matches!(
+        e,
+        Event::RunFaulted { reason: FaultReason::Token(TokenFault::OutOfOrder), .. }
+    )));
+    let (mut f, now) = running(10);
+    f.token_received(now, ObjectId(1), Sequence(0), 300);
+    assert!(drain(&mut f).1.iter().any(|e| matches!(
+        e,
+        Event::RunFaulted { reason: FaultReason::Token(TokenFault::OutOfVocab), .. }
+    )));
+}
+
+#[test]
+fn operator_stop_and_timeouts_end_in_teardown_even_if_stages_never_answer() {
+    let (mut f, now) = running(10);
+    f.operator_stop(now, OperatorStop::Interrupt);
+    let (_, events) = drain(&mut f);
+    assert_eq!(
+        events[0],
+        Event::RunStopped { run_id: RunId(5), reason: OperatorStop::Interrupt.into() }
+    );
+    f.handle_timeout(now + Duration::from_secs(2));
+    assert!(drain(&mut f).1.is_empty(), "not before the teardown deadline");
+    f.handle_timeout(now + T.teardown);
+    assert_eq!(
+        drain(&mut f).1,
+        vec![Event::RunTornDown { run_id: RunId(5), outcome: RunOutcome::OperatorStopped }]
+    );
+
+    let now = Instant::now();
+    let mut f = RunFsm::start(now, &the_plan(4), vec![1], T);
+    drain(&mut f);
+    f.handle_timeout(now + T.readiness);
+    assert!(drain(&mut f).1.iter().any(|e| matches!(
+        e,
+        Event::RunFaulted { reason: FaultReason::Timeout(Timeout::Readiness), .. }
+    )));
+}
