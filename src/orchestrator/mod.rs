@@ -2,4 +2,5 @@
 //! control sessions to every node of the pool file, and SWIM membership.
 
 pub mod run;
+pub mod tokens;
 pub mod watch;

@@ -1,0 +1,212 @@
+//! The orchestrator's token endpoints, on its own arena rings with the same edge semantics
+//! as stages: the token-in producer writes one object per injection (u32 token ids behind
+//! an object header), and the token-out consumer parses objects with the same ingress
+//! parser the workers use (host memory as its "device"), so a malformed or out-of-order
+//! token object is rejected with the same typed reasons.
+
+use crate::ring::{Consumer, RingError, RingFeeder, RingMemory, Wake};
+use crate::wire::reason::{FaultReason, ObjectFailure, TokenFault};
+use crate::wire::{
+    EdgeId, ObjectFlags, ObjectHeader, ObjectId, ObjectSpec, PortId, RingId, Sequence,
+    WorkerGeneration,
+};
+use crate::worker::device::{CpuBridge, DeviceBridge};
+use crate::worker::ingress::IngressParser;
+use crate::worker::protocol::Event;
+
+/// Writes token-in objects into the token-in ring.
+#[derive(Debug)]
+pub struct TokenIn<M: RingMemory> {
+    feeder: RingFeeder<M>,
+    pending: Vec<u8>,
+}
+
+impl<M: RingMemory> TokenIn<M> {
+    /// A producer on the token-in ring.
+    pub fn new(ring_id: RingId, memory: M) -> TokenIn<M> {
+        TokenIn { feeder: RingFeeder::new(ring_id, memory), pending: Vec::new() }
+    }
+
+    /// Queues one object (`tokens` as little-endian u32 behind its header) and writes what
+    /// fits. Returns whether to wake the ring's consumer.
+    pub fn inject(
+        &mut self,
+        object_id: ObjectId,
+        sequence: Sequence,
+        tokens: &[u32],
+    ) -> Result<Wake, RingError> {
+        let flags = if sequence == Sequence(0) { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
+        let header = ObjectHeader::new(object_id, sequence, tokens.len() as u64 * 4, flags);
+        self.pending.extend_from_slice(&header.encode());
+        self.pending.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+        self.flush()
+    }
+
+    /// Writes queued bytes that fit now (after a `RingWritable` hint, for instance).
+    pub fn flush(&mut self) -> Result<Wake, RingError> {
+        let (n, wake) = self.feeder.push(&self.pending)?;
+        self.pending.drain(..n);
+        Ok(wake)
+    }
+
+    /// Handles a `RingWritable` hint and writes what fits.
+    pub fn on_writable(&mut self) -> Result<Wake, RingError> {
+        self.feeder.on_writable()?;
+        self.flush()
+    }
+
+    /// Bytes still waiting for ring space.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// What the token-out consumer found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenOutEvent {
+    /// A token object.
+    Token {
+        /// Its object id.
+        object_id: ObjectId,
+        /// Its sequence.
+        sequence: Sequence,
+        /// The sampled token id.
+        token: u32,
+    },
+    /// The token-out stream is broken: the run faults with this reason.
+    Fault(FaultReason),
+    /// The consumer released bytes: wake the ring's producer.
+    Writable,
+}
+
+/// Parses token-out objects from the token-out ring.
+#[derive(Debug)]
+pub struct TokenOut<M: RingMemory> {
+    consumer: Consumer<M>,
+    parser: IngressParser,
+    host: CpuBridge,
+}
+
+impl<M: RingMemory> TokenOut<M> {
+    /// A consumer on the token-out ring of `edge_id`.
+    pub fn new(ring_id: RingId, edge_id: EdgeId, memory: M) -> TokenOut<M> {
+        TokenOut {
+            consumer: Consumer::attach(memory),
+            parser: IngressParser::new(ring_id, edge_id, PortId(0), ObjectSpec::token_ids(1), 1),
+            host: CpuBridge::new(WorkerGeneration(0), 1 << 20),
+        }
+    }
+
+    /// Reads every complete token object the ring holds (after a `RingReadable` hint).
+    pub fn poll(&mut self) -> Vec<TokenOutEvent> {
+        let _ = self.consumer.on_readable();
+        let mut out = Vec::new();
+        loop {
+            let events = self.parser.poll(&mut self.consumer, &mut self.host);
+            if events.is_empty() {
+                return out;
+            }
+            for e in events {
+                match e {
+                    Event::ObjectLoaded { object_id, sequence, handle, .. } => {
+                        let token = self
+                            .host
+                            .view(handle)
+                            .ok()
+                            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                            .map(u32::from_le_bytes);
+                        let _ = self.host.free(handle);
+                        self.parser.object_released();
+                        match token {
+                            Some(token) => {
+                                out.push(TokenOutEvent::Token { object_id, sequence, token })
+                            }
+                            None => out.push(TokenOutEvent::Fault(TokenFault::Malformed.into())),
+                        }
+                    }
+                    Event::ObjectFailed { reason, .. } => {
+                        out.push(TokenOutEvent::Fault(match reason {
+                            ObjectFailure::SequenceViolation => TokenFault::OutOfOrder.into(),
+                            _ => TokenFault::Malformed.into(),
+                        }))
+                    }
+                    Event::RingWritable { .. } => out.push(TokenOutEvent::Writable),
+                    Event::RingFault { reason, .. } => {
+                        out.push(TokenOutEvent::Fault(reason.into()))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::ring::{HeapRegion, MappedRing};
+
+    fn ring() -> Arc<MappedRing<HeapRegion>> {
+        let (region, layout) = HeapRegion::for_ring(1, 4096);
+        Arc::new(MappedRing::init(region, &layout).expect("init"))
+    }
+
+    #[test]
+    fn injected_prompts_and_tokens_are_well_formed_objects() {
+        let r = ring();
+        let mut tin = TokenIn::new(RingId(1), Arc::clone(&r));
+        tin.inject(ObjectId(1), Sequence(0), &[5, 6, 7]).expect("inject");
+        tin.inject(ObjectId(2), Sequence(1), &[9]).expect("inject");
+        let mut p =
+            IngressParser::new(RingId(1), EdgeId(1), PortId(0), ObjectSpec::token_ids(16), 8);
+        let mut host = CpuBridge::new(WorkerGeneration(0), 1 << 20);
+        let mut c = Consumer::attach(Arc::clone(&r));
+        let loaded: Vec<(Sequence, Vec<u8>)> = p
+            .poll(&mut c, &mut host)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::ObjectLoaded { sequence, handle, .. } => {
+                    Some((sequence, host.view(handle).expect("view").to_vec()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(loaded.len(), 2);
+        assert_eq!(
+            loaded[0].1,
+            [5u32, 6, 7].iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<_>>()
+        );
+        assert_eq!(loaded[1], (Sequence(1), 9u32.to_le_bytes().to_vec()));
+    }
+
+    #[test]
+    fn token_objects_are_read_in_order_and_a_skipped_sequence_is_out_of_order() {
+        let r = ring();
+        let mut producer = TokenIn::new(RingId(1), Arc::clone(&r)); // stands in for the last stage
+        let mut tout = TokenOut::new(RingId(1), EdgeId(4), Arc::clone(&r));
+        producer.inject(ObjectId(1), Sequence(0), &[42]).expect("write");
+        producer.inject(ObjectId(2), Sequence(1), &[43]).expect("write");
+        let got: Vec<TokenOutEvent> =
+            tout.poll().into_iter().filter(|e| !matches!(e, TokenOutEvent::Writable)).collect();
+        assert_eq!(
+            got,
+            vec![
+                TokenOutEvent::Token { object_id: ObjectId(1), sequence: Sequence(0), token: 42 },
+                TokenOutEvent::Token { object_id: ObjectId(2), sequence: Sequence(1), token: 43 },
+            ]
+        );
+        producer.inject(ObjectId(4), Sequence(3), &[44]).expect("write");
+        assert!(tout.poll().contains(&TokenOutEvent::Fault(TokenFault::OutOfOrder.into())));
+    }
+
+    #[test]
+    fn a_token_object_of_more_than_one_id_is_malformed() {
+        let r = ring();
+        let mut producer = TokenIn::new(RingId(1), Arc::clone(&r));
+        let mut tout = TokenOut::new(RingId(1), EdgeId(4), Arc::clone(&r));
+        producer.inject(ObjectId(1), Sequence(0), &[1, 2]).expect("write");
+        assert!(tout.poll().contains(&TokenOutEvent::Fault(TokenFault::Malformed.into())));
+    }
+}
