@@ -32,8 +32,10 @@ use crate::wire::reason::StreamFault;
 pub const PREAMBLE_MAGIC: [u8; 8] = *b"SWEDGE01";
 /// Preamble length.
 pub const PREAMBLE_LEN: usize = 16;
-/// Largest chunk a pump moves at once.
+/// Largest chunk the receive pump moves at once.
 pub const PUMP_CHUNK: usize = 64 * 1024;
+/// Largest chunk the send pump hands to the stream at once.
+pub const SEND_CHUNK: usize = 1024 * 1024;
 /// How long a new stream may take to send its preamble.
 pub const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Stream stop code: the edge id is not in the active plan.
@@ -97,27 +99,30 @@ pub async fn send_pump<M: RingMemory>(
         return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
     }
     let mut stopping = false;
+    let mut buf = bytes::BytesMut::with_capacity(SEND_CHUNK);
     loop {
         // Send everything committed so far. Each chunk is copied out of the ring once into
-        // a buffer the stream takes over (no second copy inside QUIC).
+        // a buffer the stream takes over (no second copy inside QUIC); the buffer's memory
+        // is reused once QUIC has sent the chunk.
         loop {
             let available = match drain.consumer().available() {
-                Ok(n) => n.min(PUMP_CHUNK as u64) as usize,
+                Ok(n) => n.min(SEND_CHUNK as u64) as usize,
                 Err(_) => return PumpEnd::Faulted(StreamFault::ProtocolError, drain.stop(), stats),
             };
             if available == 0 {
                 break;
             }
-            let mut chunk = Vec::with_capacity(available);
+            buf.reserve(available);
             if drain
                 .consumer()
-                .read_with(available as u64, |span| chunk.extend_from_slice(span))
+                .read_with(available as u64, |span| buf.extend_from_slice(span))
                 .is_err()
             {
                 return PumpEnd::Faulted(StreamFault::ProtocolError, drain.stop(), stats);
             }
+            let chunk = buf.split().freeze();
             let n = chunk.len();
-            if stream.write_chunk(bytes::Bytes::from(chunk)).await.is_err() {
+            if stream.write_chunk(chunk).await.is_err() {
                 return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
             }
             // Accepted by the stream: the ring may reuse the bytes now.
