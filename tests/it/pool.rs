@@ -61,74 +61,7 @@ fn wait_for(
 #[test]
 fn three_booted_nodes_reach_pool_ready_and_a_killed_node_withdraws_it() {
     let dir = scratch().join("pool-it");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let orch_key = dir.join("orch.key");
-    let out =
-        Command::new(exe()).args(["node", "id", "--key"]).arg(&orch_key).output().expect("node id");
-    let orch = String::from_utf8(out.stdout).expect("utf8").trim().to_string();
-
-    let mut children = Kill(Vec::new());
-    let mut nodes = Vec::new();
-    let mut seed: Option<String> = None;
-    for i in 1..=3u64 {
-        let mut cmd = Command::new(exe());
-        cmd.args([
-            "node",
-            "boot",
-            "--json",
-            "--node-id",
-            &i.to_string(),
-            "--listen",
-            "127.0.0.1:0",
-            "--swim",
-            "127.0.0.1:0",
-        ])
-        .arg("--key")
-        .arg(dir.join(format!("n{i}.key")))
-        .arg("--admin")
-        .arg(dir.join(format!("n{i}.sock")))
-        .args(["--orchestrator", &orch]);
-        if let Some(s) = &seed {
-            cmd.args(["--join", s]);
-        }
-        let (child, rx) = spawn_lines(&mut cmd);
-        children.0.push(child);
-        let avail = wait_for(&rx, "node_available", Duration::from_secs(30), |v| {
-            v["type"] == "node_available"
-        });
-        seed.get_or_insert_with(|| avail["swim_addr"].as_str().expect("swim").to_string());
-        nodes.push(avail);
-    }
-    let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
-    for n in &nodes {
-        pool.push_str(&format!(
-            "[[nodes]]\nnode_id = {}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
-            n["node_id"], n["endpoint_id"].as_str().expect("id"), n["addrs"]
-        ));
-    }
-    let pool_path = dir.join("pool.toml");
-    std::fs::write(&pool_path, pool).expect("pool");
-
-    let (watch, events) = spawn_lines(
-        Command::new(exe())
-            .args([
-                "pool",
-                "watch",
-                "--json",
-                "--listen",
-                "127.0.0.1:0",
-                "--swim",
-                "127.0.0.1:0",
-                "--window-ms",
-                "500",
-            ])
-            .arg("--pool")
-            .arg(&pool_path)
-            .arg("--key")
-            .arg(&orch_key),
-    );
-    children.0.push(watch);
+    let (mut children, events) = pool_of(&dir, 3);
     let ready =
         wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
     assert_eq!(ready["nodes"], serde_json::json!([1, 2, 3]));
@@ -174,4 +107,96 @@ fn three_booted_nodes_reach_pool_ready_and_a_killed_node_withdraws_it() {
         assert!(Instant::now() < deadline, "node 3's worker {worker} outlived it");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Boots `n` nodes and a pool watch in `dir`; returns the children (nodes first, watch
+/// last) and the watch's events.
+fn pool_of(dir: &std::path::Path, n: u64) -> (Kill, mpsc::Receiver<serde_json::Value>) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("dir");
+    let orch_key = dir.join("orch.key");
+    let out =
+        Command::new(exe()).args(["node", "id", "--key"]).arg(&orch_key).output().expect("node id");
+    let orch = String::from_utf8(out.stdout).expect("utf8").trim().to_string();
+    let mut children = Kill(Vec::new());
+    let mut nodes = Vec::new();
+    let mut seed: Option<String> = None;
+    for i in 1..=n {
+        let mut cmd = Command::new(exe());
+        cmd.args([
+            "node",
+            "boot",
+            "--json",
+            "--node-id",
+            &i.to_string(),
+            "--listen",
+            "127.0.0.1:0",
+            "--swim",
+            "127.0.0.1:0",
+        ])
+        .arg("--key")
+        .arg(dir.join(format!("n{i}.key")))
+        .arg("--admin")
+        .arg(dir.join(format!("n{i}.sock")))
+        .args(["--orchestrator", &orch]);
+        if let Some(s) = &seed {
+            cmd.args(["--join", s]);
+        }
+        let (child, rx) = spawn_lines(&mut cmd);
+        children.0.push(child);
+        let avail = wait_for(&rx, "node_available", Duration::from_secs(30), |v| {
+            v["type"] == "node_available"
+        });
+        seed.get_or_insert_with(|| avail["swim_addr"].as_str().expect("swim").to_string());
+        nodes.push(avail);
+    }
+    let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
+    for node in &nodes {
+        pool.push_str(&format!(
+            "[[nodes]]\nnode_id = {}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
+            node["node_id"],
+            node["endpoint_id"].as_str().expect("id"),
+            node["addrs"]
+        ));
+    }
+    let pool_path = dir.join("pool.toml");
+    std::fs::write(&pool_path, pool).expect("pool");
+    let (watch, events) = spawn_lines(
+        Command::new(exe())
+            .args([
+                "pool",
+                "watch",
+                "--json",
+                "--listen",
+                "127.0.0.1:0",
+                "--swim",
+                "127.0.0.1:0",
+                "--window-ms",
+                "500",
+            ])
+            .arg("--pool")
+            .arg(&pool_path)
+            .arg("--key")
+            .arg(&orch_key),
+    );
+    children.0.push(watch);
+    (children, events)
+}
+
+#[test]
+fn a_paused_node_withdraws_readiness_and_the_pool_is_ready_again_after_it_resumes() {
+    let (children, events) = pool_of(&scratch().join("pool-pause"), 3);
+    wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
+    let node3 = children.0[2].id() as i32;
+    let pid = rustix::process::Pid::from_raw(node3).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+    let lost = wait_for(&events, "readiness_lost", Duration::from_secs(15), |v| {
+        v["type"] == "readiness_lost"
+    });
+    assert_eq!(lost["node"], 3);
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("SIGCONT");
+    let again = wait_for(&events, "pool_ready again", Duration::from_secs(30), |v| {
+        v["type"] == "pool_ready"
+    });
+    assert_eq!(again["nodes"], serde_json::json!([1, 2, 3]), "the resumed node rejoined cleanly");
 }
