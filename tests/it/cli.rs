@@ -486,3 +486,40 @@ fn node_id_creates_a_private_key_once_and_prints_a_stable_endpoint_id() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     swactor().args(["node", "id", "--key"]).arg(&key).assert().code(3);
 }
+
+#[test]
+fn node_boot_faults_are_typed_and_exit_with_code_6() {
+    let dir = scratch().join("boot-faults");
+    let _ = std::fs::create_dir_all(&dir);
+    let boot = |swim: &str, arena: &str, orchestrator: &str| {
+        let mut cmd = swactor();
+        cmd.args([
+            "node",
+            "boot",
+            "--node-id",
+            "9",
+            "--listen",
+            "127.0.0.1:0",
+            "--swim",
+            swim,
+            "--arena-bytes",
+            arena,
+        ])
+        .arg("--key")
+        .arg(dir.join("n9.key"))
+        .arg("--admin")
+        .arg(dir.join("n9.sock"))
+        .args(["--orchestrator", orchestrator]);
+        cmd.timeout(std::time::Duration::from_secs(30));
+        String::from_utf8(cmd.assert().code(6).get_output().stderr.clone()).expect("utf8")
+    };
+    let orch = "ab".repeat(32);
+    let err = boot("127.0.0.1:0", "1048576", "not-an-endpoint-id");
+    assert!(err.contains("identity_invalid"), "{err}");
+    let err = boot("127.0.0.1:0", "0", &orch);
+    assert!(err.contains("arena_create_failed"), "{err}");
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let err = boot(&addr, "1048576", &orch);
+    assert!(err.contains("membership_join_failed"), "{err}");
+}
