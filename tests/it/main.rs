@@ -16,4 +16,5 @@ mod stage_worker;
 mod support;
 mod synth;
 mod tokenizer;
+mod weights;
 mod worker;
