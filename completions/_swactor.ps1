@@ -49,6 +49,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
             [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
             [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Prompt length assumed for the prefill predictions')
+            [CompletionResult]::new('--weights-url', '--weights-url', [CompletionResultType]::ParameterName, 'Nodes download the weights from this URL instead of reading `--model`''s path; the plan carries the size and sha256 of the local `--model` file to check them against')
             [CompletionResult]::new('--run-id', '--run-id', [CompletionResultType]::ParameterName, 'The run id to write into the plan')
             [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
             [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')

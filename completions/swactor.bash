@@ -1335,7 +1335,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__plan)
-            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --weights-url --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1362,6 +1362,10 @@ _swactor() {
                     return 0
                     ;;
                 --prompt-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --weights-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

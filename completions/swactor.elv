@@ -44,6 +44,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
             cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
             cand --prompt-tokens 'Prompt length assumed for the prefill predictions'
+            cand --weights-url 'Nodes download the weights from this URL instead of reading `--model`''s path; the plan carries the size and sha256 of the local `--model` file to check them against'
             cand --run-id 'The run id to write into the plan'
             cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
             cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'

@@ -43,6 +43,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l layers -d 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l nodes -d 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l prompt-tokens -d 'Prompt length assumed for the prefill predictions' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l weights-url -d 'Nodes download the weights from this URL instead of reading `--model`\'s path; the plan carries the size and sha256 of the local `--model` file to check them against' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l run-id -d 'The run id to write into the plan' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'

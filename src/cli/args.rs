@@ -460,6 +460,10 @@ pub struct PlanArgs {
     /// Prompt length assumed for the prefill predictions.
     #[arg(long, default_value_t = 128, value_name = "N")]
     pub prompt_tokens: u32,
+    /// Nodes download the weights from this URL instead of reading `--model`'s path; the
+    /// plan carries the size and sha256 of the local `--model` file to check them against.
+    #[arg(long, value_name = "URL")]
+    pub weights_url: Option<String>,
     /// The run id to write into the plan.
     #[arg(long, default_value_t = 1, value_name = "ID")]
     pub run_id: u64,

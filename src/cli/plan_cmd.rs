@@ -87,7 +87,20 @@ pub fn run_plan(args: &PlanArgs, out: &mut Output) -> Result<(), CliError> {
         nodes: args.node_ids().or(file_placement.nodes),
         layers: args.layers.clone().or(file_layers),
     };
-    let source = WeightSource::Local { path: absolute(&args.model) };
+    let source = match &args.weights_url {
+        None => WeightSource::Local { path: absolute(&args.model) },
+        Some(url) => WeightSource::Url {
+            url: url.clone(),
+            size: facts.bytes.file,
+            sha256: crate::stage::weights::sha256_file(&args.model).map_err(|e| {
+                CliError::new(
+                    ExitCode::Input,
+                    "io",
+                    eyre!(e).wrap_err(format!("cannot hash {}", args.model.display())),
+                )
+            })?,
+        },
+    };
     let request = PlanRequest {
         run_id: RunId(args.run_id),
         model: &facts,

@@ -523,3 +523,26 @@ fn node_boot_faults_are_typed_and_exit_with_code_6() {
     let err = boot(&addr, "1048576", &orch);
     assert!(err.contains("membership_join_failed"), "{err}");
 }
+
+#[test]
+fn a_plan_with_a_weights_url_carries_the_size_and_sha256_of_the_local_copy() {
+    let model = synth_model(12);
+    let pool = pool_file("cli-pool-url.toml", &pool(3));
+    let out = swactor()
+        .args(["run", "plan", "--json", "--weights-url", "http://127.0.0.1:9/m.gguf", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let source = &stdout_json_lines(&out)[0]["model"]["source"];
+    assert_eq!(source["kind"], "url");
+    assert_eq!(source["size"], std::fs::metadata(&model).expect("model").len());
+    assert_eq!(
+        source["sha256"],
+        swactor::stage::weights::sha256_file(&model).expect("sha").as_str()
+    );
+}
