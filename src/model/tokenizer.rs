@@ -391,9 +391,7 @@ impl Tokenizer {
                     })
                     .min();
                 let Some((_, i)) = best else { break };
-                let merged = format!("{}{}", symbols[i], symbols[i + 1]);
-                symbols[i] = merged;
-                symbols.remove(i + 1);
+                merge_at(&mut symbols, i);
             }
             for s in symbols {
                 match self.ids.get(&s) {
@@ -428,9 +426,7 @@ impl Tokenizer {
                 }
             }
             let Some((_, i)) = best else { break };
-            let merged = format!("{}{}", symbols[i], symbols[i + 1]);
-            symbols[i] = merged;
-            symbols.remove(i + 1);
+            merge_at(&mut symbols, i);
         }
         for s in symbols {
             match self.ids.get(&s) {
@@ -481,6 +477,12 @@ impl Tokenizer {
         s.push_str(&d.finish());
         s
     }
+}
+
+/// Replaces symbols `i` and `i + 1` by their concatenation.
+fn merge_at(symbols: &mut Vec<String>, i: usize) {
+    let right = symbols.remove(i + 1);
+    symbols[i].push_str(&right);
 }
 
 enum Fragment<'t> {

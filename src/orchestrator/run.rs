@@ -140,10 +140,9 @@ impl RunFsm {
         self.stages.iter().find(|(s, _)| *s == stage).map(|(_, n)| *n)
     }
 
-    /// A stage reports ready.
-    pub fn stage_ready(
-        &mut self,
-        now: Instant,
+    /// Refuses a stage report for another run, or from a stage or node the plan lacks.
+    fn check_report(
+        &self,
         run: RunId,
         stage: StageIndex,
         from: NodeId,
@@ -154,6 +153,18 @@ impl RunFsm {
         if self.node_of(stage) != Some(from) {
             return Err(RunInputError::UnknownStage);
         }
+        Ok(())
+    }
+
+    /// A stage reports ready.
+    pub fn stage_ready(
+        &mut self,
+        now: Instant,
+        run: RunId,
+        stage: StageIndex,
+        from: NodeId,
+    ) -> Result<(), RunInputError> {
+        self.check_report(run, stage, from)?;
         if let State::Provisioning { ready, .. } = &mut self.state
             && ready.insert(stage)
         {
@@ -323,12 +334,7 @@ impl RunFsm {
         stage: StageIndex,
         from: NodeId,
     ) -> Result<(), RunInputError> {
-        if run != self.run_id {
-            return Err(RunInputError::ForeignRun);
-        }
-        if self.node_of(stage) != Some(from) {
-            return Err(RunInputError::UnknownStage);
-        }
+        self.check_report(run, stage, from)?;
         if let State::TearingDown { stopped, .. } = &mut self.state
             && stopped.insert(stage)
         {

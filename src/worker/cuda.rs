@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
-use super::device::DeviceBridge;
+use super::device::{DeviceBridge, copy_range};
 use super::protocol::DeviceHandle;
 use crate::wire::WorkerGeneration;
 use crate::wire::reason::DeviceFailure;
@@ -52,12 +52,6 @@ impl CudaBridge {
         }
         self.objects.get(&handle.id).ok_or(DeviceFailure::UnknownHandle)
     }
-
-    fn range(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>, DeviceFailure> {
-        let start = usize::try_from(offset).map_err(|_| DeviceFailure::CopyFailed)?;
-        let end = start.checked_add(n).filter(|&e| e <= len).ok_or(DeviceFailure::CopyFailed)?;
-        Ok(start..end)
-    }
 }
 
 impl DeviceBridge for CudaBridge {
@@ -92,7 +86,7 @@ impl DeviceBridge for CudaBridge {
         self.object(handle)?;
         let stream = Arc::clone(&self.stream);
         let buf = self.objects.get_mut(&handle.id).ok_or(DeviceFailure::UnknownHandle)?;
-        let range = Self::range(buf.len(), offset, src.len())?;
+        let range = copy_range(buf.len(), offset, src.len())?;
         let mut view = buf.slice_mut(range);
         stream.memcpy_htod(src, &mut view).map_err(|_| DeviceFailure::CopyFailed)?;
         stream.synchronize().map_err(|_| DeviceFailure::CopyFailed)
@@ -105,7 +99,7 @@ impl DeviceBridge for CudaBridge {
         dst: &mut [u8],
     ) -> Result<(), DeviceFailure> {
         let buf = self.object(handle)?;
-        let range = Self::range(buf.len(), offset, dst.len())?;
+        let range = copy_range(buf.len(), offset, dst.len())?;
         let view = buf.slice(range);
         self.stream.memcpy_dtoh(&view, dst).map_err(|_| DeviceFailure::CopyFailed)?;
         self.stream.synchronize().map_err(|_| DeviceFailure::CopyFailed)

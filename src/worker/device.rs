@@ -53,6 +53,18 @@ pub trait DeviceBridge: Send {
     fn live(&self) -> usize;
 }
 
+/// The byte range `offset..offset + n` of an object of `len` bytes, or `copy_failed` when
+/// it does not fit. Every backend checks copies with it.
+pub fn copy_range(
+    len: usize,
+    offset: u64,
+    n: usize,
+) -> Result<std::ops::Range<usize>, DeviceFailure> {
+    let start = usize::try_from(offset).map_err(|_| DeviceFailure::CopyFailed)?;
+    let end = start.checked_add(n).filter(|&e| e <= len).ok_or(DeviceFailure::CopyFailed)?;
+    Ok(start..end)
+}
+
 /// Host-memory objects: the default backend.
 #[derive(Debug)]
 pub struct CpuBridge {
@@ -93,12 +105,6 @@ impl CpuBridge {
             return Err(DeviceFailure::UnknownHandle);
         }
         Ok(())
-    }
-
-    fn span(len: usize, offset: u64, n: usize) -> Result<std::ops::Range<usize>, DeviceFailure> {
-        let start = usize::try_from(offset).map_err(|_| DeviceFailure::CopyFailed)?;
-        let end = start.checked_add(n).filter(|&e| e <= len).ok_or(DeviceFailure::CopyFailed)?;
-        Ok(start..end)
     }
 }
 
@@ -153,7 +159,7 @@ impl DeviceBridge for CpuBridge {
     ) -> Result<(), DeviceFailure> {
         self.check(handle)?;
         let buf = self.objects.get_mut(&handle.id).ok_or(DeviceFailure::UnknownHandle)?;
-        let span = Self::span(buf.len(), offset, src.len())?;
+        let span = copy_range(buf.len(), offset, src.len())?;
         buf[span].copy_from_slice(src);
         Ok(())
     }
@@ -166,7 +172,7 @@ impl DeviceBridge for CpuBridge {
     ) -> Result<(), DeviceFailure> {
         self.check(handle)?;
         let buf = self.objects.get(&handle.id).ok_or(DeviceFailure::UnknownHandle)?;
-        let span = Self::span(buf.len(), offset, dst.len())?;
+        let span = copy_range(buf.len(), offset, dst.len())?;
         dst.copy_from_slice(&buf[span]);
         Ok(())
     }
