@@ -80,6 +80,9 @@ pub enum Command {
     /// Generate text with a whole model in this one process (the pipeline's reference).
     #[command(after_help = EXIT_CODES_HELP)]
     Generate(GenerateArgs),
+    /// Run a prompt through a pool of `swactor node boot` hosts.
+    #[command(subcommand)]
+    Orchestrate(OrchestrateCommand),
     /// Inspect and synthesize GGUF models.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -110,6 +113,114 @@ pub enum RunCommand {
     /// Plan a run over a pool and predict its resources, without running anything.
     #[command(after_help = EXIT_CODES_HELP)]
     Plan(PlanArgs),
+    /// Run a whole pipeline on this machine: N `swactor node boot` children on loopback,
+    /// the orchestrator in this process; prints the generated text and cleans up.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Local(LocalArgs),
+}
+
+/// `swactor orchestrate ...`
+#[derive(Debug, Subcommand)]
+pub enum OrchestrateCommand {
+    /// Wait for the pool to be ready, plan, provision every stage, inject the prompt,
+    /// stream the generated text, and tear the run down.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pool(OrchestratePoolArgs),
+}
+
+/// What to run, shared by `orchestrate pool` and `run local`.
+#[derive(Debug, Args, Clone)]
+pub struct PromptArgs {
+    /// The prompt text.
+    #[arg(long, value_name = "TEXT", default_value = "Once upon a time")]
+    pub prompt: String,
+    /// Wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 style).
+    #[arg(long)]
+    pub chat: bool,
+    /// Write every event of the run as JSON Lines to this file.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// Seconds to wait for every stage to be ready (weights loaded, edges up).
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub readiness_timeout: u64,
+    /// Seconds to wait for each token.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub token_timeout: u64,
+    /// The run id.
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub run_id: u64,
+    /// Runtime settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output format: JSON Lines with every event, one `token` line per token and a `run`
+    /// summary.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor orchestrate pool`
+#[derive(Debug, Args)]
+pub struct OrchestratePoolArgs {
+    /// The pool file.
+    #[arg(long, value_name = "POOL")]
+    pub pool: PathBuf,
+    /// The GGUF model (the orchestrator's copy: tokenizer and plan come from it).
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The orchestrator's key file (nodes were started with its endpoint id).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Number of stages [default: one per placement node, or per pool node].
+    #[arg(long, value_name = "N")]
+    pub stages: Option<u32>,
+    /// Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`.
+    #[arg(long, value_delimiter = ',', value_name = "RANGES")]
+    pub layers: Option<Vec<LayerRange>>,
+    /// Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order].
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub nodes: Option<Vec<u64>>,
+    /// Nodes download the weights from this URL (checked against `--model`'s size and
+    /// sha256) instead of reading `--model`'s path on their own disk.
+    #[arg(long, value_name = "URL")]
+    pub weights_url: Option<String>,
+    /// iroh listen address (must be reachable by the nodes).
+    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// SWIM listen address.
+    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
+    pub swim: std::net::SocketAddr,
+    /// Convergence window in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub window_ms: u64,
+    /// Seconds to wait for the pool to be ready.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub pool_timeout: u64,
+    /// What to run.
+    #[command(flatten)]
+    pub run: PromptArgs,
+}
+
+/// `swactor run local`
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// Number of stages (one node process each).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// The GGUF model [default: a small synthesized model, written to a temporary file].
+    #[arg(long, value_name = "GGUF")]
+    pub model: Option<PathBuf>,
+    /// Compute threads per stage worker.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub worker_threads: u32,
+    /// Arena bytes per node.
+    #[arg(long, default_value_t = 256 << 20, value_name = "N")]
+    pub arena_bytes: u64,
+    /// Pass the nodes' logs through to stderr.
+    #[arg(long)]
+    pub node_logs: bool,
+    /// What to run.
+    #[command(flatten)]
+    pub run: PromptArgs,
 }
 
 /// `swactor model ...`
@@ -187,6 +298,12 @@ pub struct NodeBootArgs {
     /// runtime or temporary directory].
     #[arg(long, value_name = "PATH")]
     pub admin: Option<PathBuf>,
+    /// Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Stop when standard input closes (for supervisors such as `run local`).
+    #[arg(long, hide = true)]
+    pub stop_on_stdin_eof: bool,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

@@ -9,6 +9,9 @@
 //! | 4    | plan rejected (the request cannot be planned; the reason is printed) |
 //! | 5    | model failed (weights could not be loaded, or computing failed) |
 //! | 6    | node boot failed (the boot fault is printed) |
+//! | 7    | run faulted (the first fault's reason and component are printed) |
+//! | 8    | pool not ready in time (which nodes are missing is printed) |
+//! | 9    | run stopped by the operator (Ctrl-C or SIGTERM), torn down |
 
 use color_eyre::Report;
 use std::fmt;
@@ -30,6 +33,12 @@ pub enum ExitCode {
     ModelFailed = 5,
     /// A node could not boot (the typed boot fault is printed).
     BootFailed = 6,
+    /// The run faulted (its first fault is printed).
+    RunFaulted = 7,
+    /// The pool did not become ready in time.
+    PoolNotReady = 8,
+    /// The operator stopped the run.
+    Stopped = 9,
 }
 
 impl ExitCode {
@@ -48,7 +57,10 @@ Exit codes:
   3  input error (unreadable or invalid model, pool or output file)
   4  plan rejected (the reason is printed; `--json` prints it as an `error` line)
   5  model failed (weights could not be loaded, or computing failed)
-  6  node boot failed (the typed boot fault is printed)";
+  6  node boot failed (the typed boot fault is printed)
+  7  run faulted (the first fault's reason and component are printed)
+  8  pool not ready in time (the missing nodes are printed)
+  9  run stopped by the operator (Ctrl-C or SIGTERM) and torn down";
 
 /// A command's failure: the exit code, a stable reason code and the report to print.
 pub struct CliError {

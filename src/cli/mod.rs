@@ -7,6 +7,7 @@ pub mod exit;
 pub mod generate_cmd;
 pub mod model_cmd;
 pub mod node_cmd;
+pub mod orchestrate_cmd;
 pub mod output;
 pub mod plan_cmd;
 pub mod util_cmd;
@@ -15,7 +16,8 @@ use clap::Parser;
 use std::io::IsTerminal;
 
 use args::{
-    BenchCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand, PoolCommand, RunCommand,
+    BenchCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand, OrchestrateCommand,
+    PoolCommand, RunCommand,
 };
 use exit::{CliError, ExitCode};
 use output::Output;
@@ -60,6 +62,8 @@ pub fn main() -> std::process::ExitCode {
 pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
     match command {
         Command::Run(RunCommand::Plan(args)) => plan_cmd::run_plan(&args, out),
+        Command::Run(RunCommand::Local(args)) => orchestrate_cmd::local(&args, out),
+        Command::Orchestrate(OrchestrateCommand::Pool(args)) => orchestrate_cmd::pool(&args, out),
         Command::Generate(args) => generate_cmd::generate(&args, out),
         Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
@@ -84,6 +88,8 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
 fn wants_json(command: &Command) -> bool {
     match command {
         Command::Run(RunCommand::Plan(a)) => a.output.json,
+        Command::Run(RunCommand::Local(a)) => a.run.output.json,
+        Command::Orchestrate(OrchestrateCommand::Pool(a)) => a.run.output.json,
         Command::Generate(a) => a.output.json,
         Command::Model(ModelCommand::Inspect(a)) => a.output.json,
         Command::Model(ModelCommand::Synth(a)) => a.output.json,

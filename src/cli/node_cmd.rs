@@ -15,6 +15,15 @@ fn default_admin(node_id: u64) -> std::path::PathBuf {
     dir.join(format!("swactor-node-{node_id}.sock"))
 }
 
+fn default_cache() -> std::path::PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("swactor")
+        .join("weights")
+}
+
 /// `swactor node boot`.
 pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
     let config = NodeConfig {
@@ -29,6 +38,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         admin: args.admin.clone().unwrap_or_else(|| default_admin(args.node_id)),
         exe: std::env::current_exe()?,
         boot_timeout: std::time::Duration::from_secs(30),
+        cache: args.cache.clone().unwrap_or_else(default_cache),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -51,7 +61,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
             }
             .and_then(|()| out.flush());
         },
-        stop_signal(),
+        stop_signal_or_eof(args.stop_on_stdin_eof),
     ));
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     printed?;
@@ -94,6 +104,23 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         }
     }
     Ok(())
+}
+
+/// SIGINT / SIGTERM, or the end of standard input when `eof` (the supervisor is gone).
+async fn stop_signal_or_eof(eof: bool) {
+    if !eof {
+        return stop_signal().await;
+    }
+    let stdin_closed = async {
+        use tokio::io::AsyncReadExt;
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 64];
+        while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
+    };
+    tokio::select! {
+        _ = stop_signal() => {}
+        _ = stdin_closed => {}
+    }
 }
 
 async fn stop_signal() {

@@ -180,9 +180,10 @@ impl EdgeEstablisher {
         EdgeEstablisher::default()
     }
 
-    /// Provisions one edge end: asks for its lease.
+    /// Provisions one edge end: asks for its lease. An edge id whose earlier record is
+    /// stopped or failed (a previous run's) starts a fresh record.
     pub fn provision(&mut self, prov: EdgeProvision) -> Result<(), EstablishError> {
-        if self.records.contains_key(&prov.edge_id) {
+        if !self.is_settled(prov.edge_id) {
             return Err(EstablishError::DuplicateEdge(prov.edge_id));
         }
         self.next_request += 1;
@@ -387,6 +388,12 @@ impl EdgeEstablisher {
     /// Whether the edge end is ready.
     pub fn is_ready(&self, edge_id: EdgeId) -> bool {
         self.records.get(&edge_id).is_some_and(|r| matches!(r.state, State::Ready { .. }))
+    }
+
+    /// Whether the edge has no record, or its record is stopped or failed (nothing of it is
+    /// held any more).
+    pub fn is_settled(&self, edge_id: EdgeId) -> bool {
+        self.records.get(&edge_id).is_none_or(|r| matches!(r.state, State::Stopped | State::Failed))
     }
 
     /// Number of records not yet stopped or failed.

@@ -533,3 +533,25 @@ impl<'a> Detokenizer<'a> {
         out
     }
 }
+
+/// Wraps a user message in the chat format a GGUF's `tokenizer.chat_template` uses, for
+/// the template families seen in practice: ChatML (`<|im_start|>`), Llama 3
+/// (`<|start_header_id|>`) and Llama 2 / Mistral (`[INST]`). The result is meant to be
+/// encoded with special tokens parsed. Other templates are refused with a description.
+pub fn chat_prompt(template: Option<&str>, user: &str) -> Result<String, String> {
+    let Some(t) = template else {
+        return Err("the model has no tokenizer.chat_template".into());
+    };
+    if t.contains("<|im_start|>") {
+        Ok(format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"))
+    } else if t.contains("<|start_header_id|>") {
+        Ok(format!(
+            "<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        ))
+    } else if t.contains("[INST]") {
+        Ok(format!("[INST] {user} [/INST]"))
+    } else {
+        Err("the model's chat template is not ChatML, Llama 3 or Llama 2 style".into())
+    }
+}

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use iroh::endpoint::{Connection, RecvStream, VarInt};
+use iroh::endpoint::{Connection, RecvStream, SendStream, VarInt};
 use iroh::{Endpoint, EndpointId};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -38,6 +38,8 @@ pub const PUMP_CHUNK: usize = 64 * 1024;
 pub const SEND_CHUNK: usize = 1024 * 1024;
 /// How long a new stream may take to send its preamble.
 pub const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a stopping send pump waits for the peer to acknowledge the stream's end.
+pub const STOP_LINGER: Duration = Duration::from_millis(500);
 /// Stream stop code: the edge id is not in the active plan.
 pub const STOP_UNKNOWN_EDGE: u32 = 1;
 /// Stream stop code: the peer is not the edge's planned producer.
@@ -85,19 +87,33 @@ pub enum PumpEnd {
 pub async fn send_pump<M: RingMemory>(
     conn: Connection,
     edge_id: EdgeId,
+    drain: RingDrain<M>,
+    readable: Arc<Notify>,
+    stop: Arc<Notify>,
+    writable_hint: impl FnMut(),
+) -> PumpEnd {
+    match open_edge_stream(&conn, edge_id).await {
+        Ok(stream) => send_pump_on(stream, drain, readable, stop, writable_hint).await,
+        Err(fault) => PumpEnd::Faulted(fault, drain.stop(), PumpStats::default()),
+    }
+}
+
+/// Opens an edge's uni-stream on `conn` and writes its preamble (once, before any object).
+pub async fn open_edge_stream(conn: &Connection, edge_id: EdgeId) -> Result<SendStream, StreamFault> {
+    let mut stream = conn.open_uni().await.map_err(|_| StreamFault::ConnectFailed)?;
+    stream.write_all(&preamble(edge_id)).await.map_err(|_| StreamFault::WriteFailed)?;
+    Ok(stream)
+}
+
+/// The send pump on a stream already opened by [`open_edge_stream`]; see [`send_pump`].
+pub async fn send_pump_on<M: RingMemory>(
+    mut stream: SendStream,
     mut drain: RingDrain<M>,
     readable: Arc<Notify>,
     stop: Arc<Notify>,
     mut writable_hint: impl FnMut(),
 ) -> PumpEnd {
     let mut stats = PumpStats::default();
-    let mut stream = match conn.open_uni().await {
-        Ok(s) => s,
-        Err(_) => return PumpEnd::Faulted(StreamFault::ConnectFailed, drain.stop(), stats),
-    };
-    if stream.write_all(&preamble(edge_id)).await.is_err() {
-        return PumpEnd::Faulted(StreamFault::WriteFailed, drain.stop(), stats);
-    }
     let mut stopping = false;
     let mut buf = bytes::BytesMut::with_capacity(SEND_CHUNK);
     loop {
@@ -132,8 +148,10 @@ pub async fn send_pump<M: RingMemory>(
             }
         }
         if stopping {
+            // Everything committed was handed to QUIC, which keeps delivering it; wait a
+            // bounded time for the peer's acknowledgement (a dead peer never sends one).
             let _ = stream.finish();
-            let _ = stream.stopped().await;
+            let _ = tokio::time::timeout(STOP_LINGER, stream.stopped()).await;
             return PumpEnd::Stopped(drain.stop(), stats);
         }
         stats.stalls += 1;

@@ -1,6 +1,8 @@
-//! The node role's state machines. [`boot`] decides when a node is available.
+//! The node role: [`boot`] decides when a node is available, [`run`] drives the boot and
+//! serves the node, [`host`] runs a provisioned stage.
 
 pub mod boot;
+pub mod host;
 pub mod run;
 
 pub use boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};

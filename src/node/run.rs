@@ -12,12 +12,14 @@ use iroh::Endpoint;
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UdpSocket, UnixListener};
+use tokio::sync::mpsc;
 
 use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
+use super::host::{HostInput, StageHost};
 use crate::arena::{Arena, ArenaManager};
 use crate::control::{self, ControlMessage, FrameDecoder};
 use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
-use crate::net::edge::EdgeRouter;
+use crate::net::edge::{EdgeRouter, Refusal};
 use crate::net::endpoint::{CTL_ALPN, EDGE_ALPN, bind};
 use crate::net::identity::NodeKey;
 use crate::wire::NodeId;
@@ -50,6 +52,8 @@ pub struct NodeConfig {
     pub exe: PathBuf,
     /// Boot deadline.
     pub boot_timeout: Duration,
+    /// Where downloaded weights are kept.
+    pub cache: PathBuf,
 }
 
 /// What the node reports once available.
@@ -86,15 +90,26 @@ pub struct EdgeInspect {
     pub endpoint_id: String,
     /// Live arena leases.
     pub arena_leases: usize,
-    /// Edge records.
+    /// Rings installed in the worker.
+    #[serde(default)]
+    pub installed_rings: usize,
+    /// Edge records of the current (or last) run.
     pub edges: Vec<serde_json::Value>,
+    /// The provisioned stage, if any.
+    #[serde(default)]
+    pub stage: Option<serde_json::Value>,
     /// Members the node sees up in SWIM.
     pub members: Vec<u64>,
+    /// Edge streams and control sessions refused since boot.
+    #[serde(default)]
+    pub refusals: Vec<String>,
 }
 
 struct Running {
     endpoint: Endpoint,
-    worker: WorkerDriver,
+    host: StageHost,
+    host_inputs: mpsc::UnboundedReceiver<HostInput>,
+    refusals: mpsc::UnboundedReceiver<Refusal>,
     worker_events: tokio::sync::mpsc::UnboundedReceiver<CtlOutput>,
     _swim: swim::Swim,
     members: tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>,
@@ -170,22 +185,23 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         backend: Backend::Cpu,
         init_timeout: Duration::from_secs(10),
         stop_timeout: Duration::from_secs(5),
-        max_restarts: 0,
+        // A worker that dies mid-run faults that run; the node restarts it for the next.
+        max_restarts: u32::MAX,
     };
     let (worker, mut worker_events) = WorkerDriver::start(
         WorkerDriverConfig { exe: config.exe.clone(), ctl, threads: config.worker_threads },
         Arc::clone(&arena),
     );
-    loop {
+    let generation = loop {
         match worker_events.recv().await {
-            Some(CtlOutput::Ready { .. }) => break,
+            Some(CtlOutput::Ready { generation, .. }) => break generation,
             Some(CtlOutput::Failed { reason }) => {
                 return Err(failed(BootFault::WorkerStart, reason));
             }
             Some(_) => {}
             None => return Err(failed(BootFault::WorkerStart, "the worker driver ended")),
         }
-    }
+    };
     boot.fact_ready(BootFact::Worker);
 
     let endpoint =
@@ -214,19 +230,33 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     let admin = UnixListener::bind(&config.admin).map_err(|e| failed(BootFault::AdminSocket, e))?;
     tokio::spawn(serve_admin(admin, Arc::clone(&inspect)));
 
-    let (router, _refusals) = EdgeRouter::new();
+    let (router, refusals) = EdgeRouter::new();
+    let (inputs, host_inputs) = mpsc::unbounded_channel();
+    let host = StageHost::new(
+        config.node_id,
+        endpoint.clone(),
+        router.clone(),
+        arena,
+        manager,
+        worker,
+        generation,
+        inputs.clone(),
+        config.cache.clone(),
+    );
     let hello = ControlMessage::NodeAvailable {
         node_id: config.node_id,
         endpoint_id: key.endpoint_id_hex(),
         addrs: endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
         swim_addr: Some(swim_addr.to_string()),
     };
-    tokio::spawn(accept(endpoint.clone(), router, config.orchestrator.clone(), hello));
+    tokio::spawn(accept(endpoint.clone(), router, config.orchestrator.clone(), hello, inputs));
     boot.fact_ready(BootFact::ControlInbox);
     boot.fact_ready(BootFact::Provisioning);
     Ok(Running {
         endpoint,
-        worker,
+        host,
+        host_inputs,
+        refusals,
         worker_events,
         _swim: swim,
         members,
@@ -237,48 +267,77 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
 }
 
 /// Accepts connections: edge streams go to the router; control sessions only from the
-/// configured orchestrator, which first receives this node's `NodeAvailable`.
+/// configured orchestrator, which first receives this node's `NodeAvailable`; the session
+/// then carries run work both ways. Anything else is refused and reported.
 async fn accept(
     endpoint: Endpoint,
     router: EdgeRouter,
     orchestrator: String,
     hello: ControlMessage,
+    inputs: mpsc::UnboundedSender<HostInput>,
 ) {
+    let sessions = Arc::new(std::sync::atomic::AtomicU64::new(0));
     while let Some(incoming) = endpoint.accept().await {
-        let (router, orchestrator, hello) = (router.clone(), orchestrator.clone(), hello.clone());
+        let (router, orchestrator, hello, inputs, sessions) =
+            (router.clone(), orchestrator.clone(), hello.clone(), inputs.clone(), sessions.clone());
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
             if conn.alpn() == EDGE_ALPN {
                 router.serve_connection(conn).await;
             } else if conn.alpn() == CTL_ALPN {
                 if control::authorize(&conn.remote_id().to_string(), &orchestrator).is_err() {
-                    eprintln!("swactor node: refused a control session from {}", conn.remote_id());
+                    let _ = inputs.send(HostInput::ForeignControl(conn.remote_id().to_string()));
                     conn.close(1u32.into(), b"unauthorized_orchestrator");
                     return;
                 }
-                let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
-                let mut decoder = FrameDecoder::new();
-                match control::read_message(&mut recv, &mut decoder).await {
-                    Some(Ok(ControlMessage::Hello { .. })) => {}
-                    _ => {
-                        conn.close(2u32.into(), b"malformed_frame");
-                        return;
-                    }
-                }
-                if control::write_message(&mut send, &hello).await.is_err() {
-                    return;
-                }
-                // Run work arrives with the run issue; a malformed frame ends the session.
-                while let Some(msg) = control::read_message(&mut recv, &mut decoder).await {
-                    if let Err(fault) = msg {
-                        eprintln!("swactor node: control session closed: {fault}");
-                        conn.close(2u32.into(), fault.as_str().as_bytes());
-                        return;
-                    }
-                }
+                let session = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                control_session(conn, hello, inputs, session).await;
             }
         });
     }
+}
+
+async fn control_session(
+    conn: iroh::endpoint::Connection,
+    hello: ControlMessage,
+    inputs: mpsc::UnboundedSender<HostInput>,
+    session: u64,
+) {
+    let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
+    let mut decoder = FrameDecoder::new();
+    let orchestrator = match control::read_message(&mut recv, &mut decoder).await {
+        Some(Ok(ControlMessage::Hello { orchestrator })) => orchestrator,
+        _ => {
+            conn.close(2u32.into(), b"malformed_frame");
+            return;
+        }
+    };
+    if control::write_message(&mut send, &hello).await.is_err() {
+        return;
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel::<ControlMessage>();
+    let _ = inputs.send(HostInput::SessionOpened { tx, orchestrator, session });
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if control::write_message(&mut send, &msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    while let Some(msg) = control::read_message(&mut recv, &mut decoder).await {
+        match msg {
+            Ok(msg) => {
+                let _ = inputs.send(HostInput::Control(session, msg));
+            }
+            Err(fault) => {
+                eprintln!("swactor node: control session closed: {fault}");
+                conn.close(2u32.into(), fault.as_str().as_bytes());
+                break;
+            }
+        }
+    }
+    let _ = inputs.send(HostInput::SessionClosed(session));
+    writer.abort();
 }
 
 async fn serve_admin(listener: UnixListener, inspect: Arc<std::sync::Mutex<EdgeInspect>>) {
@@ -316,18 +375,32 @@ async fn serve(
                 None => break,
             },
             ev = running.worker_events.recv() => match ev {
-                Some(CtlOutput::Failed { reason }) => {
-                    eprintln!("swactor node: worker failed: {reason}");
-                    break;
+                Some(out) => {
+                    if !running.host.worker_output(out).await {
+                        eprintln!("swactor node: the worker is gone for good; stopping");
+                        break;
+                    }
                 }
-                Some(_) => {}
                 None => break,
             },
+            Some(input) = running.host_inputs.recv() => running.host.input(input).await,
+            Some(refusal) = running.refusals.recv() => {
+                let line = format!("edge stream from {} for {:?} refused: {}", refusal.peer, refusal.edge_id, refusal.reason);
+                eprintln!("swactor node: {line}");
+                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).refusals.push(line);
+            }
         }
+        let snap = running.host.snapshot();
+        let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
+        s.arena_leases = snap.arena_leases;
+        s.installed_rings = snap.installed_rings;
+        s.edges = snap.edges;
+        s.stage = snap.stage;
     }
-    running.worker.stop(ShutdownMode::Graceful);
+    let worker = running.host.into_worker();
+    worker.stop(ShutdownMode::Graceful);
     drop(running.worker_events);
-    running.worker.join().await;
+    worker.join().await;
     running.endpoint.close().await;
     let _ = std::fs::remove_file(&running.admin);
 }

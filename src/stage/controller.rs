@@ -52,6 +52,8 @@ pub enum StageCommand {
     StopEdge(EdgeId),
     /// Reset the worker role (free per-run device objects, KV cache).
     ResetRole,
+    /// Free a loaded input object that will never be executed (fault or stop).
+    ReleaseObject(DeviceHandle),
 }
 
 /// What the controller reports to the orchestrator.
@@ -275,7 +277,7 @@ impl StageController {
         }
         if let Some((run_id, stage_index)) = self.ids() {
             self.state = State::Faulted;
-            self.waiting.clear();
+            self.release_waiting();
             self.events.push_back(StageEvent::StageFault { run_id, stage_index, reason });
         }
     }
@@ -293,8 +295,14 @@ impl StageController {
         self.commands.push_back(StageCommand::StopEdge(inb));
         self.commands.push_back(StageCommand::StopEdge(outb));
         self.commands.push_back(StageCommand::ResetRole);
-        self.waiting.clear();
+        self.release_waiting();
         self.state = State::Stopping { inbound: false, outbound: false };
+    }
+
+    fn release_waiting(&mut self) {
+        for l in self.waiting.drain(..) {
+            self.commands.push_back(StageCommand::ReleaseObject(l.handle));
+        }
     }
 
     /// An edge of this stage is fully torn down.
@@ -312,6 +320,16 @@ impl StageController {
                 self.events.push_back(StageEvent::StageStopped { run_id, stage_index });
             }
         }
+    }
+
+    /// The active provisioning (also while stopping, and after it stopped).
+    pub fn provisioning(&self) -> Option<&ProvisionStage> {
+        self.prov.as_deref()
+    }
+
+    /// Whether the stage is torn down (or was never provisioned).
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.state, State::Unprovisioned | State::Stopped)
     }
 
     /// Whether the stage is ready for run work (ready or executing).

@@ -247,6 +247,10 @@ impl Worker {
                     }
                 }
             }
+            Command::ReleaseRole { role_id } => {
+                self.roles.remove(&role_id);
+                self.events.push(Event::RoleReleased { role_id });
+            }
             Command::InstallRing { ring_id, edge_id, port_id, direction, layout, object_spec } => {
                 self.install(ring_id, edge_id, port_id, direction, layout, object_spec);
             }

@@ -161,6 +161,12 @@ pub enum Command {
         /// What it computes.
         config: RoleConfig,
     },
+    /// Drops a role and everything it holds (weights, KV cache); answered by
+    /// `RoleReleased`, also for a role that was never configured.
+    ReleaseRole {
+        /// The role.
+        role_id: RoleId,
+    },
     /// Attaches to a ring the node initialized in the arena.
     InstallRing {
         /// The ring.
@@ -254,6 +260,11 @@ pub enum Event {
         role_id: RoleId,
         /// Why.
         reason: FaultReason,
+    },
+    /// A role was dropped (answer to `ReleaseRole`).
+    RoleReleased {
+        /// The role.
+        role_id: RoleId,
     },
     /// A ring is attached.
     RingInstalled {

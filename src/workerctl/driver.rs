@@ -32,6 +32,23 @@ pub struct WorkerDriverConfig {
     pub threads: u32,
 }
 
+/// Sends commands to the worker without waiting for the answer; see
+/// [`WorkerDriver::notifier`].
+#[derive(Debug, Clone)]
+pub struct WorkerNotifier {
+    requests: mpsc::UnboundedSender<Request>,
+}
+
+impl WorkerNotifier {
+    /// Sends `cmd` through the controller; a refusal is dropped (a hint to a ring that is
+    /// gone is harmless).
+    pub fn notify(&self, cmd: Command) {
+        let (tx, _rx) = oneshot::channel();
+        let _ = self.requests.send(Request::Command(cmd, tx));
+    }
+}
+
+#[derive(Debug)]
 enum Request {
     Command(Command, oneshot::Sender<Result<(), CtlError>>),
     Stop(ShutdownMode),
@@ -77,6 +94,12 @@ impl WorkerDriver {
         let (tx, rx) = oneshot::channel();
         self.requests.send(Request::Command(cmd, tx)).map_err(|_| CtlError::NotRunning)?;
         rx.await.unwrap_or(Err(CtlError::NotRunning))
+    }
+
+    /// A cloneable handle that sends wake hints without waiting for the controller's answer
+    /// (for network pumps on the hot path).
+    pub fn notifier(&self) -> WorkerNotifier {
+        WorkerNotifier { requests: self.requests.clone() }
     }
 
     /// Asks the worker to stop (graceful or aborting), escalating to kill on timeout.

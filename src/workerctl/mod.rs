@@ -7,5 +7,5 @@
 pub mod driver;
 pub mod fsm;
 
-pub use driver::{WorkerDriver, WorkerDriverConfig};
+pub use driver::{WorkerDriver, WorkerDriverConfig, WorkerNotifier};
 pub use fsm::{CtlConfig, CtlError, CtlOutput, CtlState, WorkerCtl};

@@ -1,0 +1,393 @@
+//! `swactor orchestrate pool` and `swactor run local`: one run over a pool, its text on
+//! stdout as it is generated, its events as JSON Lines (`--events FILE`, and on stdout with
+//! `--json`), and an exit code per outcome.
+#![allow(clippy::disallowed_methods)] // the command owns the clock for its timings
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use color_eyre::eyre::eyre;
+use serde::Serialize;
+
+use super::args::{LocalArgs, OrchestratePoolArgs, PromptArgs};
+use super::exit::{CliError, ExitCode};
+use super::model_cmd::model_error;
+use super::output::Output;
+use super::plan_cmd::{plan_error, read_pool, runtime_config};
+use crate::events::{EventLine, RunOutcome};
+use crate::model::ModelFacts;
+use crate::model::facts::facts_from_content;
+use crate::model::gguf::read_content;
+use crate::model::tokenizer::{Tokenizer, chat_prompt};
+use crate::orchestrator::driver::{
+    OrchestrateConfig, OrchestrateError, RunReport, RunSink, orchestrate,
+};
+use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
+use crate::orchestrator::run::RunTimeouts;
+use crate::planner::Placement;
+use crate::wire::reason::OperatorStop;
+use crate::wire::{NodeId, RunId, RuntimeConfig, WeightSource};
+
+/// The model side of a run: facts, tokenizer, prompt ids and runtime settings.
+struct Prepared {
+    facts: ModelFacts,
+    tokenizer: Tokenizer,
+    prompt: Vec<u32>,
+    runtime: RuntimeConfig,
+}
+
+fn usage(message: String) -> CliError {
+    CliError::new(ExitCode::Usage, "usage", eyre!(message))
+}
+
+fn prepare(model: &Path, run: &PromptArgs) -> Result<Prepared, CliError> {
+    let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
+    let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
+    let tokenizer = Tokenizer::from_gguf(&content).map_err(|e| model_error(model, e))?;
+    let runtime = runtime_config(&run.runtime, &facts)?;
+    let prompt = if run.chat {
+        let template =
+            content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok());
+        let text = chat_prompt(template.map(String::as_str), &run.prompt)
+            .map_err(|e| usage(format!("--chat: {e}")))?;
+        tokenizer.encode(&text, true, true)
+    } else {
+        tokenizer.encode(&run.prompt, true, false)
+    };
+    if prompt.is_empty() {
+        return Err(usage("the prompt is empty".into()));
+    }
+    if prompt.len() >= runtime.max_seq_len as usize {
+        return Err(usage(format!(
+            "the prompt has {} tokens; max_seq_len is {}",
+            prompt.len(),
+            runtime.max_seq_len
+        )));
+    }
+    Ok(Prepared { facts, tokenizer, prompt, runtime })
+}
+
+fn timeouts(run: &PromptArgs) -> RunTimeouts {
+    RunTimeouts {
+        readiness: Duration::from_secs(run.readiness_timeout),
+        token: Duration::from_secs(run.token_timeout),
+        teardown: Duration::from_secs(10),
+    }
+}
+
+#[derive(Serialize)]
+struct TokenLine<'a> {
+    index: usize,
+    id: u32,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    run_id: RunId,
+    outcome: RunOutcome,
+    reason: Option<String>,
+    component: Option<String>,
+    stages: usize,
+    prompt_tokens: usize,
+    tokens: usize,
+    pool_ready_ms: f64,
+    time_to_first_token_ms: Option<f64>,
+    decode_tokens_per_s: f64,
+}
+
+/// Writes tokens and events where the flags say.
+struct CliSink<'a> {
+    out: &'a mut Output,
+    json: bool,
+    events: Option<std::io::BufWriter<std::fs::File>>,
+    progress: bool,
+    progress_shown: bool,
+    count: usize,
+    error: Option<std::io::Error>,
+}
+
+impl CliSink<'_> {
+    fn clear_progress(&mut self) {
+        if self.progress_shown {
+            eprint!("\r\x1b[2K");
+            self.progress_shown = false;
+        }
+    }
+
+    fn keep(&mut self, r: std::io::Result<()>) {
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+impl RunSink for CliSink<'_> {
+    fn event(&mut self, line: &EventLine) {
+        let json = line.to_json();
+        if let Some(f) = self.events.as_mut() {
+            let r = writeln!(f, "{json}").and_then(|()| f.flush());
+            self.keep(r);
+        }
+        if self.json {
+            let r = self.out.line(json).and_then(|()| self.out.flush());
+            self.keep(r);
+        }
+    }
+
+    fn token(&mut self, id: u32, text: &str) {
+        self.clear_progress();
+        let r = if self.json {
+            self.out.json("token", &TokenLine { index: self.count, id, text })
+        } else {
+            self.out.write_str(text)
+        }
+        .and_then(|()| self.out.flush());
+        self.count += 1;
+        self.keep(r);
+    }
+
+    fn progress(&mut self, message: &str) {
+        if self.progress {
+            eprint!("\r\x1b[2K{message}");
+            self.progress_shown = true;
+        }
+    }
+}
+
+async fn stop_signal() -> OperatorStop {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => OperatorStop::Interrupt,
+            _ = term.recv() => OperatorStop::Terminate,
+        },
+        _ => std::future::pending().await,
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+fn open_events(path: &Option<PathBuf>) -> Result<Option<std::io::BufWriter<std::fs::File>>, CliError> {
+    path.as_ref()
+        .map(|p| {
+            std::fs::File::create(p).map(std::io::BufWriter::new).map_err(|e| {
+                CliError::new(
+                    ExitCode::Input,
+                    "io",
+                    eyre!(e).wrap_err(format!("cannot write events to {}", p.display())),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Runs the orchestrator and turns its report into output and an exit code.
+async fn execute(
+    config: OrchestrateConfig,
+    prepared: &Prepared,
+    run: &PromptArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let mut sink = CliSink {
+        json: run.output.json,
+        events: open_events(&run.events)?,
+        progress: !run.output.json && std::io::stderr().is_terminal(),
+        progress_shown: false,
+        count: 0,
+        error: None,
+        out,
+    };
+    let result =
+        orchestrate(config, &prepared.facts, &prepared.tokenizer, &mut sink, stop_signal()).await;
+    sink.clear_progress();
+    if let Some(e) = sink.error.take() {
+        return Err(e.into());
+    }
+    let report = result.map_err(|e| match e {
+        OrchestrateError::Setup(m) => CliError::new(ExitCode::Input, "setup_failed", eyre!(m)),
+        OrchestrateError::PoolTimeout(..) => {
+            CliError::new(ExitCode::PoolNotReady, "timeout.pool_readiness", eyre!(e))
+                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
+        }
+        OrchestrateError::Plan(p) => plan_error(p),
+        OrchestrateError::Stopped => CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e)),
+    })?;
+    finish(report, prepared.prompt.len(), run, sink.out)
+}
+
+fn finish(
+    report: RunReport,
+    prompt_tokens: usize,
+    run: &PromptArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let decode = report.decode_time.as_secs_f64();
+    let summary = Summary {
+        run_id: report.plan.run_id,
+        outcome: report.outcome,
+        reason: report.fault.map(|(r, _)| r.to_string()),
+        component: report.fault.map(|(_, c)| c.to_string()),
+        stages: report.plan.stages.len(),
+        prompt_tokens,
+        tokens: report.tokens.len(),
+        pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
+        time_to_first_token_ms: report.first_token_after.map(|d| d.as_secs_f64() * 1e3),
+        decode_tokens_per_s: if report.tokens.len() > 1 && decode > 0.0 {
+            (report.tokens.len() - 1) as f64 / decode
+        } else {
+            0.0
+        },
+    };
+    if run.output.json {
+        out.json("run", &summary)?;
+    } else {
+        out.write_str(&report.tail)?;
+        out.line("")?;
+        out.flush()?;
+        eprintln!(
+            "{:?}: {} stages, {} prompt tokens, {} generated; first token after {:.0} ms, \
+             decode {:.1} tokens/s",
+            summary.outcome,
+            summary.stages,
+            summary.prompt_tokens,
+            summary.tokens,
+            summary.time_to_first_token_ms.unwrap_or(0.0),
+            summary.decode_tokens_per_s
+        );
+    }
+    match report.outcome {
+        RunOutcome::Completed => Ok(()),
+        RunOutcome::Faulted => {
+            let (reason, component) = report
+                .fault
+                .map(|(r, c)| (r.to_string(), c.to_string()))
+                .unwrap_or_else(|| ("unknown".into(), "orchestrator".into()));
+            Err(CliError::new(
+                ExitCode::RunFaulted,
+                reason.clone(),
+                eyre!("the run faulted: {reason} (detected by {component})"),
+            ))
+        }
+        RunOutcome::OperatorStopped => Err(CliError::new(
+            ExitCode::Stopped,
+            "operator.stopped",
+            eyre!("the run was stopped by the operator and torn down"),
+        )),
+    }
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()
+}
+
+/// `swactor orchestrate pool`.
+pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError> {
+    let prepared = prepare(&args.model, &args.run)?;
+    let pool = read_pool(&args.pool)?;
+    let file_placement = pool.placement.clone().unwrap_or_default();
+    let file_layers = pool
+        .placement_layers()
+        .map_err(|e| CliError::new(ExitCode::Input, "invalid_pool_file", eyre!(e)))?;
+    let placement = Placement {
+        nodes: args.nodes.as_ref().map(|n| n.iter().copied().map(NodeId).collect()).or(file_placement.nodes),
+        layers: args.layers.clone().or(file_layers),
+    };
+    let source = match &args.weights_url {
+        None => WeightSource::Local { path: absolute(&args.model) },
+        Some(url) => WeightSource::Url {
+            url: url.clone(),
+            size: prepared.facts.bytes.file,
+            sha256: crate::stage::weights::sha256_file(&args.model).map_err(|e| {
+                CliError::new(ExitCode::Input, "io", eyre!(e).wrap_err("cannot hash the model"))
+            })?,
+        },
+    };
+    let config = OrchestrateConfig {
+        pool,
+        key: args.key.clone(),
+        listen: args.listen,
+        swim: args.swim,
+        model: args.model.clone(),
+        source,
+        prompt: prepared.prompt.clone(),
+        stages: args.stages,
+        placement,
+        runtime: prepared.runtime,
+        run_id: RunId(args.run.run_id),
+        window: Duration::from_millis(args.window_ms),
+        pool_timeout: Duration::from_secs(args.pool_timeout),
+        timeouts: timeouts(&args.run),
+    };
+    let rt = runtime()?;
+    let result = rt.block_on(execute(config, &prepared, &args.run, out));
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// `swactor run local`.
+pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
+    if args.stages == 0 {
+        return Err(usage("--stages must be at least 1".into()));
+    }
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let config = LocalPoolConfig {
+            exe: std::env::current_exe()?,
+            nodes: args.stages,
+            worker_threads: args.worker_threads,
+            arena_bytes: args.arena_bytes,
+            node_logs: args.node_logs,
+        };
+        if !args.run.output.json && std::io::stderr().is_terminal() {
+            eprint!("starting {} nodes", args.stages);
+        }
+        let mut pool = tokio::select! {
+            p = LocalPool::start(&config) => p.map_err(|e| {
+                CliError::new(ExitCode::BootFailed, "local_pool_failed", eyre!(e))
+                    .with_suggestion("run again with --node-logs to see the nodes' logs")
+            })?,
+            _ = stop_signal() => {
+                return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped while the nodes started")));
+            }
+        };
+        let result = local_run(args, &pool, out).await;
+        pool.stop().await;
+        result
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+async fn local_run(args: &LocalArgs, pool: &LocalPool, out: &mut Output) -> Result<(), CliError> {
+    let model = match &args.model {
+        Some(m) => m.clone(),
+        None => {
+            let path = pool.dir().join("synth.gguf");
+            crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
+                .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;
+            path
+        }
+    };
+    let prepared = prepare(&model, &args.run)?;
+    let config = OrchestrateConfig {
+        pool: pool.pool.clone(),
+        key: pool.orchestrator_key.clone(),
+        listen: "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?,
+        swim: "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?,
+        model: model.clone(),
+        source: WeightSource::Local { path: absolute(&model) },
+        prompt: prepared.prompt.clone(),
+        stages: Some(args.stages),
+        placement: Placement::default(),
+        runtime: prepared.runtime,
+        run_id: RunId(args.run.run_id),
+        window: Duration::from_millis(300),
+        pool_timeout: Duration::from_secs(60),
+        timeouts: timeouts(&args.run),
+    };
+    execute(config, &prepared, &args.run, out).await
+}

@@ -1,0 +1,121 @@
+//! The orchestrator's control sessions: one per pool node, on ALPN `swactor/ctl/1`. Each
+//! session opens with `Hello` and the node's `NodeAvailable`, then carries run work both
+//! ways until the connection ends. A node that refuses the session (it was started for
+//! another orchestrator) is reported with the reason it gave; sessions are retried while
+//! nodes boot.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use iroh::endpoint::ConnectionError;
+use iroh::{Endpoint, EndpointAddr, EndpointId};
+use tokio::sync::mpsc;
+
+use crate::control::{self, ControlMessage, FrameDecoder};
+use crate::net::endpoint::CTL_ALPN;
+use crate::planner::PoolNode;
+use crate::wire::NodeId;
+
+/// What a session reports.
+#[derive(Debug)]
+pub enum SessionEvent {
+    /// The node answered `Hello`; messages to it go through `tx`.
+    Available {
+        /// The node's `NodeAvailable`.
+        hello: ControlMessage,
+        /// The session's outbound queue.
+        tx: mpsc::UnboundedSender<ControlMessage>,
+    },
+    /// A message from the node.
+    Message(ControlMessage),
+    /// The session ended (the node stopped, or its connection was lost).
+    Closed,
+    /// The node refused the session; the reason it gave.
+    Refused(String),
+}
+
+/// Opens (and keeps retrying until opened) a session to every node; everything they report
+/// arrives on the returned receiver as `(node, event)`.
+pub fn open_all(
+    endpoint: &Endpoint,
+    nodes: &[PoolNode],
+    me: NodeId,
+) -> Result<mpsc::UnboundedReceiver<(NodeId, SessionEvent)>, String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    for node in nodes {
+        let id = EndpointId::from_str(&node.endpoint_id)
+            .map_err(|e| format!("node {}: endpoint id: {e}", node.node_id))?;
+        let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
+        tokio::spawn(session(endpoint.clone(), addr, node.node_id, me, tx.clone()));
+    }
+    Ok(rx)
+}
+
+async fn session(
+    endpoint: Endpoint,
+    addr: EndpointAddr,
+    node: NodeId,
+    me: NodeId,
+    events: mpsc::UnboundedSender<(NodeId, SessionEvent)>,
+) {
+    loop {
+        if events.is_closed() {
+            return;
+        }
+        let Ok(conn) = endpoint.connect(addr.clone(), CTL_ALPN).await else {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            continue;
+        };
+        let opened = async {
+            let (mut send, mut recv) = conn.open_bi().await.ok()?;
+            control::write_message(&mut send, &ControlMessage::Hello { orchestrator: me })
+                .await
+                .ok()?;
+            let mut decoder = FrameDecoder::new();
+            match control::read_message(&mut recv, &mut decoder).await {
+                Some(Ok(hello @ ControlMessage::NodeAvailable { .. })) => {
+                    Some((send, recv, decoder, hello))
+                }
+                _ => None,
+            }
+        }
+        .await;
+        let Some((mut send, mut recv, mut decoder, hello)) = opened else {
+            if let Some(ConnectionError::ApplicationClosed(close)) = conn.close_reason() {
+                let reason = String::from_utf8_lossy(&close.reason).into_owned();
+                let _ = events.send((node, SessionEvent::Refused(reason)));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            continue;
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<ControlMessage>();
+        if events.send((node, SessionEvent::Available { hello, tx })).is_err() {
+            return;
+        }
+        let writer = tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                if control::write_message(&mut send, &msg).await.is_err() {
+                    return;
+                }
+            }
+            let _ = send.finish();
+        });
+        while let Some(msg) = control::read_message(&mut recv, &mut decoder).await {
+            match msg {
+                Ok(msg) => {
+                    if events.send((node, SessionEvent::Message(msg))).is_err() {
+                        break;
+                    }
+                }
+                Err(fault) => {
+                    eprintln!("swactor: control session with node {node} closed: {fault}");
+                    conn.close(2u32.into(), fault.as_str().as_bytes());
+                    break;
+                }
+            }
+        }
+        writer.abort();
+        let _ = events.send((node, SessionEvent::Closed));
+        return;
+    }
+}
