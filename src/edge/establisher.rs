@@ -396,6 +396,11 @@ impl EdgeEstablisher {
         self.records.get(&edge_id).is_none_or(|r| matches!(r.state, State::Stopped | State::Failed))
     }
 
+    /// Whether the edge is stopping (waiting for its pump and worker evidence).
+    pub fn is_stopping(&self, edge_id: EdgeId) -> bool {
+        self.records.get(&edge_id).is_some_and(|r| matches!(r.state, State::Stopping { .. }))
+    }
+
     /// Number of records not yet stopped or failed.
     pub fn live_records(&self) -> usize {
         self.records.values().filter(|r| !matches!(r.state, State::Stopped | State::Failed)).count()

@@ -11,8 +11,10 @@
 //! - [`EdgeRouter`]: accepts edge streams, authorizes each (edge id of the active plan,
 //!   opened by that edge's planned producer, as iroh authenticated it), and hands it to the
 //!   receive side whichever of stream and `EstablishRecv` comes first. A stream waiting
-//!   for its receiver is not read, so QUIC stalls its sender. Refused streams never touch a
-//!   ring.
+//!   for its receiver is not read, so QUIC stalls its sender. A stream for an edge the node
+//!   has not been provisioned with yet is held unread for [`UNCLAIMED_TIMEOUT`] (the
+//!   producer's provisioning may overtake the consumer's), then refused. Refused streams
+//!   never touch a ring.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,6 +40,9 @@ pub const PUMP_CHUNK: usize = 64 * 1024;
 pub const SEND_CHUNK: usize = 1024 * 1024;
 /// How long a new stream may take to send its preamble.
 pub const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a stream for an edge not (yet) in this node's plan is held before it is
+/// refused as `unknown_edge`.
+pub const UNCLAIMED_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a stopping send pump waits for the peer to acknowledge the stream's end.
 pub const STOP_LINGER: Duration = Duration::from_millis(500);
 /// Stream stop code: the edge id is not in the active plan.
@@ -246,6 +251,9 @@ struct RouterState {
     expected: HashMap<EdgeId, EndpointId>,
     pending: HashMap<EdgeId, RecvStream>,
     waiting: HashMap<EdgeId, oneshot::Sender<RecvStream>>,
+    /// Streams for edges this node has not been provisioned with yet (the producer's
+    /// provisioning may overtake ours): held unread for [`UNCLAIMED_TIMEOUT`], then refused.
+    unclaimed: HashMap<EdgeId, (EndpointId, RecvStream)>,
 }
 
 /// Accepts edge streams for one node and pairs them with their receive edges.
@@ -268,9 +276,17 @@ impl EdgeRouter {
         (EdgeRouter { state: Arc::default(), refusals: tx }, rx)
     }
 
-    /// Authorizes streams for `edge_id` from `producer` (the active plan's edge).
+    /// Authorizes streams for `edge_id` from `producer` (the active plan's edge). A stream
+    /// that arrived early for this edge is routed now, or refused if another peer opened it.
     pub fn expect(&self, edge_id: EdgeId, producer: EndpointId) {
-        self.lock().expected.insert(edge_id, producer);
+        let early = {
+            let mut s = self.lock();
+            s.expected.insert(edge_id, producer);
+            s.unclaimed.remove(&edge_id)
+        };
+        if let Some((peer, stream)) = early {
+            self.route(peer, edge_id, stream);
+        }
     }
 
     /// Forgets an edge (its run ended); a stream still waiting for it is dropped.
@@ -279,6 +295,7 @@ impl EdgeRouter {
         s.expected.remove(&edge_id);
         s.pending.remove(&edge_id);
         s.waiting.remove(&edge_id);
+        s.unclaimed.remove(&edge_id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
@@ -304,7 +321,32 @@ impl EdgeRouter {
     fn route(&self, peer: EndpointId, edge_id: EdgeId, mut stream: RecvStream) {
         let mut s = self.lock();
         let refuse = match s.expected.get(&edge_id) {
-            None => Some((StreamFault::UnknownEdge, STOP_UNKNOWN_EDGE)),
+            None => {
+                // Not (yet) ours: hold it unread; refuse it if nobody claims it in time.
+                if let Some((old_peer, mut old)) = s.unclaimed.insert(edge_id, (peer, stream)) {
+                    let _ = old.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
+                    let _ = self.refusals.send(Refusal {
+                        edge_id: Some(edge_id),
+                        peer: old_peer,
+                        reason: StreamFault::UnknownEdge,
+                    });
+                }
+                drop(s);
+                let router = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(UNCLAIMED_TIMEOUT).await;
+                    let expired = router.lock().unclaimed.remove(&edge_id);
+                    if let Some((peer, mut stream)) = expired {
+                        let _ = stream.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
+                        let _ = router.refusals.send(Refusal {
+                            edge_id: Some(edge_id),
+                            peer,
+                            reason: StreamFault::UnknownEdge,
+                        });
+                    }
+                });
+                return;
+            }
             Some(p) if *p != peer => Some((StreamFault::UnauthorizedPeer, STOP_UNAUTHORIZED)),
             Some(_) => None,
         };

@@ -148,6 +148,9 @@ pub struct StageHost {
     edge_components: HashMap<EdgeId, Component>,
     fault_component: Option<Component>,
     steps: HashMap<StepId, Sequence>,
+    /// Evidence of pumps that ended before their edge was stopped (the producer finished
+    /// its stream): handed to the establisher when the edge stops.
+    parked: HashMap<EdgeId, crate::arena::PumpStopped>,
 }
 
 impl StageHost {
@@ -189,6 +192,7 @@ impl StageHost {
             edge_components: HashMap::new(),
             fault_component: None,
             steps: HashMap::new(),
+            parked: HashMap::new(),
         }
     }
 
@@ -324,7 +328,11 @@ impl StageHost {
                     r.stalls += stats.stalls;
                     r.pump_bytes += stats.bytes;
                 }
-                self.establisher.pump_stopped(edge, evidence);
+                if self.establisher.is_stopping(edge) {
+                    self.establisher.pump_stopped(edge, evidence);
+                } else {
+                    self.parked.insert(edge, evidence);
+                }
             }
         }
         self.drain().await;
@@ -585,14 +593,14 @@ impl StageHost {
     async fn drain(&mut self) {
         loop {
             let mut progressed = false;
+            while let Some(ev) = self.controller.as_mut().and_then(StageController::poll_event) {
+                progressed = true;
+                self.stage_event(ev);
+            }
             while let Some(cmd) = self.controller.as_mut().and_then(StageController::poll_command)
             {
                 progressed = true;
                 self.stage_command(cmd).await;
-            }
-            while let Some(ev) = self.controller.as_mut().and_then(StageController::poll_event) {
-                progressed = true;
-                self.stage_event(ev);
             }
             while let Some(cmd) = self.establisher.poll_command() {
                 progressed = true;
@@ -921,6 +929,8 @@ impl StageHost {
             EstablisherCommand::StopPump { edge_id } => {
                 if let Some(p) = self.pumps.get(&edge_id) {
                     p.stop.notify_one();
+                } else if let Some(evidence) = self.parked.remove(&edge_id) {
+                    self.establisher.pump_stopped(edge_id, evidence);
                 }
             }
             EstablisherCommand::UninstallRing { ring_id } => {

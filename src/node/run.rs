@@ -23,7 +23,7 @@ use crate::net::edge::{EdgeRouter, Refusal};
 use crate::net::endpoint::{CTL_ALPN, EDGE_ALPN, bind};
 use crate::net::identity::NodeKey;
 use crate::wire::NodeId;
-use crate::wire::reason::BootFault;
+use crate::wire::reason::{BootFault, ControlFault};
 use crate::worker::protocol::{Backend, ShutdownMode};
 use crate::workerctl::{CtlConfig, CtlOutput, WorkerDriver, WorkerDriverConfig};
 
@@ -329,6 +329,7 @@ async fn control_session(
             Ok(msg) => {
                 let _ = inputs.send(HostInput::Control(session, msg));
             }
+            Err(ControlFault::ConnectionLost) => break,
             Err(fault) => {
                 eprintln!("swactor node: control session closed: {fault}");
                 conn.close(2u32.into(), fault.as_str().as_bytes());

@@ -148,6 +148,7 @@ struct Endpoints {
     pumps: HashMap<EdgeId, Pump>,
     ready: usize,
     failed: Vec<(EdgeId, FaultReason)>,
+    parked: HashMap<EdgeId, crate::arena::PumpStopped>,
 }
 
 fn now_us(t0: Instant) -> u64 {
@@ -335,6 +336,7 @@ async fn run_on(
         pumps: HashMap::new(),
         ready: 0,
         failed: Vec::new(),
+        parked: HashMap::new(),
     };
     let node_of: HashMap<StageIndex, NodeId> =
         plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
@@ -352,6 +354,16 @@ async fn run_on(
         // Run the state machines to a fixed point.
         loop {
             let mut progressed = false;
+            while let Some(ev) = fsm.poll_event() {
+                progressed = true;
+                if let Event::RunFaulted { reason, component, .. } = &ev {
+                    fault = Some((*reason, *component));
+                }
+                if let Event::RunTornDown { .. } = ev {
+                    torn_down = true;
+                }
+                emit(sink, ev);
+            }
             while let Some(cmd) = fsm.poll_command() {
                 progressed = true;
                 match cmd {
@@ -409,16 +421,6 @@ async fn run_on(
                         }
                     }
                 }
-            }
-            while let Some(ev) = fsm.poll_event() {
-                progressed = true;
-                if let Event::RunFaulted { reason, component, .. } = &ev {
-                    fault = Some((*reason, *component));
-                }
-                if let Event::RunTornDown { .. } = ev {
-                    torn_down = true;
-                }
-                emit(sink, ev);
             }
             progressed |= drive_endpoints(&mut eps, &inputs, endpoint, &router, &plan, sink, &mut emit, me);
             for (edge, reason) in std::mem::take(&mut eps.failed) {
@@ -530,7 +532,11 @@ async fn run_on(
                                 ev
                             }
                         };
-                        eps.establisher.pump_stopped(edge, evidence);
+                        if eps.establisher.is_stopping(edge) {
+                            eps.establisher.pump_stopped(edge, evidence);
+                        } else {
+                            eps.parked.insert(edge, evidence);
+                        }
                     }
                     Input::TokenInWritable => {
                         if let Some((_, tin)) = eps.token_in.as_mut()
@@ -750,6 +756,8 @@ fn drive_endpoints(
                 EstablisherCommand::StopPump { edge_id } => {
                     if let Some(p) = eps.pumps.get(&edge_id) {
                         p.stop.notify_one();
+                    } else if let Some(evidence) = eps.parked.remove(&edge_id) {
+                        eps.establisher.pump_stopped(edge_id, evidence);
                     }
                 }
                 EstablisherCommand::UninstallRing { ring_id } => {

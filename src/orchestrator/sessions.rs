@@ -107,6 +107,7 @@ async fn session(
                         break;
                     }
                 }
+                Err(crate::wire::reason::ControlFault::ConnectionLost) => break,
                 Err(fault) => {
                     eprintln!("swactor: control session with node {node} closed: {fault}");
                     conn.close(2u32.into(), fault.as_str().as_bytes());
