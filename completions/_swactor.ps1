@@ -27,6 +27,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
+            [CompletionResult]::new('orchestrate', 'orchestrate', [CompletionResultType]::ParameterValue, 'Run a prompt through a pool of `swactor node boot` hosts')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
@@ -39,6 +40,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('plan', 'plan', [CompletionResultType]::ParameterValue, 'Plan a run over a pool and predict its resources, without running anything')
+            [CompletionResult]::new('local', 'local', [CompletionResultType]::ParameterValue, 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -64,12 +66,41 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'swactor;run;local' {
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages (one node process each)')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model [default: a small synthesized model, written to a temporary file]')
+            [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads per stage worker')
+            [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena bytes per node')
+            [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
+            [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for every stage to be ready (weights loaded, edges up)')
+            [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for each token')
+            [CompletionResult]::new('--run-id', '--run-id', [CompletionResultType]::ParameterName, 'The run id')
+            [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
+            [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')
+            [CompletionResult]::new('--sampling', '--sampling', [CompletionResultType]::ParameterName, 'How the last stage picks tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Softmax temperature (with `--sampling sample`)')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (with `--sampling sample`)')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
+            [CompletionResult]::new('--node-logs', '--node-logs', [CompletionResultType]::ParameterName, 'Pass the nodes'' logs through to stderr')
+            [CompletionResult]::new('--chat', '--chat', [CompletionResultType]::ParameterName, 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'swactor;run;help' {
             [CompletionResult]::new('plan', 'plan', [CompletionResultType]::ParameterValue, 'Plan a run over a pool and predict its resources, without running anything')
+            [CompletionResult]::new('local', 'local', [CompletionResultType]::ParameterValue, 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'swactor;run;help;plan' {
+            break
+        }
+        'swactor;run;help;local' {
             break
         }
         'swactor;run;help;help' {
@@ -91,6 +122,55 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'swactor;orchestrate' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;orchestrate;pool' {
+            [CompletionResult]::new('--pool', '--pool', [CompletionResultType]::ParameterName, 'The pool file')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model (the orchestrator''s copy: tokenizer and plan come from it)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The orchestrator''s key file (nodes were started with its endpoint id)')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages [default: one per placement node, or per pool node]')
+            [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
+            [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
+            [CompletionResult]::new('--weights-url', '--weights-url', [CompletionResultType]::ParameterName, 'Nodes download the weights from this URL (checked against `--model`''s size and sha256) instead of reading `--model`''s path on their own disk')
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address (must be reachable by the nodes)')
+            [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM listen address')
+            [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
+            [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for the pool to be ready')
+            [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
+            [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for every stage to be ready (weights loaded, edges up)')
+            [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for each token')
+            [CompletionResult]::new('--run-id', '--run-id', [CompletionResultType]::ParameterName, 'The run id')
+            [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
+            [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')
+            [CompletionResult]::new('--sampling', '--sampling', [CompletionResultType]::ParameterName, 'How the last stage picks tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Softmax temperature (with `--sampling sample`)')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (with `--sampling sample`)')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
+            [CompletionResult]::new('--chat', '--chat', [CompletionResultType]::ParameterName, 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'swactor;orchestrate;help' {
+            [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;orchestrate;help;pool' {
+            break
+        }
+        'swactor;orchestrate;help;help' {
             break
         }
         'swactor;model' {
@@ -178,6 +258,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena size in bytes')
             [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads of the worker')
             [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]')
+            [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)')
+            [CompletionResult]::new('--stop-on-stdin-eof', '--stop-on-stdin-eof', [CompletionResultType]::ParameterName, 'Stop when standard input closes (for supervisors such as `run local`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -328,6 +410,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
+            [CompletionResult]::new('orchestrate', 'orchestrate', [CompletionResultType]::ParameterValue, 'Run a prompt through a pool of `swactor node boot` hosts')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
@@ -338,12 +421,23 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help;run' {
             [CompletionResult]::new('plan', 'plan', [CompletionResultType]::ParameterValue, 'Plan a run over a pool and predict its resources, without running anything')
+            [CompletionResult]::new('local', 'local', [CompletionResultType]::ParameterValue, 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up')
             break
         }
         'swactor;help;run;plan' {
             break
         }
+        'swactor;help;run;local' {
+            break
+        }
         'swactor;help;generate' {
+            break
+        }
+        'swactor;help;orchestrate' {
+            [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down')
+            break
+        }
+        'swactor;help;orchestrate;pool' {
             break
         }
         'swactor;help;model' {

@@ -34,6 +34,9 @@ _swactor() {
             swactor,node)
                 cmd="swactor__subcmd__node"
                 ;;
+            swactor,orchestrate)
+                cmd="swactor__subcmd__orchestrate"
+                ;;
             swactor,pool)
                 cmd="swactor__subcmd__pool"
                 ;;
@@ -100,6 +103,9 @@ _swactor() {
             swactor__subcmd__help,node)
                 cmd="swactor__subcmd__help__subcmd__node"
                 ;;
+            swactor__subcmd__help,orchestrate)
+                cmd="swactor__subcmd__help__subcmd__orchestrate"
+                ;;
             swactor__subcmd__help,pool)
                 cmd="swactor__subcmd__help__subcmd__pool"
                 ;;
@@ -136,8 +142,14 @@ _swactor() {
             swactor__subcmd__help__subcmd__node,id)
                 cmd="swactor__subcmd__help__subcmd__node__subcmd__id"
                 ;;
+            swactor__subcmd__help__subcmd__orchestrate,pool)
+                cmd="swactor__subcmd__help__subcmd__orchestrate__subcmd__pool"
+                ;;
             swactor__subcmd__help__subcmd__pool,watch)
                 cmd="swactor__subcmd__help__subcmd__pool__subcmd__watch"
+                ;;
+            swactor__subcmd__help__subcmd__run,local)
+                cmd="swactor__subcmd__help__subcmd__run__subcmd__local"
                 ;;
             swactor__subcmd__help__subcmd__run,plan)
                 cmd="swactor__subcmd__help__subcmd__run__subcmd__plan"
@@ -184,6 +196,18 @@ _swactor() {
             swactor__subcmd__node__subcmd__help,id)
                 cmd="swactor__subcmd__node__subcmd__help__subcmd__id"
                 ;;
+            swactor__subcmd__orchestrate,help)
+                cmd="swactor__subcmd__orchestrate__subcmd__help"
+                ;;
+            swactor__subcmd__orchestrate,pool)
+                cmd="swactor__subcmd__orchestrate__subcmd__pool"
+                ;;
+            swactor__subcmd__orchestrate__subcmd__help,help)
+                cmd="swactor__subcmd__orchestrate__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__orchestrate__subcmd__help,pool)
+                cmd="swactor__subcmd__orchestrate__subcmd__help__subcmd__pool"
+                ;;
             swactor__subcmd__pool,help)
                 cmd="swactor__subcmd__pool__subcmd__help"
                 ;;
@@ -199,11 +223,17 @@ _swactor() {
             swactor__subcmd__run,help)
                 cmd="swactor__subcmd__run__subcmd__help"
                 ;;
+            swactor__subcmd__run,local)
+                cmd="swactor__subcmd__run__subcmd__local"
+                ;;
             swactor__subcmd__run,plan)
                 cmd="swactor__subcmd__run__subcmd__plan"
                 ;;
             swactor__subcmd__run__subcmd__help,help)
                 cmd="swactor__subcmd__run__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__run__subcmd__help,local)
+                cmd="swactor__subcmd__run__subcmd__help__subcmd__local"
                 ;;
             swactor__subcmd__run__subcmd__help,plan)
                 cmd="swactor__subcmd__run__subcmd__help__subcmd__plan"
@@ -215,7 +245,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate model node edge pool bench help"
+            opts="-h -V --help --version run generate orchestrate model node edge pool bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -579,7 +609,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate model node edge pool bench help"
+            opts="run generate orchestrate model node edge pool bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -816,6 +846,34 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__help__subcmd__orchestrate)
+            opts="pool"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__orchestrate__subcmd__pool)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__help__subcmd__pool)
             opts="watch"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -845,8 +903,22 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__run)
-            opts="plan"
+            opts="plan local"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__run__subcmd__local)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1065,7 +1137,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --join --orchestrator --arena-bytes --worker-threads --admin --json --help"
+            opts="-h --node-id --key --listen --swim --join --orchestrator --arena-bytes --worker-threads --admin --cache --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1104,6 +1176,10 @@ _swactor() {
                     return 0
                     ;;
                 --admin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cache)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1178,6 +1254,172 @@ _swactor() {
             fi
             case "${prev}" in
                 --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate)
+            opts="-h --help pool help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate__subcmd__help)
+            opts="pool help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate__subcmd__help__subcmd__pool)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate__subcmd__pool)
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --window-ms --pool-timeout --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --layers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --weights-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pool-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --events)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --readiness-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --run-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-seq-len)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --activation-dtype)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sampling)
+                    COMPREPLY=($(compgen -W "greedy sample" -- "${cur}"))
+                    return 0
+                    ;;
+                --temperature)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-k)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1279,7 +1521,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run)
-            opts="-h --help plan help"
+            opts="-h --help plan local help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1293,7 +1535,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__help)
-            opts="plan help"
+            opts="plan local help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1320,6 +1562,20 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__run__subcmd__help__subcmd__local)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__run__subcmd__help__subcmd__plan)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -1327,6 +1583,88 @@ _swactor() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__run__subcmd__local)
+            opts="-h --stages --model --worker-threads --arena-bytes --node-logs --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worker-threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --arena-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --events)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --readiness-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --run-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-seq-len)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --activation-dtype)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sampling)
+                    COMPREPLY=($(compgen -W "greedy sample" -- "${cur}"))
+                    return 0
+                    ;;
+                --temperature)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-k)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -24,6 +24,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --version 'Print version'
             cand run 'Plan runs'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
+            cand orchestrate 'Run a prompt through a pool of `swactor node boot` hosts'
             cand model 'Inspect and synthesize GGUF models'
             cand node 'Run this host as a pool node, or print its identity'
             cand edge 'Inspect the live edges of a node'
@@ -35,6 +36,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand plan 'Plan a run over a pool and predict its resources, without running anything'
+            cand local 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;run;plan'= {
@@ -58,11 +60,38 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'swactor;run;local'= {
+            cand --stages 'Number of stages (one node process each)'
+            cand --model 'The GGUF model [default: a small synthesized model, written to a temporary file]'
+            cand --worker-threads 'Compute threads per stage worker'
+            cand --arena-bytes 'Arena bytes per node'
+            cand --prompt 'The prompt text'
+            cand --events 'Write every event of the run as JSON Lines to this file'
+            cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
+            cand --token-timeout 'Seconds to wait for each token'
+            cand --run-id 'The run id'
+            cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
+            cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
+            cand --max-tokens 'Most tokens to generate'
+            cand --sampling 'How the last stage picks tokens'
+            cand --temperature 'Softmax temperature (with `--sampling sample`)'
+            cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
+            cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
+            cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --node-logs 'Pass the nodes'' logs through to stderr'
+            cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'swactor;run;help'= {
             cand plan 'Plan a run over a pool and predict its resources, without running anything'
+            cand local 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;run;help;plan'= {
+        }
+        &'swactor;run;help;local'= {
         }
         &'swactor;run;help;help'= {
         }
@@ -82,6 +111,50 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
+        }
+        &'swactor;orchestrate'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand pool 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;orchestrate;pool'= {
+            cand --pool 'The pool file'
+            cand --model 'The GGUF model (the orchestrator''s copy: tokenizer and plan come from it)'
+            cand --key 'The orchestrator''s key file (nodes were started with its endpoint id)'
+            cand --stages 'Number of stages [default: one per placement node, or per pool node]'
+            cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
+            cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
+            cand --weights-url 'Nodes download the weights from this URL (checked against `--model`''s size and sha256) instead of reading `--model`''s path on their own disk'
+            cand --listen 'iroh listen address (must be reachable by the nodes)'
+            cand --swim 'SWIM listen address'
+            cand --window-ms 'Convergence window in milliseconds'
+            cand --pool-timeout 'Seconds to wait for the pool to be ready'
+            cand --prompt 'The prompt text'
+            cand --events 'Write every event of the run as JSON Lines to this file'
+            cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
+            cand --token-timeout 'Seconds to wait for each token'
+            cand --run-id 'The run id'
+            cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
+            cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
+            cand --max-tokens 'Most tokens to generate'
+            cand --sampling 'How the last stage picks tokens'
+            cand --temperature 'Softmax temperature (with `--sampling sample`)'
+            cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
+            cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
+            cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'swactor;orchestrate;help'= {
+            cand pool 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;orchestrate;help;pool'= {
+        }
+        &'swactor;orchestrate;help;help'= {
         }
         &'swactor;model'= {
             cand -h 'Print help'
@@ -157,6 +230,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --arena-bytes 'Arena size in bytes'
             cand --worker-threads 'Compute threads of the worker'
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]'
+            cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
+            cand --stop-on-stdin-eof 'Stop when standard input closes (for supervisors such as `run local`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'
@@ -281,6 +356,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help'= {
             cand run 'Plan runs'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
+            cand orchestrate 'Run a prompt through a pool of `swactor node boot` hosts'
             cand model 'Inspect and synthesize GGUF models'
             cand node 'Run this host as a pool node, or print its identity'
             cand edge 'Inspect the live edges of a node'
@@ -290,10 +366,18 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;run'= {
             cand plan 'Plan a run over a pool and predict its resources, without running anything'
+            cand local 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up'
         }
         &'swactor;help;run;plan'= {
         }
+        &'swactor;help;run;local'= {
+        }
         &'swactor;help;generate'= {
+        }
+        &'swactor;help;orchestrate'= {
+            cand pool 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+        }
+        &'swactor;help;orchestrate;pool'= {
         }
         &'swactor;help;model'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'

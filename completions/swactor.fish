@@ -28,15 +28,17 @@ complete -c swactor -n "__fish_swactor_needs_command" -s h -l help -d 'Print hel
 complete -c swactor -n "__fish_swactor_needs_command" -s V -l version -d 'Print version'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Plan runs'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "orchestrate" -d 'Run a prompt through a pool of `swactor node boot` hosts'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "model" -d 'Inspect and synthesize GGUF models'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "node" -d 'Run this host as a pool node, or print its identity'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "edge" -d 'Inspect the live edges of a node'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "pool" -d 'Watch a pool from the orchestrator\'s side'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
-complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan local help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan local help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan local help" -f -a "local" -d 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and not __fish_seen_subcommand_from plan local help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l model -d 'The GGUF model to plan for' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l pool -d 'The pool file (TOML inventory of nodes)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l stages -d 'Number of stages [default: one per placement node, or per pool node]' -r
@@ -57,7 +59,31 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l stages -d 'Number of stages (one node process each)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l model -d 'The GGUF model [default: a small synthesized model, written to a temporary file]' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l worker-threads -d 'Compute threads per stage worker' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l arena-bytes -d 'Arena bytes per node' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l prompt -d 'The prompt text' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l token-timeout -d 'Seconds to wait for each token' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l run-id -d 'The run id' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
+f16\t'16-bit floats (half the bytes per hop)'"
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
+sample\t'Temperature sampling with optional top-k / top-p, seeded'"
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l node-logs -d 'Pass the nodes\' logs through to stderr'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3 or Llama 2 style)'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "local" -d 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l model -d 'The GGUF model' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt -d 'The prompt text' -r
@@ -75,6 +101,40 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'K
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and not __fish_seen_subcommand_from pool help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and not __fish_seen_subcommand_from pool help" -f -a "pool" -d 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and not __fish_seen_subcommand_from pool help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l pool -d 'The pool file' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l model -d 'The GGUF model (the orchestrator\'s copy: tokenizer and plan come from it)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l key -d 'The orchestrator\'s key file (nodes were started with its endpoint id)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l stages -d 'Number of stages [default: one per placement node, or per pool node]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l layers -d 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l nodes -d 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l weights-url -d 'Nodes download the weights from this URL (checked against `--model`\'s size and sha256) instead of reading `--model`\'s path on their own disk' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l listen -d 'iroh listen address (must be reachable by the nodes)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l swim -d 'SWIM listen address' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l window-ms -d 'Convergence window in milliseconds' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l pool-timeout -d 'Seconds to wait for the pool to be ready' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l prompt -d 'The prompt text' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l token-timeout -d 'Seconds to wait for each token' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l run-id -d 'The run id' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
+f16\t'16-bit floats (half the bytes per hop)'"
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
+sample\t'Temperature sampling with optional top-k / top-p, seeded'"
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3 or Llama 2 style)'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from help" -f -a "pool" -d 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
@@ -123,6 +183,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l arena-bytes -d 'Arena size in bytes' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l worker-threads -d 'Compute threads of the worker' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l admin -d 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l cache -d 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l stop-on-stdin-eof -d 'Stop when standard input closes (for supervisors such as `run local`)'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
@@ -183,15 +245,18 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "edge" -d 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "decode" -d 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "run" -d 'Plan runs'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "node" -d 'Run this host as a pool node, or print its identity'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "edge" -d 'Inspect the live edges of a node'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "pool" -d 'Watch a pool from the orchestrator\'s side'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate model node edge pool bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "orchestrate" -d 'Run a prompt through a pool of `swactor node boot` hosts'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "node" -d 'Run this host as a pool node, or print its identity'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "edge" -d 'Inspect the live edges of a node'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "pool" -d 'Watch a pool from the orchestrator\'s side'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "bench" -d 'Measure the data plane on this machine (each figure beside its baseline)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "plan" -d 'Plan a run over a pool and predict its resources, without running anything'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from run" -f -a "local" -d 'Run a whole pipeline on this machine: N `swactor node boot` children on loopback, the orchestrator in this process; prints the generated text and cleans up'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from orchestrate" -f -a "pool" -d 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'

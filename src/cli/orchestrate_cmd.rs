@@ -171,7 +171,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 
-fn open_events(path: &Option<PathBuf>) -> Result<Option<std::io::BufWriter<std::fs::File>>, CliError> {
+fn open_events(
+    path: &Option<PathBuf>,
+) -> Result<Option<std::io::BufWriter<std::fs::File>>, CliError> {
     path.as_ref()
         .map(|p| {
             std::fs::File::create(p).map(std::io::BufWriter::new).map_err(|e| {
@@ -214,7 +216,9 @@ async fn execute(
                 .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
         }
         OrchestrateError::Plan(p) => plan_error(p),
-        OrchestrateError::Stopped => CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e)),
+        OrchestrateError::Stopped => {
+            CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e))
+        }
     })?;
     finish(report, prepared.prompt.len(), run, sink.out)
 }
@@ -293,7 +297,11 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
         .placement_layers()
         .map_err(|e| CliError::new(ExitCode::Input, "invalid_pool_file", eyre!(e)))?;
     let placement = Placement {
-        nodes: args.nodes.as_ref().map(|n| n.iter().copied().map(NodeId).collect()).or(file_placement.nodes),
+        nodes: args
+            .nodes
+            .as_ref()
+            .map(|n| n.iter().copied().map(NodeId).collect())
+            .or(file_placement.nodes),
         layers: args.layers.clone().or(file_layers),
     };
     let source = match &args.weights_url {

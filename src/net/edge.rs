@@ -104,7 +104,10 @@ pub async fn send_pump<M: RingMemory>(
 }
 
 /// Opens an edge's uni-stream on `conn` and writes its preamble (once, before any object).
-pub async fn open_edge_stream(conn: &Connection, edge_id: EdgeId) -> Result<SendStream, StreamFault> {
+pub async fn open_edge_stream(
+    conn: &Connection,
+    edge_id: EdgeId,
+) -> Result<SendStream, StreamFault> {
     let mut stream = conn.open_uni().await.map_err(|_| StreamFault::ConnectFailed)?;
     stream.write_all(&preamble(edge_id)).await.map_err(|_| StreamFault::WriteFailed)?;
     Ok(stream)

@@ -44,6 +44,10 @@ use crate::workerctl::{CtlOutput, WorkerDriver, WorkerNotifier};
 
 type Ring = Arc<MappedRing<ArenaRegion>>;
 
+/// Test-only fault injection: a node started with this variable set to `N` labels the
+/// output of sequence `N` as `N + 1` (a skipped sequence downstream).
+pub const SKIP_SEQUENCE_ENV: &str = "SWACTOR_FAULT_SKIP_SEQUENCE";
+
 /// The one role a node's worker runs for its stage.
 pub const STAGE_ROLE: RoleId = RoleId(1);
 
@@ -151,6 +155,9 @@ pub struct StageHost {
     /// Evidence of pumps that ended before their edge was stopped (the producer finished
     /// its stream): handed to the establisher when the edge stops.
     parked: HashMap<EdgeId, crate::arena::PumpStopped>,
+    /// Fault injection for tests (`SWACTOR_FAULT_SKIP_SEQUENCE`): the output of this
+    /// sequence is labelled with the next one, as a broken stage would.
+    skip_sequence: Option<u64>,
 }
 
 impl StageHost {
@@ -193,6 +200,7 @@ impl StageHost {
             fault_component: None,
             steps: HashMap::new(),
             parked: HashMap::new(),
+            skip_sequence: std::env::var(SKIP_SEQUENCE_ENV).ok().and_then(|v| v.parse().ok()),
         }
     }
 
@@ -296,12 +304,9 @@ impl StageHost {
                             stage_index,
                             bytes,
                         },
-                        WeightsProgress::Downloaded { bytes } => Event::WeightsDownloaded {
-                            run_id: run,
-                            node_id,
-                            stage_index,
-                            bytes,
-                        },
+                        WeightsProgress::Downloaded { bytes } => {
+                            Event::WeightsDownloaded { run_id: run, node_id, stage_index, bytes }
+                        }
                     });
                 }
             }
@@ -486,7 +491,9 @@ impl StageHost {
                     None => self.notifier.notify(Command::ReleaseDeviceObject { handle }),
                 }
             }
-            WorkerEvent::ObjectProduced { ring_id, edge_id, object_id, sequence, extent, .. } => {
+            WorkerEvent::ObjectProduced {
+                ring_id, edge_id, object_id, sequence, extent, ..
+            } => {
                 if let Some((run_id, stage_index)) = self.ids() {
                     self.emit(Event::ObjectProduced {
                         run_id,
@@ -597,8 +604,7 @@ impl StageHost {
                 progressed = true;
                 self.stage_event(ev);
             }
-            while let Some(cmd) = self.controller.as_mut().and_then(StageController::poll_command)
-            {
+            while let Some(cmd) = self.controller.as_mut().and_then(StageController::poll_command) {
                 progressed = true;
                 self.stage_command(cmd).await;
             }
@@ -666,6 +672,8 @@ impl StageHost {
                 };
                 let flags =
                     if sequence == Sequence(0) { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
+                let out_sequence =
+                    if self.skip_sequence == Some(sequence.0) { sequence.next() } else { sequence };
                 let step = Command::ExecuteStep {
                     role_id: STAGE_ROLE,
                     step_id,
@@ -678,8 +686,8 @@ impl StageHost {
                     outputs: vec![OutputBinding {
                         port: PortId(0),
                         ring_id: out_ring,
-                        object_id: ObjectId(sequence.0 + 1),
-                        sequence,
+                        object_id: ObjectId(out_sequence.0 + 1),
+                        sequence: out_sequence,
                         extent: output_extent,
                         flags,
                     }],
@@ -851,10 +859,8 @@ impl StageHost {
                 };
                 if self.worker.send(install).await.is_err() {
                     self.edge_components.entry(edge_id).or_insert(Component::WorkerCtl);
-                    self.establisher.ring_fault(
-                        layout.ring_id,
-                        crate::wire::reason::RingFault::WorkerCrashed,
-                    );
+                    self.establisher
+                        .ring_fault(layout.ring_id, crate::wire::reason::RingFault::WorkerCrashed);
                 }
             }
             EstablisherCommand::EstablishSend { edge_id, consumer, layout } => {

@@ -166,8 +166,8 @@ pub async fn orchestrate(
     stop: impl std::future::Future<Output = OperatorStop>,
 ) -> Result<RunReport, OrchestrateError> {
     let t0 = Instant::now();
-    let key = NodeKey::load_or_create(&config.key)
-        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    let key =
+        NodeKey::load_or_create(&config.key).map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     let result = run_on(&config, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;
@@ -190,8 +190,8 @@ async fn run_on(
     let (router, mut refusals) = EdgeRouter::new();
     tokio::spawn(router.clone().accept_loop(endpoint.clone()));
     let (inputs, mut rx) = mpsc::unbounded_channel::<Input>();
-    let mut session_rx = sessions::open_all(endpoint, &config.pool.nodes, me)
-        .map_err(OrchestrateError::Setup)?;
+    let mut session_rx =
+        sessions::open_all(endpoint, &config.pool.nodes, me).map_err(OrchestrateError::Setup)?;
     {
         let inputs = inputs.clone();
         tokio::spawn(async move {
@@ -415,14 +415,14 @@ async fn run_on(
                         }
                     }
                     RunCommand::StopTokenEndpoints => {
-                        for e in [plan.edges[0].edge_id, plan.edges[plan.edges.len() - 1].edge_id]
-                        {
+                        for e in [plan.edges[0].edge_id, plan.edges[plan.edges.len() - 1].edge_id] {
                             eps.establisher.stop_edge(e);
                         }
                     }
                 }
             }
-            progressed |= drive_endpoints(&mut eps, &inputs, endpoint, &router, &plan, sink, &mut emit, me);
+            progressed |=
+                drive_endpoints(&mut eps, &inputs, endpoint, &router, &plan, sink, &mut emit, me);
             for (edge, reason) in std::mem::take(&mut eps.failed) {
                 fsm.fault(Instant::now(), reason, Component::TokenEndpoint, None, None, Some(edge));
                 progressed = true;
@@ -607,10 +607,9 @@ fn start_token_endpoints(
     let first = plan.stages.first().and_then(|s| plan.peer(s.node_id)).cloned();
     let last = plan.stages.last().and_then(|s| plan.peer(s.node_id)).cloned();
     let (Some(first), Some(last)) = (first, last) else { return };
-    for (edge, end) in [
-        (tin, EdgeEnd::Send { consumer: first }),
-        (tout, EdgeEnd::Recv { producer: last }),
-    ] {
+    for (edge, end) in
+        [(tin, EdgeEnd::Send { consumer: first }), (tout, EdgeEnd::Recv { producer: last })]
+    {
         let direction =
             if matches!(end, EdgeEnd::Send { .. }) { Direction::Send } else { Direction::Recv };
         emit(
@@ -682,7 +681,8 @@ fn drive_endpoints(
                     // The token endpoint is this ring's local user (the worker's place).
                     match direction {
                         Direction::Send => {
-                            eps.token_in = Some((layout.ring_id, TokenIn::new(layout.ring_id, ring)))
+                            eps.token_in =
+                                Some((layout.ring_id, TokenIn::new(layout.ring_id, ring)))
                         }
                         Direction::Recv => {
                             eps.token_out =
@@ -694,7 +694,8 @@ fn drive_endpoints(
                 EstablisherCommand::EstablishSend { edge_id, consumer, layout } => {
                     let Some((_, ring)) = eps.rings.get(&layout.ring_id) else { continue };
                     let drain = crate::ring::RingDrain::new(layout.ring_id, Arc::clone(ring));
-                    let pump = Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
+                    let pump =
+                        Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
                     let (hint, stop) = (Arc::clone(&pump.hint), Arc::clone(&pump.stop));
                     eps.pumps.insert(edge_id, pump);
                     let (endpoint, inputs) = (endpoint.clone(), inputs.clone());
@@ -734,7 +735,8 @@ fn drive_endpoints(
                     };
                     router.expect(edge_id, peer);
                     let stream = router.stream_for(edge_id);
-                    let pump = Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
+                    let pump =
+                        Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
                     let (hint, stop) = (Arc::clone(&pump.hint), Arc::clone(&pump.stop));
                     eps.pumps.insert(edge_id, pump);
                     let inputs = inputs.clone();
@@ -789,7 +791,13 @@ fn drive_endpoints(
                     eps.ready += 1;
                     emit(
                         sink,
-                        Event::EdgeReady { run_id: plan.run_id, node_id: me, edge_id, ring_id, direction },
+                        Event::EdgeReady {
+                            run_id: plan.run_id,
+                            node_id: me,
+                            edge_id,
+                            ring_id,
+                            direction,
+                        },
                     );
                 }
                 EstablisherEvent::EdgeFailed { edge_id, reason } => {
@@ -805,7 +813,10 @@ fn drive_endpoints(
     }
 }
 
-async fn connect(endpoint: &Endpoint, peer: &Peer) -> Result<iroh::endpoint::Connection, StreamFault> {
+async fn connect(
+    endpoint: &Endpoint,
+    peer: &Peer,
+) -> Result<iroh::endpoint::Connection, StreamFault> {
     let id = peer
         .endpoint_id
         .as_deref()

@@ -68,7 +68,8 @@ impl LocalPool {
     /// returns once each has reported itself available.
     pub async fn start(config: &LocalPoolConfig) -> Result<LocalPool, String> {
         let nanos = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!("swactor-local-{}-{nanos}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("swactor-local-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut pool = LocalPool {
             dir: dir.clone(),

@@ -12,6 +12,7 @@ mod model;
 mod net;
 mod planner;
 mod pool;
+mod run;
 mod stage_worker;
 mod support;
 mod synth;

@@ -11,7 +11,7 @@ use swactor::wire::WeightSource;
 use swactor::wire::reason::WeightsFailure;
 
 /// A one-file HTTP server on loopback. `cut_first` makes the first response stop halfway.
-fn serve(
+pub fn serve(
     body: Vec<u8>,
     status: u16,
     cut_first: bool,

@@ -1,0 +1,592 @@
+//! The run with real processes on loopback: three `swactor node boot` nodes and
+//! `swactor orchestrate pool` (or `swactor run local`). The generated tokens equal the
+//! one-process reference; the event stream keeps its contract; faults (a SIGKILLed node, a
+//! killed worker, a foreign orchestrator, a skipped sequence, a weights URL that 404s) and
+//! an operator stop each end in one terminal outcome and a complete teardown; ten runs in
+//! a row leak nothing. Runs are serialized (two cores) and every child is reaped.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{scratch, synth_model};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exe() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("swactor")
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::kill_process(pid, sig).expect("signal");
+}
+
+/// Three booted nodes, an orchestrator key and the pool file naming them.
+struct Nodes {
+    dir: PathBuf,
+    children: Vec<Child>,
+    pool: PathBuf,
+    key: PathBuf,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Nodes {
+    /// Boots `n` nodes; `env(i)` adds environment variables to node `i`.
+    fn boot(name: &str, n: u32, env: impl Fn(u32) -> Vec<(&'static str, String)>) -> Nodes {
+        let dir = scratch().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key = dir.join("orch.key");
+        let out = Command::new(exe()).args(["node", "id", "--key"]).arg(&key).output().expect("id");
+        let orch = String::from_utf8(out.stdout).expect("utf8").trim().to_string();
+        let mut nodes =
+            Nodes { dir: dir.clone(), children: Vec::new(), pool: dir.join("pool.toml"), key };
+        let mut seed: Option<String> = None;
+        let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
+        for i in 1..=n {
+            let mut cmd = Command::new(exe());
+            cmd.args(["node", "boot", "--json", "--node-id", &i.to_string()])
+                .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+                .arg("--key")
+                .arg(dir.join(format!("n{i}.key")))
+                .arg("--admin")
+                .arg(dir.join(format!("n{i}.sock")))
+                .arg("--cache")
+                .arg(dir.join(format!("cache{i}")))
+                .args(["--orchestrator", &orch])
+                .envs(env(i))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            if let Some(s) = &seed {
+                cmd.args(["--join", s]);
+            }
+            let mut child = cmd.spawn().expect("spawn node");
+            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            nodes.children.push(child);
+            let line = lines.next().expect("node_available line").expect("read");
+            let v: Value = serde_json::from_str(&line).expect("json");
+            std::thread::spawn(move || for _ in lines {});
+            seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
+            pool.push_str(&format!(
+                "[[nodes]]\nnode_id = {i}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
+                v["endpoint_id"].as_str().expect("id"),
+                v["addrs"]
+            ));
+        }
+        std::fs::write(&nodes.pool, pool).expect("pool file");
+        nodes
+    }
+
+    fn admin(&self, i: u32) -> PathBuf {
+        self.dir.join(format!("n{i}.sock"))
+    }
+
+    fn pid(&self, i: u32) -> u32 {
+        self.children[(i - 1) as usize].id()
+    }
+
+    /// `orchestrate pool` on this pool, as a child with its stdout lines on a channel.
+    fn orchestrate(&self, model: &Path, extra: &[&str]) -> Running {
+        let mut child = Command::new(exe())
+            .args(["orchestrate", "pool", "--json", "--listen", "127.0.0.1:0"])
+            .args(["--swim", "127.0.0.1:0", "--window-ms", "300", "--pool-timeout", "30"])
+            .arg("--pool")
+            .arg(&self.pool)
+            .arg("--key")
+            .arg(&self.key)
+            .arg("--model")
+            .arg(model)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn orchestrate");
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let stderr = child.stderr.take().expect("stderr");
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+            s
+        });
+        Running { child, rx, lines: Vec::new(), stderr: Some(err) }
+    }
+
+    /// What the node's admin socket shows.
+    fn inspect(&self, i: u32) -> Value {
+        let out = Command::new(exe())
+            .args(["edge", "inspect", "--json", "--node"])
+            .arg(self.admin(i))
+            .output()
+            .expect("inspect");
+        serde_json::from_slice(&out.stdout).expect("inspect json")
+    }
+
+    /// Waits until node `i` holds no arena lease and no installed ring.
+    fn assert_clean(&self, i: u32) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = self.inspect(i);
+            if v["arena_leases"] == 0 && v["installed_rings"] == 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "node {i} kept resources: {v}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A running orchestrator.
+struct Running {
+    child: Child,
+    rx: mpsc::Receiver<Value>,
+    lines: Vec<Value>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Running {
+    /// Waits for a line matching `pred` (keeping every line seen).
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => {
+                    let hit = pred(&v);
+                    self.lines.push(v);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => panic!("timed out waiting for {what}; lines: {:?}", self.lines),
+            }
+        }
+    }
+
+    /// Waits for the exit; returns the exit code and every line.
+    fn finish(mut self) -> (i32, Vec<Value>, String) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("orchestrator did not exit; lines: {:?}", self.lines);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(v) = self.rx.recv_timeout(Duration::from_secs(2)) {
+            self.lines.push(v);
+        }
+        let err = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        (status.code().unwrap_or(-1), std::mem::take(&mut self.lines), err)
+    }
+}
+
+fn events<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|v| v["type"] == kind).collect()
+}
+
+fn position(lines: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    lines.iter().position(pred).unwrap_or_else(|| panic!("event missing in {lines:?}"))
+}
+
+/// Exactly one terminal outcome, `run_torn_down` last of the events, and every stage of
+/// `stages` reported stopped before it.
+fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64]) {
+    let terminal: Vec<&Value> = lines
+        .iter()
+        .filter(|v| {
+            ["run_completed", "run_faulted", "run_stopped"]
+                .contains(&v["type"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(terminal.len(), 1, "exactly one terminal outcome: {terminal:?}");
+    let torn = events(lines, "run_torn_down");
+    assert_eq!(torn.len(), 1, "run_torn_down exactly once");
+    assert_eq!(torn[0]["outcome"], outcome);
+    let last_event = lines.iter().rposition(|v| v.get("ts_us").is_some()).expect("events");
+    assert_eq!(lines[last_event]["type"], "run_torn_down", "run_torn_down is the last event");
+    for s in stages {
+        let stopped = position(lines, |v| v["type"] == "stage_stopped" && v["stage_index"] == *s);
+        assert!(stopped < last_event);
+    }
+}
+
+fn tokens(lines: &[Value]) -> Vec<u64> {
+    events(lines, "token").iter().map(|v| v["id"].as_u64().expect("id")).collect()
+}
+
+#[test]
+fn a_three_stage_run_reproduces_the_reference_tokens_with_every_event_in_contract_order() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(6);
+    let prompt = "the quick brown fox";
+    let reference = Command::new(exe())
+        .args(["generate", "--json", "--max-tokens", "24", "--prompt", prompt, "--model"])
+        .arg(&model)
+        .output()
+        .expect("generate");
+    let expected: Vec<u64> = String::from_utf8_lossy(&reference.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "token")
+        .map(|v| v["id"].as_u64().expect("id"))
+        .collect();
+    assert!(!expected.is_empty());
+
+    let nodes = Nodes::boot("run-reference", 3, |_| vec![]);
+    let events_file = nodes.dir.join("events.jsonl");
+    let run = nodes.orchestrate(
+        &model,
+        &[
+            "--max-tokens",
+            "24",
+            "--prompt",
+            prompt,
+            "--events",
+            events_file.to_str().expect("utf8"),
+        ],
+    );
+    let (code, lines, err) = run.finish();
+    assert_eq!(code, 0, "stderr: {err}");
+    assert_eq!(tokens(&lines), expected, "the pipeline's tokens equal the reference's");
+
+    // The events file holds the same stream as the --json events.
+    let file: Vec<Value> = std::fs::read_to_string(&events_file)
+        .expect("events file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("event line"))
+        .collect();
+    let stdout_events: Vec<&Value> = lines.iter().filter(|v| v.get("ts_us").is_some()).collect();
+    assert_eq!(file.iter().collect::<Vec<_>>(), stdout_events);
+
+    for kind in [
+        "node_available",
+        "pool_ready",
+        "run_planned",
+        "stage_provision_started",
+        "weights_loaded",
+        "edge_provision_started",
+        "edge_ready",
+        "stage_ready",
+        "readiness_barrier_passed",
+        "prompt_injected",
+        "object_loaded",
+        "execute_step_started",
+        "object_produced",
+        "step_completed",
+        "token_received",
+        "run_completed",
+        "stop_run_sent",
+        "stage_stopped",
+        "run_torn_down",
+    ] {
+        assert!(!events(&file, kind).is_empty(), "event {kind} missing");
+    }
+    let at = |kind: &str| position(&file, |v| v["type"] == kind);
+    assert!(at("pool_ready") < at("run_planned"));
+    assert!(at("run_planned") < at("stage_provision_started"));
+    let barrier = at("readiness_barrier_passed");
+    for stage in 0..3u64 {
+        let node = stage + 1;
+        let ready = position(&file, |v| v["type"] == "stage_ready" && v["stage_index"] == stage);
+        assert!(ready < barrier);
+        let loaded = position(&file, |v| v["type"] == "weights_loaded" && v["node_id"] == node);
+        assert!(loaded < ready, "weights_loaded before stage_ready on stage {stage}");
+        let edges: Vec<usize> = file
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v["type"] == "edge_ready" && v["node_id"] == node)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(edges.len(), 2, "both edges of stage {stage} ready");
+        assert!(edges.iter().all(|e| *e < ready));
+        // Per sequence: loaded, started, produced, completed, in that order.
+        for seq in 0..24u64 {
+            let find = |kind: &str| {
+                position(&file, |v| {
+                    v["type"] == kind && v["node_id"] == node && v["sequence"] == seq
+                })
+            };
+            assert!(find("object_loaded") < find("execute_step_started"));
+            assert!(find("execute_step_started") < find("object_produced"));
+            assert!(find("object_produced") < find("step_completed"));
+        }
+    }
+    assert!(barrier < at("prompt_injected"));
+    assert_one_outcome_and_teardown(&lines, "completed", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+/// File descriptors, threads, arena leases and child processes of a node.
+fn footprint(nodes: &Nodes, i: u32) -> (usize, usize, u64, usize) {
+    let pid = nodes.pid(i);
+    let count = |p: String| std::fs::read_dir(p).map(|d| d.count()).unwrap_or(0);
+    let children = std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("stat")).ok().is_some_and(|s| {
+                s.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_string))
+                    == Some(pid.to_string())
+            })
+        })
+        .count();
+    let leases = nodes.inspect(i)["arena_leases"].as_u64().expect("leases");
+    (count(format!("/proc/{pid}/fd")), count(format!("/proc/{pid}/task")), leases, children)
+}
+
+#[test]
+fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_or_process() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("run-ten", 3, |_| vec![]);
+    let mut after = Vec::new();
+    for run in 1..=10 {
+        let r = nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &run.to_string()]);
+        let (code, lines, err) = r.finish();
+        assert_eq!(code, 0, "run {run}: {err}");
+        assert_eq!(tokens(&lines).len(), 8);
+        for i in 1..=3 {
+            nodes.assert_clean(i);
+        }
+        if run == 2 || run == 10 {
+            after.push((1..=3).map(|i| footprint(&nodes, i)).collect::<Vec<_>>());
+        }
+    }
+    for (i, (warm, last)) in after[0].iter().zip(&after[1]).enumerate() {
+        assert_eq!(last.0, warm.0, "node {}: open descriptors grew", i + 1);
+        assert!(last.1 <= warm.1 + 1, "node {}: threads grew {warm:?} -> {last:?}", i + 1);
+        assert_eq!(last.2, 0, "node {}: arena leases left", i + 1);
+        assert_eq!(last.3, 1, "node {}: exactly one worker process", i + 1);
+    }
+}
+
+/// Runs a long decode, applies `fault` once a few tokens arrived, and returns the
+/// orchestrator's exit code and lines.
+fn fault_run(
+    nodes: &Nodes,
+    extra: &[&str],
+    fault: impl FnOnce(&Nodes),
+) -> (i32, Vec<Value>, String) {
+    let model = synth_model(4);
+    let mut args = vec!["--max-tokens", "1000", "--max-seq-len", "1100"];
+    args.extend_from_slice(extra);
+    let mut run = nodes.orchestrate(&model, &args);
+    run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 5);
+    fault(nodes);
+    run.finish()
+}
+
+fn the_fault(lines: &[Value]) -> Value {
+    let faulted = events(lines, "run_faulted");
+    assert_eq!(faulted.len(), 1, "exactly one run_faulted");
+    faulted[0].clone()
+}
+
+#[test]
+fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-kill-node", 3, |_| vec![]);
+    let (code, lines, err) =
+        fault_run(&nodes, &[], |n| signal(n.pid(2), rustix::process::Signal::KILL));
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "membership.node_down", "{f}");
+    assert_eq!(f["component"], "membership");
+    assert_eq!(f["node_id"], 2);
+    assert!(err.contains("membership.node_down"), "the reason is printed: {err}");
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
+    nodes.assert_clean(1);
+    nodes.assert_clean(3);
+}
+
+/// The worker process of node `i`.
+fn worker_of(nodes: &Nodes, i: u32) -> u32 {
+    let pid = nodes.pid(i).to_string();
+    std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .find_map(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid = stat.rsplit_once(") ")?.1.split_whitespace().nth(1)?.to_string();
+            (ppid == pid).then(|| e.file_name().to_str()?.parse().ok()).flatten()
+        })
+        .expect("worker process")
+}
+
+#[test]
+fn a_worker_killed_mid_step_faults_the_run_and_its_node_serves_the_next_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-kill-worker", 3, |_| vec![]);
+    let (code, lines, err) =
+        fault_run(&nodes, &[], |n| signal(worker_of(n, 2), rustix::process::Signal::KILL));
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "ring.worker_crashed", "{f}");
+    assert_eq!(f["component"], "worker_ctl");
+    assert_eq!(f["node_id"], 2);
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+    // The node restarted its worker: the next run completes.
+    let (code, lines, err) =
+        nodes.orchestrate(&synth_model(4), &["--max-tokens", "4", "--run-id", "2"]).finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tokens(&lines).len(), 4);
+}
+
+#[test]
+fn a_foreign_orchestrator_is_refused_and_faults_the_run_it_tried_to_take_over() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-foreign", 3, |_| vec![]);
+    let foreign_key = nodes.dir.join("foreign.key");
+    let (code, lines, err) = fault_run(&nodes, &[], |n| {
+        let out = Command::new(exe())
+            .args(["orchestrate", "pool", "--json", "--listen", "127.0.0.1:0"])
+            .args(["--swim", "127.0.0.1:0", "--pool-timeout", "2", "--max-tokens", "2"])
+            .arg("--pool")
+            .arg(&n.pool)
+            .arg("--key")
+            .arg(&foreign_key)
+            .arg("--model")
+            .arg(synth_model(4))
+            .output()
+            .expect("foreign orchestrate");
+        assert_eq!(out.status.code(), Some(8), "the foreign orchestrator never gets a pool");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("unauthorized_orchestrator"), "{text}");
+    });
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "control.unauthorized_orchestrator", "{f}");
+    assert_eq!(f["component"], "control_channel");
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
+fn a_token_object_with_a_skipped_sequence_faults_the_run_at_the_token_endpoint() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-skip", 3, |i| {
+        if i == 3 { vec![("SWACTOR_FAULT_SKIP_SEQUENCE", "3".to_string())] } else { vec![] }
+    });
+    let (code, lines, err) = nodes.orchestrate(&synth_model(4), &["--max-tokens", "10"]).finish();
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "token.out_of_order", "{f}");
+    assert_eq!(f["component"], "token_endpoint");
+    assert_eq!(tokens(&lines).len(), 3, "tokens 0..3 arrived before the gap");
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
+fn a_weights_url_that_404s_faults_the_run_with_download_failed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (url, hits, _) = crate::weights::serve(Vec::new(), 404, false);
+    let nodes = Nodes::boot("run-404", 3, |_| vec![]);
+    let (code, lines, err) =
+        nodes.orchestrate(&synth_model(4), &["--max-tokens", "4", "--weights-url", &url]).finish();
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "weights.download_failed", "{f}");
+    assert_eq!(f["component"], "weights");
+    assert!(hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert!(events(&lines, "token").is_empty());
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
+fn sigint_during_decode_stops_the_run_as_operator_stopped_with_a_full_teardown() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-sigint", 3, |_| vec![]);
+    let mut run =
+        nodes.orchestrate(&synth_model(4), &["--max-tokens", "1000", "--max-seq-len", "1100"]);
+    run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 5);
+    signal(run.child.id(), rustix::process::Signal::INT);
+    let (code, lines, err) = run.finish();
+    assert_eq!(code, 9, "{err}");
+    let stopped = events(&lines, "run_stopped");
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0]["reason"], "operator.interrupt");
+    assert_one_outcome_and_teardown(&lines, "operator_stopped", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
+fn run_local_runs_three_stages_and_leaves_no_process_or_file_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before: HashMap<String, ()> = leftovers();
+    let out = Command::new(exe())
+        .args(["run", "local", "--json", "--max-tokens", "6"])
+        .output()
+        .expect("run local");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(tokens(&lines).len(), 6);
+    let summary = events(&lines, "run")[0].clone();
+    assert_eq!(summary["stages"], 3);
+    assert_eq!(summary["outcome"], "completed");
+    assert_eq!(leftovers(), before, "no swactor-local directory is left behind");
+    assert!(!node_processes_left(), "no node process is left behind");
+}
+
+fn leftovers() -> HashMap<String, ()> {
+    std::fs::read_dir(std::env::temp_dir())
+        .expect("tmp")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with("swactor-local-"))
+        .map(|n| (n, ()))
+        .collect()
+}
+
+/// Whether any node process `run local` started is still alive.
+fn node_processes_left() -> bool {
+    std::fs::read_dir("/proc").expect("proc").flatten().any(|e| {
+        std::fs::read_to_string(e.path().join("cmdline"))
+            .is_ok_and(|c| c.contains("--stop-on-stdin-eof"))
+    })
+}
