@@ -255,8 +255,11 @@ async fn run_on(
                 }
             }
             Some(input) = rx.recv() => match input {
-                Input::Session(node, SessionEvent::Available { hello, tx }) => {
-                    if let ControlMessage::NodeAvailable { node_id, endpoint_id, addrs, swim_addr: seed } = hello {
+                Input::Session(node, SessionEvent::Available {
+                    hello: ControlMessage::NodeAvailable { node_id, endpoint_id, addrs, swim_addr: seed },
+                    tx,
+                }) => {
+                    {
                         if node_id != node {
                             eprintln!("swactor: the node at node {node}'s address says it is node {node_id}; ignored");
                             continue;
@@ -279,10 +282,9 @@ async fn run_on(
                         }
                     }
                 }
-                Input::Session(node, SessionEvent::Refused(reason)) => {
-                    if refused.insert(node, reason.clone()).is_none() {
-                        sink.progress(&format!("node {node} refused the control session: {reason}"));
-                    }
+                Input::Session(node, SessionEvent::Refused(reason)) if !refused.contains_key(&node) => {
+                    sink.progress(&format!("node {node} refused the control session: {reason}"));
+                    refused.insert(node, reason);
                 }
                 Input::Session(node, SessionEvent::Closed) => {
                     out.remove(&node);
