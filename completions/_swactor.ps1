@@ -343,6 +343,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
+            [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
+            [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -384,11 +386,32 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;pipeline' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the split run')
+            [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens to generate per run')
+            [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)')
+            [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs of each configuration (the best is kept)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;bench;failover' {
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the local pipeline (node 2 is killed)')
+            [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs (each on a fresh local pool)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;help' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
+            [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
+            [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -402,6 +425,12 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;decode' {
+            break
+        }
+        'swactor;bench;help;pipeline' {
+            break
+        }
+        'swactor;bench;help;failover' {
             break
         }
         'swactor;bench;help;help' {
@@ -485,6 +514,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
+            [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
+            [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             break
         }
         'swactor;help;bench;ring' {
@@ -497,6 +528,12 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;decode' {
+            break
+        }
+        'swactor;help;bench;pipeline' {
+            break
+        }
+        'swactor;help;bench;failover' {
             break
         }
         'swactor;help;help' {

@@ -49,8 +49,14 @@ _swactor() {
             swactor__subcmd__bench,edge)
                 cmd="swactor__subcmd__bench__subcmd__edge"
                 ;;
+            swactor__subcmd__bench,failover)
+                cmd="swactor__subcmd__bench__subcmd__failover"
+                ;;
             swactor__subcmd__bench,help)
                 cmd="swactor__subcmd__bench__subcmd__help"
+                ;;
+            swactor__subcmd__bench,pipeline)
+                cmd="swactor__subcmd__bench__subcmd__pipeline"
                 ;;
             swactor__subcmd__bench,ring)
                 cmd="swactor__subcmd__bench__subcmd__ring"
@@ -64,8 +70,14 @@ _swactor() {
             swactor__subcmd__bench__subcmd__help,edge)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__edge"
                 ;;
+            swactor__subcmd__bench__subcmd__help,failover)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__failover"
+                ;;
             swactor__subcmd__bench__subcmd__help,help)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__bench__subcmd__help,pipeline)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__pipeline"
                 ;;
             swactor__subcmd__bench__subcmd__help,ring)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__ring"
@@ -117,6 +129,12 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,edge)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__edge"
+                ;;
+            swactor__subcmd__help__subcmd__bench,failover)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__failover"
+                ;;
+            swactor__subcmd__help__subcmd__bench,pipeline)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__pipeline"
                 ;;
             swactor__subcmd__help__subcmd__bench,ring)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__ring"
@@ -259,7 +277,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode help"
+            opts="-h --help ring wake edge decode pipeline failover help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -332,8 +350,30 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__bench__subcmd__failover)
+            opts="-h --stages --repeat --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repeat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode help"
+            opts="ring wake edge decode pipeline failover help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -374,7 +414,35 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__failover)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__bench__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__pipeline)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -409,6 +477,40 @@ _swactor() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__pipeline)
+            opts="-h --model --stages --tokens --requantize --repeat --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requantize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repeat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -623,7 +725,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode"
+            opts="ring wake edge decode pipeline failover"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -651,6 +753,34 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__edge)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__failover)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__pipeline)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

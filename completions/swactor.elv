@@ -300,6 +300,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
             cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
+            cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
+            cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
@@ -336,11 +338,30 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;pipeline'= {
+            cand --model 'The GGUF model'
+            cand --stages 'Stages of the split run'
+            cand --tokens 'Tokens to generate per run'
+            cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)'
+            cand --repeat 'Runs of each configuration (the best is kept)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;bench;failover'= {
+            cand --stages 'Stages of the local pipeline (node 2 is killed)'
+            cand --repeat 'Runs (each on a fresh local pool)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
             cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
+            cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
+            cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
@@ -350,6 +371,10 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;edge'= {
         }
         &'swactor;bench;help;decode'= {
+        }
+        &'swactor;bench;help;pipeline'= {
+        }
+        &'swactor;bench;help;failover'= {
         }
         &'swactor;bench;help;help'= {
         }
@@ -413,6 +438,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
             cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
+            cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
+            cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
         }
         &'swactor;help;bench;ring'= {
         }
@@ -421,6 +448,10 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;edge'= {
         }
         &'swactor;help;bench;decode'= {
+        }
+        &'swactor;help;bench;pipeline'= {
+        }
+        &'swactor;help;bench;failover'= {
         }
         &'swactor;help;help'= {
         }

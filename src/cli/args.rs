@@ -398,6 +398,15 @@ pub enum BenchCommand {
     /// copies of it.
     #[command(after_help = EXIT_CODES_HELP)]
     Decode(BenchDecodeArgs),
+    /// Decode tokens/s of a `run local` pipeline (one node process per stage, one compute
+    /// thread each) against `swactor generate` at one thread, and the time from `run
+    /// local`'s start to its first token.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pipeline(BenchDecodeArgs),
+    /// Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures
+    /// the time to `run_faulted` and to `run_torn_down`.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Failover(BenchFailoverArgs),
 }
 
 /// `swactor bench edge`
@@ -417,7 +426,21 @@ pub struct BenchEdgeArgs {
     pub output: JsonFlag,
 }
 
-/// `swactor bench decode`
+/// `swactor bench failover`
+#[derive(Debug, Args)]
+pub struct BenchFailoverArgs {
+    /// Stages of the local pipeline (node 2 is killed).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Runs (each on a fresh local pool).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor bench decode` and `swactor bench pipeline`
 #[derive(Debug, Args)]
 pub struct BenchDecodeArgs {
     /// The GGUF model.

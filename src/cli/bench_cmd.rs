@@ -227,3 +227,236 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+#[derive(serde::Serialize)]
+struct PipelineFigure {
+    dtype: String,
+    generate_tokens_per_s: f64,
+    pipeline_tokens_per_s: f64,
+    ratio: f64,
+    stages: u32,
+    tokens: u32,
+    start_to_first_token_ms: f64,
+}
+
+/// Runs `swactor run local --json` at one compute thread per worker; returns the decode
+/// rate its summary reports and the wall time from spawning it to its first token line.
+#[allow(clippy::disallowed_methods)] // a benchmark owns the clock
+fn pipeline_rate(
+    model: &std::path::Path,
+    stages: u32,
+    tokens: u32,
+) -> Result<(f64, f64), CliError> {
+    use std::io::BufRead;
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new(exe()?)
+        .args(["run", "local", "--json", "--prompt"])
+        .arg("Once upon a time there was a little girl named Lily.")
+        .arg("--model")
+        .arg(model)
+        .args(["--stages", &stages.to_string(), "--max-tokens", &tokens.to_string()])
+        .args(["--max-seq-len", "512", "--worker-threads", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| CliError::internal(eyre!("no stdout")))?;
+    let mut first = None;
+    let mut rate = None;
+    for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        if v["type"] == "token" && first.is_none() {
+            first = Some(start.elapsed().as_secs_f64() * 1e3);
+        }
+        if v["type"] == "run" {
+            rate = v["decode_tokens_per_s"].as_f64();
+        }
+    }
+    let status = child.wait()?;
+    match (status.success(), rate, first) {
+        (true, Some(rate), Some(first)) => Ok((rate, first)),
+        _ => Err(CliError::internal(eyre!("swactor run local failed ({status})"))),
+    }
+}
+
+/// `swactor bench pipeline`.
+pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
+    let dir = tempfile_dir()?;
+    let mut models = vec![("shipped".to_string(), args.model.clone())];
+    for q in &args.requantize {
+        let target = crate::model::synth::parse_quant(q)
+            .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
+        let path = dir.join(format!("model-{q}.gguf"));
+        crate::model::synth::quantize_file(&args.model, &path, target)
+            .map_err(|e| CliError::internal(eyre!(e)))?;
+        models.push((q.clone(), path));
+    }
+    for (dtype, path) in &models {
+        let (mut whole, mut split, mut first) = (0f64, 0f64, f64::MAX);
+        for _ in 0..args.repeat.max(1) {
+            whole = whole.max(generate_rate(path, 1, args.tokens)?);
+            let (rate, ttft) = pipeline_rate(path, args.stages, args.tokens)?;
+            split = split.max(rate);
+            first = first.min(ttft);
+        }
+        let fig = PipelineFigure {
+            dtype: dtype.clone(),
+            generate_tokens_per_s: whole,
+            pipeline_tokens_per_s: split,
+            ratio: split / whole,
+            stages: args.stages,
+            tokens: args.tokens,
+            start_to_first_token_ms: first,
+        };
+        if args.output.json {
+            out.json("bench_pipeline", &fig)?;
+        } else {
+            out.line(format!(
+                "{:<8} generate {:>6.1} tok/s   run local ({} stages) {:>6.1} tok/s   ratio {:.3} \
+                 (target >= 0.85)   start to first token {:.0} ms",
+                fig.dtype,
+                fig.generate_tokens_per_s,
+                fig.stages,
+                fig.pipeline_tokens_per_s,
+                fig.ratio,
+                fig.start_to_first_token_ms
+            ))?;
+        }
+        out.flush()?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct FailoverFigure {
+    run: u32,
+    kill_to_run_faulted_ms: f64,
+    kill_to_run_torn_down_ms: f64,
+    reason: String,
+}
+
+/// Kills node 2 at the fifth token and stamps the run's fault and teardown events.
+struct FailoverSink {
+    victim: u32,
+    killed_at: Option<std::time::Instant>,
+    faulted: Option<(f64, String)>,
+    torn_down: Option<f64>,
+    count: u32,
+}
+
+#[allow(clippy::disallowed_methods)] // a benchmark owns the clock
+impl crate::orchestrator::driver::RunSink for FailoverSink {
+    fn event(&mut self, line: &crate::events::EventLine) {
+        let Some(at) = self.killed_at else { return };
+        let ms = at.elapsed().as_secs_f64() * 1e3;
+        match &line.event {
+            crate::events::Event::RunFaulted { reason, .. } => {
+                self.faulted.get_or_insert((ms, reason.to_string()));
+            }
+            crate::events::Event::RunTornDown { .. } => {
+                self.torn_down.get_or_insert(ms);
+            }
+            _ => {}
+        }
+    }
+
+    fn token(&mut self, _id: u32, _text: &str) {
+        self.count += 1;
+        if self.count == 5
+            && let Some(pid) = rustix::process::Pid::from_raw(self.victim as i32)
+        {
+            self.killed_at = Some(std::time::Instant::now());
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+
+    fn progress(&mut self, _message: &str) {}
+}
+
+/// `swactor bench failover`.
+pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Result<(), CliError> {
+    use crate::orchestrator::driver::{OrchestrateConfig, orchestrate};
+    use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
+    if args.stages < 2 {
+        return Err(CliError::new(ExitCode::Usage, "usage", eyre!("--stages must be at least 2")));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    for run in 1..=args.repeat.max(1) {
+        let fig = rt.block_on(async {
+            let config = LocalPoolConfig {
+                exe: exe()?,
+                nodes: args.stages,
+                worker_threads: 1,
+                arena_bytes: 64 << 20,
+                node_logs: false,
+            };
+            let mut pool =
+                LocalPool::start(&config).await.map_err(|e| CliError::internal(eyre!(e)))?;
+            let model = pool.dir().join("synth.gguf");
+            crate::model::synth::write_model(&model, &crate::model::synth::SynthSpec::default())
+                .map_err(|e| CliError::internal(eyre!(e)))?;
+            let (content, len) = crate::model::gguf::read_content(&model)
+                .map_err(|e| CliError::internal(eyre!(e)))?;
+            let facts = crate::model::facts::facts_from_content(&content, len)
+                .map_err(|e| CliError::internal(eyre!(e)))?;
+            let tokenizer = crate::model::tokenizer::Tokenizer::from_gguf(&content)
+                .map_err(|e| CliError::internal(eyre!(e)))?;
+            let runtime = crate::wire::RuntimeConfig {
+                max_seq_len: 2048,
+                activation_dtype: crate::wire::ActivationDType::F32,
+                max_tokens: 2000,
+                sampling: crate::wire::SamplingPolicy::Greedy,
+            };
+            let config = OrchestrateConfig {
+                pool: pool.pool.clone(),
+                key: pool.orchestrator_key.clone(),
+                listen: ([127, 0, 0, 1], 0).into(),
+                swim: ([127, 0, 0, 1], 0).into(),
+                model: model.clone(),
+                source: crate::wire::WeightSource::Local { path: model.display().to_string() },
+                prompt: tokenizer.encode("Once upon a time", true, false),
+                stages: Some(args.stages),
+                placement: Default::default(),
+                runtime,
+                run_id: crate::wire::RunId(u64::from(run)),
+                window: std::time::Duration::from_millis(300),
+                pool_timeout: std::time::Duration::from_secs(30),
+                timeouts: crate::orchestrator::run::RunTimeouts {
+                    readiness: std::time::Duration::from_secs(60),
+                    token: std::time::Duration::from_secs(60),
+                    teardown: std::time::Duration::from_secs(10),
+                },
+            };
+            let mut sink = FailoverSink {
+                victim: pool.pid(2).unwrap_or(0),
+                killed_at: None,
+                faulted: None,
+                torn_down: None,
+                count: 0,
+            };
+            let result =
+                orchestrate(config, &facts, &tokenizer, &mut sink, std::future::pending()).await;
+            pool.stop().await;
+            result.map_err(|e| CliError::internal(eyre!(e)))?;
+            let (faulted, reason) = sink.faulted.unwrap_or((f64::NAN, "none".into()));
+            Ok::<_, CliError>(FailoverFigure {
+                run,
+                kill_to_run_faulted_ms: faulted,
+                kill_to_run_torn_down_ms: sink.torn_down.unwrap_or(f64::NAN),
+                reason,
+            })
+        })?;
+        if args.output.json {
+            out.json("bench_failover", &fig)?;
+        } else {
+            out.line(format!(
+                "run {}: SIGKILL of node 2 -> run_faulted ({}) {:.0} ms (target < 2000), \
+                 -> run_torn_down {:.0} ms (target < 5000)",
+                fig.run, fig.reason, fig.kill_to_run_faulted_ms, fig.kill_to_run_torn_down_ms
+            ))?;
+        }
+        out.flush()?;
+    }
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    Ok(())
+}

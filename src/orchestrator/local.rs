@@ -153,6 +153,11 @@ impl LocalPool {
         self.dir.join(format!("node-{k}.sock"))
     }
 
+    /// The process id of node `k` (1-based), while it runs.
+    pub fn pid(&self, k: u32) -> Option<u32> {
+        self.children.get((k as usize).checked_sub(1)?)?.id()
+    }
+
     /// The pool's private directory.
     pub fn dir(&self) -> &Path {
         &self.dir
