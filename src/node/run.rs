@@ -384,7 +384,13 @@ async fn serve(
                 }
                 None => break,
             },
-            Some(input) = running.host_inputs.recv() => running.host.input(input).await,
+            Some(input) = running.host_inputs.recv() => {
+                if let HostInput::ForeignControl(peer) = &input {
+                    let line = format!("control session from {peer} refused: unauthorized_orchestrator");
+                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).refusals.push(line);
+                }
+                running.host.input(input).await;
+            }
             Some(refusal) = running.refusals.recv() => {
                 let line = format!("edge stream from {} for {:?} refused: {}", refusal.peer, refusal.edge_id, refusal.reason);
                 eprintln!("swactor node: {line}");

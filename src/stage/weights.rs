@@ -1,7 +1,8 @@
 //! Weights for a stage: a local GGUF path on the node, or an `http://` URL downloaded once
 //! into the node's cache directory, resumably (HTTP range requests), and checked against
 //! the size and sha256 the plan carries. Each failure has its own
-//! [`WeightsFailure`] reason. (TLS for `https://` sources is not built in yet.)
+//! [`WeightsFailure`] reason. `https://` sources use TLS (rustls) checked against the
+//! Mozilla root certificates (webpki-roots); no system store is consulted.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -118,17 +119,52 @@ pub fn resolve(
     }
 }
 
-/// Appends `url`'s bytes from offset `from` to `part` (a plain HTTP/1.1 range request).
+/// A byte stream to the server: plain TCP or TLS over it.
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+/// Wraps `tcp` in TLS for `host` (a DNS name or an IP address), checked against the
+/// Mozilla roots.
+fn tls(tcp: TcpStream, host: &str) -> Result<Box<dyn Conn>, String> {
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host}: {e}"))?;
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| e.to_string())?;
+    Ok(Box::new(rustls::StreamOwned::new(conn, tcp)))
+}
+
+/// Appends `url`'s bytes from offset `from` to `part` (an HTTP/1.1 range request, over TLS
+/// for `https://`).
 fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsError> {
     let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| dl(format!("unsupported URL scheme in {url}")))?;
+    let (secure, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err(dl(format!("unsupported URL scheme in {url}")));
+    };
     let (host, path) =
         rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let addr = if host.contains(':') { host.to_string() } else { format!("{host}:80") };
-    let mut stream = TcpStream::connect(&addr).map_err(|e| dl(format!("{addr}: {e}")))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| dl(e.to_string()))?;
+    let default_port = if secure { 443 } else { 80 };
+    let (name, addr) = match host.rsplit_once(':') {
+        Some((n, p)) if !n.is_empty() && p.parse::<u16>().is_ok() => (n, host.to_string()),
+        _ => (host, format!("{host}:{default_port}")),
+    };
+    let tcp = TcpStream::connect(&addr).map_err(|e| dl(format!("{addr}: {e}")))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| dl(e.to_string()))?;
+    let mut stream: Box<dyn Conn> = if secure {
+        tls(tcp, name.trim_start_matches('[').trim_end_matches(']')).map_err(dl)?
+    } else {
+        Box::new(tcp)
+    };
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nRange: bytes={from}-\r\nConnection: close\r\n\r\n"
     );

@@ -137,3 +137,20 @@ fn a_404_a_wrong_digest_and_a_missing_local_file_each_have_their_reason() {
         WeightsFailure::DownloadFailed
     );
 }
+
+#[test]
+fn an_https_url_speaks_tls_and_a_server_without_it_is_a_typed_download_failure() {
+    let b = body();
+    // A plain-HTTP server behind an https:// URL: the TLS handshake must fail, typed.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("https://{}/model.gguf", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        if let Some(Ok(mut s)) = listener.incoming().next() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b) };
+    let err = resolve(&source, &scratch().join("wcache-tls"), |_| {}).expect_err("no TLS");
+    assert_eq!(err.reason, WeightsFailure::DownloadFailed);
+    assert!(!scratch().join("wcache-tls").join(format!("{}.gguf", sha(&b))).exists());
+}
