@@ -2,7 +2,7 @@
 //! into the node's cache directory, resumably (HTTP range requests), and checked against
 //! the size and sha256 the plan carries. Each failure has its own
 //! [`WeightsFailure`] reason. `https://` sources use TLS (rustls) checked against the
-//! Mozilla root certificates (webpki-roots); no system store is consulted.
+//! Mozilla root certificates (webpki-roots) and the system's certificate store.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -124,9 +124,13 @@ trait Conn: Read + Write + Send {}
 impl<T: Read + Write + Send> Conn for T {}
 
 /// Wraps `tcp` in TLS for `host` (a DNS name or an IP address), checked against the
-/// Mozilla roots.
+/// Mozilla roots and the system's store.
 fn tls(tcp: TcpStream, host: &str) -> Result<Box<dyn Conn>, String> {
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    // The system's store too (corporate proxies install their own authority there).
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
