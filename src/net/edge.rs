@@ -35,7 +35,7 @@ pub const PREAMBLE_MAGIC: [u8; 8] = *b"SWEDGE01";
 /// Preamble length.
 pub const PREAMBLE_LEN: usize = 16;
 /// Largest chunk the receive pump moves at once.
-pub const PUMP_CHUNK: usize = 64 * 1024;
+pub const PUMP_CHUNK: usize = 1024 * 1024;
 /// Largest chunk the send pump hands to the stream at once.
 pub const SEND_CHUNK: usize = 1024 * 1024;
 /// How long a new stream may take to send its preamble.
