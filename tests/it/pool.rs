@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::support::scratch;
+use crate::support::{Partition, port_of, scratch};
 
 struct Kill(Vec<Child>);
 
@@ -112,6 +112,15 @@ fn three_booted_nodes_reach_pool_ready_and_a_killed_node_withdraws_it() {
 /// Boots `n` nodes and a pool watch in `dir`; returns the children (nodes first, watch
 /// last) and the watch's events.
 fn pool_of(dir: &std::path::Path, n: u64) -> (Kill, mpsc::Receiver<serde_json::Value>) {
+    let (children, events, _) = pool_with_nodes(dir, n);
+    (children, events)
+}
+
+/// As [`pool_of`], also returning each node's `node_available` record.
+fn pool_with_nodes(
+    dir: &std::path::Path,
+    n: u64,
+) -> (Kill, mpsc::Receiver<serde_json::Value>, Vec<serde_json::Value>) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("dir");
     let orch_key = dir.join("orch.key");
@@ -180,7 +189,7 @@ fn pool_of(dir: &std::path::Path, n: u64) -> (Kill, mpsc::Receiver<serde_json::V
             .arg(&orch_key),
     );
     children.0.push(watch);
-    (children, events)
+    (children, events, nodes)
 }
 
 #[test]
@@ -199,4 +208,34 @@ fn a_paused_node_withdraws_readiness_and_the_pool_is_ready_again_after_it_resume
         v["type"] == "pool_ready"
     });
     assert_eq!(again["nodes"], serde_json::json!([1, 2, 3]), "the resumed node rejoined cleanly");
+}
+
+#[test]
+fn a_partitioned_node_withdraws_readiness_while_it_runs_on_and_rejoins_when_the_partition_heals() {
+    let (children, events, nodes) = pool_with_nodes(&scratch().join("pool-partition"), 3);
+    wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
+    // Cut node 3 off: its SWIM and QUIC ports, both directions. The process keeps running.
+    let ports = [port_of(&nodes[2]["swim_addr"]), port_of(&nodes[2]["addrs"][0])];
+    let Some(cut) = Partition::cut(&ports) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to partition loopback ports (root and iptables)"
+        );
+        eprintln!("note: partition test skipped: iptables needs root");
+        return;
+    };
+    let lost = wait_for(&events, "readiness_lost", Duration::from_secs(15), |v| {
+        v["type"] == "readiness_lost"
+    });
+    assert_eq!(lost["node"], 3);
+    assert!(
+        std::fs::read_to_string(format!("/proc/{}/stat", children.0[2].id()))
+            .is_ok_and(|s| !s.contains(") Z ")),
+        "the partitioned node itself keeps running"
+    );
+    drop(cut);
+    let again = wait_for(&events, "pool_ready after the heal", Duration::from_secs(30), |v| {
+        v["type"] == "pool_ready"
+    });
+    assert_eq!(again["nodes"], serde_json::json!([1, 2, 3]), "node 3 rejoined after the heal");
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{scratch, synth_model};
+use crate::support::{Partition, port_of, scratch, synth_model};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -30,6 +30,8 @@ fn signal(pid: u32, sig: rustix::process::Signal) {
 /// Three booted nodes, an orchestrator key and the pool file naming them.
 struct Nodes {
     dir: PathBuf,
+    /// Each node's SWIM and QUIC ports.
+    ports: Vec<[u16; 2]>,
     children: Vec<Child>,
     pool: PathBuf,
     key: PathBuf,
@@ -53,8 +55,13 @@ impl Nodes {
         let key = dir.join("orch.key");
         let out = Command::new(exe()).args(["node", "id", "--key"]).arg(&key).output().expect("id");
         let orch = String::from_utf8(out.stdout).expect("utf8").trim().to_string();
-        let mut nodes =
-            Nodes { dir: dir.clone(), children: Vec::new(), pool: dir.join("pool.toml"), key };
+        let mut nodes = Nodes {
+            dir: dir.clone(),
+            ports: Vec::new(),
+            children: Vec::new(),
+            pool: dir.join("pool.toml"),
+            key,
+        };
         let mut seed: Option<String> = None;
         let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
         for i in 1..=n {
@@ -81,6 +88,7 @@ impl Nodes {
             let v: Value = serde_json::from_str(&line).expect("json");
             std::thread::spawn(move || for _ in lines {});
             seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
+            nodes.ports.push([port_of(&v["swim_addr"]), port_of(&v["addrs"][0])]);
             pool.push_str(&format!(
                 "[[nodes]]\nnode_id = {i}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
                 v["endpoint_id"].as_str().expect("id"),
@@ -589,4 +597,27 @@ fn node_processes_left() -> bool {
         std::fs::read_to_string(e.path().join("cmdline"))
             .is_ok_and(|c| c.contains("--stop-on-stdin-eof"))
     })
+}
+
+#[test]
+fn a_partitioned_stage_node_faults_the_run_and_cleans_up_by_itself_after_the_heal() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-partition", 3, |_| vec![]);
+    let mut cut = None;
+    let (code, lines, err) = fault_run(&nodes, &[], |n| cut = Partition::cut(&n.ports[1]));
+    if cut.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "CI must be able to partition loopback ports");
+        eprintln!("note: partition test skipped: iptables needs root");
+        return;
+    }
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "membership.node_down", "{f}");
+    assert_eq!(f["node_id"], 2);
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
+    nodes.assert_clean(1);
+    nodes.assert_clean(3);
+    // The cut-off node lost its orchestrator: once it can be asked again, it holds nothing.
+    drop(cut);
+    nodes.assert_clean(2);
 }

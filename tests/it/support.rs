@@ -167,3 +167,56 @@ impl GgufBuilder {
         path
     }
 }
+
+/// Firewall rules on loopback that cut a set of UDP ports off; removed on drop.
+pub struct Partition(Vec<Vec<String>>);
+
+impl Partition {
+    fn iptables(args: &[String]) -> bool {
+        std::process::Command::new("iptables")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Drops every loopback UDP datagram to or from `ports`; `None` when the rules cannot
+    /// be installed (not root, or no iptables).
+    pub fn cut(ports: &[u16]) -> Option<Partition> {
+        let mut p = Partition(Vec::new());
+        for port in ports {
+            for dir in ["--dport", "--sport"] {
+                let rule: Vec<String> =
+                    ["INPUT", "-i", "lo", "-p", "udp", dir, &port.to_string(), "-j", "DROP"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect();
+                let mut add = vec!["-I".to_string()];
+                add.extend(rule.iter().cloned());
+                if !Partition::iptables(&add) {
+                    return None;
+                }
+                p.0.push(rule);
+            }
+        }
+        Some(p)
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        for rule in &self.0 {
+            let mut del = vec!["-D".to_string()];
+            del.extend(rule.iter().cloned());
+            Partition::iptables(&del);
+        }
+    }
+}
+
+pub fn port_of(addr: &serde_json::Value) -> u16 {
+    addr.as_str()
+        .and_then(|a| a.rsplit_once(':'))
+        .and_then(|(_, p)| p.parse().ok())
+        .expect("address with a port")
+}
