@@ -341,6 +341,19 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     if args.stages == 0 {
         return Err(usage("--stages must be at least 1".into()));
     }
+    // Check what can be checked before any node starts.
+    let blocks = match &args.model {
+        Some(m) => prepare(m, &args.run)?.facts.block_count,
+        None => crate::model::synth::SynthSpec::default().blocks,
+    };
+    if args.stages > blocks {
+        return Err(CliError::new(
+            ExitCode::PlanRejected,
+            crate::wire::reason::PlanRejection::TooManyStages.as_str(),
+            eyre!("{} stages for a model of {blocks} blocks", args.stages),
+        )
+        .with_suggestion("use at most one stage per transformer block"));
+    }
     let rt = runtime()?;
     let result = rt.block_on(async {
         let config = LocalPoolConfig {

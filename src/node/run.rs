@@ -359,9 +359,24 @@ async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    // The admin snapshot is refreshed on a tick, not on every hot-path event.
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut dirty = true;
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
+            _ = tick.tick() => {
+                if std::mem::take(&mut dirty) {
+                    let snap = running.host.snapshot();
+                    let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
+                    s.arena_leases = snap.arena_leases;
+                    s.installed_rings = snap.installed_rings;
+                    s.edges = snap.edges;
+                    s.stage = snap.stage;
+                }
+                continue;
+            }
             ev = running.members.recv() => match ev {
                 Some(MembershipEvent::Up(id)) => {
                     let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
@@ -397,12 +412,7 @@ async fn serve(
                 running.inspect.lock().unwrap_or_else(|e| e.into_inner()).refusals.push(line);
             }
         }
-        let snap = running.host.snapshot();
-        let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
-        s.arena_leases = snap.arena_leases;
-        s.installed_rings = snap.installed_rings;
-        s.edges = snap.edges;
-        s.stage = snap.stage;
+        dirty = true;
     }
     let worker = running.host.into_worker();
     worker.stop(ShutdownMode::Graceful);
