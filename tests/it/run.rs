@@ -624,6 +624,7 @@ fn a_partitioned_stage_node_faults_the_run_and_cleans_up_by_itself_after_the_hea
 
 #[test]
 fn run_local_refuses_more_stages_than_blocks_before_starting_any_node() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(exe()).args(["run", "local", "--stages", "9"]).output().expect("run");
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("9 stages for a model of 4 blocks"));
