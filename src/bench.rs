@@ -335,10 +335,16 @@ pub struct EdgeBench {
     pub bytes: u64,
     /// Raw iroh uni-stream throughput (writer to reader), GB/s.
     pub raw_gbps: f64,
-    /// Egress ring -> send pump -> QUIC -> receive pump -> ingress ring, GB/s.
+    /// Egress ring -> send pump -> QUIC -> receive pump -> ingress ring, GB/s (the spans are
+    /// committed and released without the workers' copies).
     pub edge_gbps: f64,
     /// `edge_gbps / raw_gbps`.
     pub ratio: f64,
+    /// The same with a producer and a consumer copying every byte in this process (as
+    /// workers would, but here sharing the pumps' cores), GB/s.
+    pub edge_copying_gbps: f64,
+    /// `edge_copying_gbps / raw_gbps`.
+    pub ratio_copying: f64,
     /// Object size of the latency run.
     pub object_bytes: u64,
     /// Median hop latency (egress commit to whole object committed in the ingress ring), µs.
@@ -445,44 +451,65 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
     });
     let mut producer = RingFeeder::new(crate::wire::RingId(1), Arc::clone(&egress));
 
-    // Throughput: the "worker" on each side copies, as a real one would.
-    let consume = {
-        let (ingress_w, wake) = (Arc::clone(&writable), Arc::clone(&reader_wake));
-        let ingress = Arc::clone(&ingress);
-        tokio::spawn(async move {
-            let mut d = RingDrain::new(crate::wire::RingId(2), ingress);
-            let mut buf = vec![0u8; 1 << 20];
-            let mut got = 0u64;
-            while got < bytes {
-                let (n, w) = d.pull(&mut buf).map_err(err)?;
-                got += n as u64;
-                if w == Wake::Send {
-                    ingress_w.notify_one();
+    // Throughput, twice: first the edge alone (the producer commits spans that are already
+    // in the ring and the consumer releases without reading, as the raw baseline streams a
+    // ready buffer), then with each side copying as a worker would, in this same process.
+    // A short untimed warm-up first, so neither timed phase pays for the connection's
+    // congestion window growing.
+    let mut rates = [0f64; 3];
+    for (i, (copy, bytes)) in
+        [(false, bytes / 16), (false, bytes), (true, bytes)].into_iter().enumerate()
+    {
+        let consume = {
+            let (ingress_w, wake) = (Arc::clone(&writable), Arc::clone(&reader_wake));
+            let ingress = Arc::clone(&ingress);
+            tokio::spawn(async move {
+                let mut d = RingDrain::new(crate::wire::RingId(2), ingress);
+                let mut buf = vec![0u8; 1 << 20];
+                let mut got = 0u64;
+                while got < bytes {
+                    let n = if copy {
+                        d.consumer().read(&mut buf).map_err(err)? as u64
+                    } else {
+                        d.consumer().read_with(1 << 20, |_| {}).map_err(err)?
+                    };
+                    got += n;
+                    if d.consumer().release() == Wake::Send {
+                        ingress_w.notify_one();
+                    }
+                    if n == 0 {
+                        let _ =
+                            tokio::time::timeout(Duration::from_millis(5), wake.notified()).await;
+                        let _ = d.on_readable();
+                    }
                 }
-                if n == 0 {
-                    let _ = tokio::time::timeout(Duration::from_millis(5), wake.notified()).await;
-                    let _ = d.on_readable();
-                }
+                Ok::<u64, BenchError>(got)
+            })
+        };
+        let start = Instant::now();
+        let mut sent = 0u64;
+        while sent < bytes {
+            let want = (bytes - sent).min(chunk.len() as u64);
+            let n = if copy {
+                producer.producer().write(&chunk[..want as usize]).map_err(err)? as u64
+            } else {
+                producer.producer().write_with(want, |_| {}).map_err(err)?
+            };
+            sent += n;
+            if producer.producer().commit() == Wake::Send {
+                readable.notify_one();
             }
-            Ok::<u64, BenchError>(got)
-        })
-    };
-    let start = Instant::now();
-    let mut sent = 0u64;
-    while sent < bytes {
-        let (n, w) = producer.push(&chunk).map_err(err)?;
-        sent += n as u64;
-        if w == Wake::Send {
-            readable.notify_one();
+            if n < want {
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(5), writer_wake.notified()).await;
+                let _ = producer.on_writable();
+            }
         }
-        if n < chunk.len() {
-            let _ = tokio::time::timeout(Duration::from_millis(5), writer_wake.notified()).await;
-            let _ = producer.on_writable();
-        }
+        readable.notify_one();
+        let got = consume.await.map_err(err)??;
+        rates[i] = got as f64 / start.elapsed().as_secs_f64() / 1e9;
     }
-    readable.notify_one();
-    let got = consume.await.map_err(err)??;
-    let edge_gbps = got as f64 / start.elapsed().as_secs_f64() / 1e9;
+    let [_, edge_gbps, edge_copying_gbps] = rates;
 
     // Hop latency: one object at a time, from commit on the egress ring to the whole
     // object committed in the ingress ring. (The throughput consumer is done: this drain
@@ -529,6 +556,8 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
         raw_gbps,
         edge_gbps,
         ratio: edge_gbps / raw_gbps,
+        edge_copying_gbps,
+        ratio_copying: edge_copying_gbps / raw_gbps,
         object_bytes: object,
         hop_median_us: pick(0.5),
         hop_p99_us: pick(0.99),

@@ -215,6 +215,13 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
         vec!["edge, ring to ring".into(), format!("{:.2} GB/s", r.edge_gbps)],
         vec!["ratio".into(), format!("{:.2} (target >= 0.8)", r.ratio)],
         vec![
+            "with workers' copies".into(),
+            format!(
+                "{:.2} GB/s, ratio {:.2} (copies share the pumps' cores)",
+                r.edge_copying_gbps, r.ratio_copying
+            ),
+        ],
+        vec![
             "hop latency".into(),
             format!(
                 "median {:.0} µs, p99 {:.0} µs for {} bytes (target median < 500 µs)",

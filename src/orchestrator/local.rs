@@ -116,7 +116,10 @@ impl LocalPool {
             if let Some(seed) = &seed {
                 cmd.args(["--join", seed]);
             }
-            cmd.stdin(Stdio::piped())
+            // Their own process group: a terminal's Ctrl-C reaches only the orchestrator,
+            // which stops the run and tears the stages down before the nodes stop.
+            cmd.process_group(0)
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(if config.node_logs { Stdio::inherit() } else { Stdio::null() })
                 .kill_on_drop(true);
