@@ -244,6 +244,9 @@ struct PipelineFigure {
     stages: u32,
     tokens: u32,
     start_to_first_token_ms: f64,
+    hop_median_us: f64,
+    hop_p99_us: f64,
+    hops_measured: usize,
 }
 
 /// Runs `swactor run local --json` at one compute thread per worker; returns the decode
@@ -253,7 +256,8 @@ fn pipeline_rate(
     model: &std::path::Path,
     stages: u32,
     tokens: u32,
-) -> Result<(f64, f64), CliError> {
+) -> Result<(f64, f64, Vec<u64>), CliError> {
+    use std::collections::HashMap;
     use std::io::BufRead;
     let start = std::time::Instant::now();
     let mut child = std::process::Command::new(exe()?)
@@ -269,8 +273,21 @@ fn pipeline_rate(
     let stdout = child.stdout.take().ok_or_else(|| CliError::internal(eyre!("no stdout")))?;
     let mut first = None;
     let mut rate = None;
+    // Decode objects on activation edges: produced on one host clock, loaded on the next.
+    let mut produced: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut hops = Vec::new();
     for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        let key = (v["edge_id"].as_u64().unwrap_or(0), v["sequence"].as_u64().unwrap_or(0));
+        if let Some(at) = v["origin_us"].as_u64().filter(|_| key.1 >= 1) {
+            if v["type"] == "object_produced" {
+                produced.insert(key, at);
+            } else if v["type"] == "object_loaded"
+                && let Some(p) = produced.remove(&key)
+            {
+                hops.push(at.saturating_sub(p));
+            }
+        }
         if v["type"] == "token" && first.is_none() {
             first = Some(start.elapsed().as_secs_f64() * 1e3);
         }
@@ -280,7 +297,7 @@ fn pipeline_rate(
     }
     let status = child.wait()?;
     match (status.success(), rate, first) {
-        (true, Some(rate), Some(first)) => Ok((rate, first)),
+        (true, Some(rate), Some(first)) => Ok((rate, first, hops)),
         _ => Err(CliError::internal(eyre!("swactor run local failed ({status})"))),
     }
 }
@@ -299,12 +316,19 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
     }
     for (dtype, path) in &models {
         let (mut whole, mut split, mut first) = (0f64, 0f64, f64::MAX);
+        let mut hops = Vec::new();
         for _ in 0..args.repeat.max(1) {
             whole = whole.max(generate_rate(path, 1, args.tokens)?);
-            let (rate, ttft) = pipeline_rate(path, args.stages, args.tokens)?;
+            let (rate, ttft, h) = pipeline_rate(path, args.stages, args.tokens)?;
             split = split.max(rate);
             first = first.min(ttft);
+            hops.extend(h);
         }
+        hops.sort_unstable();
+        let pick = |q: f64| {
+            hops.get(((hops.len().saturating_sub(1)) as f64 * q).round() as usize)
+                .map_or(0.0, |&v| v as f64)
+        };
         let fig = PipelineFigure {
             dtype: dtype.clone(),
             generate_tokens_per_s: whole,
@@ -313,19 +337,26 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
             stages: args.stages,
             tokens: args.tokens,
             start_to_first_token_ms: first,
+            hop_median_us: pick(0.5),
+            hop_p99_us: pick(0.99),
+            hops_measured: hops.len(),
         };
         if args.output.json {
             out.json("bench_pipeline", &fig)?;
         } else {
             out.line(format!(
                 "{:<8} generate {:>6.1} tok/s   run local ({} stages) {:>6.1} tok/s   ratio {:.3} \
-                 (target >= 0.85)   start to first token {:.0} ms",
+                 (target >= 0.85)   start to first token {:.0} ms   hop worker to worker \
+                 median {:.0} µs, p99 {:.0} µs over {} decode objects",
                 fig.dtype,
                 fig.generate_tokens_per_s,
                 fig.stages,
                 fig.pipeline_tokens_per_s,
                 fig.ratio,
-                fig.start_to_first_token_ms
+                fig.start_to_first_token_ms,
+                fig.hop_median_us,
+                fig.hop_p99_us,
+                fig.hops_measured
             ))?;
         }
         out.flush()?;

@@ -23,7 +23,11 @@ fn messages() -> Vec<ControlMessage> {
         ControlMessage::StopRun { run_id: RunId(1) },
         ControlMessage::StageStopped { run_id: RunId(1), stage_index: StageIndex(1) },
         ControlMessage::Event {
-            line: EventLine { ts_us: 5, event: Event::ReadinessBarrierPassed { run_id: RunId(1) } },
+            line: EventLine {
+                ts_us: 5,
+                origin_us: None,
+                event: Event::ReadinessBarrierPassed { run_id: RunId(1) },
+            },
         },
     ]
 }

@@ -237,7 +237,11 @@ impl StageHost {
 
     fn emit(&self, event: Event) {
         if let Some((tx, _, _)) = &self.session {
-            let line = EventLine { ts_us: self.t0.elapsed().as_micros() as u64, event };
+            let line = EventLine {
+                ts_us: self.t0.elapsed().as_micros() as u64,
+                origin_us: Some(crate::events::monotonic_us()),
+                event,
+            };
             let _ = tx.send(ControlMessage::Event { line });
         }
     }

@@ -215,7 +215,12 @@ async fn run_on(
     let mut out: HashMap<NodeId, mpsc::UnboundedSender<ControlMessage>> = HashMap::new();
     let mut refused: HashMap<NodeId, String> = HashMap::new();
     let mut emit = |sink: &mut dyn RunSink, event: Event| {
-        sink.event(&EventLine { ts_us: now_us(t0), event });
+        let origin_us = Some(crate::events::monotonic_us());
+        sink.event(&EventLine { ts_us: now_us(t0), origin_us, event });
+    };
+    // A node's event keeps the moment it happened on its host.
+    let forward = |sink: &mut dyn RunSink, line: EventLine| {
+        sink.event(&EventLine { ts_us: now_us(t0), ..line });
     };
     tokio::pin!(stop);
     let pool_deadline = t0 + config.pool_timeout;
@@ -486,7 +491,7 @@ async fn run_on(
                                     loaded_weights += 1;
                                     sink.progress(&format!("weights loaded on {loaded_weights} of {} stages", plan.stages.len()));
                                 }
-                                emit(sink, line.event);
+                                forward(sink, line);
                             }
                         }
                         other => eprintln!("swactor: unexpected message from node {node}: {other:?}"),

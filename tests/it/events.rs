@@ -96,7 +96,7 @@ fn one_of_each() -> Vec<Event> {
 #[test]
 fn every_event_serializes_as_one_json_line_tagged_with_its_type() {
     for (i, event) in one_of_each().into_iter().enumerate() {
-        let line = EventLine { ts_us: i as u64, event: event.clone() };
+        let line = EventLine { ts_us: i as u64, origin_us: None, event: event.clone() };
         let json = line.to_json();
         assert!(!json.contains('\n'), "{json}");
         let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
