@@ -310,6 +310,15 @@ async fn run_on(
     let mut pool = config.pool.clone();
     pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
     pool.orchestrator.addrs = endpoint.bound_sockets();
+    if pool.orchestrator.addrs.iter().any(|a| a.ip().is_unspecified())
+        && pool.nodes.iter().flat_map(|n| &n.addrs).any(|a| !a.ip().is_loopback())
+    {
+        eprintln!(
+            "swactor: warning: listening on {:?}: the last stage connects back to this \
+             address; pass --listen with an address the nodes can reach",
+            pool.orchestrator.addrs
+        );
+    }
     let request = PlanRequest {
         run_id: config.run_id,
         model: facts,
