@@ -147,15 +147,7 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
         .map(|(t, _)| t.clone())
         .unwrap_or_else(|| "f32".into());
     let dir = tempfile_dir()?;
-    let mut models = vec![(shipped, args.model.clone())];
-    for q in &args.requantize {
-        let target = crate::model::synth::parse_quant(q)
-            .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
-        let path = dir.join(format!("model-{q}.gguf"));
-        crate::model::synth::quantize_file(&args.model, &path, target)
-            .map_err(|e| CliError::internal(eyre!(e)))?;
-        models.push((q.clone(), path));
-    }
+    let models = with_requantized(args, shipped, &dir)?;
     let mut figures = Vec::new();
     for (dtype, path) in &models {
         let mut whole = 0f64;
@@ -184,6 +176,24 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// The model as `label`, then a copy re-quantized into `dir` for each `--requantize` type.
+fn with_requantized(
+    args: &BenchDecodeArgs,
+    label: String,
+    dir: &std::path::Path,
+) -> Result<Vec<(String, std::path::PathBuf)>, CliError> {
+    let mut models = vec![(label, args.model.clone())];
+    for q in &args.requantize {
+        let target = crate::model::synth::parse_quant(q)
+            .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
+        let path = dir.join(format!("model-{q}.gguf"));
+        crate::model::synth::quantize_file(&args.model, &path, target)
+            .map_err(|e| CliError::internal(eyre!(e)))?;
+        models.push((q.clone(), path));
+    }
+    Ok(models)
 }
 
 fn tempfile_dir() -> Result<std::path::PathBuf, CliError> {
@@ -305,15 +315,7 @@ fn pipeline_rate(
 /// `swactor bench pipeline`.
 pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = tempfile_dir()?;
-    let mut models = vec![("shipped".to_string(), args.model.clone())];
-    for q in &args.requantize {
-        let target = crate::model::synth::parse_quant(q)
-            .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
-        let path = dir.join(format!("model-{q}.gguf"));
-        crate::model::synth::quantize_file(&args.model, &path, target)
-            .map_err(|e| CliError::internal(eyre!(e)))?;
-        models.push((q.clone(), path));
-    }
+    let models = with_requantized(args, "shipped".into(), &dir)?;
     for (dtype, path) in &models {
         let (mut whole, mut split, mut first) = (0f64, 0f64, f64::MAX);
         let mut hops = Vec::new();

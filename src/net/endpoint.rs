@@ -57,3 +57,11 @@ pub async fn bind(key: &NodeKey, listen: SocketAddr) -> Result<Endpoint, BindFai
         .await
         .map_err(|e| failed(e.to_string()))
 }
+
+/// The iroh address of a planned peer: its endpoint id (64 hex digits) and its direct
+/// addresses. `None` when the peer has no valid endpoint id.
+pub fn peer_addr(peer: &crate::wire::Peer) -> Option<iroh::EndpointAddr> {
+    use std::str::FromStr;
+    let id = iroh::EndpointId::from_str(peer.endpoint_id.as_deref()?).ok()?;
+    Some(peer.addrs.iter().fold(iroh::EndpointAddr::new(id), |a, s| a.with_ip_addr(*s)))
+}

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use iroh::endpoint::Connection;
-use iroh::{Endpoint, EndpointAddr, EndpointId};
+use iroh::{Endpoint, EndpointId};
 use serde::Serialize;
 use tokio::sync::{Notify, mpsc};
 
@@ -1003,18 +1003,14 @@ async fn connect(
     conns: &Mutex<HashMap<EndpointId, Connection>>,
     peer: &Peer,
 ) -> Result<Connection, StreamFault> {
-    let id = peer
-        .endpoint_id
-        .as_deref()
-        .and_then(|e| EndpointId::from_str(e).ok())
-        .ok_or(StreamFault::ConnectFailed)?;
+    let addr = crate::net::endpoint::peer_addr(peer).ok_or(StreamFault::ConnectFailed)?;
+    let id = addr.id;
     let cached = conns.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
     if let Some(c) = cached
         && c.close_reason().is_none()
     {
         return Ok(c);
     }
-    let addr = peer.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
     let conn = endpoint.connect(addr, EDGE_ALPN).await.map_err(|_| StreamFault::ConnectFailed)?;
     conns.lock().unwrap_or_else(|e| e.into_inner()).insert(id, conn.clone());
     Ok(conn)

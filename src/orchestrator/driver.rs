@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iroh::{Endpoint, EndpointAddr, EndpointId};
+use iroh::{Endpoint, EndpointId};
 use tokio::sync::{Notify, mpsc};
 
 use super::run::{RunCommand, RunFsm, RunTimeouts};
@@ -833,11 +833,6 @@ async fn connect(
     endpoint: &Endpoint,
     peer: &Peer,
 ) -> Result<iroh::endpoint::Connection, StreamFault> {
-    let id = peer
-        .endpoint_id
-        .as_deref()
-        .and_then(|e| EndpointId::from_str(e).ok())
-        .ok_or(StreamFault::ConnectFailed)?;
-    let addr = peer.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
+    let addr = crate::net::endpoint::peer_addr(peer).ok_or(StreamFault::ConnectFailed)?;
     endpoint.connect(addr, EDGE_ALPN).await.map_err(|_| StreamFault::ConnectFailed)
 }
