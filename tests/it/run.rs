@@ -369,7 +369,18 @@ fn footprint(nodes: &Nodes, i: u32) -> (usize, usize, u64, usize) {
         })
         .count();
     let leases = nodes.inspect(i)["arena_leases"].as_u64().expect("leases");
-    (count(format!("/proc/{pid}/fd")), count(format!("/proc/{pid}/task")), leases, children)
+    // Descriptors and threads settle after a run (an admin connection closing, an idle
+    // blocking thread retiring): the lowest of a few samples is the steady footprint.
+    let settled = |p: String| {
+        (0..5)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                count(p.clone())
+            })
+            .min()
+            .unwrap_or(0)
+    };
+    (settled(format!("/proc/{pid}/fd")), settled(format!("/proc/{pid}/task")), leases, children)
 }
 
 #[test]
@@ -391,7 +402,7 @@ fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_or_process() {
         }
     }
     for (i, (warm, last)) in after[0].iter().zip(&after[1]).enumerate() {
-        assert_eq!(last.0, warm.0, "node {}: open descriptors grew", i + 1);
+        assert!(last.0 <= warm.0, "node {}: open descriptors grew {warm:?} -> {last:?}", i + 1);
         assert!(last.1 <= warm.1 + 1, "node {}: threads grew {warm:?} -> {last:?}", i + 1);
         assert_eq!(last.2, 0, "node {}: arena leases left", i + 1);
         assert_eq!(last.3, 1, "node {}: exactly one worker process", i + 1);
