@@ -127,3 +127,39 @@ fn the_detokenizer_never_emits_a_broken_utf8_sequence() {
     streamed.push_str(&d.finish());
     assert_eq!(streamed, text);
 }
+
+#[test]
+fn chat_prompts_follow_the_template_family_and_unknown_templates_are_refused() {
+    use swactor::model::tokenizer::chat_prompt;
+    let chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>";
+    assert_eq!(
+        chat_prompt(Some(chatml), "Hi?").expect("chatml"),
+        "<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let llama3 = "<|start_header_id|>{{ role }}<|end_header_id|>";
+    assert!(
+        chat_prompt(Some(llama3), "Hi?")
+            .expect("llama3")
+            .ends_with("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    );
+    assert_eq!(
+        chat_prompt(Some("[INST] {{ x }} [/INST]"), "Hi?").expect("llama2"),
+        "[INST] Hi? [/INST]"
+    );
+    assert!(chat_prompt(Some("{{ messages }}"), "Hi?").is_err());
+    assert!(chat_prompt(None, "Hi?").is_err());
+}
+
+#[test]
+fn smollm2_chat_prompt_encodes_its_special_tokens_as_single_ids() {
+    let Some(path) = crate::cli::smollm2() else { return };
+    let (content, _) = read_content(&path).expect("read");
+    let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
+    let template = content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok());
+    let text = swactor::model::tokenizer::chat_prompt(template.map(String::as_str), "Hi")
+        .expect("SmolLM2 ships a ChatML template");
+    let ids = tok.encode(&text, true, true);
+    let im_start = tok.encode("<|im_start|>", false, true);
+    assert_eq!(im_start.len(), 1, "<|im_start|> is one special token");
+    assert_eq!(ids.iter().filter(|&&i| i == im_start[0]).count(), 2);
+}
