@@ -404,3 +404,67 @@ impl EdgeRouter {
         }
     }
 }
+
+/// A running pump's controls: `hint` forwards the worker's wake hints (`RingReadable` for a
+/// send pump, `RingWritable` for a receive pump), `stop` ends it.
+#[derive(Debug, Default)]
+pub struct PumpHandle {
+    /// Wake hints from the ring's other side.
+    pub hint: Arc<Notify>,
+    /// Stop request.
+    pub stop: Arc<Notify>,
+}
+
+/// Spawns a send pump for `edge_id`: waits for `connect`, opens the edge stream, calls
+/// `on_ready`, then pumps `drain` until stopped or faulted and hands the end to `on_end`.
+/// A stop before the stream is open ends it as stopped.
+pub fn spawn_send<M: RingMemory + Send + 'static>(
+    edge_id: EdgeId,
+    drain: RingDrain<M>,
+    connect: impl std::future::Future<Output = Result<Connection, StreamFault>> + Send + 'static,
+    writable_hint: impl FnMut() + Send + 'static,
+    on_ready: impl FnOnce() + Send + 'static,
+    on_end: impl FnOnce(PumpEnd) + Send + 'static,
+) -> PumpHandle {
+    let handle = PumpHandle::default();
+    let (hint, stop) = (Arc::clone(&handle.hint), Arc::clone(&handle.stop));
+    tokio::spawn(async move {
+        let opened = tokio::select! {
+            r = async { open_edge_stream(&connect.await?, edge_id).await } => Some(r),
+            _ = stop.notified() => None,
+        };
+        on_end(match opened {
+            Some(Ok(stream)) => {
+                on_ready();
+                send_pump_on(stream, drain, hint, stop, writable_hint).await
+            }
+            Some(Err(fault)) => PumpEnd::Faulted(fault, drain.stop(), PumpStats::default()),
+            None => PumpEnd::Stopped(drain.stop(), PumpStats::default()),
+        });
+    });
+    handle
+}
+
+/// Spawns a receive pump that waits for its edge's stream (from
+/// [`EdgeRouter::stream_for`]), then pumps it into `feeder` until stopped or faulted and
+/// hands the end to `on_end`. A stop before the stream arrives ends it as stopped.
+pub fn spawn_recv<M: RingMemory + Send + 'static>(
+    stream: oneshot::Receiver<RecvStream>,
+    feeder: RingFeeder<M>,
+    readable_hint: impl FnMut() + Send + 'static,
+    on_end: impl FnOnce(PumpEnd) + Send + 'static,
+) -> PumpHandle {
+    let handle = PumpHandle::default();
+    let (hint, stop) = (Arc::clone(&handle.hint), Arc::clone(&handle.stop));
+    tokio::spawn(async move {
+        let stream = tokio::select! {
+            s = stream => s.ok(),
+            _ = stop.notified() => None,
+        };
+        on_end(match stream {
+            Some(s) => recv_pump(s, feeder, hint, stop, readable_hint).await,
+            None => PumpEnd::Stopped(feeder.stop(), PumpStats::default()),
+        });
+    });
+    handle
+}

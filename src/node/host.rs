@@ -18,14 +18,14 @@ use std::time::Instant;
 use iroh::endpoint::Connection;
 use iroh::{Endpoint, EndpointId};
 use serde::Serialize;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use crate::arena::memfd::ArenaRegion;
 use crate::arena::{Arena, ArenaEvent, ArenaManager, WorkerQuiet};
 use crate::control::ControlMessage;
 use crate::edge::{EdgeEnd, EdgeEstablisher, EdgeProvision, EstablisherCommand, EstablisherEvent};
 use crate::events::{Direction, Event, EventLine};
-use crate::net::edge::{EdgeRouter, PumpEnd, open_edge_stream, recv_pump, send_pump_on};
+use crate::net::edge::{EdgeRouter, PumpEnd, PumpHandle, spawn_recv, spawn_send};
 use crate::net::endpoint::EDGE_ALPN;
 use crate::ring::{MappedRing, RingDrain, RingFeeder};
 use crate::stage::controller::{StageCommand, StageController, StageEvent};
@@ -121,12 +121,6 @@ pub struct HostSnapshot {
     pub stage: Option<serde_json::Value>,
 }
 
-struct Pump {
-    /// `RingReadable` (send) or `RingWritable` (recv) hints from the worker.
-    hint: Arc<Notify>,
-    stop: Arc<Notify>,
-}
-
 /// The stage host. See the module docs.
 pub struct StageHost {
     node_id: NodeId,
@@ -145,7 +139,7 @@ pub struct StageHost {
     t0: Instant,
     rings: HashMap<RingId, (EdgeId, Ring)>,
     edge_rings: HashMap<EdgeId, RingId>,
-    pumps: HashMap<EdgeId, Pump>,
+    pumps: HashMap<EdgeId, PumpHandle>,
     installed: std::collections::BTreeSet<RingId>,
     conns: Arc<Mutex<HashMap<EndpointId, Connection>>>,
     records: BTreeMap<EdgeId, EdgeRecord>,
@@ -639,13 +633,21 @@ impl StageHost {
     }
 
     async fn stage_command(&mut self, cmd: StageCommand) {
-        let Some(p) = self.controller.as_ref().and_then(|c| c.provisioning()).cloned() else {
+        // Only ids here: this runs once per step on the hot path.
+        let Some((run_id, stage_index, out_edge)) = self
+            .controller
+            .as_ref()
+            .and_then(|c| c.provisioning())
+            .map(|p| (p.run_id, p.stage_index, p.outbound.edge_id))
+        else {
             return;
         };
         let node_id = self.node_id;
+        let provisioning = |h: &Self| h.controller.as_ref().and_then(|c| c.provisioning()).cloned();
         match cmd {
             StageCommand::ConfigureRole(p) => self.fetch_weights(&p),
             StageCommand::ProvisionRx(edge_id) => {
+                let Some(p) = provisioning(self) else { return };
                 self.provision_edge(
                     &p,
                     EdgeProvision {
@@ -658,6 +660,7 @@ impl StageHost {
                 );
             }
             StageCommand::ProvisionTx(edge_id) => {
+                let Some(p) = provisioning(self) else { return };
                 self.provision_edge(
                     &p,
                     EdgeProvision {
@@ -670,7 +673,7 @@ impl StageHost {
                 );
             }
             StageCommand::ExecuteStep { step_id, input, input_object, sequence, output_extent } => {
-                let Some(out_ring) = self.edge_rings.get(&p.outbound.edge_id).copied() else {
+                let Some(out_ring) = self.edge_rings.get(&out_edge).copied() else {
                     self.stage_fault(StageFault::NotProvisioned.into(), Component::StageController);
                     return;
                 };
@@ -698,9 +701,9 @@ impl StageHost {
                     release_inputs_after: true,
                 };
                 self.emit(Event::ExecuteStepStarted {
-                    run_id: p.run_id,
+                    run_id,
                     node_id,
-                    stage_index: p.stage_index,
+                    stage_index,
                     step_id,
                     sequence,
                     worker_generation: input.generation,
@@ -870,39 +873,22 @@ impl StageHost {
             EstablisherCommand::EstablishSend { edge_id, consumer, layout } => {
                 let Some((_, ring)) = self.rings.get(&layout.ring_id) else { return };
                 let drain = RingDrain::new(layout.ring_id, Arc::clone(ring));
-                let pump = Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
-                let (hint, stop) = (Arc::clone(&pump.hint), Arc::clone(&pump.stop));
-                self.pumps.insert(edge_id, pump);
-                let (endpoint, conns, inputs, notifier, ring_id) = (
+                let (endpoint, conns, notifier, ring_id) = (
                     self.endpoint.clone(),
                     Arc::clone(&self.conns),
-                    self.inputs.clone(),
                     self.notifier.clone(),
                     layout.ring_id,
                 );
-                tokio::spawn(async move {
-                    let opened = tokio::select! {
-                        r = async {
-                            let conn = connect(&endpoint, &conns, &consumer).await?;
-                            open_edge_stream(&conn, edge_id).await
-                        } => r,
-                        _ = stop.notified() => Err(StreamFault::PeerClosed),
-                    };
-                    let end = match opened {
-                        Ok(stream) => {
-                            let _ = inputs.send(HostInput::PumpReady(edge_id));
-                            send_pump_on(stream, drain, hint, stop, || {
-                                notifier.notify(Command::RingWritable { ring_id })
-                            })
-                            .await
-                        }
-                        Err(StreamFault::PeerClosed) => {
-                            PumpEnd::Stopped(drain.stop(), Default::default())
-                        }
-                        Err(fault) => PumpEnd::Faulted(fault, drain.stop(), Default::default()),
-                    };
-                    let _ = inputs.send(HostInput::PumpEnded(edge_id, end));
-                });
+                let (ready, ended) = (self.inputs.clone(), self.inputs.clone());
+                let pump = spawn_send(
+                    edge_id,
+                    drain,
+                    async move { connect(&endpoint, &conns, &consumer).await },
+                    move || notifier.notify(Command::RingWritable { ring_id }),
+                    move || drop(ready.send(HostInput::PumpReady(edge_id))),
+                    move |end| drop(ended.send(HostInput::PumpEnded(edge_id, end))),
+                );
+                self.pumps.insert(edge_id, pump);
             }
             EstablisherCommand::EstablishRecv { edge_id, producer, layout } => {
                 let Some((_, ring)) = self.rings.get(&layout.ring_id) else { return };
@@ -915,24 +901,15 @@ impl StageHost {
                     return;
                 };
                 self.router.expect(edge_id, peer);
-                let stream = self.router.stream_for(edge_id);
-                let pump = Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
-                let (hint, stop) = (Arc::clone(&pump.hint), Arc::clone(&pump.stop));
+                let (notifier, ring_id, ended) =
+                    (self.notifier.clone(), layout.ring_id, self.inputs.clone());
+                let pump = spawn_recv(
+                    self.router.stream_for(edge_id),
+                    feeder,
+                    move || notifier.notify(Command::RingReadable { ring_id }),
+                    move |end| drop(ended.send(HostInput::PumpEnded(edge_id, end))),
+                );
                 self.pumps.insert(edge_id, pump);
-                let (inputs, notifier, ring_id) =
-                    (self.inputs.clone(), self.notifier.clone(), layout.ring_id);
-                tokio::spawn(async move {
-                    let end = tokio::select! {
-                        s = stream => match s {
-                            Ok(s) => recv_pump(s, feeder, hint, stop, || {
-                                notifier.notify(Command::RingReadable { ring_id })
-                            }).await,
-                            Err(_) => PumpEnd::Stopped(feeder.stop(), Default::default()),
-                        },
-                        _ = stop.notified() => PumpEnd::Stopped(feeder.stop(), Default::default()),
-                    };
-                    let _ = inputs.send(HostInput::PumpEnded(edge_id, end));
-                });
                 // The rendezvous is registered: the stream is routed whenever it arrives.
                 self.establisher.driver_ready(edge_id);
             }

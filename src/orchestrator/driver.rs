@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iroh::{Endpoint, EndpointId};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use super::run::{RunCommand, RunFsm, RunTimeouts};
 use super::sessions::{self, SessionEvent};
@@ -27,7 +27,7 @@ use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent, PoolGate};
 use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
 use crate::model::ModelFacts;
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
-use crate::net::edge::{EdgeRouter, PumpEnd, open_edge_stream, recv_pump, send_pump_on};
+use crate::net::edge::{EdgeRouter, PumpEnd, PumpHandle, spawn_recv, spawn_send};
 use crate::net::endpoint::{EDGE_ALPN, bind};
 use crate::net::identity::NodeKey;
 use crate::planner::{Placement, PlanRequest, Pool, plan};
@@ -132,11 +132,6 @@ enum Input {
     TokenOutReadable,
 }
 
-struct Pump {
-    hint: Arc<Notify>,
-    stop: Arc<Notify>,
-}
-
 /// The token endpoints: the orchestrator's own arena, rings and pumps.
 struct Endpoints {
     arena: Arc<Arena>,
@@ -145,7 +140,7 @@ struct Endpoints {
     token_in: Option<(RingId, TokenIn<Ring>)>,
     token_out: Option<(RingId, TokenOut<Ring>)>,
     rings: HashMap<RingId, (EdgeId, Ring)>,
-    pumps: HashMap<EdgeId, Pump>,
+    pumps: HashMap<EdgeId, PumpHandle>,
     ready: usize,
     failed: Vec<(EdgeId, FaultReason)>,
     parked: HashMap<EdgeId, crate::arena::PumpStopped>,
@@ -710,35 +705,17 @@ fn drive_endpoints(
                 EstablisherCommand::EstablishSend { edge_id, consumer, layout } => {
                     let Some((_, ring)) = eps.rings.get(&layout.ring_id) else { continue };
                     let drain = crate::ring::RingDrain::new(layout.ring_id, Arc::clone(ring));
-                    let pump =
-                        Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
-                    let (hint, stop) = (Arc::clone(&pump.hint), Arc::clone(&pump.stop));
+                    let endpoint = endpoint.clone();
+                    let (hints, ready, ended) = (inputs.clone(), inputs.clone(), inputs.clone());
+                    let pump = spawn_send(
+                        edge_id,
+                        drain,
+                        async move { connect(&endpoint, &consumer).await },
+                        move || drop(hints.send(Input::TokenInWritable)),
+                        move || drop(ready.send(Input::PumpReady(edge_id))),
+                        move |end| drop(ended.send(Input::PumpEnded(edge_id, end))),
+                    );
                     eps.pumps.insert(edge_id, pump);
-                    let (endpoint, inputs) = (endpoint.clone(), inputs.clone());
-                    tokio::spawn(async move {
-                        let opened = tokio::select! {
-                            r = async {
-                                let conn = connect(&endpoint, &consumer).await?;
-                                open_edge_stream(&conn, edge_id).await
-                            } => r,
-                            _ = stop.notified() => Err(StreamFault::PeerClosed),
-                        };
-                        let end = match opened {
-                            Ok(stream) => {
-                                let _ = inputs.send(Input::PumpReady(edge_id));
-                                let hints = inputs.clone();
-                                send_pump_on(stream, drain, hint, stop, move || {
-                                    let _ = hints.send(Input::TokenInWritable);
-                                })
-                                .await
-                            }
-                            Err(StreamFault::PeerClosed) => {
-                                PumpEnd::Stopped(drain.stop(), Default::default())
-                            }
-                            Err(f) => PumpEnd::Faulted(f, drain.stop(), Default::default()),
-                        };
-                        let _ = inputs.send(Input::PumpEnded(edge_id, end));
-                    });
                 }
                 EstablisherCommand::EstablishRecv { edge_id, producer, layout } => {
                     let Some((_, ring)) = eps.rings.get(&layout.ring_id) else { continue };
@@ -750,25 +727,14 @@ fn drive_endpoints(
                         continue;
                     };
                     router.expect(edge_id, peer);
-                    let stream = router.stream_for(edge_id);
-                    let pump =
-                        Pump { hint: Arc::new(Notify::new()), stop: Arc::new(Notify::new()) };
-                    let (hint, stop) = (Arc::clone(&pump.hint), Arc::clone(&pump.stop));
+                    let (hints, ended) = (inputs.clone(), inputs.clone());
+                    let pump = spawn_recv(
+                        router.stream_for(edge_id),
+                        feeder,
+                        move || drop(hints.send(Input::TokenOutReadable)),
+                        move |end| drop(ended.send(Input::PumpEnded(edge_id, end))),
+                    );
                     eps.pumps.insert(edge_id, pump);
-                    let inputs = inputs.clone();
-                    tokio::spawn(async move {
-                        let hints = inputs.clone();
-                        let end = tokio::select! {
-                            s = stream => match s {
-                                Ok(s) => recv_pump(s, feeder, hint, stop, move || {
-                                    let _ = hints.send(Input::TokenOutReadable);
-                                }).await,
-                                Err(_) => PumpEnd::Stopped(feeder.stop(), Default::default()),
-                            },
-                            _ = stop.notified() => PumpEnd::Stopped(feeder.stop(), Default::default()),
-                        };
-                        let _ = inputs.send(Input::PumpEnded(edge_id, end));
-                    });
                     eps.establisher.driver_ready(edge_id);
                 }
                 EstablisherCommand::StopPump { edge_id } => {
