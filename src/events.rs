@@ -76,6 +76,21 @@ pub enum Event {
         /// Detecting component.
         component: Component,
     },
+    /// A SWIM datagram was refused: unsigned, from a signer the pool does not name, with a
+    /// bad signature, replayed or stale, or naming a member its signer may not speak as.
+    /// Reported for the 1st, 2nd, 4th, ... refusal of each reason; it changes nothing in
+    /// the pool's readiness.
+    MembershipRejected {
+        /// Why (`unsigned`, `unknown_signer`, `bad_signature`, `replayed`, `stale`,
+        /// `identity_mismatch`).
+        reason: String,
+        /// The datagram's UDP source.
+        from: String,
+        /// The key it claimed to be signed with, if it had an envelope.
+        signer: Option<String>,
+        /// Refusals of this reason so far.
+        count: u64,
+    },
     /// The intended pool is alive and stable.
     PoolReady {
         /// The candidate nodes, sorted.
@@ -331,6 +346,7 @@ impl Event {
             Event::NodeStarted { .. } => "node_started",
             Event::NodeAvailable { .. } => "node_available",
             Event::NodeFaulted { .. } => "node_faulted",
+            Event::MembershipRejected { .. } => "membership_rejected",
             Event::PoolReady { .. } => "pool_ready",
             Event::RunPlanned { .. } => "run_planned",
             Event::StageProvisionStarted { .. } => "stage_provision_started",

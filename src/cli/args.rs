@@ -530,6 +530,38 @@ pub enum UtilCommand {
         #[arg(long, default_value_t = 0)]
         uncommitted: u64,
     },
+    /// Test helper: a hostile SWIM participant that claims someone else's node id and
+    /// endpoint id and sends to `--target` until killed. Prints its address first.
+    SwimImpostor {
+        /// How it attacks.
+        #[arg(long, value_enum)]
+        mode: ImpostorModeArg,
+        /// The member it pretends to be: node id.
+        #[arg(long)]
+        node_id: u64,
+        /// The member it pretends to be: endpoint id.
+        #[arg(long)]
+        endpoint_id: String,
+        /// Where it sends (a member's SWIM address).
+        #[arg(long)]
+        target: std::net::SocketAddr,
+        /// Where it listens.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+    },
+}
+
+/// How `util swim-impostor` attacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImpostorModeArg {
+    /// Plain foca datagrams (no envelope).
+    Plain,
+    /// Sealed with a key of its own.
+    OwnKey,
+    /// Naming the claimed key as signer, signed with its own.
+    ForgedSigner,
+    /// Replays the first datagram it receives.
+    Replay,
 }
 
 /// Flags shared by every command that prints data.

@@ -42,6 +42,7 @@ fn stage_error(e: StageError) -> CliError {
         StageError::ContextFull { .. } => "context_full".into(),
         StageError::BadInput(_) => "bad_input".into(),
         StageError::Compute(_) => "compute_failed".into(),
+        StageError::Aborted => "aborted".into(),
     };
     CliError::new(ExitCode::ModelFailed, reason, eyre!(e))
 }

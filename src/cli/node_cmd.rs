@@ -162,6 +162,7 @@ pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
                     WatchEvent::MemberDown { .. } => "member_down",
                     WatchEvent::PoolReady { .. } => "pool_ready",
                     WatchEvent::ReadinessLost { .. } => "readiness_lost",
+                    WatchEvent::MembershipRejected { .. } => "membership_rejected",
                 };
                 let mut v = serde_json::to_value(ev).unwrap_or_default();
                 if let Some(o) = v.as_object_mut() {

@@ -87,6 +87,8 @@ struct TokenLine<'a> {
 struct Summary {
     run_id: RunId,
     outcome: RunOutcome,
+    /// Why a completed run stopped, named as `generate` names it.
+    stop: Option<crate::events::CompletionCause>,
     reason: Option<String>,
     component: Option<String>,
     stages: usize,
@@ -233,6 +235,7 @@ fn finish(
     let summary = Summary {
         run_id: report.plan.run_id,
         outcome: report.outcome,
+        stop: report.stop,
         reason: report.fault.map(|(r, _)| r.to_string()),
         component: report.fault.map(|(_, c)| c.to_string()),
         stages: report.plan.stages.len(),

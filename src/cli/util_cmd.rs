@@ -47,7 +47,43 @@ pub fn run(cmd: UtilCommand, out: &mut Output) -> Result<(), CliError> {
         UtilCommand::RingProduce { layout, bytes, uncommitted } => {
             ring_produce(&layout, bytes, uncommitted, out)
         }
+        UtilCommand::SwimImpostor { mode, node_id, endpoint_id, target, listen } => {
+            swim_impostor(mode, node_id, endpoint_id, target, listen, out)
+        }
     }
+}
+
+fn swim_impostor(
+    mode: super::args::ImpostorModeArg,
+    node_id: u64,
+    endpoint_id: String,
+    target: std::net::SocketAddr,
+    listen: std::net::SocketAddr,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    use super::args::ImpostorModeArg as A;
+    use crate::membership::impostor::{self, ImpostorMode as M};
+    let mode = match mode {
+        A::Plain => M::Plain,
+        A::OwnKey => M::OwnKey,
+        A::ForgedSigner => M::ForgedSigner,
+        A::Replay => M::Replay,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let socket = tokio::net::UdpSocket::bind(listen).await?;
+        let addr = socket.local_addr()?;
+        out.json("impostor_started", &serde_json::json!({ "addr": addr.to_string() }))?;
+        out.flush()?;
+        let claim = crate::membership::swim::SwimIdentity {
+            node_id: crate::wire::NodeId(node_id),
+            addr,
+            endpoint_id,
+            bump: 0,
+        };
+        impostor::run(mode, claim, socket, target).await;
+        Ok(())
+    })
 }
 
 fn write(path: impl AsRef<Path>, bytes: &[u8]) -> Result<(), CliError> {

@@ -25,6 +25,10 @@ pub enum ControlMessage {
     Hello {
         /// The orchestrator's node id.
         orchestrator: NodeId,
+        /// The pool's members, the orchestrator included: the only participants whose
+        /// signed SWIM datagrams the node accepts from now on.
+        #[serde(default)]
+        members: Vec<PoolMember>,
     },
     /// A node's availability and data-plane identity.
     NodeAvailable {
@@ -78,6 +82,15 @@ pub enum ControlMessage {
         /// The stamped event.
         line: EventLine,
     },
+}
+
+/// A pool member as the orchestrator names it: the pair a SWIM participant must prove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolMember {
+    /// The member's node id.
+    pub node_id: NodeId,
+    /// The member's endpoint id (its iroh public key, 64 hex digits).
+    pub endpoint_id: String,
 }
 
 /// A versioned frame body.

@@ -3,6 +3,8 @@
 //! [`pool_gate`] is the sans-IO gate of the membership / pool readiness contract. SWIM is
 //! only an input to it: it reports liveness; the gate decides readiness.
 
+pub mod auth;
+pub mod impostor;
 pub mod pool_gate;
 pub mod swim;
 

@@ -6,16 +6,27 @@
 //! profile tuned for loopback and LAN pools (failure detection in about 1.5 s), and the
 //! node re-announces itself to its seeds whenever it finds itself alone or cut off, so a
 //! paused member rejoins.
+//!
+//! Membership is authenticated ([`super::auth`]): every datagram is sealed with the
+//! sender's iroh key, and a datagram is handed to foca only if its signer is on the
+//! participant's [`RosterHandle`], the signature verifies, its stamp is fresh, and the
+//! foca header names the signer's own (node id, endpoint id). Everything else is counted
+//! by reason and reported as [`MembershipEvent::Rejected`] (logarithmically, so a flood
+//! cannot flood the consumer); it never reaches foca, so it never changes who is up.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Buf;
 use foca::{
-    AccumulatingRuntime, Config, Foca, OwnedNotification, PeriodicParams, PostcardCodec, Timer,
+    AccumulatingRuntime, Codec, Config, Foca, Header, Member, OwnedNotification, PeriodicParams,
+    PostcardCodec, Timer,
 };
+use iroh::{PublicKey, SecretKey, Signature};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
@@ -23,6 +34,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::auth::{
+    self, Reject, RejectCounts, RejectRecord, ReplayGuard, Roster, SIGNATURE_BYTES, StampClock,
+};
 use crate::wire::NodeId;
 
 /// A member's identity in the SWIM cluster.
@@ -39,6 +53,9 @@ pub struct SwimIdentity {
 }
 
 impl foca::Identity for SwimIdentity {
+    /// The socket address: foca accepts an announce addressed to a seed (whose identity
+    /// it cannot know yet) by it. Every identity that reaches foca is on the roster (the
+    /// codec checks the sender and every update), so only pool members can conflict.
     type Addr = SocketAddr;
 
     fn renew(&self) -> Option<Self> {
@@ -62,6 +79,181 @@ pub enum MembershipEvent {
     Up(SwimIdentity),
     /// A member was declared down.
     Down(SwimIdentity),
+    /// A datagram was refused (reported for the 1st, 2nd, 4th, ... refusal of a reason;
+    /// [`RosterHandle::rejects`] has every count).
+    Rejected(RejectRecord),
+}
+
+/// The members a participant accepts, shared between its SWIM task (which reads it on
+/// every datagram) and its owner (which may replace it, e.g. when the orchestrator names
+/// the pool), with the refusal counters.
+#[derive(Debug, Clone, Default)]
+pub struct RosterHandle {
+    shared: Arc<Mutex<Shared>>,
+    /// Raised when the roster is replaced: the SWIM task announces to its seeds again
+    /// (they may have refused it while it was not on their roster yet).
+    changed: Arc<tokio::sync::Notify>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    roster: Roster,
+    rejects: RejectCounts,
+    /// The verified signer of the datagram being decoded.
+    signer: Option<[u8; 32]>,
+    /// Set by the codec when the datagram names a member its signer may not speak as.
+    mismatch: bool,
+}
+
+impl RosterHandle {
+    /// A handle holding `roster`.
+    pub fn new(roster: Roster) -> RosterHandle {
+        RosterHandle {
+            shared: Arc::new(Mutex::new(Shared { roster, ..Shared::default() })),
+            changed: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the roster; the participant announces itself to its seeds again.
+    pub fn set(&self, roster: Roster) {
+        self.lock().roster = roster;
+        self.changed.notify_one();
+    }
+
+    /// The current roster.
+    pub fn roster(&self) -> Roster {
+        self.lock().roster.clone()
+    }
+
+    /// Every refusal so far, by reason, and the last few.
+    pub fn rejects(&self) -> RejectCounts {
+        self.lock().rejects.clone()
+    }
+
+    fn record(&self, record: RejectRecord) -> Option<RejectRecord> {
+        self.lock().rejects.record(record.clone()).then_some(record)
+    }
+}
+
+/// foca's postcard codec, plus the check that the header's sender is the datagram's
+/// verified signer and that every member named in it is on the roster.
+struct RosterCodec(RosterHandle);
+
+#[derive(Debug, thiserror::Error)]
+enum CodecError {
+    #[error("decode: {0}")]
+    Decode(String),
+    #[error("encode: {0}")]
+    Encode(String),
+    #[error("identity_mismatch")]
+    Mismatch,
+}
+
+impl RosterCodec {
+    fn mismatch(&self) -> CodecError {
+        self.0.lock().mismatch = true;
+        CodecError::Mismatch
+    }
+}
+
+impl Codec<SwimIdentity> for RosterCodec {
+    type Error = CodecError;
+
+    fn encode_header(
+        &mut self,
+        header: &Header<SwimIdentity>,
+        buf: impl bytes::BufMut,
+    ) -> Result<(), CodecError> {
+        PostcardCodec.encode_header(header, buf).map_err(|e| CodecError::Encode(e.to_string()))
+    }
+
+    fn decode_header(&mut self, buf: impl Buf) -> Result<Header<SwimIdentity>, CodecError> {
+        let header: Header<SwimIdentity> =
+            PostcardCodec.decode_header(buf).map_err(|e| CodecError::Decode(e.to_string()))?;
+        let ok = {
+            let shared = self.0.lock();
+            let src = &header.src;
+            shared.signer.is_some_and(|signer| {
+                auth::parse_key_hex(&src.endpoint_id) == Some(signer)
+                    && shared.roster.node_of(&signer) == Some(src.node_id)
+            })
+        };
+        if ok { Ok(header) } else { Err(self.mismatch()) }
+    }
+
+    fn encode_member(
+        &mut self,
+        member: &Member<SwimIdentity>,
+        buf: impl bytes::BufMut,
+    ) -> Result<(), CodecError> {
+        PostcardCodec.encode_member(member, buf).map_err(|e| CodecError::Encode(e.to_string()))
+    }
+
+    fn decode_member(&mut self, buf: impl Buf) -> Result<Member<SwimIdentity>, CodecError> {
+        let member: Member<SwimIdentity> =
+            PostcardCodec.decode_member(buf).map_err(|e| CodecError::Decode(e.to_string()))?;
+        let id = member.id();
+        let ok = self.0.lock().roster.admits(id.node_id, &id.endpoint_id);
+        if ok { Ok(member) } else { Err(self.mismatch()) }
+    }
+}
+
+/// The roster of the members an orchestrator named (in its `Hello`).
+pub fn roster_of(members: &[crate::control::PoolMember]) -> Roster {
+    Roster::from_pairs(members.iter().map(|m| (m.node_id, m.endpoint_id.as_str())))
+}
+
+/// The pool's members as the orchestrator names them in `Hello`, itself included.
+pub fn pool_members(
+    pool: &crate::planner::Pool,
+    orchestrator_endpoint: &str,
+) -> Vec<crate::control::PoolMember> {
+    pool.members(orchestrator_endpoint)
+        .into_iter()
+        .map(|(node_id, endpoint_id)| crate::control::PoolMember { node_id, endpoint_id })
+        .collect()
+}
+
+/// This host's wall clock in microseconds since the Unix epoch (the stamps' clock).
+fn wall_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Seals one foca datagram with `key`.
+pub fn seal(key: &SecretKey, stamp: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = auth::unsigned_envelope(key.public().as_bytes(), stamp, payload);
+    let sig = key.sign(&out);
+    out.extend_from_slice(&sig.to_bytes());
+    out
+}
+
+/// Why a datagram was refused, with the signer it claimed (if it had an envelope).
+type Refusal = (Reject, Option<[u8; 32]>);
+
+/// Checks one datagram's envelope against the roster, the signature and the replay guard;
+/// returns the verified signer and the foca payload.
+fn unseal<'a>(
+    datagram: &'a [u8],
+    roster: &RosterHandle,
+    guard: &mut ReplayGuard,
+) -> Result<([u8; 32], &'a [u8]), Refusal> {
+    let env = auth::open(datagram).map_err(|r| (r, None))?;
+    let fail = |r| (r, Some(env.signer));
+    if roster.lock().roster.node_of(&env.signer).is_none() {
+        return Err(fail(Reject::UnknownSigner));
+    }
+    let key = PublicKey::from_bytes(&env.signer).map_err(|_| fail(Reject::BadSignature))?;
+    let mut sig = [0u8; SIGNATURE_BYTES];
+    sig.copy_from_slice(&env.signature);
+    key.verify(env.signed, &Signature::from_bytes(&sig)).map_err(|_| fail(Reject::BadSignature))?;
+    guard.check(&env.signer, env.stamp, wall_us()).map_err(fail)?;
+    Ok((env.signer, env.payload))
 }
 
 /// foca's LAN profile tuned for small pools on a LAN or loopback.
@@ -78,6 +270,9 @@ pub fn tuned_config(cluster_size: u32) -> Config {
         frequency: Duration::from_secs(2),
         num_members: NonZeroUsize::new(1).unwrap_or(NonZeroUsize::MIN),
     });
+    // Room for the envelope inside a 1400-byte datagram.
+    c.max_packet_size =
+        NonZeroUsize::new(1400 - auth::PREFIX_BYTES - SIGNATURE_BYTES).unwrap_or(NonZeroUsize::MIN);
     c
 }
 
@@ -112,33 +307,48 @@ impl Drop for Swim {
     }
 }
 
-/// Joins (or starts) a cluster: binds nothing itself; uses `socket`, announces to `seeds`.
+/// How a participant takes part: who it is, the key it signs with, whom it accepts.
+#[derive(Debug, Clone)]
+pub struct SwimConfig {
+    /// Its identity (the endpoint id must be `key`'s).
+    pub identity: SwimIdentity,
+    /// The key every datagram is sealed with.
+    pub key: SecretKey,
+    /// The members accepted (may be replaced while running).
+    pub roster: RosterHandle,
+    /// Where to announce.
+    pub seeds: Vec<SocketAddr>,
+    /// Expected cluster size (tunes foca).
+    pub cluster_size: u32,
+    /// Seed of foca's random choices.
+    pub seed_rng: u64,
+}
+
+/// Joins (or starts) a cluster: binds nothing itself; uses `socket`, announces to the
+/// seeds.
 pub fn spawn(
-    identity: SwimIdentity,
+    config: SwimConfig,
     socket: UdpSocket,
-    seeds: Vec<SocketAddr>,
-    cluster_size: u32,
-    seed_rng: u64,
 ) -> (Swim, mpsc::UnboundedReceiver<MembershipEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(run(identity, socket, seeds, cluster_size, seed_rng, tx));
+    let task = tokio::spawn(run(config, socket, tx));
     (Swim { task }, rx)
 }
 
 async fn run(
-    identity: SwimIdentity,
+    config: SwimConfig,
     socket: UdpSocket,
-    seeds: Vec<SocketAddr>,
-    cluster_size: u32,
-    seed_rng: u64,
     events: mpsc::UnboundedSender<MembershipEvent>,
 ) {
+    let SwimConfig { identity, key, roster, seeds, cluster_size, seed_rng } = config;
     let mut foca = Foca::new(
         identity.clone(),
         tuned_config(cluster_size),
         StdRng::seed_from_u64(seed_rng),
-        PostcardCodec,
+        RosterCodec(roster.clone()),
     );
+    let mut guard = ReplayGuard::new();
+    let mut stamps = StampClock::default();
     let mut rt = AccumulatingRuntime::new();
     let mut timers: BinaryHeap<Due> = BinaryHeap::new();
     let seed_ids: Vec<SwimIdentity> = seeds
@@ -154,7 +364,8 @@ async fn run(
     loop {
         // Shuttle what foca asked for.
         while let Some((dst, data)) = rt.to_send() {
-            let _ = socket.send_to(&data, dst.addr).await;
+            let sealed = seal(&key, stamps.next(wall_us()), &data);
+            let _ = socket.send_to(&sealed, dst.addr).await;
         }
         while let Some((after, timer)) = rt.to_schedule() {
             timers.push(Due(Instant::now() + after, timer));
@@ -165,6 +376,13 @@ async fn run(
                 OwnedNotification::MemberDown(id) => Some(MembershipEvent::Down(id)),
                 _ => None,
             };
+            // Only members of the current roster are reported (it may have been replaced).
+            let ev = ev.filter(|ev| match ev {
+                MembershipEvent::Up(id) | MembershipEvent::Down(id) => {
+                    roster.lock().roster.admits(id.node_id, &id.endpoint_id)
+                }
+                MembershipEvent::Rejected(_) => true,
+            });
             if let Some(ev) = ev
                 && events.send(ev).is_err()
             {
@@ -174,8 +392,30 @@ async fn run(
         let next_timer = timers.peek().map(|d| d.0);
         tokio::select! {
             recv = socket.recv_from(&mut buf) => {
-                if let Ok((n, _)) = recv {
-                    let _ = foca.handle_data(&buf[..n], &mut rt);
+                if let Ok((n, from)) = recv {
+                    let refused = match unseal(&buf[..n], &roster, &mut guard) {
+                        Ok((signer, payload)) => {
+                            roster.lock().signer = Some(signer);
+                            let _ = foca.handle_data(payload, &mut rt);
+                            let mut shared = roster.lock();
+                            shared.signer = None;
+                            std::mem::take(&mut shared.mismatch)
+                                .then_some((Reject::IdentityMismatch, Some(signer)))
+                        }
+                        Err(refusal) => Some(refusal),
+                    };
+                    if let Some((reason, signer)) = refused {
+                        let record = RejectRecord {
+                            reason,
+                            from: from.to_string(),
+                            signer: signer.as_ref().map(auth::key_hex),
+                        };
+                        if let Some(record) = roster.record(record)
+                            && events.send(MembershipEvent::Rejected(record)).is_err()
+                        {
+                            return;
+                        }
+                    }
                 }
             }
             _ = async { match next_timer { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
@@ -186,12 +426,22 @@ async fn run(
                     }
                 }
             }
+            () = roster.changed.notified() => {
+                guard.retain(&roster.roster());
+                for s in &seed_ids {
+                    let _ = foca.announce(s.clone(), &mut rt);
+                }
+            }
             _ = reannounce.tick() => {
-                // Alone or cut off (a false "down" after a pause): announce to the seeds.
-                if foca.num_members() == 0 {
-                    for s in &seed_ids {
-                        let _ = foca.announce(s.clone(), &mut rt);
-                    }
+                // Announce to every seed that is not an active member: alone, cut off (a
+                // false "down" after a pause), or refused while one side had no roster yet.
+                let missing: Vec<SwimIdentity> = seed_ids
+                    .iter()
+                    .filter(|s| !foca.iter_members().any(|m| m.id().addr == s.addr))
+                    .cloned()
+                    .collect();
+                for s in missing {
+                    let _ = foca.announce(s, &mut rt);
                 }
             }
         }

@@ -93,6 +93,10 @@ pub enum StageError {
     /// The computation failed.
     #[error("compute: {0}")]
     Compute(#[from] candle_core::Error),
+    /// The forward pass was aborted between blocks (the stage is being stopped); the
+    /// stage's caches must be reset before it computes again.
+    #[error("aborted")]
+    Aborted,
 }
 
 fn weights(reason: WeightsFailure, detail: impl Into<String>) -> StageError {
@@ -288,6 +292,16 @@ impl LlamaStage {
 
     /// Runs the stage over `n` new tokens (prefill when `n > 1`, decode when 1).
     pub fn forward(&mut self, input: StageInput<'_>) -> Result<StageOutput, StageError> {
+        self.forward_abortable(input, &std::sync::atomic::AtomicBool::new(false))
+    }
+
+    /// As [`LlamaStage::forward`], polling `abort` between blocks: a long prefill stops
+    /// within one block's time of a stop ([`StageError::Aborted`]).
+    pub fn forward_abortable(
+        &mut self,
+        input: StageInput<'_>,
+        abort: &std::sync::atomic::AtomicBool,
+    ) -> Result<StageOutput, StageError> {
         let x = match (input, &self.embedding) {
             (StageInput::Tokens(ids), Some(emb)) => {
                 if ids.is_empty() {
@@ -327,6 +341,9 @@ impl LlamaStage {
         }
         let mut x = x.unsqueeze(0)?;
         for i in 0..self.blocks.len() {
+            if abort.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(StageError::Aborted);
+            }
             x = self.block(i, &x)?;
         }
         self.pos += n;

@@ -372,6 +372,10 @@ impl StageHost {
                 }
             }
             ControlMessage::StopRun { run_id } => {
+                // A step in flight (a long prefill) must not hold the teardown.
+                if !self.steps.is_empty() && self.ids().is_some_and(|(r, _)| r == run_id) {
+                    self.notifier.notify(Command::AbortStep);
+                }
                 if let Some(ctl) = self.controller.as_mut() {
                     ctl.stop_run(orchestrator, run_id);
                 }

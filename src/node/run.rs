@@ -103,6 +103,9 @@ pub struct EdgeInspect {
     /// Edge streams and control sessions refused since boot.
     #[serde(default)]
     pub refusals: Vec<String>,
+    /// SWIM datagrams refused since boot (by reason, and the last few).
+    #[serde(default)]
+    pub swim_rejected: crate::membership::auth::RejectCounts,
 }
 
 struct Running {
@@ -112,6 +115,7 @@ struct Running {
     refusals: mpsc::UnboundedReceiver<Refusal>,
     worker_events: tokio::sync::mpsc::UnboundedReceiver<CtlOutput>,
     _swim: swim::Swim,
+    roster: swim::RosterHandle,
     members: tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>,
     inspect: Arc<std::sync::Mutex<EdgeInspect>>,
     admin: PathBuf,
@@ -217,7 +221,19 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         endpoint_id: key.endpoint_id_hex(),
         bump: 0,
     };
-    let (swim, members) = swim::spawn(identity, socket, config.join.clone(), 4, config.node_id.0);
+    // Until an orchestrator names the pool (in its `Hello`), no peer is accepted.
+    let roster = swim::RosterHandle::default();
+    let (swim, members) = swim::spawn(
+        swim::SwimConfig {
+            identity,
+            key: key.secret().clone(),
+            roster: roster.clone(),
+            seeds: config.join.clone(),
+            cluster_size: 4,
+            seed_rng: config.node_id.0,
+        },
+        socket,
+    );
     boot.fact_ready(BootFact::Membership);
 
     let inspect = Arc::new(std::sync::Mutex::new(EdgeInspect {
@@ -249,7 +265,14 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         addrs: endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
         swim_addr: Some(swim_addr.to_string()),
     };
-    tokio::spawn(accept(endpoint.clone(), router, config.orchestrator.clone(), hello, inputs));
+    tokio::spawn(accept(
+        endpoint.clone(),
+        router,
+        config.orchestrator.clone(),
+        hello,
+        inputs,
+        roster.clone(),
+    ));
     boot.fact_ready(BootFact::ControlInbox);
     boot.fact_ready(BootFact::Provisioning);
     Ok(Running {
@@ -259,6 +282,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         refusals,
         worker_events,
         _swim: swim,
+        roster,
         members,
         inspect,
         admin: config.admin.clone(),
@@ -275,11 +299,18 @@ async fn accept(
     orchestrator: String,
     hello: ControlMessage,
     inputs: mpsc::UnboundedSender<HostInput>,
+    roster: swim::RosterHandle,
 ) {
     let sessions = Arc::new(std::sync::atomic::AtomicU64::new(0));
     while let Some(incoming) = endpoint.accept().await {
-        let (router, orchestrator, hello, inputs, sessions) =
-            (router.clone(), orchestrator.clone(), hello.clone(), inputs.clone(), sessions.clone());
+        let (router, orchestrator, hello, inputs, sessions, roster) = (
+            router.clone(),
+            orchestrator.clone(),
+            hello.clone(),
+            inputs.clone(),
+            sessions.clone(),
+            roster.clone(),
+        );
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
             if conn.alpn() == EDGE_ALPN {
@@ -291,7 +322,7 @@ async fn accept(
                     return;
                 }
                 let session = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                control_session(conn, hello, inputs, session).await;
+                control_session(conn, hello, inputs, session, roster).await;
             }
         });
     }
@@ -302,11 +333,20 @@ async fn control_session(
     hello: ControlMessage,
     inputs: mpsc::UnboundedSender<HostInput>,
     session: u64,
+    roster: swim::RosterHandle,
 ) {
     let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
     let mut decoder = FrameDecoder::new();
     let orchestrator = match control::read_message(&mut recv, &mut decoder).await {
-        Some(Ok(ControlMessage::Hello { orchestrator })) => orchestrator,
+        Some(Ok(ControlMessage::Hello { orchestrator, members })) => {
+            // The authorized orchestrator names the pool: only its members take part in
+            // SWIM from now on. (An older orchestrator that names nobody leaves the roster
+            // as it was.)
+            if !members.is_empty() {
+                roster.set(swim::roster_of(&members));
+            }
+            orchestrator
+        }
         _ => {
             conn.close(2u32.into(), b"malformed_frame");
             return;
@@ -387,6 +427,10 @@ async fn serve(
                 }
                 Some(MembershipEvent::Down(id)) => {
                     running.inspect.lock().unwrap_or_else(|e| e.into_inner()).members.retain(|m| *m != id.node_id.0);
+                }
+                Some(MembershipEvent::Rejected(r)) => {
+                    eprintln!("swactor node: SWIM datagram from {} refused: {}", r.from, r.reason);
+                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).swim_rejected = running.roster.rejects();
                 }
                 None => break,
             },

@@ -90,6 +90,8 @@ pub trait RunSink {
 pub struct RunReport {
     /// The one terminal outcome.
     pub outcome: RunOutcome,
+    /// Why a completed run completed.
+    pub stop: Option<crate::events::CompletionCause>,
     /// The first fault, for a faulted run.
     pub fault: Option<(FaultReason, Component)>,
     /// Generated token ids (EOS excluded).
@@ -185,8 +187,10 @@ async fn run_on(
     let (router, mut refusals) = EdgeRouter::new();
     tokio::spawn(router.clone().accept_loop(endpoint.clone()));
     let (inputs, mut rx) = mpsc::unbounded_channel::<Input>();
-    let mut session_rx =
-        sessions::open_all(endpoint, &config.pool.nodes, me).map_err(OrchestrateError::Setup)?;
+    let members = swim::pool_members(&config.pool, &key.endpoint_id_hex());
+    let roster = swim::RosterHandle::new(swim::roster_of(&members));
+    let mut session_rx = sessions::open_all(endpoint, &config.pool.nodes, me, &members)
+        .map_err(OrchestrateError::Setup)?;
     {
         let inputs = inputs.clone();
         tokio::spawn(async move {
@@ -271,7 +275,15 @@ async fn run_on(
                         if let (Some(seed), Some(sock)) = (seed.and_then(|s| s.parse::<SocketAddr>().ok()), socket.take()) {
                             let identity = SwimIdentity { node_id: me, addr: swim_addr, endpoint_id: key.endpoint_id_hex(), bump: 0 };
                             let n = config.pool.nodes.len() as u32 + 1;
-                            let (s, mut members) = swim::spawn(identity, sock, vec![seed], n, me.0 ^ 0x5eed);
+                            let swim_config = swim::SwimConfig {
+                                identity,
+                                key: key.secret().clone(),
+                                roster: roster.clone(),
+                                seeds: vec![seed],
+                                cluster_size: n,
+                                seed_rng: me.0 ^ 0x5eed,
+                            };
+                            let (s, mut members) = swim::spawn(swim_config, sock);
                             _swim = Some(s);
                             let inputs = inputs.clone();
                             tokio::spawn(async move {
@@ -293,6 +305,7 @@ async fn run_on(
                 Input::Session(_, SessionEvent::Message(_)) => {}
                 Input::Member(MembershipEvent::Up(id)) => gate.member_up(Instant::now(), id.node_id),
                 Input::Member(MembershipEvent::Down(id)) => gate.member_down(Instant::now(), id.node_id),
+                Input::Member(MembershipEvent::Rejected(r)) => emit(sink, rejected_event(&roster, r)),
                 _ => {}
             },
         }
@@ -531,6 +544,7 @@ async fn run_on(
                         }
                     }
                     Input::Member(MembershipEvent::Up(id)) => gate.member_up(now, id.node_id),
+                    Input::Member(MembershipEvent::Rejected(r)) => emit(sink, rejected_event(&roster, r)),
                     Input::PumpReady(edge) => eps.establisher.driver_ready(edge),
                     Input::PumpEnded(edge, end) => {
                         eps.pumps.remove(&edge);
@@ -597,6 +611,7 @@ async fn run_on(
     }
     Ok(RunReport {
         outcome,
+        stop: fsm.cause(),
         fault,
         tokens,
         tail: detok.finish(),
@@ -801,4 +816,15 @@ async fn connect(
 ) -> Result<iroh::endpoint::Connection, StreamFault> {
     let addr = crate::net::endpoint::peer_addr(peer).ok_or(StreamFault::ConnectFailed)?;
     endpoint.connect(addr, EDGE_ALPN).await.map_err(|_| StreamFault::ConnectFailed)
+}
+
+/// The event for a refused SWIM datagram.
+fn rejected_event(roster: &swim::RosterHandle, r: crate::membership::auth::RejectRecord) -> Event {
+    let count = roster.rejects().by_reason.get(&r.reason).copied().unwrap_or(0);
+    Event::MembershipRejected {
+        reason: r.reason.as_str().into(),
+        from: r.from,
+        signer: r.signer,
+        count,
+    }
 }

@@ -8,8 +8,8 @@
 //! - The readiness barrier passes when every stage reported `StageReady` (duplicates count
 //!   once; a report for another run or an unknown stage is refused) and both token
 //!   endpoints are ready. The prompt (sequence 0) is the only start.
-//! - Sequence k + 1 is injected only after token k was consumed; EOS or `max_tokens` ends
-//!   the run. A token out of order or outside the vocabulary faults it.
+//! - Sequence k + 1 is injected only after token k was consumed; EOS, `max_tokens` or a
+//!   full context (feeding the token back would pass `max_seq_len`) ends the run. A token out of order or outside the vocabulary faults it.
 //! - Faults from any source: the first reason is kept, later ones never replace it.
 //!   Exactly one terminal outcome per run.
 //! - Teardown after every outcome: `StopRun` to every provisioned stage, token endpoints
@@ -85,11 +85,14 @@ pub struct RunFsm {
     eos: Option<u32>,
     vocab: u32,
     max_tokens: u32,
+    max_seq_len: u32,
+    prompt_len: u64,
     timeouts: RunTimeouts,
     prompt: Vec<u32>,
     generated: u64,
     state: State,
     outcome: Option<RunOutcome>,
+    cause: Option<CompletionCause>,
     commands: VecDeque<RunCommand>,
     events: VecDeque<Event>,
 }
@@ -106,6 +109,8 @@ impl RunFsm {
             eos: plan.model.eos_token_id,
             vocab: plan.model.vocab_size,
             max_tokens: plan.runtime.max_tokens,
+            max_seq_len: plan.runtime.max_seq_len,
+            prompt_len: prompt.len() as u64,
             timeouts,
             prompt,
             generated: 0,
@@ -115,6 +120,7 @@ impl RunFsm {
                 deadline: now + timeouts.readiness,
             },
             outcome: None,
+            cause: None,
             commands: VecDeque::new(),
             events: VecDeque::new(),
             stages,
@@ -260,6 +266,12 @@ impl RunFsm {
             self.finish(now, RunOutcome::Completed, Some(CompletionCause::MaxTokens), None);
             return;
         }
+        // Feeding this token back would put the KV caches past `max_seq_len`: the context
+        // is full, a normal completion, decided before the step that would overflow.
+        if self.prompt_len + self.generated > u64::from(self.max_seq_len) {
+            self.finish(now, RunOutcome::Completed, Some(CompletionCause::ContextFull), None);
+            return;
+        }
         let next = sequence.next();
         self.inject(next, vec![token]);
         self.state = State::Running { awaiting: next, deadline: now + self.timeouts.token };
@@ -307,6 +319,7 @@ impl RunFsm {
             return;
         }
         self.outcome = Some(outcome);
+        self.cause = cause;
         match (outcome, cause, how) {
             (RunOutcome::Completed, Some(cause), _) => self.events.push_back(Event::RunCompleted {
                 run_id: self.run_id,
@@ -392,6 +405,11 @@ impl RunFsm {
             State::TearingDown { deadline, .. } if now >= deadline => self.torn_down(),
             _ => {}
         }
+    }
+
+    /// Why a completed run completed (EOS, `max_tokens`, full context).
+    pub fn cause(&self) -> Option<CompletionCause> {
+        self.cause
     }
 
     /// The run's outcome, once decided.

@@ -11,7 +11,7 @@ use iroh::endpoint::ConnectionError;
 use iroh::{Endpoint, EndpointAddr, EndpointId};
 use tokio::sync::mpsc;
 
-use crate::control::{self, ControlMessage, FrameDecoder};
+use crate::control::{self, ControlMessage, FrameDecoder, PoolMember};
 use crate::net::endpoint::CTL_ALPN;
 use crate::planner::PoolNode;
 use crate::wire::NodeId;
@@ -35,18 +35,21 @@ pub enum SessionEvent {
 }
 
 /// Opens (and keeps retrying until opened) a session to every node; everything they report
-/// arrives on the returned receiver as `(node, event)`.
+/// arrives on the returned receiver as `(node, event)`. `members` (the pool's SWIM
+/// roster) travels in every `Hello`.
 pub fn open_all(
     endpoint: &Endpoint,
     nodes: &[PoolNode],
     me: NodeId,
+    members: &[PoolMember],
 ) -> Result<mpsc::UnboundedReceiver<(NodeId, SessionEvent)>, String> {
     let (tx, rx) = mpsc::unbounded_channel();
     for node in nodes {
         let id = EndpointId::from_str(&node.endpoint_id)
             .map_err(|e| format!("node {}: endpoint id: {e}", node.node_id))?;
         let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
-        tokio::spawn(session(endpoint.clone(), addr, node.node_id, me, tx.clone()));
+        let hello = ControlMessage::Hello { orchestrator: me, members: members.to_vec() };
+        tokio::spawn(session(endpoint.clone(), addr, node.node_id, hello, tx.clone()));
     }
     Ok(rx)
 }
@@ -55,7 +58,7 @@ async fn session(
     endpoint: Endpoint,
     addr: EndpointAddr,
     node: NodeId,
-    me: NodeId,
+    hello: ControlMessage,
     events: mpsc::UnboundedSender<(NodeId, SessionEvent)>,
 ) {
     loop {
@@ -68,9 +71,7 @@ async fn session(
         };
         let opened = async {
             let (mut send, mut recv) = conn.open_bi().await.ok()?;
-            control::write_message(&mut send, &ControlMessage::Hello { orchestrator: me })
-                .await
-                .ok()?;
+            control::write_message(&mut send, &hello).await.ok()?;
             let mut decoder = FrameDecoder::new();
             match control::read_message(&mut recv, &mut decoder).await {
                 Some(Ok(hello @ ControlMessage::NodeAvailable { .. })) => {

@@ -53,6 +53,19 @@ pub enum WatchEvent {
         /// The node that broke readiness.
         node: NodeId,
     },
+    /// A SWIM datagram was refused (it changes nothing in readiness); reported for the
+    /// 1st, 2nd, 4th, ... refusal of each reason.
+    MembershipRejected {
+        /// Why (`unsigned`, `unknown_signer`, `bad_signature`, `replayed`, `stale`,
+        /// `identity_mismatch`).
+        reason: String,
+        /// The datagram's UDP source.
+        from: String,
+        /// The key it claimed, if it had an envelope.
+        signer: Option<String>,
+        /// Refusals of this reason so far.
+        count: u64,
+    },
 }
 
 /// Settings of a watch.
@@ -87,23 +100,23 @@ pub async fn watch(
     let candidates: Vec<NodeId> = config.pool.nodes.iter().map(|n| n.node_id).collect();
     let mut gate = PoolGate::new(Instant::now(), candidates, config.window);
     let (avail_tx, mut avail_rx) = mpsc::unbounded_channel::<(NodeId, ControlMessage)>();
+    let members = swim::pool_members(&config.pool, &key.endpoint_id_hex());
+    let roster = swim::RosterHandle::new(swim::roster_of(&members));
     for node in &config.pool.nodes {
         let id = EndpointId::from_str(&node.endpoint_id)
             .map_err(|e| WatchError(format!("node {}: {e}", node.node_id)))?;
         let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
-        let (endpoint, tx, node_id, me) =
-            (endpoint.clone(), avail_tx.clone(), node.node_id, config.pool.orchestrator.node_id);
+        let (endpoint, tx, node_id) = (endpoint.clone(), avail_tx.clone(), node.node_id);
+        let hello = ControlMessage::Hello {
+            orchestrator: config.pool.orchestrator.node_id,
+            members: members.clone(),
+        };
         tokio::spawn(async move {
             // Nodes may boot after the watch starts: retry until the session opens.
             loop {
                 if let Ok(conn) = endpoint.connect(addr.clone(), CTL_ALPN).await
                     && let Ok((mut send, mut recv)) = conn.open_bi().await
-                    && control::write_message(
-                        &mut send,
-                        &ControlMessage::Hello { orchestrator: me },
-                    )
-                    .await
-                    .is_ok()
+                    && control::write_message(&mut send, &hello).await.is_ok()
                 {
                     let mut decoder = FrameDecoder::new();
                     if let Some(Ok(msg)) = control::read_message(&mut recv, &mut decoder).await {
@@ -160,7 +173,15 @@ pub async fn watch(
                             bump: 0,
                         };
                         let n = config.pool.nodes.len() as u32 + 1;
-                        swim = Some(swim::spawn(identity, sock, vec![seed], n, 7));
+                        let swim_config = swim::SwimConfig {
+                            identity,
+                            key: key.secret().clone(),
+                            roster: roster.clone(),
+                            seeds: vec![seed],
+                            cluster_size: n,
+                            seed_rng: 7,
+                        };
+                        swim = Some(swim::spawn(swim_config, sock));
                     }
                 }
             }
@@ -174,6 +195,15 @@ pub async fn watch(
                     MembershipEvent::Down(id) => {
                         report(&WatchEvent::MemberDown { node_id: id.node_id });
                         gate.member_down(now, id.node_id);
+                    }
+                    MembershipEvent::Rejected(r) => {
+                        let count = roster.rejects().by_reason.get(&r.reason).copied().unwrap_or(0);
+                        report(&WatchEvent::MembershipRejected {
+                            reason: r.reason.as_str().into(),
+                            from: r.from,
+                            signer: r.signer,
+                            count,
+                        });
                     }
                 }
             }

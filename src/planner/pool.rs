@@ -107,6 +107,15 @@ impl Pool {
         toml::to_string_pretty(self).unwrap_or_default()
     }
 
+    /// The SWIM members the pool names: every node and the orchestrator (whose endpoint
+    /// id is the running orchestrator's own, `orchestrator_endpoint`), as (node id,
+    /// endpoint id) pairs.
+    pub fn members(&self, orchestrator_endpoint: &str) -> Vec<(NodeId, String)> {
+        std::iter::once((self.orchestrator.node_id, orchestrator_endpoint.to_string()))
+            .chain(self.nodes.iter().map(|n| (n.node_id, n.endpoint_id.clone())))
+            .collect()
+    }
+
     /// The node with this id.
     pub fn node(&self, id: NodeId) -> Option<&PoolNode> {
         self.nodes.iter().find(|n| n.node_id == id)

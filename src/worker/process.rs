@@ -190,7 +190,11 @@ fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>) {
                 let text = String::from_utf8_lossy(&line);
                 match decode_line::<Command>(text.trim_end()) {
                     Ok(cmd) => {
-                        if let Command::ShutdownWorker { mode: ShutdownMode::AbortInFlight } = cmd {
+                        if matches!(
+                            cmd,
+                            Command::ShutdownWorker { mode: ShutdownMode::AbortInFlight }
+                                | Command::AbortStep
+                        ) {
                             abort.store(true, Ordering::SeqCst);
                         }
                         Input::Command(cmd)
@@ -245,6 +249,12 @@ impl Worker {
                         self.roles.remove(&role_id);
                         self.events.push(Event::RoleFailed { role_id, reason });
                     }
+                }
+            }
+            Command::AbortStep => {
+                // The step it aborted (if any) has returned; later steps run normally.
+                if self.stopping.is_none() {
+                    self.abort.store(false, Ordering::SeqCst);
                 }
             }
             Command::ReleaseRole { role_id } => {

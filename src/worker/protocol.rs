@@ -161,6 +161,10 @@ pub enum Command {
         /// What it computes.
         config: RoleConfig,
     },
+    /// Aborts the step in flight (it fails with `aborted` within one block's compute), and
+    /// any step that starts before this command is processed; sent when a stage is being
+    /// stopped, so a long prefill does not hold the teardown. Not answered.
+    AbortStep,
     /// Drops a role and everything it holds (weights, KV cache); answered by
     /// `RoleReleased`, also for a role that was never configured.
     ReleaseRole {

@@ -115,10 +115,10 @@ impl Role {
                         .chunks_exact(4)
                         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                         .collect();
-                    stage.forward(StageInput::Tokens(&ids))
+                    stage.forward_abortable(StageInput::Tokens(&ids), abort)
                 } else {
                     decode_hidden(input, hidden, *dtype)
-                        .and_then(|h| stage.forward(StageInput::Hidden(h)))
+                        .and_then(|h| stage.forward_abortable(StageInput::Hidden(h), abort))
                 };
                 let bytes = match out {
                     Ok(StageOutput::Logits(logits)) => {
@@ -127,6 +127,7 @@ impl Role {
                     Ok(StageOutput::Hidden(h)) => {
                         encode_hidden(&h, *dtype).map_err(|_| StepFailure::ComputeFailed)?
                     }
+                    Err(StageError::Aborted) => return Err(StepFailure::Aborted),
                     Err(e) => {
                         eprintln!("swactor worker: step {}: {e}", sequence.0);
                         return Err(StepFailure::ComputeFailed);

@@ -3,9 +3,25 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use swactor::membership::swim::{MembershipEvent, SwimIdentity, spawn};
+use iroh::SecretKey;
+use swactor::membership::auth::{Reject, Roster};
+use swactor::membership::swim::{MembershipEvent, RosterHandle, SwimConfig, SwimIdentity, spawn};
 use swactor::wire::NodeId;
 use tokio::net::UdpSocket;
+
+fn key(i: usize) -> SecretKey {
+    SecretKey::from_bytes(&[i as u8 + 1; 32])
+}
+
+fn hex(k: &SecretKey) -> String {
+    swactor::membership::auth::key_hex(k.public().as_bytes())
+}
+
+/// The roster of members 1..=n (keys `key(0..n)`).
+fn roster(n: usize) -> Roster {
+    let ids: Vec<String> = (0..n).map(|i| hex(&key(i))).collect();
+    Roster::from_pairs(ids.iter().enumerate().map(|(i, e)| (NodeId(i as u64 + 1), e.as_str())))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others() {
@@ -19,10 +35,18 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
         let id = SwimIdentity {
             node_id: NodeId(i as u64 + 1),
             addr: addrs[i],
-            endpoint_id: format!("{:064x}", i + 1),
+            endpoint_id: hex(&key(i)),
             bump: 0,
         };
-        members.push(spawn(id, socket, addrs.clone(), 3, i as u64));
+        let config = SwimConfig {
+            identity: id,
+            key: key(i),
+            roster: RosterHandle::new(roster(3)),
+            seeds: addrs.clone(),
+            cluster_size: 3,
+            seed_rng: i as u64,
+        };
+        members.push(spawn(config, socket));
     }
     // Everyone sees the two others up.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -34,6 +58,9 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
                 match ev {
                     MembershipEvent::Up(id) => views[i].insert(id.node_id.0),
                     MembershipEvent::Down(id) => views[i].remove(&id.node_id.0),
+                    MembershipEvent::Rejected(r) => {
+                        panic!("a member's datagram was refused: {r:?}")
+                    }
                 };
             }
         }
@@ -61,4 +88,61 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
     }
     eprintln!("failure detected in {:?}", t0.elapsed());
     assert!(t0.elapsed() < Duration::from_secs(5), "detection took {:?}", t0.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
+    let sockets = [
+        UdpSocket::bind("127.0.0.1:0").await.expect("bind"),
+        UdpSocket::bind("127.0.0.1:0").await.expect("bind"),
+    ];
+    let addrs: Vec<_> = sockets.iter().map(|s| s.local_addr().expect("addr")).collect();
+    let [a, b] = sockets;
+    // Member 1 knows only itself and member 2; the outsider signs with key 5 and claims
+    // node 2's id (with its own endpoint id: it cannot sign for node 2's key).
+    let roster_a = RosterHandle::new(roster(2));
+    let (_m1, mut rx1) = spawn(
+        SwimConfig {
+            identity: SwimIdentity {
+                node_id: NodeId(1),
+                addr: addrs[0],
+                endpoint_id: hex(&key(0)),
+                bump: 0,
+            },
+            key: key(0),
+            roster: roster_a.clone(),
+            seeds: vec![],
+            cluster_size: 2,
+            seed_rng: 1,
+        },
+        a,
+    );
+    let (_outsider, _rx) = spawn(
+        SwimConfig {
+            identity: SwimIdentity {
+                node_id: NodeId(2),
+                addr: addrs[1],
+                endpoint_id: hex(&key(5)),
+                bump: 0,
+            },
+            key: key(5),
+            roster: RosterHandle::new(Roster::from_pairs([
+                (NodeId(1), hex(&key(0)).as_str()),
+                (NodeId(2), hex(&key(5)).as_str()),
+            ])),
+            seeds: vec![addrs[0]],
+            cluster_size: 2,
+            seed_rng: 2,
+        },
+        b,
+    );
+    // The first thing member 1 reports is the refusal, never the outsider going up.
+    match tokio::time::timeout(Duration::from_secs(10), rx1.recv()).await.expect("no refusal") {
+        Some(MembershipEvent::Rejected(r)) => {
+            assert_eq!(r.reason, Reject::UnknownSigner);
+            assert_eq!(r.signer, Some(hex(&key(5))));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(roster_a.rejects().by_reason[&Reject::UnknownSigner] >= 1);
 }

@@ -48,12 +48,13 @@ fn wait_for(
     pred: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
     let deadline = Instant::now() + timeout;
+    let mut seen = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(v) if pred(&v) => return v,
-            Ok(_) => {}
-            Err(_) => panic!("timed out waiting for {what}"),
+            Ok(v) => seen.push(v),
+            Err(_) => panic!("timed out waiting for {what}; saw {seen:?}"),
         }
     }
 }
@@ -121,6 +122,16 @@ fn pool_with_nodes(
     dir: &std::path::Path,
     n: u64,
 ) -> (Kill, mpsc::Receiver<serde_json::Value>, Vec<serde_json::Value>) {
+    pool_with_extra_seeds(dir, n, |_, _| None)
+}
+
+/// As [`pool_with_nodes`]; `extra_seed(i, first_swim)` may name one more `--join` seed for
+/// node `i` (called before it boots, with node 1's SWIM address once node 1 runs).
+fn pool_with_extra_seeds(
+    dir: &std::path::Path,
+    n: u64,
+    mut extra_seed: impl FnMut(u64, Option<&str>) -> Option<String>,
+) -> (Kill, mpsc::Receiver<serde_json::Value>, Vec<serde_json::Value>) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("dir");
     let orch_key = dir.join("orch.key");
@@ -150,6 +161,9 @@ fn pool_with_nodes(
         .args(["--orchestrator", &orch]);
         if let Some(s) = &seed {
             cmd.args(["--join", s]);
+        }
+        if let Some(extra) = extra_seed(i, seed.as_deref()) {
+            cmd.args(["--join", &extra]);
         }
         let (child, rx) = spawn_lines(&mut cmd);
         children.0.push(child);
@@ -238,4 +252,85 @@ fn a_partitioned_node_withdraws_readiness_while_it_runs_on_and_rejoins_when_the_
         v["type"] == "pool_ready"
     });
     assert_eq!(again["nodes"], serde_json::json!([1, 2, 3]), "node 3 rejoined after the heal");
+}
+
+fn inspect(sock: &std::path::Path) -> serde_json::Value {
+    let out = Command::new(exe())
+        .args(["edge", "inspect", "--json", "--node"])
+        .arg(sock)
+        .output()
+        .expect("inspect");
+    assert!(out.status.success(), "edge inspect failed");
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn impostor(mode: &str, node_id: u64, endpoint_id: &str, target: &str) -> (Child, String) {
+    let (child, rx) = spawn_lines(Command::new(exe()).args([
+        "util",
+        "swim-impostor",
+        "--mode",
+        mode,
+        "--node-id",
+        &node_id.to_string(),
+        "--endpoint-id",
+        endpoint_id,
+        "--target",
+        target,
+    ]));
+    let started = wait_for(&rx, "impostor_started", Duration::from_secs(10), |v| {
+        v["type"] == "impostor_started"
+    });
+    (child, started["addr"].as_str().expect("addr").to_string())
+}
+
+#[test]
+fn swim_impostors_claiming_a_members_identity_are_refused_counted_and_change_nothing() {
+    // A replaying impostor sits among node 2's seeds: it captures one of node 2's genuine,
+    // signed announces and replays it to node 1 over and over.
+    let mut replayer = None;
+    let (mut children, events, nodes) =
+        pool_with_extra_seeds(&scratch().join("pool-impostor"), 2, |i, first| {
+            let first = first?;
+            (i == 2).then(|| {
+                let (child, addr) = impostor("replay", 2, &format!("{:064x}", 0), first);
+                replayer = Some(child);
+                addr
+            })
+        });
+    children.0.extend(replayer);
+    let dir = scratch().join("pool-impostor");
+    wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
+
+    // Three more impostors claim node 2's node id and endpoint id, each its own way.
+    let node1 = nodes[0]["swim_addr"].as_str().expect("swim").to_string();
+    let node2_id = nodes[1]["endpoint_id"].as_str().expect("id").to_string();
+    for mode in ["plain", "own-key", "forged-signer"] {
+        children.0.push(impostor(mode, 2, &node2_id, &node1).0);
+    }
+    // Node 1 counts every kind of refusal (waiting for the counts, not for time).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let wanted = ["unsigned", "unknown_signer", "bad_signature", "replayed"];
+    loop {
+        let state = inspect(&dir.join("n1.sock"));
+        let counts = &state["swim_rejected"]["by_reason"];
+        if wanted.iter().all(|r| counts[r].as_u64().is_some_and(|c| c >= 1)) {
+            assert!(state["swim_rejected"]["recent"].as_array().is_some_and(|r| r.len() <= 16));
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 1 did not refuse every impostor: {counts}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The impostors go away: nobody is declared down, the pool stays ready.
+    let first_impostor = children.0.len() - 4;
+    drop(Kill(children.0.split_off(first_impostor)));
+    let quiet_until = Instant::now() + Duration::from_secs(4);
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        match events.recv_timeout(left) {
+            Ok(v) => assert!(
+                !["member_down", "readiness_lost"].contains(&v["type"].as_str().unwrap_or("")),
+                "an impostor changed the pool: {v}"
+            ),
+            Err(_) => break,
+        }
+    }
 }

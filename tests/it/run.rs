@@ -641,3 +641,49 @@ fn run_local_refuses_more_stages_than_blocks_before_starting_any_node() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("9 stages for a model of 4 blocks"));
     assert!(!node_processes_left());
 }
+
+#[test]
+fn a_prompt_that_fills_the_context_completes_as_context_full_exactly_like_generate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(6);
+    let args =
+        ["--json", "--max-seq-len", "16", "--max-tokens", "100", "--prompt", "the quick brown fox"];
+    let parse = |out: &std::process::Output| -> Vec<Value> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let reference = Command::new(exe())
+        .arg("generate")
+        .args(args)
+        .arg("--model")
+        .arg(&model)
+        .output()
+        .expect("generate");
+    assert_eq!(reference.status.code(), Some(0));
+    let reference = parse(&reference);
+    let generation = events(&reference, "generation")[0].clone();
+    assert_eq!(generation["stop"], "context_full", "{generation}");
+
+    let out = Command::new(exe())
+        .args(["run", "local", "--stages", "3"])
+        .args(args)
+        .arg("--model")
+        .arg(&model)
+        .output()
+        .expect("run local");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = parse(&out);
+    assert_eq!(tokens(&lines), tokens(&reference), "the same tokens as generate");
+    let summary = events(&lines, "run")[0].clone();
+    assert_eq!(summary["outcome"], "completed", "{summary}");
+    assert_eq!(summary["stop"], "context_full", "{summary}");
+    assert!(events(&lines, "run_faulted").is_empty());
+    let completed = events(&lines, "run_completed");
+    assert_eq!(completed[0]["cause"], "context_full");
+    assert_eq!(
+        summary["prompt_tokens"].as_u64().unwrap() + summary["tokens"].as_u64().unwrap(),
+        17
+    );
+}

@@ -278,3 +278,27 @@ fn operator_stop_and_timeouts_end_in_teardown_even_if_stages_never_answer() {
         Event::RunFaulted { reason: FaultReason::Timeout(Timeout::Readiness), .. }
     )));
 }
+
+#[test]
+fn a_full_context_completes_the_run_before_the_step_that_would_overflow_it() {
+    // max_seq_len 128, a 4-token prompt: 124 tokens fit back into the KV caches; the
+    // 125th is still delivered, but feeding it would overflow, so the run completes.
+    let (mut f, now) = running(1000);
+    for k in 0..124u64 {
+        f.token_received(now, ObjectId(k + 1), Sequence(k), 50);
+        let (cmds, _) = drain(&mut f);
+        assert!(
+            matches!(cmds.as_slice(), [RunCommand::Inject { sequence, .. }] if *sequence == Sequence(k + 1)),
+            "token {k} is fed back: {cmds:?}"
+        );
+    }
+    f.token_received(now, ObjectId(125), Sequence(124), 50);
+    let (cmds, events) = drain(&mut f);
+    assert!(!cmds.iter().any(|c| matches!(c, RunCommand::Inject { .. })), "{cmds:?}");
+    assert!(events.contains(&Event::RunCompleted {
+        run_id: RunId(5),
+        tokens: 125,
+        cause: CompletionCause::ContextFull
+    }));
+    assert_eq!(f.outcome(), Some(RunOutcome::Completed));
+}
