@@ -158,14 +158,40 @@ impl RunSink for CliSink<'_> {
     }
 }
 
-async fn stop_signal() -> OperatorStop {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(mut int), Ok(mut term)) => tokio::select! {
-            _ = int.recv() => OperatorStop::Interrupt,
-            _ = term.recv() => OperatorStop::Terminate,
-        },
-        _ => std::future::pending().await,
+/// The command's one SIGINT / SIGTERM listener, installed before anything starts: a
+/// signal at any moment after that is kept for whoever waits for it, in whichever phase
+/// (starting nodes, waiting for the pool, running), so none is lost between phases.
+#[derive(Clone)]
+struct StopSignal(tokio::sync::watch::Receiver<Option<OperatorStop>>);
+
+impl StopSignal {
+    /// Installs the listener; call inside the runtime, first thing.
+    fn install() -> StopSignal {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        if let (Ok(mut int), Ok(mut term)) =
+            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+        {
+            tokio::spawn(async move {
+                loop {
+                    let how = tokio::select! {
+                        _ = int.recv() => OperatorStop::Interrupt,
+                        _ = term.recv() => OperatorStop::Terminate,
+                    };
+                    // The first signal is the one reported; later ones change nothing.
+                    tx.send_if_modified(|s| s.is_none().then(|| *s = Some(how)).is_some());
+                }
+            });
+        }
+        StopSignal(rx)
+    }
+
+    /// Resolves once a signal has arrived (at once if one already has).
+    async fn stopped(mut self) -> OperatorStop {
+        match self.0.wait_for(Option::is_some).await {
+            Ok(how) => how.unwrap_or(OperatorStop::Interrupt),
+            Err(_) => std::future::pending().await,
+        }
     }
 }
 
@@ -195,6 +221,7 @@ async fn execute(
     prepared: &Prepared,
     run: &PromptArgs,
     out: &mut Output,
+    stop: StopSignal,
 ) -> Result<(), CliError> {
     let mut sink = CliSink {
         json: run.output.json,
@@ -206,7 +233,7 @@ async fn execute(
         out,
     };
     let result =
-        orchestrate(config, &prepared.facts, &prepared.tokenizer, &mut sink, stop_signal()).await;
+        orchestrate(config, &prepared.facts, &prepared.tokenizer, &mut sink, stop.stopped()).await;
     sink.clear_progress();
     if let Some(e) = sink.error.take() {
         return Err(e.into());
@@ -334,7 +361,10 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
         timeouts: timeouts(&args.run),
     };
     let rt = runtime()?;
-    let result = rt.block_on(execute(config, &prepared, &args.run, out));
+    let result = rt.block_on(async {
+        let stop = StopSignal::install();
+        execute(config, &prepared, &args.run, out, stop).await
+    });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
 }
@@ -357,8 +387,15 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
         )
         .with_suggestion("use at most one stage per transformer block"));
     }
+    // Test hook, read here at the edge: hold between starting the nodes and running, the
+    // window in which a Ctrl-C used to be lost.
+    let pause = std::env::var("SWACTOR_TEST_PAUSE_AFTER_NODES_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
     let rt = runtime()?;
     let result = rt.block_on(async {
+        let stop = StopSignal::install();
         let config = LocalPoolConfig {
             exe: std::env::current_exe()?,
             nodes: args.stages,
@@ -374,11 +411,15 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
                 CliError::new(ExitCode::BootFailed, "local_pool_failed", eyre!(e))
                     .with_suggestion("run again with --node-logs to see the nodes' logs")
             })?,
-            _ = stop_signal() => {
+            _ = stop.clone().stopped() => {
                 return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped while the nodes started")));
             }
         };
-        let result = local_run(args, &pool, out).await;
+        if let Some(pause) = pause {
+            eprintln!("swactor: test pause: the nodes started");
+            tokio::time::sleep(pause).await;
+        }
+        let result = local_run(args, &pool, out, stop).await;
         pool.stop().await;
         result
     });
@@ -386,7 +427,12 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     result
 }
 
-async fn local_run(args: &LocalArgs, pool: &LocalPool, out: &mut Output) -> Result<(), CliError> {
+async fn local_run(
+    args: &LocalArgs,
+    pool: &LocalPool,
+    out: &mut Output,
+    stop: StopSignal,
+) -> Result<(), CliError> {
     let model = match &args.model {
         Some(m) => m.clone(),
         None => {
@@ -413,5 +459,5 @@ async fn local_run(args: &LocalArgs, pool: &LocalPool, out: &mut Output) -> Resu
         pool_timeout: Duration::from_secs(60),
         timeouts: timeouts(&args.run),
     };
-    execute(config, &prepared, &args.run, out).await
+    execute(config, &prepared, &args.run, out, stop).await
 }

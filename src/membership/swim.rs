@@ -134,8 +134,13 @@ impl RosterHandle {
         self.lock().rejects.clone()
     }
 
+    /// Counts a refusal; returns it when worth reporting. Before any roster is set (a node
+    /// that no orchestrator has named a pool to yet), refusals are counted, not reported:
+    /// its peers' announces are expected to be refused until then.
     fn record(&self, record: RejectRecord) -> Option<RejectRecord> {
-        self.lock().rejects.record(record.clone()).then_some(record)
+        let mut shared = self.lock();
+        let report = shared.rejects.record(record.clone());
+        (report && !shared.roster.is_empty()).then_some(record)
     }
 }
 

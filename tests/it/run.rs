@@ -687,3 +687,64 @@ fn a_prompt_that_fills_the_context_completes_as_context_full_exactly_like_genera
         17
     );
 }
+
+#[test]
+fn a_ctrl_c_right_after_run_local_started_its_nodes_stops_it_and_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = leftovers();
+    // The test hook holds run local between starting its nodes and running: the window
+    // in which the signal listener of the start phase was gone and the run's was not
+    // installed yet.
+    let mut child = Command::new(exe())
+        .args(["run", "local", "--json", "--max-tokens", "200"])
+        .env("SWACTOR_TEST_PAUSE_AFTER_NODES_MS", "3000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run local");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "run local ended early");
+        if line.contains("test pause: the nodes started") {
+            break;
+        }
+    }
+    signal(child.id(), rustix::process::Signal::INT);
+    let status = child.wait().expect("wait");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert_eq!(status.code(), Some(9), "the Ctrl-C was honoured: {rest}");
+    assert_eq!(leftovers(), before, "no swactor-local directory is left behind");
+    assert!(!node_processes_left(), "no node process is left behind");
+}
+
+#[test]
+fn a_stop_during_a_long_prefill_aborts_the_step_instead_of_waiting_for_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(model) = crate::cli::smollm2() else { return };
+    let nodes = Nodes::boot("run-prefill-stop", 3, |_| vec![]);
+    // About 1,500 tokens: a prefill of many seconds on this machine.
+    let prompt = "Once upon a time there was a little girl named Lily. ".repeat(110);
+    let mut run = nodes.orchestrate(&model, &["--max-tokens", "4", "--prompt", &prompt]);
+    run.wait_for("stage 0's prefill step", |v| {
+        v["type"] == "execute_step_started" && v["stage_index"] == 0
+    });
+    let t0 = Instant::now();
+    signal(run.child.id(), rustix::process::Signal::INT);
+    let (code, lines, err) = run.finish();
+    let took = t0.elapsed();
+    eprintln!("stop during prefill took {took:?}");
+    assert_eq!(code, 9, "{err}");
+    assert_one_outcome_and_teardown(&lines, "operator_stopped", &[0, 1, 2]);
+    // The prefill step of stage 0 was aborted, not waited for.
+    assert!(
+        events(&lines, "step_completed").is_empty(),
+        "a stage finished its prefill step before stopping: {:?}",
+        events(&lines, "step_completed")
+    );
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
