@@ -93,7 +93,7 @@ fn a_key_of_the_wrong_type_is_named_in_the_error() {
 fn a_ggml_type_this_build_cannot_compute_is_unsupported_and_a_type_ggml_lacks_is_malformed() {
     // 16 is GGML's iq2_xxs: a real type, so re-quantizing is the right advice.
     let path =
-        GgufBuilder::llama(1).tensor("blk.0.attn_k.weight", &[256, 32], 16, 2066).write("iq.gguf");
+        GgufBuilder::llama(1).tensor("blk.0.attn_k.weight", &[256, 32], 16, 2112).write("iq.gguf");
     match read_facts(&path) {
         Err(e @ ModelError::UnsupportedTensorType { .. }) => {
             assert!(e.to_string().contains("iq2_xxs"), "{e}")
