@@ -4,7 +4,8 @@
 //! offset in it is untrusted, so each one is checked against the bytes that are left in the
 //! file (and against fixed limits) before anything is allocated, and all size arithmetic is
 //! checked. A header that decodes guarantees that every tensor's data lies inside the file,
-//! at an aligned offset, with an element count and byte size that fit in 63 bits, so
+//! at an aligned offset right after the tensor before it (llama.cpp's layout rule, so no
+//! two tensors overlap), with an element count and byte size that fit in 63 bits, so
 //! candle's [`TensorInfo::read`] can load any of them. The result is candle's [`Content`].
 
 use candle_core::quantized::GgmlDType;
@@ -60,7 +61,8 @@ pub fn read_facts(path: &Path) -> Result<ModelFacts, ModelError> {
 /// length the rest of the file cannot hold is `truncated`, a value outside GGUF's rules
 /// (a bad alignment, a misaligned or overflowing tensor, an unknown value type) is
 /// `malformed`, a GGML tensor type this build cannot compute is `unsupported_tensor_type`.
-/// Every tensor's data is checked to lie inside the file.
+/// Every tensor's data is checked to lie inside the file, and to follow the tensor before
+/// it in file order (each padded to the alignment), so no two tensors overlap.
 pub fn decode_header(reader: impl Read, file_len: u64) -> Result<Content, ModelError> {
     let mut r = Reader { inner: reader, pos: 0, len: file_len, values: 0 };
     let mut magic = [0u8; 4];
@@ -126,6 +128,9 @@ pub fn decode_header(reader: impl Read, file_len: u64) -> Result<Content, ModelE
         let type_id = r.u32(&format!("the type of tensor `{name}`"))?;
         let dtype = ggml_dtype(type_id, &name)?;
         let offset = r.u64(&format!("the offset of tensor `{name}`"))?;
+        if name.is_empty() {
+            return Err(malformed(format!("tensor {i} has an empty name")));
+        }
         if !names.insert(name.clone()) {
             return Err(malformed(format!("tensor `{name}` appears twice")));
         }
@@ -144,6 +149,9 @@ pub fn decode_header(reader: impl Read, file_len: u64) -> Result<Content, ModelE
         });
     }
     let mut tensor_infos = HashMap::with_capacity(tensors.len());
+    // Tensors in file order: their data must follow one another in that order, each
+    // padded to the alignment (llama.cpp's rule), and lie inside the file.
+    let mut expected: u128 = 0;
     for (name, dims, ggml_dtype, offset) in tensors {
         // GGUF lists dimensions innermost first; candle's shapes are outermost first.
         let shape: Vec<usize> =
@@ -154,11 +162,31 @@ pub fn decode_header(reader: impl Read, file_len: u64) -> Result<Content, ModelE
                     ))
                 },
             )?;
-        tensor_infos.insert(name, TensorInfo { ggml_dtype, shape: shape.into(), offset });
+        let info = TensorInfo { ggml_dtype, shape: shape.into(), offset };
+        let (start, bytes) = tensor_extent(&name, &info, tensor_data_offset, alignment)?;
+        check_inside(&name, start, bytes, file_len)?;
+        if u128::from(offset) != expected {
+            return Err(malformed(format!(
+                "tensor `{name}` starts at offset {offset} of the data section, but the \
+                 tensors before it end at {expected}: the file is corrupt"
+            )));
+        }
+        expected += u128::from(bytes).div_ceil(u128::from(alignment)) * u128::from(alignment);
+        tensor_infos.insert(name, info);
     }
-    let content = Content { magic, metadata, tensor_infos, tensor_data_offset };
-    check_tensor_extents(&content, file_len)?;
-    Ok(content)
+    Ok(Content { magic, metadata, tensor_infos, tensor_data_offset })
+}
+
+fn check_inside(name: &str, start: u128, bytes: u64, file_len: u64) -> Result<(), ModelError> {
+    if start + u128::from(bytes) > u128::from(file_len) {
+        return Err(ModelError::Truncated {
+            detail: format!(
+                "tensor `{name}` ({bytes} bytes at {start}) extends past the end of the file \
+                 ({file_len} bytes)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The byte extent of one tensor's data, checked: element count and byte size fit in 63
@@ -223,14 +251,7 @@ pub fn check_tensor_extents(content: &Content, file_len: u64) -> Result<(), Mode
     order.sort_by(|a, b| a.1.offset.cmp(&b.1.offset).then_with(|| a.0.cmp(b.0)));
     for (name, info) in order {
         let (start, bytes) = tensor_extent(name, info, content.tensor_data_offset, alignment)?;
-        if start + u128::from(bytes) > u128::from(file_len) {
-            return Err(ModelError::Truncated {
-                detail: format!(
-                    "tensor `{name}` ({bytes} bytes at {start}) extends past the end of the \
-                     file ({file_len} bytes)"
-                ),
-            });
-        }
+        check_inside(name, start, bytes, file_len)?;
     }
     Ok(())
 }

@@ -194,6 +194,22 @@ fn a_tensor_offset_past_the_end_or_off_the_alignment_is_rejected() {
 }
 
 #[test]
+fn tensors_that_overlap_or_leave_gaps_are_malformed() {
+    // Tensor 2 (blk.1.attn_q) written over tensor 1's data, then after a gap.
+    for offset in [76_800, 76_800 + 16_384 + 32] {
+        let b = GgufBuilder::llama(2).patch_tensor(2, None, Some(offset));
+        let mut bytes = b.build();
+        bytes.resize(bytes.len() + 64, 0);
+        match facts_of(&bytes) {
+            Err(e @ ModelError::Malformed { .. }) => {
+                assert!(e.to_string().contains("blk.1.attn_q.weight"), "{e}")
+            }
+            other => panic!("offset {offset}: expected Malformed, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn an_alignment_that_is_zero_or_not_a_power_of_two_is_malformed() {
     for a in [0, 48, 3] {
         let b = GgufBuilder::llama(2).meta("general.alignment", Meta::U32(a));
