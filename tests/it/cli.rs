@@ -828,3 +828,32 @@ fn uppercase_endpoint_ids_are_accepted_by_every_command_and_written_lowercase() 
         Some(serde_json::json!("timeout.pool_readiness"))
     );
 }
+
+#[test]
+fn a_corrupt_metadata_count_says_the_file_is_corrupt_not_to_re_quantize() {
+    // The metadata count is the u64 at bytes 16..24 of a GGUF v3 header.
+    let count = |b: &[u8]| u64::from_le_bytes(b[16..24].try_into().expect("8 bytes"));
+    for (name, craft) in [
+        ("cli-kv-huge.gguf", (|_| 1 << 40) as fn(u64) -> u64),
+        ("cli-kv-short.gguf", |n| n - 1),
+        ("cli-kv-long.gguf", |n| n + 1),
+    ] {
+        let model = patched_model(name, |b| {
+            let n = craft(count(b));
+            b[16..24].copy_from_slice(&n.to_le_bytes());
+        });
+        let out = swactor()
+            .args(["model", "inspect"])
+            .arg(&model)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .expect("inspect");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("corrupt"), "{name}: {stderr}");
+        assert!(
+            !stderr.contains("re-quantize") && !stderr.contains("panicked"),
+            "{name}: {stderr}"
+        );
+    }
+}
