@@ -45,7 +45,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l layers -d 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l nodes -d 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l prompt-tokens -d 'Prompt length assumed for the prefill predictions' -r
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l weights-url -d 'Nodes download the weights from this URL instead of reading `--model`\'s path; the plan carries the size and sha256 of the local `--model` file to check them against' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l weights-url -d 'Nodes download the weights from this `http(s)://host[:port]/path` URL instead of reading `--model`\'s path; the plan carries the size and sha256 of the local `--model` file to check them against' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l run-id -d 'The run id to write into the plan' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
@@ -53,7 +53,7 @@ f16\t'16-bit floats (half the bytes per hop)'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-tokens -d 'Most tokens to generate' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
@@ -74,7 +74,7 @@ f16\t'16-bit floats (half the bytes per hop)'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-tokens -d 'Most tokens to generate' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
@@ -95,7 +95,7 @@ f16\t'16-bit floats (half the bytes per hop)'"
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-tokens -d 'Most tokens to generate' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
-complete -c swactor -n "__fish_swactor_using_subcommand generate" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
@@ -110,7 +110,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l stages -d 'Number of stages [default: one per placement node, or per pool node]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l layers -d 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l nodes -d 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]' -r
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l weights-url -d 'Nodes download the weights from this URL (checked against `--model`\'s size and sha256) instead of reading `--model`\'s path on their own disk' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l weights-url -d 'Nodes download the weights from this `http(s)://host[:port]/path` URL (checked against `--model`\'s size and sha256) instead of reading `--model`\'s path on their own disk' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l listen -d 'iroh listen address (must be reachable by the nodes)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l swim -d 'SWIM listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l window-ms -d 'Convergence window in milliseconds' -r
@@ -126,7 +126,7 @@ f16\t'16-bit floats (half the bytes per hop)'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-tokens -d 'Most tokens to generate' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l temperature -d 'Softmax temperature (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r

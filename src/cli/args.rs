@@ -179,8 +179,9 @@ pub struct OrchestratePoolArgs {
     /// Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order].
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     pub nodes: Option<Vec<u64>>,
-    /// Nodes download the weights from this URL (checked against `--model`'s size and
-    /// sha256) instead of reading `--model`'s path on their own disk.
+    /// Nodes download the weights from this `http(s)://host[:port]/path` URL (checked
+    /// against `--model`'s size and sha256) instead of reading `--model`'s path on their
+    /// own disk.
     #[arg(long, value_name = "URL")]
     pub weights_url: Option<String>,
     /// iroh listen address (must be reachable by the nodes).
@@ -597,7 +598,7 @@ pub struct RuntimeArgs {
     /// How the last stage picks tokens.
     #[arg(long, value_enum, default_value = "greedy", value_name = "MODE")]
     pub sampling: SamplingMode,
-    /// Softmax temperature (with `--sampling sample`).
+    /// Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy.
     #[arg(long, value_name = "T")]
     pub temperature: Option<f32>,
     /// Keep only the K most likely tokens (with `--sampling sample`).
@@ -632,8 +633,9 @@ pub struct PlanArgs {
     /// Prompt length assumed for the prefill predictions.
     #[arg(long, default_value_t = 128, value_name = "N")]
     pub prompt_tokens: u32,
-    /// Nodes download the weights from this URL instead of reading `--model`'s path; the
-    /// plan carries the size and sha256 of the local `--model` file to check them against.
+    /// Nodes download the weights from this `http(s)://host[:port]/path` URL instead of
+    /// reading `--model`'s path; the plan carries the size and sha256 of the local
+    /// `--model` file to check them against.
     #[arg(long, value_name = "URL")]
     pub weights_url: Option<String>,
     /// The run id to write into the plan.

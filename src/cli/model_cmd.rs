@@ -15,7 +15,12 @@ pub fn model_error(path: &std::path::Path, e: ModelError) -> CliError {
     let hint = match &e {
         ModelError::Io { .. } => "check the path and its permissions",
         ModelError::NotGguf { .. } => "the file must be a GGUF model (llama.cpp's format)",
-        ModelError::Truncated { .. } => "the file is incomplete: download or copy it again",
+        ModelError::Truncated { .. } => {
+            "the file is incomplete or corrupt: download or copy it again"
+        }
+        ModelError::Malformed { .. } => {
+            "the file is corrupt (its header breaks the GGUF format): download or copy it again"
+        }
         ModelError::UnsupportedTensorType { .. } => {
             "re-quantize the model to a supported type (F32, F16, BF16, Q4_0..Q8_1, K-quants)"
         }

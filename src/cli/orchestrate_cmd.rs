@@ -14,7 +14,7 @@ use super::args::{LocalArgs, OrchestratePoolArgs, PromptArgs};
 use super::exit::{CliError, ExitCode};
 use super::model_cmd::model_error;
 use super::output::Output;
-use super::plan_cmd::{plan_error, read_pool, runtime_config};
+use super::plan_cmd::{check_url, plan_error, read_pool, runtime_config, runtime_config_for};
 use crate::events::{EventLine, RunOutcome};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
@@ -25,7 +25,7 @@ use crate::orchestrator::driver::{
 };
 use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
 use crate::orchestrator::run::RunTimeouts;
-use crate::planner::Placement;
+use crate::planner::{Placement, PlanRequest, plan};
 use crate::wire::reason::OperatorStop;
 use crate::wire::{NodeId, RunId, RuntimeConfig, WeightSource};
 
@@ -320,7 +320,9 @@ fn absolute(path: &Path) -> String {
 
 /// `swactor orchestrate pool`.
 pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError> {
+    // Everything that can be judged without the nodes is judged before waiting for them.
     let prepared = prepare(&args.model, &args.run)?;
+    check_url(args.weights_url.as_deref())?;
     let pool = read_pool(&args.pool)?;
     let file_placement = pool.placement.clone().unwrap_or_default();
     let file_layers = pool
@@ -344,6 +346,20 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
             })?,
         },
     };
+    // The same plan the driver makes once the pool is ready, made now: a request the pool
+    // can never satisfy (placement, stage count, memory, ...) is rejected before waiting.
+    // The driver plans again with this orchestrator's own identity.
+    plan(&PlanRequest {
+        run_id: RunId(args.run.run_id),
+        model: &prepared.facts,
+        source: source.clone(),
+        pool: &pool,
+        stages: args.stages,
+        placement: placement.clone(),
+        runtime: prepared.runtime,
+        prompt_tokens: (prepared.prompt.len() as u32).min(prepared.runtime.max_seq_len),
+    })
+    .map_err(plan_error)?;
     let config = OrchestrateConfig {
         pool,
         key: args.key.clone(),
@@ -377,7 +393,11 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     // Check what can be checked before any node starts.
     let blocks = match &args.model {
         Some(m) => prepare(m, &args.run)?.facts.block_count,
-        None => crate::model::synth::SynthSpec::default().blocks,
+        None => {
+            let synth = crate::model::synth::SynthSpec::default();
+            runtime_config_for(&args.run.runtime, synth.context)?;
+            synth.blocks
+        }
     };
     if args.stages > blocks {
         return Err(CliError::new(

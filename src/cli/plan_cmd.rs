@@ -9,14 +9,28 @@ use super::exit::{CliError, ExitCode};
 use super::model_cmd::model_error;
 use super::output::{Output, human_bytes, table};
 use crate::model::{ModelFacts, read_facts};
-use crate::planner::{Placement, PlanError, PlanRequest, Pool, plan};
+use crate::planner::{
+    Placement, PlanError, PlanRequest, Pool, check_pool, check_runtime_config, check_weights_url,
+    plan,
+};
 use crate::wire::{EdgeKind, RunId, RunPlan, RuntimeConfig, SamplingPolicy, WeightSource};
 
 /// Default `max_seq_len` cap when the flag is absent.
 pub const DEFAULT_MAX_SEQ_LEN: u32 = 2048;
 
-/// Turns runtime flags into a config for a model.
+/// Turns runtime flags into a checked config for a model.
 pub fn runtime_config(args: &RuntimeArgs, model: &ModelFacts) -> Result<RuntimeConfig, CliError> {
+    runtime_config_for(args, model.context_length)
+}
+
+/// Turns runtime flags into a config for a model of `context_length` tokens, checked by
+/// the planner's own [`check_runtime_config`] (a rejection is `invalid_runtime`, exit 4),
+/// so that every command accepts and refuses the same flags. A sampling temperature of 0
+/// is greedy.
+pub fn runtime_config_for(
+    args: &RuntimeArgs,
+    context_length: u32,
+) -> Result<RuntimeConfig, CliError> {
     let sampling = match args.sampling {
         SamplingMode::Greedy => {
             if args.temperature.is_some()
@@ -40,15 +54,24 @@ pub fn runtime_config(args: &RuntimeArgs, model: &ModelFacts) -> Result<RuntimeC
             seed: args.seed.unwrap_or(0),
         },
     };
-    Ok(RuntimeConfig {
-        max_seq_len: args.max_seq_len.unwrap_or(model.context_length.min(DEFAULT_MAX_SEQ_LEN)),
+    let runtime = RuntimeConfig {
+        max_seq_len: args.max_seq_len.unwrap_or(context_length.min(DEFAULT_MAX_SEQ_LEN)),
         activation_dtype: args.activation_dtype.into(),
         max_tokens: args.max_tokens,
         sampling,
-    })
+    };
+    check_runtime_config(&runtime, context_length).map_err(plan_error)?;
+    Ok(RuntimeConfig { sampling: runtime.sampling.normalized(), ..runtime })
 }
 
-/// Reads and parses a pool file.
+/// Checks `--weights-url` before anything is hashed or started (`invalid_weights_url`,
+/// exit 4).
+pub fn check_url(url: Option<&str>) -> Result<(), CliError> {
+    url.map_or(Ok(()), |u| check_weights_url(u).map_err(plan_error))
+}
+
+/// Reads and parses a pool file, then judges what can be judged without its nodes
+/// ([`check_pool`]: a rejection exits 4 with its plan reason).
 pub fn read_pool(path: &Path) -> Result<Pool, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         CliError::new(
@@ -57,7 +80,7 @@ pub fn read_pool(path: &Path) -> Result<Pool, CliError> {
             eyre!(e).wrap_err(format!("cannot read pool file {}", path.display())),
         )
     })?;
-    Pool::from_toml(&text).map_err(|e| {
+    let pool = Pool::from_toml(&text).map_err(|e| {
         CliError::new(
             ExitCode::Input,
             "invalid_pool_file",
@@ -65,7 +88,9 @@ pub fn read_pool(path: &Path) -> Result<Pool, CliError> {
                 .wrap_err(format!("cannot use pool file {}", path.display()))
                 .suggestion("see `swactor run plan --help` and README.md for the pool file format"),
         )
-    })
+    })?;
+    check_pool(&pool).map_err(plan_error)?;
+    Ok(pool)
 }
 
 /// Maps a plan rejection onto its exit code.
@@ -87,6 +112,7 @@ pub fn run_plan(args: &PlanArgs, out: &mut Output) -> Result<(), CliError> {
         nodes: args.node_ids().or(file_placement.nodes),
         layers: args.layers.clone().or(file_layers),
     };
+    check_url(args.weights_url.as_deref())?;
     let source = match &args.weights_url {
         None => WeightSource::Local { path: absolute(&args.model) },
         Some(url) => WeightSource::Url {

@@ -2,7 +2,7 @@
 //!
 //! Pure: works on an already parsed [`Content`] and the file's length.
 
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -229,8 +229,17 @@ pub fn dtype_name(dtype: candle_core::quantized::GgmlDType) -> String {
     format!("{dtype:?}").to_lowercase()
 }
 
+/// Largest hidden size a model may declare (the largest models today use 16384); it also
+/// keeps every KV-cache size computed from the facts inside 64 bits.
+pub const MAX_HIDDEN_SIZE: u32 = 1 << 20;
+
+/// Largest RMSNorm epsilon a model may declare (real models use 1e-6 to 1e-5).
+pub const MAX_RMS_NORM_EPS: f32 = 0.1;
+
 /// Builds and checks the facts of a parsed GGUF header. `file_len` is the file's size,
-/// used to check that every tensor's data lies inside the file.
+/// used to check that every tensor's data lies inside the file. Every size is computed
+/// with checked arithmetic, and tensors are visited in order of their offsets, so the same
+/// file always gives the same error.
 pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts, ModelError> {
     let meta = Meta { content };
     let architecture = meta
@@ -248,8 +257,21 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
     if block_count == 0 {
         return inconsistent("block_count is 0".into());
     }
+    // Every block has tensors of its own, so there cannot be more blocks than tensors
+    // (checked before anything is sized by the block count).
+    if block_count as usize > content.tensor_infos.len() {
+        return inconsistent(format!(
+            "block_count {block_count} but the file has only {} tensors",
+            content.tensor_infos.len()
+        ));
+    }
     if hidden_size == 0 || head_count == 0 || head_count_kv == 0 {
         return inconsistent("hidden size and head counts must be non-zero".into());
+    }
+    if hidden_size > MAX_HIDDEN_SIZE {
+        return inconsistent(format!(
+            "hidden size {hidden_size} is beyond the limit of {MAX_HIDDEN_SIZE}"
+        ));
     }
     if hidden_size % head_count != 0 {
         return inconsistent(format!(
@@ -262,6 +284,17 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         ));
     }
     let head_dim = hidden_size / head_count;
+    if !head_dim.is_multiple_of(2) {
+        return inconsistent(format!(
+            "head dimension {head_dim} is odd (rotary pairs need it even)"
+        ));
+    }
+    if context_length == 0 {
+        return inconsistent("context_length is 0".into());
+    }
+    if feed_forward_length == Some(0) {
+        return inconsistent("feed_forward_length is 0".into());
+    }
     let vocab_size = match meta.u32_opt(&arch("vocab_size"))? {
         Some(v) => v,
         None => match meta.array_len("tokenizer.ggml.tokens")? {
@@ -272,45 +305,80 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
             None => return Err(ModelError::MissingKey { key: arch("vocab_size") }),
         },
     };
+    if vocab_size == 0 {
+        return inconsistent("the vocabulary is empty".into());
+    }
     let rope = RopeFacts {
         freq_base: meta.f32_opt(&arch("rope.freq_base"))?.unwrap_or(10_000.0),
         dimension_count: meta.u32_opt(&arch("rope.dimension_count"))?.unwrap_or(head_dim),
     };
+    if !(rope.freq_base.is_finite() && rope.freq_base > 0.0) {
+        return inconsistent(format!("rope freq_base {} must be finite and > 0", rope.freq_base));
+    }
+    if rope.dimension_count == 0
+        || rope.dimension_count > head_dim
+        || !rope.dimension_count.is_multiple_of(2)
+    {
+        return inconsistent(format!(
+            "rope dimension_count {} must be even and lie in 1..={head_dim} (the head dimension)",
+            rope.dimension_count
+        ));
+    }
     let rms_norm_eps = meta.f32_opt(&arch("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5);
+    if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0 && rms_norm_eps <= MAX_RMS_NORM_EPS) {
+        return inconsistent(format!(
+            "RMSNorm epsilon {rms_norm_eps} must be finite and lie in (0, {MAX_RMS_NORM_EPS}]"
+        ));
+    }
+    let bos_token_id = meta.u32_opt("tokenizer.ggml.bos_token_id")?;
+    let eos_token_id = meta.u32_opt("tokenizer.ggml.eos_token_id")?;
+    for (what, id) in [("bos", bos_token_id), ("eos", eos_token_id)] {
+        if let Some(id) = id
+            && id >= vocab_size
+        {
+            return inconsistent(format!(
+                "the {what} token id {id} lies outside the vocabulary of {vocab_size} tokens"
+            ));
+        }
+    }
 
-    // Tensor bytes, grouped the way stages load them.
+    // Tensor bytes, grouped the way stages load them. Extents first (in offset order), so
+    // a truncated file always names the same tensor.
+    super::gguf::check_tensor_extents(content, file_len)?;
+    let alignment = super::gguf::alignment(&content.metadata)?;
+    let mut order: Vec<(&String, &TensorInfo)> = content.tensor_infos.iter().collect();
+    order.sort_by(|a, b| a.1.offset.cmp(&b.1.offset).then_with(|| a.0.cmp(b.0)));
+    let shapes = ExpectedShapes {
+        hidden: hidden_size as usize,
+        kv: (head_count_kv * head_dim) as usize,
+        vocab: vocab_size as usize,
+        ffn: feed_forward_length.map(|f| f as usize),
+    };
     let mut per_block = vec![0u64; block_count as usize];
     let mut tensors_total = 0u64;
     let mut tensor_types = BTreeMap::new();
     let mut tensor_bytes = BTreeMap::new();
-    for (name, info) in &content.tensor_infos {
-        let elems = info.shape.elem_count() as u64;
-        let block = info.ggml_dtype.block_size() as u64;
-        if !elems.is_multiple_of(block) {
+    for (name, info) in order {
+        let (_, bytes) =
+            super::gguf::tensor_extent(name, info, content.tensor_data_offset, alignment)?;
+        if let Some(expected) = shapes.of(name)
+            && info.shape.dims() != expected.as_slice()
+        {
             return inconsistent(format!(
-                "tensor `{name}` has {elems} elements, not a multiple of its block size {block}"
+                "tensor `{name}` has shape {:?}, but the model's constants ask for {expected:?}",
+                info.shape.dims()
             ));
         }
-        let bytes = elems / block * info.ggml_dtype.type_size() as u64;
-        let end =
-            content.tensor_data_offset.checked_add(info.offset).and_then(|s| s.checked_add(bytes));
-        match end {
-            Some(end) if end <= file_len => {}
-            _ => {
-                return Err(ModelError::Truncated {
-                    detail: format!(
-                        "tensor `{name}` extends past the end of the file ({file_len} bytes)"
-                    ),
-                });
-            }
-        }
-        tensors_total += bytes;
+        // Each tensor lies inside the file, so the sum of their sizes cannot overflow.
+        tensors_total = tensors_total.saturating_add(bytes);
         *tensor_types.entry(dtype_name(info.ggml_dtype)).or_insert(0u32) += 1;
         tensor_bytes.insert(name.as_str(), bytes);
         if let Some(rest) = name.strip_prefix("blk.") {
             let idx = rest.split('.').next().and_then(|i| i.parse::<u32>().ok());
             match idx {
-                Some(i) if i < block_count => per_block[i as usize] += bytes,
+                Some(i) if i < block_count => {
+                    per_block[i as usize] = per_block[i as usize].saturating_add(bytes);
+                }
                 _ => {
                     return inconsistent(format!(
                         "tensor `{name}` names a block outside 0..{block_count}"
@@ -327,8 +395,8 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
     };
     let norm = tensor_bytes.get("output_norm.weight").copied().unwrap_or(0);
     let (tied_embeddings, head) = match tensor_bytes.get("output.weight") {
-        Some(&out) => (false, norm + out),
-        None => (true, norm + embedding),
+        Some(&out) => (false, norm.saturating_add(out)),
+        None => (true, norm.saturating_add(embedding)),
     };
 
     Ok(ModelFacts {
@@ -341,8 +409,8 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         head_dim,
         context_length,
         vocab_size,
-        bos_token_id: meta.u32_opt("tokenizer.ggml.bos_token_id")?,
-        eos_token_id: meta.u32_opt("tokenizer.ggml.eos_token_id")?,
+        bos_token_id,
+        eos_token_id,
         tokenizer_model: meta.string_opt("tokenizer.ggml.model")?,
         tokenizer_pre: meta.string_opt("tokenizer.ggml.pre")?,
         rope,
@@ -352,4 +420,32 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         tensor_types,
         architecture,
     })
+}
+
+/// The shapes (candle order, outermost first) the llama tensor names must have, given the
+/// model's constants.
+struct ExpectedShapes {
+    hidden: usize,
+    kv: usize,
+    vocab: usize,
+    ffn: Option<usize>,
+}
+
+impl ExpectedShapes {
+    fn of(&self, name: &str) -> Option<Vec<usize>> {
+        let h = self.hidden;
+        let suffix = match name.strip_prefix("blk.") {
+            Some(rest) => rest.split_once('.').map_or(rest, |(_, s)| s),
+            None => name,
+        };
+        Some(match suffix {
+            "token_embd.weight" | "output.weight" => vec![self.vocab, h],
+            "output_norm.weight" | "attn_norm.weight" | "ffn_norm.weight" => vec![h],
+            "attn_q.weight" | "attn_output.weight" => vec![h, h],
+            "attn_k.weight" | "attn_v.weight" => vec![self.kv, h],
+            "ffn_gate.weight" | "ffn_up.weight" => vec![self.ffn?, h],
+            "ffn_down.weight" => vec![h, self.ffn?],
+            _ => return None,
+        })
+    }
 }

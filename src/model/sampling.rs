@@ -11,8 +11,10 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler for `policy` (its seed starts the random stream).
+    /// A sampler for `policy` (its seed starts the random stream). A temperature of 0
+    /// samples greedily.
     pub fn new(policy: SamplingPolicy) -> Sampler {
+        let policy = policy.normalized();
         let state = match policy {
             SamplingPolicy::Greedy => 0,
             SamplingPolicy::Sample { seed, .. } => seed ^ 0x5DEE_CE66_D1CE_4E5B,

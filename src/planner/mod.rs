@@ -16,7 +16,7 @@ use crate::wire::spec::{ObjectSpec, RING_HEADER_BYTES, RingSpec, SpecError};
 use crate::wire::{
     EdgeId, EdgeKind, EdgePlan, HEADER_LEN, LayerRange, NodeId, PayloadKind, Peer, PlanPrediction,
     PlannedModel, RunId, RunPlan, RuntimeConfig, StageIndex, StagePlan, StagePrediction,
-    WeightSource,
+    WeightSource, WeightsUrl,
 };
 pub use pool::{Pool, PoolError, PoolNode};
 
@@ -89,6 +89,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let model = req.model;
     check_runtime(req)?;
     check_model(model)?;
+    check_source(&req.source)?;
     check_pool(req.pool)?;
 
     let nodes = choose_nodes(req)?;
@@ -104,7 +105,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let rings = RingSet::for_model(model, &req.runtime);
     let orchestrator = Peer {
         node_id: req.pool.orchestrator.node_id,
-        endpoint_id: req.pool.orchestrator.endpoint_id.clone(),
+        endpoint_id: req.pool.orchestrator.endpoint_id.as_ref().map(|e| e.to_ascii_lowercase()),
         addrs: req.pool.orchestrator.addrs.clone(),
     };
     // Edge ids: 1 = token-in, 2..=N = activation hops, N + 1 = token-out.
@@ -266,26 +267,54 @@ impl RingSet {
 
 fn check_runtime(req: &PlanRequest<'_>) -> Result<()> {
     let rt = &req.runtime;
+    check_runtime_config(rt, req.model.context_length)?;
+    if req.prompt_tokens > rt.max_seq_len {
+        return Err(PlanError::new(
+            PlanRejection::InvalidRuntime,
+            format!(
+                "a prompt of {} tokens does not fit max_seq_len {}",
+                req.prompt_tokens, rt.max_seq_len
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks runtime settings for a model of `context_length` tokens: `max_seq_len` in
+/// `1..=context_length`, `max_tokens` at least 1, and sampling parameters in range
+/// (temperature finite and >= 0, where 0 means greedy; `top_k` >= 1; `top_p` in (0, 1]).
+/// The one check every command runs on its runtime flags, before anything starts.
+pub fn check_runtime_config(rt: &RuntimeConfig, context_length: u32) -> Result<()> {
     let bad = |m: String| Err(PlanError::new(PlanRejection::InvalidRuntime, m));
     if rt.max_seq_len == 0 {
         return bad("max_seq_len must be at least 1".into());
     }
-    if rt.max_seq_len > req.model.context_length {
+    if rt.max_seq_len > context_length {
         return bad(format!(
-            "max_seq_len {} exceeds the model's context length {}",
-            rt.max_seq_len, req.model.context_length
+            "max_seq_len {} exceeds the model's context length {context_length}",
+            rt.max_seq_len
         ));
     }
     if rt.max_tokens == 0 {
         return bad("max_tokens must be at least 1".into());
     }
-    if req.prompt_tokens > rt.max_seq_len {
-        return bad(format!(
-            "a prompt of {} tokens does not fit max_seq_len {}",
-            req.prompt_tokens, rt.max_seq_len
-        ));
-    }
     rt.sampling.validate().or_else(|m| bad(format!("sampling: {m}")))
+}
+
+/// Checks a weight source: a URL must be an `http` or `https` URL with a host
+/// ([`WeightsUrl::parse`]).
+pub fn check_source(source: &WeightSource) -> Result<()> {
+    match source {
+        WeightSource::Local { .. } => Ok(()),
+        WeightSource::Url { url, .. } => check_weights_url(url),
+    }
+}
+
+/// Checks a weights URL ([`WeightsUrl::parse`]); rejects it as `invalid_weights_url`.
+pub fn check_weights_url(url: &str) -> Result<()> {
+    WeightsUrl::parse(url)
+        .map(|_| ())
+        .map_err(|m| PlanError::new(PlanRejection::InvalidWeightsUrl, m))
 }
 
 fn check_model(model: &ModelFacts) -> Result<()> {
@@ -319,7 +348,10 @@ fn check_model(model: &ModelFacts) -> Result<()> {
     Ok(())
 }
 
-fn check_pool(pool: &Pool) -> Result<()> {
+/// Judges a pool's meaning without its nodes: distinct node ids (the orchestrator's
+/// included) and endpoint ids, endpoint ids of 64 hex digits, addresses and memory for
+/// every node. The one check every command runs on a pool file, before waiting for nodes.
+pub fn check_pool(pool: &Pool) -> Result<()> {
     let mut seen = HashSet::from([pool.orchestrator.node_id]);
     let mut endpoints = HashSet::new();
     let invalid = |m: String| Err(PlanError::new(PlanRejection::InvalidPool, m));

@@ -17,8 +17,10 @@
 //! layers = ["0..10", "10..20", "20..30"]
 //! ```
 //!
-//! Parsing only checks syntax and types ([`PoolError`]); meaning (duplicates, unknown
-//! nodes, bad endpoint ids) is judged by the planner, which returns typed rejections.
+//! Parsing only checks syntax and types ([`PoolError`]) and writes valid endpoint ids in
+//! lowercase ([`parse_endpoint_id`]: either case is accepted); meaning (duplicates, unknown
+//! nodes, bad endpoint ids) is judged by the planner ([`crate::planner::check_pool`]),
+//! which returns typed rejections.
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -97,8 +99,12 @@ pub enum PoolError {
 impl Pool {
     /// Parses a pool file's text.
     pub fn from_toml(text: &str) -> Result<Pool, PoolError> {
-        let pool: Pool = toml::from_str(text).map_err(|e| PoolError::Syntax(e.to_string()))?;
+        let mut pool: Pool = toml::from_str(text).map_err(|e| PoolError::Syntax(e.to_string()))?;
         pool.placement_layers()?;
+        if let Some(e) = pool.orchestrator.endpoint_id.as_mut() {
+            normalize(e);
+        }
+        pool.nodes.iter_mut().for_each(|n| normalize(&mut n.endpoint_id));
         Ok(pool)
     }
 
@@ -134,7 +140,26 @@ impl Pool {
     }
 }
 
-/// Whether `id` is an iroh endpoint id as the pool file writes it: 64 hex digits.
+/// Whether `id` is an iroh endpoint id as the pool file writes it: 64 hex digits, in
+/// either case.
 pub fn is_endpoint_id(id: &str) -> bool {
     id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Parses an endpoint id as typed anywhere (pool file, `--orchestrator`): 64 hex digits in
+/// either case, returned in lowercase (the only form iroh parses).
+pub fn parse_endpoint_id(text: &str) -> Result<String, String> {
+    if is_endpoint_id(text) {
+        Ok(text.to_ascii_lowercase())
+    } else {
+        Err(format!("`{text}` is not an endpoint id (64 hex digits)"))
+    }
+}
+
+/// Lowercases `id` in place when it is an endpoint id; leaves anything else for the
+/// planner to reject.
+fn normalize(id: &mut String) {
+    if let Ok(lower) = parse_endpoint_id(id) {
+        *id = lower;
+    }
 }

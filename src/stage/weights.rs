@@ -148,27 +148,13 @@ fn tls(tcp: TcpStream, host: &str) -> Result<Box<dyn Conn>, String> {
 /// for `https://`).
 fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsError> {
     let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
-    let (secure, rest) = if let Some(r) = url.strip_prefix("https://") {
-        (true, r)
-    } else if let Some(r) = url.strip_prefix("http://") {
-        (false, r)
-    } else {
-        return Err(dl(format!("unsupported URL scheme in {url}")));
-    };
-    let (host, path) =
-        rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let default_port = if secure { 443 } else { 80 };
-    let (name, addr) = match host.rsplit_once(':') {
-        Some((n, p)) if !n.is_empty() && p.parse::<u16>().is_ok() => (n, host.to_string()),
-        _ => (host, format!("{host}:{default_port}")),
-    };
+    let parsed = crate::wire::WeightsUrl::parse(url).map_err(dl)?;
+    let addr = parsed.connect_addr();
     let tcp = TcpStream::connect(&addr).map_err(|e| dl(format!("{addr}: {e}")))?;
     tcp.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| dl(e.to_string()))?;
-    let mut stream: Box<dyn Conn> = if secure {
-        tls(tcp, name.trim_start_matches('[').trim_end_matches(']')).map_err(dl)?
-    } else {
-        Box::new(tcp)
-    };
+    let mut stream: Box<dyn Conn> =
+        if parsed.secure { tls(tcp, parsed.server_name()).map_err(dl)? } else { Box::new(tcp) };
+    let (path, host) = (&parsed.path, parsed.host_header());
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nRange: bytes={from}-\r\nConnection: close\r\n\r\n"
     );

@@ -20,7 +20,7 @@ pub use ids::{
 pub use plan::{
     EdgeKind, EdgePlan, LayerRange, Peer, PlanPrediction, PlannedModel, ProvisionStage,
     RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy, SendEdgeProvision, StagePlan,
-    StagePrediction, WeightSource,
+    StagePrediction, WeightSource, WeightsUrl,
 };
 pub use reason::{Component, FaultReason, ObjectFailure};
 pub use spec::{

@@ -80,7 +80,7 @@ pub enum SamplingPolicy {
     /// Temperature sampling, optionally restricted to the top-k and top-p tokens,
     /// deterministic for a given seed.
     Sample {
-        /// Softmax temperature, > 0.
+        /// Softmax temperature, >= 0; 0 means greedy.
         temperature: f32,
         /// Keep only the `k` most likely tokens.
         top_k: Option<u32>,
@@ -93,12 +93,15 @@ pub enum SamplingPolicy {
 
 impl SamplingPolicy {
     /// Checks the parameters are in range; returns a description of the first problem.
+    /// A temperature of 0 is valid and means greedy (see [`SamplingPolicy::normalized`]).
     pub fn validate(&self) -> Result<(), String> {
         match *self {
             SamplingPolicy::Greedy => Ok(()),
             SamplingPolicy::Sample { temperature, top_k, top_p, .. } => {
-                if !(temperature.is_finite() && temperature > 0.0) {
-                    return Err(format!("temperature {temperature} must be finite and > 0"));
+                if !(temperature.is_finite() && temperature >= 0.0) {
+                    return Err(format!(
+                        "temperature {temperature} must be finite and >= 0 (0 means greedy)"
+                    ));
                 }
                 if top_k == Some(0) {
                     return Err("top_k must be at least 1".into());
@@ -111,6 +114,118 @@ impl SamplingPolicy {
                 Ok(())
             }
         }
+    }
+}
+
+impl SamplingPolicy {
+    /// The same policy with a temperature of 0 written as [`SamplingPolicy::Greedy`]
+    /// (the limit of sampling as the temperature falls to 0 is the most likely token).
+    pub fn normalized(self) -> SamplingPolicy {
+        match self {
+            SamplingPolicy::Sample { temperature: 0.0, .. } => SamplingPolicy::Greedy,
+            other => other,
+        }
+    }
+}
+
+/// A weights URL, checked: `http` or `https` (any case), a host (a name, an IPv4 address
+/// or a bracketed IPv6 address), an optional non-zero port, and a path. User info
+/// (`user@`), whitespace and control characters are refused; a `#fragment` is dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeightsUrl {
+    /// Whether the scheme is `https`.
+    pub secure: bool,
+    /// The host as written (IPv6 addresses keep their brackets).
+    pub host: String,
+    /// The port (explicit, or 80 / 443).
+    pub port: u16,
+    /// Whether the URL names its port.
+    pub explicit_port: bool,
+    /// The path and query, starting with `/`.
+    pub path: String,
+}
+
+impl WeightsUrl {
+    /// Parses and checks `url`; the error says what is wrong with it.
+    pub fn parse(url: &str) -> Result<WeightsUrl, String> {
+        let bad = |why: &str| Err(format!("`{url}` is not an http(s) URL: {why}"));
+        if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad("it holds whitespace or control characters");
+        }
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return bad("it has no `http://` or `https://` scheme");
+        };
+        let secure = match scheme.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
+            _ => return bad("only http and https are supported"),
+        };
+        let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
+        let split = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(split);
+        if authority.contains('@') {
+            return bad("user info (`user@`) is not supported");
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let Some((addr, after)) = v6.split_once(']') else {
+                return bad("an IPv6 host lacks its closing `]`");
+            };
+            if addr.parse::<std::net::Ipv6Addr>().is_err() {
+                return bad("the IPv6 host is not an IPv6 address");
+            }
+            let port = match after {
+                "" => None,
+                p => match p.strip_prefix(':') {
+                    Some(p) => Some(p),
+                    None => return bad("unexpected text after the IPv6 host"),
+                },
+            };
+            (&authority[..addr.len() + 2], port)
+        } else {
+            match authority.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return bad("it has no host");
+        }
+        if !host.starts_with('[')
+            && !host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        {
+            return bad("the host holds characters a host name cannot");
+        }
+        let explicit_port = port.is_some();
+        let port = match port {
+            None => {
+                if secure {
+                    443
+                } else {
+                    80
+                }
+            }
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n != 0 && p.bytes().all(|b| b.is_ascii_digit()) => n,
+                _ => return bad("the port is not a number in 1..=65535"),
+            },
+        };
+        let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+        Ok(WeightsUrl { secure, host: host.to_string(), port, explicit_port, path })
+    }
+
+    /// `host:port`, to connect to.
+    pub fn connect_addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The host without IPv6 brackets (the TLS server name).
+    pub fn server_name(&self) -> &str {
+        self.host.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    /// The `Host` header's value: the host, with the port when the URL names one.
+    pub fn host_header(&self) -> String {
+        if self.explicit_port { self.connect_addr() } else { self.host.clone() }
     }
 }
 

@@ -109,6 +109,8 @@ reason_enum!(
         InvalidRuntime = "invalid_runtime",
         /// The pool inventory itself is invalid.
         InvalidPool = "invalid_pool",
+        /// The weights URL is not an `http` or `https` URL with a host.
+        InvalidWeightsUrl = "invalid_weights_url",
     }
 );
 

@@ -5,7 +5,9 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use crate::support::{pool, pool_file, scratch, synth_model};
+use crate::support::{
+    metadata_value_offset, pool, pool_file, scratch, synth_model, tensor_dims_offset,
+};
 use swactor::planner::pool::PoolPlacement;
 use swactor::wire::NodeId;
 
@@ -545,4 +547,313 @@ fn a_plan_with_a_weights_url_carries_the_size_and_sha256_of_the_local_copy() {
         source["sha256"],
         swactor::stage::weights::sha256_file(&model).expect("sha").as_str()
     );
+}
+
+/// A synthesized model with `patch` applied to its bytes, written as `name`.
+fn patched_model(name: &str, patch: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+    let mut bytes = std::fs::read(synth_model(2)).expect("read");
+    patch(&mut bytes);
+    let path = scratch().join(name);
+    std::fs::write(&path, &bytes).expect("write");
+    path
+}
+
+/// Runs `args` with `--json` and checks a typed failure: exit `code` (not a signal, not a
+/// panic) and an `error` line with `reason`; returns stderr.
+fn typed_failure(args: &[&str], model: &std::path::Path, code: i32, reason: &str) -> String {
+    let out = swactor()
+        .args(args)
+        .arg("--json")
+        .arg("--model")
+        .arg(model)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {:?}\n{stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "{args:?}: only the error line on stdout: {lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["reason"], reason, "{args:?}: {}", lines[0]);
+    stderr
+}
+
+#[test]
+fn a_crafted_dimension_is_rejected_by_inspect_plan_and_generate_not_allocated() {
+    // attn_q is [256, 256]; its outer dimension gets its high bit set. 2^63 + 256 times 256
+    // wraps to 256 * 256 in 64 bits, so the old size check saw a well-sized tensor.
+    let model = patched_model("cli-crafted-dim.gguf", |b| {
+        let at = tensor_dims_offset(b, "blk.0.attn_q.weight") + 8;
+        let outer = u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        assert_eq!(outer, 256);
+        b[at..at + 8].copy_from_slice(&(outer | 1 << 63).to_le_bytes());
+    });
+    let pool = pool_file("cli-pool-crafted.toml", &pool(2));
+    let inspect = swactor()
+        .args(["model", "inspect", "--json"])
+        .arg(&model)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("inspect");
+    let stderr = String::from_utf8_lossy(&inspect.stderr).to_string();
+    assert_eq!(inspect.status.code(), Some(3), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stdout_json_lines(&inspect.stdout)[0]["reason"], "malformed");
+    assert!(stderr.contains("blk.0.attn_q.weight") && stderr.contains("corrupt"), "{stderr}");
+    let plan = ["run", "plan", "--pool", pool.to_str().expect("utf8 path")];
+    typed_failure(&plan, &model, 3, "malformed");
+    let err =
+        typed_failure(&["generate", "--prompt", "x", "--max-tokens", "2"], &model, 3, "malformed");
+    assert!(!err.contains("re-quantize"), "a corrupt file is not a quantization problem: {err}");
+}
+
+#[test]
+fn an_absurd_norm_epsilon_is_rejected_before_generate_runs() {
+    let model = patched_model("cli-nan-eps.gguf", |b| {
+        let at = metadata_value_offset(b, "llama.attention.layer_norm_rms_epsilon");
+        b[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    });
+    let err = typed_failure(
+        &["generate", "--prompt", "x", "--max-tokens", "2"],
+        &model,
+        3,
+        "inconsistent",
+    );
+    assert!(err.contains("epsilon"), "{err}");
+    swactor().args(["model", "inspect"]).arg(&model).assert().code(3);
+}
+
+#[test]
+fn bad_runtime_flags_get_the_same_rejection_from_generate_and_run_plan() {
+    let model = synth_model(2);
+    let pool = pool_file("cli-pool-runtime.toml", &pool(2));
+    let plan = ["run", "plan", "--pool", pool.to_str().expect("utf8 path")];
+    let generate = ["generate", "--prompt", "x"];
+    for bad in bad_runtime_flags() {
+        for base in [&plan[..], &generate[..]] {
+            let args: Vec<&str> = base.iter().chain(bad.iter()).copied().collect();
+            typed_failure(&args, &model, 4, "invalid_runtime");
+        }
+    }
+}
+
+/// Runtime flags every command must refuse.
+pub fn bad_runtime_flags() -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["--sampling", "sample", "--temperature=-1"],
+        vec!["--sampling", "sample", "--temperature", "NaN"],
+        vec!["--sampling", "sample", "--temperature", "inf"],
+        vec!["--sampling", "sample", "--top-p", "1.5"],
+        vec!["--sampling", "sample", "--top-p", "0"],
+        vec!["--sampling", "sample", "--top-k", "0"],
+        vec!["--max-tokens", "0"],
+        vec!["--max-seq-len", "0"],
+        vec!["--max-seq-len", "4096"],
+    ]
+}
+
+#[test]
+fn temperature_zero_is_greedy_in_generate_and_run_plan() {
+    let model = synth_model(2);
+    let tokens = |extra: &[&str]| {
+        let out = swactor()
+            .args(["generate", "--json", "--prompt", "The river", "--max-tokens", "6"])
+            .args(extra)
+            .arg("--model")
+            .arg(&model)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        stdout_json_lines(&out)
+            .iter()
+            .filter(|l| l["type"] == "token")
+            .map(|l| l["id"].as_u64().expect("id"))
+            .collect::<Vec<_>>()
+    };
+    let greedy = tokens(&[]);
+    assert_eq!(greedy.len(), 6);
+    assert_eq!(tokens(&["--sampling", "sample", "--temperature", "0", "--seed", "7"]), greedy);
+    let pool = pool_file("cli-pool-t0.toml", &pool(2));
+    let out = swactor()
+        .args(["run", "plan", "--json", "--sampling", "sample", "--temperature", "0", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(stdout_json_lines(&out)[0]["runtime"]["sampling"]["mode"], "greedy");
+}
+
+#[test]
+fn an_invalid_weights_url_is_rejected_by_run_plan_and_orchestrate_pool() {
+    let model = synth_model(2);
+    let pool = pool_file("cli-pool-badurl.toml", &pool(2));
+    let key = scratch().join("cli-badurl-orch.key");
+    for url in [
+        "ftp://host/m.gguf",
+        "http://",
+        "https:///m.gguf",
+        "not a url",
+        "http://h:0/m",
+        "http://u@h/m",
+        "m.gguf",
+    ] {
+        let plan = ["run", "plan", "--pool", pool.to_str().expect("utf8"), "--weights-url", url];
+        typed_failure(&plan, &model, 4, "invalid_weights_url");
+        let orchestrate = [
+            "orchestrate",
+            "pool",
+            "--pool",
+            pool.to_str().expect("utf8"),
+            "--key",
+            key.to_str().expect("utf8"),
+            "--pool-timeout",
+            "30",
+            "--weights-url",
+            url,
+        ];
+        typed_failure(&orchestrate, &model, 4, "invalid_weights_url");
+    }
+    // Either case of scheme, a port, an IPv6 host and a query are fine.
+    for url in ["HTTPS://Example.org/m.gguf?x=1", "http://[::1]:8080/m.gguf", "http://h:9"] {
+        swactor()
+            .args(["run", "plan", "--weights-url", url, "--model"])
+            .arg(&model)
+            .arg("--pool")
+            .arg(&pool)
+            .assert()
+            .success();
+    }
+}
+
+#[test]
+fn orchestrate_pool_rejects_a_broken_pool_file_before_waiting_for_its_nodes() {
+    let model = synth_model(2);
+    let key = scratch().join("cli-broken-pool-orch.key");
+    // Nodes that will never answer (nothing listens on these ports), and a pool file whose
+    // meaning is wrong: two entries with one node id.
+    let mut dup = pool(2);
+    dup.nodes[1].node_id = NodeId(1);
+    let mut bad_endpoint = pool(2);
+    bad_endpoint.nodes[0].endpoint_id = "xyz".into();
+    let mut too_few = pool(2);
+    too_few.placement =
+        Some(PoolPlacement { nodes: Some(vec![NodeId(1), NodeId(7)]), layers: None });
+    for (name, p, reason) in [
+        ("cli-pool-dup.toml", dup, "duplicate_node"),
+        ("cli-pool-bad-endpoint.toml", bad_endpoint, "invalid_pool"),
+        ("cli-pool-unknown-placed.toml", too_few, "unknown_node"),
+    ] {
+        let path = pool_file(name, &p);
+        let args = [
+            "orchestrate",
+            "pool",
+            "--pool",
+            path.to_str().expect("utf8"),
+            "--key",
+            key.to_str().expect("utf8"),
+            "--pool-timeout",
+            "30",
+        ];
+        let started = std::time::Instant::now();
+        typed_failure(&args, &model, 4, reason);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{name}: rejected without waiting for the pool"
+        );
+    }
+}
+
+#[test]
+fn uppercase_endpoint_ids_are_accepted_by_every_command_and_written_lowercase() {
+    let model = synth_model(2);
+    let mut p = pool(2);
+    for n in &mut p.nodes {
+        n.endpoint_id = n.endpoint_id.to_ascii_uppercase();
+    }
+    p.orchestrator.endpoint_id = Some("AB".repeat(32));
+    let path = pool_file("cli-pool-upper.toml", &p);
+    let out = swactor()
+        .args(["run", "plan", "--json", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&path)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let plan = &stdout_json_lines(&out)[0];
+    let ids: Vec<String> = plan["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["endpoint_id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(ids, p.nodes.iter().map(|n| n.endpoint_id.to_ascii_lowercase()).collect::<Vec<_>>());
+    assert_eq!(plan["orchestrator"]["endpoint_id"], "ab".repeat(32));
+    // orchestrate pool takes the same file: it waits for the (absent) nodes instead of
+    // refusing their ids, and reports the pool not ready.
+    let key = scratch().join("cli-upper-orch.key");
+    let out = swactor()
+        .args([
+            "orchestrate",
+            "pool",
+            "--json",
+            "--pool-timeout",
+            "1",
+            "--window-ms",
+            "100",
+            "--pool",
+        ])
+        .arg(&path)
+        .arg("--key")
+        .arg(&key)
+        .arg("--model")
+        .arg(&model)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("orchestrate");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(
+        lines.last().map(|l| l["reason"].clone()),
+        Some(serde_json::json!("timeout.pool_readiness"))
+    );
+}
+
+#[test]
+fn a_corrupt_metadata_count_says_the_file_is_corrupt_not_to_re_quantize() {
+    // The metadata count is the u64 at bytes 16..24 of a GGUF v3 header.
+    let count = |b: &[u8]| u64::from_le_bytes(b[16..24].try_into().expect("8 bytes"));
+    for (name, craft) in [
+        ("cli-kv-huge.gguf", (|_| 1 << 40) as fn(u64) -> u64),
+        ("cli-kv-short.gguf", |n| n - 1),
+        ("cli-kv-long.gguf", |n| n + 1),
+    ] {
+        let model = patched_model(name, |b| {
+            let n = craft(count(b));
+            b[16..24].copy_from_slice(&n.to_le_bytes());
+        });
+        let out = swactor()
+            .args(["model", "inspect"])
+            .arg(&model)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .expect("inspect");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("corrupt"), "{name}: {stderr}");
+        assert!(
+            !stderr.contains("re-quantize") && !stderr.contains("panicked"),
+            "{name}: {stderr}"
+        );
+    }
 }

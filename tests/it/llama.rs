@@ -147,8 +147,9 @@ fn each_weights_failure_has_its_own_reason() {
     assert_eq!(weights_reason(&path, spec(4, 8)), WeightsFailure::InvalidRange);
     let missing = GgufBuilder::llama(2).write("llama-missing-tensors.gguf");
     assert_eq!(weights_reason(&missing, spec(0, 2)), WeightsFailure::MissingTensor);
+    // 16 is GGML's iq2_xxs, which this build cannot compute.
     let iq = GgufBuilder::llama(1)
-        .tensor("blk.0.attn_k.weight", &[64, 64], 99, 4096)
+        .tensor("blk.0.attn_k.weight", &[256, 32], 16, 2112)
         .write("llama-iq.gguf");
     assert_eq!(weights_reason(&iq, spec(0, 1)), WeightsFailure::UnsupportedTensorType);
 }

@@ -9,7 +9,7 @@ use swactor::planner::{Placement, PlanRequest, Pool, plan, validate_plan};
 use swactor::wire::reason::PlanRejection;
 use swactor::wire::{
     ActivationDType, EdgeKind, LayerRange, NodeId, PayloadKind, RunId, RunPlan, RuntimeConfig,
-    SamplingPolicy, StageIndex, WeightSource, WireDType,
+    SamplingPolicy, StageIndex, WeightSource, WeightsUrl, WireDType,
 };
 
 type PoolMutation = (fn(&mut Pool), PlanRejection);
@@ -297,13 +297,17 @@ fn each_request_rejection_has_its_own_reason() {
 fn invalid_runtime_settings_are_rejected() {
     let model = facts(4);
     let pool = pool(2);
-    let mutations: [fn(&mut RuntimeConfig); 6] = [
+    let mutations: [fn(&mut RuntimeConfig); 7] = [
         |r| r.max_seq_len = 0,
         |r| r.max_seq_len = 4097,
         |r| r.max_tokens = 0,
         |r| {
             r.sampling =
-                SamplingPolicy::Sample { temperature: 0.0, top_k: None, top_p: None, seed: 0 }
+                SamplingPolicy::Sample { temperature: -0.5, top_k: None, top_p: None, seed: 0 }
+        },
+        |r| {
+            r.sampling =
+                SamplingPolicy::Sample { temperature: f32::NAN, top_k: None, top_p: None, seed: 0 }
         },
         |r| {
             r.sampling =
@@ -322,6 +326,44 @@ fn invalid_runtime_settings_are_rejected() {
     let mut req = request(&model, &pool, Some(2));
     req.prompt_tokens = 2000;
     assert_eq!(rejection(&req), PlanRejection::InvalidRuntime, "prompt longer than max_seq_len");
+}
+
+#[test]
+fn a_temperature_of_zero_is_greedy_not_an_error() {
+    let model = facts(4);
+    let pool = pool(2);
+    let mut req = request(&model, &pool, Some(2));
+    let t0 = SamplingPolicy::Sample { temperature: 0.0, top_k: None, top_p: None, seed: 3 };
+    req.runtime.sampling = t0;
+    assert!(plan(&req).is_ok());
+    assert_eq!(t0.normalized(), SamplingPolicy::Greedy);
+    let logits = [0.5, 3.0, -1.0, 2.9];
+    let mut sampler = swactor::model::sampling::Sampler::new(t0);
+    assert!((0..20).all(|_| sampler.sample(&logits) == 1), "always the most likely token");
+}
+
+#[test]
+fn a_weights_url_must_be_http_or_https_with_a_host() {
+    let model = facts(4);
+    let pool = pool(2);
+    for url in
+        ["ftp://h/m", "http://", "https://:80/m", "http://h:99999/m", "http://h m/x", "/m.gguf"]
+    {
+        let mut req = request(&model, &pool, Some(2));
+        req.source = WeightSource::Url { url: url.into(), size: 1, sha256: "0".repeat(64) };
+        assert_eq!(rejection(&req), PlanRejection::InvalidWeightsUrl, "{url}");
+    }
+    let u = WeightsUrl::parse("https://[::1]:8443/a/m.gguf?v=2#part").expect("valid");
+    assert_eq!(
+        (u.secure, u.server_name(), u.port, u.path.as_str()),
+        (true, "::1", 8443, "/a/m.gguf?v=2")
+    );
+    assert_eq!(u.host_header(), "[::1]:8443");
+    let u = WeightsUrl::parse("Http://models.example").expect("valid");
+    assert_eq!(
+        (u.secure, u.port, u.path.as_str(), u.host_header()),
+        (false, 80, "/", "models.example".into())
+    );
 }
 
 #[test]

@@ -748,3 +748,27 @@ fn a_stop_during_a_long_prefill_aborts_the_step_instead_of_waiting_for_it() {
         nodes.assert_clean(i);
     }
 }
+
+#[test]
+fn run_local_refuses_bad_runtime_flags_before_starting_any_node() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The same flags `generate` and `run plan` refuse (tests/it/cli.rs), with the same
+    // reason; a node that started would have announced itself on stdout.
+    for bad in crate::cli::bad_runtime_flags() {
+        let out = Command::new(exe())
+            .args(["run", "local", "--json"])
+            .args(&bad)
+            .output()
+            .expect("run local");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{bad:?}: {stderr}");
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{bad:?}: no event before the rejection: {lines:?}");
+        assert_eq!(lines[0]["type"], "error");
+        assert_eq!(lines[0]["reason"], "invalid_runtime", "{bad:?}");
+        assert!(!node_processes_left(), "{bad:?}: no node process");
+    }
+}

@@ -58,22 +58,54 @@ pub fn pool_file(name: &str, pool: &Pool) -> PathBuf {
 }
 
 /// A GGUF metadata value for [`GgufBuilder`].
+#[derive(Debug, Clone)]
 pub enum Meta {
     U32(u32),
+    U64(u64),
     F32(f32),
     Str(String),
     StrArray(Vec<String>),
+    /// An array header claiming `len` elements of GGUF type `elem`, with none written.
+    ArrayClaim {
+        elem: u32,
+        len: u64,
+    },
 }
 
 /// Builds raw GGUF v3 bytes by hand, so tests can write files candle never would.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct GgufBuilder {
     meta: Vec<(String, Meta)>,
     tensors: Vec<(String, Vec<u64>, u32, u64)>,
     data_len: u64,
+    counts: (Option<u64>, Option<u64>),
 }
 
 impl GgufBuilder {
+    /// Writes these tensor and metadata counts in the header instead of the real ones.
+    pub fn claim_counts(mut self, tensors: Option<u64>, kv: Option<u64>) -> Self {
+        self.counts = (tensors, kv);
+        self
+    }
+
+    /// Replaces tensor `index`'s dimensions and / or offset as written (the data section
+    /// keeps its size).
+    pub fn patch_tensor(
+        mut self,
+        index: usize,
+        dims: Option<Vec<u64>>,
+        offset: Option<u64>,
+    ) -> Self {
+        let t = &mut self.tensors[index];
+        if let Some(d) = dims {
+            t.1 = d;
+        }
+        if let Some(o) = offset {
+            t.3 = o;
+        }
+        self
+    }
+
     pub fn meta(mut self, key: &str, value: Meta) -> Self {
         self.meta.push((key.to_string(), value));
         self
@@ -117,8 +149,8 @@ impl GgufBuilder {
         let mut out = Vec::new();
         out.extend(b"GGUF");
         out.extend(3u32.to_le_bytes());
-        out.extend((self.tensors.len() as u64).to_le_bytes());
-        out.extend((self.meta.len() as u64).to_le_bytes());
+        out.extend(self.counts.0.unwrap_or(self.tensors.len() as u64).to_le_bytes());
+        out.extend(self.counts.1.unwrap_or(self.meta.len() as u64).to_le_bytes());
         for (k, v) in &self.meta {
             string(&mut out, k);
             match v {
@@ -126,9 +158,18 @@ impl GgufBuilder {
                     out.extend(4u32.to_le_bytes());
                     out.extend(x.to_le_bytes());
                 }
+                Meta::U64(x) => {
+                    out.extend(10u32.to_le_bytes());
+                    out.extend(x.to_le_bytes());
+                }
                 Meta::F32(x) => {
                     out.extend(6u32.to_le_bytes());
                     out.extend(x.to_le_bytes());
+                }
+                Meta::ArrayClaim { elem, len } => {
+                    out.extend(9u32.to_le_bytes());
+                    out.extend(elem.to_le_bytes());
+                    out.extend(len.to_le_bytes());
                 }
                 Meta::Str(s) => {
                     out.extend(8u32.to_le_bytes());
@@ -166,6 +207,23 @@ impl GgufBuilder {
         std::fs::write(&path, self.build()).expect("write gguf");
         path
     }
+}
+
+/// The byte offset of the `u64` dimensions of tensor `name` in a GGUF v2/v3 file's
+/// tensor infos (after its name and its `u32` dimension count).
+pub fn tensor_dims_offset(bytes: &[u8], name: &str) -> usize {
+    let mut needle = (name.len() as u64).to_le_bytes().to_vec();
+    needle.extend(name.as_bytes());
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("tensor name in header");
+    at + needle.len() + 4
+}
+
+/// The byte offset of the value of metadata `key` (after its name and its `u32` type).
+pub fn metadata_value_offset(bytes: &[u8], key: &str) -> usize {
+    let mut needle = (key.len() as u64).to_le_bytes().to_vec();
+    needle.extend(key.as_bytes());
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("key in header");
+    at + needle.len() + 4
 }
 
 /// Firewall rules on loopback that cut a set of UDP ports off; removed on drop.
