@@ -257,7 +257,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--orchestrator', '--orchestrator', [CompletionResultType]::ParameterName, 'The orchestrator''s endpoint id: the only peer allowed to control this node')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena size in bytes')
             [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads of the worker')
-            [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]')
+            [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced')
             [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)')
             [CompletionResult]::new('--stop-on-stdin-eof', '--stop-on-stdin-eof', [CompletionResultType]::ParameterName, 'Stop when standard input closes (for supervisors such as `run local`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
@@ -290,6 +290,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;edge;inspect' {
             [CompletionResult]::new('--node', '--node', [CompletionResultType]::ParameterName, 'The node''s admin socket')
             [CompletionResult]::new('--edge', '--edge', [CompletionResultType]::ParameterName, 'Show only this edge')
+            [CompletionResult]::new('--timeout-ms', '--timeout-ms', [CompletionResultType]::ParameterName, 'Milliseconds to wait for the node''s answer')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -627,7 +627,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__edge__subcmd__inspect)
-            opts="-h --node --edge --json --help"
+            opts="-h --node --edge --timeout-ms --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -638,6 +638,10 @@ _swactor() {
                     return 0
                     ;;
                 --edge)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -229,7 +229,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --orchestrator 'The orchestrator''s endpoint id: the only peer allowed to control this node'
             cand --arena-bytes 'Arena size in bytes'
             cand --worker-threads 'Compute threads of the worker'
-            cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]'
+            cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
             cand --stop-on-stdin-eof 'Stop when standard input closes (for supervisors such as `run local`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
@@ -256,6 +256,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;edge;inspect'= {
             cand --node 'The node''s admin socket'
             cand --edge 'Show only this edge'
+            cand --timeout-ms 'Milliseconds to wait for the node''s answer'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'

@@ -5,14 +5,14 @@ use color_eyre::eyre::eyre;
 use super::args::{EdgeInspectArgs, NodeBootArgs, PoolWatchArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
-use crate::node::run::{EdgeInspect, NodeConfig, run_node};
+use crate::node::run::{AdminPath, EdgeInspect, NodeConfig, run_node};
 use crate::wire::NodeId;
 
-fn default_admin(node_id: u64) -> std::path::PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+/// The directory of default admin sockets: the runtime directory, else the temporary one.
+fn default_admin_dir() -> std::path::PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    dir.join(format!("swactor-node-{node_id}.sock"))
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 fn default_cache() -> std::path::PathBuf {
@@ -35,7 +35,10 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         orchestrator: args.orchestrator.to_ascii_lowercase(),
         arena_bytes: args.arena_bytes,
         worker_threads: args.worker_threads,
-        admin: args.admin.clone().unwrap_or_else(|| default_admin(args.node_id)),
+        admin: match &args.admin {
+            Some(path) => AdminPath::Explicit(path.clone()),
+            None => AdminPath::InDir(default_admin_dir()),
+        },
         exe: std::env::current_exe()?,
         boot_timeout: std::time::Duration::from_secs(30),
         cache: args.cache.clone().unwrap_or_else(default_cache),
@@ -69,21 +72,67 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
 }
 
 /// `swactor edge inspect`.
+#[allow(clippy::disallowed_methods)] // the command owns its deadline
 pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError> {
     use std::io::Read;
+    let socket = args.node.display();
     let mut stream = std::os::unix::net::UnixStream::connect(&args.node).map_err(|e| {
         CliError::new(
             ExitCode::Input,
             "io",
-            eyre!(e)
-                .wrap_err(format!("cannot reach the node's admin socket {}", args.node.display())),
+            eyre!(e).wrap_err(format!("cannot reach the node's admin socket {socket}")),
         )
         .with_suggestion("is `swactor node boot` running with this --admin path?")
     })?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body)?;
-    let mut state: EdgeInspect =
-        serde_json::from_str(body.trim()).map_err(|e| CliError::internal(eyre!(e)))?;
+    // One deadline for the whole answer, however it trickles in.
+    let timeout = std::time::Duration::from_millis(args.timeout_ms.max(1));
+    let deadline = std::time::Instant::now() + timeout;
+    let mut body = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let timed_out = || {
+            CliError::new(
+                ExitCode::Input,
+                "admin_timeout",
+                eyre!("the node's admin socket {socket} did not answer within {timeout:?}"),
+            )
+            .with_suggestion(
+                "is the node stopped (SIGSTOP) or overloaded? try a longer --timeout-ms",
+            )
+        };
+        if left.is_zero() {
+            return Err(timed_out());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(timed_out());
+            }
+            Err(e) => {
+                return Err(CliError::new(
+                    ExitCode::Input,
+                    "io",
+                    eyre!(e).wrap_err(format!("cannot read the node's admin socket {socket}")),
+                ));
+            }
+        }
+    }
+    let mut state: EdgeInspect = serde_json::from_slice(body.trim_ascii()).map_err(|e| {
+        CliError::new(
+            ExitCode::Input,
+            "admin_answer_invalid",
+            eyre!(e).wrap_err(format!("{socket} did not answer as a swactor node does")),
+        )
+    })?;
     if let Some(edge) = args.edge {
         state.edges.retain(|e| e["edge_id"].as_u64() == Some(edge));
     }
@@ -91,9 +140,11 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         out.json("edge_inspect", &state)?;
         return Ok(());
     }
+    let members: Vec<String> = state.members.iter().map(ToString::to_string).collect();
+    let members = if members.is_empty() { "none".to_string() } else { members.join(", ") };
     out.line(format!(
-        "node {} ({}): {} arena leases, members up: {:?}",
-        state.node_id, state.endpoint_id, state.arena_leases, state.members
+        "node {} ({}): {} arena leases, {} installed rings, members up: {members}",
+        state.node_id, state.endpoint_id, state.arena_leases, state.installed_rings
     ))?;
     if state.edges.is_empty() {
         out.line("no edges (no run is provisioned on this node)")?;
@@ -101,6 +152,13 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         let rows: Vec<Vec<String>> = state.edges.iter().map(|e| vec![e.to_string()]).collect();
         for line in table(&rows) {
             out.line(line)?;
+        }
+    }
+    if !state.refused.is_empty() {
+        let counts: Vec<String> = state.refused.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        out.line(format!("refused since boot: {}; latest:", counts.join(", ")))?;
+        for line in &state.refusals {
+            out.line(format!("  {line}"))?;
         }
     }
     Ok(())

@@ -546,3 +546,66 @@ fn a_plan_with_a_weights_url_carries_the_size_and_sha256_of_the_local_copy() {
         swactor::stage::weights::sha256_file(&model).expect("sha").as_str()
     );
 }
+
+#[test]
+fn a_regular_file_or_a_directory_at_the_admin_path_survives_a_boot_attempt_untouched() {
+    let dir = scratch().join("admin-occupied");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("notes.sock");
+    let content: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&file, &content).expect("write");
+    let sub = dir.join("a-dir");
+    std::fs::create_dir(&sub).expect("mkdir");
+    std::fs::write(sub.join("inside"), b"kept").expect("write");
+    let orch = "ab".repeat(32);
+    for (path, what) in [(&file, "regular file"), (&sub, "directory")] {
+        let out = swactor()
+            .args(["node", "boot", "--json", "--node-id", "5", "--listen", "127.0.0.1:0"])
+            .args(["--swim", "127.0.0.1:0", "--arena-bytes", "1048576", "--orchestrator", &orch])
+            .arg("--key")
+            .arg(dir.join("n5.key"))
+            .arg("--admin")
+            .arg(path)
+            .timeout(std::time::Duration::from_secs(30))
+            .assert()
+            .code(6)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("admin_socket_in_use") && stderr.contains(what), "{stderr}");
+        let lines = stdout_json_lines(&out.stdout);
+        assert_eq!(lines[0]["reason"], "admin_socket_in_use");
+    }
+    assert_eq!(std::fs::read(&file).expect("the file is still there"), content);
+    assert_eq!(std::fs::read(sub.join("inside")).expect("the directory is intact"), b"kept");
+}
+
+#[test]
+fn edge_inspect_against_a_socket_that_never_answers_ends_with_a_timeout_error() {
+    let dir = scratch().join("admin-silent");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("silent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    // Accepts and holds every connection, never writing a byte.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().map_while(Result::ok) {
+            held.push(stream);
+        }
+    });
+    let out = swactor()
+        .args(["edge", "inspect", "--json", "--timeout-ms", "300", "--node"])
+        .arg(&path)
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["reason"], "admin_timeout");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not answer") && stderr.contains("silent.sock"), "{stderr}");
+}
