@@ -281,6 +281,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --listen 'iroh listen address'
             cand --swim 'SWIM listen address'
             cand --window-ms 'Convergence window in milliseconds'
+            cand --pool-timeout 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]'
             cand --until-ready 'Exit once the pool is ready'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'

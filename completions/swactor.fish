@@ -208,6 +208,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l listen -d 'iroh listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l swim -d 'SWIM listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l window-ms -d 'Convergence window in milliseconds' -r
+complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l pool-timeout -d 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l until-ready -d 'Exit once the pool is ready'
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help'

@@ -341,6 +341,9 @@ pub struct PoolWatchArgs {
     /// Exit once the pool is ready.
     #[arg(long)]
     pub until_ready: bool,
+    /// Give up (exit 8) when the pool is not ready within S seconds [default: wait on].
+    #[arg(long, value_name = "S")]
+    pub pool_timeout: Option<u64>,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

@@ -196,7 +196,8 @@ async fn stop_signal() {
 
 /// `swactor pool watch`.
 pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
-    use crate::orchestrator::watch::{WatchConfig, WatchEvent, watch as run_watch};
+    use crate::orchestrator::watch::{WatchConfig, WatchError, watch as run_watch};
+    use std::ops::ControlFlow;
     let pool = super::plan_cmd::read_pool(&args.pool)?;
     let config = WatchConfig {
         pool,
@@ -204,41 +205,84 @@ pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
         listen: args.listen,
         swim: args.swim,
         window: std::time::Duration::from_millis(args.window_ms),
+        pool_timeout: args.pool_timeout.map(std::time::Duration::from_secs),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let json = args.output.json;
     let mut write_err = None;
-    let result = runtime.block_on(run_watch(
-        config,
-        args.until_ready,
-        |ev| {
-            let r = if json {
-                let kind = match ev {
-                    WatchEvent::NodeAvailable { .. } => "node_available",
-                    WatchEvent::MemberUp { .. } => "member_up",
-                    WatchEvent::MemberDown { .. } => "member_down",
-                    WatchEvent::PoolReady { .. } => "pool_ready",
-                    WatchEvent::ReadinessLost { .. } => "readiness_lost",
-                };
-                let mut v = serde_json::to_value(ev).unwrap_or_default();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("type");
+    let result = runtime.block_on(async {
+        let stop = async {
+            tokio::select! {
+                _ = stop_signal() => {}
+                _ = stdout_closed() => {}
+            }
+        };
+        run_watch(
+            config,
+            args.until_ready,
+            |ev| {
+                let r = if json {
+                    serde_json::to_string(ev)
+                        .map_err(std::io::Error::other)
+                        .and_then(|line| out.line(line))
+                } else {
+                    out.line(ev.to_string())
                 }
-                out.json(kind, &v)
-            } else {
-                out.line(format!("{ev:?}"))
-            }
-            .and_then(|()| out.flush());
-            if let Err(e) = r {
-                write_err.get_or_insert(e);
-            }
-        },
-        stop_signal(),
-    ));
+                .and_then(|()| out.flush());
+                match r {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        write_err.get_or_insert(e);
+                        ControlFlow::Break(())
+                    }
+                }
+            },
+            stop,
+        )
+        .await
+    });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     if let Some(e) = write_err {
         return Err(e.into());
     }
-    result.map_err(|e| CliError::new(ExitCode::Input, "watch_failed", eyre!(e)))
+    result.map_err(|e| match e {
+        WatchError::EmptyPool => CliError::new(ExitCode::Input, "empty_pool", eyre!(e))
+            .with_suggestion("list the pool's nodes under [[nodes]] in the pool file"),
+        WatchError::Setup(_) => CliError::new(ExitCode::Input, "watch_failed", eyre!(e)),
+        WatchError::Refused(_) => CliError::new(ExitCode::PoolNotReady, "pool_refused", eyre!(e))
+            .with_suggestion(
+                "were the nodes started with this key's endpoint id as --orchestrator?",
+            ),
+        WatchError::NotReady(..) => {
+            CliError::new(ExitCode::PoolNotReady, "timeout.pool_readiness", eyre!(e))
+                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
+        }
+    })
+}
+
+/// Resolves once standard output is gone: its reader closed a pipe or a socket (for
+/// example `swactor pool watch | head -1`), so nobody reads what the command would print.
+/// Never resolves for a file or a terminal that stays open.
+async fn stdout_closed() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let watcher = std::thread::Builder::new().name("stdout-watch".into()).spawn(move || {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let stdout = std::io::stdout();
+        loop {
+            let mut fds = [PollFd::new(&stdout, PollFlags::empty())];
+            match poll(&mut fds, None) {
+                Ok(_) if fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP) => {
+                    let _ = tx.send(());
+                    return;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                // An invalid descriptor, or nothing this can watch.
+                Ok(_) | Err(_) => return,
+            }
+        }
+    });
+    if watcher.is_err() || rx.await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }

@@ -609,3 +609,24 @@ fn edge_inspect_against_a_socket_that_never_answers_ends_with_a_timeout_error() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("did not answer") && stderr.contains("silent.sock"), "{stderr}");
 }
+
+#[test]
+fn pool_watch_refuses_an_empty_pool_before_starting_anything() {
+    let path = scratch().join("empty-pool.toml");
+    std::fs::write(&path, "[orchestrator]\nnode_id = 100\n").expect("write");
+    let out = swactor()
+        .args(["pool", "watch", "--json", "--key"])
+        .arg(scratch().join("empty-pool-orch.key"))
+        .arg("--pool")
+        .arg(&path)
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["reason"], "empty_pool");
+    assert!(!scratch().join("empty-pool-orch.key").exists(), "nothing started: no key made");
+}

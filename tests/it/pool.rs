@@ -351,6 +351,102 @@ fn a_stale_admin_socket_is_replaced_and_the_node_removes_its_own_at_shutdown() {
 }
 
 #[test]
+fn a_watch_with_a_key_the_nodes_refuse_reports_each_refusal_and_exits_with_code_8() {
+    let dir = scratch().join("pool-refused");
+    let (children, _events) = pool_of(&dir, 2);
+    let mut children = children;
+    // Stop the pool's own watch: only the foreign one is looked at here.
+    if let Some(mut watch) = children.0.pop() {
+        let _ = watch.kill();
+        let _ = watch.wait();
+    }
+    for json in [true, false] {
+        let mut cmd = Command::new(exe());
+        cmd.args(["pool", "watch", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+            .arg("--pool")
+            .arg(dir.join("pool.toml"))
+            .arg("--key")
+            .arg(dir.join("foreign.key"));
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.stderr(Stdio::piped()).output().expect("watch");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(8), "{stdout}\n{stderr}");
+        assert!(stderr.contains("every node refused"), "{stderr}");
+        if json {
+            let lines: Vec<serde_json::Value> =
+                stdout.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+            let mut refused: Vec<u64> = lines
+                .iter()
+                .filter(|v| v["type"] == "node_refused")
+                .map(|v| {
+                    assert_eq!(v["reason"], "unauthorized_orchestrator");
+                    v["node_id"].as_u64().expect("id")
+                })
+                .collect();
+            refused.sort();
+            assert_eq!(refused, [1, 2], "each refusal once: {lines:?}");
+            let error = lines.last().expect("an error line");
+            assert_eq!(
+                (error["type"].as_str(), error["exit_code"].as_u64()),
+                (Some("error"), Some(8))
+            );
+        } else {
+            for node in [1, 2] {
+                let sentence =
+                    format!("node {node} refused the control session: unauthorized_orchestrator");
+                assert!(stdout.contains(&sentence), "{stdout}");
+            }
+            assert!(!stdout.contains("NodeRefused") && !stdout.contains('{'), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn a_watch_whose_reader_goes_away_ends_quietly_and_prints_sentences() {
+    let dir = scratch().join("pool-reader-gone");
+    let (children, _events) = pool_of(&dir, 1);
+    let mut children = children;
+    if let Some(mut watch) = children.0.pop() {
+        let _ = watch.kill();
+        let _ = watch.wait();
+    }
+    let mut watch = Command::new(exe())
+        .args(["pool", "watch", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .arg("--pool")
+        .arg(dir.join("pool.toml"))
+        .arg("--key")
+        .arg(dir.join("orch.key"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("watch");
+    // `| head -1`: read one line, then close the pipe.
+    let mut first = String::new();
+    BufReader::new(watch.stdout.take().expect("stdout")).read_line(&mut first).expect("line");
+    assert!(first.starts_with("node 1 is available: endpoint "), "{first}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = watch.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = watch.kill();
+            let _ = watch.wait();
+            panic!("the watch went on after its reader left");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut watch.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(stderr.is_empty(), "no error message: {stderr}");
+}
+
+#[test]
 fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_admin_client_blocks_nobody()
  {
     use swactor::net::endpoint::{CTL_ALPN, bind};
