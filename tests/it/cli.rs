@@ -548,6 +548,28 @@ fn a_plan_with_a_weights_url_carries_the_size_and_sha256_of_the_local_copy() {
 }
 
 #[test]
+fn a_usage_error_under_json_prints_one_error_line_with_exit_code_2() {
+    let out = swactor().args(["run", "plan", "--json"]).assert().code(2).get_output().clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "one error line: {lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["exit_code"], 2);
+    assert_eq!(lines[0]["reason"], "usage");
+    assert!(lines[0]["message"].as_str().is_some_and(|m| m.contains("--model")), "{lines:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage"), "clap's usage on stderr");
+    let out =
+        swactor().args(["model", "inspect", "--json", "--no-such-flag", "x"]).assert().code(2);
+    let lines = stdout_json_lines(&out.get_output().stdout);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "error");
+    // Without --json, stdout stays empty; a `--json` after `--` is an argument, not the flag.
+    let out = swactor().args(["run", "plan"]).assert().code(2);
+    assert!(out.get_output().stdout.is_empty());
+    let out = swactor().args(["model", "inspect", "a", "--", "--json"]).assert().code(2);
+    assert!(out.get_output().stdout.is_empty());
+}
+
+#[test]
 fn a_regular_file_or_a_directory_at_the_admin_path_survives_a_boot_attempt_untouched() {
     let dir = scratch().join("admin-occupied");
     let _ = std::fs::remove_dir_all(&dir);
@@ -629,4 +651,22 @@ fn pool_watch_refuses_an_empty_pool_before_starting_anything() {
     assert_eq!(lines[0]["type"], "error");
     assert_eq!(lines[0]["reason"], "empty_pool");
     assert!(!scratch().join("empty-pool-orch.key").exists(), "nothing started: no key made");
+}
+
+#[test]
+fn bench_decode_and_pipeline_remove_their_temporary_directory_when_they_fail() {
+    let tmp = scratch().join("bench-tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).expect("dir");
+    for bench in ["decode", "pipeline"] {
+        swactor()
+            .env("TMPDIR", &tmp)
+            .args(["bench", bench, "--requantize", "q8_0,no-such-type", "--model"])
+            .arg(synth_model(4))
+            .assert()
+            .code(2);
+        let left: Vec<_> =
+            std::fs::read_dir(&tmp).expect("tmp").flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "bench {bench} left {left:?}");
+    }
 }
