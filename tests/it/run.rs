@@ -589,7 +589,7 @@ fn run_local_runs_three_stages_and_leaves_no_process_or_file_behind() {
     assert_eq!(summary["stages"], 3);
     assert_eq!(summary["outcome"], "completed");
     assert_eq!(entries(&tmp), Vec::<String>::new(), "no swactor-local directory is left behind");
-    assert!(!node_processes_left(), "no node process is left behind");
+    assert!(!node_processes_left(&tmp), "no node process is left behind");
 }
 
 /// An empty directory of its own for a test's `TMPDIR`.
@@ -707,7 +707,7 @@ fn run_local_with_a_zero_byte_arena_reports_the_arena_size() {
         .collect();
     assert_eq!(events(&lines, "error")[0]["reason"], "arena_create_failed");
     assert_eq!(entries(&tmp), Vec::<String>::new());
-    assert!(!node_processes_left());
+    assert!(!node_processes_left(&tmp));
 }
 
 #[test]
@@ -737,11 +737,15 @@ fn an_unwritable_events_file_fails_before_any_node_starts_and_is_named() {
     assert!(stderr.contains("/dev/full"), "{stderr}");
 }
 
-/// Whether any node process `run local` started is still alive.
-fn node_processes_left() -> bool {
+/// Whether any node process that a `run local` with `TMPDIR=tmp` started is still alive
+/// (other runs on the machine, a parallel test suite's included, are not looked at).
+fn node_processes_left(tmp: &Path) -> bool {
+    let tmp = tmp.display().to_string();
     std::fs::read_dir("/proc").expect("proc").flatten().any(|e| {
-        std::fs::read_to_string(e.path().join("cmdline"))
-            .is_ok_and(|c| c.contains("--stop-on-stdin-eof"))
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.contains("--stop-on-stdin-eof") && c.contains(&tmp)
+        })
     })
 }
 
@@ -771,8 +775,14 @@ fn a_partitioned_stage_node_faults_the_run_and_cleans_up_by_itself_after_the_hea
 #[test]
 fn run_local_refuses_more_stages_than_blocks_before_starting_any_node() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(exe()).args(["run", "local", "--stages", "9"]).output().expect("run");
+    let tmp = fresh_tmp("run-local-nine");
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--stages", "9"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("9 stages for a model of 4 blocks"));
-    assert!(!node_processes_left());
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "no local pool was made");
+    assert!(!node_processes_left(&tmp));
 }
