@@ -627,7 +627,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__edge__subcmd__inspect)
-            opts="-h --node --edge --json --help"
+            opts="-h --node --edge --timeout-ms --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -638,6 +638,10 @@ _swactor() {
                     return 0
                     ;;
                 --edge)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1617,7 +1621,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool__subcmd__watch)
-            opts="-h --pool --key --listen --swim --window-ms --until-ready --json --help"
+            opts="-h --pool --key --listen --swim --window-ms --until-ready --pool-timeout --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1640,6 +1644,10 @@ _swactor() {
                     return 0
                     ;;
                 --window-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pool-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -182,7 +182,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l orchestrator -d 'The orchestrator\'s endpoint id: the only peer allowed to control this node' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l arena-bytes -d 'Arena size in bytes' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l worker-threads -d 'Compute threads of the worker' -r
-complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l admin -d 'Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the runtime or temporary directory]' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l admin -d 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l cache -d 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l stop-on-stdin-eof -d 'Stop when standard input closes (for supervisors such as `run local`)'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
@@ -195,6 +195,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand edge; and not __fish_see
 complete -c swactor -n "__fish_swactor_using_subcommand edge; and not __fish_seen_subcommand_from inspect help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l node -d 'The node\'s admin socket' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l edge -d 'Show only this edge' -r
+complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l timeout-ms -d 'Milliseconds to wait for the node\'s answer' -r
 complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand edge; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Show a node\'s edge records (state, ring, peers) and what it sees of the pool'
@@ -207,6 +208,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l listen -d 'iroh listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l swim -d 'SWIM listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l window-ms -d 'Convergence window in milliseconds' -r
+complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l pool-timeout -d 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l until-ready -d 'Exit once the pool is ready'
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help'

@@ -295,8 +295,9 @@ pub struct NodeBootArgs {
     /// Compute threads of the worker.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
-    /// Admin socket for `swactor edge inspect` [default: swactor-node-ID.sock in the
-    /// runtime or temporary directory].
+    /// Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the
+    /// runtime or temporary directory, KEY being the first 16 digits of the endpoint id].
+    /// An existing file there is never touched: only a stale socket is replaced.
     #[arg(long, value_name = "PATH")]
     pub admin: Option<PathBuf>,
     /// Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights).
@@ -341,6 +342,9 @@ pub struct PoolWatchArgs {
     /// Exit once the pool is ready.
     #[arg(long)]
     pub until_ready: bool,
+    /// Give up (exit 8) when the pool is not ready within S seconds [default: wait on].
+    #[arg(long, value_name = "S")]
+    pub pool_timeout: Option<u64>,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,
@@ -363,6 +367,9 @@ pub struct EdgeInspectArgs {
     /// Show only this edge.
     #[arg(long, value_name = "ID")]
     pub edge: Option<u64>,
+    /// Milliseconds to wait for the node's answer.
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    pub timeout_ms: u64,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

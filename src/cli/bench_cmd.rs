@@ -146,7 +146,7 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
         .max_by_key(|(_, n)| **n)
         .map(|(t, _)| t.clone())
         .unwrap_or_else(|| "f32".into());
-    let dir = tempfile_dir()?;
+    let dir = ScratchDir::create()?;
     let models = with_requantized(args, shipped, &dir)?;
     let mut figures = Vec::new();
     for (dtype, path) in &models {
@@ -174,7 +174,6 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
         }
         figures.push(fig);
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -196,10 +195,38 @@ fn with_requantized(
     Ok(models)
 }
 
-fn tempfile_dir() -> Result<std::path::PathBuf, CliError> {
-    let dir = std::env::temp_dir().join(format!("swactor-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+/// A private temporary directory for re-quantized copies, removed however the benchmark
+/// ends (success, error or panic).
+struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    fn create() -> Result<ScratchDir, CliError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.subsec_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("swactor-bench-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| {
+            CliError::new(
+                ExitCode::Input,
+                "io",
+                eyre!(e).wrap_err(format!("cannot create {}", dir.display())),
+            )
+        })?;
+        Ok(ScratchDir(dir))
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// `swactor bench edge`.
@@ -314,7 +341,7 @@ fn pipeline_rate(
 
 /// `swactor bench pipeline`.
 pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
-    let dir = tempfile_dir()?;
+    let dir = ScratchDir::create()?;
     let models = with_requantized(args, "shipped".into(), &dir)?;
     for (dtype, path) in &models {
         let (mut whole, mut split, mut first) = (0f64, 0f64, f64::MAX);
@@ -363,7 +390,6 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
         }
         out.flush()?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -449,7 +475,9 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
             };
             let config = OrchestrateConfig {
                 pool: pool.pool.clone(),
-                key: pool.orchestrator_key.clone(),
+                key: crate::orchestrator::driver::OrchestratorKey::Memory(
+                    pool.orchestrator_key.clone(),
+                ),
                 listen: ([127, 0, 0, 1], 0).into(),
                 swim: ([127, 0, 0, 1], 0).into(),
                 model: model.clone(),

@@ -28,7 +28,12 @@ pub fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            // Help and version go to stdout with success; usage errors to stderr with 2.
+            // Help and version go to stdout with success; usage errors to stderr with 2,
+            // and under `--json` also as the one `error` line on stdout.
+            if e.use_stderr() && json_was_asked(std::env::args_os()) {
+                let mut out = Output::default();
+                let _ = out.json("error", &usage_error_line(&e)).and_then(|()| out.flush());
+            }
             let _ = e.print();
             let code = if e.use_stderr() { ExitCode::Usage } else { ExitCode::Success };
             return std::process::ExitCode::from(code.code());
@@ -56,6 +61,27 @@ pub fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(e.code.code())
         }
     }
+}
+
+/// Whether `--json` was among the arguments, for errors found before they are parsed: a
+/// `--json` after `--` is a value, not the flag.
+fn json_was_asked(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
+    args.into_iter().skip(1).take_while(|a| a != "--").any(|a| a == "--json")
+}
+
+/// The `error` line of a usage error caught by the argument parser.
+fn usage_error_line(e: &clap::Error) -> serde_json::Value {
+    let rendered = e.render().to_string();
+    // clap's first paragraph says what is wrong (`error: ...` and any listed arguments);
+    // the usage and hints follow, and stay on stderr.
+    let what: Vec<&str> = rendered.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    let what = what.join(" ");
+    let message = what.strip_prefix("error: ").unwrap_or(&what).to_string();
+    serde_json::json!({
+        "exit_code": ExitCode::Usage.code(),
+        "reason": "usage",
+        "message": message,
+    })
 }
 
 /// Dispatches one parsed command.

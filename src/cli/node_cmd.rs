@@ -5,14 +5,14 @@ use color_eyre::eyre::eyre;
 use super::args::{EdgeInspectArgs, NodeBootArgs, PoolWatchArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
-use crate::node::run::{EdgeInspect, NodeConfig, run_node};
+use crate::node::run::{AdminPath, EdgeInspect, NodeConfig, run_node};
 use crate::wire::NodeId;
 
-fn default_admin(node_id: u64) -> std::path::PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+/// The directory of default admin sockets: the runtime directory, else the temporary one.
+fn default_admin_dir() -> std::path::PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    dir.join(format!("swactor-node-{node_id}.sock"))
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 fn default_cache() -> std::path::PathBuf {
@@ -35,7 +35,10 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         orchestrator: args.orchestrator.to_ascii_lowercase(),
         arena_bytes: args.arena_bytes,
         worker_threads: args.worker_threads,
-        admin: args.admin.clone().unwrap_or_else(|| default_admin(args.node_id)),
+        admin: match &args.admin {
+            Some(path) => AdminPath::Explicit(path.clone()),
+            None => AdminPath::InDir(default_admin_dir()),
+        },
         exe: std::env::current_exe()?,
         boot_timeout: std::time::Duration::from_secs(30),
         cache: args.cache.clone().unwrap_or_else(default_cache),
@@ -69,21 +72,67 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
 }
 
 /// `swactor edge inspect`.
+#[allow(clippy::disallowed_methods)] // the command owns its deadline
 pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError> {
     use std::io::Read;
+    let socket = args.node.display();
     let mut stream = std::os::unix::net::UnixStream::connect(&args.node).map_err(|e| {
         CliError::new(
             ExitCode::Input,
             "io",
-            eyre!(e)
-                .wrap_err(format!("cannot reach the node's admin socket {}", args.node.display())),
+            eyre!(e).wrap_err(format!("cannot reach the node's admin socket {socket}")),
         )
         .with_suggestion("is `swactor node boot` running with this --admin path?")
     })?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body)?;
-    let mut state: EdgeInspect =
-        serde_json::from_str(body.trim()).map_err(|e| CliError::internal(eyre!(e)))?;
+    // One deadline for the whole answer, however it trickles in.
+    let timeout = std::time::Duration::from_millis(args.timeout_ms.max(1));
+    let deadline = std::time::Instant::now() + timeout;
+    let mut body = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let timed_out = || {
+            CliError::new(
+                ExitCode::Input,
+                "admin_timeout",
+                eyre!("the node's admin socket {socket} did not answer within {timeout:?}"),
+            )
+            .with_suggestion(
+                "is the node stopped (SIGSTOP) or overloaded? try a longer --timeout-ms",
+            )
+        };
+        if left.is_zero() {
+            return Err(timed_out());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(timed_out());
+            }
+            Err(e) => {
+                return Err(CliError::new(
+                    ExitCode::Input,
+                    "io",
+                    eyre!(e).wrap_err(format!("cannot read the node's admin socket {socket}")),
+                ));
+            }
+        }
+    }
+    let mut state: EdgeInspect = serde_json::from_slice(body.trim_ascii()).map_err(|e| {
+        CliError::new(
+            ExitCode::Input,
+            "admin_answer_invalid",
+            eyre!(e).wrap_err(format!("{socket} did not answer as a swactor node does")),
+        )
+    })?;
     if let Some(edge) = args.edge {
         state.edges.retain(|e| e["edge_id"].as_u64() == Some(edge));
     }
@@ -91,9 +140,11 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         out.json("edge_inspect", &state)?;
         return Ok(());
     }
+    let members: Vec<String> = state.members.iter().map(ToString::to_string).collect();
+    let members = if members.is_empty() { "none".to_string() } else { members.join(", ") };
     out.line(format!(
-        "node {} ({}): {} arena leases, members up: {:?}",
-        state.node_id, state.endpoint_id, state.arena_leases, state.members
+        "node {} ({}): {} arena leases, {} installed rings, members up: {members}",
+        state.node_id, state.endpoint_id, state.arena_leases, state.installed_rings
     ))?;
     if state.edges.is_empty() {
         out.line("no edges (no run is provisioned on this node)")?;
@@ -101,6 +152,13 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         let rows: Vec<Vec<String>> = state.edges.iter().map(|e| vec![e.to_string()]).collect();
         for line in table(&rows) {
             out.line(line)?;
+        }
+    }
+    if !state.refused.is_empty() {
+        let counts: Vec<String> = state.refused.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        out.line(format!("refused since boot: {}; latest:", counts.join(", ")))?;
+        for line in &state.refusals {
+            out.line(format!("  {line}"))?;
         }
     }
     Ok(())
@@ -138,7 +196,8 @@ async fn stop_signal() {
 
 /// `swactor pool watch`.
 pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
-    use crate::orchestrator::watch::{WatchConfig, WatchEvent, watch as run_watch};
+    use crate::orchestrator::watch::{WatchConfig, WatchError, watch as run_watch};
+    use std::ops::ControlFlow;
     let pool = super::plan_cmd::read_pool(&args.pool)?;
     let config = WatchConfig {
         pool,
@@ -146,42 +205,84 @@ pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
         listen: args.listen,
         swim: args.swim,
         window: std::time::Duration::from_millis(args.window_ms),
+        pool_timeout: args.pool_timeout.map(std::time::Duration::from_secs),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let json = args.output.json;
     let mut write_err = None;
-    let result = runtime.block_on(run_watch(
-        config,
-        args.until_ready,
-        |ev| {
-            let r = if json {
-                let kind = match ev {
-                    WatchEvent::NodeAvailable { .. } => "node_available",
-                    WatchEvent::MemberUp { .. } => "member_up",
-                    WatchEvent::MemberDown { .. } => "member_down",
-                    WatchEvent::PoolReady { .. } => "pool_ready",
-                    WatchEvent::ReadinessLost { .. } => "readiness_lost",
-                    WatchEvent::MembershipRejected { .. } => "membership_rejected",
-                };
-                let mut v = serde_json::to_value(ev).unwrap_or_default();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("type");
+    let result = runtime.block_on(async {
+        let stop = async {
+            tokio::select! {
+                _ = stop_signal() => {}
+                _ = stdout_closed() => {}
+            }
+        };
+        run_watch(
+            config,
+            args.until_ready,
+            |ev| {
+                let r = if json {
+                    serde_json::to_string(ev)
+                        .map_err(std::io::Error::other)
+                        .and_then(|line| out.line(line))
+                } else {
+                    out.line(ev.to_string())
                 }
-                out.json(kind, &v)
-            } else {
-                out.line(format!("{ev:?}"))
-            }
-            .and_then(|()| out.flush());
-            if let Err(e) = r {
-                write_err.get_or_insert(e);
-            }
-        },
-        stop_signal(),
-    ));
+                .and_then(|()| out.flush());
+                match r {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        write_err.get_or_insert(e);
+                        ControlFlow::Break(())
+                    }
+                }
+            },
+            stop,
+        )
+        .await
+    });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     if let Some(e) = write_err {
         return Err(e.into());
     }
-    result.map_err(|e| CliError::new(ExitCode::Input, "watch_failed", eyre!(e)))
+    result.map_err(|e| match e {
+        WatchError::EmptyPool => CliError::new(ExitCode::Input, "empty_pool", eyre!(e))
+            .with_suggestion("list the pool's nodes under [[nodes]] in the pool file"),
+        WatchError::Setup(_) => CliError::new(ExitCode::Input, "watch_failed", eyre!(e)),
+        WatchError::Refused(_) => CliError::new(ExitCode::PoolNotReady, "pool_refused", eyre!(e))
+            .with_suggestion(
+                "were the nodes started with this key's endpoint id as --orchestrator?",
+            ),
+        WatchError::NotReady(..) => {
+            CliError::new(ExitCode::PoolNotReady, "timeout.pool_readiness", eyre!(e))
+                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
+        }
+    })
+}
+
+/// Resolves once standard output is gone: its reader closed a pipe or a socket (for
+/// example `swactor pool watch | head -1`), so nobody reads what the command would print.
+/// Never resolves for a file or a terminal that stays open.
+async fn stdout_closed() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let watcher = std::thread::Builder::new().name("stdout-watch".into()).spawn(move || {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let stdout = std::io::stdout();
+        loop {
+            let mut fds = [PollFd::new(&stdout, PollFlags::empty())];
+            match poll(&mut fds, None) {
+                Ok(_) if fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP) => {
+                    let _ = tx.send(());
+                    return;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                // An invalid descriptor, or nothing this can watch.
+                Ok(_) | Err(_) => return,
+            }
+        }
+    });
+    if watcher.is_err() || rx.await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }

@@ -21,7 +21,7 @@ use crate::model::facts::facts_from_content;
 use crate::model::gguf::read_content;
 use crate::model::tokenizer::{Tokenizer, chat_prompt};
 use crate::orchestrator::driver::{
-    OrchestrateConfig, OrchestrateError, RunReport, RunSink, orchestrate,
+    OrchestrateConfig, OrchestrateError, OrchestratorKey, RunReport, RunSink, orchestrate,
 };
 use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
 use crate::orchestrator::run::RunTimeouts;
@@ -99,11 +99,50 @@ struct Summary {
     decode_tokens_per_s: f64,
 }
 
+/// The `--events` file, created before anything starts.
+struct EventsFile {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    /// The first write error (the run goes on; it is reported at the end).
+    error: Option<std::io::Error>,
+}
+
+impl EventsFile {
+    /// Creates (or truncates) the file, or says which file cannot be written and why.
+    fn create(path: &Path) -> Result<EventsFile, CliError> {
+        let file = std::fs::File::create(path).map_err(|e| {
+            events_error(path, e)
+                .with_suggestion("give --events a file in an existing, writable directory")
+        })?;
+        Ok(EventsFile {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::new(file),
+            error: None,
+        })
+    }
+
+    fn write(&mut self, json: &str) {
+        if self.error.is_none()
+            && let Err(e) = writeln!(self.file, "{json}").and_then(|()| self.file.flush())
+        {
+            self.error = Some(e);
+        }
+    }
+}
+
+fn events_error(path: &Path, e: std::io::Error) -> CliError {
+    CliError::new(
+        ExitCode::Input,
+        "io",
+        eyre!(e).wrap_err(format!("cannot write events to {}", path.display())),
+    )
+}
+
 /// Writes tokens and events where the flags say.
 struct CliSink<'a> {
     out: &'a mut Output,
     json: bool,
-    events: Option<std::io::BufWriter<std::fs::File>>,
+    events: Option<&'a mut EventsFile>,
     progress: bool,
     progress_shown: bool,
     count: usize,
@@ -129,8 +168,7 @@ impl RunSink for CliSink<'_> {
     fn event(&mut self, line: &EventLine) {
         let json = line.to_json();
         if let Some(f) = self.events.as_mut() {
-            let r = writeln!(f, "{json}").and_then(|()| f.flush());
-            self.keep(r);
+            f.write(&json);
         }
         if self.json {
             let r = self.out.line(json).and_then(|()| self.out.flush());
@@ -199,44 +237,39 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 
-fn open_events(
-    path: &Option<PathBuf>,
-) -> Result<Option<std::io::BufWriter<std::fs::File>>, CliError> {
-    path.as_ref()
-        .map(|p| {
-            std::fs::File::create(p).map(std::io::BufWriter::new).map_err(|e| {
-                CliError::new(
-                    ExitCode::Input,
-                    "io",
-                    eyre!(e).wrap_err(format!("cannot write events to {}", p.display())),
-                )
-            })
-        })
-        .transpose()
+fn open_events(path: &Option<PathBuf>) -> Result<Option<EventsFile>, CliError> {
+    path.as_deref().map(EventsFile::create).transpose()
 }
 
-/// Runs the orchestrator and turns its report into output and an exit code.
+/// Runs the orchestrator and turns its report into output and an exit code. `events` was
+/// created before anything started.
 async fn execute(
     config: OrchestrateConfig,
     prepared: &Prepared,
     run: &PromptArgs,
+    mut events: Option<EventsFile>,
     out: &mut Output,
     stop: StopSignal,
 ) -> Result<(), CliError> {
     let mut sink = CliSink {
         json: run.output.json,
-        events: open_events(&run.events)?,
+        events: events.as_mut(),
         progress: !run.output.json && std::io::stderr().is_terminal(),
         progress_shown: false,
         count: 0,
         error: None,
-        out,
+        out: &mut *out,
     };
     let result =
         orchestrate(config, &prepared.facts, &prepared.tokenizer, &mut sink, stop.stopped()).await;
     sink.clear_progress();
     if let Some(e) = sink.error.take() {
         return Err(e.into());
+    }
+    if let Some(f) = events.as_mut()
+        && let Some(e) = f.error.take()
+    {
+        return Err(events_error(&f.path, e));
     }
     let report = result.map_err(|e| match e {
         OrchestrateError::Setup(m) => CliError::new(ExitCode::Input, "setup_failed", eyre!(m)),
@@ -249,7 +282,7 @@ async fn execute(
             CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e))
         }
     })?;
-    finish(report, prepared.prompt.len(), run, sink.out)
+    finish(report, prepared.prompt.len(), run, out)
 }
 
 fn finish(
@@ -323,6 +356,7 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
     // Everything that can be judged without the nodes is judged before waiting for them.
     let prepared = prepare(&args.model, &args.run)?;
     check_url(args.weights_url.as_deref())?;
+    let events = open_events(&args.run.events)?;
     let pool = read_pool(&args.pool)?;
     let file_placement = pool.placement.clone().unwrap_or_default();
     let file_layers = pool
@@ -362,7 +396,7 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
     .map_err(plan_error)?;
     let config = OrchestrateConfig {
         pool,
-        key: args.key.clone(),
+        key: OrchestratorKey::File(args.key.clone()),
         listen: args.listen,
         swim: args.swim,
         model: args.model.clone(),
@@ -379,7 +413,7 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
     let rt = runtime()?;
     let result = rt.block_on(async {
         let stop = StopSignal::install();
-        execute(config, &prepared, &args.run, out, stop).await
+        execute(config, &prepared, &args.run, events, out, stop).await
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
@@ -413,6 +447,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_millis);
+    let events = open_events(&args.run.events)?;
     let rt = runtime()?;
     let result = rt.block_on(async {
         let stop = StopSignal::install();
@@ -428,7 +463,8 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
         }
         let mut pool = tokio::select! {
             p = LocalPool::start(&config) => p.map_err(|e| {
-                CliError::new(ExitCode::BootFailed, "local_pool_failed", eyre!(e))
+                let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
+                CliError::new(ExitCode::BootFailed, reason, eyre!(e))
                     .with_suggestion("run again with --node-logs to see the nodes' logs")
             })?,
             _ = stop.clone().stopped() => {
@@ -439,7 +475,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
             eprintln!("swactor: test pause: the nodes started");
             tokio::time::sleep(pause).await;
         }
-        let result = local_run(args, &pool, out, stop).await;
+        let result = local_run(args, &pool, events, out, stop).await;
         pool.stop().await;
         result
     });
@@ -450,6 +486,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
 async fn local_run(
     args: &LocalArgs,
     pool: &LocalPool,
+    events: Option<EventsFile>,
     out: &mut Output,
     stop: StopSignal,
 ) -> Result<(), CliError> {
@@ -465,7 +502,7 @@ async fn local_run(
     let prepared = prepare(&model, &args.run)?;
     let config = OrchestrateConfig {
         pool: pool.pool.clone(),
-        key: pool.orchestrator_key.clone(),
+        key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
         listen: "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?,
         swim: "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?,
         model: model.clone(),
@@ -479,5 +516,5 @@ async fn local_run(
         pool_timeout: Duration::from_secs(60),
         timeouts: timeouts(&args.run),
     };
-    execute(config, &prepared, &args.run, out, stop).await
+    execute(config, &prepared, &args.run, events, out, stop).await
 }

@@ -75,6 +75,13 @@ impl NodeKey {
         }
     }
 
+    /// A fresh key from the system's random source, held only in memory.
+    pub fn generate() -> std::io::Result<NodeKey> {
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom").and_then(|mut r| r.read_exact(&mut key))?;
+        Ok(NodeKey { secret: SecretKey::from_bytes(&key) })
+    }
+
     /// A key from raw bytes (tests, fresh `run local` nodes).
     pub fn from_bytes(bytes: &[u8; 32]) -> NodeKey {
         NodeKey { secret: SecretKey::from_bytes(bytes) }

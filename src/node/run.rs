@@ -3,6 +3,7 @@
 //! configured orchestrator), the edge router, SWIM and the admin socket until stopped.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use iroh::Endpoint;
 use serde::Serialize;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{UdpSocket, UnixListener};
+use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
+use super::admin::{self, AdminSocket};
 use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use super::host::{HostInput, StageHost};
 use crate::arena::{Arena, ArenaManager};
@@ -46,14 +47,37 @@ pub struct NodeConfig {
     pub arena_bytes: u64,
     /// Compute threads of the worker.
     pub worker_threads: u32,
-    /// Admin socket path.
-    pub admin: PathBuf,
+    /// Where the admin socket goes.
+    pub admin: AdminPath,
     /// The `swactor` executable (for the worker).
     pub exe: PathBuf,
     /// Boot deadline.
     pub boot_timeout: Duration,
     /// Where downloaded weights are kept.
     pub cache: PathBuf,
+}
+
+/// Where a node puts its admin socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminPath {
+    /// Exactly this path (`--admin`).
+    Explicit(PathBuf),
+    /// `swactor-node-<node id>-<first 16 digits of the endpoint id>.sock` in this
+    /// directory: distinct for two nodes of one host, the same across restarts of a node.
+    InDir(PathBuf),
+}
+
+impl AdminPath {
+    /// The socket's path for this node.
+    pub fn resolve(&self, node_id: NodeId, endpoint_id: &str) -> PathBuf {
+        match self {
+            AdminPath::Explicit(path) => path.clone(),
+            AdminPath::InDir(dir) => {
+                let short: String = endpoint_id.chars().take(16).collect();
+                dir.join(format!("swactor-node-{node_id}-{short}.sock"))
+            }
+        }
+    }
 }
 
 /// What the node reports once available.
@@ -100,12 +124,31 @@ pub struct EdgeInspect {
     pub stage: Option<serde_json::Value>,
     /// Members the node sees up in SWIM.
     pub members: Vec<u64>,
-    /// Edge streams and control sessions refused since boot.
+    /// The latest edge streams and control sessions refused (at most [`REFUSALS_KEPT`]).
     #[serde(default)]
     pub refusals: Vec<String>,
     /// SWIM datagrams refused since boot (by reason, and the last few).
     #[serde(default)]
     pub swim_rejected: crate::membership::auth::RejectCounts,
+    /// How many edge streams and control sessions were refused since boot, per reason.
+    #[serde(default)]
+    pub refused: BTreeMap<String, u64>,
+}
+
+/// How many refusal lines `edge inspect` keeps (the counts keep counting).
+pub const REFUSALS_KEPT: usize = 16;
+
+impl EdgeInspect {
+    /// Counts one refusal under `reason` and keeps its line among the latest
+    /// [`REFUSALS_KEPT`]: a peer refused over and over grows nothing.
+    pub fn record_refusal(&mut self, reason: &str, line: String) {
+        *self.refused.entry(reason.to_string()).or_default() += 1;
+        if self.refusals.len() >= REFUSALS_KEPT {
+            let excess = self.refusals.len() + 1 - REFUSALS_KEPT;
+            self.refusals.drain(..excess);
+        }
+        self.refusals.push(line);
+    }
 }
 
 struct Running {
@@ -118,7 +161,7 @@ struct Running {
     roster: swim::RosterHandle,
     members: tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>,
     inspect: Arc<std::sync::Mutex<EdgeInspect>>,
-    admin: PathBuf,
+    admin: AdminSocket,
     swim_addr: SocketAddr,
 }
 
@@ -156,7 +199,7 @@ pub async fn run_node(
                 endpoint_id: running.endpoint.id().to_string(),
                 addrs: running.endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
                 swim_addr: running.swim_addr.to_string(),
-                admin: running.admin.display().to_string(),
+                admin: running.admin.path().display().to_string(),
             });
         }
     }
@@ -178,6 +221,12 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         ));
     }
     boot.fact_ready(BootFact::Identity);
+
+    // The admin socket's path is claimed first, before anything is started: a path that
+    // is not ours to take fails the boot at once, and leaves nothing behind.
+    let admin_path = config.admin.resolve(config.node_id, &key.endpoint_id_hex());
+    let (admin, admin_listener) =
+        admin::claim(&admin_path).map_err(|e| failed(e.boot_fault(), e))?;
 
     let arena = Arc::new(Arena::create(config.arena_bytes).map_err(|e| failed(e.boot_fault(), e))?);
     let mut manager = ArenaManager::new(config.arena_bytes);
@@ -242,9 +291,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         arena_leases: manager.live_count(),
         ..EdgeInspect::default()
     }));
-    let _ = std::fs::remove_file(&config.admin);
-    let admin = UnixListener::bind(&config.admin).map_err(|e| failed(BootFault::AdminSocket, e))?;
-    tokio::spawn(serve_admin(admin, Arc::clone(&inspect)));
+    tokio::spawn(admin::serve(admin_listener, Arc::clone(&inspect)));
 
     let (router, refusals) = EdgeRouter::new();
     let (inputs, host_inputs) = mpsc::unbounded_channel();
@@ -285,7 +332,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         roster,
         members,
         inspect,
-        admin: config.admin.clone(),
+        admin,
         swim_addr,
     })
 }
@@ -381,18 +428,6 @@ async fn control_session(
     writer.abort();
 }
 
-async fn serve_admin(listener: UnixListener, inspect: Arc<std::sync::Mutex<EdgeInspect>>) {
-    while let Ok((mut stream, _)) = listener.accept().await {
-        let body = {
-            let state = inspect.lock().unwrap_or_else(|e| e.into_inner());
-            serde_json::to_string(&*state).unwrap_or_default()
-        };
-        let _ = stream.write_all(body.as_bytes()).await;
-        let _ = stream.write_all(b"\n").await;
-        let _ = stream.shutdown().await;
-    }
-}
-
 async fn serve(
     mut running: Running,
     _report: NodeIdentityReport,
@@ -445,15 +480,18 @@ async fn serve(
             },
             Some(input) = running.host_inputs.recv() => {
                 if let HostInput::ForeignControl(peer) = &input {
-                    let line = format!("control session from {peer} refused: unauthorized_orchestrator");
-                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).refusals.push(line);
+                    let reason = ControlFault::UnauthorizedOrchestrator.as_str();
+                    let line = format!("control session from {peer} refused: {reason}");
+                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason, line);
                 }
                 running.host.input(input).await;
             }
             Some(refusal) = running.refusals.recv() => {
-                let line = format!("edge stream from {} for {:?} refused: {}", refusal.peer, refusal.edge_id, refusal.reason);
+                let edge = refusal.edge_id.map_or_else(|| "an unreadable preamble".to_string(), |e| format!("edge {}", e.0));
+                let line = format!("edge stream from {} for {edge} refused: {}", refusal.peer, refusal.reason);
                 eprintln!("swactor node: {line}");
-                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).refusals.push(line);
+                let reason = refusal.reason.to_string();
+                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
             }
         }
         dirty = true;
@@ -463,5 +501,6 @@ async fn serve(
     drop(running.worker_events);
     worker.join().await;
     running.endpoint.close().await;
-    let _ = std::fs::remove_file(&running.admin);
+    // Removes the socket, unless something else has taken its path meanwhile.
+    drop(running.admin);
 }

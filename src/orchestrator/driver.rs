@@ -42,13 +42,22 @@ use crate::worker::protocol::Event as WorkerEvent;
 
 type Ring = Arc<MappedRing<ArenaRegion>>;
 
+/// The orchestrator's identity.
+#[derive(Debug, Clone)]
+pub enum OrchestratorKey {
+    /// A key file (created 0600 on first use).
+    File(PathBuf),
+    /// A key held only in memory (`run local`'s orchestrator: nothing to leave behind).
+    Memory(NodeKey),
+}
+
 /// Everything one orchestrated run needs.
 #[derive(Debug, Clone)]
 pub struct OrchestrateConfig {
     /// The pool (its nodes must have been started with this orchestrator's endpoint id).
     pub pool: Pool,
-    /// The orchestrator's key file.
-    pub key: PathBuf,
+    /// The orchestrator's key.
+    pub key: OrchestratorKey,
     /// iroh listen address.
     pub listen: SocketAddr,
     /// SWIM listen address.
@@ -163,8 +172,12 @@ pub async fn orchestrate(
     stop: impl std::future::Future<Output = OperatorStop>,
 ) -> Result<RunReport, OrchestrateError> {
     let t0 = Instant::now();
-    let key =
-        NodeKey::load_or_create(&config.key).map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    let key = match &config.key {
+        OrchestratorKey::File(path) => {
+            NodeKey::load_or_create(path).map_err(|e| OrchestrateError::Setup(e.to_string()))?
+        }
+        OrchestratorKey::Memory(key) => key.clone(),
+    };
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     let result = run_on(&config, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;

@@ -2,8 +2,11 @@
 //! admin sockets and a weights cache in one private temporary directory, a pool file
 //! written from what the nodes report, and a teardown that leaves no process, socket or
 //! file behind. Each child stops when its standard input closes, so even a killed
-//! supervisor takes its nodes with it.
+//! supervisor takes its nodes with it. The orchestrator's key lives only in memory, and
+//! each node's key file is deleted as soon as the node has loaded it. The directory of a
+//! supervisor that was killed is removed by the next local pool.
 
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -34,6 +37,10 @@ pub struct LocalPoolConfig {
     pub node_logs: bool,
 }
 
+/// The start of a local pool's directory name in the temporary directory; the owner's
+/// process id and a nonce follow: `swactor-local-<pid>-<nanos>`.
+pub const DIR_PREFIX: &str = "swactor-local-";
+
 /// A running local pool.
 #[derive(Debug)]
 pub struct LocalPool {
@@ -41,8 +48,24 @@ pub struct LocalPool {
     children: Vec<Child>,
     /// The pool file's content (also written as `pool.toml` in the pool's directory).
     pub pool: Pool,
-    /// The orchestrator's key file (the nodes accept only it).
-    pub orchestrator_key: PathBuf,
+    /// The orchestrator's key (the nodes accept only it), held only in memory.
+    pub orchestrator_key: NodeKey,
+}
+
+/// Why a local pool could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("{detail}")]
+pub struct LocalPoolError {
+    /// The boot fault a node reported (`arena_create_failed`, ...), if one did.
+    pub reason: Option<String>,
+    /// What happened.
+    pub detail: String,
+}
+
+impl From<String> for LocalPoolError {
+    fn from(detail: String) -> Self {
+        LocalPoolError { reason: None, detail }
+    }
 }
 
 #[derive(Deserialize)]
@@ -50,6 +73,48 @@ struct Report {
     endpoint_id: String,
     addrs: Vec<String>,
     swim_addr: String,
+}
+
+/// What a booting node prints first: its availability, or the error it failed with.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum FirstLine {
+    NodeAvailable(Report),
+    Error { reason: String, message: String },
+}
+
+/// The owner's process id in a directory name made by [`LocalPool::start`].
+fn owner_pid(name: &str) -> Option<i32> {
+    let (pid, nonce) = name.strip_prefix(DIR_PREFIX)?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid) || !digits(nonce) {
+        return None;
+    }
+    pid.parse().ok().filter(|p| *p > 0)
+}
+
+/// Whether process `pid` exists (a process of another user counts as alive).
+fn alive(pid: i32) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else { return false };
+    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+}
+
+/// Removes the directories that local pools of a killed supervisor left in `tmp`: only
+/// directories named as [`LocalPool::start`] names them, owned by this user, whose owner
+/// process is gone. Returns the removed paths.
+pub fn remove_stale_dirs(tmp: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return Vec::new() };
+    let me = rustix::process::geteuid().as_raw();
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(owner_pid) else { continue };
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && !alive(pid) && std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 fn memory_bytes() -> u64 {
@@ -66,11 +131,28 @@ fn memory_bytes() -> u64 {
 impl LocalPool {
     /// Starts the nodes one after the other (the first is every other's SWIM seed) and
     /// returns once each has reported itself available.
-    pub async fn start(config: &LocalPoolConfig) -> Result<LocalPool, String> {
+    /// First removes the directories of killed supervisors ([`remove_stale_dirs`]).
+    pub async fn start(config: &LocalPoolConfig) -> Result<LocalPool, LocalPoolError> {
+        let tmp = std::env::temp_dir();
+        for stale in remove_stale_dirs(&tmp) {
+            eprintln!(
+                "swactor: removed {}, left by a local pool whose process died",
+                stale.display()
+            );
+        }
         let nanos = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.subsec_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("swactor-local-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dir = tmp.join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let orchestrator_key = match NodeKey::generate() {
+            Ok(key) => key,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("cannot make the orchestrator's key: {e}").into());
+            }
+        };
         let mut pool = LocalPool {
             dir: dir.clone(),
             children: Vec::new(),
@@ -83,7 +165,7 @@ impl LocalPool {
                 nodes: Vec::new(),
                 placement: None,
             },
-            orchestrator_key: dir.join("orchestrator.key"),
+            orchestrator_key,
         };
         match pool.boot(config).await {
             Ok(()) => Ok(pool),
@@ -94,17 +176,17 @@ impl LocalPool {
         }
     }
 
-    async fn boot(&mut self, config: &LocalPoolConfig) -> Result<(), String> {
-        let key = NodeKey::load_or_create(&self.orchestrator_key).map_err(|e| e.to_string())?;
-        let orchestrator = key.endpoint_id_hex();
+    async fn boot(&mut self, config: &LocalPoolConfig) -> Result<(), LocalPoolError> {
+        let orchestrator = self.orchestrator_key.endpoint_id_hex();
         let memory = memory_bytes() / u64::from(config.nodes.max(1));
         let mut seed: Option<String> = None;
         for k in 1..=config.nodes {
+            let key = self.dir.join(format!("node-{k}.key"));
             let mut cmd = Command::new(&config.exe);
             cmd.args(["node", "boot", "--json", "--stop-on-stdin-eof"])
                 .args(["--node-id", &k.to_string()])
                 .arg("--key")
-                .arg(self.dir.join(format!("node-{k}.key")))
+                .arg(&key)
                 .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
                 .args(["--orchestrator", &orchestrator])
                 .arg("--admin")
@@ -126,15 +208,25 @@ impl LocalPool {
             let mut child = cmd.spawn().map_err(|e| format!("cannot start node {k}: {e}"))?;
             let stdout = child.stdout.take();
             self.children.push(child);
-            let Some(stdout) = stdout else { return Err(format!("node {k}: no stdout")) };
+            let Some(stdout) = stdout else { return Err(format!("node {k}: no stdout").into()) };
             let mut lines = BufReader::new(stdout).lines();
             let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
                 .await
                 .map_err(|_| format!("node {k} did not boot within 30 s"))?
                 .map_err(|e| format!("node {k}: {e}"))?
                 .ok_or_else(|| format!("node {k} exited during boot (run with --node-logs)"))?;
-            let report: Report =
-                serde_json::from_str(&line).map_err(|e| format!("node {k} said `{line}`: {e}"))?;
+            // The node has loaded its key (or failed): the file is not needed any more.
+            let _ = std::fs::remove_file(&key);
+            let report = match serde_json::from_str::<FirstLine>(&line) {
+                Ok(FirstLine::NodeAvailable(report)) => report,
+                Ok(FirstLine::Error { reason, message }) => {
+                    return Err(LocalPoolError {
+                        detail: format!("node {k}: {message}"),
+                        reason: Some(reason),
+                    });
+                }
+                Err(e) => return Err(format!("node {k} said `{line}`: {e}").into()),
+            };
             // Keep draining the node's stdout so it never blocks on a full pipe.
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
             seed.get_or_insert(report.swim_addr.clone());

@@ -4,21 +4,24 @@
 //! membership, and feeds both into the [`PoolGate`].
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use iroh::{EndpointAddr, EndpointId};
 use tokio::sync::mpsc;
 
-use crate::control::{self, ControlMessage, FrameDecoder};
+use crate::control::ControlMessage;
 use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent, PoolGate};
 use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
-use crate::net::endpoint::{CTL_ALPN, bind};
+use crate::net::endpoint::bind;
 use crate::net::identity::NodeKey;
+use crate::orchestrator::sessions::{self, SessionEvent};
 use crate::planner::Pool;
 use crate::wire::NodeId;
+use crate::wire::reason::ControlFault;
 
 /// What the watch reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -32,6 +35,14 @@ pub enum WatchEvent {
         endpoint_id: String,
         /// Its SWIM address.
         swim_addr: Option<String>,
+    },
+    /// A node refused the control session (reported once per node).
+    NodeRefused {
+        /// The node.
+        node_id: NodeId,
+        /// The close reason it gave (`unauthorized_orchestrator`: it was started for
+        /// another orchestrator's key).
+        reason: String,
     },
     /// SWIM sees the member alive.
     MemberUp {
@@ -68,6 +79,64 @@ pub enum WatchEvent {
     },
 }
 
+impl WatchEvent {
+    /// The event's `type` tag in JSON Lines.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WatchEvent::NodeAvailable { .. } => "node_available",
+            WatchEvent::NodeRefused { .. } => "node_refused",
+            WatchEvent::MemberUp { .. } => "member_up",
+            WatchEvent::MemberDown { .. } => "member_down",
+            WatchEvent::PoolReady { .. } => "pool_ready",
+            WatchEvent::ReadinessLost { .. } => "readiness_lost",
+            WatchEvent::MembershipRejected { .. } => "membership_rejected",
+        }
+    }
+}
+
+/// `node 1`, or `nodes 1, 2, 3`.
+fn node_list(nodes: &[NodeId]) -> String {
+    let ids = nodes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    if nodes.len() == 1 { format!("node {ids}") } else { format!("nodes {ids}") }
+}
+
+/// One readable sentence per event (the text output of `pool watch`).
+impl fmt::Display for WatchEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchEvent::NodeAvailable { node_id, endpoint_id, swim_addr } => {
+                write!(f, "node {node_id} is available: endpoint {endpoint_id}")?;
+                match swim_addr {
+                    Some(addr) => write!(f, ", SWIM at {addr}"),
+                    None => write!(f, ", no SWIM address"),
+                }
+            }
+            WatchEvent::NodeRefused { node_id, reason } => {
+                write!(f, "node {node_id} refused the control session: {reason}")?;
+                if reason == ControlFault::UnauthorizedOrchestrator.as_str() {
+                    write!(f, " (it was started for another orchestrator's key)")?;
+                }
+                Ok(())
+            }
+            WatchEvent::MemberUp { node_id } => write!(f, "node {node_id} is alive (SWIM)"),
+            WatchEvent::MemberDown { node_id } => write!(f, "node {node_id} is down (SWIM)"),
+            WatchEvent::PoolReady { nodes } => {
+                write!(f, "the pool is ready: {}", node_list(nodes))
+            }
+            WatchEvent::ReadinessLost { node } => {
+                write!(f, "the pool is no longer ready: node {node} changed")
+            }
+            WatchEvent::MembershipRejected { reason, from, signer, count } => {
+                write!(f, "a SWIM datagram from {from} was refused: {reason}")?;
+                if let Some(signer) = signer {
+                    write!(f, " (signed as {signer})")?;
+                }
+                write!(f, "; {count} refused for this reason so far")
+            }
+        }
+    }
+}
+
 /// Settings of a watch.
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -81,59 +150,89 @@ pub struct WatchConfig {
     pub swim: SocketAddr,
     /// Convergence window.
     pub window: Duration,
+    /// Give up when the pool is not ready this long after the start (`None`: wait on).
+    pub pool_timeout: Option<Duration>,
 }
 
-/// Why a watch could not start.
+/// Why a watch ended without success.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct WatchError(String);
+pub enum WatchError {
+    /// The pool file names no node: nothing could ever be ready.
+    #[error("the pool file names no node: there is no pool to watch")]
+    EmptyPool,
+    /// The watch could not start (key, bind, endpoint ids).
+    #[error("{0}")]
+    Setup(String),
+    /// Every node of the pool refused the control session.
+    #[error("every node refused the control session: {}", refusals(.0))]
+    Refused(BTreeMap<NodeId, String>),
+    /// The pool was not ready before the deadline.
+    #[error("the pool was not ready within {0:?}: {1}")]
+    NotReady(Duration, String),
+}
 
-/// Runs the gate until `shutdown` resolves, or until the pool is ready when `until_ready`.
+fn refusals(refused: &BTreeMap<NodeId, String>) -> String {
+    refused.iter().map(|(n, r)| format!("node {n} ({r})")).collect::<Vec<_>>().join(", ")
+}
+
+/// Runs the gate until `shutdown` resolves, `report` breaks, or (when `until_ready`) the
+/// pool is ready. Ends with an error once every node refused the control session, or when
+/// the pool was not ready by the configured deadline.
 pub async fn watch(
     config: WatchConfig,
     until_ready: bool,
-    mut report: impl FnMut(&WatchEvent),
+    mut report: impl FnMut(&WatchEvent) -> ControlFlow<()>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WatchError> {
-    let key = NodeKey::load_or_create(&config.key).map_err(|e| WatchError(e.to_string()))?;
-    let endpoint = bind(&key, config.listen).await.map_err(|e| WatchError(e.to_string()))?;
+    if config.pool.nodes.is_empty() {
+        return Err(WatchError::EmptyPool);
+    }
+    let start = Instant::now();
+    let key = NodeKey::load_or_create(&config.key).map_err(|e| WatchError::Setup(e.to_string()))?;
+    let endpoint = bind(&key, config.listen).await.map_err(|e| WatchError::Setup(e.to_string()))?;
+    let result =
+        watch_on(&config, until_ready, &mut report, shutdown, &key, &endpoint, start).await;
+    endpoint.close().await;
+    result
+}
+
+async fn watch_on(
+    config: &WatchConfig,
+    until_ready: bool,
+    report: &mut impl FnMut(&WatchEvent) -> ControlFlow<()>,
+    shutdown: impl std::future::Future<Output = ()>,
+    key: &NodeKey,
+    endpoint: &iroh::Endpoint,
+    start: Instant,
+) -> Result<(), WatchError> {
     let candidates: Vec<NodeId> = config.pool.nodes.iter().map(|n| n.node_id).collect();
     let mut gate = PoolGate::new(Instant::now(), candidates, config.window);
-    let (avail_tx, mut avail_rx) = mpsc::unbounded_channel::<(NodeId, ControlMessage)>();
+    // Nodes may boot after the watch starts: sessions are retried until they open.
     let members = swim::pool_members(&config.pool, &key.endpoint_id_hex());
     let roster = swim::RosterHandle::new(swim::roster_of(&members));
-    for node in &config.pool.nodes {
-        let id = EndpointId::from_str(&node.endpoint_id)
-            .map_err(|e| WatchError(format!("node {}: {e}", node.node_id)))?;
-        let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
-        let (endpoint, tx, node_id) = (endpoint.clone(), avail_tx.clone(), node.node_id);
-        let hello = ControlMessage::Hello {
-            orchestrator: config.pool.orchestrator.node_id,
-            members: members.clone(),
-        };
-        tokio::spawn(async move {
-            // Nodes may boot after the watch starts: retry until the session opens.
-            loop {
-                if let Ok(conn) = endpoint.connect(addr.clone(), CTL_ALPN).await
-                    && let Ok((mut send, mut recv)) = conn.open_bi().await
-                    && control::write_message(&mut send, &hello).await.is_ok()
-                {
-                    let mut decoder = FrameDecoder::new();
-                    if let Some(Ok(msg)) = control::read_message(&mut recv, &mut decoder).await {
-                        let _ = tx.send((node_id, msg));
-                        // Keep the session open while the node lives.
-                        let _ = conn.closed().await;
-                        return;
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        });
-    }
-    drop(avail_tx);
-    let socket =
-        tokio::net::UdpSocket::bind(config.swim).await.map_err(|e| WatchError(e.to_string()))?;
-    let swim_addr = socket.local_addr().map_err(|e| WatchError(e.to_string()))?;
+    let mut session_rx = sessions::open_all(
+        endpoint,
+        &config.pool.nodes,
+        config.pool.orchestrator.node_id,
+        &members,
+    )
+    .map_err(WatchError::Setup)?;
+    // Each open session's queue is kept: dropping it would end the session.
+    let mut sessions: HashMap<NodeId, mpsc::UnboundedSender<ControlMessage>> = HashMap::new();
+    let mut refused: BTreeMap<NodeId, String> = BTreeMap::new();
+    let mut ever_ready = false;
+    let give_up_at = config.pool_timeout.map(|t| start + t);
+    // Every report may end the watch (its reader went away): checked once per turn.
+    let stop = std::cell::Cell::new(false);
+    let mut report = |ev: &WatchEvent| {
+        if report(ev).is_break() {
+            stop.set(true);
+        }
+    };
+    let socket = tokio::net::UdpSocket::bind(config.swim)
+        .await
+        .map_err(|e| WatchError::Setup(format!("SWIM bind {}: {e}", config.swim)))?;
+    let swim_addr = socket.local_addr().map_err(|e| WatchError::Setup(format!("SWIM: {e}")))?;
     let mut socket = Some(socket);
     let mut swim: Option<(swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>)> = None;
     tokio::pin!(shutdown);
@@ -146,23 +245,48 @@ pub async fn watch(
                 }
             };
             report(&out);
-            if until_ready && matches!(out, WatchEvent::PoolReady { .. }) {
-                endpoint.close().await;
-                return Ok(());
+            if matches!(out, WatchEvent::PoolReady { .. }) {
+                ever_ready = true;
+                if until_ready {
+                    return Ok(());
+                }
             }
+        }
+        if stop.get() {
+            return Ok(());
+        }
+        if refused.len() == config.pool.nodes.len() {
+            return Err(WatchError::Refused(refused));
         }
         let deadline = gate.poll_timeout();
         tokio::select! {
-            _ = &mut shutdown => {
-                endpoint.close().await;
-                return Ok(());
+            _ = &mut shutdown => return Ok(()),
+            _ = async { match give_up_at { Some(t) if !ever_ready => tokio::time::sleep_until(t.into()).await, _ => std::future::pending().await } } => {
+                let missing: Vec<String> = config.pool.nodes.iter()
+                    .filter(|n| !sessions.contains_key(&n.node_id))
+                    .map(|n| match refused.get(&n.node_id) {
+                        Some(r) => format!("node {} refused the control session ({r})", n.node_id),
+                        None => format!("node {} did not answer", n.node_id),
+                    })
+                    .collect();
+                let detail = if missing.is_empty() { "membership did not converge".to_string() } else { missing.join("; ") };
+                return Err(WatchError::NotReady(config.pool_timeout.unwrap_or_default(), detail));
             }
-            Some((node_id, msg)) = avail_rx.recv() => {
-                if let ControlMessage::NodeAvailable { node_id: said, endpoint_id, addrs, swim_addr: seed } = msg {
+            Some((node_id, event)) = session_rx.recv() => match event {
+                SessionEvent::Refused(reason) => {
+                    if let std::collections::btree_map::Entry::Vacant(e) = refused.entry(node_id) {
+                        report(&WatchEvent::NodeRefused { node_id, reason: reason.clone() });
+                        e.insert(reason);
+                    }
+                }
+                SessionEvent::Available { hello, tx } => {
+                    let ControlMessage::NodeAvailable { node_id: said, endpoint_id, addrs, swim_addr: seed } = hello else { continue };
                     if said != node_id {
                         eprintln!("swactor: the node at node {node_id}'s address says it is node {said}; ignored");
                         continue;
                     }
+                    refused.remove(&node_id);
+                    sessions.insert(node_id, tx);
                     report(&WatchEvent::NodeAvailable { node_id, endpoint_id: endpoint_id.clone(), swim_addr: seed.clone() });
                     gate.node_available(Instant::now(), node_id, DataPlaneIdentity { endpoint_id, addrs });
                     if let (Some(seed), Some(sock)) = (seed.and_then(|s| s.parse::<SocketAddr>().ok()), socket.take()) {
@@ -184,7 +308,10 @@ pub async fn watch(
                         swim = Some(swim::spawn(swim_config, sock));
                     }
                 }
-            }
+                // The session ended (SWIM reports whether the node is gone) or carried
+                // run work, which a watch has none of.
+                SessionEvent::Closed | SessionEvent::Message(_) => {}
+            },
             Some(ev) = async { match swim.as_mut() { Some((_, rx)) => rx.recv().await, None => std::future::pending().await } } => {
                 let now = Instant::now();
                 match ev {

@@ -67,6 +67,9 @@ reason_enum!(
         ControlInbox = "control_inbox_failed",
         /// The admin socket could not be opened.
         AdminSocket = "admin_socket_failed",
+        /// Something other than a stale socket of ours is at the admin socket's path (a
+        /// file, a directory, another live node's socket); it was left untouched.
+        AdminSocketInUse = "admin_socket_in_use",
     }
 );
 

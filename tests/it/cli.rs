@@ -857,3 +857,127 @@ fn a_corrupt_metadata_count_says_the_file_is_corrupt_not_to_re_quantize() {
         );
     }
 }
+
+#[test]
+fn a_usage_error_under_json_prints_one_error_line_with_exit_code_2() {
+    let out = swactor().args(["run", "plan", "--json"]).assert().code(2).get_output().clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "one error line: {lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["exit_code"], 2);
+    assert_eq!(lines[0]["reason"], "usage");
+    assert!(lines[0]["message"].as_str().is_some_and(|m| m.contains("--model")), "{lines:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage"), "clap's usage on stderr");
+    let out =
+        swactor().args(["model", "inspect", "--json", "--no-such-flag", "x"]).assert().code(2);
+    let lines = stdout_json_lines(&out.get_output().stdout);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "error");
+    // Without --json, stdout stays empty; a `--json` after `--` is an argument, not the flag.
+    let out = swactor().args(["run", "plan"]).assert().code(2);
+    assert!(out.get_output().stdout.is_empty());
+    let out = swactor().args(["model", "inspect", "a", "--", "--json"]).assert().code(2);
+    assert!(out.get_output().stdout.is_empty());
+}
+
+#[test]
+fn a_regular_file_or_a_directory_at_the_admin_path_survives_a_boot_attempt_untouched() {
+    let dir = scratch().join("admin-occupied");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("notes.sock");
+    let content: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&file, &content).expect("write");
+    let sub = dir.join("a-dir");
+    std::fs::create_dir(&sub).expect("mkdir");
+    std::fs::write(sub.join("inside"), b"kept").expect("write");
+    let orch = "ab".repeat(32);
+    for (path, what) in [(&file, "regular file"), (&sub, "directory")] {
+        let out = swactor()
+            .args(["node", "boot", "--json", "--node-id", "5", "--listen", "127.0.0.1:0"])
+            .args(["--swim", "127.0.0.1:0", "--arena-bytes", "1048576", "--orchestrator", &orch])
+            .arg("--key")
+            .arg(dir.join("n5.key"))
+            .arg("--admin")
+            .arg(path)
+            .timeout(std::time::Duration::from_secs(30))
+            .assert()
+            .code(6)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("admin_socket_in_use") && stderr.contains(what), "{stderr}");
+        let lines = stdout_json_lines(&out.stdout);
+        assert_eq!(lines[0]["reason"], "admin_socket_in_use");
+    }
+    assert_eq!(std::fs::read(&file).expect("the file is still there"), content);
+    assert_eq!(std::fs::read(sub.join("inside")).expect("the directory is intact"), b"kept");
+}
+
+#[test]
+fn edge_inspect_against_a_socket_that_never_answers_ends_with_a_timeout_error() {
+    let dir = scratch().join("admin-silent");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("silent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    // Accepts and holds every connection, never writing a byte.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().map_while(Result::ok) {
+            held.push(stream);
+        }
+    });
+    let out = swactor()
+        .args(["edge", "inspect", "--json", "--timeout-ms", "300", "--node"])
+        .arg(&path)
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["reason"], "admin_timeout");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not answer") && stderr.contains("silent.sock"), "{stderr}");
+}
+
+#[test]
+fn pool_watch_refuses_an_empty_pool_before_starting_anything() {
+    let path = scratch().join("empty-pool.toml");
+    std::fs::write(&path, "[orchestrator]\nnode_id = 100\n").expect("write");
+    let out = swactor()
+        .args(["pool", "watch", "--json", "--key"])
+        .arg(scratch().join("empty-pool-orch.key"))
+        .arg("--pool")
+        .arg(&path)
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["reason"], "empty_pool");
+    assert!(!scratch().join("empty-pool-orch.key").exists(), "nothing started: no key made");
+}
+
+#[test]
+fn bench_decode_and_pipeline_remove_their_temporary_directory_when_they_fail() {
+    let tmp = scratch().join("bench-tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).expect("dir");
+    for bench in ["decode", "pipeline"] {
+        swactor()
+            .env("TMPDIR", &tmp)
+            .args(["bench", bench, "--requantize", "q8_0,no-such-type", "--model"])
+            .arg(synth_model(4))
+            .assert()
+            .code(2);
+        let left: Vec<_> =
+            std::fs::read_dir(&tmp).expect("tmp").flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "bench {bench} left {left:?}");
+    }
+}

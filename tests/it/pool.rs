@@ -254,16 +254,6 @@ fn a_partitioned_node_withdraws_readiness_while_it_runs_on_and_rejoins_when_the_
     assert_eq!(again["nodes"], serde_json::json!([1, 2, 3]), "node 3 rejoined after the heal");
 }
 
-fn inspect(sock: &std::path::Path) -> serde_json::Value {
-    let out = Command::new(exe())
-        .args(["edge", "inspect", "--json", "--node"])
-        .arg(sock)
-        .output()
-        .expect("inspect");
-    assert!(out.status.success(), "edge inspect failed");
-    serde_json::from_slice(&out.stdout).expect("json")
-}
-
 fn impostor(mode: &str, node_id: u64, endpoint_id: &str, target: &str) -> (Child, String) {
     let (child, rx) = spawn_lines(Command::new(exe()).args([
         "util",
@@ -333,4 +323,272 @@ fn swim_impostors_claiming_a_members_identity_are_refused_counted_and_change_not
             Err(_) => break,
         }
     }
+}
+
+/// Boots one node with `args` added; returns it and its `node_available` record.
+fn boot_node(
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::path::Path)],
+) -> (Child, serde_json::Value) {
+    let mut cmd = Command::new(exe());
+    cmd.args(["node", "boot", "--json", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, *v)));
+    let (child, rx) = spawn_lines(&mut cmd);
+    let avail =
+        wait_for(&rx, "node_available", Duration::from_secs(30), |v| v["type"] == "node_available");
+    (child, avail)
+}
+
+/// The orchestrator key file `key` and its endpoint id.
+fn orchestrator_id(key: &std::path::Path) -> String {
+    let out = Command::new(exe()).args(["node", "id", "--key"]).arg(key).output().expect("id");
+    String::from_utf8(out.stdout).expect("utf8").trim().to_string()
+}
+
+fn inspect(socket: &std::path::Path) -> serde_json::Value {
+    let out = Command::new(exe())
+        .args(["edge", "inspect", "--json", "--node"])
+        .arg(socket)
+        .output()
+        .expect("inspect");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    std::ffi::OsStr::new(s)
+}
+
+#[test]
+fn two_nodes_with_one_node_id_on_one_host_each_answer_on_their_own_default_admin_socket() {
+    let dir = scratch().join("admin-default");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let env = [("XDG_RUNTIME_DIR", dir.as_path())];
+    let key = |name: &str| dir.join(name).into_os_string();
+    let (ka, kb) = (key("a.key"), key("b.key"));
+    let common = ["--node-id", "7", "--orchestrator", &orch].map(os);
+    let mut children = Kill(Vec::new());
+    let mut reports = Vec::new();
+    for k in [&ka, &kb] {
+        let mut args: Vec<&std::ffi::OsStr> = common.to_vec();
+        args.extend([os("--key"), k.as_os_str()]);
+        let (child, report) = boot_node(&args, &env);
+        children.0.push(child);
+        reports.push(report);
+    }
+    assert_ne!(reports[0]["admin"], reports[1]["admin"], "{reports:?}");
+    for r in &reports {
+        let socket = std::path::PathBuf::from(r["admin"].as_str().expect("admin"));
+        assert!(socket.starts_with(&dir), "{socket:?} is in the runtime directory");
+        let state = inspect(&socket);
+        assert_eq!(state["endpoint_id"], r["endpoint_id"], "each socket reaches its own node");
+    }
+    // A third node with node a's key would take node a's socket: it is refused instead.
+    let out = Command::new(exe())
+        .args(["node", "boot", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(common)
+        .arg("--key")
+        .arg(&ka)
+        .env("XDG_RUNTIME_DIR", &dir)
+        .stdout(Stdio::null())
+        .output()
+        .expect("boot");
+    assert_eq!(out.status.code(), Some(6));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("admin_socket_in_use") && stderr.contains("live node"), "{stderr}");
+    let first = std::path::PathBuf::from(reports[0]["admin"].as_str().expect("admin"));
+    assert_eq!(inspect(&first)["endpoint_id"], reports[0]["endpoint_id"], "node a kept it");
+}
+
+#[test]
+fn a_stale_admin_socket_is_replaced_and_the_node_removes_its_own_at_shutdown() {
+    let dir = scratch().join("admin-stale");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let socket = dir.join("n1.sock");
+    // What a SIGKILLed node leaves: a socket nobody listens on.
+    drop(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let key = dir.join("n1.key");
+    let (child, report) = boot_node(
+        &[
+            os("--node-id"),
+            os("1"),
+            os("--orchestrator"),
+            os(&orch),
+            os("--key"),
+            key.as_os_str(),
+            os("--admin"),
+            socket.as_os_str(),
+        ],
+        &[],
+    );
+    let mut children = Kill(vec![child]);
+    assert_eq!(inspect(&socket)["endpoint_id"], report["endpoint_id"]);
+    let pid = rustix::process::Pid::from_raw(children.0[0].id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let status = children.0[0].wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert!(!socket.exists(), "the node removed its own socket");
+}
+
+#[test]
+fn a_watch_with_a_key_the_nodes_refuse_reports_each_refusal_and_exits_with_code_8() {
+    let dir = scratch().join("pool-refused");
+    let (children, _events) = pool_of(&dir, 2);
+    let mut children = children;
+    // Stop the pool's own watch: only the foreign one is looked at here.
+    if let Some(mut watch) = children.0.pop() {
+        let _ = watch.kill();
+        let _ = watch.wait();
+    }
+    for json in [true, false] {
+        let mut cmd = Command::new(exe());
+        cmd.args(["pool", "watch", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+            .arg("--pool")
+            .arg(dir.join("pool.toml"))
+            .arg("--key")
+            .arg(dir.join("foreign.key"));
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.stderr(Stdio::piped()).output().expect("watch");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(8), "{stdout}\n{stderr}");
+        assert!(stderr.contains("every node refused"), "{stderr}");
+        if json {
+            let lines: Vec<serde_json::Value> =
+                stdout.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+            let mut refused: Vec<u64> = lines
+                .iter()
+                .filter(|v| v["type"] == "node_refused")
+                .map(|v| {
+                    assert_eq!(v["reason"], "unauthorized_orchestrator");
+                    v["node_id"].as_u64().expect("id")
+                })
+                .collect();
+            refused.sort();
+            assert_eq!(refused, [1, 2], "each refusal once: {lines:?}");
+            let error = lines.last().expect("an error line");
+            assert_eq!(
+                (error["type"].as_str(), error["exit_code"].as_u64()),
+                (Some("error"), Some(8))
+            );
+        } else {
+            for node in [1, 2] {
+                let sentence =
+                    format!("node {node} refused the control session: unauthorized_orchestrator");
+                assert!(stdout.contains(&sentence), "{stdout}");
+            }
+            assert!(!stdout.contains("NodeRefused") && !stdout.contains('{'), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn a_watch_whose_reader_goes_away_ends_quietly_and_prints_sentences() {
+    let dir = scratch().join("pool-reader-gone");
+    let (children, _events) = pool_of(&dir, 1);
+    let mut children = children;
+    if let Some(mut watch) = children.0.pop() {
+        let _ = watch.kill();
+        let _ = watch.wait();
+    }
+    let mut watch = Command::new(exe())
+        .args(["pool", "watch", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .arg("--pool")
+        .arg(dir.join("pool.toml"))
+        .arg("--key")
+        .arg(dir.join("orch.key"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("watch");
+    // `| head -1`: read one line, then close the pipe.
+    let mut first = String::new();
+    BufReader::new(watch.stdout.take().expect("stdout")).read_line(&mut first).expect("line");
+    assert!(first.starts_with("node 1 is available: endpoint "), "{first}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = watch.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = watch.kill();
+            let _ = watch.wait();
+            panic!("the watch went on after its reader left");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut watch.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(stderr.is_empty(), "no error message: {stderr}");
+}
+
+#[test]
+fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_admin_client_blocks_nobody()
+ {
+    use swactor::net::endpoint::{CTL_ALPN, bind};
+    use swactor::net::identity::NodeKey;
+    let dir = scratch().join("admin-foreign");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let key = dir.join("n1.key");
+    let socket = dir.join("n1.sock");
+    let (child, report) = boot_node(
+        &[
+            os("--node-id"),
+            os("1"),
+            os("--orchestrator"),
+            os(&orch),
+            os("--key"),
+            key.as_os_str(),
+            os("--admin"),
+            socket.as_os_str(),
+        ],
+        &[],
+    );
+    let _children = Kill(vec![child]);
+    let node_id: iroh::EndpointId =
+        report["endpoint_id"].as_str().expect("id").parse().expect("endpoint id");
+    let node_addr: std::net::SocketAddr =
+        report["addrs"][0].as_str().expect("addr").parse().expect("addr");
+    const ATTEMPTS: u64 = 40;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    rt.block_on(async {
+        let foreign = bind(&NodeKey::from_bytes(&[0x5a; 32]), "127.0.0.1:0".parse().expect("addr"))
+            .await
+            .expect("bind");
+        for _ in 0..ATTEMPTS {
+            let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
+            if let Ok(conn) = foreign.connect(addr, CTL_ALPN).await {
+                let _ = conn.closed().await;
+            }
+        }
+        foreign.close().await;
+    });
+    // A local client that connects to the admin socket and never reads.
+    let _silent = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let state = loop {
+        let state = inspect(&socket);
+        if state["refused"]["unauthorized_orchestrator"] == ATTEMPTS {
+            break state;
+        }
+        assert!(Instant::now() < deadline, "the count stopped short: {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let kept = state["refusals"].as_array().expect("refusals").len();
+    assert_eq!(kept, swactor::node::run::REFUSALS_KEPT, "{state}");
 }

@@ -5,7 +5,6 @@
 //! an operator stop each end in one terminal outcome and a complete teardown; ten runs in
 //! a row leak nothing. Runs are serialized (two cores) and every child is reaped.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -574,8 +573,9 @@ fn sigint_during_decode_stops_the_run_as_operator_stopped_with_a_full_teardown()
 #[test]
 fn run_local_runs_three_stages_and_leaves_no_process_or_file_behind() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let before: HashMap<String, ()> = leftovers();
+    let tmp = fresh_tmp("run-local-clean");
     let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
         .args(["run", "local", "--json", "--max-tokens", "6"])
         .output()
         .expect("run local");
@@ -588,25 +588,164 @@ fn run_local_runs_three_stages_and_leaves_no_process_or_file_behind() {
     let summary = events(&lines, "run")[0].clone();
     assert_eq!(summary["stages"], 3);
     assert_eq!(summary["outcome"], "completed");
-    assert_eq!(leftovers(), before, "no swactor-local directory is left behind");
-    assert!(!node_processes_left(), "no node process is left behind");
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "no swactor-local directory is left behind");
+    assert!(!node_processes_left(&tmp), "no node process is left behind");
 }
 
-fn leftovers() -> HashMap<String, ()> {
-    std::fs::read_dir(std::env::temp_dir())
-        .expect("tmp")
+/// An empty directory of its own for a test's `TMPDIR`.
+fn fresh_tmp(name: &str) -> PathBuf {
+    let dir = scratch().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("tmp");
+    dir
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("dir")
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.starts_with("swactor-local-"))
-        .map(|n| (n, ()))
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
 
-/// Whether any node process `run local` started is still alive.
-fn node_processes_left() -> bool {
+/// Files under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Waits until no process has `needle` in its command line.
+fn wait_until_no_process_mentions(needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir("/proc").expect("proc").flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+    }) {
+        assert!(Instant::now() < deadline, "processes of {needle} outlived it");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_killed_run_local_leaves_no_key_and_the_next_run_local_removes_what_it_left() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = fresh_tmp("run-local-killed");
+    // Beside it: a directory of a live owner (this test) and one not named by `run local`.
+    let live = format!("swactor-local-{}-1", std::process::id());
+    std::fs::create_dir(tmp.join(&live)).expect("mkdir");
+    std::fs::create_dir(tmp.join("swactor-local-notes")).expect("mkdir");
+    let mut child = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--json", "--max-tokens", "1000", "--max-seq-len", "1100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run local");
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first_token = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| serde_json::from_str::<Value>(&l).is_ok_and(|v| v["type"] == "token"));
+    assert!(first_token, "the run produced a token");
+    signal(pid, rustix::process::Signal::KILL);
+    child.wait().expect("reap");
+    let left = format!("swactor-local-{pid}-");
+    let dir = entries(&tmp)
+        .into_iter()
+        .find(|n| n.starts_with(&left))
+        .map(|n| tmp.join(n))
+        .expect("a SIGKILLed run local leaves its directory");
+    // Its nodes stop once their stdin closes.
+    wait_until_no_process_mentions(&dir.display().to_string());
+    let keys: Vec<PathBuf> = files_under(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "key"))
+        .collect();
+    assert!(keys.is_empty(), "private keys outlived the run: {keys:?}");
+
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--json", "--max-tokens", "2"])
+        .output()
+        .expect("run local");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        entries(&tmp),
+        vec![live, "swactor-local-notes".to_string()],
+        "the dead owner's directory is gone; the others are untouched"
+    );
+}
+
+#[test]
+fn run_local_with_a_zero_byte_arena_reports_the_arena_size() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = fresh_tmp("run-local-arena-0");
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--json", "--arena-bytes", "0"])
+        .output()
+        .expect("run local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("0-byte") && stderr.contains("arena"), "{stderr}");
+    assert!(!stderr.contains("endpoint_id"), "{stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(events(&lines, "error")[0]["reason"], "arena_create_failed");
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+    assert!(!node_processes_left(&tmp));
+}
+
+#[test]
+fn an_unwritable_events_file_fails_before_any_node_starts_and_is_named() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = fresh_tmp("run-local-events");
+    let missing = tmp.join("no-such-dir").join("events.jsonl");
+    // A zero-byte arena would fail the first node's boot: the events file is checked first.
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--arena-bytes", "0", "--events"])
+        .arg(&missing)
+        .output()
+        .expect("run local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+    assert!(!stderr.contains("arena"), "no node was started: {stderr}");
+    // A write that fails during the run names the file too.
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--max-tokens", "2", "--events", "/dev/full"])
+        .output()
+        .expect("run local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("/dev/full"), "{stderr}");
+}
+
+/// Whether any node process that a `run local` with `TMPDIR=tmp` started is still alive
+/// (other runs on the machine, a parallel test suite's included, are not looked at).
+fn node_processes_left(tmp: &Path) -> bool {
+    let tmp = tmp.display().to_string();
     std::fs::read_dir("/proc").expect("proc").flatten().any(|e| {
-        std::fs::read_to_string(e.path().join("cmdline"))
-            .is_ok_and(|c| c.contains("--stop-on-stdin-eof"))
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.contains("--stop-on-stdin-eof") && c.contains(&tmp)
+        })
     })
 }
 
@@ -636,10 +775,16 @@ fn a_partitioned_stage_node_faults_the_run_and_cleans_up_by_itself_after_the_hea
 #[test]
 fn run_local_refuses_more_stages_than_blocks_before_starting_any_node() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(exe()).args(["run", "local", "--stages", "9"]).output().expect("run");
+    let tmp = fresh_tmp("run-local-nine");
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--stages", "9"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("9 stages for a model of 4 blocks"));
-    assert!(!node_processes_left());
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "no local pool was made");
+    assert!(!node_processes_left(&tmp));
 }
 
 #[test]
@@ -691,12 +836,13 @@ fn a_prompt_that_fills_the_context_completes_as_context_full_exactly_like_genera
 #[test]
 fn a_ctrl_c_right_after_run_local_started_its_nodes_stops_it_and_leaves_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let before = leftovers();
+    let tmp = fresh_tmp("run-local-ctrl-c");
     // The test hook holds run local between starting its nodes and running: the window
     // in which the signal listener of the start phase was gone and the run's was not
     // installed yet.
     let mut child = Command::new(exe())
         .args(["run", "local", "--json", "--max-tokens", "200"])
+        .env("TMPDIR", &tmp)
         .env("SWACTOR_TEST_PAUSE_AFTER_NODES_MS", "3000")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -716,8 +862,8 @@ fn a_ctrl_c_right_after_run_local_started_its_nodes_stops_it_and_leaves_nothing(
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
     assert_eq!(status.code(), Some(9), "the Ctrl-C was honoured: {rest}");
-    assert_eq!(leftovers(), before, "no swactor-local directory is left behind");
-    assert!(!node_processes_left(), "no node process is left behind");
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "no swactor-local directory is left behind");
+    assert!(!node_processes_left(&tmp), "no node process is left behind");
 }
 
 #[test]
@@ -754,8 +900,10 @@ fn run_local_refuses_bad_runtime_flags_before_starting_any_node() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The same flags `generate` and `run plan` refuse (tests/it/cli.rs), with the same
     // reason; a node that started would have announced itself on stdout.
+    let tmp = fresh_tmp("run-local-bad-flags");
     for bad in crate::cli::bad_runtime_flags() {
         let out = Command::new(exe())
+            .env("TMPDIR", &tmp)
             .args(["run", "local", "--json"])
             .args(&bad)
             .output()
@@ -769,6 +917,6 @@ fn run_local_refuses_bad_runtime_flags_before_starting_any_node() {
         assert_eq!(lines.len(), 1, "{bad:?}: no event before the rejection: {lines:?}");
         assert_eq!(lines[0]["type"], "error");
         assert_eq!(lines[0]["reason"], "invalid_runtime", "{bad:?}");
-        assert!(!node_processes_left(), "{bad:?}: no node process");
+        assert!(!node_processes_left(&tmp), "{bad:?}: no node process");
     }
 }
