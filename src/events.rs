@@ -387,19 +387,13 @@ pub struct EventLine {
     /// Microseconds since the stream started (monotonic).
     pub ts_us: u64,
     /// When and where the event happened, as the host's `CLOCK_MONOTONIC` in microseconds
-    /// (see [`monotonic_us`]): comparable between processes of one host (a hop's latency
+    /// (see `crate::clock::monotonic_us`): comparable between processes of one host (a hop's latency
     /// is `object_loaded.origin_us - object_produced.origin_us`), not between hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_us: Option<u64>,
     /// The event, flattened beside `ts_us`.
     #[serde(flatten)]
     pub event: Event,
-}
-
-/// The host's `CLOCK_MONOTONIC` in microseconds: one clock for every process of a host.
-pub fn monotonic_us() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64) * 1_000_000 + (t.tv_nsec as u64) / 1_000
 }
 
 impl EventLine {

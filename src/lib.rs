@@ -17,6 +17,7 @@
 pub mod arena;
 pub mod bench;
 pub mod cli;
+pub mod clock;
 pub mod control;
 pub mod edge;
 pub mod events;

@@ -16,9 +16,10 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::events::Direction;
+pub use crate::wire::evidence::{PumpStopped, QuiescenceProof, WorkerQuiet};
 use crate::wire::reason::BootFault;
 use crate::wire::spec::RING_HEADER_BYTES;
-use crate::wire::{EdgeId, RingId, RingLayout, RingSpec, WorkerGeneration};
+use crate::wire::{EdgeId, RingId, RingLayout, RingSpec};
 
 /// Page size every lease is aligned to at least (so the data area is page-aligned).
 pub const LEASE_PAGE: u64 = 4096;
@@ -100,108 +101,12 @@ pub enum ArenaEvent {
     Closed,
 }
 
-/// Evidence that the network pump of a ring stopped. Built only by the driver that
-/// stopped it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PumpStopped {
-    ring_id: RingId,
-}
-
-impl PumpStopped {
-    /// Records that the pump serving `ring_id` has stopped and will not touch the ring.
-    pub(crate) fn observed(ring_id: RingId) -> PumpStopped {
-        PumpStopped { ring_id }
-    }
-}
-
-/// Evidence that the worker side of a ring is quiet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerQuiet {
-    /// The worker reported `RingQuiesced` for the ring.
-    RingQuiesced {
-        /// The ring.
-        ring_id: RingId,
-    },
-    /// The worker process that had the ring installed was reaped.
-    WorkerReaped {
-        /// The ring.
-        ring_id: RingId,
-        /// The reaped worker's generation.
-        generation: WorkerGeneration,
-    },
-}
-
-impl WorkerQuiet {
-    fn ring_id(&self) -> RingId {
-        match *self {
-            WorkerQuiet::RingQuiesced { ring_id } | WorkerQuiet::WorkerReaped { ring_id, .. } => {
-                ring_id
-            }
-        }
-    }
-
-    /// The worker's `RingQuiesced` event, as evidence.
-    pub fn from_worker_event(event: &crate::worker::protocol::Event) -> Option<WorkerQuiet> {
-        match *event {
-            crate::worker::protocol::Event::RingQuiesced { ring_id } => {
-                Some(WorkerQuiet::RingQuiesced { ring_id })
-            }
-            _ => None,
-        }
-    }
-
-    /// The controller's synthesized fault of a ring whose worker was reaped, as evidence.
-    pub fn from_ctl_output(output: &crate::workerctl::CtlOutput) -> Option<WorkerQuiet> {
-        match *output {
-            crate::workerctl::CtlOutput::RingFault { ring_id, generation, .. } => {
-                Some(WorkerQuiet::WorkerReaped { ring_id, generation })
-            }
-            _ => None,
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn quiesced(ring_id: RingId) -> WorkerQuiet {
-        WorkerQuiet::RingQuiesced { ring_id }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn reaped(ring_id: RingId, generation: WorkerGeneration) -> WorkerQuiet {
-        WorkerQuiet::WorkerReaped { ring_id, generation }
-    }
-}
-
-/// Proof that nobody touches a ring any more: its pump stopped and its worker side is
-/// quiet. Consumed by [`ArenaManager::release`].
-#[derive(Debug, PartialEq, Eq)]
-pub struct QuiescenceProof {
-    ring_id: RingId,
-}
-
-impl QuiescenceProof {
-    /// Combines both halves of the evidence; they must name the same ring.
-    pub fn new(pump: PumpStopped, worker: WorkerQuiet) -> Result<QuiescenceProof, ReleaseError> {
-        if pump.ring_id != worker.ring_id() {
-            return Err(ReleaseError::ProofMismatch);
-        }
-        Ok(QuiescenceProof { ring_id: pump.ring_id })
-    }
-
-    /// The ring this proof is about.
-    pub fn ring_id(&self) -> RingId {
-        self.ring_id
-    }
-}
-
 /// Why a release was refused (no state changed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ReleaseError {
     /// No live lease has this ring id.
     #[error("no live lease for this ring")]
     UnknownRing,
-    /// The proof is about another ring.
-    #[error("the quiescence proof names another ring")]
-    ProofMismatch,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,11 +229,11 @@ impl ArenaManager {
         let offset = self
             .live
             .iter()
-            .find(|(_, l)| l.layout.ring_id == proof.ring_id)
+            .find(|(_, l)| l.layout.ring_id == proof.ring_id())
             .map(|(&o, _)| o)
             .ok_or(ReleaseError::UnknownRing)?;
         self.live.remove(&offset);
-        self.after_release(proof.ring_id);
+        self.after_release(proof.ring_id());
         Ok(())
     }
 

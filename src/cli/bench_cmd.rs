@@ -202,6 +202,7 @@ struct ScratchDir(std::path::PathBuf);
 impl ScratchDir {
     fn create() -> Result<ScratchDir, CliError> {
         use std::os::unix::fs::DirBuilderExt;
+        #[allow(clippy::disallowed_methods)] // a unique name, not a measurement
         let nanos = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.subsec_nanos());
         let dir =
             std::env::temp_dir().join(format!("swactor-bench-{}-{nanos}", std::process::id()));

@@ -25,9 +25,9 @@ use iroh::{Endpoint, EndpointId};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::endpoint::EDGE_ALPN;
-use crate::arena::PumpStopped;
 use crate::ring::{RingDrain, RingFeeder, RingMemory, Wake};
 use crate::wire::EdgeId;
+use crate::wire::evidence::PumpStopped;
 use crate::wire::reason::StreamFault;
 
 /// Magic at the start of every edge stream.

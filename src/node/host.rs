@@ -233,7 +233,7 @@ impl StageHost {
         if let Some((tx, _, _)) = &self.session {
             let line = EventLine {
                 ts_us: self.t0.elapsed().as_micros() as u64,
-                origin_us: Some(crate::events::monotonic_us()),
+                origin_us: Some(crate::clock::monotonic_us()),
                 event,
             };
             let _ = tx.send(ControlMessage::Event { line });
@@ -388,14 +388,10 @@ impl StageHost {
     /// for good (the node cannot compute any more).
     pub async fn worker_output(&mut self, out: CtlOutput) -> bool {
         let mut alive = true;
+        let quiet = out.quiet_evidence();
         match out {
-            CtlOutput::Routed(e) => self.worker_event(e).await,
-            CtlOutput::RingFault { ring_id, reason, generation } => {
-                let quiet = WorkerQuiet::from_ctl_output(&CtlOutput::RingFault {
-                    ring_id,
-                    reason,
-                    generation,
-                });
+            CtlOutput::Routed(e) => self.worker_event(e, quiet).await,
+            CtlOutput::RingFault { ring_id, reason, .. } => {
                 self.installed.remove(&ring_id);
                 if let Some((edge, _)) = self.rings.get(&ring_id) {
                     self.edge_components.entry(*edge).or_insert(Component::WorkerCtl);
@@ -427,7 +423,8 @@ impl StageHost {
         alive
     }
 
-    async fn worker_event(&mut self, e: WorkerEvent) {
+    /// One worker event; `quiet` is the ring evidence the worker controller found in it.
+    async fn worker_event(&mut self, e: WorkerEvent, quiet: Option<WorkerQuiet>) {
         let node_id = self.node_id;
         match e {
             WorkerEvent::RingReadable { ring_id } | WorkerEvent::RingWritable { ring_id } => {
@@ -449,7 +446,7 @@ impl StageHost {
             }
             WorkerEvent::RingQuiesced { ring_id } => {
                 self.installed.remove(&ring_id);
-                if let Some(q) = WorkerQuiet::from_worker_event(&e) {
+                if let Some(q) = quiet {
                     self.establisher.worker_quiet(ring_id, q);
                 }
             }
@@ -459,8 +456,7 @@ impl StageHost {
                     self.edge_components.entry(*edge).or_insert(Component::Worker);
                 }
                 self.establisher.ring_fault(ring_id, reason);
-                // The worker no longer touches a faulted ring.
-                let quiet = WorkerQuiet::from_worker_event(&WorkerEvent::RingQuiesced { ring_id });
+                // The worker detaches a ring it reports faulted.
                 if let Some(q) = quiet {
                     self.establisher.worker_quiet(ring_id, q);
                 }

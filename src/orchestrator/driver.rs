@@ -19,7 +19,7 @@ use super::run::{RunCommand, RunFsm, RunTimeouts};
 use super::sessions::{self, SessionEvent};
 use super::tokens::{TokenIn, TokenOut, TokenOutEvent};
 use crate::arena::memfd::ArenaRegion;
-use crate::arena::{Arena, ArenaEvent, ArenaManager, WorkerQuiet};
+use crate::arena::{Arena, ArenaEvent, ArenaManager};
 use crate::control::ControlMessage;
 use crate::edge::{EdgeEnd, EdgeEstablisher, EdgeProvision, EstablisherCommand, EstablisherEvent};
 use crate::events::{Direction, Event, EventLine, RunOutcome};
@@ -38,7 +38,6 @@ use crate::wire::reason::{
 use crate::wire::{
     EdgeId, NodeId, Peer, RingId, RunId, RunPlan, RuntimeConfig, StageIndex, WeightSource,
 };
-use crate::worker::protocol::Event as WorkerEvent;
 
 type Ring = Arc<MappedRing<ArenaRegion>>;
 
@@ -227,7 +226,7 @@ async fn run_on(
     let mut out: HashMap<NodeId, mpsc::UnboundedSender<ControlMessage>> = HashMap::new();
     let mut refused: HashMap<NodeId, String> = HashMap::new();
     let mut emit = |sink: &mut dyn RunSink, event: Event| {
-        let origin_us = Some(crate::events::monotonic_us());
+        let origin_us = Some(crate::clock::monotonic_us());
         sink.event(&EventLine { ts_us: now_us(t0), origin_us, event });
     };
     // A node's event keeps the moment it happened on its host.
@@ -773,16 +772,15 @@ fn drive_endpoints(
                     }
                 }
                 EstablisherCommand::UninstallRing { ring_id } => {
-                    // The token endpoint lets go of the ring: it is quiet from here on.
-                    if eps.token_in.as_ref().is_some_and(|(r, _)| *r == ring_id) {
-                        eps.token_in = None;
-                    }
-                    if eps.token_out.as_ref().is_some_and(|(r, _)| *r == ring_id) {
-                        eps.token_out = None;
-                    }
-                    if let Some(q) =
-                        WorkerQuiet::from_worker_event(&WorkerEvent::RingQuiesced { ring_id })
-                    {
+                    // The token endpoint lets go of the ring: stopping it is the evidence.
+                    let quiet = if eps.token_in.as_ref().is_some_and(|(r, _)| *r == ring_id) {
+                        eps.token_in.take().map(|(_, t)| t.stop())
+                    } else if eps.token_out.as_ref().is_some_and(|(r, _)| *r == ring_id) {
+                        eps.token_out.take().map(|(_, t)| t.stop())
+                    } else {
+                        None
+                    };
+                    if let Some(q) = quiet {
                         eps.establisher.worker_quiet(ring_id, q);
                     }
                 }

@@ -140,6 +140,7 @@ impl LocalPool {
                 stale.display()
             );
         }
+        #[allow(clippy::disallowed_methods)] // a unique name, not a measurement
         let nanos = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.subsec_nanos());
         let dir = tmp.join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
         std::fs::DirBuilder::new()

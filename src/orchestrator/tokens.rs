@@ -22,6 +22,12 @@ pub struct TokenIn<M: RingMemory> {
 }
 
 impl<M: RingMemory> TokenIn<M> {
+    /// Lets go of the ring for good (consuming the endpoint): the evidence that its local
+    /// user is quiet.
+    pub fn stop(self) -> crate::wire::evidence::WorkerQuiet {
+        crate::wire::evidence::WorkerQuiet::endpoint_stopped(self.feeder.ring_id())
+    }
+
     /// A producer on the token-in ring.
     pub fn new(ring_id: RingId, memory: M) -> TokenIn<M> {
         TokenIn { feeder: RingFeeder::new(ring_id, memory), pending: Vec::new() }
@@ -82,15 +88,23 @@ pub enum TokenOutEvent {
 /// Parses token-out objects from the token-out ring.
 #[derive(Debug)]
 pub struct TokenOut<M: RingMemory> {
+    ring_id: RingId,
     consumer: Consumer<M>,
     parser: IngressParser,
     host: CpuBridge,
 }
 
 impl<M: RingMemory> TokenOut<M> {
+    /// Lets go of the ring for good (consuming the endpoint): the evidence that its local
+    /// user is quiet.
+    pub fn stop(self) -> crate::wire::evidence::WorkerQuiet {
+        crate::wire::evidence::WorkerQuiet::endpoint_stopped(self.ring_id)
+    }
+
     /// A consumer on the token-out ring of `edge_id`.
     pub fn new(ring_id: RingId, edge_id: EdgeId, memory: M) -> TokenOut<M> {
         TokenOut {
+            ring_id,
             consumer: Consumer::attach(memory),
             parser: IngressParser::new(ring_id, edge_id, PortId(0), ObjectSpec::token_ids(1), 1),
             host: CpuBridge::new(WorkerGeneration(0), 1 << 20),

@@ -4,8 +4,8 @@
 //! needs before it takes the ring's range back.
 
 use super::{Consumer, Producer, RingError, RingMemory, Wake};
-use crate::arena::PumpStopped;
 use crate::wire::RingId;
+use crate::wire::evidence::PumpStopped;
 
 /// The node side filling a ring (the worker consumes).
 #[derive(Debug)]

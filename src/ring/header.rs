@@ -16,8 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Magic at the start of every ring header.
 pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"SWRING\0\x01");
-/// The ring ABI version node and worker must agree on.
-pub const RING_ABI_VERSION: u64 = 1;
+pub use crate::wire::spec::RING_ABI_VERSION;
 
 /// The shared ring header.
 #[repr(C, align(128))]

@@ -259,3 +259,6 @@ pub enum SpecError {
 /// Bytes reserved at the start of every ring lease for the ring header (one page, so the
 /// data area starts page-aligned).
 pub const RING_HEADER_BYTES: u64 = 4096;
+
+/// The ring ABI version node and worker must agree on.
+pub const RING_ABI_VERSION: u64 = 1;

@@ -18,7 +18,7 @@ use crate::wire::{
 
 /// Version of the ring ABI (header layout and cursor protocol) the worker must share with
 /// the node.
-pub const RING_ABI: u64 = crate::ring::RING_ABI_VERSION;
+pub const RING_ABI: u64 = crate::wire::spec::RING_ABI_VERSION;
 
 /// Longest command or event line accepted, in bytes.
 pub const MAX_LINE: usize = 64 * 1024;

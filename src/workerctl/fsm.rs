@@ -17,6 +17,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::wire::evidence::WorkerQuiet;
 use crate::wire::reason::{RingFault, WorkerFatal};
 use crate::wire::{RingId, WorkerGeneration};
 use crate::worker::protocol::{Backend, Command, DeviceHandle, Event, RING_ABI, ShutdownMode};
@@ -114,6 +115,26 @@ pub enum CtlOutput {
         /// Why.
         reason: WorkerFatal,
     },
+}
+
+impl CtlOutput {
+    /// The evidence this output carries that the worker no longer touches a ring: the
+    /// worker reported the ring quiesced or faulted (it detaches a faulted ring), or the
+    /// worker that had it installed was reaped. The only place worker evidence is minted.
+    pub fn quiet_evidence(&self) -> Option<WorkerQuiet> {
+        match *self {
+            CtlOutput::Routed(Event::RingQuiesced { ring_id }) => {
+                Some(WorkerQuiet::reported(ring_id, false))
+            }
+            CtlOutput::Routed(Event::RingFault { ring_id, .. }) => {
+                Some(WorkerQuiet::reported(ring_id, true))
+            }
+            CtlOutput::RingFault { ring_id, generation, .. } => {
+                Some(WorkerQuiet::reaped(ring_id, generation))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Why a command was refused (nothing was sent).

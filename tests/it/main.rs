@@ -16,6 +16,7 @@ mod run;
 mod stage_worker;
 mod support;
 mod synth;
+mod tidy;
 mod tokenizer;
 mod weights;
 mod worker;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use swactor::arena::{
-    Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId, QuiescenceProof, WorkerQuiet,
+    Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId, QuiescenceProof,
 };
 use swactor::events::Direction;
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
@@ -277,9 +277,8 @@ async fn a_real_worker_streams_objects_larger_than_its_rings_and_produces_them_b
             .await
             .expect("uninstall");
         let quiet = loop {
-            if let CtlOutput::Routed(e) = next(&mut plane.events).await
-                && let Some(q) = WorkerQuiet::from_worker_event(&e)
-            {
+            let out = next(&mut plane.events).await;
+            if let (CtlOutput::Routed(_), Some(q)) = (&out, out.quiet_evidence()) {
                 break q;
             }
         };
@@ -360,7 +359,9 @@ async fn a_worker_killed_mid_step_faults_every_installed_ring_and_is_reaped() {
     let mut quiet = Vec::new();
     loop {
         let out = next(&mut plane.events).await;
-        if let Some(q) = WorkerQuiet::from_ctl_output(&out) {
+        if let CtlOutput::RingFault { .. } = out
+            && let Some(q) = out.quiet_evidence()
+        {
             quiet.push(q);
         }
         match out {

@@ -162,13 +162,13 @@ fn release_needs_a_proof_for_a_live_ring_and_a_bad_release_changes_nothing() {
     assert_eq!(m.release(proof(RingId(42))), Err(ReleaseError::UnknownRing));
     assert_eq!(
         QuiescenceProof::new(PumpStopped::observed(l.ring_id), WorkerQuiet::quiesced(RingId(7))),
-        Err(ReleaseError::ProofMismatch)
+        Err(crate::wire::evidence::EvidenceMismatch)
     );
     assert_eq!(m.live_count(), 1);
     assert!(drain(&mut m).is_empty());
     let reaped = QuiescenceProof::new(
         PumpStopped::observed(l.ring_id),
-        WorkerQuiet::reaped(l.ring_id, WorkerGeneration(3)),
+        WorkerQuiet::reaped(l.ring_id, crate::wire::WorkerGeneration(3)),
     )
     .expect("reaped worker is quiet");
     m.release(reaped).expect("release");
