@@ -42,6 +42,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         exe: std::env::current_exe()?,
         boot_timeout: std::time::Duration::from_secs(30),
         cache: args.cache.clone().unwrap_or_else(default_cache),
+        fault_skip_sequence: fault_skip_sequence(),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -285,4 +286,11 @@ async fn stdout_closed() {
     if watcher.is_err() || rx.await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// Test-only fault injection, read here at the edge and passed in as configuration: a node
+/// started with `SWACTOR_FAULT_SKIP_SEQUENCE=N` labels the output of sequence `N` as
+/// `N + 1` (a skipped sequence downstream).
+fn fault_skip_sequence() -> Option<crate::wire::Sequence> {
+    std::env::var("SWACTOR_FAULT_SKIP_SEQUENCE").ok()?.parse().ok().map(crate::wire::Sequence)
 }

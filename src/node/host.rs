@@ -34,8 +34,8 @@ use crate::wire::reason::{
     Component, ControlFault, FaultReason, StageFault, StreamFault, WeightsFailure,
 };
 use crate::wire::{
-    EdgeId, NodeId, ObjectFlags, ObjectId, Peer, PortId, ProvisionStage, RingId, RoleId, RunId,
-    Sequence, StageIndex, StepId, WorkerGeneration,
+    EdgeId, NodeId, Peer, PortId, ProvisionStage, RingId, RoleId, RunId, Sequence, StageIndex,
+    StepId, WorkerGeneration,
 };
 use crate::worker::protocol::{
     Command, Event as WorkerEvent, InputBinding, OutputBinding, RoleConfig, UninstallReason,
@@ -43,10 +43,6 @@ use crate::worker::protocol::{
 use crate::workerctl::{CtlOutput, WorkerDriver, WorkerNotifier};
 
 type Ring = Arc<MappedRing<ArenaRegion>>;
-
-/// Test-only fault injection: a node started with this variable set to `N` labels the
-/// output of sequence `N` as `N + 1` (a skipped sequence downstream).
-pub const SKIP_SEQUENCE_ENV: &str = "SWACTOR_FAULT_SKIP_SEQUENCE";
 
 /// The one role a node's worker runs for its stage.
 pub const STAGE_ROLE: RoleId = RoleId(1);
@@ -149,9 +145,9 @@ pub struct StageHost {
     /// Evidence of pumps that ended before their edge was stopped (the producer finished
     /// its stream): handed to the establisher when the edge stops.
     parked: HashMap<EdgeId, crate::arena::PumpStopped>,
-    /// Fault injection for tests (`SWACTOR_FAULT_SKIP_SEQUENCE`): the output of this
-    /// sequence is labelled with the next one, as a broken stage would.
-    skip_sequence: Option<u64>,
+    /// Test-only fault injection (configured by the CLI): the stage controller labels the
+    /// output of this sequence with the next one, as a broken stage would.
+    skip_sequence: Option<Sequence>,
 }
 
 impl StageHost {
@@ -167,6 +163,7 @@ impl StageHost {
         generation: WorkerGeneration,
         inputs: mpsc::UnboundedSender<HostInput>,
         cache: PathBuf,
+        skip_sequence: Option<Sequence>,
     ) -> StageHost {
         let notifier = worker.notifier();
         StageHost {
@@ -194,7 +191,7 @@ impl StageHost {
             fault_component: None,
             steps: HashMap::new(),
             parked: HashMap::new(),
-            skip_sequence: std::env::var(SKIP_SEQUENCE_ENV).ok().and_then(|v| v.parse().ok()),
+            skip_sequence,
         }
     }
 
@@ -351,7 +348,7 @@ impl StageHost {
                 let result = if busy {
                     Err(StageFault::AlreadyProvisioned)
                 } else {
-                    let mut ctl = StageController::new(orchestrator);
+                    let mut ctl = StageController::new(orchestrator).mislabel(self.skip_sequence);
                     let r = ctl.provision(orchestrator, p);
                     if r.is_ok() {
                         self.controller = Some(ctl);
@@ -672,15 +669,20 @@ impl StageHost {
                     p.outbound.consumer.clone(),
                 );
             }
-            StageCommand::ExecuteStep { step_id, input, input_object, sequence, output_extent } => {
+            StageCommand::ExecuteStep {
+                step_id,
+                input,
+                input_object,
+                sequence,
+                output_extent,
+                output_object,
+                output_sequence,
+                output_flags,
+            } => {
                 let Some(out_ring) = self.edge_rings.get(&out_edge).copied() else {
                     self.stage_fault(StageFault::NotProvisioned.into(), Component::StageController);
                     return;
                 };
-                let flags =
-                    if sequence == Sequence(0) { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
-                let out_sequence =
-                    if self.skip_sequence == Some(sequence.0) { sequence.next() } else { sequence };
                 let step = Command::ExecuteStep {
                     role_id: STAGE_ROLE,
                     step_id,
@@ -693,10 +695,10 @@ impl StageHost {
                     outputs: vec![OutputBinding {
                         port: PortId(0),
                         ring_id: out_ring,
-                        object_id: ObjectId(out_sequence.0 + 1),
-                        sequence: out_sequence,
+                        object_id: output_object,
+                        sequence: output_sequence,
                         extent: output_extent,
-                        flags,
+                        flags: output_flags,
                     }],
                     release_inputs_after: true,
                 };

@@ -55,6 +55,9 @@ pub struct NodeConfig {
     pub boot_timeout: Duration,
     /// Where downloaded weights are kept.
     pub cache: PathBuf,
+    /// Test-only fault injection (the CLI reads `SWACTOR_FAULT_SKIP_SEQUENCE`): the stage
+    /// labels the output of this sequence with the next one.
+    pub fault_skip_sequence: Option<crate::wire::Sequence>,
 }
 
 /// Where a node puts its admin socket.
@@ -305,6 +308,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         generation,
         inputs.clone(),
         config.cache.clone(),
+        config.fault_skip_sequence,
     );
     let hello = ControlMessage::NodeAvailable {
         node_id: config.node_id,

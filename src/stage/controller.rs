@@ -12,7 +12,10 @@
 //!   inbound and outbound edges. `StageReady` comes only once the role is configured
 //!   (weights ready) and both edges are ready.
 //! - Ready: an inbound object with the next expected sequence (0 is the prefill, then +1)
-//!   gives exactly one `ExecuteStep` whose output carries the same sequence; one active step
+//!   gives exactly one `ExecuteStep` whose output carries the same sequence, object id
+//!   `sequence + 1` and the `PREFILL` flag on sequence 0 — decided here, not by the host
+//!   (a test-only [`StageController::mislabel`] labels one output with the next sequence,
+//!   as a broken stage would); one active step
 //!   at a time (an object arriving during a step waits). A duplicate, skipped or regressed
 //!   sequence faults the stage with `stage.sequence_violation`.
 //! - Role failures, step failures, object failures and edge faults fault the stage with
@@ -23,7 +26,9 @@
 use std::collections::VecDeque;
 
 use crate::wire::reason::{FaultReason, StageFault};
-use crate::wire::{EdgeId, NodeId, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId};
+use crate::wire::{
+    EdgeId, NodeId, ObjectFlags, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId,
+};
 use crate::worker::protocol::DeviceHandle;
 
 /// What the controller asks of the node's other components.
@@ -43,10 +48,16 @@ pub enum StageCommand {
         input: DeviceHandle,
         /// The input object.
         input_object: ObjectId,
-        /// The sequence (input and output share it).
+        /// The input's sequence.
         sequence: Sequence,
         /// Output payload bytes.
         output_extent: u64,
+        /// The output object's id.
+        output_object: ObjectId,
+        /// The output object's sequence (the input's, unless mislabelled for a test).
+        output_sequence: Sequence,
+        /// The output object's flags (`PREFILL` on sequence 0).
+        output_flags: ObjectFlags,
     },
     /// Stop an edge.
     StopEdge(EdgeId),
@@ -119,6 +130,7 @@ pub struct StageController {
     next: Sequence,
     next_step: u64,
     waiting: VecDeque<Loaded>,
+    mislabel: Option<Sequence>,
     commands: VecDeque<StageCommand>,
     events: VecDeque<StageEvent>,
 }
@@ -133,9 +145,17 @@ impl StageController {
             next: Sequence(0),
             next_step: 1,
             waiting: VecDeque::new(),
+            mislabel: None,
             commands: VecDeque::new(),
             events: VecDeque::new(),
         }
+    }
+
+    /// Test-only fault injection, configured at the CLI edge: the output of `sequence` is
+    /// labelled with the next sequence (a skipped sequence downstream).
+    pub fn mislabel(mut self, sequence: Option<Sequence>) -> StageController {
+        self.mislabel = sequence;
+        self
     }
 
     fn ids(&self) -> Option<(RunId, StageIndex)> {
@@ -248,12 +268,21 @@ impl StageController {
         } else {
             rows * p.outbound.object.row_bytes()
         };
+        let output_sequence =
+            if self.mislabel == Some(l.sequence) { l.sequence.next() } else { l.sequence };
         self.commands.push_back(StageCommand::ExecuteStep {
             step_id,
             input: l.handle,
             input_object: l.object,
             sequence: l.sequence,
             output_extent,
+            output_object: ObjectId(output_sequence.0 + 1),
+            output_sequence,
+            output_flags: if l.sequence == Sequence(0) {
+                ObjectFlags::PREFILL
+            } else {
+                ObjectFlags::NONE
+            },
         });
         self.state = State::Executing { step: step_id };
     }

@@ -187,3 +187,33 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
     );
     c.provision(ORCH, prov(1, 3)).expect("a stopped stage can be provisioned again");
 }
+
+#[test]
+fn the_controller_decides_each_output_object_id_sequence_and_prefill_flag() {
+    let outputs = |c: &mut StageController| match &cmds(c)[..] {
+        [StageCommand::ExecuteStep { output_object, output_sequence, output_flags, .. }] => {
+            (*output_object, *output_sequence, *output_flags)
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut c = ready(1, 3);
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 5 * u64::from(HIDDEN) * 4, handle(1));
+    assert_eq!(outputs(&mut c), (ObjectId(1), Sequence(0), ObjectFlags::PREFILL));
+    c.step_completed(StepId(1));
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
+    assert_eq!(outputs(&mut c), (ObjectId(2), Sequence(1), ObjectFlags::NONE));
+
+    // The test-only mislabel: sequence 1's output claims sequence 2.
+    let mut c = StageController::new(ORCH).mislabel(Some(Sequence(1)));
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    cmds(&mut c);
+    events(&mut c);
+    c.role_ready();
+    c.edge_ready(EdgeId(2));
+    c.edge_ready(EdgeId(3));
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), u64::from(HIDDEN) * 4, handle(1));
+    assert_eq!(outputs(&mut c).1, Sequence(0));
+    c.step_completed(StepId(1));
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
+    assert_eq!(outputs(&mut c), (ObjectId(3), Sequence(2), ObjectFlags::NONE));
+}
