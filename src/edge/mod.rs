@@ -3,7 +3,10 @@
 
 pub mod actor;
 pub mod establisher;
+pub mod executor;
+pub mod plane;
 
 pub use establisher::{
     EdgeEnd, EdgeEstablisher, EdgeProvision, EstablisherCommand, EstablisherEvent,
 };
+pub use plane::{EdgePlane, PlaneCommand, PlaneEvent};
