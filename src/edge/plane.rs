@@ -120,13 +120,17 @@ pub struct EdgePlane {
     components: HashMap<EdgeId, Component>,
     /// Which edge each installed ring serves.
     ring_edges: HashMap<RingId, EdgeId>,
+    /// Who a fault is attributed to when no component reported it first.
+    owner: Component,
     commands: VecDeque<PlaneCommand>,
     events: VecDeque<PlaneEvent>,
 }
 
 impl EdgePlane {
-    /// A plane over an arena manager (booted or not).
-    pub fn new(manager: ArenaManager) -> EdgePlane {
+    /// A plane over an arena manager (booted or not); faults no other component reported
+    /// first are attributed to `owner` (a node's `edge_establisher`, the orchestrator's
+    /// `token_endpoint`).
+    pub fn new(manager: ArenaManager, owner: Component) -> EdgePlane {
         EdgePlane {
             manager,
             establisher: EdgeEstablisher::new(),
@@ -134,6 +138,7 @@ impl EdgePlane {
             parked: HashMap::new(),
             components: HashMap::new(),
             ring_edges: HashMap::new(),
+            owner,
             commands: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -232,6 +237,11 @@ impl EdgePlane {
         self.establisher.is_settled(edge_id)
     }
 
+    /// Edge ends not yet torn down.
+    pub fn live_edges(&self) -> usize {
+        self.establisher.live_records()
+    }
+
     /// Live arena leases.
     pub fn live_leases(&self) -> usize {
         self.manager.live_count()
@@ -266,11 +276,7 @@ impl EdgePlane {
                     EstablisherEvent::EdgeFailed { edge_id, reason } => PlaneEvent::EdgeFailed {
                         edge_id,
                         reason,
-                        component: self
-                            .components
-                            .get(&edge_id)
-                            .copied()
-                            .unwrap_or(Component::EdgeEstablisher),
+                        component: self.components.get(&edge_id).copied().unwrap_or(self.owner),
                     },
                     EstablisherEvent::EdgeStopped { edge_id } => {
                         PlaneEvent::EdgeStopped { edge_id }

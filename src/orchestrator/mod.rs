@@ -1,10 +1,12 @@
 //! The orchestrator role: [`run`] is the run state machine, [`tokens`] the token endpoints,
-//! [`sessions`] the control sessions to the pool's nodes, [`driver`] drives one run over
-//! a real pool, [`local`] supervises a pool of child nodes on this machine (`run local`),
-//! and [`watch`] drives the pool readiness gate alone (`pool watch`).
+//! [`sessions`] the control sessions to the pool's nodes, [`pool_phase`] the pool phase
+//! (sessions, SWIM and the readiness gate) shared by [`driver`] (one run over a real pool)
+//! and [`watch`] (`pool watch`), and [`local`] supervises a pool of child nodes on this
+//! machine (`run local`).
 
 pub mod driver;
 pub mod local;
+pub mod pool_phase;
 pub mod run;
 pub mod sessions;
 pub mod tokens;

@@ -4,21 +4,17 @@
 //! membership, and feeds both into the [`PoolGate`].
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
-use crate::control::ControlMessage;
-use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent, PoolGate};
-use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
+use crate::membership::pool_gate::GateEvent;
 use crate::net::endpoint::bind;
 use crate::net::identity::NodeKey;
-use crate::orchestrator::sessions::{self, SessionEvent};
+use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
 use crate::planner::Pool;
 use crate::wire::NodeId;
 use crate::wire::reason::ControlFault;
@@ -205,138 +201,60 @@ async fn watch_on(
     endpoint: &iroh::Endpoint,
     start: Instant,
 ) -> Result<(), WatchError> {
-    let candidates: Vec<NodeId> = config.pool.nodes.iter().map(|n| n.node_id).collect();
-    let mut gate = PoolGate::new(Instant::now(), candidates, config.window);
     // Nodes may boot after the watch starts: sessions are retried until they open.
-    let members = swim::pool_members(&config.pool, &key.endpoint_id_hex());
-    let roster = swim::RosterHandle::new(swim::roster_of(&members));
-    let mut session_rx = sessions::open_all(
-        endpoint,
-        &config.pool.nodes,
-        config.pool.orchestrator.node_id,
-        &members,
-    )
-    .map_err(WatchError::Setup)?;
-    // Each open session's queue is kept: dropping it would end the session.
-    let mut sessions: HashMap<NodeId, mpsc::UnboundedSender<ControlMessage>> = HashMap::new();
-    let mut refused: BTreeMap<NodeId, String> = BTreeMap::new();
+    let mut phase = PoolPhase::start(endpoint, key, &config.pool, config.swim, config.window, 7)
+        .await
+        .map_err(WatchError::Setup)?;
     let mut ever_ready = false;
     let give_up_at = config.pool_timeout.map(|t| start + t);
-    // Every report may end the watch (its reader went away): checked once per turn.
-    let stop = std::cell::Cell::new(false);
-    let mut report = |ev: &WatchEvent| {
-        if report(ev).is_break() {
-            stop.set(true);
-        }
-    };
-    let socket = tokio::net::UdpSocket::bind(config.swim)
-        .await
-        .map_err(|e| WatchError::Setup(format!("SWIM bind {}: {e}", config.swim)))?;
-    let swim_addr = socket.local_addr().map_err(|e| WatchError::Setup(format!("SWIM: {e}")))?;
-    let mut socket = Some(socket);
-    let mut swim: Option<(swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>)> = None;
     tokio::pin!(shutdown);
     loop {
-        while let Some(ev) = gate.poll_event() {
-            let out = match ev {
-                GateEvent::PoolReady { nodes } => WatchEvent::PoolReady { nodes },
-                GateEvent::ReadinessLost { node } | GateEvent::RequiredNodeLost { node, .. } => {
-                    WatchEvent::ReadinessLost { node }
-                }
-            };
-            report(&out);
-            if matches!(out, WatchEvent::PoolReady { .. }) {
+        if phase.all_refused() {
+            return Err(WatchError::Refused(phase.refused().clone()));
+        }
+        let notices = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            _ = async { match give_up_at { Some(t) if !ever_ready => tokio::time::sleep_until(t.into()).await, _ => std::future::pending().await } } => {
+                return Err(WatchError::NotReady(config.pool_timeout.unwrap_or_default(), phase.missing()));
+            }
+            notices = phase.next() => notices,
+        };
+        for notice in notices {
+            let Some(event) = watch_event(notice) else { continue };
+            // Every report may end the watch (its reader went away).
+            if report(&event).is_break() {
+                return Ok(());
+            }
+            if matches!(event, WatchEvent::PoolReady { .. }) {
                 ever_ready = true;
                 if until_ready {
                     return Ok(());
                 }
             }
         }
-        if stop.get() {
-            return Ok(());
-        }
-        if refused.len() == config.pool.nodes.len() {
-            return Err(WatchError::Refused(refused));
-        }
-        let deadline = gate.poll_timeout();
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            _ = async { match give_up_at { Some(t) if !ever_ready => tokio::time::sleep_until(t.into()).await, _ => std::future::pending().await } } => {
-                let missing: Vec<String> = config.pool.nodes.iter()
-                    .filter(|n| !sessions.contains_key(&n.node_id))
-                    .map(|n| match refused.get(&n.node_id) {
-                        Some(r) => format!("node {} refused the control session ({r})", n.node_id),
-                        None => format!("node {} did not answer", n.node_id),
-                    })
-                    .collect();
-                let detail = if missing.is_empty() { "membership did not converge".to_string() } else { missing.join("; ") };
-                return Err(WatchError::NotReady(config.pool_timeout.unwrap_or_default(), detail));
-            }
-            Some((node_id, event)) = session_rx.recv() => match event {
-                SessionEvent::Refused(reason) => {
-                    if let std::collections::btree_map::Entry::Vacant(e) = refused.entry(node_id) {
-                        report(&WatchEvent::NodeRefused { node_id, reason: reason.clone() });
-                        e.insert(reason);
-                    }
-                }
-                SessionEvent::Available { hello, tx } => {
-                    let ControlMessage::NodeAvailable { node_id: said, endpoint_id, addrs, swim_addr: seed } = hello else { continue };
-                    if said != node_id {
-                        eprintln!("swactor: the node at node {node_id}'s address says it is node {said}; ignored");
-                        continue;
-                    }
-                    refused.remove(&node_id);
-                    sessions.insert(node_id, tx);
-                    report(&WatchEvent::NodeAvailable { node_id, endpoint_id: endpoint_id.clone(), swim_addr: seed.clone() });
-                    gate.node_available(Instant::now(), node_id, DataPlaneIdentity { endpoint_id, addrs });
-                    if let (Some(seed), Some(sock)) = (seed.and_then(|s| s.parse::<SocketAddr>().ok()), socket.take()) {
-                        let identity = SwimIdentity {
-                            node_id: config.pool.orchestrator.node_id,
-                            addr: swim_addr,
-                            endpoint_id: key.endpoint_id_hex(),
-                            bump: 0,
-                        };
-                        let n = config.pool.nodes.len() as u32 + 1;
-                        let swim_config = swim::SwimConfig {
-                            identity,
-                            key: key.secret().clone(),
-                            roster: roster.clone(),
-                            seeds: vec![seed],
-                            cluster_size: n,
-                            seed_rng: 7,
-                        };
-                        swim = Some(swim::spawn(swim_config, sock));
-                    }
-                }
-                // The session ended (SWIM reports whether the node is gone) or carried
-                // run work, which a watch has none of.
-                SessionEvent::Closed | SessionEvent::Message(_) => {}
-            },
-            Some(ev) = async { match swim.as_mut() { Some((_, rx)) => rx.recv().await, None => std::future::pending().await } } => {
-                let now = Instant::now();
-                match ev {
-                    MembershipEvent::Up(id) => {
-                        report(&WatchEvent::MemberUp { node_id: id.node_id });
-                        gate.member_up(now, id.node_id);
-                    }
-                    MembershipEvent::Down(id) => {
-                        report(&WatchEvent::MemberDown { node_id: id.node_id });
-                        gate.member_down(now, id.node_id);
-                    }
-                    MembershipEvent::Rejected(r) => {
-                        let count = roster.rejects().by_reason.get(&r.reason).copied().unwrap_or(0);
-                        report(&WatchEvent::MembershipRejected {
-                            reason: r.reason.as_str().into(),
-                            from: r.from,
-                            signer: r.signer,
-                            count,
-                        });
-                    }
-                }
-            }
-            _ = async { match deadline { Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await, None => std::future::pending().await } } => {
-                gate.handle_timeout(Instant::now());
-            }
-        }
     }
+}
+
+/// What the watch reports of a pool-phase notice.
+fn watch_event(notice: PoolNotice) -> Option<WatchEvent> {
+    Some(match notice {
+        PoolNotice::NodeAvailable { node_id, endpoint_id, swim_addr, .. } => {
+            WatchEvent::NodeAvailable { node_id, endpoint_id, swim_addr }
+        }
+        PoolNotice::NodeRefused { node_id, reason } => WatchEvent::NodeRefused { node_id, reason },
+        PoolNotice::MemberUp(node_id) => WatchEvent::MemberUp { node_id },
+        PoolNotice::MemberDown(node_id) => WatchEvent::MemberDown { node_id },
+        PoolNotice::Rejected(r, count) => WatchEvent::MembershipRejected {
+            reason: r.reason.as_str().into(),
+            from: r.from,
+            signer: r.signer,
+            count,
+        },
+        PoolNotice::Gate(GateEvent::PoolReady { nodes }) => WatchEvent::PoolReady { nodes },
+        PoolNotice::Gate(
+            GateEvent::ReadinessLost { node } | GateEvent::RequiredNodeLost { node, .. },
+        ) => WatchEvent::ReadinessLost { node },
+        // A watch runs no run: session messages and closes change only the gate.
+        PoolNotice::Message(..) | PoolNotice::SessionClosed(_) => return None,
+    })
 }

@@ -52,7 +52,6 @@ fn lookup(rel: &str) -> Option<u8> {
         ("edge/plane.rs", 2),
         ("membership/pool_gate.rs", 2),
         ("membership/auth.rs", 2),
-        ("membership/pool_phase.rs", 2),
         ("node/boot.rs", 2),
         ("stage/controller.rs", 2),
         ("orchestrator/run.rs", 2),

@@ -25,7 +25,7 @@ fn prov(edge: u64, send: bool) -> EdgeProvision {
 fn plane() -> EdgePlane {
     let mut m = ArenaManager::new(1 << 20);
     m.arena_ready();
-    EdgePlane::new(m)
+    EdgePlane::new(m, Component::EdgeEstablisher)
 }
 
 fn cmds(p: &mut EdgePlane) -> Vec<PlaneCommand> {

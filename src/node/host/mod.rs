@@ -151,7 +151,7 @@ impl StageHost {
         });
         StageHost {
             node_id,
-            plane: EdgePlane::new(manager),
+            plane: EdgePlane::new(manager, Component::EdgeEstablisher),
             executor,
             controller: None,
             worker,

@@ -1,0 +1,261 @@
+//! The orchestrator's driver: pool readiness, planning, and one run from provisioning to
+//! teardown. It owns the IO (signals, the clock) and carries inputs to the state machines:
+//! the [`PoolPhase`] (control sessions, SWIM, the pool gate, shared with `pool watch`),
+//! the planner, and — in [`run_loop`] — the [`RunFsm`](super::run::RunFsm) and the token
+//! endpoints' [`EdgePlane`](crate::edge::EdgePlane) through the shared edge executor
+//! ([`endpoints`] holds the token endpoints as the rings' local user). Node events arrive
+//! over the control sessions and are written, with the orchestrator's own, as one ordered
+//! stream to the [`RunSink`].
+#![allow(clippy::disallowed_methods)] // the driver owns the clock
+
+mod endpoints;
+mod run_loop;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use iroh::Endpoint;
+
+use super::pool_phase::{PoolNotice, PoolPhase};
+use super::run::RunTimeouts;
+use crate::events::{Event, EventLine, RunOutcome};
+use crate::membership::auth::RejectRecord;
+use crate::membership::pool_gate::GateEvent;
+use crate::model::ModelFacts;
+use crate::model::tokenizer::Tokenizer;
+use crate::net::endpoint::bind;
+use crate::net::identity::NodeKey;
+use crate::planner::{Placement, PlanRequest, Pool, plan};
+use crate::wire::reason::{Component, FaultReason, OperatorStop};
+use crate::wire::{RunId, RunPlan, RuntimeConfig, WeightSource};
+
+/// The orchestrator's identity.
+#[derive(Debug, Clone)]
+pub enum OrchestratorKey {
+    /// A key file (created 0600 on first use).
+    File(PathBuf),
+    /// A key held only in memory (`run local`'s orchestrator: nothing to leave behind).
+    Memory(NodeKey),
+}
+
+/// Everything one orchestrated run needs.
+#[derive(Debug, Clone)]
+pub struct OrchestrateConfig {
+    /// The pool (its nodes must have been started with this orchestrator's endpoint id).
+    pub pool: Pool,
+    /// The orchestrator's key.
+    pub key: OrchestratorKey,
+    /// iroh listen address.
+    pub listen: SocketAddr,
+    /// SWIM listen address.
+    pub swim: SocketAddr,
+    /// The orchestrator's copy of the model (tokenizer and facts come from it).
+    pub model: PathBuf,
+    /// Where stages get the weights.
+    pub source: WeightSource,
+    /// Prompt token ids.
+    pub prompt: Vec<u32>,
+    /// Stage count (`None`: one per node).
+    pub stages: Option<u32>,
+    /// Placement.
+    pub placement: Placement,
+    /// Runtime settings.
+    pub runtime: RuntimeConfig,
+    /// The run's id.
+    pub run_id: RunId,
+    /// Convergence window of the pool gate.
+    pub window: Duration,
+    /// How long to wait for the pool.
+    pub pool_timeout: Duration,
+    /// The run's timeouts.
+    pub timeouts: RunTimeouts,
+}
+
+/// Where the run's output goes.
+pub trait RunSink {
+    /// One event line of the ordered stream.
+    fn event(&mut self, line: &EventLine);
+    /// A generated token and its text (possibly empty while a character is incomplete).
+    fn token(&mut self, id: u32, text: &str);
+    /// A progress message while the pool converges and weights load.
+    fn progress(&mut self, message: &str);
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The one terminal outcome.
+    pub outcome: RunOutcome,
+    /// Why a completed run completed.
+    pub stop: Option<crate::events::CompletionCause>,
+    /// The first fault, for a faulted run.
+    pub fault: Option<(FaultReason, Component)>,
+    /// Generated token ids (EOS excluded).
+    pub tokens: Vec<u32>,
+    /// Text left in the detokenizer at the end.
+    pub tail: String,
+    /// The plan that ran.
+    pub plan: RunPlan,
+    /// From start to the pool being ready.
+    pub pool_ready_after: Duration,
+    /// From start to the first token.
+    pub first_token_after: Option<Duration>,
+    /// From the first token to the last.
+    pub decode_time: Duration,
+}
+
+/// Why no run could be started.
+#[derive(Debug, thiserror::Error)]
+pub enum OrchestrateError {
+    /// Bad configuration or local resources (key, bind, pool file).
+    #[error("{0}")]
+    Setup(String),
+    /// The pool did not become ready in time.
+    #[error("the pool did not become ready within {0:?}: {1}")]
+    PoolTimeout(Duration, String),
+    /// The plan was rejected.
+    #[error("{0}")]
+    Plan(crate::planner::PlanError),
+    /// The operator stopped before the run started.
+    #[error("stopped by the operator before the run started")]
+    Stopped,
+}
+
+fn now_us(t0: Instant) -> u64 {
+    t0.elapsed().as_micros() as u64
+}
+
+/// Runs one prompt through the pool: waits for the pool, plans, provisions, streams the
+/// tokens to `sink`, tears down. Returns the run's report (whatever its outcome) or why no
+/// run could start. `stop` resolves on Ctrl-C / SIGTERM.
+pub async fn orchestrate(
+    config: OrchestrateConfig,
+    facts: &ModelFacts,
+    tokenizer: &Tokenizer,
+    sink: &mut dyn RunSink,
+    stop: impl std::future::Future<Output = OperatorStop>,
+) -> Result<RunReport, OrchestrateError> {
+    let t0 = Instant::now();
+    let key = match &config.key {
+        OrchestratorKey::File(path) => {
+            NodeKey::load_or_create(path).map_err(|e| OrchestrateError::Setup(e.to_string()))?
+        }
+        OrchestratorKey::Memory(key) => key.clone(),
+    };
+    let endpoint =
+        bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    let result = run_on(&config, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;
+    endpoint.close().await;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_on(
+    config: &OrchestrateConfig,
+    facts: &ModelFacts,
+    tokenizer: &Tokenizer,
+    sink: &mut dyn RunSink,
+    stop: impl std::future::Future<Output = OperatorStop>,
+    key: &NodeKey,
+    endpoint: &Endpoint,
+    t0: Instant,
+) -> Result<RunReport, OrchestrateError> {
+    let me = config.pool.orchestrator.node_id;
+    let mut phase =
+        PoolPhase::start(endpoint, key, &config.pool, config.swim, config.window, me.0 ^ 0x5eed)
+            .await
+            .map_err(OrchestrateError::Setup)?;
+    tokio::pin!(stop);
+    // Phase 1: the pool.
+    let ready_nodes = wait_for_pool(config, &mut phase, sink, &mut stop, t0).await?;
+    let pool_ready_after = t0.elapsed();
+    emit(sink, t0, Event::PoolReady { nodes: ready_nodes });
+    phase.gate().provisioning_started();
+
+    // Phase 2: the plan, with this orchestrator's identity.
+    let mut pool = config.pool.clone();
+    pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
+    pool.orchestrator.addrs = endpoint.bound_sockets();
+    if pool.orchestrator.addrs.iter().any(|a| a.ip().is_unspecified())
+        && pool.nodes.iter().flat_map(|n| &n.addrs).any(|a| !a.ip().is_loopback())
+    {
+        eprintln!(
+            "swactor: warning: listening on {:?}: the last stage connects back to this \
+             address; pass --listen with an address the nodes can reach",
+            pool.orchestrator.addrs
+        );
+    }
+    let request = PlanRequest {
+        run_id: config.run_id,
+        model: facts,
+        source: config.source.clone(),
+        pool: &pool,
+        stages: config.stages,
+        placement: config.placement.clone(),
+        runtime: config.runtime,
+        prompt_tokens: (config.prompt.len() as u32).min(config.runtime.max_seq_len),
+    };
+    let plan = plan(&request).map_err(OrchestrateError::Plan)?;
+    sink.progress(&format!("provisioning {} stages", plan.stages.len()));
+
+    // Phase 3: the run.
+    let mut run = run_loop::RunLoop::start(plan, config, endpoint, tokenizer, t0)?;
+    run.run(&mut phase, sink, &mut stop).await;
+    Ok(run.report(pool_ready_after))
+}
+
+/// Feeds the pool phase until the gate says the pool is ready (its nodes), the deadline
+/// passes or the operator stops.
+async fn wait_for_pool(
+    config: &OrchestrateConfig,
+    phase: &mut PoolPhase,
+    sink: &mut dyn RunSink,
+    stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
+    t0: Instant,
+) -> Result<Vec<crate::wire::NodeId>, OrchestrateError> {
+    let pool_deadline = t0 + config.pool_timeout;
+    sink.progress(&format!("waiting for {} nodes", config.pool.nodes.len()));
+    loop {
+        let notices = tokio::select! {
+            _ = &mut *stop => return Err(OrchestrateError::Stopped),
+            () = tokio::time::sleep_until(pool_deadline.into()) => {
+                return Err(OrchestrateError::PoolTimeout(config.pool_timeout, phase.missing()));
+            }
+            notices = phase.next() => notices,
+        };
+        for notice in notices {
+            match notice {
+                PoolNotice::NodeAvailable { node_id, endpoint_id, addrs, .. } => {
+                    emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
+                    sink.progress(&format!("node {node_id} available"));
+                }
+                PoolNotice::NodeRefused { node_id, reason } => {
+                    sink.progress(&format!("node {node_id} refused the control session: {reason}"));
+                }
+                PoolNotice::Rejected(r, count) => emit(sink, t0, rejected_event(r, count)),
+                PoolNotice::Gate(GateEvent::PoolReady { nodes }) => return Ok(nodes),
+                PoolNotice::Gate(GateEvent::ReadinessLost { node }) => {
+                    sink.progress(&format!("node {node} left; waiting for the pool again"));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Writes one of the orchestrator's own events, stamped now.
+fn emit(sink: &mut dyn RunSink, t0: Instant, event: Event) {
+    let origin_us = Some(crate::clock::monotonic_us());
+    sink.event(&EventLine { ts_us: now_us(t0), origin_us, event });
+}
+
+/// The event for a refused SWIM datagram.
+fn rejected_event(r: RejectRecord, count: u64) -> Event {
+    Event::MembershipRejected {
+        reason: r.reason.as_str().into(),
+        from: r.from,
+        signer: r.signer,
+        count,
+    }
+}

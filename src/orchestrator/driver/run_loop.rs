@@ -1,0 +1,446 @@
+//! The run phase: the [`RunFsm`] from provisioning to teardown, fed by the pool phase
+//! (stage reports, lost sessions, lost members), the token endpoints' edge plane and its
+//! pumps, the operator and the clock. Every decision is the run FSM's or the plane's; this
+//! loop only carries inputs to them and executes what they ask.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iroh::Endpoint;
+use tokio::sync::mpsc;
+
+use super::endpoints::TokenUser;
+use super::{
+    OrchestrateConfig, OrchestrateError, RunReport, RunSink, emit, now_us, rejected_event,
+};
+use crate::arena::{Arena, ArenaManager};
+use crate::control::ControlMessage;
+use crate::edge::establisher::{EdgeEnd, EdgeProvision};
+use crate::edge::executor::{PlaneExecutor, PumpNotice};
+use crate::edge::plane::{EdgePlane, PlaneEvent};
+use crate::events::{Direction, Event, EventLine, RunOutcome};
+use crate::membership::pool_gate::GateEvent;
+use crate::model::tokenizer::{Detokenizer, Tokenizer};
+use crate::net::edge::{EdgeRouter, Refusal};
+use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
+use crate::orchestrator::run::{RunCommand, RunFsm};
+use crate::orchestrator::tokens::TokenOutEvent;
+use crate::ring::Wake as RingWake;
+use crate::wire::reason::{
+    Component, ControlFault, FaultReason, MembershipLoss, OperatorStop, RingFault, Timeout,
+};
+use crate::wire::{EdgeId, NodeId, RunPlan, StageIndex};
+
+/// What the token endpoints' pumps tell the loop.
+#[derive(Debug)]
+pub(super) enum Wake {
+    /// A pump's notice, for the plane.
+    Pump(EdgeId, PumpNotice),
+    /// The send pump freed token-in ring space.
+    TokenInWritable,
+    /// The receive pump committed token-out bytes.
+    TokenOutReadable,
+}
+
+/// One run. See the module docs.
+pub(super) struct RunLoop<'t> {
+    t0: Instant,
+    plan: RunPlan,
+    me: NodeId,
+    fsm: RunFsm,
+    plane: EdgePlane,
+    executor: PlaneExecutor,
+    user: TokenUser,
+    wakes: mpsc::UnboundedReceiver<Wake>,
+    refusals: mpsc::UnboundedReceiver<Refusal>,
+    node_of: HashMap<StageIndex, NodeId>,
+    detok: Detokenizer<'t>,
+    tokens: Vec<u32>,
+    first_token_at: Option<Instant>,
+    last_token_at: Instant,
+    fault: Option<(FaultReason, Component)>,
+    torn_down: bool,
+    endpoints_ready: usize,
+    loaded_weights: usize,
+}
+
+impl<'t> RunLoop<'t> {
+    /// Sets up the token endpoints' arena, plane and executor and starts the run FSM.
+    pub(super) fn start(
+        plan: RunPlan,
+        config: &OrchestrateConfig,
+        endpoint: &Endpoint,
+        tokenizer: &'t Tokenizer,
+        t0: Instant,
+    ) -> Result<RunLoop<'t>, OrchestrateError> {
+        let ring_bytes = |e: Option<&crate::wire::EdgePlan>| {
+            e.map_or(0, |e| crate::planner::ring_arena_bytes(&e.ring))
+        };
+        let arena_bytes = ring_bytes(plan.edges.first())
+            + ring_bytes(plan.edges.last())
+            + 2 * crate::arena::manager::LEASE_PAGE;
+        let arena = Arc::new(
+            Arena::create(arena_bytes)
+                .map_err(|e| OrchestrateError::Setup(format!("token endpoint arena: {e}")))?,
+        );
+        let mut manager = ArenaManager::new(arena_bytes);
+        manager.arena_ready();
+        let (router, refusals) = EdgeRouter::new();
+        tokio::spawn(router.clone().accept_loop(endpoint.clone()));
+        let (tx, wakes) = mpsc::unbounded_channel();
+        let notices = tx.clone();
+        let executor = PlaneExecutor::new(endpoint.clone(), router, arena, move |edge, n| {
+            let _ = notices.send(Wake::Pump(edge, n));
+        });
+        Ok(RunLoop {
+            t0,
+            me: config.pool.orchestrator.node_id,
+            fsm: RunFsm::start(Instant::now(), &plan, config.prompt.clone(), config.timeouts),
+            node_of: plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect(),
+            plan,
+            plane: EdgePlane::new(manager, Component::TokenEndpoint),
+            executor,
+            user: TokenUser { token_in: None, token_out: None, wakes: tx },
+            wakes,
+            refusals,
+            detok: Detokenizer::new(tokenizer),
+            tokens: Vec::new(),
+            first_token_at: None,
+            last_token_at: t0,
+            fault: None,
+            torn_down: false,
+            endpoints_ready: 0,
+            loaded_weights: 0,
+        })
+    }
+
+    /// Runs until the run is torn down (and the token endpoints with it, or a bounded
+    /// wait for them has passed).
+    pub(super) async fn run(
+        &mut self,
+        phase: &mut PoolPhase,
+        sink: &mut dyn RunSink,
+        stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
+    ) {
+        let mut exit_deadline: Option<Instant> = None;
+        loop {
+            self.settle(phase, sink).await;
+            if self.torn_down && self.plane.live_edges() == 0 {
+                return;
+            }
+            if self.torn_down && exit_deadline.is_none() {
+                // Bounded wait for the token endpoints' pumps after the stages are down.
+                exit_deadline = Some(Instant::now() + Duration::from_secs(2));
+            }
+            let deadline = self.fsm.poll_timeout().or(exit_deadline);
+            tokio::select! {
+                how = &mut *stop, if self.fsm.outcome().is_none() => {
+                    self.fsm.operator_stop(Instant::now(), how);
+                }
+                () = async { match deadline { Some(d) => tokio::time::sleep_until(d.into()).await, None => std::future::pending().await } } => {
+                    self.fsm.handle_timeout(Instant::now());
+                    if self.torn_down {
+                        return;
+                    }
+                }
+                Some(refusal) = self.refusals.recv() => {
+                    eprintln!("swactor: refused an edge stream from {}: {}", refusal.peer, refusal.reason);
+                }
+                notices = phase.next() => {
+                    for notice in notices {
+                        self.pool_notice(notice, sink);
+                    }
+                }
+                Some(wake) = self.wakes.recv() => self.wake(wake, sink),
+            }
+        }
+    }
+
+    /// Runs the state machines to a fixed point.
+    async fn settle(&mut self, phase: &mut PoolPhase, sink: &mut dyn RunSink) {
+        loop {
+            let mut progressed = false;
+            while let Some(ev) = self.fsm.poll_event() {
+                progressed = true;
+                if let Event::RunFaulted { reason, component, .. } = &ev {
+                    self.fault = Some((*reason, *component));
+                }
+                if let Event::RunTornDown { .. } = ev {
+                    self.torn_down = true;
+                }
+                emit(sink, self.t0, ev);
+            }
+            while let Some(cmd) = self.fsm.poll_command() {
+                progressed = true;
+                self.command(cmd, phase, sink);
+            }
+            progressed |= self.executor.drive(&mut self.plane, &mut self.user).await;
+            while let Some(ev) = self.plane.poll_event() {
+                progressed = true;
+                self.plane_event(ev, sink);
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn token_in_edge(&self) -> EdgeId {
+        self.plan.edges[0].edge_id
+    }
+
+    fn token_out_edge(&self) -> EdgeId {
+        self.plan.edges[self.plan.edges.len() - 1].edge_id
+    }
+
+    fn command(&mut self, cmd: RunCommand, phase: &mut PoolPhase, sink: &mut dyn RunSink) {
+        match cmd {
+            RunCommand::Provision(stage) => {
+                let node = self.node_of.get(&stage).copied().unwrap_or_default();
+                let sent = self.plan.provision(stage).is_some_and(|p| {
+                    phase.send(node, ControlMessage::ProvisionStage { provision: Box::new(p) })
+                });
+                if !sent {
+                    let reason = ControlFault::ConnectionLost.into();
+                    let component = Component::ControlChannel;
+                    self.fsm.fault(
+                        Instant::now(),
+                        reason,
+                        component,
+                        Some(node),
+                        Some(stage),
+                        None,
+                    );
+                }
+            }
+            RunCommand::StartTokenEndpoints => self.start_token_endpoints(sink),
+            RunCommand::Inject { object_id, sequence, tokens } => {
+                let Some((_, tin)) = self.user.token_in.as_mut() else { return };
+                match tin.inject(object_id, sequence, &tokens) {
+                    Ok(RingWake::Send) => self.executor.wake(self.token_in_edge()),
+                    Ok(_) => {}
+                    Err(_) => {
+                        let edge = Some(self.token_in_edge());
+                        let reason = RingFault::CursorCorrupt.into();
+                        self.fsm.fault(
+                            Instant::now(),
+                            reason,
+                            Component::TokenEndpoint,
+                            None,
+                            None,
+                            edge,
+                        );
+                    }
+                }
+            }
+            RunCommand::StopRun(stage) => {
+                if let Some(node) = self.node_of.get(&stage) {
+                    phase.send(*node, ControlMessage::StopRun { run_id: self.plan.run_id });
+                }
+            }
+            RunCommand::StopTokenEndpoints => {
+                for edge in [self.token_in_edge(), self.token_out_edge()] {
+                    self.plane.stop_edge(edge);
+                }
+            }
+        }
+    }
+
+    /// Provisions the token-in (send to the first stage) and token-out (receive from the
+    /// last stage) edge ends.
+    fn start_token_endpoints(&mut self, sink: &mut dyn RunSink) {
+        let peer =
+            |i: Option<&crate::wire::StagePlan>| i.and_then(|s| self.plan.peer(s.node_id)).cloned();
+        let (Some(first), Some(last)) =
+            (peer(self.plan.stages.first()), peer(self.plan.stages.last()))
+        else {
+            return;
+        };
+        let ends = [
+            (self.plan.edges[0], EdgeEnd::Send { consumer: first }),
+            (self.plan.edges[self.plan.edges.len() - 1], EdgeEnd::Recv { producer: last }),
+        ];
+        for (edge, end) in ends {
+            let direction =
+                if matches!(end, EdgeEnd::Send { .. }) { Direction::Send } else { Direction::Recv };
+            let (run_id, node_id, edge_id) = (self.plan.run_id, self.me, edge.edge_id);
+            emit(
+                sink,
+                self.t0,
+                Event::EdgeProvisionStarted { run_id, node_id, edge_id, direction },
+            );
+            let _ = self.plane.provision(EdgeProvision {
+                edge_id,
+                end,
+                object: edge.object,
+                ring: edge.ring,
+            });
+        }
+    }
+
+    fn plane_event(&mut self, ev: PlaneEvent, sink: &mut dyn RunSink) {
+        match ev {
+            PlaneEvent::EdgeReady { edge_id, ring_id, direction } => {
+                let (run_id, node_id) = (self.plan.run_id, self.me);
+                emit(
+                    sink,
+                    self.t0,
+                    Event::EdgeReady { run_id, node_id, edge_id, ring_id, direction },
+                );
+                self.endpoints_ready += 1;
+                if self.endpoints_ready == 2 {
+                    self.fsm.token_endpoints_ready(Instant::now());
+                }
+            }
+            PlaneEvent::EdgeFailed { edge_id, reason, component } => {
+                self.fsm.fault(Instant::now(), reason, component, None, None, Some(edge_id));
+            }
+            PlaneEvent::EdgeStopped { .. } => {}
+        }
+    }
+
+    fn pool_notice(&mut self, notice: PoolNotice, sink: &mut dyn RunSink) {
+        let now = Instant::now();
+        match notice {
+            PoolNotice::Message(node, msg) => self.stage_message(node, msg, sink),
+            PoolNotice::SessionClosed(node) if self.in_plan(node) => {
+                let reason = ControlFault::ConnectionLost.into();
+                self.fsm.fault(now, reason, Component::ControlChannel, Some(node), None, None);
+                // No stage report will come from a node without a session.
+                self.stages_gone(node);
+            }
+            PoolNotice::Gate(GateEvent::RequiredNodeLost { node, reason })
+                if self.in_plan(node) =>
+            {
+                self.fsm.fault(now, reason.into(), Component::Membership, Some(node), None, None);
+                if reason == MembershipLoss::NodeDown {
+                    self.stages_gone(node);
+                }
+            }
+            PoolNotice::Rejected(r, count) => emit(sink, self.t0, rejected_event(r, count)),
+            _ => {}
+        }
+    }
+
+    fn in_plan(&self, node: NodeId) -> bool {
+        self.node_of.values().any(|n| *n == node)
+    }
+
+    /// The stages of a lost node will not report: settle them for teardown.
+    fn stages_gone(&mut self, node: NodeId) {
+        for (stage, n) in &self.node_of {
+            if *n == node {
+                let _ = self.fsm.stage_stopped(self.plan.run_id, *stage, node);
+            }
+        }
+    }
+
+    fn stage_message(&mut self, node: NodeId, msg: ControlMessage, sink: &mut dyn RunSink) {
+        let now = Instant::now();
+        match msg {
+            ControlMessage::StageReady { run_id, stage_index } => {
+                if let Err(e) = self.fsm.stage_ready(now, run_id, stage_index, node) {
+                    eprintln!("swactor: stage_ready from node {node} refused: {e}");
+                }
+            }
+            ControlMessage::StageFault { run_id, stage_index, reason, component } => {
+                if run_id == self.plan.run_id && self.node_of.get(&stage_index) == Some(&node) {
+                    self.fsm.fault(now, reason, component, Some(node), Some(stage_index), None);
+                } else {
+                    eprintln!(
+                        "swactor: node {node}: {reason} for run {run_id} stage {stage_index} ({component})"
+                    );
+                }
+            }
+            ControlMessage::StageStopped { run_id, stage_index } => {
+                if let Err(e) = self.fsm.stage_stopped(run_id, stage_index, node) {
+                    eprintln!("swactor: stage_stopped from node {node} refused: {e}");
+                }
+            }
+            ControlMessage::Event { line } if !self.torn_down => {
+                if let Event::WeightsLoaded { .. } = line.event {
+                    self.loaded_weights += 1;
+                    let of = self.plan.stages.len();
+                    sink.progress(&format!(
+                        "weights loaded on {} of {of} stages",
+                        self.loaded_weights
+                    ));
+                }
+                // A node's event keeps the moment it happened on its host.
+                sink.event(&EventLine { ts_us: now_us(self.t0), ..line });
+            }
+            ControlMessage::Event { .. } => {}
+            other => eprintln!("swactor: unexpected message from node {node}: {other:?}"),
+        }
+    }
+
+    fn wake(&mut self, wake: Wake, sink: &mut dyn RunSink) {
+        match wake {
+            Wake::Pump(edge, notice) => {
+                self.executor.notice(&mut self.plane, edge, notice);
+            }
+            Wake::TokenInWritable => {
+                if let Some((_, tin)) = self.user.token_in.as_mut()
+                    && let Ok(RingWake::Send) = tin.on_writable()
+                {
+                    self.executor.wake(self.token_in_edge());
+                }
+            }
+            Wake::TokenOutReadable => self.tokens(sink),
+        }
+    }
+
+    /// Reads every token the token-out ring holds into the run FSM.
+    fn tokens(&mut self, sink: &mut dyn RunSink) {
+        let now = Instant::now();
+        let events = match self.user.token_out.as_mut() {
+            Some((_, tout)) => tout.poll(),
+            None => Vec::new(),
+        };
+        let (eos, vocab) = (self.plan.model.eos_token_id, self.plan.model.vocab_size);
+        for ev in events {
+            match ev {
+                TokenOutEvent::Token { object_id, sequence, token } => {
+                    let before = self.fsm.outcome();
+                    self.fsm.token_received(now, object_id, sequence, token);
+                    let kept = matches!(self.fsm.outcome(), None | Some(RunOutcome::Completed));
+                    if before.is_none() && kept && Some(token) != eos && token < vocab {
+                        self.first_token_at.get_or_insert(now);
+                        self.last_token_at = now;
+                        self.tokens.push(token);
+                        let text = self.detok.push(token);
+                        sink.token(token, &text);
+                    }
+                }
+                TokenOutEvent::Fault(reason) => {
+                    let edge = Some(self.token_out_edge());
+                    self.fsm.fault(now, reason, Component::TokenEndpoint, None, None, edge);
+                }
+                TokenOutEvent::Writable => self.executor.wake(self.token_out_edge()),
+            }
+        }
+    }
+
+    /// How the run ended.
+    pub(super) fn report(mut self, pool_ready_after: Duration) -> RunReport {
+        let outcome = self.fsm.outcome().unwrap_or(RunOutcome::Faulted);
+        let fault = match (outcome, self.fault) {
+            (RunOutcome::Faulted, None) => {
+                Some((Timeout::Teardown.into(), Component::Orchestrator))
+            }
+            (_, fault) => fault,
+        };
+        RunReport {
+            outcome,
+            stop: self.fsm.cause(),
+            fault,
+            tokens: self.tokens,
+            tail: self.detok.finish(),
+            plan: self.plan,
+            pool_ready_after,
+            first_token_after: self.first_token_at.map(|t| t - self.t0),
+            decode_time: self.first_token_at.map(|t| self.last_token_at - t).unwrap_or_default(),
+        }
+    }
+}
