@@ -1,8 +1,8 @@
 //! The orchestrator role: [`run`] is the run state machine, [`tokens`] the token endpoints,
 //! [`sessions`] the control sessions to the pool's nodes, [`pool_phase`] the pool phase
 //! (sessions, SWIM and the readiness gate) shared by [`driver`] (one run over a real pool)
-//! and [`watch`] (`pool watch`), and [`local`] supervises a pool of child nodes on this
-//! machine (`run local`).
+//! and `pool watch` ([`crate::membership::watch`]), and [`local`] supervises a pool of
+//! child nodes on this machine (`run local`).
 
 pub mod driver;
 pub mod local;
@@ -10,4 +10,3 @@ pub mod pool_phase;
 pub mod run;
 pub mod sessions;
 pub mod tokens;
-pub mod watch;

@@ -396,3 +396,46 @@ fn ring_evidence_is_minted_only_where_it_is_observed() {
     );
     assert_eq!(mint_violations(&planted), vec!["node/host.rs mints WorkerQuiet::reported"]);
 }
+
+/// Functions of more than `max_fn` lines and files of more than `max_file` lines among
+/// the drivers (layer 3): the sign of a state machine missing (STYLE.md).
+fn oversized(files: &BTreeMap<String, String>, max_fn: usize, max_file: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    for (rel, text) in files {
+        if layer(rel) != Some(3) || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() > max_file {
+            found.push(format!("{rel}: {} lines", lines.len()));
+        }
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            let indent = &line[..line.len() - trimmed.len()];
+            let is_fn = ["fn ", "pub fn ", "async fn ", "pub async fn ", "pub(super) fn "]
+                .iter()
+                .chain(&["pub(super) async fn ", "pub(crate) fn ", "pub(crate) async fn "])
+                .any(|p| trimmed.starts_with(p));
+            if !is_fn || trimmed.ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            if let Some(len) = lines[i + 1..].iter().position(|l| *l == close)
+                && len + 2 > max_fn
+            {
+                found.push(format!("{rel}:{}: a function of {} lines", i + 1, len + 2));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_driver_function_is_over_120_lines_and_no_driver_file_over_600() {
+    let found = oversized(&tree(), 120, 600);
+    assert!(found.is_empty(), "{found:?}");
+    let mut planted = tree();
+    let long = format!("fn long() {{\n{}}}\n", "    let _ = 1;\n".repeat(130));
+    planted.insert("node/planted.rs".into(), long);
+    assert_eq!(oversized(&planted, 120, 600), vec!["node/planted.rs:1: a function of 132 lines"]);
+}

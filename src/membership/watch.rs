@@ -1,7 +1,7 @@
-//! `swactor pool watch`: the orchestrator side of pool readiness. It opens a control
-//! session to every node of the pool (nodes accept only the orchestrator endpoint they were
-//! started with), learns each node's availability and SWIM address, joins the SWIM
-//! membership, and feeds both into the [`PoolGate`].
+//! `swactor pool watch`: the orchestrator's pool phase
+//! ([`PoolPhase`](crate::orchestrator::pool_phase::PoolPhase): a control session to every
+//! node — nodes accept only the orchestrator endpoint they were started with —, SWIM and
+//! the pool gate) alone, reporting what it observes.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
 use std::collections::BTreeMap;
