@@ -236,56 +236,14 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     manager.arena_ready();
     boot.fact_ready(BootFact::Arena);
 
-    let ctl = CtlConfig {
-        arena_ceiling: config.arena_bytes,
-        backend: Backend::Cpu,
-        init_timeout: Duration::from_secs(10),
-        stop_timeout: Duration::from_secs(5),
-        // A worker that dies mid-run faults that run; the node restarts it for the next.
-        max_restarts: u32::MAX,
-    };
-    let (worker, mut worker_events) = WorkerDriver::start(
-        WorkerDriverConfig { exe: config.exe.clone(), ctl, threads: config.worker_threads },
-        Arc::clone(&arena),
-    );
-    let generation = loop {
-        match worker_events.recv().await {
-            Some(CtlOutput::Ready { generation, .. }) => break generation,
-            Some(CtlOutput::Failed { reason }) => {
-                return Err(failed(BootFault::WorkerStart, reason));
-            }
-            Some(_) => {}
-            None => return Err(failed(BootFault::WorkerStart, "the worker driver ended")),
-        }
-    };
+    let (worker, worker_events, generation) = start_worker(config, &arena).await?;
     boot.fact_ready(BootFact::Worker);
 
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| failed(BootFault::TransportBind, e))?;
     boot.fact_ready(BootFact::Transport);
 
-    let socket =
-        UdpSocket::bind(config.swim).await.map_err(|e| failed(BootFault::MembershipJoin, e))?;
-    let swim_addr = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
-    let identity = SwimIdentity {
-        node_id: config.node_id,
-        addr: swim_addr,
-        endpoint_id: key.endpoint_id_hex(),
-        bump: 0,
-    };
-    // Until an orchestrator names the pool (in its `Hello`), no peer is accepted.
-    let roster = swim::RosterHandle::default();
-    let (swim, members) = swim::spawn(
-        swim::SwimConfig {
-            identity,
-            key: key.secret().clone(),
-            roster: roster.clone(),
-            seeds: config.join.clone(),
-            cluster_size: 4,
-            seed_rng: config.node_id.0,
-        },
-        socket,
-    );
+    let (swim, members, roster, swim_addr) = join_swim(config, &key).await?;
     boot.fact_ready(BootFact::Membership);
 
     let inspect = Arc::new(std::sync::Mutex::new(EdgeInspect {
@@ -339,6 +297,74 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         admin,
         swim_addr,
     })
+}
+
+/// Starts the supervised worker and waits for it to be ready; returns it, its outputs and
+/// its generation.
+async fn start_worker(
+    config: &NodeConfig,
+    arena: &Arc<Arena>,
+) -> Result<
+    (WorkerDriver, mpsc::UnboundedReceiver<CtlOutput>, crate::wire::WorkerGeneration),
+    BootFailed,
+> {
+    let ctl = CtlConfig {
+        arena_ceiling: config.arena_bytes,
+        backend: Backend::Cpu,
+        init_timeout: Duration::from_secs(10),
+        stop_timeout: Duration::from_secs(5),
+        // A worker that dies mid-run faults that run; the node restarts it for the next.
+        max_restarts: u32::MAX,
+    };
+    let (worker, mut worker_events) = WorkerDriver::start(
+        WorkerDriverConfig { exe: config.exe.clone(), ctl, threads: config.worker_threads },
+        Arc::clone(arena),
+    );
+    loop {
+        match worker_events.recv().await {
+            Some(CtlOutput::Ready { generation, .. }) => {
+                return Ok((worker, worker_events, generation));
+            }
+            Some(CtlOutput::Failed { reason }) => {
+                return Err(failed(BootFault::WorkerStart, reason));
+            }
+            Some(_) => {}
+            None => return Err(failed(BootFault::WorkerStart, "the worker driver ended")),
+        }
+    }
+}
+
+/// Binds the SWIM socket and joins through the seeds. Until an orchestrator names the
+/// pool (in its `Hello`), the roster is empty and no peer is accepted.
+async fn join_swim(
+    config: &NodeConfig,
+    key: &NodeKey,
+) -> Result<
+    (swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>, swim::RosterHandle, SocketAddr),
+    BootFailed,
+> {
+    let socket =
+        UdpSocket::bind(config.swim).await.map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let swim_addr = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let identity = SwimIdentity {
+        node_id: config.node_id,
+        addr: swim_addr,
+        endpoint_id: key.endpoint_id_hex(),
+        bump: 0,
+    };
+    let roster = swim::RosterHandle::default();
+    let (swim, members) = swim::spawn(
+        swim::SwimConfig {
+            identity,
+            key: key.secret().clone(),
+            roster: roster.clone(),
+            seeds: config.join.clone(),
+            cluster_size: 4,
+            seed_rng: config.node_id.0,
+        },
+        socket,
+    );
+    Ok((swim, members, roster, swim_addr))
 }
 
 /// Accepts connections: edge streams go to the router; control sessions only from the
