@@ -40,7 +40,14 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     if let Command::Worker = cli.command {
-        return std::process::ExitCode::from(crate::worker::process::run());
+        // Read here, at the edge: how long the worker polls before it blocks
+        // (`SWACTOR_WORKER_SPIN_US`, default 50 µs).
+        let spin_us = std::env::var("SWACTOR_WORKER_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(50u64);
+        let spin = std::time::Duration::from_micros(spin_us);
+        return std::process::ExitCode::from(crate::worker::process::run(spin));
     }
     let json = wants_json(&cli.command);
     let mut out = Output::default();

@@ -1,5 +1,5 @@
 //! `swactor pool watch`: the orchestrator's pool phase
-//! ([`PoolPhase`](crate::orchestrator::pool_phase::PoolPhase): a control session to every
+//! (`PoolPhase`: a control session to every
 //! node — nodes accept only the orchestrator endpoint they were started with —, SWIM and
 //! the pool gate) alone, reporting what it observes.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock

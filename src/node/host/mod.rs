@@ -4,8 +4,8 @@
 //! driver, and forwards every stage event to the orchestrator over the control session.
 //!
 //! It decides nothing itself: every input is fed to one of the state machines, and every
-//! command they emit is executed. Its parts: [`control`] (control messages and weights),
-//! [`worker`] (the worker's outputs, and the worker as the rings' local user), [`stage`]
+//! command they emit is executed. Its parts: `control` (control messages and weights),
+//! `worker` (the worker's outputs, and the worker as the rings' local user), `stage`
 //! (the stage controller's commands and events, and the plane's events).
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 

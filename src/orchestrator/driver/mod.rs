@@ -1,9 +1,9 @@
 //! The orchestrator's driver: pool readiness, planning, and one run from provisioning to
 //! teardown. It owns the IO (signals, the clock) and carries inputs to the state machines:
 //! the [`PoolPhase`] (control sessions, SWIM, the pool gate, shared with `pool watch`),
-//! the planner, and — in [`run_loop`] — the [`RunFsm`](super::run::RunFsm) and the token
+//! the planner, and — in `run_loop` — the [`RunFsm`](crate::orchestrator::run::RunFsm) and the token
 //! endpoints' [`EdgePlane`](crate::edge::EdgePlane) through the shared edge executor
-//! ([`endpoints`] holds the token endpoints as the rings' local user). Node events arrive
+//! (`endpoints` holds the token endpoints as the rings' local user). Node events arrive
 //! over the control sessions and are written, with the orchestrator's own, as one ordered
 //! stream to the [`RunSink`].
 #![allow(clippy::disallowed_methods)] // the driver owns the clock

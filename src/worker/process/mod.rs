@@ -97,8 +97,10 @@ struct Worker {
     events: Vec<Event>,
 }
 
-/// Runs the worker process until it stops; returns its exit status.
-pub fn run() -> u8 {
+/// Runs the worker process until it stops; returns its exit status. `spin`: how long it
+/// polls (commands and ingress rings) before it blocks (0 never polls); short polling keeps
+/// wake hints and the consumption of a streaming ring off the sleep/wake path.
+pub fn run(spin: Duration) -> u8 {
     // Die with the node: if the parent goes away, the kernel kills us.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
@@ -122,7 +124,6 @@ pub fn run() -> u8 {
         events: Vec::new(),
     };
     let stdout = std::io::stdout();
-    let spin = spin_budget();
     loop {
         let input = next_input(&rx, &mut worker, spin);
         let exit = worker.handle(input);
@@ -139,15 +140,6 @@ pub fn run() -> u8 {
             return code;
         }
     }
-}
-
-/// How long the worker polls (commands and ingress rings) before it blocks, from
-/// `SWACTOR_WORKER_SPIN_US` (default 50 µs; 0 never polls). Short polling keeps wake hints
-/// and the consumption of a streaming ring off the sleep/wake path.
-fn spin_budget() -> Duration {
-    let us =
-        std::env::var("SWACTOR_WORKER_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50u64);
-    Duration::from_micros(us)
 }
 
 /// The next input: polls for up to `spin` (consuming ingress rings that received bytes
