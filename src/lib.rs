@@ -27,6 +27,7 @@ pub mod clock;
 pub mod control;
 pub mod edge;
 pub mod events;
+pub mod fuzz;
 pub mod membership;
 pub mod model;
 pub mod net;

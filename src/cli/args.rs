@@ -538,6 +538,10 @@ pub enum UtilCommand {
         #[arg(long, default_value_t = 0)]
         uncommitted: u64,
     },
+    /// Feed every decoder of untrusted bytes (object header, control frames, worker lines,
+    /// GGUF header, pool file, plan) seeded mutations of valid inputs; report panics and
+    /// slow inputs (exit 1 when any is found).
+    Fuzz(FuzzArgs),
     /// Test helper: a hostile SWIM participant that claims someone else's node id and
     /// endpoint id and sends to `--target` until killed. Prints its address first.
     SwimImpostor {
@@ -557,6 +561,23 @@ pub enum UtilCommand {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: std::net::SocketAddr,
     },
+}
+
+/// `swactor util fuzz` (hidden): every decoder of untrusted bytes fed mutated inputs.
+#[derive(Debug, Args)]
+pub struct FuzzArgs {
+    /// The decoders to fuzz (default: all).
+    #[arg(long, value_enum)]
+    pub target: Vec<crate::fuzz::Target>,
+    /// Inputs per decoder.
+    #[arg(long, default_value_t = 100_000)]
+    pub iterations: u64,
+    /// Seed of the first run (a finding names the seed that replays it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// How `util swim-impostor` attacks.

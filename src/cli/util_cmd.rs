@@ -50,7 +50,49 @@ pub fn run(cmd: UtilCommand, out: &mut Output) -> Result<(), CliError> {
         UtilCommand::SwimImpostor { mode, node_id, endpoint_id, target, listen } => {
             swim_impostor(mode, node_id, endpoint_id, target, listen, out)
         }
+        UtilCommand::Fuzz(args) => fuzz(&args, out),
     }
+}
+
+fn fuzz(args: &super::args::FuzzArgs, out: &mut Output) -> Result<(), CliError> {
+    use crate::fuzz::{Target, run};
+    let targets = if args.target.is_empty() { Target::ALL.to_vec() } else { args.target.clone() };
+    // Panics are caught and reported; the default hook would print each one.
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut found = 0;
+    for target in targets {
+        let r = run(target, args.seed, args.iterations);
+        if !r.clean() {
+            found += 1;
+        }
+        if args.output.json {
+            out.json("fuzz", &r)?;
+        } else {
+            out.line(format!(
+                "{:<12} {} inputs: {} decoded, {} refused, {} panics, {} slow; slowest {} µs",
+                format!("{target:?}"),
+                r.inputs,
+                r.decoded,
+                r.rejected,
+                r.panics.len(),
+                r.slow.len(),
+                r.slowest_us
+            ))?;
+            for (i, m) in r.panics.iter().take(5) {
+                out.line(format!("  panic at iteration {i} (seed {}): {m}", args.seed))?;
+            }
+        }
+        out.flush()?;
+    }
+    let _ = std::panic::take_hook();
+    if found > 0 {
+        return Err(CliError::new(
+            ExitCode::Internal,
+            "fuzz_findings",
+            eyre!("{found} decoder(s) panicked or hung; rerun with the same --seed to replay"),
+        ));
+    }
+    Ok(())
 }
 
 fn swim_impostor(

@@ -67,6 +67,7 @@ fn lookup(rel: &str) -> Option<u8> {
         ("orchestrator/", 3),
         ("stage/", 3),
         ("bench", 3),
+        ("fuzz.rs", 3),
         ("cli/", 4),
         ("lib.rs", 4),
         ("main.rs", 4),
