@@ -177,36 +177,110 @@ pub fn completion(shell: Shell) -> Vec<u8> {
 }
 
 /// Visible commands that have no subcommands of their own, with their full names.
-fn leaf_commands(cmd: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {
+fn all_commands(cmd: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("{prefix} {}", sub.get_name());
+        out.push((name.clone(), sub.clone()));
         if sub.has_subcommands() {
-            leaf_commands(sub, &name, out);
-        } else {
-            out.push((name, sub.clone()));
+            all_commands(sub, &name, out);
         }
     }
 }
 
-/// Man pages: `swactor.1` first, then one page per visible leaf command.
+/// Man pages as paths under a man directory (`man -M DIR swactor` reads them):
+/// `man1/swactor.1` first, then one page per visible command (groups too, so every page a
+/// page refers to exists), and `man5/swactor-pool.5`, the pool file format.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
-    let root = Cli::command();
+    // `help` subcommands only repeat `--help`: the pages leave them out.
+    fn no_help(cmd: clap::Command) -> clap::Command {
+        cmd.disable_help_subcommand(true).mut_subcommands(no_help)
+    }
+    let root = no_help(Cli::command());
     let mut pages = Vec::new();
     let mut buf = Vec::new();
     // Rendering into a Vec cannot fail.
     let _ = clap_mangen::Man::new(root.clone()).render(&mut buf);
-    pages.push(("swactor.1".to_string(), buf));
-    let mut leaves = Vec::new();
-    leaf_commands(&root, "swactor", &mut leaves);
-    for (full, sub) in leaves {
+    pages.push(("man1/swactor.1".to_string(), buf));
+    let mut commands = Vec::new();
+    all_commands(&root, "swactor", &mut commands);
+    for (full, sub) in commands {
         let dashed = full.replace(' ', "-");
         let cmd = sub.name(dashed.clone()).bin_name(full).version(env!("CARGO_PKG_VERSION"));
         let mut buf = Vec::new();
         let _ = clap_mangen::Man::new(cmd).render(&mut buf);
-        pages.push((format!("{dashed}.1"), buf));
+        pages.push((format!("man1/{dashed}.1"), buf));
     }
+    pages.push(("man5/swactor-pool.5".to_string(), POOL_FILE_PAGE.as_bytes().to_vec()));
     pages
 }
+
+/// The pool file format (written by hand: clap knows only the commands).
+const POOL_FILE_PAGE: &str = r#".TH swactor-pool 5 "" "swactor" "File formats"
+.SH NAME
+swactor\-pool \- the pool file: the hosts of a swactor pool and its orchestrator
+.SH DESCRIPTION
+A TOML file read by \fBswactor run plan\fR, \fBswactor orchestrate pool\fR and
+\fBswactor pool watch\fR. It names the orchestrator and every node; SWIM membership
+accepts exactly the (node id, endpoint id) pairs it names. It is checked before anything
+starts: duplicate node ids, malformed endpoint ids, a placement naming unknown nodes or
+ranges that do not tile the model are typed errors.
+.SH "[orchestrator]"
+.TP
+\fBnode_id\fR (integer, required)
+The orchestrator's node id in SWIM; distinct from every node's.
+.TP
+\fBendpoint_id\fR (string, optional)
+The orchestrator's endpoint id (64 hex digits, either case). The running orchestrator
+fills in its own.
+.TP
+\fBaddrs\fR (array of "ip:port", optional)
+Where nodes reach the orchestrator; the running orchestrator fills in its own.
+.SH "[[nodes]] (one table per node)"
+.TP
+\fBnode_id\fR (integer, required)
+The node id the node was booted with (\fBswactor node boot \-\-node\-id\fR).
+.TP
+\fBendpoint_id\fR (string, required)
+The node's iroh endpoint id: the public half of its key (\fBswactor node id \-\-key FILE\fR
+prints it), 64 hex digits, either case.
+.TP
+\fBaddrs\fR (array of "ip:port", required)
+The node's iroh addresses (what \fBnode_available\fR printed).
+.TP
+\fBmemory_bytes\fR (integer, required)
+Memory the node can give a stage; weights the split and bounds the planner's memory
+prediction (a plan that does not fit is rejected with \fBexceeds_node_memory\fR).
+.TP
+\fBdevice\fR (string, optional)
+A label for the node's compute device.
+.SH "[placement] (optional)"
+.TP
+\fBnodes\fR (array of node ids)
+The nodes to place stages on, in pipeline order.
+.TP
+\fBlayers\fR (array of "start..end")
+Explicit contiguous block ranges, one per stage.
+.SH EXAMPLE
+.nf
+[orchestrator]
+node_id = 100
+
+[[nodes]]
+node_id = 1
+endpoint_id = "6a1f...e3"
+addrs = ["10.0.0.11:7000"]
+memory_bytes = 8589934592
+
+[[nodes]]
+node_id = 2
+endpoint_id = "9c04...7b"
+addrs = ["10.0.0.12:7000"]
+memory_bytes = 8589934592
+.fi
+.SH "SEE ALSO"
+swactor\-run\-plan(1), swactor\-orchestrate\-pool(1), swactor\-pool\-watch(1),
+swactor\-node\-boot(1)
+"#;
 
 /// The whole CLI reference as Markdown: every visible command's full help.
 pub fn markdown_help() -> String {

@@ -32,11 +32,34 @@ fn committed_shell_completions_are_up_to_date() {
 #[test]
 fn committed_man_pages_are_up_to_date() {
     let pages = man_pages();
-    assert!(pages.iter().any(|(n, _)| n == "swactor-run-plan.1"));
+    assert!(pages.iter().any(|(n, _)| n == "man1/swactor-run-plan.1"));
+    assert!(pages.iter().any(|(n, _)| n == "man5/swactor-pool.5"), "the pool file has its page");
     assert!(!pages.iter().any(|(n, _)| n.contains("util")), "hidden commands get no page");
     for (name, page) in pages {
         let fresh = String::from_utf8(page).expect("utf8");
         assert!(committed(&format!("man/{name}")) == fresh, "man/{name} is stale; regenerate it");
+    }
+}
+
+#[test]
+fn every_page_a_man_page_refers_to_exists() {
+    let pages = man_pages();
+    let names: Vec<String> = pages
+        .iter()
+        .filter_map(|(n, _)| n.rsplit('/').next())
+        .map(|n| n.replace('.', "("))
+        .collect();
+    for (name, page) in &pages {
+        let text = String::from_utf8_lossy(page).replace("\\-", "-");
+        for word in text.split(|c: char| c.is_whitespace() || c == ',') {
+            if word.starts_with("swactor") && (word.ends_with("(1)") || word.ends_with("(5)")) {
+                let wanted = word.trim_end_matches(')');
+                assert!(
+                    names.iter().any(|n| n == wanted),
+                    "{name} refers to {word}, which has no page"
+                );
+            }
+        }
     }
 }
 
