@@ -143,8 +143,13 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
     let members: Vec<String> = state.members.iter().map(ToString::to_string).collect();
     let members = if members.is_empty() { "none".to_string() } else { members.join(", ") };
     out.line(format!(
-        "node {} ({}): {} arena leases, {} installed rings, members up: {members}",
-        state.node_id, state.endpoint_id, state.arena_leases, state.installed_rings
+        "node {} ({}): {} arena leases, {} installed rings, {} device objects, members up: \
+         {members}",
+        state.node_id,
+        state.endpoint_id,
+        state.arena_leases,
+        state.installed_rings,
+        state.device_objects
     ))?;
     if state.edges.is_empty() {
         out.line("no edges (no run is provisioned on this node)")?;

@@ -119,6 +119,9 @@ pub struct HostSnapshot {
     pub edges: Vec<serde_json::Value>,
     /// The stage, if one was provisioned.
     pub stage: Option<serde_json::Value>,
+    /// Device objects the worker holds.
+    #[serde(default)]
+    pub device_objects: u64,
 }
 
 /// The stage host. See the module docs.
@@ -152,6 +155,8 @@ pub struct StageHost {
     /// Fault injection for tests (`SWACTOR_FAULT_SKIP_SEQUENCE`): the output of this
     /// sequence is labelled with the next one, as a broken stage would.
     skip_sequence: Option<u64>,
+    /// Device objects the worker holds, as it last reported.
+    device_objects: u64,
 }
 
 impl StageHost {
@@ -195,6 +200,7 @@ impl StageHost {
             steps: HashMap::new(),
             parked: HashMap::new(),
             skip_sequence: std::env::var(SKIP_SEQUENCE_ENV).ok().and_then(|v| v.parse().ok()),
+            device_objects: 0,
         }
     }
 
@@ -208,6 +214,7 @@ impl StageHost {
         HostSnapshot {
             arena_leases: self.manager.live_count(),
             installed_rings: self.installed.len(),
+            device_objects: self.device_objects,
             edges: self
                 .records
                 .values()
@@ -414,6 +421,7 @@ impl StageHost {
             }
             CtlOutput::Ready { generation, .. } | CtlOutput::Restarting { generation } => {
                 self.generation = generation;
+                self.device_objects = 0; // a new worker holds nothing
             }
             CtlOutput::Failed { reason } => {
                 eprintln!("swactor node: worker failed for good: {reason}");
@@ -540,6 +548,7 @@ impl StageHost {
             WorkerEvent::WorkerFatal { reason } => {
                 eprintln!("swactor node: worker fatal: {reason}");
             }
+            WorkerEvent::DeviceObjects { live } => self.device_objects = live,
             WorkerEvent::WorkerReady { .. }
             | WorkerEvent::WorkerStopped { .. }
             | WorkerEvent::RoleReleased { .. }

@@ -117,6 +117,10 @@ pub struct EdgeInspect {
     /// Rings installed in the worker.
     #[serde(default)]
     pub installed_rings: usize,
+    /// Device objects the worker holds (loaded inputs, outputs of a step in flight): zero
+    /// between runs.
+    #[serde(default)]
+    pub device_objects: u64,
     /// Edge records of the current (or last) run.
     pub edges: Vec<serde_json::Value>,
     /// The provisioned stage, if any.
@@ -447,6 +451,7 @@ async fn serve(
                     let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
                     s.arena_leases = snap.arena_leases;
                     s.installed_rings = snap.installed_rings;
+                    s.device_objects = snap.device_objects;
                     s.edges = snap.edges;
                     s.stage = snap.stage;
                 }

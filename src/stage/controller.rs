@@ -202,7 +202,10 @@ impl StageController {
         }
     }
 
-    /// A whole object was loaded from the inbound edge.
+    /// A whole object was loaded from the inbound edge. Every loaded object ends as the
+    /// input of exactly one step or in a `ReleaseObject`: one the stage does not take (a
+    /// wrong edge, a sequence violation, a stage faulted, stopping or stopped) is released
+    /// at once.
     pub fn object_loaded(
         &mut self,
         edge: EdgeId,
@@ -211,13 +214,15 @@ impl StageController {
         extent: u64,
         handle: DeviceHandle,
     ) {
-        let Some(p) = &self.prov else { return };
-        if edge != p.inbound.edge_id
-            || !matches!(
+        let accepted = self.prov.as_ref().is_some_and(|p| p.inbound.edge_id == edge)
+            && matches!(
                 self.state,
                 State::Ready | State::Executing { .. } | State::Preparing { .. }
-            )
-        {
+            );
+        if !accepted {
+            // Another edge's, or a stage that takes no run work (faulted, stopping, stopped,
+            // never provisioned): the object is freed, never kept or dropped.
+            self.commands.push_back(StageCommand::ReleaseObject(handle));
             return;
         }
         let expected = Sequence(
@@ -226,6 +231,7 @@ impl StageController {
                 + u64::from(matches!(self.state, State::Executing { .. })),
         );
         if sequence != expected {
+            self.commands.push_back(StageCommand::ReleaseObject(handle));
             self.fault(FaultReason::Stage(StageFault::SequenceViolation));
             return;
         }

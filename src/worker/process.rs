@@ -93,6 +93,8 @@ struct Worker {
     active: Option<ActiveStep>,
     stopping: Option<ShutdownMode>,
     events: Vec<Event>,
+    /// The live device object count last reported (`DeviceObjects`).
+    reported_live: usize,
 }
 
 /// Runs the worker process until it stops; returns its exit status.
@@ -118,12 +120,16 @@ pub fn run() -> u8 {
         active: None,
         stopping: None,
         events: Vec::new(),
+        reported_live: 0,
     };
     let stdout = std::io::stdout();
     let spin = spin_budget();
     loop {
         let input = next_input(&rx, &mut worker, spin);
         let exit = worker.handle(input);
+        if exit.is_none() {
+            worker.report_live();
+        }
         let mut out = stdout.lock();
         for e in worker.events.drain(..) {
             if out.write_all(encode_line(&e).as_bytes()).is_err() {
@@ -286,11 +292,8 @@ impl Worker {
             }
             Command::ExecuteStep { role_id, step_id, inputs, outputs, release_inputs_after } => {
                 if self.stopping.is_some() {
-                    self.events.push(Event::StepFailed {
-                        role_id,
-                        step_id,
-                        reason: StepFailure::Aborted,
-                    });
+                    let reason = StepFailure::Aborted;
+                    self.step_failed(role_id, step_id, &inputs, release_inputs_after, reason);
                 } else {
                     self.pending.push_back(PendingStep {
                         role_id,
@@ -476,6 +479,46 @@ impl Worker {
         self.events.len() > before
     }
 
+    /// Reports the live device object count if it changed since the last report.
+    fn report_live(&mut self) {
+        let Some(ready) = self.ready.as_ref() else { return };
+        let live = ready.bridge.live();
+        if live != self.reported_live {
+            self.reported_live = live;
+            self.events.push(Event::DeviceObjects { live: live as u64 });
+        }
+    }
+
+    /// Reports a step that ended without completing; frees its inputs if it owned them.
+    fn step_failed(
+        &mut self,
+        role_id: RoleId,
+        step_id: StepId,
+        inputs: &[InputBinding],
+        release_inputs: bool,
+        reason: StepFailure,
+    ) {
+        if release_inputs {
+            self.release_inputs(inputs);
+        }
+        self.events.push(Event::StepFailed { role_id, step_id, reason });
+    }
+
+    /// Frees a finished step's inputs (a handle of another generation is not ours: skipped).
+    fn release_inputs(&mut self, inputs: &[InputBinding]) {
+        let Some(ready) = self.ready.as_mut() else { return };
+        let mut freed = Vec::new();
+        for i in inputs {
+            if ready.bridge.free(i.handle).is_ok() {
+                self.events.push(Event::DeviceObjectReleased { handle: i.handle });
+                freed.push(i.handle);
+            }
+        }
+        for h in freed {
+            self.object_gone(h);
+        }
+    }
+
     fn release_object(&mut self, handle: DeviceHandle) {
         let Some(ready) = self.ready.as_mut() else { return };
         match ready.bridge.free(handle) {
@@ -505,11 +548,13 @@ impl Worker {
                     self.active = Some(active);
                     self.drive_step();
                 }
-                Err(reason) => self.events.push(Event::StepFailed {
-                    role_id: step.role_id,
-                    step_id: step.step_id,
+                Err(reason) => self.step_failed(
+                    step.role_id,
+                    step.step_id,
+                    &step.inputs,
+                    step.release_inputs_after,
                     reason,
-                }),
+                ),
             }
         }
     }
@@ -619,14 +664,7 @@ impl Worker {
             let Some(done) = self.active.take() else { return };
             free_outputs(ready.bridge.as_mut(), &done.outputs);
             if done.release_inputs_after {
-                for i in &done.inputs {
-                    if ready.bridge.free(i.handle).is_ok() {
-                        self.events.push(Event::DeviceObjectReleased { handle: i.handle });
-                    }
-                }
-                for i in &done.inputs {
-                    self.object_gone(i.handle);
-                }
+                self.release_inputs(&done.inputs);
             }
             self.events.push(Event::StepCompleted { role_id: done.role_id, step_id: done.step_id });
             self.start_next_step();
@@ -643,23 +681,32 @@ impl Worker {
         if let Some(ready) = self.ready.as_mut() {
             free_outputs(ready.bridge.as_mut(), &active.outputs);
         }
-        self.events.push(Event::StepFailed {
-            role_id: active.role_id,
-            step_id: active.step_id,
+        self.step_failed(
+            active.role_id,
+            active.step_id,
+            &active.inputs,
+            active.release_inputs_after,
             reason,
-        });
+        );
         self.start_next_step();
+    }
+
+    /// Fails every step that has not started with `aborted`.
+    fn abort_pending(&mut self) {
+        while let Some(p) = self.pending.pop_front() {
+            self.step_failed(
+                p.role_id,
+                p.step_id,
+                &p.inputs,
+                p.release_inputs_after,
+                StepFailure::Aborted,
+            );
+        }
     }
 
     fn abort_active(&mut self) {
         self.fail_active(StepFailure::Aborted);
-        while let Some(p) = self.pending.pop_front() {
-            self.events.push(Event::StepFailed {
-                role_id: p.role_id,
-                step_id: p.step_id,
-                reason: StepFailure::Aborted,
-            });
-        }
+        self.abort_pending();
     }
 
     fn maybe_stop(&mut self) -> Option<u8> {
@@ -667,13 +714,7 @@ impl Worker {
         if self.active.is_some() {
             return None;
         }
-        while let Some(p) = self.pending.pop_front() {
-            self.events.push(Event::StepFailed {
-                role_id: p.role_id,
-                step_id: p.step_id,
-                reason: StepFailure::Aborted,
-            });
-        }
+        self.abort_pending();
         self.events.push(Event::WorkerStopped { mode });
         Some(EXIT_STOPPED)
     }

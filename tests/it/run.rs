@@ -152,12 +152,12 @@ impl Nodes {
         serde_json::from_slice(&out.stdout).expect("inspect json")
     }
 
-    /// Waits until node `i` holds no arena lease and no installed ring.
+    /// Waits until node `i` holds no arena lease, no installed ring and no device object.
     fn assert_clean(&self, i: u32) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let v = self.inspect(i);
-            if v["arena_leases"] == 0 && v["installed_rings"] == 0 {
+            if v["arena_leases"] == 0 && v["installed_rings"] == 0 && v["device_objects"] == 0 {
                 return;
             }
             assert!(Instant::now() < deadline, "node {i} kept resources: {v}");
@@ -383,16 +383,45 @@ fn footprint(nodes: &Nodes, i: u32) -> (usize, usize, u64, usize) {
 }
 
 #[test]
-fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_or_process() {
+fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_device_object_or_process() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let model = synth_model(4);
-    let nodes = Nodes::boot("run-ten", 3, |_| vec![]);
+    // Node 2 mislabels the output of sequence 10: runs of 8 tokens never get there and
+    // complete; run 4, of 16 tokens, faults at node 3's ingress on the sequence violation.
+    // Runs 6 and 8 are stopped by the operator mid-decode (an object in flight meets a
+    // stopping stage, or a step in flight is aborted).
+    let nodes = Nodes::boot("run-ten", 3, |i| {
+        if i == 2 { vec![("SWACTOR_FAULT_SKIP_SEQUENCE", "10".to_string())] } else { vec![] }
+    });
     let mut after = Vec::new();
     for run in 1..=10 {
-        let r = nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &run.to_string()]);
-        let (code, lines, err) = r.finish();
-        assert_eq!(code, 0, "run {run}: {err}");
-        assert_eq!(tokens(&lines).len(), 8);
+        let id = run.to_string();
+        match run {
+            4 => {
+                let r = nodes.orchestrate(&model, &["--max-tokens", "16", "--run-id", &id]);
+                let (code, lines, err) = r.finish();
+                assert_eq!(code, 7, "run {run}: {err}");
+                let f = the_fault(&lines);
+                assert_eq!(f["reason"], "object.sequence_violation", "run {run}: {f}");
+                assert_eq!(f["node_id"], 3, "run {run}: {f}");
+            }
+            6 | 8 => {
+                let args = ["--max-tokens", "1000", "--max-seq-len", "1100", "--run-id", &id];
+                let mut r = nodes.orchestrate(&model, &args);
+                r.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 3);
+                signal(r.child.id(), rustix::process::Signal::INT);
+                let (code, lines, err) = r.finish();
+                assert_eq!(code, 9, "run {run}: {err}");
+                assert_one_outcome_and_teardown(&lines, "operator_stopped", &[0, 1, 2]);
+            }
+            _ => {
+                let r = nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &id]);
+                let (code, lines, err) = r.finish();
+                assert_eq!(code, 0, "run {run}: {err}");
+                assert_eq!(tokens(&lines).len(), 8);
+            }
+        }
+        // No lease, ring or device object is left, after faulted runs as after clean ones.
         for i in 1..=3 {
             nodes.assert_clean(i);
         }

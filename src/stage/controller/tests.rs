@@ -156,8 +156,41 @@ fn duplicate_skipped_or_regressed_sequences_fault_the_stage() {
             }]
         );
         c.object_loaded(EdgeId(1), ObjectId(3), Sequence(1), 4, handle(3));
-        assert!(cmds(&mut c).is_empty(), "a faulted stage rejects run work");
+        assert_eq!(
+            cmds(&mut c),
+            [StageCommand::ReleaseObject(handle(2)), StageCommand::ReleaseObject(handle(3))],
+            "a faulted stage runs nothing; the violating object and later ones are freed"
+        );
     }
+}
+
+#[test]
+fn every_loaded_object_the_stage_does_not_take_is_released_not_dropped() {
+    // Another edge's object, while ready.
+    let mut c = ready(1, 3);
+    c.object_loaded(EdgeId(7), ObjectId(1), Sequence(0), 16, handle(1));
+    assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(1))]);
+    assert!(events(&mut c).is_empty(), "a stray object is freed, not a fault");
+    // Objects waiting behind the active step are freed by the fault; one arriving while
+    // the stage is faulted too.
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(2));
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), 256, handle(3));
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { .. }]));
+    c.fault(FaultReason::Step(StepFailure::ComputeFailed));
+    c.object_loaded(EdgeId(2), ObjectId(3), Sequence(2), 256, handle(4));
+    assert_eq!(
+        cmds(&mut c),
+        [StageCommand::ReleaseObject(handle(3)), StageCommand::ReleaseObject(handle(4))]
+    );
+    // While stopping, and once stopped.
+    c.stop_run(ORCH, RunId(9));
+    cmds(&mut c);
+    c.object_loaded(EdgeId(2), ObjectId(4), Sequence(3), 256, handle(5));
+    assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(5))]);
+    // Never provisioned.
+    let mut fresh = StageController::new(ORCH);
+    fresh.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(6));
+    assert_eq!(cmds(&mut fresh), [StageCommand::ReleaseObject(handle(6))]);
 }
 
 #[test]
