@@ -38,7 +38,7 @@ use crate::wire::{
     Sequence, StageIndex, StepId, WorkerGeneration,
 };
 use crate::worker::protocol::{
-    Command, Event as WorkerEvent, InputBinding, OutputBinding, RoleConfig, UninstallReason,
+    Command, Event as WorkerEvent, InputBinding, OutputBinding, UninstallReason,
 };
 use crate::workerctl::{CtlOutput, WorkerDriver, WorkerNotifier};
 
@@ -315,7 +315,7 @@ impl StageHost {
                     });
                 }
             }
-            HostInput::WeightsResolved(run, result) => self.weights_resolved(run, result).await,
+            HostInput::WeightsResolved(run, result) => self.weights_resolved(run, result),
             HostInput::PumpReady(edge) => self.establisher.driver_ready(edge),
             HostInput::PumpEnded(edge, end) => {
                 self.pumps.remove(&edge);
@@ -564,7 +564,7 @@ impl StageHost {
         }
     }
 
-    async fn weights_resolved(&mut self, run: RunId, result: Result<(PathBuf, u64), WeightsError>) {
+    fn weights_resolved(&mut self, run: RunId, result: Result<(PathBuf, u64), WeightsError>) {
         let Some(p) = self.controller.as_ref().and_then(|c| c.provisioning()).cloned() else {
             return;
         };
@@ -577,31 +577,8 @@ impl StageHost {
                 self.stage_fault(e.reason.into(), Component::Weights);
             }
             Ok((path, bytes)) => {
-                let config = RoleConfig::LlamaStage {
-                    weights: path.display().to_string(),
-                    layers: p.layers,
-                    embedding: p.embedding,
-                    head: p.head,
-                    max_seq_len: p.runtime.max_seq_len,
-                    activation_dtype: p.runtime.activation_dtype,
-                    sampling: p.runtime.sampling,
-                };
-                match self.worker.send(Command::ConfigureRole { role_id: STAGE_ROLE, config }).await
-                {
-                    Ok(()) => self.emit(Event::WeightsLoaded {
-                        run_id: run,
-                        node_id: self.node_id,
-                        stage_index: p.stage_index,
-                        layers: p.layers,
-                        bytes,
-                    }),
-                    Err(e) => {
-                        eprintln!("swactor node: cannot configure the worker: {e}");
-                        self.stage_fault(
-                            crate::wire::reason::WorkerFatal::Exited.into(),
-                            Component::WorkerCtl,
-                        );
-                    }
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.weights_ready(run, path.display().to_string(), bytes);
                 }
             }
         }
@@ -659,6 +636,14 @@ impl StageHost {
         let provisioning = |h: &Self| h.controller.as_ref().and_then(|c| c.provisioning()).cloned();
         match cmd {
             StageCommand::ConfigureRole(p) => self.fetch_weights(&p),
+            StageCommand::LoadRole(config) => {
+                let load = Command::ConfigureRole { role_id: STAGE_ROLE, config };
+                if let Err(e) = self.worker.send(load).await {
+                    eprintln!("swactor node: cannot configure the worker: {e}");
+                    let reason = crate::wire::reason::WorkerFatal::Exited.into();
+                    self.stage_fault(reason, Component::WorkerCtl);
+                }
+            }
             StageCommand::ProvisionRx(edge_id) => {
                 let Some(p) = provisioning(self) else { return };
                 self.provision_edge(
@@ -825,6 +810,10 @@ impl StageHost {
                     node_id: self.node_id,
                     stage_index,
                 });
+            }
+            StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes } => {
+                let node_id = self.node_id;
+                self.emit(Event::WeightsLoaded { run_id, node_id, stage_index, layers, bytes });
             }
             StageEvent::StageReady { run_id, stage_index } => {
                 self.send(ControlMessage::StageReady { run_id, stage_index });

@@ -8,9 +8,11 @@
 //!   stage 0 and head exactly on the last, two distinct edges); anything else is refused
 //!   with `stage.provision_rejected`, and a second provisioning of an active stage with
 //!   `stage.already_provisioned`.
-//! - Preparation runs in parallel: configure the worker role (its weights), establish the
-//!   inbound and outbound edges. `StageReady` comes only once the role is configured
-//!   (weights ready) and both edges are ready.
+//! - Preparation runs in parallel: resolve the weights then have the worker load them,
+//!   establish the inbound and outbound edges. `WeightsLoaded` comes only once the worker
+//!   reported the role configured (a load failure is a weights fault and no
+//!   `WeightsLoaded`); `StageReady` only once the role is configured and both edges are
+//!   ready.
 //! - Ready: an inbound object with the next expected sequence (0 is the prefill, then +1)
 //!   gives exactly one `ExecuteStep` whose output carries the same sequence; one active step
 //!   at a time (an object arriving during a step waits). A duplicate, skipped or regressed
@@ -24,13 +26,18 @@ use std::collections::VecDeque;
 
 use crate::wire::reason::{FaultReason, StageFault};
 use crate::wire::{EdgeId, NodeId, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId};
-use crate::worker::protocol::DeviceHandle;
+use crate::worker::protocol::{DeviceHandle, RoleConfig};
 
 /// What the controller asks of the node's other components.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StageCommand {
-    /// Configure the worker role for this stage (loads the weights).
+    /// Make the stage's weights available on this host and check them (download, parse,
+    /// block count); answered by [`StageController::weights_ready`] or a weights fault.
     ConfigureRole(Box<ProvisionStage>),
+    /// Configure the worker role from the resolved weights (the worker reads them,
+    /// validates the range and binds them); answered by the worker's `RoleConfigured`
+    /// ([`StageController::role_ready`]) or `RoleFailed` (a weights fault).
+    LoadRole(RoleConfig),
     /// Establish the receive edge.
     ProvisionRx(EdgeId),
     /// Establish the send edge.
@@ -65,6 +72,18 @@ pub enum StageEvent {
         run_id: RunId,
         /// The stage.
         stage_index: StageIndex,
+    },
+    /// The worker configured the role: its weights are read, its range validated and
+    /// bound. Never before the worker said so, never after a load failure.
+    WeightsLoaded {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+        /// The blocks loaded.
+        layers: crate::wire::LayerRange,
+        /// The stage's weight bytes.
+        bytes: u64,
     },
     /// Worker, weights and both edges are ready.
     StageReady {
@@ -115,6 +134,8 @@ enum State {
 pub struct StageController {
     orchestrator: NodeId,
     prov: Option<Box<ProvisionStage>>,
+    /// The resolved weights' bytes, once `LoadRole` was asked for.
+    loading: Option<u64>,
     state: State,
     next: Sequence,
     next_step: u64,
@@ -129,6 +150,7 @@ impl StageController {
         StageController {
             orchestrator,
             prov: None,
+            loading: None,
             state: State::Unprovisioned,
             next: Sequence(0),
             next_step: 1,
@@ -167,16 +189,49 @@ impl StageController {
         self.commands.push_back(StageCommand::ProvisionRx(p.inbound.edge_id));
         self.commands.push_back(StageCommand::ProvisionTx(p.outbound.edge_id));
         self.prov = Some(Box::new(p));
+        self.loading = None;
         self.state = State::Preparing { role: false, inbound: false, outbound: false };
         self.next = Sequence(0);
         self.waiting.clear();
         Ok(())
     }
 
-    /// The worker configured the role: weights are ready.
+    /// The weights of `run` are on this host (at `path`, `bytes` of them for this stage)
+    /// and checked: the worker is asked to load them. Ignored unless the stage of `run` is
+    /// preparing and has not asked yet.
+    pub fn weights_ready(&mut self, run: RunId, path: String, bytes: u64) {
+        let Some(p) = &self.prov else { return };
+        if p.run_id != run
+            || self.loading.is_some()
+            || !matches!(self.state, State::Preparing { role: false, .. })
+        {
+            return;
+        }
+        self.loading = Some(bytes);
+        self.commands.push_back(StageCommand::LoadRole(RoleConfig::LlamaStage {
+            weights: path,
+            layers: p.layers,
+            embedding: p.embedding,
+            head: p.head,
+            max_seq_len: p.runtime.max_seq_len,
+            activation_dtype: p.runtime.activation_dtype,
+            sampling: p.runtime.sampling,
+        }));
+    }
+
+    /// The worker configured the role (`RoleConfigured`): the weights are loaded. Counts
+    /// only as the answer to `LoadRole`, while preparing.
     pub fn role_ready(&mut self) {
-        if let State::Preparing { role, .. } = &mut self.state {
+        let Some((run_id, stage_index)) = self.ids() else { return };
+        let (Some(bytes), Some(layers)) = (self.loading, self.prov.as_ref().map(|p| p.layers))
+        else {
+            return;
+        };
+        if let State::Preparing { role, .. } = &mut self.state
+            && !*role
+        {
             *role = true;
+            self.events.push_back(StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes });
         }
         self.check_ready();
     }

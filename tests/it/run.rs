@@ -581,6 +581,35 @@ fn a_weights_url_that_404s_faults_the_run_with_download_failed() {
 }
 
 #[test]
+fn a_worker_that_cannot_load_its_weights_faults_the_run_and_its_stage_never_says_weights_loaded() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A model whose header is sound (the node's checks pass: it parses, its block count is
+    // the plan's) but one of block 1's tensors is named so no loader finds it: only the
+    // worker that reads block 1 fails, with `weights.missing_tensor`.
+    let broken = scratch().join("synth-4-missing-tensor.gguf");
+    let mut bytes = std::fs::read(synth_model(4)).expect("model");
+    let (from, to) = (b"blk.1.ffn_up.weight", b"blk.1.ffn_zz.weight");
+    let at = bytes.windows(from.len()).position(|w| w == from).expect("tensor name");
+    bytes[at..at + to.len()].copy_from_slice(to);
+    std::fs::write(&broken, bytes).expect("write");
+    let nodes = Nodes::boot("run-weights-load", 3, |_| vec![]);
+    let (code, lines, err) = nodes.orchestrate(&broken, &["--max-tokens", "4"]).finish();
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "weights.missing_tensor", "{f}");
+    assert_eq!(f["component"], "weights");
+    let failed = f["node_id"].clone();
+    let loaded: Vec<&Value> =
+        events(&lines, "weights_loaded").into_iter().filter(|v| v["node_id"] == failed).collect();
+    assert!(loaded.is_empty(), "the stage that failed to load said weights_loaded: {loaded:?}");
+    assert!(events(&lines, "token").is_empty());
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
 fn sigint_during_decode_stops_the_run_as_operator_stopped_with_a_full_teardown() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let nodes = Nodes::boot("run-sigint", 3, |_| vec![]);

@@ -1,7 +1,7 @@
 //! StageController contract tests (DESIGN.md 4.5).
 
 use super::*;
-use crate::wire::reason::{ObjectFailure, StepFailure};
+use crate::wire::reason::{ObjectFailure, StepFailure, WeightsFailure};
 use crate::wire::{
     ActivationDType, LayerRange, ObjectSpec, Peer, RecvEdgeProvision, RingSpec, RuntimeConfig,
     SamplingPolicy, SendEdgeProvision, WeightSource, WorkerGeneration,
@@ -66,10 +66,15 @@ fn ready(stage: u32, count: u32) -> StageController {
     c.provision(ORCH, prov(stage, count)).expect("provision");
     cmds(&mut c);
     events(&mut c);
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
     c.role_ready();
     c.edge_ready(EdgeId(u64::from(stage) + 1));
     c.edge_ready(EdgeId(u64::from(stage) + 2));
-    assert!(matches!(events(&mut c)[..], [StageEvent::StageReady { .. }]));
+    assert!(matches!(
+        events(&mut c)[..],
+        [StageEvent::WeightsLoaded { .. }, StageEvent::StageReady { .. }]
+    ));
+    cmds(&mut c);
     c
 }
 
@@ -88,8 +93,9 @@ fn stage_ready_comes_only_after_role_and_both_edges() {
         vec![StageEvent::ProvisionStarted { run_id: RunId(9), stage_index: StageIndex(1) }]
     );
     c.edge_ready(EdgeId(2));
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
     c.role_ready();
-    assert!(events(&mut c).is_empty());
+    assert!(matches!(events(&mut c)[..], [StageEvent::WeightsLoaded { .. }]));
     c.edge_ready(EdgeId(3));
     assert_eq!(
         events(&mut c),
@@ -219,4 +225,54 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
         vec![StageEvent::StageStopped { run_id: RunId(9), stage_index: StageIndex(1) }]
     );
     c.provision(ORCH, prov(1, 3)).expect("a stopped stage can be provisioned again");
+}
+
+#[test]
+fn weights_loaded_comes_only_after_the_worker_configured_the_role_and_never_after_a_failure() {
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    cmds(&mut c);
+    events(&mut c);
+    // A `RoleConfigured` nobody asked for counts for nothing.
+    c.role_ready();
+    assert!(events(&mut c).is_empty());
+    // Weights of another run are ignored; this run's are handed to the worker to load.
+    c.weights_ready(RunId(8), "/old.gguf".into(), 1);
+    assert!(cmds(&mut c).is_empty());
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1234);
+    match &cmds(&mut c)[..] {
+        [StageCommand::LoadRole(RoleConfig::LlamaStage { weights, layers, .. })] => {
+            assert_eq!((weights.as_str(), *layers), ("/m.gguf", LayerRange::new(2, 4)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(events(&mut c).is_empty(), "resolved weights are not loaded weights");
+    c.role_ready();
+    assert_eq!(
+        events(&mut c),
+        [StageEvent::WeightsLoaded {
+            run_id: RunId(9),
+            stage_index: StageIndex(1),
+            layers: LayerRange::new(2, 4),
+            bytes: 1234
+        }]
+    );
+    c.role_ready();
+    assert!(events(&mut c).is_empty(), "once");
+
+    // The worker failed to load: the weights fault, and no `WeightsLoaded`, ever.
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1234);
+    events(&mut c);
+    c.fault(FaultReason::Weights(WeightsFailure::MissingTensor));
+    c.role_ready();
+    assert_eq!(
+        events(&mut c),
+        [StageEvent::StageFault {
+            run_id: RunId(9),
+            stage_index: StageIndex(1),
+            reason: FaultReason::Weights(WeightsFailure::MissingTensor)
+        }]
+    );
 }
