@@ -419,13 +419,25 @@ impl StageHost {
                     p.stop.notify_one();
                 }
             }
-            CtlOutput::Ready { generation, .. } | CtlOutput::Restarting { generation } => {
+            CtlOutput::Ready { generation, .. } => {
                 self.generation = generation;
                 self.device_objects = 0; // a new worker holds nothing
+            }
+            CtlOutput::Restarting { generation } => {
+                self.generation = generation;
+                self.device_objects = 0;
+                // The crashed worker took the stage's role with it.
+                self.fault_component.get_or_insert(Component::WorkerCtl);
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.worker_reaped();
+                }
             }
             CtlOutput::Failed { reason } => {
                 eprintln!("swactor node: worker failed for good: {reason}");
                 self.stage_fault(reason.into(), Component::WorkerCtl);
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.worker_reaped();
+                }
                 alive = false;
             }
             CtlOutput::Stopped => alive = false,
@@ -549,9 +561,13 @@ impl StageHost {
                 eprintln!("swactor node: worker fatal: {reason}");
             }
             WorkerEvent::DeviceObjects { live } => self.device_objects = live,
+            WorkerEvent::RoleReleased { .. } => {
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.role_released();
+                }
+            }
             WorkerEvent::WorkerReady { .. }
             | WorkerEvent::WorkerStopped { .. }
-            | WorkerEvent::RoleReleased { .. }
             | WorkerEvent::DeviceObjectReleased { .. }
             | WorkerEvent::ReleaseFailed { .. } => {}
         }

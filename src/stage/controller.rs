@@ -19,12 +19,13 @@
 //!   sequence faults the stage with `stage.sequence_violation`.
 //! - Role failures, step failures, object failures and edge faults fault the stage with
 //!   their own reasons; the first reason is kept.
-//! - `StopRun` (from the orchestrator, for this run): stop both edges and reset the role;
-//!   `StageStopped` once both edges report stopped.
+//! - `StopRun` (from the orchestrator, for this run): stop both edges and release the role;
+//!   `StageStopped` only once both edges report stopped (their leases released with
+//!   proofs) and the worker confirmed the role released (or its process was reaped).
 
 use std::collections::VecDeque;
 
-use crate::wire::reason::{FaultReason, StageFault};
+use crate::wire::reason::{FaultReason, StageFault, WorkerFatal};
 use crate::wire::{EdgeId, NodeId, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId};
 use crate::worker::protocol::{DeviceHandle, RoleConfig};
 
@@ -57,7 +58,8 @@ pub enum StageCommand {
     },
     /// Stop an edge.
     StopEdge(EdgeId),
-    /// Reset the worker role (free per-run device objects, KV cache).
+    /// Release the worker role (weights, KV cache); answered by the worker's
+    /// `RoleReleased` ([`StageController::role_released`]).
     ResetRole,
     /// Free a loaded input object that will never be executed (fault or stop).
     ReleaseObject(DeviceHandle),
@@ -101,7 +103,8 @@ pub enum StageEvent {
         /// Why.
         reason: FaultReason,
     },
-    /// The stage is torn down.
+    /// The stage is torn down: both edges stopped with their leases released, and the
+    /// worker released the role.
     StageStopped {
         /// The run.
         run_id: RunId,
@@ -121,11 +124,22 @@ struct Loaded {
 #[derive(Debug, Clone, PartialEq)]
 enum State {
     Unprovisioned,
-    Preparing { role: bool, inbound: bool, outbound: bool },
+    Preparing {
+        role: bool,
+        inbound: bool,
+        outbound: bool,
+    },
     Ready,
-    Executing { step: StepId },
+    Executing {
+        step: StepId,
+    },
     Faulted,
-    Stopping { inbound: bool, outbound: bool },
+    /// Waiting for both edges (their leases released with proofs) and the role's release.
+    Stopping {
+        inbound: bool,
+        outbound: bool,
+        role: bool,
+    },
     Stopped,
 }
 
@@ -136,6 +150,9 @@ pub struct StageController {
     prov: Option<Box<ProvisionStage>>,
     /// The resolved weights' bytes, once `LoadRole` was asked for.
     loading: Option<u64>,
+    /// The worker process that held this stage's role is gone (reaped): the role went with
+    /// it.
+    role_gone: bool,
     state: State,
     next: Sequence,
     next_step: u64,
@@ -151,6 +168,7 @@ impl StageController {
             orchestrator,
             prov: None,
             loading: None,
+            role_gone: false,
             state: State::Unprovisioned,
             next: Sequence(0),
             next_step: 1,
@@ -190,6 +208,7 @@ impl StageController {
         self.commands.push_back(StageCommand::ProvisionTx(p.outbound.edge_id));
         self.prov = Some(Box::new(p));
         self.loading = None;
+        self.role_gone = false;
         self.state = State::Preparing { role: false, inbound: false, outbound: false };
         self.next = Sequence(0);
         self.waiting.clear();
@@ -353,11 +372,38 @@ impl StageController {
             return;
         }
         let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
+        self.release_waiting();
+        self.state = State::Stopping { inbound: false, outbound: false, role: self.role_gone };
         self.commands.push_back(StageCommand::StopEdge(inb));
         self.commands.push_back(StageCommand::StopEdge(outb));
-        self.commands.push_back(StageCommand::ResetRole);
-        self.release_waiting();
-        self.state = State::Stopping { inbound: false, outbound: false };
+        if !self.role_gone {
+            self.commands.push_back(StageCommand::ResetRole);
+        }
+    }
+
+    /// The worker confirmed the role's release (`RoleReleased`: weights and KV cache
+    /// dropped).
+    pub fn role_released(&mut self) {
+        if let State::Stopping { role, .. } = &mut self.state {
+            *role = true;
+        }
+        self.check_stopped();
+    }
+
+    /// The worker process that served this stage is gone (reaped after a crash, or failed
+    /// for good): the role and everything it held went with it. An active stage faults
+    /// (`worker.exited`, unless it already faulted); a stopping one counts its role as
+    /// released.
+    pub fn worker_reaped(&mut self) {
+        if self.prov.is_none() || matches!(self.state, State::Stopped) {
+            return;
+        }
+        self.role_gone = true;
+        self.fault(FaultReason::Worker(WorkerFatal::Exited));
+        if let State::Stopping { role, .. } = &mut self.state {
+            *role = true;
+        }
+        self.check_stopped();
     }
 
     fn release_waiting(&mut self) {
@@ -366,20 +412,25 @@ impl StageController {
         }
     }
 
-    /// An edge of this stage is fully torn down.
+    /// An edge of this stage is fully torn down: its pump stopped, the worker quiet and
+    /// its lease released with that proof.
     pub fn edge_stopped(&mut self, edge: EdgeId) {
         let Some(p) = &self.prov else { return };
         let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
-        if let State::Stopping { inbound, outbound } = &mut self.state {
+        if let State::Stopping { inbound, outbound, .. } = &mut self.state {
             *inbound |= edge == inb;
             *outbound |= edge == outb;
-            if *inbound
-                && *outbound
-                && let Some((run_id, stage_index)) = self.ids()
-            {
-                self.state = State::Stopped;
-                self.events.push_back(StageEvent::StageStopped { run_id, stage_index });
-            }
+        }
+        self.check_stopped();
+    }
+
+    /// `StageStopped` once both edges stopped and the role is released.
+    fn check_stopped(&mut self) {
+        if self.state == (State::Stopping { inbound: true, outbound: true, role: true })
+            && let Some((run_id, stage_index)) = self.ids()
+        {
+            self.state = State::Stopped;
+            self.events.push_back(StageEvent::StageStopped { run_id, stage_index });
         }
     }
 

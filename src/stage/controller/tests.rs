@@ -1,7 +1,7 @@
 //! StageController contract tests (DESIGN.md 4.5).
 
 use super::*;
-use crate::wire::reason::{ObjectFailure, StepFailure, WeightsFailure};
+use crate::wire::reason::{ObjectFailure, StepFailure, WeightsFailure, WorkerFatal};
 use crate::wire::{
     ActivationDType, LayerRange, ObjectSpec, Peer, RecvEdgeProvision, RingSpec, RuntimeConfig,
     SamplingPolicy, SendEdgeProvision, WeightSource, WorkerGeneration,
@@ -220,11 +220,55 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
     c.edge_stopped(EdgeId(2));
     assert!(events(&mut c).is_empty());
     c.edge_stopped(EdgeId(3));
+    assert!(events(&mut c).is_empty(), "the role is not released yet");
+    c.role_released();
     assert_eq!(
         events(&mut c),
         vec![StageEvent::StageStopped { run_id: RunId(9), stage_index: StageIndex(1) }]
     );
     c.provision(ORCH, prov(1, 3)).expect("a stopped stage can be provisioned again");
+}
+
+#[test]
+fn stage_stopped_needs_the_role_released_and_both_edges_stopped_in_any_order() {
+    let stopped = vec![StageEvent::StageStopped { run_id: RunId(9), stage_index: StageIndex(1) }];
+    let mut c = ready(1, 3);
+    c.role_released();
+    assert!(events(&mut c).is_empty(), "a release before the stop counts for nothing");
+    c.stop_run(ORCH, RunId(9));
+    cmds(&mut c);
+    c.role_released();
+    c.edge_stopped(EdgeId(3));
+    assert!(events(&mut c).is_empty(), "the inbound edge still holds its lease");
+    c.edge_stopped(EdgeId(2));
+    assert_eq!(events(&mut c), stopped);
+
+    // A worker that crashed took the role with it: its reaping is the release, and the
+    // stage faulted when it happened.
+    let mut c = ready(1, 3);
+    c.worker_reaped();
+    assert!(matches!(
+        events(&mut c)[..],
+        [StageEvent::StageFault { reason: FaultReason::Worker(WorkerFatal::Exited), .. }]
+    ));
+    c.stop_run(ORCH, RunId(9));
+    assert_eq!(
+        cmds(&mut c),
+        [StageCommand::StopEdge(EdgeId(2)), StageCommand::StopEdge(EdgeId(3))],
+        "no role to release in the new worker"
+    );
+    c.edge_stopped(EdgeId(2));
+    c.edge_stopped(EdgeId(3));
+    assert_eq!(events(&mut c), stopped);
+
+    // Reaped while stopping.
+    let mut c = ready(1, 3);
+    c.stop_run(ORCH, RunId(9));
+    c.edge_stopped(EdgeId(2));
+    c.edge_stopped(EdgeId(3));
+    assert!(events(&mut c).is_empty());
+    c.worker_reaped();
+    assert_eq!(events(&mut c), stopped);
 }
 
 #[test]
