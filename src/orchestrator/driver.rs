@@ -469,6 +469,10 @@ async fn run_on(
                 fsm.token_endpoints_ready(Instant::now());
                 progressed = true;
             }
+            if fsm.awaits_token_endpoints() && eps.establisher.live_records() == 0 {
+                fsm.token_endpoints_stopped();
+                progressed = true;
+            }
             if !progressed {
                 break;
             }
@@ -528,15 +532,8 @@ async fn run_on(
                     },
                     Input::Session(node, SessionEvent::Closed) => {
                         out.remove(&node);
-                        if node_of.values().any(|n| *n == node) {
-                            fsm.fault(now, ControlFault::ConnectionLost.into(), Component::ControlChannel, Some(node), None, None);
-                            // No stage report will come from a node without a session.
-                            for (stage, n) in &node_of {
-                                if *n == node {
-                                    let _ = fsm.stage_stopped(plan.run_id, *stage, node);
-                                }
-                            }
-                        }
+                        // No stage report will come from a node without a session: its stages are lost.
+                        fsm.node_lost(now, node, ControlFault::ConnectionLost.into(), Component::ControlChannel);
                     }
                     Input::Session(..) => {}
                     Input::Member(MembershipEvent::Down(id)) => {
@@ -545,13 +542,10 @@ async fn run_on(
                             if let GateEvent::RequiredNodeLost { node, reason } = ev
                                 && node_of.values().any(|n| *n == node)
                             {
-                                fsm.fault(now, reason.into(), Component::Membership, Some(node), None, None);
                                 if reason == MembershipLoss::NodeDown {
-                                    for (stage, n) in &node_of {
-                                        if *n == node {
-                                            let _ = fsm.stage_stopped(plan.run_id, *stage, node);
-                                        }
-                                    }
+                                    fsm.node_lost(now, node, reason.into(), Component::Membership);
+                                } else {
+                                    fsm.fault(now, reason.into(), Component::Membership, Some(node), None, None);
                                 }
                             }
                         }

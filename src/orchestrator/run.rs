@@ -13,13 +13,15 @@
 //! - Faults from any source: the first reason is kept, later ones never replace it.
 //!   Exactly one terminal outcome per run.
 //! - Teardown after every outcome: `StopRun` to every provisioned stage, token endpoints
-//!   stopped, then `run_torn_down` once every stage reported stopped or the teardown
-//!   deadline passed — exactly once, and last.
+//!   stopped, then `run_torn_down` once every stage reported stopped (or was lost: its node
+//!   gone, reported as `stage_lost`, never as stopped) and the token endpoints stopped with
+//!   their leases released — or once the teardown deadline passed, naming what did not
+//!   confirm. Exactly once, and last.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::events::{CompletionCause, Event, RunOutcome};
+use crate::events::{CompletionCause, Event, RunOutcome, TeardownPart};
 use crate::wire::reason::{Component, FaultReason, OperatorStop, Timeout, TokenFault};
 use crate::wire::{EdgeId, NodeId, ObjectId, RunId, RunPlan, Sequence, StageIndex};
 
@@ -71,7 +73,7 @@ pub struct RunTimeouts {
 enum State {
     Provisioning { ready: BTreeSet<StageIndex>, endpoints: bool, deadline: Instant },
     Running { awaiting: Sequence, deadline: Instant },
-    TearingDown { stopped: BTreeSet<StageIndex>, deadline: Instant },
+    TearingDown { stopped: BTreeSet<StageIndex>, endpoints: bool, deadline: Instant },
     Done,
 }
 
@@ -91,6 +93,8 @@ pub struct RunFsm {
     prompt: Vec<u32>,
     generated: u64,
     state: State,
+    /// Stages whose node was lost (settled for teardown, never reported stopped for them).
+    lost: BTreeSet<StageIndex>,
     outcome: Option<RunOutcome>,
     cause: Option<CompletionCause>,
     commands: VecDeque<RunCommand>,
@@ -119,6 +123,7 @@ impl RunFsm {
                 endpoints: false,
                 deadline: now + timeouts.readiness,
             },
+            lost: BTreeSet::new(),
             outcome: None,
             cause: None,
             commands: VecDeque::new(),
@@ -336,8 +341,11 @@ impl RunFsm {
             self.events.push_back(Event::StopRunSent { run_id: self.run_id, node_id, stage_index });
         }
         self.commands.push_back(RunCommand::StopTokenEndpoints);
-        self.state =
-            State::TearingDown { stopped: BTreeSet::new(), deadline: now + self.timeouts.teardown };
+        self.state = State::TearingDown {
+            stopped: BTreeSet::new(),
+            endpoints: false,
+            deadline: now + self.timeouts.teardown,
+        };
     }
 
     /// A stage reports it is torn down.
@@ -356,17 +364,98 @@ impl RunFsm {
                 node_id: from,
                 stage_index: stage,
             });
-            if stopped.len() == self.stages.len() {
-                self.torn_down();
-            }
+            self.check_torn_down();
         }
         Ok(())
     }
 
-    fn torn_down(&mut self) {
+    /// The orchestrator lost `node` (its control session closed, or SWIM declared it
+    /// down): the run faults with `reason` (detected by `component`) and every stage of
+    /// that node is lost — reported once as `stage_lost` and counted as settled for
+    /// teardown, never as stopped. A node the plan does not use changes nothing.
+    pub fn node_lost(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        reason: FaultReason,
+        component: Component,
+    ) {
+        let stages: Vec<StageIndex> =
+            self.stages.iter().filter(|(_, n)| *n == node).map(|(s, _)| *s).collect();
+        if stages.is_empty() {
+            return;
+        }
+        self.fault(now, reason, component, Some(node), None, None);
+        for stage_index in stages {
+            let stopped = matches!(&self.state, State::TearingDown { stopped, .. } if stopped.contains(&stage_index));
+            if self.state != State::Done && !stopped && self.lost.insert(stage_index) {
+                self.events.push_back(Event::StageLost {
+                    run_id: self.run_id,
+                    node_id: node,
+                    stage_index,
+                    reason,
+                });
+            }
+        }
+        self.check_torn_down();
+    }
+
+    /// Whether teardown waits for the token endpoints (see
+    /// [`RunFsm::token_endpoints_stopped`]).
+    pub fn awaits_token_endpoints(&self) -> bool {
+        matches!(self.state, State::TearingDown { endpoints: false, .. })
+    }
+
+    /// The token endpoints are stopped and their leases released (after
+    /// `StopTokenEndpoints`).
+    pub fn token_endpoints_stopped(&mut self) {
+        if let State::TearingDown { endpoints, .. } = &mut self.state {
+            *endpoints = true;
+        }
+        self.check_torn_down();
+    }
+
+    /// `run_torn_down` once every stage stopped or was lost and the token endpoints
+    /// stopped.
+    fn check_torn_down(&mut self) {
+        let State::TearingDown { stopped, endpoints, .. } = &self.state else { return };
+        let settled = self.stages.iter().all(|(s, _)| stopped.contains(s) || self.lost.contains(s));
+        if settled && *endpoints {
+            self.torn_down(Vec::new());
+        }
+    }
+
+    fn torn_down(&mut self, unconfirmed: Vec<TeardownPart>) {
         let outcome = self.outcome.unwrap_or(RunOutcome::Faulted);
-        self.events.push_back(Event::RunTornDown { run_id: self.run_id, outcome });
+        let stopped = match &self.state {
+            State::TearingDown { stopped, .. } => stopped.clone(),
+            _ => BTreeSet::new(),
+        };
+        let lost = self.lost.difference(&stopped).copied().collect();
+        self.events.push_back(Event::RunTornDown {
+            run_id: self.run_id,
+            outcome,
+            unconfirmed,
+            lost,
+        });
         self.state = State::Done;
+    }
+
+    /// What had not confirmed its teardown (stages neither stopped nor lost, the token
+    /// endpoints if they had not stopped).
+    fn unconfirmed(&self) -> Vec<TeardownPart> {
+        let State::TearingDown { stopped, endpoints, .. } = &self.state else { return Vec::new() };
+        let mut parts: Vec<TeardownPart> = self
+            .stages
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| !stopped.contains(s) && !self.lost.contains(s))
+            .map(|stage_index| TeardownPart::Stage { stage_index })
+            .collect();
+        if !endpoints {
+            parts.push(TeardownPart::TokenEndpoints);
+        }
+        parts
     }
 
     /// The next deadline.
@@ -402,7 +491,10 @@ impl RunFsm {
                     Some(self.token_out),
                 );
             }
-            State::TearingDown { deadline, .. } if now >= deadline => self.torn_down(),
+            State::TearingDown { deadline, .. } if now >= deadline => {
+                let unconfirmed = self.unconfirmed();
+                self.torn_down(unconfirmed);
+            }
             _ => {}
         }
     }

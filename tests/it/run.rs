@@ -222,8 +222,9 @@ fn position(lines: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
     lines.iter().position(pred).unwrap_or_else(|| panic!("event missing in {lines:?}"))
 }
 
-/// Exactly one terminal outcome, `run_torn_down` last of the events, and every stage of
-/// `stages` reported stopped before it.
+/// Exactly one terminal outcome, `run_torn_down` last of the events, every stage of
+/// `stages` reported stopped before it, and every part confirmed its teardown (nothing
+/// `unconfirmed`: the deadline did not end it).
 fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64]) {
     let terminal: Vec<&Value> = lines
         .iter()
@@ -236,6 +237,7 @@ fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64
     let torn = events(lines, "run_torn_down");
     assert_eq!(torn.len(), 1, "run_torn_down exactly once");
     assert_eq!(torn[0]["outcome"], outcome);
+    assert_eq!(torn[0]["unconfirmed"], serde_json::json!([]), "{}", torn[0]);
     let last_event = lines.iter().rposition(|v| v.get("ts_us").is_some()).expect("events");
     assert_eq!(lines[last_event]["type"], "run_torn_down", "run_torn_down is the last event");
     for s in stages {
@@ -472,8 +474,23 @@ fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
     assert_eq!(f["node_id"], 2);
     assert!(err.contains("membership.node_down"), "the reason is printed: {err}");
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
+    assert_lost_not_stopped(&lines, 1, 2);
     nodes.assert_clean(1);
     nodes.assert_clean(3);
+}
+
+/// Stage `stage` of node `node` was reported lost, never stopped, and the teardown counted
+/// it as lost.
+fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {
+    let lost = events(lines, "stage_lost");
+    assert!(
+        lost.iter().any(|v| v["stage_index"] == stage && v["node_id"] == node),
+        "stage {stage} reported lost: {lost:?}"
+    );
+    let stopped: Vec<_> =
+        events(lines, "stage_stopped").into_iter().filter(|v| v["stage_index"] == stage).collect();
+    assert!(stopped.is_empty(), "nobody confirmed stage {stage} stopped: {stopped:?}");
+    assert_eq!(events(lines, "run_torn_down")[0]["lost"], serde_json::json!([stage]));
 }
 
 /// The worker process of node `i`.
@@ -823,6 +840,7 @@ fn a_partitioned_stage_node_faults_the_run_and_cleans_up_by_itself_after_the_hea
     assert_eq!(f["reason"], "membership.node_down", "{f}");
     assert_eq!(f["node_id"], 2);
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
+    assert_lost_not_stopped(&lines, 1, 2);
     nodes.assert_clean(1);
     nodes.assert_clean(3);
     // The cut-off node lost its orchestrator: once it can be asked again, it holds nothing.
