@@ -10,7 +10,10 @@
 //!   endpoints are ready. The prompt (sequence 0) is the only start.
 //! - Sequence k + 1 is injected only after token k was consumed; EOS, `max_tokens` or a
 //!   full context (feeding the token back would pass `max_seq_len`) ends the run. A token out of order or outside the vocabulary faults it.
-//! - Faults from any source: the first reason is kept, later ones never replace it.
+//! - Faults from any source: the first cause is kept. A consequence (a broken edge stream,
+//!   a lost control session) that arrives first decides the outcome at once but is held
+//!   for [`SETTLE`]: a cause arriving meanwhile is reported instead; without one the
+//!   consequence is reported when the window ends. A reported fault is never replaced.
 //!   Exactly one terminal outcome per run.
 //! - Teardown after every outcome: `StopRun` to every provisioned stage, token endpoints
 //!   stopped, then `run_torn_down` once every stage reported stopped (or was lost: its node
@@ -22,7 +25,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::events::{CompletionCause, Event, RunOutcome, TeardownPart};
-use crate::wire::reason::{Component, FaultReason, OperatorStop, Timeout, TokenFault};
+use crate::wire::reason::{
+    Component, ControlFault, FaultReason, OperatorStop, StreamFault, Timeout, TokenFault,
+};
 use crate::wire::{EdgeId, NodeId, ObjectId, RunId, RunPlan, Sequence, StageIndex};
 
 /// What the run asks of its driver.
@@ -71,10 +76,55 @@ pub struct RunTimeouts {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
-    Provisioning { ready: BTreeSet<StageIndex>, endpoints: bool, deadline: Instant },
-    Running { awaiting: Sequence, deadline: Instant },
-    TearingDown { stopped: BTreeSet<StageIndex>, endpoints: bool, deadline: Instant },
+    Provisioning {
+        ready: BTreeSet<StageIndex>,
+        endpoints: bool,
+        deadline: Instant,
+    },
+    Running {
+        awaiting: Sequence,
+        deadline: Instant,
+    },
+    /// Faulted by a consequence: waiting until `deadline` for its cause.
+    Settling {
+        held: HeldFault,
+        deadline: Instant,
+    },
+    TearingDown {
+        stopped: BTreeSet<StageIndex>,
+        endpoints: bool,
+        deadline: Instant,
+    },
     Done,
+}
+
+/// How long a fault that is the consequence of another waits for its cause (see
+/// `specs/orchestrator-run.md`, "Causes before consequences").
+pub const SETTLE: Duration = Duration::from_millis(500);
+
+/// Whether `reason` is what a fault elsewhere produces downstream, rather than a fault of
+/// its own: an edge stream that broke (its peer stopped or vanished) or a control session
+/// that was lost. Such a fault is reported only if no cause arrives within [`SETTLE`].
+pub fn is_consequence(reason: FaultReason) -> bool {
+    matches!(
+        reason,
+        FaultReason::Stream(
+            StreamFault::ReadFailed
+                | StreamFault::WriteFailed
+                | StreamFault::PeerClosed
+                | StreamFault::ConnectFailed
+        ) | FaultReason::Control(ControlFault::ConnectionLost)
+    )
+}
+
+/// A fault not reported yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeldFault {
+    reason: FaultReason,
+    component: Component,
+    node_id: Option<NodeId>,
+    stage_index: Option<StageIndex>,
+    edge_id: Option<EdgeId>,
 }
 
 /// One run, from provisioning to teardown.
@@ -282,7 +332,10 @@ impl RunFsm {
         self.state = State::Running { awaiting: next, deadline: now + self.timeouts.token };
     }
 
-    /// A fault from any source. Only the first one counts.
+    /// A fault from any source. The first cause counts: a consequence (see
+    /// [`is_consequence`]) that comes first decides the outcome (faulted) at once but waits
+    /// [`SETTLE`] for its cause, which replaces it; without one it is reported when the
+    /// window ends. Nothing replaces a reported fault.
     pub fn fault(
         &mut self,
         now: Instant,
@@ -292,18 +345,31 @@ impl RunFsm {
         stage_index: Option<StageIndex>,
         edge_id: Option<EdgeId>,
     ) {
-        if self.outcome.is_some() {
-            return;
+        let fault = HeldFault { reason, component, node_id, stage_index, edge_id };
+        match self.state {
+            State::Settling { .. } if !is_consequence(reason) => self.report_fault(now, fault),
+            _ if self.outcome.is_some() => {}
+            _ if is_consequence(reason) => {
+                self.outcome = Some(RunOutcome::Faulted);
+                self.state = State::Settling { held: fault, deadline: now + SETTLE };
+            }
+            _ => {
+                self.outcome = Some(RunOutcome::Faulted);
+                self.report_fault(now, fault);
+            }
         }
+    }
+
+    fn report_fault(&mut self, now: Instant, f: HeldFault) {
         self.events.push_back(Event::RunFaulted {
             run_id: self.run_id,
-            reason,
-            component,
-            node_id,
-            stage_index,
-            edge_id,
+            reason: f.reason,
+            component: f.component,
+            node_id: f.node_id,
+            stage_index: f.stage_index,
+            edge_id: f.edge_id,
         });
-        self.finish(now, RunOutcome::Faulted, None, None);
+        self.teardown(now);
     }
 
     /// Ctrl-C or SIGTERM.
@@ -336,6 +402,11 @@ impl RunFsm {
             }
             _ => {}
         }
+        self.teardown(now);
+    }
+
+    /// `StopRun` to every stage, the token endpoints stopped: `TearingDown`.
+    fn teardown(&mut self, now: Instant) {
         for &(stage_index, node_id) in &self.stages {
             self.commands.push_back(RunCommand::StopRun(stage_index));
             self.events.push_back(Event::StopRunSent { run_id: self.run_id, node_id, stage_index });
@@ -463,6 +534,7 @@ impl RunFsm {
         match self.state {
             State::Provisioning { deadline, .. }
             | State::Running { deadline, .. }
+            | State::Settling { deadline, .. }
             | State::TearingDown { deadline, .. } => Some(deadline),
             State::Done => None,
         }
@@ -491,6 +563,7 @@ impl RunFsm {
                     Some(self.token_out),
                 );
             }
+            State::Settling { held, deadline } if now >= deadline => self.report_fault(now, held),
             State::TearingDown { deadline, .. } if now >= deadline => {
                 let unconfirmed = self.unconfirmed();
                 self.torn_down(unconfirmed);

@@ -7,7 +7,7 @@ use super::*;
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
-use crate::wire::reason::{ControlFault, MembershipLoss, StreamFault, WeightsFailure};
+use crate::wire::reason::{ControlFault, MembershipLoss, RingFault, StreamFault, WeightsFailure};
 use crate::wire::{ActivationDType, RuntimeConfig, SamplingPolicy, WeightSource};
 
 const EOS: u32 = 2;
@@ -400,4 +400,67 @@ fn at_the_teardown_deadline_run_torn_down_names_the_parts_that_did_not_confirm()
             lost: vec![]
         }]
     );
+}
+
+fn reported_faults(events: &[Event]) -> Vec<(FaultReason, Component)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RunFaulted { reason, component, .. } => Some((*reason, *component)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_consequence_that_comes_first_gives_way_to_its_cause_within_the_settle_window() {
+    // A killed worker on node 2: node 1's send pump sees its stream break and may report
+    // before node 2 reports the crash that broke it.
+    let (mut f, now) = running(10);
+    let write_failed = FaultReason::Stream(StreamFault::WriteFailed);
+    f.fault(now, write_failed, Component::TxEdge, Some(NodeId(1)), Some(StageIndex(0)), None);
+    assert_eq!(f.outcome(), Some(RunOutcome::Faulted), "the outcome is decided at once");
+    assert_eq!(drain(&mut f), (vec![], vec![]), "nothing is reported or stopped yet");
+    assert_eq!(f.poll_timeout(), Some(now + SETTLE));
+    // Meanwhile the pipeline is broken: a token or a stop changes nothing.
+    f.token_received(now, ObjectId(1), Sequence(0), 5);
+    f.operator_stop(now, OperatorStop::Interrupt);
+    f.fault(now, ControlFault::ConnectionLost.into(), Component::ControlChannel, None, None, None);
+    assert_eq!(drain(&mut f), (vec![], vec![]));
+    let crashed = FaultReason::Ring(RingFault::WorkerCrashed);
+    let later = now + SETTLE - Duration::from_millis(1);
+    f.fault(later, crashed, Component::WorkerCtl, Some(NodeId(2)), Some(StageIndex(1)), None);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(reported_faults(&events), [(crashed, Component::WorkerCtl)]);
+    assert_eq!(kinds(&events)[0], "run_faulted");
+    assert!(cmds.contains(&RunCommand::StopTokenEndpoints), "teardown starts with the report");
+    f.handle_timeout(now + SETTLE);
+    f.fault(now + SETTLE, write_failed, Component::TxEdge, None, None, None);
+    assert!(reported_faults(&drain(&mut f).1).is_empty(), "one run_faulted, ever");
+}
+
+#[test]
+fn a_consequence_without_a_cause_is_reported_when_the_settle_window_ends() {
+    let (mut f, now) = running(10);
+    let lost = FaultReason::Control(ControlFault::ConnectionLost);
+    f.fault(now, lost, Component::ControlChannel, Some(NodeId(3)), None, None);
+    f.handle_timeout(now + SETTLE - Duration::from_millis(1));
+    assert_eq!(drain(&mut f), (vec![], vec![]), "not before the window ends");
+    f.handle_timeout(now + SETTLE);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(reported_faults(&events), [(lost, Component::ControlChannel)]);
+    assert!(cmds.contains(&RunCommand::StopRun(StageIndex(0))));
+    assert!(f.poll_timeout().is_some_and(|t| t > now + SETTLE), "no busy loop");
+}
+
+#[test]
+fn a_cause_is_reported_at_once_and_no_later_fault_replaces_it() {
+    let (mut f, now) = running(10);
+    let crashed = FaultReason::Ring(RingFault::WorkerCrashed);
+    f.fault(now, crashed, Component::WorkerCtl, Some(NodeId(2)), None, None);
+    let write_failed = FaultReason::Stream(StreamFault::WriteFailed);
+    f.fault(now, write_failed, Component::TxEdge, Some(NodeId(1)), None, None);
+    f.fault(now, TokenFault::OutOfOrder.into(), Component::TokenEndpoint, None, None, None);
+    assert_eq!(reported_faults(&drain(&mut f).1), [(crashed, Component::WorkerCtl)]);
+    assert!(is_consequence(write_failed) && !is_consequence(crashed));
 }
