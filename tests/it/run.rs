@@ -83,8 +83,12 @@ impl Nodes {
             let mut child = cmd.spawn().expect("spawn node");
             let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
             nodes.children.push(child);
-            let line = lines.next().expect("node_available line").expect("read");
-            let v: Value = serde_json::from_str(&line).expect("json");
+            // `node_started` comes first, then the identity.
+            let v: Value = lines
+                .by_ref()
+                .map(|l| serde_json::from_str::<Value>(&l.expect("read")).expect("json"))
+                .find(|v| v["type"] == "node_available")
+                .expect("node_available line");
             std::thread::spawn(move || for _ in lines {});
             seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
             nodes.ports.push([port_of(&v["swim_addr"]), port_of(&v["addrs"][0])]);
