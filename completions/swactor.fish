@@ -184,6 +184,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l worker-threads -d 'Compute threads of the worker' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l admin -d 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l cache -d 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l boot-timeout-ms -d 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l stop-on-stdin-eof -d 'Stop when standard input closes (for supervisors such as `run local`)'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -s h -l help -d 'Print help'

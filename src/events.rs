@@ -49,6 +49,19 @@ pub enum RunOutcome {
     OperatorStopped,
 }
 
+/// A part of a run whose teardown the orchestrator waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "part", rename_all = "snake_case")]
+pub enum TeardownPart {
+    /// A stage (its `stage_stopped`).
+    Stage {
+        /// The stage.
+        stage_index: StageIndex,
+    },
+    /// The orchestrator's token endpoints (stopped, their leases released).
+    TokenEndpoints,
+}
+
 /// One lifecycle fact. See `specs/events.md` for the ordering guarantees.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -330,12 +343,34 @@ pub enum Event {
         /// The stage.
         stage_index: StageIndex,
     },
-    /// Teardown finished; always the last event of a run.
+    /// The orchestrator lost a stage's node (its control session closed, or SWIM declared
+    /// it down): that stage will confirm nothing more. It counts as settled for teardown
+    /// and is never reported as `stage_stopped` on its behalf.
+    StageLost {
+        /// The run.
+        run_id: RunId,
+        /// The stage's node.
+        node_id: NodeId,
+        /// The stage.
+        stage_index: StageIndex,
+        /// How it was lost.
+        reason: FaultReason,
+    },
+    /// Teardown finished; always the last event of a run. Every stage reported stopped or
+    /// was lost, and the token endpoints stopped with their leases released — or the
+    /// teardown deadline passed, and `unconfirmed` names what had not confirmed by then.
     RunTornDown {
         /// The run.
         run_id: RunId,
         /// The run's one terminal outcome.
         outcome: RunOutcome,
+        /// Parts that did not confirm their teardown before the deadline (empty when
+        /// everything confirmed).
+        #[serde(default)]
+        unconfirmed: Vec<TeardownPart>,
+        /// Stages that were lost instead of confirming (see `stage_lost`).
+        #[serde(default)]
+        lost: Vec<StageIndex>,
     },
 }
 
@@ -368,6 +403,7 @@ impl Event {
             Event::RunStopped { .. } => "run_stopped",
             Event::StopRunSent { .. } => "stop_run_sent",
             Event::StageStopped { .. } => "stage_stopped",
+            Event::StageLost { .. } => "stage_lost",
             Event::RunTornDown { .. } => "run_torn_down",
         }
     }

@@ -303,6 +303,11 @@ pub struct NodeBootArgs {
     /// Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights).
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
+    /// Milliseconds the boot may take; past it the node faults with the resource it was
+    /// waiting for (exit 6).
+    #[arg(long, default_value_t = 30_000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub boot_timeout_ms: u64,
     /// Stop when standard input closes (for supervisors such as `run local`).
     #[arg(long, hide = true)]
     pub stop_on_stdin_eof: bool,

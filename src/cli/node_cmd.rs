@@ -5,7 +5,7 @@ use color_eyre::eyre::eyre;
 use super::args::{EdgeInspectArgs, NodeBootArgs, PoolWatchArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
-use crate::node::run::{AdminPath, EdgeInspect, NodeConfig, run_node};
+use crate::node::run::{AdminPath, EdgeInspect, NodeConfig, NodeReport, run_node};
 use crate::wire::NodeId;
 
 /// The directory of default admin sockets: the runtime directory, else the temporary one.
@@ -40,7 +40,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
             None => AdminPath::InDir(default_admin_dir()),
         },
         exe: std::env::current_exe()?,
-        boot_timeout: std::time::Duration::from_secs(30),
+        boot_timeout: std::time::Duration::from_millis(args.boot_timeout_ms),
         cache: args.cache.clone().unwrap_or_else(default_cache),
         fault_skip_sequence: fault_skip_sequence(),
     };
@@ -51,19 +51,25 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
     let result = runtime.block_on(run_node(
         config,
         |report| {
-            printed = if json {
-                out.json("node_available", report)
-            } else {
-                out.line(format!(
+            let r = match report {
+                // Boot events are data of `--json` only: the text form says what it has to
+                // say with the identity, or with the error on stderr.
+                NodeReport::Event(line) if json => out.line(line.to_json()),
+                NodeReport::Event(_) => Ok(()),
+                NodeReport::Available(report) if json => out.json("node_available", report),
+                NodeReport::Available(report) => out.line(format!(
                     "node {} available: endpoint {} at {}, swim {}, admin {}",
                     report.node_id,
                     report.endpoint_id,
                     report.addrs.join(", "),
                     report.swim_addr,
                     report.admin
-                ))
+                )),
             }
             .and_then(|()| out.flush());
+            if printed.is_ok() {
+                printed = r;
+            }
         },
         stop_signal_or_eof(args.stop_on_stdin_eof),
     ));
@@ -144,8 +150,13 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
     let members: Vec<String> = state.members.iter().map(ToString::to_string).collect();
     let members = if members.is_empty() { "none".to_string() } else { members.join(", ") };
     out.line(format!(
-        "node {} ({}): {} arena leases, {} installed rings, members up: {members}",
-        state.node_id, state.endpoint_id, state.arena_leases, state.installed_rings
+        "node {} ({}): {} arena leases, {} installed rings, {} device objects, members up: \
+         {members}",
+        state.node_id,
+        state.endpoint_id,
+        state.arena_leases,
+        state.installed_rings,
+        state.device_objects
     ))?;
     if state.edges.is_empty() {
         out.line("no edges (no run is provisioned on this node)")?;

@@ -1,7 +1,6 @@
 //! Edges: the node-local establishment of each edge end ([`establisher`]).
 //! The iroh driver and its pumps come with the network plane.
 
-pub mod actor;
 pub mod establisher;
 pub mod executor;
 pub mod plane;

@@ -7,8 +7,9 @@
 //! the node key, the SWIM participant has joined or is joining, and provisioning is
 //! accepted. (The process being alive is implied by the state machine running.) The first
 //! failed resource faults the boot with its own reason; later reports change nothing. A
-//! boot that has not completed by its deadline faults with the reason of the first missing
-//! fact. Nothing here assigns stages, edges or ranges: availability says nothing about
+//! boot that has not completed by its deadline faults with the reason of the first fact
+//! missing in bring-up order (identity, arena, worker, transport, membership, control
+//! inbox, provisioning): the one it was waiting for. Nothing here assigns stages, edges or ranges: availability says nothing about
 //! weights, roles or edges.
 
 use std::collections::BTreeSet;
@@ -123,19 +124,20 @@ impl NodeBoot {
         }
     }
 
-    /// The facts still missing, in a stable order.
+    /// The facts still missing, in bring-up order (the order a node establishes them in:
+    /// the first missing one is the one a boot past its deadline was waiting for).
     pub fn missing(&self) -> Vec<BootFact> {
         self.required().into_iter().filter(|f| !self.ready.contains(f)).collect()
     }
 
     fn required(&self) -> Vec<BootFact> {
         let mut all = vec![
-            BootFact::ControlInbox,
             BootFact::Identity,
             BootFact::Arena,
             BootFact::Worker,
             BootFact::Transport,
             BootFact::Membership,
+            BootFact::ControlInbox,
             BootFact::Provisioning,
         ];
         if self.config.worker == WorkerPolicy::Deferred {

@@ -19,12 +19,13 @@ use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use super::host::{HostInput, StageHost};
 use crate::arena::{Arena, ArenaManager};
 use crate::control::{self, ControlMessage, FrameDecoder};
+use crate::events::{Event, EventLine};
 use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::net::endpoint::{CTL_ALPN, EDGE_ALPN, bind};
 use crate::net::identity::NodeKey;
 use crate::wire::NodeId;
-use crate::wire::reason::{BootFault, ControlFault};
+use crate::wire::reason::{BootFault, Component, ControlFault};
 use crate::worker::protocol::{Backend, ShutdownMode};
 use crate::workerctl::{CtlConfig, CtlOutput, WorkerDriver, WorkerDriverConfig};
 
@@ -120,6 +121,10 @@ pub struct EdgeInspect {
     /// Rings installed in the worker.
     #[serde(default)]
     pub installed_rings: usize,
+    /// Device objects the worker holds (loaded inputs, outputs of a step in flight): zero
+    /// between runs.
+    #[serde(default)]
+    pub device_objects: u64,
     /// Edge records of the current (or last) run.
     pub edges: Vec<serde_json::Value>,
     /// The provisioned stage, if any.
@@ -172,32 +177,61 @@ fn failed(reason: BootFault, detail: impl std::fmt::Display) -> BootFailed {
     BootFailed { reason, detail: detail.to_string() }
 }
 
-/// Boots the node; calls `available` with its identity once `NodeAvailable` holds; runs
-/// until `shutdown` resolves; then stops the worker and closes everything.
+/// What `node boot` reports on its way up.
+#[derive(Debug)]
+pub enum NodeReport<'a> {
+    /// A boot event of the node's own stream (`node_started`, `node_faulted`), stamped by
+    /// the node.
+    Event(&'a EventLine),
+    /// Every readiness fact holds: the node's identity.
+    Available(&'a NodeIdentityReport),
+}
+
+/// Boots the node, reporting `node_started`, then its identity once `NodeAvailable` holds
+/// or `node_faulted` with the typed reason; runs until `shutdown` resolves; then stops the
+/// worker and closes everything. A boot that does not complete within the boot timeout is
+/// abandoned (everything it started is dropped) and faults with the fact it waited for.
 pub async fn run_node(
     config: NodeConfig,
-    available: impl FnOnce(&NodeIdentityReport),
+    mut report: impl FnMut(NodeReport<'_>),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), BootFailed> {
+    let t0 = Instant::now();
     let mut boot = NodeBoot::new(
-        Instant::now(),
+        t0,
         BootConfig {
             node_id: config.node_id,
             worker: WorkerPolicy::Eager,
             timeout: config.boot_timeout,
         },
     );
-    let running = match bring_up(&config, &mut boot).await {
-        Ok(r) => r,
-        Err(e) => {
+    let deadline = boot.poll_timeout().unwrap_or(t0 + config.boot_timeout);
+    report_boot(&mut boot, t0, &mut report);
+    let brought = tokio::time::timeout_at(deadline.into(), bring_up(&config, &mut boot)).await;
+    let running = match brought {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
             boot.resource_failed(e.reason);
+            report_boot(&mut boot, t0, &mut report);
             return Err(e);
         }
+        Err(_elapsed) => {
+            boot.handle_timeout(deadline);
+            let reason = report_boot(&mut boot, t0, &mut report).unwrap_or(BootFault::ControlInbox);
+            let waited = boot.missing().first().copied();
+            return Err(failed(
+                reason,
+                format!(
+                    "the node did not boot within {:?} (waiting for {waited:?})",
+                    config.boot_timeout
+                ),
+            ));
+        }
     };
-    let mut report = None;
+    let mut identity = None;
     while let Some(ev) = boot.poll_event() {
         if let BootEvent::NodeAvailable { .. } = ev {
-            report = Some(NodeIdentityReport {
+            identity = Some(NodeIdentityReport {
                 node_id: config.node_id,
                 endpoint_id: running.endpoint.id().to_string(),
                 addrs: running.endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
@@ -206,12 +240,40 @@ pub async fn run_node(
             });
         }
     }
-    let Some(report) = report else {
+    let Some(identity) = identity else {
         return Err(failed(BootFault::ControlInbox, "boot did not complete"));
     };
-    available(&report);
-    serve(running, report, shutdown).await;
+    report(NodeReport::Available(&identity));
+    serve(running, identity, shutdown).await;
     Ok(())
+}
+
+/// Reports the boot machine's `Started` and `BootFaulted` as event lines; returns the
+/// fault's reason, if it faulted.
+fn report_boot(
+    boot: &mut NodeBoot,
+    t0: Instant,
+    report: &mut impl FnMut(NodeReport<'_>),
+) -> Option<BootFault> {
+    let mut fault = None;
+    while let Some(ev) = boot.poll_event() {
+        let event = match ev {
+            BootEvent::Started { node_id } => Event::NodeStarted { node_id },
+            BootEvent::BootFaulted { node_id, reason } => {
+                fault = Some(reason);
+                Event::NodeFaulted { node_id, reason, component: Component::NodeBoot }
+            }
+            // Reported with the node's identity, once its resources are known.
+            BootEvent::NodeAvailable { .. } => continue,
+        };
+        let line = EventLine {
+            ts_us: t0.elapsed().as_micros() as u64,
+            origin_us: Some(crate::clock::monotonic_us()),
+            event,
+        };
+        report(NodeReport::Event(&line));
+    }
+    fault
 }
 
 async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, BootFailed> {
@@ -477,6 +539,7 @@ async fn serve(
                     let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
                     s.arena_leases = snap.arena_leases;
                     s.installed_rings = snap.installed_rings;
+                    s.device_objects = snap.device_objects;
                     s.edges = snap.edges;
                     s.stage = snap.stage;
                 }

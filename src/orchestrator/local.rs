@@ -75,10 +75,13 @@ struct Report {
     swim_addr: String,
 }
 
-/// What a booting node prints first: its availability, or the error it failed with.
+/// What a booting node prints: its boot events, then its availability, or the error it
+/// failed with.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum FirstLine {
+    NodeStarted {},
+    NodeFaulted {},
     NodeAvailable(Report),
     Error { reason: String, message: String },
 }
@@ -211,23 +214,33 @@ impl LocalPool {
             self.children.push(child);
             let Some(stdout) = stdout else { return Err(format!("node {k}: no stdout").into()) };
             let mut lines = BufReader::new(stdout).lines();
-            let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-                .await
-                .map_err(|_| format!("node {k} did not boot within 30 s"))?
-                .map_err(|e| format!("node {k}: {e}"))?
-                .ok_or_else(|| format!("node {k} exited during boot (run with --node-logs)"))?;
+            let booted = tokio::time::timeout(Duration::from_secs(30), async {
+                loop {
+                    let line = lines
+                        .next_line()
+                        .await
+                        .map_err(|e| LocalPoolError::from(format!("node {k}: {e}")))?
+                        .ok_or_else(|| {
+                            format!("node {k} exited during boot (run with --node-logs)")
+                        })?;
+                    match serde_json::from_str::<FirstLine>(&line) {
+                        // Its boot events; a fault is followed by the error line.
+                        Ok(FirstLine::NodeStarted {} | FirstLine::NodeFaulted {}) => {}
+                        Ok(FirstLine::NodeAvailable(report)) => return Ok(report),
+                        Ok(FirstLine::Error { reason, message }) => {
+                            return Err(LocalPoolError {
+                                detail: format!("node {k}: {message}"),
+                                reason: Some(reason),
+                            });
+                        }
+                        Err(e) => return Err(format!("node {k} said `{line}`: {e}").into()),
+                    }
+                }
+            })
+            .await;
             // The node has loaded its key (or failed): the file is not needed any more.
             let _ = std::fs::remove_file(&key);
-            let report = match serde_json::from_str::<FirstLine>(&line) {
-                Ok(FirstLine::NodeAvailable(report)) => report,
-                Ok(FirstLine::Error { reason, message }) => {
-                    return Err(LocalPoolError {
-                        detail: format!("node {k}: {message}"),
-                        reason: Some(reason),
-                    });
-                }
-                Err(e) => return Err(format!("node {k} said `{line}`: {e}").into()),
-            };
+            let report = booted.map_err(|_| format!("node {k} did not boot within 30 s"))??;
             // Keep draining the node's stdout so it never blocks on a full pipe.
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
             seed.get_or_insert(report.swim_addr.clone());

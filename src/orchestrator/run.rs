@@ -10,17 +10,24 @@
 //!   endpoints are ready. The prompt (sequence 0) is the only start.
 //! - Sequence k + 1 is injected only after token k was consumed; EOS, `max_tokens` or a
 //!   full context (feeding the token back would pass `max_seq_len`) ends the run. A token out of order or outside the vocabulary faults it.
-//! - Faults from any source: the first reason is kept, later ones never replace it.
+//! - Faults from any source: the first cause is kept. A consequence (a broken edge stream,
+//!   a lost control session) that arrives first decides the outcome at once but is held
+//!   for [`SETTLE`]: a cause arriving meanwhile is reported instead; without one the
+//!   consequence is reported when the window ends. A reported fault is never replaced.
 //!   Exactly one terminal outcome per run.
 //! - Teardown after every outcome: `StopRun` to every provisioned stage, token endpoints
-//!   stopped, then `run_torn_down` once every stage reported stopped or the teardown
-//!   deadline passed — exactly once, and last.
+//!   stopped, then `run_torn_down` once every stage reported stopped (or was lost: its node
+//!   gone, reported as `stage_lost`, never as stopped) and the token endpoints stopped with
+//!   their leases released — or once the teardown deadline passed, naming what did not
+//!   confirm. Exactly once, and last.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::events::{CompletionCause, Event, RunOutcome};
-use crate::wire::reason::{Component, FaultReason, OperatorStop, Timeout, TokenFault};
+use crate::events::{CompletionCause, Event, RunOutcome, TeardownPart};
+use crate::wire::reason::{
+    Component, ControlFault, FaultReason, OperatorStop, StreamFault, Timeout, TokenFault,
+};
 use crate::wire::{EdgeId, NodeId, ObjectId, RunId, RunPlan, Sequence, StageIndex};
 
 /// What the run asks of its driver.
@@ -69,10 +76,55 @@ pub struct RunTimeouts {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
-    Provisioning { ready: BTreeSet<StageIndex>, endpoints: bool, deadline: Instant },
-    Running { awaiting: Sequence, deadline: Instant },
-    TearingDown { stopped: BTreeSet<StageIndex>, deadline: Instant },
+    Provisioning {
+        ready: BTreeSet<StageIndex>,
+        endpoints: bool,
+        deadline: Instant,
+    },
+    Running {
+        awaiting: Sequence,
+        deadline: Instant,
+    },
+    /// Faulted by a consequence: waiting until `deadline` for its cause.
+    Settling {
+        held: HeldFault,
+        deadline: Instant,
+    },
+    TearingDown {
+        stopped: BTreeSet<StageIndex>,
+        endpoints: bool,
+        deadline: Instant,
+    },
     Done,
+}
+
+/// How long a fault that is the consequence of another waits for its cause (see
+/// `specs/orchestrator-run.md`, "Causes before consequences").
+pub const SETTLE: Duration = Duration::from_millis(500);
+
+/// Whether `reason` is what a fault elsewhere produces downstream, rather than a fault of
+/// its own: an edge stream that broke (its peer stopped or vanished) or a control session
+/// that was lost. Such a fault is reported only if no cause arrives within [`SETTLE`].
+pub fn is_consequence(reason: FaultReason) -> bool {
+    matches!(
+        reason,
+        FaultReason::Stream(
+            StreamFault::ReadFailed
+                | StreamFault::WriteFailed
+                | StreamFault::PeerClosed
+                | StreamFault::ConnectFailed
+        ) | FaultReason::Control(ControlFault::ConnectionLost)
+    )
+}
+
+/// A fault not reported yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeldFault {
+    reason: FaultReason,
+    component: Component,
+    node_id: Option<NodeId>,
+    stage_index: Option<StageIndex>,
+    edge_id: Option<EdgeId>,
 }
 
 /// One run, from provisioning to teardown.
@@ -91,6 +143,8 @@ pub struct RunFsm {
     prompt: Vec<u32>,
     generated: u64,
     state: State,
+    /// Stages whose node was lost (settled for teardown, never reported stopped for them).
+    lost: BTreeSet<StageIndex>,
     outcome: Option<RunOutcome>,
     cause: Option<CompletionCause>,
     commands: VecDeque<RunCommand>,
@@ -119,6 +173,7 @@ impl RunFsm {
                 endpoints: false,
                 deadline: now + timeouts.readiness,
             },
+            lost: BTreeSet::new(),
             outcome: None,
             cause: None,
             commands: VecDeque::new(),
@@ -277,7 +332,10 @@ impl RunFsm {
         self.state = State::Running { awaiting: next, deadline: now + self.timeouts.token };
     }
 
-    /// A fault from any source. Only the first one counts.
+    /// A fault from any source. The first cause counts: a consequence (see
+    /// [`is_consequence`]) that comes first decides the outcome (faulted) at once but waits
+    /// [`SETTLE`] for its cause, which replaces it; without one it is reported when the
+    /// window ends. Nothing replaces a reported fault.
     pub fn fault(
         &mut self,
         now: Instant,
@@ -287,18 +345,31 @@ impl RunFsm {
         stage_index: Option<StageIndex>,
         edge_id: Option<EdgeId>,
     ) {
-        if self.outcome.is_some() {
-            return;
+        let fault = HeldFault { reason, component, node_id, stage_index, edge_id };
+        match self.state {
+            State::Settling { .. } if !is_consequence(reason) => self.report_fault(now, fault),
+            _ if self.outcome.is_some() => {}
+            _ if is_consequence(reason) => {
+                self.outcome = Some(RunOutcome::Faulted);
+                self.state = State::Settling { held: fault, deadline: now + SETTLE };
+            }
+            _ => {
+                self.outcome = Some(RunOutcome::Faulted);
+                self.report_fault(now, fault);
+            }
         }
+    }
+
+    fn report_fault(&mut self, now: Instant, f: HeldFault) {
         self.events.push_back(Event::RunFaulted {
             run_id: self.run_id,
-            reason,
-            component,
-            node_id,
-            stage_index,
-            edge_id,
+            reason: f.reason,
+            component: f.component,
+            node_id: f.node_id,
+            stage_index: f.stage_index,
+            edge_id: f.edge_id,
         });
-        self.finish(now, RunOutcome::Faulted, None, None);
+        self.teardown(now);
     }
 
     /// Ctrl-C or SIGTERM.
@@ -331,13 +402,21 @@ impl RunFsm {
             }
             _ => {}
         }
+        self.teardown(now);
+    }
+
+    /// `StopRun` to every stage, the token endpoints stopped: `TearingDown`.
+    fn teardown(&mut self, now: Instant) {
         for &(stage_index, node_id) in &self.stages {
             self.commands.push_back(RunCommand::StopRun(stage_index));
             self.events.push_back(Event::StopRunSent { run_id: self.run_id, node_id, stage_index });
         }
         self.commands.push_back(RunCommand::StopTokenEndpoints);
-        self.state =
-            State::TearingDown { stopped: BTreeSet::new(), deadline: now + self.timeouts.teardown };
+        self.state = State::TearingDown {
+            stopped: BTreeSet::new(),
+            endpoints: false,
+            deadline: now + self.timeouts.teardown,
+        };
     }
 
     /// A stage reports it is torn down.
@@ -356,17 +435,98 @@ impl RunFsm {
                 node_id: from,
                 stage_index: stage,
             });
-            if stopped.len() == self.stages.len() {
-                self.torn_down();
-            }
+            self.check_torn_down();
         }
         Ok(())
     }
 
-    fn torn_down(&mut self) {
+    /// The orchestrator lost `node` (its control session closed, or SWIM declared it
+    /// down): the run faults with `reason` (detected by `component`) and every stage of
+    /// that node is lost — reported once as `stage_lost` and counted as settled for
+    /// teardown, never as stopped. A node the plan does not use changes nothing.
+    pub fn node_lost(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        reason: FaultReason,
+        component: Component,
+    ) {
+        let stages: Vec<StageIndex> =
+            self.stages.iter().filter(|(_, n)| *n == node).map(|(s, _)| *s).collect();
+        if stages.is_empty() {
+            return;
+        }
+        self.fault(now, reason, component, Some(node), None, None);
+        for stage_index in stages {
+            let stopped = matches!(&self.state, State::TearingDown { stopped, .. } if stopped.contains(&stage_index));
+            if self.state != State::Done && !stopped && self.lost.insert(stage_index) {
+                self.events.push_back(Event::StageLost {
+                    run_id: self.run_id,
+                    node_id: node,
+                    stage_index,
+                    reason,
+                });
+            }
+        }
+        self.check_torn_down();
+    }
+
+    /// Whether teardown waits for the token endpoints (see
+    /// [`RunFsm::token_endpoints_stopped`]).
+    pub fn awaits_token_endpoints(&self) -> bool {
+        matches!(self.state, State::TearingDown { endpoints: false, .. })
+    }
+
+    /// The token endpoints are stopped and their leases released (after
+    /// `StopTokenEndpoints`).
+    pub fn token_endpoints_stopped(&mut self) {
+        if let State::TearingDown { endpoints, .. } = &mut self.state {
+            *endpoints = true;
+        }
+        self.check_torn_down();
+    }
+
+    /// `run_torn_down` once every stage stopped or was lost and the token endpoints
+    /// stopped.
+    fn check_torn_down(&mut self) {
+        let State::TearingDown { stopped, endpoints, .. } = &self.state else { return };
+        let settled = self.stages.iter().all(|(s, _)| stopped.contains(s) || self.lost.contains(s));
+        if settled && *endpoints {
+            self.torn_down(Vec::new());
+        }
+    }
+
+    fn torn_down(&mut self, unconfirmed: Vec<TeardownPart>) {
         let outcome = self.outcome.unwrap_or(RunOutcome::Faulted);
-        self.events.push_back(Event::RunTornDown { run_id: self.run_id, outcome });
+        let stopped = match &self.state {
+            State::TearingDown { stopped, .. } => stopped.clone(),
+            _ => BTreeSet::new(),
+        };
+        let lost = self.lost.difference(&stopped).copied().collect();
+        self.events.push_back(Event::RunTornDown {
+            run_id: self.run_id,
+            outcome,
+            unconfirmed,
+            lost,
+        });
         self.state = State::Done;
+    }
+
+    /// What had not confirmed its teardown (stages neither stopped nor lost, the token
+    /// endpoints if they had not stopped).
+    fn unconfirmed(&self) -> Vec<TeardownPart> {
+        let State::TearingDown { stopped, endpoints, .. } = &self.state else { return Vec::new() };
+        let mut parts: Vec<TeardownPart> = self
+            .stages
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| !stopped.contains(s) && !self.lost.contains(s))
+            .map(|stage_index| TeardownPart::Stage { stage_index })
+            .collect();
+        if !endpoints {
+            parts.push(TeardownPart::TokenEndpoints);
+        }
+        parts
     }
 
     /// The next deadline.
@@ -374,6 +534,7 @@ impl RunFsm {
         match self.state {
             State::Provisioning { deadline, .. }
             | State::Running { deadline, .. }
+            | State::Settling { deadline, .. }
             | State::TearingDown { deadline, .. } => Some(deadline),
             State::Done => None,
         }
@@ -402,7 +563,11 @@ impl RunFsm {
                     Some(self.token_out),
                 );
             }
-            State::TearingDown { deadline, .. } if now >= deadline => self.torn_down(),
+            State::Settling { held, deadline } if now >= deadline => self.report_fault(now, held),
+            State::TearingDown { deadline, .. } if now >= deadline => {
+                let unconfirmed = self.unconfirmed();
+                self.torn_down(unconfirmed);
+            }
             _ => {}
         }
     }

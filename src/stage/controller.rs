@@ -8,9 +8,11 @@
 //!   stage 0 and head exactly on the last, two distinct edges); anything else is refused
 //!   with `stage.provision_rejected`, and a second provisioning of an active stage with
 //!   `stage.already_provisioned`.
-//! - Preparation runs in parallel: configure the worker role (its weights), establish the
-//!   inbound and outbound edges. `StageReady` comes only once the role is configured
-//!   (weights ready) and both edges are ready.
+//! - Preparation runs in parallel: resolve the weights then have the worker load them,
+//!   establish the inbound and outbound edges. `WeightsLoaded` comes only once the worker
+//!   reported the role configured (a load failure is a weights fault and no
+//!   `WeightsLoaded`); `StageReady` only once the role is configured and both edges are
+//!   ready.
 //! - Ready: an inbound object with the next expected sequence (0 is the prefill, then +1)
 //!   gives exactly one `ExecuteStep` whose output carries the same sequence, object id
 //!   `sequence + 1` and the `PREFILL` flag on sequence 0 — decided here, not by the host
@@ -20,22 +22,28 @@
 //!   sequence faults the stage with `stage.sequence_violation`.
 //! - Role failures, step failures, object failures and edge faults fault the stage with
 //!   their own reasons; the first reason is kept.
-//! - `StopRun` (from the orchestrator, for this run): stop both edges and reset the role;
-//!   `StageStopped` once both edges report stopped.
+//! - `StopRun` (from the orchestrator, for this run): stop both edges and release the role;
+//!   `StageStopped` only once both edges report stopped (their leases released with
+//!   proofs) and the worker confirmed the role released (or its process was reaped).
 
 use std::collections::VecDeque;
 
-use crate::wire::reason::{FaultReason, StageFault};
+use crate::wire::reason::{FaultReason, StageFault, WorkerFatal};
 use crate::wire::{
     EdgeId, NodeId, ObjectFlags, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId,
 };
-use crate::worker::protocol::DeviceHandle;
+use crate::worker::protocol::{DeviceHandle, RoleConfig};
 
 /// What the controller asks of the node's other components.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StageCommand {
-    /// Configure the worker role for this stage (loads the weights).
+    /// Make the stage's weights available on this host and check them (download, parse,
+    /// block count); answered by [`StageController::weights_ready`] or a weights fault.
     ConfigureRole(Box<ProvisionStage>),
+    /// Configure the worker role from the resolved weights (the worker reads them,
+    /// validates the range and binds them); answered by the worker's `RoleConfigured`
+    /// ([`StageController::role_ready`]) or `RoleFailed` (a weights fault).
+    LoadRole(RoleConfig),
     /// Establish the receive edge.
     ProvisionRx(EdgeId),
     /// Establish the send edge.
@@ -61,7 +69,8 @@ pub enum StageCommand {
     },
     /// Stop an edge.
     StopEdge(EdgeId),
-    /// Reset the worker role (free per-run device objects, KV cache).
+    /// Release the worker role (weights, KV cache); answered by the worker's
+    /// `RoleReleased` ([`StageController::role_released`]).
     ResetRole,
     /// Free a loaded input object that will never be executed (fault or stop).
     ReleaseObject(DeviceHandle),
@@ -76,6 +85,18 @@ pub enum StageEvent {
         run_id: RunId,
         /// The stage.
         stage_index: StageIndex,
+    },
+    /// The worker configured the role: its weights are read, its range validated and
+    /// bound. Never before the worker said so, never after a load failure.
+    WeightsLoaded {
+        /// The run.
+        run_id: RunId,
+        /// The stage.
+        stage_index: StageIndex,
+        /// The blocks loaded.
+        layers: crate::wire::LayerRange,
+        /// The stage's weight bytes.
+        bytes: u64,
     },
     /// Worker, weights and both edges are ready.
     StageReady {
@@ -93,7 +114,8 @@ pub enum StageEvent {
         /// Why.
         reason: FaultReason,
     },
-    /// The stage is torn down.
+    /// The stage is torn down: both edges stopped with their leases released, and the
+    /// worker released the role.
     StageStopped {
         /// The run.
         run_id: RunId,
@@ -113,11 +135,22 @@ struct Loaded {
 #[derive(Debug, Clone, PartialEq)]
 enum State {
     Unprovisioned,
-    Preparing { role: bool, inbound: bool, outbound: bool },
+    Preparing {
+        role: bool,
+        inbound: bool,
+        outbound: bool,
+    },
     Ready,
-    Executing { step: StepId },
+    Executing {
+        step: StepId,
+    },
     Faulted,
-    Stopping { inbound: bool, outbound: bool },
+    /// Waiting for both edges (their leases released with proofs) and the role's release.
+    Stopping {
+        inbound: bool,
+        outbound: bool,
+        role: bool,
+    },
     Stopped,
 }
 
@@ -126,6 +159,11 @@ enum State {
 pub struct StageController {
     orchestrator: NodeId,
     prov: Option<Box<ProvisionStage>>,
+    /// The resolved weights' bytes, once `LoadRole` was asked for.
+    loading: Option<u64>,
+    /// The worker process that held this stage's role is gone (reaped): the role went with
+    /// it.
+    role_gone: bool,
     state: State,
     next: Sequence,
     next_step: u64,
@@ -141,6 +179,8 @@ impl StageController {
         StageController {
             orchestrator,
             prov: None,
+            loading: None,
+            role_gone: false,
             state: State::Unprovisioned,
             next: Sequence(0),
             next_step: 1,
@@ -187,16 +227,50 @@ impl StageController {
         self.commands.push_back(StageCommand::ProvisionRx(p.inbound.edge_id));
         self.commands.push_back(StageCommand::ProvisionTx(p.outbound.edge_id));
         self.prov = Some(Box::new(p));
+        self.loading = None;
+        self.role_gone = false;
         self.state = State::Preparing { role: false, inbound: false, outbound: false };
         self.next = Sequence(0);
         self.waiting.clear();
         Ok(())
     }
 
-    /// The worker configured the role: weights are ready.
+    /// The weights of `run` are on this host (at `path`, `bytes` of them for this stage)
+    /// and checked: the worker is asked to load them. Ignored unless the stage of `run` is
+    /// preparing and has not asked yet.
+    pub fn weights_ready(&mut self, run: RunId, path: String, bytes: u64) {
+        let Some(p) = &self.prov else { return };
+        if p.run_id != run
+            || self.loading.is_some()
+            || !matches!(self.state, State::Preparing { role: false, .. })
+        {
+            return;
+        }
+        self.loading = Some(bytes);
+        self.commands.push_back(StageCommand::LoadRole(RoleConfig::LlamaStage {
+            weights: path,
+            layers: p.layers,
+            embedding: p.embedding,
+            head: p.head,
+            max_seq_len: p.runtime.max_seq_len,
+            activation_dtype: p.runtime.activation_dtype,
+            sampling: p.runtime.sampling,
+        }));
+    }
+
+    /// The worker configured the role (`RoleConfigured`): the weights are loaded. Counts
+    /// only as the answer to `LoadRole`, while preparing.
     pub fn role_ready(&mut self) {
-        if let State::Preparing { role, .. } = &mut self.state {
+        let Some((run_id, stage_index)) = self.ids() else { return };
+        let (Some(bytes), Some(layers)) = (self.loading, self.prov.as_ref().map(|p| p.layers))
+        else {
+            return;
+        };
+        if let State::Preparing { role, .. } = &mut self.state
+            && !*role
+        {
             *role = true;
+            self.events.push_back(StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes });
         }
         self.check_ready();
     }
@@ -222,7 +296,10 @@ impl StageController {
         }
     }
 
-    /// A whole object was loaded from the inbound edge.
+    /// A whole object was loaded from the inbound edge. Every loaded object ends as the
+    /// input of exactly one step or in a `ReleaseObject`: one the stage does not take (a
+    /// wrong edge, a sequence violation, a stage faulted, stopping or stopped) is released
+    /// at once.
     pub fn object_loaded(
         &mut self,
         edge: EdgeId,
@@ -231,13 +308,15 @@ impl StageController {
         extent: u64,
         handle: DeviceHandle,
     ) {
-        let Some(p) = &self.prov else { return };
-        if edge != p.inbound.edge_id
-            || !matches!(
+        let accepted = self.prov.as_ref().is_some_and(|p| p.inbound.edge_id == edge)
+            && matches!(
                 self.state,
                 State::Ready | State::Executing { .. } | State::Preparing { .. }
-            )
-        {
+            );
+        if !accepted {
+            // Another edge's, or a stage that takes no run work (faulted, stopping, stopped,
+            // never provisioned): the object is freed, never kept or dropped.
+            self.commands.push_back(StageCommand::ReleaseObject(handle));
             return;
         }
         let expected = Sequence(
@@ -246,6 +325,7 @@ impl StageController {
                 + u64::from(matches!(self.state, State::Executing { .. })),
         );
         if sequence != expected {
+            self.commands.push_back(StageCommand::ReleaseObject(handle));
             self.fault(FaultReason::Stage(StageFault::SequenceViolation));
             return;
         }
@@ -321,11 +401,38 @@ impl StageController {
             return;
         }
         let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
+        self.release_waiting();
+        self.state = State::Stopping { inbound: false, outbound: false, role: self.role_gone };
         self.commands.push_back(StageCommand::StopEdge(inb));
         self.commands.push_back(StageCommand::StopEdge(outb));
-        self.commands.push_back(StageCommand::ResetRole);
-        self.release_waiting();
-        self.state = State::Stopping { inbound: false, outbound: false };
+        if !self.role_gone {
+            self.commands.push_back(StageCommand::ResetRole);
+        }
+    }
+
+    /// The worker confirmed the role's release (`RoleReleased`: weights and KV cache
+    /// dropped).
+    pub fn role_released(&mut self) {
+        if let State::Stopping { role, .. } = &mut self.state {
+            *role = true;
+        }
+        self.check_stopped();
+    }
+
+    /// The worker process that served this stage is gone (reaped after a crash, or failed
+    /// for good): the role and everything it held went with it. An active stage faults
+    /// (`worker.exited`, unless it already faulted); a stopping one counts its role as
+    /// released.
+    pub fn worker_reaped(&mut self) {
+        if self.prov.is_none() || matches!(self.state, State::Stopped) {
+            return;
+        }
+        self.role_gone = true;
+        self.fault(FaultReason::Worker(WorkerFatal::Exited));
+        if let State::Stopping { role, .. } = &mut self.state {
+            *role = true;
+        }
+        self.check_stopped();
     }
 
     fn release_waiting(&mut self) {
@@ -334,20 +441,25 @@ impl StageController {
         }
     }
 
-    /// An edge of this stage is fully torn down.
+    /// An edge of this stage is fully torn down: its pump stopped, the worker quiet and
+    /// its lease released with that proof.
     pub fn edge_stopped(&mut self, edge: EdgeId) {
         let Some(p) = &self.prov else { return };
         let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
-        if let State::Stopping { inbound, outbound } = &mut self.state {
+        if let State::Stopping { inbound, outbound, .. } = &mut self.state {
             *inbound |= edge == inb;
             *outbound |= edge == outb;
-            if *inbound
-                && *outbound
-                && let Some((run_id, stage_index)) = self.ids()
-            {
-                self.state = State::Stopped;
-                self.events.push_back(StageEvent::StageStopped { run_id, stage_index });
-            }
+        }
+        self.check_stopped();
+    }
+
+    /// `StageStopped` once both edges stopped and the role is released.
+    fn check_stopped(&mut self) {
+        if self.state == (State::Stopping { inbound: true, outbound: true, role: true })
+            && let Some((run_id, stage_index)) = self.ids()
+        {
+            self.state = State::Stopped;
+            self.events.push_back(StageEvent::StageStopped { run_id, stage_index });
         }
     }
 

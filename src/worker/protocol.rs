@@ -213,7 +213,8 @@ pub enum Command {
         inputs: Vec<InputBinding>,
         /// Objects to produce.
         outputs: Vec<OutputBinding>,
-        /// Free the inputs once the step completes.
+        /// Free the inputs once the step ends, however it ends (completed, failed, aborted
+        /// or refused).
         release_inputs_after: bool,
     },
     /// Frees a device object.
@@ -361,6 +362,13 @@ pub enum Event {
         handle: DeviceHandle,
         /// Why.
         reason: DeviceFailure,
+    },
+    /// How many device objects the worker holds (loaded inputs and the outputs of the step
+    /// in flight), sent whenever the count changed while handling a command or polling the
+    /// rings. Zero once a run released everything it loaded.
+    DeviceObjects {
+        /// Live device objects.
+        live: u64,
     },
     /// Wake hint: bytes were committed to an egress ring.
     RingReadable {

@@ -881,6 +881,75 @@ fn a_usage_error_under_json_prints_one_error_line_with_exit_code_2() {
 }
 
 #[test]
+fn node_boot_reports_its_start_and_its_typed_fault_as_events_on_its_json_stdout() {
+    let dir = scratch().join("boot-events");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = "ab".repeat(32);
+    let out = swactor()
+        .args(["node", "boot", "--json", "--node-id", "4", "--listen", "127.0.0.1:0"])
+        .args(["--swim", "127.0.0.1:0", "--arena-bytes", "0", "--orchestrator", &orch])
+        .arg("--key")
+        .arg(dir.join("n4.key"))
+        .arg("--admin")
+        .arg(dir.join("n4.sock"))
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .code(6)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["type"], "node_started");
+    assert_eq!(lines[0]["node_id"], 4);
+    assert!(lines[0]["ts_us"].is_u64(), "an event line: {}", lines[0]);
+    assert_eq!(lines[1]["type"], "node_faulted");
+    assert_eq!(lines[1]["node_id"], 4);
+    assert_eq!(lines[1]["reason"], "arena_create_failed");
+    assert_eq!(lines[1]["component"], "node_boot");
+    assert_eq!(lines[2]["type"], "error");
+    assert_eq!(lines[2]["reason"], "arena_create_failed");
+    assert!(!dir.join("n4.sock").exists(), "a failed boot leaves no admin socket");
+}
+
+#[test]
+fn a_node_that_cannot_boot_within_its_boot_timeout_faults_with_what_it_waited_for() {
+    let dir = scratch().join("boot-timeout");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = "ab".repeat(32);
+    // One millisecond: the key, the admin socket and the arena are made at once, but no
+    // worker process can start and report ready that fast.
+    let out = swactor()
+        .args(["node", "boot", "--json", "--node-id", "4", "--listen", "127.0.0.1:0"])
+        .args(["--swim", "127.0.0.1:0", "--orchestrator", &orch, "--boot-timeout-ms", "1"])
+        .arg("--key")
+        .arg(dir.join("n4.key"))
+        .arg("--admin")
+        .arg(dir.join("n4.sock"))
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .code(6)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(types, ["node_started", "node_faulted", "error"], "{lines:?}");
+    assert_eq!(lines[1]["reason"], "worker_init_timeout", "{}", lines[1]);
+    assert_eq!(lines[1]["component"], "node_boot");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not boot within 1ms"), "{stderr}");
+    assert!(!dir.join("n4.sock").exists(), "an abandoned boot leaves no admin socket");
+    swactor()
+        .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0", "--orchestrator"])
+        .arg(&orch)
+        .args(["--swim", "127.0.0.1:0", "--boot-timeout-ms", "0", "--key"])
+        .arg(dir.join("n4.key"))
+        .assert()
+        .code(2);
+}
+
+#[test]
 fn a_regular_file_or_a_directory_at_the_admin_path_survives_a_boot_attempt_untouched() {
     let dir = scratch().join("admin-occupied");
     let _ = std::fs::remove_dir_all(&dir);
@@ -908,7 +977,10 @@ fn a_regular_file_or_a_directory_at_the_admin_path_survives_a_boot_attempt_untou
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("admin_socket_in_use") && stderr.contains(what), "{stderr}");
         let lines = stdout_json_lines(&out.stdout);
-        assert_eq!(lines[0]["reason"], "admin_socket_in_use");
+        let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
+        assert_eq!(types, ["node_started", "node_faulted", "error"], "{lines:?}");
+        assert_eq!(lines[1]["reason"], "admin_socket_in_use");
+        assert_eq!(lines[2]["reason"], "admin_socket_in_use");
     }
     assert_eq!(std::fs::read(&file).expect("the file is still there"), content);
     assert_eq!(std::fs::read(sub.join("inside")).expect("the directory is intact"), b"kept");

@@ -1,6 +1,6 @@
 //! Event stream and reason codes: stable JSON Lines shapes.
 
-use swactor::events::{CompletionCause, Direction, Event, EventLine, RunOutcome};
+use swactor::events::{CompletionCause, Direction, Event, EventLine, RunOutcome, TeardownPart};
 use swactor::wire::reason::*;
 use swactor::wire::{
     EdgeId, LayerRange, NodeId, ObjectId, RingId, RunId, Sequence, StageIndex, StepId,
@@ -89,7 +89,13 @@ fn one_of_each() -> Vec<Event> {
         Event::RunStopped { run_id, reason: OperatorStop::Interrupt.into() },
         Event::StopRunSent { run_id, node_id, stage_index },
         Event::StageStopped { run_id, node_id, stage_index },
-        Event::RunTornDown { run_id, outcome: RunOutcome::Faulted },
+        Event::StageLost { run_id, node_id, stage_index, reason: MembershipLoss::NodeDown.into() },
+        Event::RunTornDown {
+            run_id,
+            outcome: RunOutcome::Faulted,
+            unconfirmed: vec![TeardownPart::Stage { stage_index }, TeardownPart::TokenEndpoints],
+            lost: vec![StageIndex(2)],
+        },
     ]
 }
 
@@ -133,6 +139,7 @@ fn event_types_cover_the_design_list_exactly_once() {
         "run_faulted",
         "stop_run_sent",
         "stage_stopped",
+        "stage_lost",
         "run_torn_down",
     ];
     for kind in design {
@@ -141,6 +148,25 @@ fn event_types_cover_the_design_list_exactly_once() {
     let terminal: Vec<_> =
         one_of_each().into_iter().filter(Event::is_terminal_outcome).map(|e| e.kind()).collect();
     assert_eq!(terminal, ["run_completed", "run_faulted", "run_stopped"]);
+}
+
+#[test]
+fn run_torn_down_names_the_parts_that_did_not_confirm_and_the_lost_stages() {
+    let e = Event::RunTornDown {
+        run_id: RunId(1),
+        outcome: RunOutcome::Faulted,
+        unconfirmed: vec![
+            TeardownPart::Stage { stage_index: StageIndex(2) },
+            TeardownPart::TokenEndpoints,
+        ],
+        lost: vec![StageIndex(1)],
+    };
+    let v: serde_json::Value = serde_json::to_value(&e).expect("json");
+    assert_eq!(
+        v["unconfirmed"],
+        serde_json::json!([{"part": "stage", "stage_index": 2}, {"part": "token_endpoints"}])
+    );
+    assert_eq!(v["lost"], serde_json::json!([1]));
 }
 
 #[test]

@@ -83,8 +83,12 @@ impl Nodes {
             let mut child = cmd.spawn().expect("spawn node");
             let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
             nodes.children.push(child);
-            let line = lines.next().expect("node_available line").expect("read");
-            let v: Value = serde_json::from_str(&line).expect("json");
+            // `node_started` comes first, then the identity.
+            let v: Value = lines
+                .by_ref()
+                .map(|l| serde_json::from_str::<Value>(&l.expect("read")).expect("json"))
+                .find(|v| v["type"] == "node_available")
+                .expect("node_available line");
             std::thread::spawn(move || for _ in lines {});
             seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
             nodes.ports.push([port_of(&v["swim_addr"]), port_of(&v["addrs"][0])]);
@@ -152,12 +156,12 @@ impl Nodes {
         serde_json::from_slice(&out.stdout).expect("inspect json")
     }
 
-    /// Waits until node `i` holds no arena lease and no installed ring.
+    /// Waits until node `i` holds no arena lease, no installed ring and no device object.
     fn assert_clean(&self, i: u32) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let v = self.inspect(i);
-            if v["arena_leases"] == 0 && v["installed_rings"] == 0 {
+            if v["arena_leases"] == 0 && v["installed_rings"] == 0 && v["device_objects"] == 0 {
                 return;
             }
             assert!(Instant::now() < deadline, "node {i} kept resources: {v}");
@@ -222,8 +226,9 @@ fn position(lines: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
     lines.iter().position(pred).unwrap_or_else(|| panic!("event missing in {lines:?}"))
 }
 
-/// Exactly one terminal outcome, `run_torn_down` last of the events, and every stage of
-/// `stages` reported stopped before it.
+/// Exactly one terminal outcome, `run_torn_down` last of the events, every stage of
+/// `stages` reported stopped before it, and every part confirmed its teardown (nothing
+/// `unconfirmed`: the deadline did not end it).
 fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64]) {
     let terminal: Vec<&Value> = lines
         .iter()
@@ -236,6 +241,7 @@ fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64
     let torn = events(lines, "run_torn_down");
     assert_eq!(torn.len(), 1, "run_torn_down exactly once");
     assert_eq!(torn[0]["outcome"], outcome);
+    assert_eq!(torn[0]["unconfirmed"], serde_json::json!([]), "{}", torn[0]);
     let last_event = lines.iter().rposition(|v| v.get("ts_us").is_some()).expect("events");
     assert_eq!(lines[last_event]["type"], "run_torn_down", "run_torn_down is the last event");
     for s in stages {
@@ -383,16 +389,45 @@ fn footprint(nodes: &Nodes, i: u32) -> (usize, usize, u64, usize) {
 }
 
 #[test]
-fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_or_process() {
+fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_device_object_or_process() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let model = synth_model(4);
-    let nodes = Nodes::boot("run-ten", 3, |_| vec![]);
+    // Node 2 mislabels the output of sequence 10: runs of 8 tokens never get there and
+    // complete; run 4, of 16 tokens, faults at node 3's ingress on the sequence violation.
+    // Runs 6 and 8 are stopped by the operator mid-decode (an object in flight meets a
+    // stopping stage, or a step in flight is aborted).
+    let nodes = Nodes::boot("run-ten", 3, |i| {
+        if i == 2 { vec![("SWACTOR_FAULT_SKIP_SEQUENCE", "10".to_string())] } else { vec![] }
+    });
     let mut after = Vec::new();
     for run in 1..=10 {
-        let r = nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &run.to_string()]);
-        let (code, lines, err) = r.finish();
-        assert_eq!(code, 0, "run {run}: {err}");
-        assert_eq!(tokens(&lines).len(), 8);
+        let id = run.to_string();
+        match run {
+            4 => {
+                let r = nodes.orchestrate(&model, &["--max-tokens", "16", "--run-id", &id]);
+                let (code, lines, err) = r.finish();
+                assert_eq!(code, 7, "run {run}: {err}");
+                let f = the_fault(&lines);
+                assert_eq!(f["reason"], "object.sequence_violation", "run {run}: {f}");
+                assert_eq!(f["node_id"], 3, "run {run}: {f}");
+            }
+            6 | 8 => {
+                let args = ["--max-tokens", "1000", "--max-seq-len", "1100", "--run-id", &id];
+                let mut r = nodes.orchestrate(&model, &args);
+                r.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 3);
+                signal(r.child.id(), rustix::process::Signal::INT);
+                let (code, lines, err) = r.finish();
+                assert_eq!(code, 9, "run {run}: {err}");
+                assert_one_outcome_and_teardown(&lines, "operator_stopped", &[0, 1, 2]);
+            }
+            _ => {
+                let r = nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &id]);
+                let (code, lines, err) = r.finish();
+                assert_eq!(code, 0, "run {run}: {err}");
+                assert_eq!(tokens(&lines).len(), 8);
+            }
+        }
+        // No lease, ring or device object is left, after faulted runs as after clean ones.
         for i in 1..=3 {
             nodes.assert_clean(i);
         }
@@ -443,8 +478,23 @@ fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
     assert_eq!(f["node_id"], 2);
     assert!(err.contains("membership.node_down"), "the reason is printed: {err}");
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
+    assert_lost_not_stopped(&lines, 1, 2);
     nodes.assert_clean(1);
     nodes.assert_clean(3);
+}
+
+/// Stage `stage` of node `node` was reported lost, never stopped, and the teardown counted
+/// it as lost.
+fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {
+    let lost = events(lines, "stage_lost");
+    assert!(
+        lost.iter().any(|v| v["stage_index"] == stage && v["node_id"] == node),
+        "stage {stage} reported lost: {lost:?}"
+    );
+    let stopped: Vec<_> =
+        events(lines, "stage_stopped").into_iter().filter(|v| v["stage_index"] == stage).collect();
+    assert!(stopped.is_empty(), "nobody confirmed stage {stage} stopped: {stopped:?}");
+    assert_eq!(events(lines, "run_torn_down")[0]["lost"], serde_json::json!([stage]));
 }
 
 /// The worker process of node `i`.
@@ -544,6 +594,35 @@ fn a_weights_url_that_404s_faults_the_run_with_download_failed() {
     assert_eq!(f["reason"], "weights.download_failed", "{f}");
     assert_eq!(f["component"], "weights");
     assert!(hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert!(events(&lines, "token").is_empty());
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
+fn a_worker_that_cannot_load_its_weights_faults_the_run_and_its_stage_never_says_weights_loaded() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A model whose header is sound (the node's checks pass: it parses, its block count is
+    // the plan's) but one of block 1's tensors is named so no loader finds it: only the
+    // worker that reads block 1 fails, with `weights.missing_tensor`.
+    let broken = scratch().join("synth-4-missing-tensor.gguf");
+    let mut bytes = std::fs::read(synth_model(4)).expect("model");
+    let (from, to) = (b"blk.1.ffn_up.weight", b"blk.1.ffn_zz.weight");
+    let at = bytes.windows(from.len()).position(|w| w == from).expect("tensor name");
+    bytes[at..at + to.len()].copy_from_slice(to);
+    std::fs::write(&broken, bytes).expect("write");
+    let nodes = Nodes::boot("run-weights-load", 3, |_| vec![]);
+    let (code, lines, err) = nodes.orchestrate(&broken, &["--max-tokens", "4"]).finish();
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "weights.missing_tensor", "{f}");
+    assert_eq!(f["component"], "weights");
+    let failed = f["node_id"].clone();
+    let loaded: Vec<&Value> =
+        events(&lines, "weights_loaded").into_iter().filter(|v| v["node_id"] == failed).collect();
+    assert!(loaded.is_empty(), "the stage that failed to load said weights_loaded: {loaded:?}");
     assert!(events(&lines, "token").is_empty());
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
     for i in 1..=3 {
@@ -765,6 +844,7 @@ fn a_partitioned_stage_node_faults_the_run_and_cleans_up_by_itself_after_the_hea
     assert_eq!(f["reason"], "membership.node_down", "{f}");
     assert_eq!(f["node_id"], 2);
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
+    assert_lost_not_stopped(&lines, 1, 2);
     nodes.assert_clean(1);
     nodes.assert_clean(3);
     // The cut-off node lost its orchestrator: once it can be asked again, it holds nothing.

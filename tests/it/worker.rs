@@ -232,7 +232,7 @@ async fn a_real_worker_streams_objects_larger_than_its_rings_and_produces_them_b
                     Event::RingReadable { ring_id } if *ring_id == out_layout.ring_id => {
                         drain.on_readable().expect("readable");
                     }
-                    Event::DeviceObjectReleased { .. } => {}
+                    Event::DeviceObjectReleased { .. } | Event::DeviceObjects { .. } => {}
                     other => panic!("unexpected event {other:?}"),
                 },
                 other => panic!("unexpected output {other:?}"),
@@ -374,6 +374,7 @@ async fn a_worker_killed_mid_step_faults_every_installed_ring_and_is_reaped() {
                 assert_eq!(reason, WorkerFatal::Exited);
                 break;
             }
+            CtlOutput::Routed(Event::DeviceObjects { .. }) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -394,6 +395,73 @@ async fn a_worker_killed_mid_step_faults_every_installed_ring_and_is_reaped() {
         plane.manager.release(proof).expect("release");
     }
     assert_eq!(plane.manager.live_count(), 0, "no leaked arena lease");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_frees_its_input_and_the_worker_reports_no_live_device_object() {
+    let mut plane = start(Backend::Cpu).await;
+    let fail = Some(Sequence(0));
+    let config = RoleConfig::Transform { xor: 1, delay_ms: 0, fail_on_sequence: fail };
+    plane.driver.send(Command::ConfigureRole { role_id: RoleId(1), config }).await.expect("role");
+    let (in_layout, in_ring) = plane.ring(1, Direction::Recv).await;
+    let (out_layout, _out_ring) = plane.ring(2, Direction::Send).await;
+    let mut feeder = RingFeeder::new(in_layout.ring_id, in_ring);
+    let (header, payload) = object(0, 1024);
+    let mut bytes = header.encode().to_vec();
+    bytes.extend_from_slice(&payload);
+    assert_eq!(feeder.push(&bytes).expect("push").0, bytes.len());
+    plane.driver.send(Command::RingReadable { ring_id: in_layout.ring_id }).await.expect("wake");
+    // Every routed event from here on, with the live count the worker last reported.
+    let mut live = 0;
+    let handle = loop {
+        match next(&mut plane.events).await {
+            CtlOutput::Routed(Event::ObjectLoaded { handle, .. }) => break handle,
+            CtlOutput::Routed(Event::DeviceObjects { live: n }) => live = n,
+            _ => {}
+        }
+    };
+    let step = Command::ExecuteStep {
+        role_id: RoleId(1),
+        step_id: StepId(1),
+        inputs: vec![InputBinding {
+            port: PortId(0),
+            object_id: header.object_id,
+            sequence: Sequence(0),
+            handle,
+        }],
+        outputs: vec![OutputBinding {
+            port: PortId(0),
+            ring_id: out_layout.ring_id,
+            object_id: ObjectId(1),
+            sequence: Sequence(0),
+            extent: 1024,
+            flags: ObjectFlags::NONE,
+        }],
+        release_inputs_after: true,
+    };
+    plane.driver.send(step).await.expect("step");
+    let mut released = false;
+    loop {
+        match next(&mut plane.events).await {
+            CtlOutput::Routed(Event::DeviceObjectReleased { handle: h }) if h == handle => {
+                released = true;
+            }
+            CtlOutput::Routed(Event::DeviceObjects { live: n }) => live = n,
+            CtlOutput::Routed(Event::StepFailed { step_id, .. }) => {
+                assert_eq!(step_id, StepId(1));
+                break;
+            }
+            CtlOutput::Routed(Event::StepCompleted { .. }) => panic!("the step was to fail"),
+            _ => {}
+        }
+    }
+    assert!(released, "the failed step's input was freed");
+    assert!(live <= 1, "at most the loaded input was reported live before the failure");
+    // The count changed with the release: it is reported right after the failure.
+    assert_eq!(next(&mut plane.events).await, CtlOutput::Routed(Event::DeviceObjects { live: 0 }));
+    plane.driver.stop(ShutdownMode::Graceful);
+    while !matches!(next(&mut plane.events).await, CtlOutput::Stopped) {}
+    plane.driver.join().await;
 }
 
 mod process {

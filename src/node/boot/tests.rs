@@ -87,3 +87,24 @@ fn a_boot_past_its_deadline_faults_with_the_first_missing_fact() {
     );
     assert_eq!(b.poll_timeout(), None);
 }
+
+#[test]
+fn a_boot_past_its_deadline_names_the_fact_it_was_waiting_for_in_bring_up_order() {
+    // A node brings up its identity and arena, then waits for its worker: the control
+    // inbox and the rest are missing too, but the worker is what the boot waited for.
+    let (mut b, t0) = boot(WorkerPolicy::Eager);
+    b.fact_ready(BootFact::Identity);
+    b.fact_ready(BootFact::Arena);
+    b.handle_timeout(t0 + Duration::from_secs(5));
+    assert_eq!(
+        drain(&mut b),
+        vec![BootEvent::BootFaulted { node_id: NodeId(7), reason: BootFault::WorkerInitTimeout }]
+    );
+    // Nothing at all: the identity.
+    let (mut b, t0) = boot(WorkerPolicy::Eager);
+    b.handle_timeout(t0 + Duration::from_secs(5));
+    assert_eq!(
+        drain(&mut b),
+        vec![BootEvent::BootFaulted { node_id: NodeId(7), reason: BootFault::IdentityInvalid }]
+    );
+}

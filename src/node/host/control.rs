@@ -3,14 +3,13 @@
 
 use std::path::PathBuf;
 
-use super::{HostInput, STAGE_ROLE, StageHost};
+use super::{HostInput, StageHost};
 use crate::control::ControlMessage;
-use crate::events::Event;
 use crate::stage::controller::StageController;
 use crate::stage::weights::{WeightsError, resolve};
 use crate::wire::reason::{Component, StageFault, WeightsFailure};
 use crate::wire::{ProvisionStage, RunId};
-use crate::worker::protocol::{Command, RoleConfig};
+use crate::worker::protocol::Command;
 
 impl StageHost {
     pub(super) fn control(&mut self, msg: ControlMessage) {
@@ -86,7 +85,7 @@ impl StageHost {
         });
     }
 
-    pub(super) async fn weights_resolved(
+    pub(super) fn weights_resolved(
         &mut self,
         run: RunId,
         result: Result<(PathBuf, u64), WeightsError>,
@@ -103,31 +102,8 @@ impl StageHost {
                 self.stage_fault(e.reason.into(), Component::Weights);
             }
             Ok((path, bytes)) => {
-                let config = RoleConfig::LlamaStage {
-                    weights: path.display().to_string(),
-                    layers: p.layers,
-                    embedding: p.embedding,
-                    head: p.head,
-                    max_seq_len: p.runtime.max_seq_len,
-                    activation_dtype: p.runtime.activation_dtype,
-                    sampling: p.runtime.sampling,
-                };
-                match self.worker.send(Command::ConfigureRole { role_id: STAGE_ROLE, config }).await
-                {
-                    Ok(()) => self.emit(Event::WeightsLoaded {
-                        run_id: run,
-                        node_id: self.node_id,
-                        stage_index: p.stage_index,
-                        layers: p.layers,
-                        bytes,
-                    }),
-                    Err(e) => {
-                        eprintln!("swactor node: cannot configure the worker: {e}");
-                        self.stage_fault(
-                            crate::wire::reason::WorkerFatal::Exited.into(),
-                            Component::WorkerCtl,
-                        );
-                    }
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.weights_ready(run, path.display().to_string(), bytes);
                 }
             }
         }

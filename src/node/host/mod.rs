@@ -105,6 +105,9 @@ pub struct HostSnapshot {
     pub edges: Vec<serde_json::Value>,
     /// The stage, if one was provisioned.
     pub stage: Option<serde_json::Value>,
+    /// Device objects the worker holds.
+    #[serde(default)]
+    pub device_objects: u64,
 }
 
 /// The stage host. See the module docs.
@@ -127,6 +130,8 @@ pub struct StageHost {
     /// Test-only fault injection (configured by the CLI): the stage controller labels the
     /// output of this sequence with the next one, as a broken stage would.
     skip_sequence: Option<Sequence>,
+    /// Device objects the worker holds, as it last reported.
+    device_objects: u64,
 }
 
 impl StageHost {
@@ -166,6 +171,7 @@ impl StageHost {
             fault_component: None,
             steps: HashMap::new(),
             skip_sequence,
+            device_objects: 0,
         }
     }
 
@@ -179,6 +185,7 @@ impl StageHost {
         HostSnapshot {
             arena_leases: self.plane.live_leases(),
             installed_rings: self.installed.len(),
+            device_objects: self.device_objects,
             edges: self
                 .records
                 .values()
@@ -279,7 +286,7 @@ impl StageHost {
                     });
                 }
             }
-            HostInput::WeightsResolved(run, result) => self.weights_resolved(run, result).await,
+            HostInput::WeightsResolved(run, result) => self.weights_resolved(run, result),
             HostInput::Pump(edge, notice) => {
                 let fault = match &notice {
                     PumpNotice::Ended(crate::net::edge::PumpEnd::Faulted(reason, ..)) => {

@@ -25,6 +25,14 @@ impl StageHost {
         let provisioning = |h: &Self| h.controller.as_ref().and_then(|c| c.provisioning()).cloned();
         match cmd {
             StageCommand::ConfigureRole(p) => self.fetch_weights(&p),
+            StageCommand::LoadRole(config) => {
+                let load = Command::ConfigureRole { role_id: STAGE_ROLE, config };
+                if let Err(e) = self.worker.send(load).await {
+                    eprintln!("swactor node: cannot configure the worker: {e}");
+                    let reason = crate::wire::reason::WorkerFatal::Exited.into();
+                    self.stage_fault(reason, Component::WorkerCtl);
+                }
+            }
             StageCommand::ProvisionRx(edge_id) => {
                 let Some(p) = provisioning(self) else { return };
                 self.provision_edge(
@@ -166,6 +174,10 @@ impl StageHost {
                     node_id: self.node_id,
                     stage_index,
                 });
+            }
+            StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes } => {
+                let node_id = self.node_id;
+                self.emit(Event::WeightsLoaded { run_id, node_id, stage_index, layers, bytes });
             }
             StageEvent::StageReady { run_id, stage_index } => {
                 self.send(ControlMessage::StageReady { run_id, stage_index });

@@ -73,12 +73,25 @@ impl StageHost {
                 }
             }
             CtlOutput::StopPump { ring_id } => self.executor.stop_ring_pump(ring_id),
-            CtlOutput::Ready { generation, .. } | CtlOutput::Restarting { generation } => {
+            CtlOutput::Ready { generation, .. } => {
                 self.generation = generation;
+                self.device_objects = 0; // a new worker holds nothing
+            }
+            CtlOutput::Restarting { generation } => {
+                self.generation = generation;
+                self.device_objects = 0;
+                // The crashed worker took the stage's role with it.
+                self.fault_component.get_or_insert(Component::WorkerCtl);
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.worker_reaped();
+                }
             }
             CtlOutput::Failed { reason } => {
                 eprintln!("swactor node: worker failed for good: {reason}");
                 self.stage_fault(reason.into(), Component::WorkerCtl);
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.worker_reaped();
+                }
                 alive = false;
             }
             CtlOutput::Stopped => alive = false,
@@ -194,9 +207,14 @@ impl StageHost {
             WorkerEvent::WorkerFatal { reason } => {
                 eprintln!("swactor node: worker fatal: {reason}");
             }
+            WorkerEvent::DeviceObjects { live } => self.device_objects = live,
+            WorkerEvent::RoleReleased { .. } => {
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.role_released();
+                }
+            }
             WorkerEvent::WorkerReady { .. }
             | WorkerEvent::WorkerStopped { .. }
-            | WorkerEvent::RoleReleased { .. }
             | WorkerEvent::DeviceObjectReleased { .. }
             | WorkerEvent::ReleaseFailed { .. } => {}
         }

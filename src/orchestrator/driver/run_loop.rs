@@ -180,6 +180,10 @@ impl<'t> RunLoop<'t> {
                 progressed = true;
                 self.plane_event(ev, sink);
             }
+            if self.fsm.awaits_token_endpoints() && self.plane.live_edges() == 0 {
+                self.fsm.token_endpoints_stopped();
+                progressed = true;
+            }
             if !progressed {
                 return;
             }
@@ -304,18 +308,20 @@ impl<'t> RunLoop<'t> {
         let now = Instant::now();
         match notice {
             PoolNotice::Message(node, msg) => self.stage_message(node, msg, sink),
-            PoolNotice::SessionClosed(node) if self.in_plan(node) => {
+            PoolNotice::SessionClosed(node) => {
+                // No stage report will come from a node without a session: its stages are
+                // lost (the run FSM ignores nodes outside the plan).
                 let reason = ControlFault::ConnectionLost.into();
-                self.fsm.fault(now, reason, Component::ControlChannel, Some(node), None, None);
-                // No stage report will come from a node without a session.
-                self.stages_gone(node);
+                self.fsm.node_lost(now, node, reason, Component::ControlChannel);
             }
             PoolNotice::Gate(GateEvent::RequiredNodeLost { node, reason })
                 if self.in_plan(node) =>
             {
-                self.fsm.fault(now, reason.into(), Component::Membership, Some(node), None, None);
                 if reason == MembershipLoss::NodeDown {
-                    self.stages_gone(node);
+                    self.fsm.node_lost(now, node, reason.into(), Component::Membership);
+                } else {
+                    let component = Component::Membership;
+                    self.fsm.fault(now, reason.into(), component, Some(node), None, None);
                 }
             }
             PoolNotice::Rejected(r, count) => emit(sink, self.t0, rejected_event(r, count)),
@@ -325,15 +331,6 @@ impl<'t> RunLoop<'t> {
 
     fn in_plan(&self, node: NodeId) -> bool {
         self.node_of.values().any(|n| *n == node)
-    }
-
-    /// The stages of a lost node will not report: settle them for teardown.
-    fn stages_gone(&mut self, node: NodeId) {
-        for (stage, n) in &self.node_of {
-            if *n == node {
-                let _ = self.fsm.stage_stopped(self.plan.run_id, *stage, node);
-            }
-        }
     }
 
     fn stage_message(&mut self, node: NodeId, msg: ControlMessage, sink: &mut dyn RunSink) {

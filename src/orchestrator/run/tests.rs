@@ -7,7 +7,7 @@ use super::*;
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
-use crate::wire::reason::{StreamFault, WeightsFailure};
+use crate::wire::reason::{ControlFault, MembershipLoss, RingFault, StreamFault, WeightsFailure};
 use crate::wire::{ActivationDType, RuntimeConfig, SamplingPolicy, WeightSource};
 
 const EOS: u32 = 2;
@@ -204,9 +204,18 @@ fn eos_completes_and_teardown_ends_with_one_run_torn_down_last() {
             .expect("duplicate ignored");
     }
     let (_, events) = drain(&mut f);
+    assert_eq!(kinds(&events), ["stage_stopped", "stage_stopped", "stage_stopped"]);
+    assert!(f.awaits_token_endpoints(), "the token endpoints have not stopped yet");
+    f.token_endpoints_stopped();
+    let (_, events) = drain(&mut f);
     assert_eq!(
-        kinds(&events),
-        ["stage_stopped", "stage_stopped", "stage_stopped", "run_torn_down"]
+        events,
+        [Event::RunTornDown {
+            run_id: RunId(5),
+            outcome: RunOutcome::Completed,
+            unconfirmed: vec![],
+            lost: vec![]
+        }]
     );
     assert!(f.is_done());
     f.handle_timeout(now + Duration::from_secs(100));
@@ -264,9 +273,15 @@ fn operator_stop_and_timeouts_end_in_teardown_even_if_stages_never_answer() {
     f.handle_timeout(now + Duration::from_secs(2));
     assert!(drain(&mut f).1.is_empty(), "not before the teardown deadline");
     f.handle_timeout(now + T.teardown);
+    let all = [0, 1, 2].map(|s| TeardownPart::Stage { stage_index: StageIndex(s) });
     assert_eq!(
         drain(&mut f).1,
-        vec![Event::RunTornDown { run_id: RunId(5), outcome: RunOutcome::OperatorStopped }]
+        vec![Event::RunTornDown {
+            run_id: RunId(5),
+            outcome: RunOutcome::OperatorStopped,
+            unconfirmed: [&all[..], &[TeardownPart::TokenEndpoints]].concat(),
+            lost: vec![]
+        }]
     );
 
     let now = Instant::now();
@@ -301,4 +316,151 @@ fn a_full_context_completes_the_run_before_the_step_that_would_overflow_it() {
         cause: CompletionCause::ContextFull
     }));
     assert_eq!(f.outcome(), Some(RunOutcome::Completed));
+}
+
+#[test]
+fn run_torn_down_waits_for_the_token_endpoints_and_every_stage_in_any_order() {
+    let (mut f, now) = running(10);
+    f.token_received(now, ObjectId(1), Sequence(0), EOS);
+    drain(&mut f);
+    f.token_endpoints_stopped();
+    f.stage_stopped(RunId(5), StageIndex(0), NodeId(1)).expect("stopped");
+    f.stage_stopped(RunId(5), StageIndex(2), NodeId(3)).expect("stopped");
+    assert!(!drain(&mut f).1.iter().any(|e| e.kind() == "run_torn_down"), "stage 1 is missing");
+    f.stage_stopped(RunId(5), StageIndex(1), NodeId(2)).expect("stopped");
+    assert_eq!(kinds(&drain(&mut f).1), ["stage_stopped", "run_torn_down"]);
+    assert!(f.is_done());
+}
+
+#[test]
+fn a_lost_node_is_reported_lost_never_stopped_and_settles_its_stage_for_teardown() {
+    let (mut f, now) = running(10);
+    let down = FaultReason::Membership(MembershipLoss::NodeDown);
+    f.node_lost(now, NodeId(42), down, Component::Membership);
+    assert_eq!(drain(&mut f), (vec![], vec![]), "a node outside the plan changes nothing");
+    f.node_lost(now, NodeId(2), down, Component::Membership);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(
+        kinds(&events),
+        ["run_faulted", "stop_run_sent", "stop_run_sent", "stop_run_sent", "stage_lost"]
+    );
+    assert!(matches!(
+        events[0],
+        Event::RunFaulted { node_id: Some(NodeId(2)), component: Component::Membership, .. }
+    ));
+    assert_eq!(
+        events[4],
+        Event::StageLost {
+            run_id: RunId(5),
+            node_id: NodeId(2),
+            stage_index: StageIndex(1),
+            reason: down
+        }
+    );
+    assert!(cmds.contains(&RunCommand::StopTokenEndpoints));
+    // Its session closing as well: lost once.
+    let closed = FaultReason::Control(ControlFault::ConnectionLost);
+    f.node_lost(now, NodeId(2), closed, Component::ControlChannel);
+    assert!(drain(&mut f).1.is_empty());
+    f.stage_stopped(RunId(5), StageIndex(0), NodeId(1)).expect("stopped");
+    f.stage_stopped(RunId(5), StageIndex(2), NodeId(3)).expect("stopped");
+    f.token_endpoints_stopped();
+    let (_, events) = drain(&mut f);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::StageStopped { stage_index: StageIndex(1), .. }))
+    );
+    assert_eq!(
+        events.last(),
+        Some(&Event::RunTornDown {
+            run_id: RunId(5),
+            outcome: RunOutcome::Faulted,
+            unconfirmed: vec![],
+            lost: vec![StageIndex(1)]
+        }),
+        "settled before the deadline, the lost stage named"
+    );
+}
+
+#[test]
+fn at_the_teardown_deadline_run_torn_down_names_the_parts_that_did_not_confirm() {
+    let (mut f, now) = running(10);
+    f.operator_stop(now, OperatorStop::Terminate);
+    drain(&mut f);
+    f.stage_stopped(RunId(5), StageIndex(0), NodeId(1)).expect("stopped");
+    f.stage_stopped(RunId(5), StageIndex(1), NodeId(2)).expect("stopped");
+    f.stage_stopped(RunId(5), StageIndex(2), NodeId(3)).expect("stopped");
+    assert!(drain(&mut f).1.iter().all(|e| e.kind() == "stage_stopped"), "endpoints pending");
+    f.handle_timeout(now + T.teardown);
+    assert_eq!(
+        drain(&mut f).1,
+        [Event::RunTornDown {
+            run_id: RunId(5),
+            outcome: RunOutcome::OperatorStopped,
+            unconfirmed: vec![TeardownPart::TokenEndpoints],
+            lost: vec![]
+        }]
+    );
+}
+
+fn reported_faults(events: &[Event]) -> Vec<(FaultReason, Component)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RunFaulted { reason, component, .. } => Some((*reason, *component)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_consequence_that_comes_first_gives_way_to_its_cause_within_the_settle_window() {
+    // A killed worker on node 2: node 1's send pump sees its stream break and may report
+    // before node 2 reports the crash that broke it.
+    let (mut f, now) = running(10);
+    let write_failed = FaultReason::Stream(StreamFault::WriteFailed);
+    f.fault(now, write_failed, Component::TxEdge, Some(NodeId(1)), Some(StageIndex(0)), None);
+    assert_eq!(f.outcome(), Some(RunOutcome::Faulted), "the outcome is decided at once");
+    assert_eq!(drain(&mut f), (vec![], vec![]), "nothing is reported or stopped yet");
+    assert_eq!(f.poll_timeout(), Some(now + SETTLE));
+    // Meanwhile the pipeline is broken: a token or a stop changes nothing.
+    f.token_received(now, ObjectId(1), Sequence(0), 5);
+    f.operator_stop(now, OperatorStop::Interrupt);
+    f.fault(now, ControlFault::ConnectionLost.into(), Component::ControlChannel, None, None, None);
+    assert_eq!(drain(&mut f), (vec![], vec![]));
+    let crashed = FaultReason::Ring(RingFault::WorkerCrashed);
+    let later = now + SETTLE - Duration::from_millis(1);
+    f.fault(later, crashed, Component::WorkerCtl, Some(NodeId(2)), Some(StageIndex(1)), None);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(reported_faults(&events), [(crashed, Component::WorkerCtl)]);
+    assert_eq!(kinds(&events)[0], "run_faulted");
+    assert!(cmds.contains(&RunCommand::StopTokenEndpoints), "teardown starts with the report");
+    f.handle_timeout(now + SETTLE);
+    f.fault(now + SETTLE, write_failed, Component::TxEdge, None, None, None);
+    assert!(reported_faults(&drain(&mut f).1).is_empty(), "one run_faulted, ever");
+}
+
+#[test]
+fn a_consequence_without_a_cause_is_reported_when_the_settle_window_ends() {
+    let (mut f, now) = running(10);
+    let lost = FaultReason::Control(ControlFault::ConnectionLost);
+    f.fault(now, lost, Component::ControlChannel, Some(NodeId(3)), None, None);
+    f.handle_timeout(now + SETTLE - Duration::from_millis(1));
+    assert_eq!(drain(&mut f), (vec![], vec![]), "not before the window ends");
+    f.handle_timeout(now + SETTLE);
+    let (cmds, events) = drain(&mut f);
+    assert_eq!(reported_faults(&events), [(lost, Component::ControlChannel)]);
+    assert!(cmds.contains(&RunCommand::StopRun(StageIndex(0))));
+    assert!(f.poll_timeout().is_some_and(|t| t > now + SETTLE), "no busy loop");
+}
+
+#[test]
+fn a_cause_is_reported_at_once_and_no_later_fault_replaces_it() {
+    let (mut f, now) = running(10);
+    let crashed = FaultReason::Ring(RingFault::WorkerCrashed);
+    f.fault(now, crashed, Component::WorkerCtl, Some(NodeId(2)), None, None);
+    let write_failed = FaultReason::Stream(StreamFault::WriteFailed);
+    f.fault(now, write_failed, Component::TxEdge, Some(NodeId(1)), None, None);
+    f.fault(now, TokenFault::OutOfOrder.into(), Component::TokenEndpoint, None, None, None);
+    assert_eq!(reported_faults(&drain(&mut f).1), [(crashed, Component::WorkerCtl)]);
+    assert!(is_consequence(write_failed) && !is_consequence(crashed));
 }

@@ -1,7 +1,7 @@
 //! StageController contract tests (DESIGN.md 4.5).
 
 use super::*;
-use crate::wire::reason::{ObjectFailure, StepFailure};
+use crate::wire::reason::{ObjectFailure, StepFailure, WeightsFailure, WorkerFatal};
 use crate::wire::{
     ActivationDType, LayerRange, ObjectSpec, Peer, RecvEdgeProvision, RingSpec, RuntimeConfig,
     SamplingPolicy, SendEdgeProvision, WeightSource, WorkerGeneration,
@@ -66,10 +66,15 @@ fn ready(stage: u32, count: u32) -> StageController {
     c.provision(ORCH, prov(stage, count)).expect("provision");
     cmds(&mut c);
     events(&mut c);
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
     c.role_ready();
     c.edge_ready(EdgeId(u64::from(stage) + 1));
     c.edge_ready(EdgeId(u64::from(stage) + 2));
-    assert!(matches!(events(&mut c)[..], [StageEvent::StageReady { .. }]));
+    assert!(matches!(
+        events(&mut c)[..],
+        [StageEvent::WeightsLoaded { .. }, StageEvent::StageReady { .. }]
+    ));
+    cmds(&mut c);
     c
 }
 
@@ -88,8 +93,9 @@ fn stage_ready_comes_only_after_role_and_both_edges() {
         vec![StageEvent::ProvisionStarted { run_id: RunId(9), stage_index: StageIndex(1) }]
     );
     c.edge_ready(EdgeId(2));
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
     c.role_ready();
-    assert!(events(&mut c).is_empty());
+    assert!(matches!(events(&mut c)[..], [StageEvent::WeightsLoaded { .. }]));
     c.edge_ready(EdgeId(3));
     assert_eq!(
         events(&mut c),
@@ -156,8 +162,41 @@ fn duplicate_skipped_or_regressed_sequences_fault_the_stage() {
             }]
         );
         c.object_loaded(EdgeId(1), ObjectId(3), Sequence(1), 4, handle(3));
-        assert!(cmds(&mut c).is_empty(), "a faulted stage rejects run work");
+        assert_eq!(
+            cmds(&mut c),
+            [StageCommand::ReleaseObject(handle(2)), StageCommand::ReleaseObject(handle(3))],
+            "a faulted stage runs nothing; the violating object and later ones are freed"
+        );
     }
+}
+
+#[test]
+fn every_loaded_object_the_stage_does_not_take_is_released_not_dropped() {
+    // Another edge's object, while ready.
+    let mut c = ready(1, 3);
+    c.object_loaded(EdgeId(7), ObjectId(1), Sequence(0), 16, handle(1));
+    assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(1))]);
+    assert!(events(&mut c).is_empty(), "a stray object is freed, not a fault");
+    // Objects waiting behind the active step are freed by the fault; one arriving while
+    // the stage is faulted too.
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(2));
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), 256, handle(3));
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { .. }]));
+    c.fault(FaultReason::Step(StepFailure::ComputeFailed));
+    c.object_loaded(EdgeId(2), ObjectId(3), Sequence(2), 256, handle(4));
+    assert_eq!(
+        cmds(&mut c),
+        [StageCommand::ReleaseObject(handle(3)), StageCommand::ReleaseObject(handle(4))]
+    );
+    // While stopping, and once stopped.
+    c.stop_run(ORCH, RunId(9));
+    cmds(&mut c);
+    c.object_loaded(EdgeId(2), ObjectId(4), Sequence(3), 256, handle(5));
+    assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(5))]);
+    // Never provisioned.
+    let mut fresh = StageController::new(ORCH);
+    fresh.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(6));
+    assert_eq!(cmds(&mut fresh), [StageCommand::ReleaseObject(handle(6))]);
 }
 
 #[test]
@@ -181,6 +220,8 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
     c.edge_stopped(EdgeId(2));
     assert!(events(&mut c).is_empty());
     c.edge_stopped(EdgeId(3));
+    assert!(events(&mut c).is_empty(), "the role is not released yet");
+    c.role_released();
     assert_eq!(
         events(&mut c),
         vec![StageEvent::StageStopped { run_id: RunId(9), stage_index: StageIndex(1) }]
@@ -208,12 +249,106 @@ fn the_controller_decides_each_output_object_id_sequence_and_prefill_flag() {
     c.provision(ORCH, prov(1, 3)).expect("provision");
     cmds(&mut c);
     events(&mut c);
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
     c.role_ready();
     c.edge_ready(EdgeId(2));
     c.edge_ready(EdgeId(3));
+    cmds(&mut c);
     c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), u64::from(HIDDEN) * 4, handle(1));
     assert_eq!(outputs(&mut c).1, Sequence(0));
     c.step_completed(StepId(1));
     c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
     assert_eq!(outputs(&mut c), (ObjectId(3), Sequence(2), ObjectFlags::NONE));
+}
+
+#[test]
+fn stage_stopped_needs_the_role_released_and_both_edges_stopped_in_any_order() {
+    let stopped = vec![StageEvent::StageStopped { run_id: RunId(9), stage_index: StageIndex(1) }];
+    let mut c = ready(1, 3);
+    c.role_released();
+    assert!(events(&mut c).is_empty(), "a release before the stop counts for nothing");
+    c.stop_run(ORCH, RunId(9));
+    cmds(&mut c);
+    c.role_released();
+    c.edge_stopped(EdgeId(3));
+    assert!(events(&mut c).is_empty(), "the inbound edge still holds its lease");
+    c.edge_stopped(EdgeId(2));
+    assert_eq!(events(&mut c), stopped);
+
+    // A worker that crashed took the role with it: its reaping is the release, and the
+    // stage faulted when it happened.
+    let mut c = ready(1, 3);
+    c.worker_reaped();
+    assert!(matches!(
+        events(&mut c)[..],
+        [StageEvent::StageFault { reason: FaultReason::Worker(WorkerFatal::Exited), .. }]
+    ));
+    c.stop_run(ORCH, RunId(9));
+    assert_eq!(
+        cmds(&mut c),
+        [StageCommand::StopEdge(EdgeId(2)), StageCommand::StopEdge(EdgeId(3))],
+        "no role to release in the new worker"
+    );
+    c.edge_stopped(EdgeId(2));
+    c.edge_stopped(EdgeId(3));
+    assert_eq!(events(&mut c), stopped);
+
+    // Reaped while stopping.
+    let mut c = ready(1, 3);
+    c.stop_run(ORCH, RunId(9));
+    c.edge_stopped(EdgeId(2));
+    c.edge_stopped(EdgeId(3));
+    assert!(events(&mut c).is_empty());
+    c.worker_reaped();
+    assert_eq!(events(&mut c), stopped);
+}
+
+#[test]
+fn weights_loaded_comes_only_after_the_worker_configured_the_role_and_never_after_a_failure() {
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    cmds(&mut c);
+    events(&mut c);
+    // A `RoleConfigured` nobody asked for counts for nothing.
+    c.role_ready();
+    assert!(events(&mut c).is_empty());
+    // Weights of another run are ignored; this run's are handed to the worker to load.
+    c.weights_ready(RunId(8), "/old.gguf".into(), 1);
+    assert!(cmds(&mut c).is_empty());
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1234);
+    match &cmds(&mut c)[..] {
+        [StageCommand::LoadRole(RoleConfig::LlamaStage { weights, layers, .. })] => {
+            assert_eq!((weights.as_str(), *layers), ("/m.gguf", LayerRange::new(2, 4)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(events(&mut c).is_empty(), "resolved weights are not loaded weights");
+    c.role_ready();
+    assert_eq!(
+        events(&mut c),
+        [StageEvent::WeightsLoaded {
+            run_id: RunId(9),
+            stage_index: StageIndex(1),
+            layers: LayerRange::new(2, 4),
+            bytes: 1234
+        }]
+    );
+    c.role_ready();
+    assert!(events(&mut c).is_empty(), "once");
+
+    // The worker failed to load: the weights fault, and no `WeightsLoaded`, ever.
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1234);
+    events(&mut c);
+    c.fault(FaultReason::Weights(WeightsFailure::MissingTensor));
+    c.role_ready();
+    assert_eq!(
+        events(&mut c),
+        [StageEvent::StageFault {
+            run_id: RunId(9),
+            stage_index: StageIndex(1),
+            reason: FaultReason::Weights(WeightsFailure::MissingTensor)
+        }]
+    );
 }

@@ -95,6 +95,8 @@ struct Worker {
     active: Option<ActiveStep>,
     stopping: Option<ShutdownMode>,
     events: Vec<Event>,
+    /// The live device object count last reported (`DeviceObjects`).
+    reported_live: usize,
 }
 
 /// Runs the worker process until it stops; returns its exit status. `spin`: how long it
@@ -122,11 +124,15 @@ pub fn run(spin: Duration) -> u8 {
         active: None,
         stopping: None,
         events: Vec::new(),
+        reported_live: 0,
     };
     let stdout = std::io::stdout();
     loop {
         let input = next_input(&rx, &mut worker, spin);
         let exit = worker.handle(input);
+        if exit.is_none() {
+            worker.report_live();
+        }
         let mut out = stdout.lock();
         for e in worker.events.drain(..) {
             if out.write_all(encode_line(&e).as_bytes()).is_err() {
@@ -280,11 +286,8 @@ impl Worker {
             }
             Command::ExecuteStep { role_id, step_id, inputs, outputs, release_inputs_after } => {
                 if self.stopping.is_some() {
-                    self.events.push(Event::StepFailed {
-                        role_id,
-                        step_id,
-                        reason: StepFailure::Aborted,
-                    });
+                    let reason = StepFailure::Aborted;
+                    self.step_failed(role_id, step_id, &inputs, release_inputs_after, reason);
                 } else {
                     self.pending.push_back(PendingStep {
                         role_id,
@@ -470,6 +473,46 @@ impl Worker {
         self.events.len() > before
     }
 
+    /// Reports the live device object count if it changed since the last report.
+    fn report_live(&mut self) {
+        let Some(ready) = self.ready.as_ref() else { return };
+        let live = ready.bridge.live();
+        if live != self.reported_live {
+            self.reported_live = live;
+            self.events.push(Event::DeviceObjects { live: live as u64 });
+        }
+    }
+
+    /// Reports a step that ended without completing; frees its inputs if it owned them.
+    fn step_failed(
+        &mut self,
+        role_id: RoleId,
+        step_id: StepId,
+        inputs: &[InputBinding],
+        release_inputs: bool,
+        reason: StepFailure,
+    ) {
+        if release_inputs {
+            self.release_inputs(inputs);
+        }
+        self.events.push(Event::StepFailed { role_id, step_id, reason });
+    }
+
+    /// Frees a finished step's inputs (a handle of another generation is not ours: skipped).
+    fn release_inputs(&mut self, inputs: &[InputBinding]) {
+        let Some(ready) = self.ready.as_mut() else { return };
+        let mut freed = Vec::new();
+        for i in inputs {
+            if ready.bridge.free(i.handle).is_ok() {
+                self.events.push(Event::DeviceObjectReleased { handle: i.handle });
+                freed.push(i.handle);
+            }
+        }
+        for h in freed {
+            self.object_gone(h);
+        }
+    }
+
     fn release_object(&mut self, handle: DeviceHandle) {
         let Some(ready) = self.ready.as_mut() else { return };
         match ready.bridge.free(handle) {
@@ -496,13 +539,7 @@ impl Worker {
         if self.active.is_some() {
             return None;
         }
-        while let Some(p) = self.pending.pop_front() {
-            self.events.push(Event::StepFailed {
-                role_id: p.role_id,
-                step_id: p.step_id,
-                reason: StepFailure::Aborted,
-            });
-        }
+        self.abort_pending();
         self.events.push(Event::WorkerStopped { mode });
         Some(EXIT_STOPPED)
     }

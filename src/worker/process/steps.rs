@@ -17,11 +17,13 @@ impl Worker {
                     self.active = Some(active);
                     self.drive_step();
                 }
-                Err(reason) => self.events.push(Event::StepFailed {
-                    role_id: step.role_id,
-                    step_id: step.step_id,
+                Err(reason) => self.step_failed(
+                    step.role_id,
+                    step.step_id,
+                    &step.inputs,
+                    step.release_inputs_after,
                     reason,
-                }),
+                ),
             }
         }
     }
@@ -131,14 +133,7 @@ impl Worker {
             let Some(done) = self.active.take() else { return };
             free_outputs(ready.bridge.as_mut(), &done.outputs);
             if done.release_inputs_after {
-                for i in &done.inputs {
-                    if ready.bridge.free(i.handle).is_ok() {
-                        self.events.push(Event::DeviceObjectReleased { handle: i.handle });
-                    }
-                }
-                for i in &done.inputs {
-                    self.object_gone(i.handle);
-                }
+                self.release_inputs(&done.inputs);
             }
             self.events.push(Event::StepCompleted { role_id: done.role_id, step_id: done.step_id });
             self.start_next_step();
@@ -155,23 +150,32 @@ impl Worker {
         if let Some(ready) = self.ready.as_mut() {
             free_outputs(ready.bridge.as_mut(), &active.outputs);
         }
-        self.events.push(Event::StepFailed {
-            role_id: active.role_id,
-            step_id: active.step_id,
+        self.step_failed(
+            active.role_id,
+            active.step_id,
+            &active.inputs,
+            active.release_inputs_after,
             reason,
-        });
+        );
         self.start_next_step();
+    }
+
+    /// Fails every step that has not started with `aborted`.
+    pub(super) fn abort_pending(&mut self) {
+        while let Some(p) = self.pending.pop_front() {
+            self.step_failed(
+                p.role_id,
+                p.step_id,
+                &p.inputs,
+                p.release_inputs_after,
+                StepFailure::Aborted,
+            );
+        }
     }
 
     pub(super) fn abort_active(&mut self) {
         self.fail_active(StepFailure::Aborted);
-        while let Some(p) = self.pending.pop_front() {
-            self.events.push(Event::StepFailed {
-                role_id: p.role_id,
-                step_id: p.step_id,
-                reason: StepFailure::Aborted,
-            });
-        }
+        self.abort_pending();
     }
 }
 
