@@ -5,7 +5,7 @@ use color_eyre::eyre::eyre;
 use super::args::{EdgeInspectArgs, NodeBootArgs, PoolWatchArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
-use crate::node::run::{AdminPath, EdgeInspect, NodeConfig, NodeReport, run_node};
+use crate::node::driver::{AdminPath, EdgeInspect, NodeConfig, NodeReport, run_node};
 use crate::wire::NodeId;
 
 /// The directory of default admin sockets: the runtime directory, else the temporary one.

@@ -1,9 +1,10 @@
-//! The node role: [`boot`] decides when a node is available, [`run`] drives the boot and
-//! serves the node, [`host`] runs a provisioned stage, [`admin`] keeps the admin socket.
+//! The node role: [`boot`] decides when a node is available, [`driver`] drives the boot and
+//! serves the node (`swactor node boot`), [`host`] runs a provisioned stage, [`admin`] keeps
+//! the admin socket.
 
 pub mod admin;
 pub mod boot;
+pub mod driver;
 pub mod host;
-pub mod run;
 
 pub use boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};

@@ -590,5 +590,5 @@ fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_adm
         std::thread::sleep(Duration::from_millis(100));
     };
     let kept = state["refusals"].as_array().expect("refusals").len();
-    assert_eq!(kept, swactor::node::run::REFUSALS_KEPT, "{state}");
+    assert_eq!(kept, swactor::node::driver::REFUSALS_KEPT, "{state}");
 }

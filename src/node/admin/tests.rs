@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{ClaimError, claim, serve};
-use crate::node::run::{EdgeInspect, REFUSALS_KEPT};
+use crate::node::driver::{EdgeInspect, REFUSALS_KEPT};
 use crate::wire::reason::BootFault;
 
 fn runtime() -> tokio::runtime::Runtime {
