@@ -1271,7 +1271,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --join --orchestrator --arena-bytes --worker-threads --admin --cache --boot-timeout-ms --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --worker-threads --admin --cache --boot-timeout-ms --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1290,6 +1290,10 @@ _swactor() {
                     return 0
                     ;;
                 --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --advertise)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1459,7 +1463,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --window-ms --pool-timeout --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1498,6 +1502,10 @@ _swactor() {
                     return 0
                     ;;
                 --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --advertise)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1625,7 +1633,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool__subcmd__watch)
-            opts="-h --pool --key --listen --swim --window-ms --until-ready --pool-timeout --json --help"
+            opts="-h --pool --key --listen --swim --advertise --window-ms --until-ready --pool-timeout --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1644,6 +1652,10 @@ _swactor() {
                     return 0
                     ;;
                 --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --advertise)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

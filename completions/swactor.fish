@@ -113,6 +113,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l weights-url -d 'Nodes download the weights from this `http(s)://host[:port]/path` URL (checked against `--model`\'s size and sha256) instead of reading `--model`\'s path on their own disk' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l listen -d 'iroh listen address (must be reachable by the nodes)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l swim -d 'SWIM listen address' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l advertise -d 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool\'s nodes / join seeds; never `0.0.0.0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l window-ms -d 'Convergence window in milliseconds' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l pool-timeout -d 'Seconds to wait for the pool to be ready' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l prompt -d 'The prompt text' -r
@@ -178,6 +179,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l key -d 'The node\'s key file (created 0600 on first boot)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l listen -d 'iroh (QUIC) listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l swim -d 'SWIM (UDP) listen address' -r
+complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l advertise -d 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool\'s nodes / join seeds; never `0.0.0.0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l join -d 'SWIM addresses of other members to join through (repeatable)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l orchestrator -d 'The orchestrator\'s endpoint id: the only peer allowed to control this node' -r
 complete -c swactor -n "__fish_swactor_using_subcommand node; and __fish_seen_subcommand_from boot" -l arena-bytes -d 'Arena size in bytes' -r
@@ -208,6 +210,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l key -d 'The orchestrator\'s key file (nodes were started with its endpoint id)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l listen -d 'iroh listen address' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l swim -d 'SWIM listen address' -r
+complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l advertise -d 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool\'s nodes / join seeds; never `0.0.0.0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l window-ms -d 'Convergence window in milliseconds' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l pool-timeout -d 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand pool; and __fish_seen_subcommand_from watch" -l until-ready -d 'Exit once the pool is ready'

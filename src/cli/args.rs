@@ -190,6 +190,11 @@ pub struct OrchestratePoolArgs {
     /// SWIM listen address.
     #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
     pub swim: std::net::SocketAddr,
+    /// The address other hosts reach this one at, when listening on an unspecified address
+    /// (default: the local address of the route toward the pool's nodes / join seeds; never
+    /// `0.0.0.0`).
+    #[arg(long, value_name = "IP")]
+    pub advertise: Option<std::net::IpAddr>,
     /// Convergence window in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub window_ms: u64,
@@ -283,6 +288,11 @@ pub struct NodeBootArgs {
     /// SWIM (UDP) listen address.
     #[arg(long, value_name = "ADDR")]
     pub swim: std::net::SocketAddr,
+    /// The address other hosts reach this one at, when listening on an unspecified address
+    /// (default: the local address of the route toward the pool's nodes / join seeds; never
+    /// `0.0.0.0`).
+    #[arg(long, value_name = "IP")]
+    pub advertise: Option<std::net::IpAddr>,
     /// SWIM addresses of other members to join through (repeatable).
     #[arg(long, value_name = "ADDR")]
     pub join: Vec<std::net::SocketAddr>,
@@ -341,6 +351,11 @@ pub struct PoolWatchArgs {
     /// SWIM listen address.
     #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
     pub swim: std::net::SocketAddr,
+    /// The address other hosts reach this one at, when listening on an unspecified address
+    /// (default: the local address of the route toward the pool's nodes / join seeds; never
+    /// `0.0.0.0`).
+    #[arg(long, value_name = "IP")]
+    pub advertise: Option<std::net::IpAddr>,
     /// Convergence window in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub window_ms: u64,

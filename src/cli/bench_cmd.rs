@@ -481,6 +481,7 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
                 ),
                 listen: ([127, 0, 0, 1], 0).into(),
                 swim: ([127, 0, 0, 1], 0).into(),
+                advertise: None,
                 model: model.clone(),
                 source: crate::wire::WeightSource::Local { path: model.display().to_string() },
                 prompt: tokenizer.encode("Once upon a time", true, false),

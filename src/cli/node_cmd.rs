@@ -43,6 +43,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         boot_timeout: std::time::Duration::from_millis(args.boot_timeout_ms),
         cache: args.cache.clone().unwrap_or_else(default_cache),
         fault_skip_sequence: fault_skip_sequence(),
+        advertise: args.advertise,
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -216,6 +217,7 @@ pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
         key: args.key.clone(),
         listen: args.listen,
         swim: args.swim,
+        advertise: args.advertise,
         window: std::time::Duration::from_millis(args.window_ms),
         pool_timeout: args.pool_timeout.map(std::time::Duration::from_secs),
     };

@@ -144,6 +144,8 @@ pub struct WatchConfig {
     pub listen: SocketAddr,
     /// SWIM listen address.
     pub swim: SocketAddr,
+    /// The address advertised when listening on an unspecified one.
+    pub advertise: Option<std::net::IpAddr>,
     /// Convergence window.
     pub window: Duration,
     /// Give up when the pool is not ready this long after the start (`None`: wait on).
@@ -202,9 +204,16 @@ async fn watch_on(
     start: Instant,
 ) -> Result<(), WatchError> {
     // Nodes may boot after the watch starts: sessions are retried until they open.
-    let mut phase = PoolPhase::start(endpoint, key, &config.pool, config.swim, config.window, 7)
-        .await
-        .map_err(WatchError::Setup)?;
+    let mut phase = PoolPhase::start(
+        endpoint,
+        key,
+        &config.pool,
+        (config.swim, config.advertise),
+        config.window,
+        7,
+    )
+    .await
+    .map_err(WatchError::Setup)?;
     let mut ever_ready = false;
     let give_up_at = config.pool_timeout.map(|t| start + t);
     tokio::pin!(shutdown);

@@ -21,6 +21,7 @@ use crate::arena::{Arena, ArenaManager};
 use crate::control::{self, ControlMessage, FrameDecoder};
 use crate::events::{Event, EventLine};
 use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
+use crate::net::advertise::advertised;
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::net::endpoint::{CTL_ALPN, EDGE_ALPN, bind};
 use crate::net::identity::NodeKey;
@@ -56,6 +57,9 @@ pub struct NodeConfig {
     pub boot_timeout: Duration,
     /// Where downloaded weights are kept.
     pub cache: PathBuf,
+    /// The address to advertise (for iroh and SWIM) when listening on an unspecified one
+    /// (`None`: the route toward the `join` seeds, else a boot fault).
+    pub advertise: Option<std::net::IpAddr>,
     /// Test-only fault injection (the CLI reads `SWACTOR_FAULT_SKIP_SEQUENCE`): the stage
     /// labels the output of this sequence with the next one.
     pub fault_skip_sequence: Option<crate::wire::Sequence>,
@@ -171,6 +175,8 @@ struct Running {
     inspect: Arc<std::sync::Mutex<EdgeInspect>>,
     admin: AdminSocket,
     swim_addr: SocketAddr,
+    /// The advertised iroh addresses.
+    addrs: Vec<SocketAddr>,
 }
 
 fn failed(reason: BootFault, detail: impl std::fmt::Display) -> BootFailed {
@@ -234,7 +240,7 @@ pub async fn run_node(
             identity = Some(NodeIdentityReport {
                 node_id: config.node_id,
                 endpoint_id: running.endpoint.id().to_string(),
-                addrs: running.endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
+                addrs: running.addrs.iter().map(ToString::to_string).collect(),
                 swim_addr: running.swim_addr.to_string(),
                 admin: running.admin.path().display().to_string(),
             });
@@ -303,6 +309,13 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
 
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| failed(BootFault::TransportBind, e))?;
+    // Never advertise an address other hosts cannot reach.
+    let addrs = endpoint
+        .bound_sockets()
+        .into_iter()
+        .map(|b| advertised(b, config.advertise, &config.join))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(BootFault::TransportBind, e))?;
     boot.fact_ready(BootFact::Transport);
 
     let (swim, members, roster, swim_addr) = join_swim(config, &key).await?;
@@ -333,7 +346,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     let hello = ControlMessage::NodeAvailable {
         node_id: config.node_id,
         endpoint_id: key.endpoint_id_hex(),
-        addrs: endpoint.bound_sockets().iter().map(ToString::to_string).collect(),
+        addrs: addrs.iter().map(ToString::to_string).collect(),
         swim_addr: Some(swim_addr.to_string()),
     };
     tokio::spawn(accept(
@@ -358,6 +371,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         inspect,
         admin,
         swim_addr,
+        addrs,
     })
 }
 
@@ -407,7 +421,9 @@ async fn join_swim(
 > {
     let socket =
         UdpSocket::bind(config.swim).await.map_err(|e| failed(BootFault::MembershipJoin, e))?;
-    let swim_addr = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let bound = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let swim_addr = advertised(bound, config.advertise, &config.join)
+        .map_err(|e| failed(BootFault::MembershipJoin, e))?;
     let identity = SwimIdentity {
         node_id: config.node_id,
         addr: swim_addr,

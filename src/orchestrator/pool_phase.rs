@@ -78,22 +78,27 @@ pub struct PoolPhase {
 
 impl PoolPhase {
     /// Opens a session to every node of `pool` on `endpoint` and binds the SWIM socket at
-    /// `swim_bind`; `window` is the gate's convergence window.
+    /// `swim.0` (advertising `swim.1`, or the route toward the pool's nodes, when that is an
+    /// unspecified address); `window` is the gate's convergence window.
     pub async fn start(
         endpoint: &Endpoint,
         key: &NodeKey,
         pool: &Pool,
-        swim_bind: SocketAddr,
+        swim: (SocketAddr, Option<std::net::IpAddr>),
         window: Duration,
         seed_rng: u64,
     ) -> Result<PoolPhase, String> {
+        let (swim_bind, advertise) = swim;
         let me = pool.orchestrator.node_id;
         let members = swim::pool_members(pool, &key.endpoint_id_hex());
         let roster = RosterHandle::new(swim::roster_of(&members));
         let session_rx = sessions::open_all(endpoint, &pool.nodes, me, &members)?;
         let socket =
             UdpSocket::bind(swim_bind).await.map_err(|e| format!("SWIM bind {swim_bind}: {e}"))?;
-        let swim_addr = socket.local_addr().map_err(|e| format!("SWIM: {e}"))?;
+        let bound = socket.local_addr().map_err(|e| format!("SWIM: {e}"))?;
+        let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
+        let swim_addr = crate::net::advertise::advertised(bound, advertise, &toward)
+            .map_err(|e| format!("SWIM: {e}"))?;
         let nodes: Vec<NodeId> = pool.nodes.iter().map(|n| n.node_id).collect();
         Ok(PoolPhase {
             me,

@@ -1053,3 +1053,47 @@ fn bench_decode_and_pipeline_remove_their_temporary_directory_when_they_fail() {
         assert!(left.is_empty(), "bench {bench} left {left:?}");
     }
 }
+
+#[test]
+fn a_node_never_advertises_an_unspecified_address() {
+    let dir = scratch().join("boot-advertise");
+    let _ = std::fs::create_dir_all(&dir);
+    let boot = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("swactor"));
+        cmd.args(["node", "boot", "--json", "--node-id", "5", "--listen", "0.0.0.0:0"])
+            .args(["--swim", "0.0.0.0:0", "--orchestrator", &"ab".repeat(32)])
+            .args(extra)
+            .arg("--key")
+            .arg(dir.join("n5.key"))
+            .arg("--admin")
+            .arg(dir.join("n5.sock"))
+            .env("NO_COLOR", "1");
+        cmd
+    };
+    // Listening on 0.0.0.0 with no seed to route toward and no --advertise: a typed boot
+    // fault that says what to do, not an unreachable address in node_available.
+    let out = boot(&[]).output().expect("node boot");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("transport_bind_failed") && err.contains("--advertise"), "{err}");
+    // With --advertise, node_available names that address (the node is stopped once it
+    // reported itself).
+    let mut child = boot(&["--advertise", "127.0.0.1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let available = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .find(|v| v["type"] == "node_available")
+        .expect("node_available");
+    let _ = child.kill();
+    let _ = child.wait();
+    let swim = available["swim_addr"].as_str().expect("swim");
+    assert!(swim.starts_with("127.0.0.1:"), "{available}");
+    for addr in available["addrs"].as_array().expect("addrs") {
+        assert!(addr.as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{available}");
+    }
+}

@@ -50,6 +50,9 @@ pub struct OrchestrateConfig {
     pub listen: SocketAddr,
     /// SWIM listen address.
     pub swim: SocketAddr,
+    /// The address nodes reach the orchestrator at when it listens on an unspecified one
+    /// (`None`: the route toward the pool's nodes).
+    pub advertise: Option<std::net::IpAddr>,
     /// The orchestrator's copy of the model (tokenizer and facts come from it).
     pub model: PathBuf,
     /// Where stages get the weights.
@@ -162,8 +165,9 @@ async fn run_on(
     t0: Instant,
 ) -> Result<RunReport, OrchestrateError> {
     let me = config.pool.orchestrator.node_id;
+    let bind = (config.swim, config.advertise);
     let mut phase =
-        PoolPhase::start(endpoint, key, &config.pool, config.swim, config.window, me.0 ^ 0x5eed)
+        PoolPhase::start(endpoint, key, &config.pool, bind, config.window, me.0 ^ 0x5eed)
             .await
             .map_err(OrchestrateError::Setup)?;
     tokio::pin!(stop);
@@ -176,16 +180,14 @@ async fn run_on(
     // Phase 2: the plan, with this orchestrator's identity.
     let mut pool = config.pool.clone();
     pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
-    pool.orchestrator.addrs = endpoint.bound_sockets();
-    if pool.orchestrator.addrs.iter().any(|a| a.ip().is_unspecified())
-        && pool.nodes.iter().flat_map(|n| &n.addrs).any(|a| !a.ip().is_loopback())
-    {
-        eprintln!(
-            "swactor: warning: listening on {:?}: the last stage connects back to this \
-             address; pass --listen with an address the nodes can reach",
-            pool.orchestrator.addrs
-        );
-    }
+    // The last stage connects back here: never an address other hosts cannot reach.
+    let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
+    pool.orchestrator.addrs = endpoint
+        .bound_sockets()
+        .into_iter()
+        .map(|b| crate::net::advertise::advertised(b, config.advertise, &toward))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     let request = PlanRequest {
         run_id: config.run_id,
         model: facts,
