@@ -258,6 +258,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--join', '--join', [CompletionResultType]::ParameterName, 'SWIM addresses of other members to join through (repeatable)')
             [CompletionResult]::new('--orchestrator', '--orchestrator', [CompletionResultType]::ParameterName, 'The orchestrator''s endpoint id: the only peer allowed to control this node')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena size in bytes')
+            [CompletionResult]::new('--memory-bytes', '--memory-bytes', [CompletionResultType]::ParameterName, 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]')
             [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads of the worker')
             [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced')
             [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)')
@@ -314,6 +315,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -331,12 +333,22 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;pool;init' {
+            [CompletionResult]::new('--orchestrator-node-id', '--orchestrator-node-id', [CompletionResultType]::ParameterName, 'The orchestrator''s node id in the pool')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;pool;help' {
             [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'swactor;pool;help;watch' {
+            break
+        }
+        'swactor;pool;help;init' {
             break
         }
         'swactor;pool;help;help' {
@@ -510,9 +522,13 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help;pool' {
             [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
             break
         }
         'swactor;help;pool;watch' {
+            break
+        }
+        'swactor;help;pool;init' {
             break
         }
         'swactor;help;bench' {

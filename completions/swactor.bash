@@ -163,6 +163,9 @@ _swactor() {
             swactor__subcmd__help__subcmd__orchestrate,pool)
                 cmd="swactor__subcmd__help__subcmd__orchestrate__subcmd__pool"
                 ;;
+            swactor__subcmd__help__subcmd__pool,init)
+                cmd="swactor__subcmd__help__subcmd__pool__subcmd__init"
+                ;;
             swactor__subcmd__help__subcmd__pool,watch)
                 cmd="swactor__subcmd__help__subcmd__pool__subcmd__watch"
                 ;;
@@ -229,11 +232,17 @@ _swactor() {
             swactor__subcmd__pool,help)
                 cmd="swactor__subcmd__pool__subcmd__help"
                 ;;
+            swactor__subcmd__pool,init)
+                cmd="swactor__subcmd__pool__subcmd__init"
+                ;;
             swactor__subcmd__pool,watch)
                 cmd="swactor__subcmd__pool__subcmd__watch"
                 ;;
             swactor__subcmd__pool__subcmd__help,help)
                 cmd="swactor__subcmd__pool__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__pool__subcmd__help,init)
+                cmd="swactor__subcmd__pool__subcmd__help__subcmd__init"
                 ;;
             swactor__subcmd__pool__subcmd__help,watch)
                 cmd="swactor__subcmd__pool__subcmd__help__subcmd__watch"
@@ -1009,8 +1018,22 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__pool)
-            opts="watch"
+            opts="watch init"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__pool__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1271,7 +1294,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --worker-threads --admin --cache --boot-timeout-ms --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --memory-bytes --worker-threads --admin --cache --boot-timeout-ms --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1306,6 +1329,10 @@ _swactor() {
                     return 0
                     ;;
                 --arena-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --memory-bytes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1577,7 +1604,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool)
-            opts="-h --help watch help"
+            opts="-h --help watch init help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1591,7 +1618,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool__subcmd__help)
-            opts="watch help"
+            opts="watch init help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1618,6 +1645,20 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__pool__subcmd__help__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__pool__subcmd__help__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -1625,6 +1666,24 @@ _swactor() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__pool__subcmd__init)
+            opts="-h --orchestrator-node-id --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orchestrator-node-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -230,6 +230,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --join 'SWIM addresses of other members to join through (repeatable)'
             cand --orchestrator 'The orchestrator''s endpoint id: the only peer allowed to control this node'
             cand --arena-bytes 'Arena size in bytes'
+            cand --memory-bytes 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]'
             cand --worker-threads 'Compute threads of the worker'
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
@@ -276,6 +277,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;watch'= {
@@ -291,11 +293,19 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;pool;init'= {
+            cand --orchestrator-node-id 'The orchestrator''s node id in the pool'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;pool;help'= {
             cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;help;watch'= {
+        }
+        &'swactor;pool;help;init'= {
         }
         &'swactor;pool;help;help'= {
         }
@@ -436,8 +446,11 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;pool'= {
             cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
         }
         &'swactor;help;pool;watch'= {
+        }
+        &'swactor;help;pool;init'= {
         }
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'

@@ -265,6 +265,8 @@ fn control_corpus() -> Vec<Vec<u8>> {
             endpoint_id: format!("{:064x}", 1),
             addrs: vec!["127.0.0.1:7000".into()],
             swim_addr: Some("127.0.0.1:7001".into()),
+            memory_bytes: Some(8 << 30),
+            arena_bytes: Some(256 << 20),
         },
         ControlMessage::StageReady { run_id: RunId(1), stage_index: StageIndex(0) },
         ControlMessage::StopRun { run_id: RunId(1) },

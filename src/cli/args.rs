@@ -270,7 +270,7 @@ pub enum NodeCommand {
     /// Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM,
     /// control inbox, admin socket) and serve until SIGINT or SIGTERM.
     #[command(after_help = EXIT_CODES_HELP)]
-    Boot(NodeBootArgs),
+    Boot(Box<NodeBootArgs>),
 }
 
 /// `swactor node boot`
@@ -302,6 +302,10 @@ pub struct NodeBootArgs {
     /// Arena size in bytes.
     #[arg(long, default_value_t = 256 << 20, value_name = "N")]
     pub arena_bytes: u64,
+    /// Memory this node can give a stage (weights, KV cache, rings), reported in
+    /// `node_available` [default: the host's available memory].
+    #[arg(long, value_name = "BYTES")]
+    pub memory_bytes: Option<u64>,
     /// Compute threads of the worker.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
@@ -334,6 +338,22 @@ pub enum PoolCommand {
     /// live and unchanged for the convergence window).
     #[command(after_help = EXIT_CODES_HELP)]
     Watch(PoolWatchArgs),
+    /// Write a pool file from what the nodes printed: the `node_available` lines of
+    /// `node boot --json` (from files, or standard input), so nobody copies endpoint ids by
+    /// hand. Each node's reported memory becomes its `memory_bytes`.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Init(PoolInitArgs),
+}
+
+/// `swactor pool init`
+#[derive(Debug, Args)]
+pub struct PoolInitArgs {
+    /// Files holding `node boot --json` output (default: standard input).
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The orchestrator's node id in the pool.
+    #[arg(long, default_value_t = 100, value_name = "ID")]
+    pub orchestrator_node_id: u64,
 }
 
 /// `swactor pool watch`

@@ -219,7 +219,8 @@ const POOL_FILE_PAGE: &str = r#".TH swactor-pool 5 "" "swactor" "File formats"
 .SH NAME
 swactor\-pool \- the pool file: the hosts of a swactor pool and its orchestrator
 .SH DESCRIPTION
-A TOML file read by \fBswactor run plan\fR, \fBswactor orchestrate pool\fR and
+A TOML file (\fBswactor pool init\fR writes one from the nodes' \fBnode_available\fR
+lines) read by \fBswactor run plan\fR, \fBswactor orchestrate pool\fR and
 \fBswactor pool watch\fR. It names the orchestrator and every node; SWIM membership
 accepts exactly the (node id, endpoint id) pairs it names. It is checked before anything
 starts: duplicate node ids, malformed endpoint ids, a placement naming unknown nodes or
@@ -247,9 +248,17 @@ prints it), 64 hex digits, either case.
 \fBaddrs\fR (array of "ip:port", required)
 The node's iroh addresses (what \fBnode_available\fR printed).
 .TP
-\fBmemory_bytes\fR (integer, required)
+\fBmemory_bytes\fR (integer, optional)
 Memory the node can give a stage; weights the split and bounds the planner's memory
 prediction (a plan that does not fit is rejected with \fBexceeds_node_memory\fR).
+Absent: what the node reports in \fBnode_available\fR (\fBnode boot \-\-memory\-bytes\fR,
+else the host's available memory), taken by \fBorchestrate pool\fR; \fBrun plan\fR
+needs it written.
+.TP
+\fBarena_bytes\fR (integer, optional)
+The node's arena capacity (absent: what the node reports). A stage whose rings do not
+fit is rejected with \fBexceeds_node_arena\fR, naming the \fB\-\-arena\-bytes\fR to boot
+with.
 .TP
 \fBdevice\fR (string, optional)
 A label for the node's compute device.

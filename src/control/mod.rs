@@ -41,6 +41,12 @@ pub enum ControlMessage {
         /// Its SWIM (UDP) address, so the orchestrator can join the membership.
         #[serde(default)]
         swim_addr: Option<String>,
+        /// Memory the node can give a stage (weights, KV cache, rings), if it knows.
+        #[serde(default)]
+        memory_bytes: Option<u64>,
+        /// Its arena's capacity: the most ring bytes a stage on it can lease.
+        #[serde(default)]
+        arena_bytes: Option<u64>,
     },
     /// Orchestrator -> node: run one stage.
     ProvisionStage {

@@ -12,6 +12,8 @@ fn messages() -> Vec<ControlMessage> {
             endpoint_id: "ab".repeat(32),
             addrs: vec!["127.0.0.1:1".into()],
             swim_addr: Some("127.0.0.1:2".into()),
+            memory_bytes: Some(1 << 30),
+            arena_bytes: Some(1 << 28),
         },
         ControlMessage::StageReady { run_id: RunId(1), stage_index: StageIndex(2) },
         ControlMessage::StageFault {

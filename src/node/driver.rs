@@ -57,6 +57,8 @@ pub struct NodeConfig {
     pub boot_timeout: Duration,
     /// Where downloaded weights are kept.
     pub cache: PathBuf,
+    /// Memory the node can give a stage (`None`: the host's available memory).
+    pub memory_bytes: Option<u64>,
     /// The address to advertise (for iroh and SWIM) when listening on an unspecified one
     /// (`None`: the route toward the `join` seeds, else a boot fault).
     pub advertise: Option<std::net::IpAddr>,
@@ -101,6 +103,10 @@ pub struct NodeIdentityReport {
     pub swim_addr: String,
     /// Admin socket.
     pub admin: String,
+    /// Memory the node can give a stage.
+    pub memory_bytes: Option<u64>,
+    /// Arena capacity (the most ring bytes a stage can lease).
+    pub arena_bytes: u64,
 }
 
 /// A boot that failed, with its typed reason.
@@ -243,6 +249,8 @@ pub async fn run_node(
                 addrs: running.addrs.iter().map(ToString::to_string).collect(),
                 swim_addr: running.swim_addr.to_string(),
                 admin: running.admin.path().display().to_string(),
+                memory_bytes: config.memory_bytes.or_else(host_memory_available),
+                arena_bytes: config.arena_bytes,
             });
         }
     }
@@ -348,6 +356,8 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         endpoint_id: key.endpoint_id_hex(),
         addrs: addrs.iter().map(ToString::to_string).collect(),
         swim_addr: Some(swim_addr.to_string()),
+        memory_bytes: config.memory_bytes.or_else(host_memory_available),
+        arena_bytes: Some(config.arena_bytes),
     };
     tokio::spawn(accept(
         endpoint.clone(),
@@ -612,4 +622,12 @@ async fn serve(
     running.endpoint.close().await;
     // Removes the socket, unless something else has taken its path meanwhile.
     drop(running.admin);
+}
+
+/// The host's available memory (`MemAvailable` of `/proc/meminfo`), if it can be read.
+fn host_memory_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }

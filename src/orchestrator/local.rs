@@ -250,6 +250,7 @@ impl LocalPool {
                 addrs: report.addrs.iter().filter_map(|a| a.parse().ok()).collect(),
                 memory_bytes: memory,
                 device: Some("cpu".into()),
+                arena_bytes: None,
             });
         }
         let toml = toml::to_string(&self.pool).map_err(|e| e.to_string())?;

@@ -38,6 +38,10 @@ pub enum PoolNotice {
         addrs: Vec<String>,
         /// Its SWIM address.
         swim_addr: Option<String>,
+        /// Memory it can give a stage, if it reported it.
+        memory_bytes: Option<u64>,
+        /// Its arena's capacity, if it reported it.
+        arena_bytes: Option<u64>,
     },
     /// A node refused the control session (reported once per node until it answers).
     NodeRefused {
@@ -145,8 +149,14 @@ impl PoolPhase {
     fn session(&mut self, node: NodeId, event: SessionEvent, out: &mut Vec<PoolNotice>) {
         match event {
             SessionEvent::Available { hello, tx } => {
-                let ControlMessage::NodeAvailable { node_id, endpoint_id, addrs, swim_addr } =
-                    hello
+                let ControlMessage::NodeAvailable {
+                    node_id,
+                    endpoint_id,
+                    addrs,
+                    swim_addr,
+                    memory_bytes,
+                    arena_bytes,
+                } = hello
                 else {
                     return;
                 };
@@ -162,7 +172,14 @@ impl PoolPhase {
                     DataPlaneIdentity { endpoint_id: endpoint_id.clone(), addrs: addrs.clone() };
                 self.gate.node_available(Instant::now(), node, identity);
                 self.join_swim(swim_addr.as_deref());
-                out.push(PoolNotice::NodeAvailable { node_id, endpoint_id, addrs, swim_addr });
+                out.push(PoolNotice::NodeAvailable {
+                    node_id,
+                    endpoint_id,
+                    addrs,
+                    swim_addr,
+                    memory_bytes,
+                    arena_bytes,
+                });
             }
             SessionEvent::Refused(reason) => {
                 if let std::collections::btree_map::Entry::Vacant(e) = self.refused.entry(node) {

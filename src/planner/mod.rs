@@ -93,6 +93,16 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     check_pool(req.pool)?;
 
     let nodes = choose_nodes(req)?;
+    if let Some(n) = nodes.iter().find(|n| n.memory_bytes == 0) {
+        return Err(PlanError::new(
+            PlanRejection::InvalidPool,
+            format!(
+                "node {} has no memory_bytes: write it in the pool file (run plan has no node \
+                 to ask), or let orchestrate pool take what the node reports",
+                n.node_id
+            ),
+        ));
+    }
     let stage_count = nodes.len() as u32;
     let layers = match &req.placement.layers {
         Some(layers) => {
@@ -155,6 +165,23 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
         let kv_cache_bytes =
             u64::from(range.len()) * model.kv_bytes_per_block(req.runtime.max_seq_len);
         let ring_bytes = ring_arena_bytes(&inbound.ring) + ring_arena_bytes(&outbound.ring);
+        // The arena manager aligns every lease to a page.
+        let page = crate::arena::manager::LEASE_PAGE;
+        let leased = ring_arena_bytes(&inbound.ring).div_ceil(page) * page
+            + ring_arena_bytes(&outbound.ring).div_ceil(page) * page;
+        if let Some(arena) = node.arena_bytes
+            && leased > arena
+        {
+            return Err(PlanError::new(
+                PlanRejection::ExceedsNodeArena,
+                format!(
+                    "stage {i} on node {} needs {leased} bytes of ring arena but the node's arena \
+                     holds {arena}: boot it with --arena-bytes {leased} or more, or lower \
+                     --max-seq-len",
+                    node.node_id
+                ),
+            ));
+        }
         let total_bytes = weight_bytes + kv_cache_bytes + ring_bytes;
         if total_bytes > node.memory_bytes {
             return Err(PlanError::new(
@@ -384,9 +411,6 @@ pub fn check_pool(pool: &Pool) -> Result<()> {
         }
         if n.addrs.is_empty() {
             return invalid(format!("node {} has no addresses", n.node_id));
-        }
-        if n.memory_bytes == 0 {
-            return invalid(format!("node {} has memory_bytes = 0", n.node_id));
         }
     }
     Ok(())

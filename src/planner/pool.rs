@@ -52,8 +52,13 @@ pub struct PoolNode {
     pub endpoint_id: String,
     /// Addresses its endpoint listens on.
     pub addrs: Vec<SocketAddr>,
-    /// Memory the node may use for weights, KV cache and rings.
+    /// Memory the node may use for weights, KV cache and rings (0 or absent: what the node
+    /// reports in `node_available`, taken by `orchestrate pool`).
+    #[serde(default)]
     pub memory_bytes: u64,
+    /// The node's arena capacity (absent: what the node reports); a stage's rings must fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arena_bytes: Option<u64>,
     /// Optional device label (`cpu`, `cuda:0`, ...), informational.
     #[serde(default)]
     pub device: Option<String>,

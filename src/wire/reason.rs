@@ -108,6 +108,8 @@ reason_enum!(
         ModelInconsistent = "model_inconsistent",
         /// A stage's weights, KV cache and rings exceed its node's memory.
         ExceedsNodeMemory = "exceeds_node_memory",
+        /// A stage's rings do not fit its node's arena.
+        ExceedsNodeArena = "exceeds_node_arena",
         /// A runtime setting (max_seq_len, max_tokens, sampling) is invalid.
         InvalidRuntime = "invalid_runtime",
         /// The pool inventory itself is invalid.

@@ -461,3 +461,29 @@ proptest! {
         prop_assert_eq!(p.edges.len(), stages as usize + 1);
     }
 }
+
+#[test]
+fn a_stage_whose_rings_do_not_fit_its_nodes_arena_is_rejected_with_the_fix() {
+    let model = facts(4);
+    let mut pool = pool(2);
+    pool.nodes[1].arena_bytes = Some(4096);
+    let err = plan(&request(&model, &pool, Some(2))).expect_err("rejected");
+    assert_eq!(err.reason, PlanRejection::ExceedsNodeArena);
+    assert!(err.message.contains("--arena-bytes") && err.message.contains("node 2"), "{err:?}");
+    pool.nodes[1].arena_bytes = Some(1 << 30);
+    assert!(plan(&request(&model, &pool, Some(2))).is_ok(), "a big enough arena fits");
+}
+
+#[test]
+fn a_pool_file_may_leave_memory_out_but_a_plan_needs_it_from_somewhere() {
+    let text = format!(
+        "[orchestrator]\nnode_id = 100\n\n[[nodes]]\nnode_id = 1\nendpoint_id = \"{:064x}\"\n\
+         addrs = [\"127.0.0.1:7400\"]\n",
+        1
+    );
+    let parsed = Pool::from_toml(&text).expect("memory_bytes is optional");
+    assert_eq!((parsed.nodes[0].memory_bytes, parsed.nodes[0].arena_bytes), (0, None));
+    let err = plan(&request(&facts(4), &parsed, Some(1))).expect_err("no memory known");
+    assert_eq!(err.reason, PlanRejection::InvalidPool);
+    assert!(err.message.contains("memory_bytes"), "{err:?}");
+}

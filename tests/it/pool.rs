@@ -592,3 +592,38 @@ fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_adm
     let kept = state["refusals"].as_array().expect("refusals").len();
     assert_eq!(kept, swactor::node::driver::REFUSALS_KEPT, "{state}");
 }
+
+#[test]
+fn pool_init_writes_a_pool_file_from_what_the_nodes_printed_and_the_pool_is_ready_with_it() {
+    let dir = scratch().join("pool-init");
+    let (children, events, nodes) = pool_with_nodes(&dir, 2);
+    wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
+    // What `node boot --json` printed, as an operator would have saved it.
+    let lines: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+    let printed = dir.join("nodes.jsonl");
+    std::fs::write(&printed, lines.join("\n")).expect("write");
+    let out = Command::new(exe()).args(["pool", "init"]).arg(&printed).output().expect("init");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf8");
+    let pool = swactor::planner::Pool::from_toml(&text).expect("a valid pool file");
+    assert_eq!(pool.nodes.len(), 2);
+    for (node, printed) in pool.nodes.iter().zip(&nodes) {
+        assert_eq!(node.endpoint_id, printed["endpoint_id"].as_str().expect("id"));
+        assert!(node.memory_bytes > 0, "the node's reported memory: {text}");
+    }
+    // A watch over the written file reaches readiness (beside the first one).
+    let written = dir.join("pool-init.toml");
+    std::fs::write(&written, &text).expect("write");
+    let status = Command::new(exe())
+        .args(["pool", "watch", "--until-ready", "--pool-timeout", "30", "--window-ms", "300"])
+        .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0", "--pool"])
+        .arg(&written)
+        .arg("--key")
+        .arg(dir.join("orch.key"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("watch");
+    assert!(status.success());
+    drop(children);
+}

@@ -11,6 +11,7 @@
 mod endpoints;
 mod run_loop;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -171,14 +172,24 @@ async fn run_on(
             .await
             .map_err(OrchestrateError::Setup)?;
     tokio::pin!(stop);
-    // Phase 1: the pool.
-    let ready_nodes = wait_for_pool(config, &mut phase, sink, &mut stop, t0).await?;
+    // Phase 1: the pool (and what each node reports it can give a stage).
+    let mut reports = HashMap::new();
+    let ready_nodes = wait_for_pool(config, &mut phase, sink, &mut stop, t0, &mut reports).await?;
     let pool_ready_after = t0.elapsed();
     emit(sink, t0, Event::PoolReady { nodes: ready_nodes });
     phase.gate().provisioning_started();
 
-    // Phase 2: the plan, with this orchestrator's identity.
+    // Phase 2: the plan, with this orchestrator's identity and, where the pool file leaves
+    // them out, the memory and arena each node reported.
     let mut pool = config.pool.clone();
+    for node in &mut pool.nodes {
+        if let Some(&(memory, arena)) = reports.get(&node.node_id) {
+            if node.memory_bytes == 0 {
+                node.memory_bytes = memory.unwrap_or(0);
+            }
+            node.arena_bytes = node.arena_bytes.or(arena);
+        }
+    }
     pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
     // The last stage connects back here: never an address other hosts cannot reach.
     let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
@@ -215,6 +226,7 @@ async fn wait_for_pool(
     sink: &mut dyn RunSink,
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
     t0: Instant,
+    reports: &mut HashMap<crate::wire::NodeId, (Option<u64>, Option<u64>)>,
 ) -> Result<Vec<crate::wire::NodeId>, OrchestrateError> {
     let pool_deadline = t0 + config.pool_timeout;
     sink.progress(&format!("waiting for {} nodes", config.pool.nodes.len()));
@@ -228,7 +240,15 @@ async fn wait_for_pool(
         };
         for notice in notices {
             match notice {
-                PoolNotice::NodeAvailable { node_id, endpoint_id, addrs, .. } => {
+                PoolNotice::NodeAvailable {
+                    node_id,
+                    endpoint_id,
+                    addrs,
+                    memory_bytes,
+                    arena_bytes,
+                    ..
+                } => {
+                    reports.insert(node_id, (memory_bytes, arena_bytes));
                     emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
                     sink.progress(&format!("node {node_id} available"));
                 }

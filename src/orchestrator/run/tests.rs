@@ -49,6 +49,7 @@ fn the_plan(max_tokens: u32) -> RunPlan {
                 addrs: vec!["127.0.0.1:1".parse().expect("addr")],
                 memory_bytes: 1 << 33,
                 device: None,
+                arena_bytes: None,
             })
             .collect(),
         placement: None,
