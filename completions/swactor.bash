@@ -1271,7 +1271,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --join --orchestrator --arena-bytes --worker-threads --admin --cache --boot-timeout-ms --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --join --orchestrator --arena-bytes --worker-threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1318,6 +1318,10 @@ _swactor() {
                     return 0
                     ;;
                 --boot-timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-worker-restarts)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

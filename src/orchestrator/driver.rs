@@ -315,8 +315,13 @@ async fn run_on(
                     out.remove(&node);
                     gate.member_down(Instant::now(), node);
                 }
+                Input::Session(node, SessionEvent::Message(ControlMessage::NodeFaulted { node_id, reason })) if node_id == node => {
+                    emit(sink, Event::NodeFaulted { node_id, reason, component: Component::WorkerCtl });
+                    gate.node_faulted(Instant::now(), node, reason);
+                }
                 Input::Session(_, SessionEvent::Message(_)) => {}
                 Input::Member(MembershipEvent::Up(id)) => gate.member_up(Instant::now(), id.node_id),
+                Input::Member(MembershipEvent::Suspect(id)) => gate.member_suspect(Instant::now(), id.node_id),
                 Input::Member(MembershipEvent::Down(id)) => gate.member_down(Instant::now(), id.node_id),
                 Input::Member(MembershipEvent::Rejected(r)) => emit(sink, rejected_event(&roster, r)),
                 _ => {}
@@ -528,6 +533,19 @@ async fn run_on(
                                 forward(sink, line);
                             }
                         }
+                        ControlMessage::NodeFaulted { node_id, reason } if node_id == node => {
+                            if !torn_down {
+                                emit(sink, Event::NodeFaulted { node_id, reason, component: Component::WorkerCtl });
+                            }
+                            gate.node_faulted(now, node, reason);
+                            while let Some(ev) = gate.poll_event() {
+                                if let GateEvent::RequiredNodeLost { node, reason } = ev
+                                    && node_of.values().any(|n| *n == node)
+                                {
+                                    fsm.fault(now, reason.into(), Component::Membership, Some(node), None, None);
+                                }
+                            }
+                        }
                         other => eprintln!("swactor: unexpected message from node {node}: {other:?}"),
                     },
                     Input::Session(node, SessionEvent::Closed) => {
@@ -551,6 +569,8 @@ async fn run_on(
                         }
                     }
                     Input::Member(MembershipEvent::Up(id)) => gate.member_up(now, id.node_id),
+                    // A suspect is not a loss; the `Down` that may follow it is.
+                    Input::Member(MembershipEvent::Suspect(id)) => gate.member_suspect(now, id.node_id),
                     Input::Member(MembershipEvent::Rejected(r)) => emit(sink, rejected_event(&roster, r)),
                     Input::PumpReady(edge) => eps.establisher.driver_ready(edge),
                     Input::PumpEnded(edge, end) => {

@@ -21,7 +21,7 @@ use crate::net::identity::NodeKey;
 use crate::orchestrator::sessions::{self, SessionEvent};
 use crate::planner::Pool;
 use crate::wire::NodeId;
-use crate::wire::reason::ControlFault;
+use crate::wire::reason::{BootFault, ControlFault};
 
 /// What the watch reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -49,10 +49,23 @@ pub enum WatchEvent {
         /// The node.
         node_id: NodeId,
     },
+    /// SWIM suspects the member (it missed its probes): not ready until it refutes.
+    MemberSuspect {
+        /// The node.
+        node_id: NodeId,
+    },
     /// SWIM declared the member down.
     MemberDown {
         /// The node.
         node_id: NodeId,
+    },
+    /// The node reported a fault over its control session (its worker failed for good):
+    /// it stops and is never ready again.
+    NodeFaulted {
+        /// The node.
+        node_id: NodeId,
+        /// Why (a boot fault code).
+        reason: BootFault,
     },
     /// The whole pool is ready and stable.
     PoolReady {
@@ -86,7 +99,9 @@ impl WatchEvent {
             WatchEvent::NodeAvailable { .. } => "node_available",
             WatchEvent::NodeRefused { .. } => "node_refused",
             WatchEvent::MemberUp { .. } => "member_up",
+            WatchEvent::MemberSuspect { .. } => "member_suspect",
             WatchEvent::MemberDown { .. } => "member_down",
+            WatchEvent::NodeFaulted { .. } => "node_faulted",
             WatchEvent::PoolReady { .. } => "pool_ready",
             WatchEvent::ReadinessLost { .. } => "readiness_lost",
             WatchEvent::MembershipRejected { .. } => "membership_rejected",
@@ -119,7 +134,13 @@ impl fmt::Display for WatchEvent {
                 Ok(())
             }
             WatchEvent::MemberUp { node_id } => write!(f, "node {node_id} is alive (SWIM)"),
+            WatchEvent::MemberSuspect { node_id } => {
+                write!(f, "node {node_id} is suspected down (SWIM)")
+            }
             WatchEvent::MemberDown { node_id } => write!(f, "node {node_id} is down (SWIM)"),
+            WatchEvent::NodeFaulted { node_id, reason } => {
+                write!(f, "node {node_id} faulted: {reason}")
+            }
             WatchEvent::PoolReady { nodes } => {
                 write!(f, "the pool is ready: {}", node_list(nodes))
             }
@@ -308,6 +329,10 @@ async fn watch_on(
                         swim = Some(swim::spawn(swim_config, sock));
                     }
                 }
+                SessionEvent::Message(ControlMessage::NodeFaulted { node_id: said, reason }) if said == node_id => {
+                    report(&WatchEvent::NodeFaulted { node_id, reason });
+                    gate.node_faulted(Instant::now(), node_id, reason);
+                }
                 // The session ended (SWIM reports whether the node is gone) or carried
                 // run work, which a watch has none of.
                 SessionEvent::Closed | SessionEvent::Message(_) => {}
@@ -318,6 +343,10 @@ async fn watch_on(
                     MembershipEvent::Up(id) => {
                         report(&WatchEvent::MemberUp { node_id: id.node_id });
                         gate.member_up(now, id.node_id);
+                    }
+                    MembershipEvent::Suspect(id) => {
+                        report(&WatchEvent::MemberSuspect { node_id: id.node_id });
+                        gate.member_suspect(now, id.node_id);
                     }
                     MembershipEvent::Down(id) => {
                         report(&WatchEvent::MemberDown { node_id: id.node_id });
