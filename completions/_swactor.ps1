@@ -263,6 +263,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced')
             [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)')
             [CompletionResult]::new('--boot-timeout-ms', '--boot-timeout-ms', [CompletionResultType]::ParameterName, 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)')
+            [CompletionResult]::new('--max-worker-restarts', '--max-worker-restarts', [CompletionResultType]::ParameterName, 'Restarts of a crashed worker before the node faults and stops [default: any number]')
             [CompletionResult]::new('--stop-on-stdin-eof', '--stop-on-stdin-eof', [CompletionResultType]::ParameterName, 'Stop when standard input closes (for supervisors such as `run local`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')

@@ -1294,7 +1294,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --memory-bytes --worker-threads --admin --cache --boot-timeout-ms --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --memory-bytes --worker-threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1349,6 +1349,10 @@ _swactor() {
                     return 0
                     ;;
                 --boot-timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-worker-restarts)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -235,6 +235,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
             cand --boot-timeout-ms 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)'
+            cand --max-worker-restarts 'Restarts of a crashed worker before the node faults and stops [default: any number]'
             cand --stop-on-stdin-eof 'Stop when standard input closes (for supervisors such as `run local`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'

@@ -322,6 +322,9 @@ pub struct NodeBootArgs {
     #[arg(long, default_value_t = 30_000, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub boot_timeout_ms: u64,
+    /// Restarts of a crashed worker before the node faults and stops [default: any number].
+    #[arg(long, value_name = "N")]
+    pub max_worker_restarts: Option<u32>,
     /// Stop when standard input closes (for supervisors such as `run local`).
     #[arg(long, hide = true)]
     pub stop_on_stdin_eof: bool,

@@ -5,6 +5,7 @@ use color_eyre::eyre::eyre;
 use super::args::{BenchDecodeArgs, BenchEdgeArgs, BenchRingArgs, BenchWakeArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
+use super::progress::Progress;
 use crate::bench;
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -25,6 +26,8 @@ pub fn ring(args: &BenchRingArgs, out: &mut Output) -> Result<(), CliError> {
     if args.ring_mib == 0 || args.span_kib == 0 || args.object_mib == 0 || args.total_mib == 0 {
         return Err(CliError::new(ExitCode::Usage, "usage", eyre!("sizes must be at least 1")));
     }
+    let mut progress = Progress::new(args.output.json);
+    progress.spinner(format!("streaming {} MiB through a ring", args.total_mib));
     let result = runtime()?
         .block_on(bench::ring_throughput(
             exe()?,
@@ -34,6 +37,7 @@ pub fn ring(args: &BenchRingArgs, out: &mut Output) -> Result<(), CliError> {
             args.total_mib * MIB,
         ))
         .map_err(failed)?;
+    progress.clear();
     if args.output.json {
         out.json("bench_ring", &result)?;
         return Ok(());
@@ -67,9 +71,12 @@ pub fn wake(args: &BenchWakeArgs, out: &mut Output) -> Result<(), CliError> {
             eyre!("--samples must be >= 1 and --bytes a positive multiple of 4"),
         ));
     }
+    let mut progress = Progress::new(args.output.json);
+    progress.spinner(format!("timing {} wake round trips", args.samples));
     let result = runtime()?
         .block_on(bench::wake_round_trip(exe()?, args.samples, args.bytes))
         .map_err(failed)?;
+    progress.clear();
     if args.output.json {
         out.json("bench_wake", &result)?;
         return Ok(());
@@ -149,12 +156,16 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
     let dir = ScratchDir::create()?;
     let models = with_requantized(args, shipped, &dir)?;
     let mut figures = Vec::new();
+    let mut progress = Progress::new(args.output.json);
+    progress.bar(models.len() as u64 * u64::from(args.repeat.max(1)), "bench decode");
     for (dtype, path) in &models {
         let mut whole = 0f64;
         let mut split = 0f64;
         for _ in 0..args.repeat.max(1) {
+            progress.message(format!("bench decode: {dtype}"));
             whole = whole.max(generate_rate(path, 1, args.tokens)?);
             split = split.max(generate_rate(path, args.stages, args.tokens)?);
+            progress.step();
         }
         let fig = DecodeFigure {
             dtype: dtype.clone(),
@@ -167,10 +178,10 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
         if args.output.json {
             out.json("bench_decode", &fig)?;
         } else {
-            out.line(format!(
+            progress.suspend(|| out.line(format!(
                 "{:<6} whole {:>6.1} tok/s   {} stages {:>6.1} tok/s   ratio {:.3} (target >= 0.97)",
                 fig.dtype, fig.whole_tokens_per_s, fig.stages, fig.split_tokens_per_s, fig.ratio
-            ))?;
+            )))?;
         }
         figures.push(fig);
     }
@@ -240,9 +251,12 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
         ));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut progress = Progress::new(args.output.json);
+    progress.spinner(format!("streaming {} MiB over loopback QUIC", args.mib));
     let r = rt
         .block_on(bench::edge(args.mib << 20, args.object_bytes, args.samples))
         .map_err(failed)?;
+    progress.clear();
     if args.output.json {
         out.json("bench_edge", &r)?;
         return Ok(());
@@ -344,15 +358,19 @@ fn pipeline_rate(
 pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
     let dir = ScratchDir::create()?;
     let models = with_requantized(args, "shipped".into(), &dir)?;
+    let mut progress = Progress::new(args.output.json);
+    progress.bar(models.len() as u64 * u64::from(args.repeat.max(1)), "bench pipeline");
     for (dtype, path) in &models {
         let (mut whole, mut split, mut first) = (0f64, 0f64, f64::MAX);
         let mut hops = Vec::new();
         for _ in 0..args.repeat.max(1) {
+            progress.message(format!("bench pipeline: {dtype}"));
             whole = whole.max(generate_rate(path, 1, args.tokens)?);
             let (rate, ttft, h) = pipeline_rate(path, args.stages, args.tokens)?;
             split = split.max(rate);
             first = first.min(ttft);
             hops.extend(h);
+            progress.step();
         }
         hops.sort_unstable();
         let pick = |q: f64| {
@@ -374,7 +392,8 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
         if args.output.json {
             out.json("bench_pipeline", &fig)?;
         } else {
-            out.line(format!(
+            progress.suspend(|| {
+                out.line(format!(
                 "{:<8} generate {:>6.1} tok/s   run local ({} stages) {:>6.1} tok/s   ratio {:.3} \
                  (target >= 0.85)   start to first token {:.0} ms   hop worker to worker \
                  median {:.0} µs, p99 {:.0} µs over {} decode objects",
@@ -387,7 +406,8 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
                 fig.hop_median_us,
                 fig.hop_p99_us,
                 fig.hops_measured
-            ))?;
+            ))
+            })?;
         }
         out.flush()?;
     }
@@ -448,6 +468,8 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
         return Err(CliError::new(ExitCode::Usage, "usage", eyre!("--stages must be at least 2")));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut progress = Progress::new(args.output.json);
+    progress.bar(u64::from(args.repeat.max(1)), "bench failover");
     for run in 1..=args.repeat.max(1) {
         let fig = rt.block_on(async {
             let config = LocalPoolConfig {
@@ -516,14 +538,17 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
                 reason,
             })
         })?;
+        progress.step();
         if args.output.json {
             out.json("bench_failover", &fig)?;
         } else {
-            out.line(format!(
-                "run {}: SIGKILL of node 2 -> run_faulted ({}) {:.0} ms (target < 2000), \
-                 -> run_torn_down {:.0} ms (target < 5000)",
-                fig.run, fig.reason, fig.kill_to_run_faulted_ms, fig.kill_to_run_torn_down_ms
-            ))?;
+            progress.suspend(|| {
+                out.line(format!(
+                    "run {}: SIGKILL of node 2 -> run_faulted ({}) {:.0} ms (target < 2000), \
+                     -> run_torn_down {:.0} ms (target < 5000)",
+                    fig.run, fig.reason, fig.kill_to_run_faulted_ms, fig.kill_to_run_torn_down_ms
+                ))
+            })?;
         }
         out.flush()?;
     }

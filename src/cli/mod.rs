@@ -10,6 +10,7 @@ pub mod node_cmd;
 pub mod orchestrate_cmd;
 pub mod output;
 pub mod plan_cmd;
+pub mod progress;
 pub mod util_cmd;
 
 use clap::Parser;

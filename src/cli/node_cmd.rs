@@ -41,6 +41,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         },
         exe: std::env::current_exe()?,
         boot_timeout: std::time::Duration::from_millis(args.boot_timeout_ms),
+        max_worker_restarts: args.max_worker_restarts,
         cache: args.cache.clone().unwrap_or_else(default_cache),
         fault_skip_sequence: fault_skip_sequence(),
         advertise: args.advertise,

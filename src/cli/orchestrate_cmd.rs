@@ -3,7 +3,7 @@
 //! `--json`), and an exit code per outcome.
 #![allow(clippy::disallowed_methods)] // the command owns the clock for its timings
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use super::exit::{CliError, ExitCode};
 use super::model_cmd::model_error;
 use super::output::Output;
 use super::plan_cmd::{check_url, plan_error, read_pool, runtime_config, runtime_config_for};
+use super::progress::{Progress, RunProgress};
 use crate::events::{EventLine, RunOutcome};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
@@ -138,25 +139,17 @@ fn events_error(path: &Path, e: std::io::Error) -> CliError {
     )
 }
 
-/// Writes tokens and events where the flags say.
+/// Writes tokens and events where the flags say; progress on a terminal.
 struct CliSink<'a> {
     out: &'a mut Output,
     json: bool,
     events: Option<&'a mut EventsFile>,
-    progress: bool,
-    progress_shown: bool,
+    progress: RunProgress,
     count: usize,
     error: Option<std::io::Error>,
 }
 
 impl CliSink<'_> {
-    fn clear_progress(&mut self) {
-        if self.progress_shown {
-            eprint!("\r\x1b[2K");
-            self.progress_shown = false;
-        }
-    }
-
     fn keep(&mut self, r: std::io::Result<()>) {
         if let Err(e) = r {
             self.error.get_or_insert(e);
@@ -166,6 +159,7 @@ impl CliSink<'_> {
 
 impl RunSink for CliSink<'_> {
     fn event(&mut self, line: &EventLine) {
+        self.progress.event(&line.event);
         let json = line.to_json();
         if let Some(f) = self.events.as_mut() {
             f.write(&json);
@@ -177,7 +171,7 @@ impl RunSink for CliSink<'_> {
     }
 
     fn token(&mut self, id: u32, text: &str) {
-        self.clear_progress();
+        self.progress.token();
         let r = if self.json {
             self.out.json("token", &TokenLine { index: self.count, id, text })
         } else {
@@ -189,10 +183,7 @@ impl RunSink for CliSink<'_> {
     }
 
     fn progress(&mut self, message: &str) {
-        if self.progress {
-            eprint!("\r\x1b[2K{message}");
-            self.progress_shown = true;
-        }
+        self.progress.message(message);
     }
 }
 
@@ -254,15 +245,14 @@ async fn execute(
     let mut sink = CliSink {
         json: run.output.json,
         events: events.as_mut(),
-        progress: !run.output.json && std::io::stderr().is_terminal(),
-        progress_shown: false,
+        progress: RunProgress::new(Progress::new(run.output.json)),
         count: 0,
         error: None,
         out: &mut *out,
     };
     let result =
         orchestrate(config, &prepared.facts, &prepared.tokenizer, &mut sink, stop.stopped()).await;
-    sink.clear_progress();
+    sink.progress.done();
     if let Some(e) = sink.error.take() {
         return Err(e.into());
     }
@@ -459,9 +449,8 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
             arena_bytes: args.arena_bytes,
             node_logs: args.node_logs,
         };
-        if !args.run.output.json && std::io::stderr().is_terminal() {
-            eprint!("starting {} nodes", args.stages);
-        }
+        let mut starting = Progress::new(args.run.output.json);
+        starting.spinner(format!("starting {} nodes", args.stages));
         let mut pool = tokio::select! {
             p = LocalPool::start(&config) => p.map_err(|e| {
                 let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
@@ -472,6 +461,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
                 return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped while the nodes started")));
             }
         };
+        starting.clear();
         if let Some(pause) = pause {
             eprintln!("swactor: test pause: the nodes started");
             tokio::time::sleep(pause).await;

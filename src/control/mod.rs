@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::events::EventLine;
-use crate::wire::reason::{Component, ControlFault, FaultReason};
+use crate::wire::reason::{BootFault, Component, ControlFault, FaultReason};
 use crate::wire::{NodeId, ProvisionStage, RunId, StageIndex};
 
 /// Protocol version carried by every frame.
@@ -82,6 +82,14 @@ pub enum ControlMessage {
         run_id: RunId,
         /// The stage.
         stage_index: StageIndex,
+    },
+    /// Node -> orchestrator: the node faulted and stops serving (its worker failed for
+    /// good): it is not eligible for any run, and a run it serves faults.
+    NodeFaulted {
+        /// The node.
+        node_id: NodeId,
+        /// Why (the boot fault it amounts to: the node can no longer start a worker).
+        reason: BootFault,
     },
     /// Node -> orchestrator: an observability event, forwarded.
     Event {

@@ -24,6 +24,10 @@ fn messages() -> Vec<ControlMessage> {
         },
         ControlMessage::StopRun { run_id: RunId(1) },
         ControlMessage::StageStopped { run_id: RunId(1), stage_index: StageIndex(1) },
+        ControlMessage::NodeFaulted {
+            node_id: NodeId(2),
+            reason: crate::wire::reason::BootFault::WorkerStart,
+        },
         ControlMessage::Event {
             line: EventLine {
                 ts_us: 5,

@@ -5,10 +5,12 @@
 //! identity, is neither suspect nor faulted, and the view has not changed for the
 //! convergence window (absent one tick before the window ends, present at it).
 //!
-//! Before a plan is committed, losing readiness is reported (`ReadinessLost`) and the gate
-//! waits for the pool to become ready and stable again. Once provisioning has begun, losing
-//! a required node (down, suspect or faulted) is a run fault (`RequiredNodeLost`); the gate
-//! never re-places anything. Nodes outside the candidate pool never influence it.
+//! Before a plan is committed, losing readiness is reported (`ReadinessLost`; a suspect
+//! node is not ready) and the gate waits for the pool to become ready and stable again.
+//! Once provisioning has begun, losing a required node (down or faulted) is a run fault
+//! (`RequiredNodeLost`); a suspicion alone is not a loss (SWIM resolves it into a refutation
+//! or a `Down` within its suspicion timeout). The gate never re-places anything. Nodes
+//! outside the candidate pool never influence it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -123,12 +125,12 @@ impl PoolGate {
             }
             Phase::Ready => {}
             Phase::Committed => {
+                // Suspicion is SWIM's question, not its verdict: the member refutes it or is
+                // declared down within the suspicion timeout, and only that `Down` loses it.
                 let reason = if c.faulted.is_some() {
                     Some(MembershipLoss::NodeFaulted)
                 } else if !c.live {
                     Some(MembershipLoss::NodeDown)
-                } else if c.suspect {
-                    Some(MembershipLoss::NodeSuspect)
                 } else {
                     None
                 };

@@ -1,5 +1,6 @@
 //! SWIM membership over UDP: foca (itself sans-IO) driven by a small tokio task that owns
-//! the socket, the timers and the loop, and reports members going up and down.
+//! the socket, the timers and the loop, and reports members going up, suspect and down
+//! (suspicion is read off foca's member states, which it does not notify).
 //!
 //! The identity carries the node id, its SWIM address, its iroh endpoint id and a bump
 //! counter, so a restarted node wins over its old self. The configuration is foca's LAN
@@ -15,7 +16,7 @@
 //! cannot flood the consumer); it never reaches foca, so it never changes who is up.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,7 @@ use std::time::Duration;
 use bytes::Buf;
 use foca::{
     AccumulatingRuntime, Codec, Config, Foca, Header, Member, OwnedNotification, PeriodicParams,
-    PostcardCodec, Timer,
+    PostcardCodec, State, Timer,
 };
 use iroh::{PublicKey, SecretKey, Signature};
 use rand::SeedableRng;
@@ -75,8 +76,11 @@ impl foca::Identity for SwimIdentity {
 /// A membership change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MembershipEvent {
-    /// A member is alive.
+    /// A member is alive (also: a suspect member refuted the suspicion).
     Up(SwimIdentity),
+    /// A member is suspected down: it missed its probes and has not refuted yet. It
+    /// becomes `Up` again when it refutes, or `Down` when the suspicion times out.
+    Suspect(SwimIdentity),
     /// A member was declared down.
     Down(SwimIdentity),
     /// A datagram was refused (reported for the 1st, 2nd, 4th, ... refusal of a reason;
@@ -230,6 +234,40 @@ fn wall_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// Whether a membership event is about a member of the current roster (rejections are
+/// always reported).
+fn on_roster(roster: &RosterHandle, ev: &MembershipEvent) -> bool {
+    match ev {
+        MembershipEvent::Up(id) | MembershipEvent::Suspect(id) | MembershipEvent::Down(id) => {
+            roster.lock().roster.admits(id.node_id, &id.endpoint_id)
+        }
+        MembershipEvent::Rejected(_) => true,
+    }
+}
+
+/// Compares foca's suspect members with `suspects` (the ones reported so far): a newly
+/// suspect member gives `Suspect`, a formerly suspect one that is alive again gives `Up`
+/// (one that went down was reported by foca's own `MemberDown`). Updates `suspects`.
+fn suspicion_changes(
+    members: &[(SwimIdentity, State)],
+    suspects: &mut HashSet<SwimIdentity>,
+) -> Vec<MembershipEvent> {
+    let now: HashSet<SwimIdentity> =
+        members.iter().filter(|(_, s)| *s == State::Suspect).map(|(id, _)| id.clone()).collect();
+    let mut out: Vec<MembershipEvent> =
+        now.difference(suspects).cloned().map(MembershipEvent::Suspect).collect();
+    let alive = members.iter().filter(|(id, s)| *s == State::Alive && suspects.contains(id));
+    out.extend(alive.map(|(id, _)| MembershipEvent::Up(id.clone())));
+    *suspects = now;
+    out.sort_by_key(|ev| match ev {
+        MembershipEvent::Up(id) | MembershipEvent::Suspect(id) | MembershipEvent::Down(id) => {
+            id.node_id
+        }
+        MembershipEvent::Rejected(_) => NodeId(0),
+    });
+    out
+}
+
 /// Seals one foca datagram with `key`.
 pub fn seal(key: &SecretKey, stamp: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = auth::unsigned_envelope(key.public().as_bytes(), stamp, payload);
@@ -365,6 +403,7 @@ async fn run(
         let _ = foca.announce(s.clone(), &mut rt);
     }
     let mut buf = vec![0u8; 2048];
+    let mut suspects: HashSet<SwimIdentity> = HashSet::new();
     let mut reannounce = tokio::time::interval(Duration::from_secs(1));
     loop {
         // Shuttle what foca asked for.
@@ -378,19 +417,26 @@ async fn run(
         while let Some(n) = rt.to_notify() {
             let ev = match n {
                 OwnedNotification::MemberUp(id) => Some(MembershipEvent::Up(id)),
-                OwnedNotification::MemberDown(id) => Some(MembershipEvent::Down(id)),
+                OwnedNotification::MemberDown(id) => {
+                    suspects.remove(&id);
+                    Some(MembershipEvent::Down(id))
+                }
                 _ => None,
             };
             // Only members of the current roster are reported (it may have been replaced).
-            let ev = ev.filter(|ev| match ev {
-                MembershipEvent::Up(id) | MembershipEvent::Down(id) => {
-                    roster.lock().roster.admits(id.node_id, &id.endpoint_id)
-                }
-                MembershipEvent::Rejected(_) => true,
-            });
+            let ev = ev.filter(|ev| on_roster(&roster, ev));
             if let Some(ev) = ev
                 && events.send(ev).is_err()
             {
+                return;
+            }
+        }
+        // foca notifies no suspicion: it is read off its member states. A suspect member
+        // that is active and alive again refuted the suspicion.
+        let states: Vec<(SwimIdentity, State)> =
+            foca.iter_members().map(|m| (m.id().clone(), m.state())).collect();
+        for ev in suspicion_changes(&states, &mut suspects) {
+            if on_roster(&roster, &ev) && events.send(ev).is_err() {
                 return;
             }
         }
@@ -450,5 +496,34 @@ async fn run(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u64) -> SwimIdentity {
+        SwimIdentity {
+            node_id: NodeId(n),
+            addr: ([127, 0, 0, 1], 7000 + n as u16).into(),
+            endpoint_id: format!("{n:064x}"),
+            bump: 0,
+        }
+    }
+
+    #[test]
+    fn suspicion_is_reported_once_and_a_refutation_reports_the_member_up_again() {
+        let mut suspects = HashSet::new();
+        let alive = [(id(1), State::Alive), (id(2), State::Alive)];
+        assert!(suspicion_changes(&alive, &mut suspects).is_empty());
+        let suspect = [(id(1), State::Alive), (id(2), State::Suspect)];
+        assert_eq!(suspicion_changes(&suspect, &mut suspects), [MembershipEvent::Suspect(id(2))]);
+        assert!(suspicion_changes(&suspect, &mut suspects).is_empty(), "once");
+        assert_eq!(suspicion_changes(&alive, &mut suspects), [MembershipEvent::Up(id(2))]);
+        // A suspect that goes down leaves the active members: foca reports that itself.
+        suspicion_changes(&suspect, &mut suspects);
+        assert!(suspicion_changes(&[(id(1), State::Alive)], &mut suspects).is_empty());
+        assert!(suspects.is_empty());
     }
 }

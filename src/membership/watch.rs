@@ -17,7 +17,7 @@ use crate::net::identity::NodeKey;
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
 use crate::planner::Pool;
 use crate::wire::NodeId;
-use crate::wire::reason::ControlFault;
+use crate::wire::reason::{BootFault, ControlFault};
 
 /// What the watch reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -45,10 +45,23 @@ pub enum WatchEvent {
         /// The node.
         node_id: NodeId,
     },
+    /// SWIM suspects the member (it missed its probes): not ready until it refutes.
+    MemberSuspect {
+        /// The node.
+        node_id: NodeId,
+    },
     /// SWIM declared the member down.
     MemberDown {
         /// The node.
         node_id: NodeId,
+    },
+    /// The node reported a fault over its control session (its worker failed for good):
+    /// it stops and is never ready again.
+    NodeFaulted {
+        /// The node.
+        node_id: NodeId,
+        /// Why (a boot fault code).
+        reason: BootFault,
     },
     /// The whole pool is ready and stable.
     PoolReady {
@@ -82,7 +95,9 @@ impl WatchEvent {
             WatchEvent::NodeAvailable { .. } => "node_available",
             WatchEvent::NodeRefused { .. } => "node_refused",
             WatchEvent::MemberUp { .. } => "member_up",
+            WatchEvent::MemberSuspect { .. } => "member_suspect",
             WatchEvent::MemberDown { .. } => "member_down",
+            WatchEvent::NodeFaulted { .. } => "node_faulted",
             WatchEvent::PoolReady { .. } => "pool_ready",
             WatchEvent::ReadinessLost { .. } => "readiness_lost",
             WatchEvent::MembershipRejected { .. } => "membership_rejected",
@@ -115,7 +130,13 @@ impl fmt::Display for WatchEvent {
                 Ok(())
             }
             WatchEvent::MemberUp { node_id } => write!(f, "node {node_id} is alive (SWIM)"),
+            WatchEvent::MemberSuspect { node_id } => {
+                write!(f, "node {node_id} is suspected down (SWIM)")
+            }
             WatchEvent::MemberDown { node_id } => write!(f, "node {node_id} is down (SWIM)"),
+            WatchEvent::NodeFaulted { node_id, reason } => {
+                write!(f, "node {node_id} faulted: {reason}")
+            }
             WatchEvent::PoolReady { nodes } => {
                 write!(f, "the pool is ready: {}", node_list(nodes))
             }
@@ -252,6 +273,8 @@ fn watch_event(notice: PoolNotice) -> Option<WatchEvent> {
         }
         PoolNotice::NodeRefused { node_id, reason } => WatchEvent::NodeRefused { node_id, reason },
         PoolNotice::MemberUp(node_id) => WatchEvent::MemberUp { node_id },
+        PoolNotice::MemberSuspect(node_id) => WatchEvent::MemberSuspect { node_id },
+        PoolNotice::NodeFaulted { node_id, reason } => WatchEvent::NodeFaulted { node_id, reason },
         PoolNotice::MemberDown(node_id) => WatchEvent::MemberDown { node_id },
         PoolNotice::Rejected(r, count) => WatchEvent::MembershipRejected {
             reason: r.reason.as_str().into(),

@@ -26,7 +26,7 @@ use crate::net::edge::{EdgeRouter, Refusal};
 use crate::net::endpoint::{CTL_ALPN, EDGE_ALPN, bind};
 use crate::net::identity::NodeKey;
 use crate::wire::NodeId;
-use crate::wire::reason::{BootFault, Component, ControlFault};
+use crate::wire::reason::{BootFault, Component, ControlFault, WorkerFatal};
 use crate::worker::protocol::{Backend, ShutdownMode};
 use crate::workerctl::{CtlConfig, CtlOutput, WorkerDriver, WorkerDriverConfig};
 
@@ -65,6 +65,8 @@ pub struct NodeConfig {
     /// Test-only fault injection (the CLI reads `SWACTOR_FAULT_SKIP_SEQUENCE`): the stage
     /// labels the output of this sequence with the next one.
     pub fault_skip_sequence: Option<crate::wire::Sequence>,
+    /// Restarts of a crashed worker before the node faults (`None`: any number).
+    pub max_worker_restarts: Option<u32>,
 }
 
 /// Where a node puts its admin socket.
@@ -183,6 +185,10 @@ struct Running {
     swim_addr: SocketAddr,
     /// The advertised iroh addresses.
     addrs: Vec<SocketAddr>,
+    /// Held by every control session's writer until it delivered what it was given: the
+    /// node waits for it at shutdown (see [`flush_sessions`]).
+    flushed: mpsc::Receiver<()>,
+    sessions_open: mpsc::Sender<()>,
 }
 
 fn failed(reason: BootFault, detail: impl std::fmt::Display) -> BootFailed {
@@ -258,8 +264,17 @@ pub async fn run_node(
         return Err(failed(BootFault::ControlInbox, "boot did not complete"));
     };
     report(NodeReport::Available(&identity));
-    serve(running, identity, shutdown).await;
-    Ok(())
+    let node_id = config.node_id;
+    match serve(running, identity, shutdown).await {
+        None => Ok(()),
+        Some(reason) => {
+            let event = Event::NodeFaulted { node_id, reason, component: Component::WorkerCtl };
+            let origin_us = Some(crate::clock::monotonic_us());
+            let line = EventLine { ts_us: t0.elapsed().as_micros() as u64, origin_us, event };
+            report(NodeReport::Event(&line));
+            Err(failed(reason, "the worker failed for good; the node stopped"))
+        }
+    }
 }
 
 /// Reports the boot machine's `Started` and `BootFaulted` as event lines; returns the
@@ -359,6 +374,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         memory_bytes: config.memory_bytes.or_else(host_memory_available),
         arena_bytes: Some(config.arena_bytes),
     };
+    let (sessions_open, flushed) = mpsc::channel(1);
     tokio::spawn(accept(
         endpoint.clone(),
         router,
@@ -366,6 +382,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         hello,
         inputs,
         roster.clone(),
+        sessions_open.downgrade(),
     ));
     boot.fact_ready(BootFact::ControlInbox);
     boot.fact_ready(BootFact::Provisioning);
@@ -382,6 +399,8 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         admin,
         swim_addr,
         addrs,
+        flushed,
+        sessions_open,
     })
 }
 
@@ -400,7 +419,7 @@ async fn start_worker(
         init_timeout: Duration::from_secs(10),
         stop_timeout: Duration::from_secs(5),
         // A worker that dies mid-run faults that run; the node restarts it for the next.
-        max_restarts: u32::MAX,
+        max_restarts: config.max_worker_restarts.unwrap_or(u32::MAX),
     };
     let (worker, mut worker_events) = WorkerDriver::start(
         WorkerDriverConfig { exe: config.exe.clone(), ctl, threads: config.worker_threads },
@@ -465,16 +484,18 @@ async fn accept(
     hello: ControlMessage,
     inputs: mpsc::UnboundedSender<HostInput>,
     roster: swim::RosterHandle,
+    open: mpsc::WeakSender<()>,
 ) {
     let sessions = Arc::new(std::sync::atomic::AtomicU64::new(0));
     while let Some(incoming) = endpoint.accept().await {
-        let (router, orchestrator, hello, inputs, sessions, roster) = (
+        let (router, orchestrator, hello, inputs, sessions, roster, open) = (
             router.clone(),
             orchestrator.clone(),
             hello.clone(),
             inputs.clone(),
             sessions.clone(),
             roster.clone(),
+            open.clone(),
         );
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
@@ -487,7 +508,9 @@ async fn accept(
                     return;
                 }
                 let session = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                control_session(conn, hello, inputs, session, roster).await;
+                // No guard: the node is stopping, and the session will not be served.
+                let Some(open) = open.upgrade() else { return };
+                control_session(conn, hello, inputs, session, roster, open).await;
             }
         });
     }
@@ -499,6 +522,7 @@ async fn control_session(
     inputs: mpsc::UnboundedSender<HostInput>,
     session: u64,
     roster: swim::RosterHandle,
+    open: mpsc::Sender<()>,
 ) {
     let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
     let mut decoder = FrameDecoder::new();
@@ -523,11 +547,16 @@ async fn control_session(
     let (tx, mut rx) = mpsc::unbounded_channel::<ControlMessage>();
     let _ = inputs.send(HostInput::SessionOpened { tx, orchestrator, session });
     let writer = tokio::spawn(async move {
+        let _open = open;
         while let Some(msg) = rx.recv().await {
             if control::write_message(&mut send, &msg).await.is_err() {
                 return;
             }
         }
+        // The host let go of the session (the node is stopping): the orchestrator gets to
+        // read everything written before the endpoint closes.
+        let _ = send.finish();
+        let _ = tokio::time::timeout(SESSION_FLUSH, send.stopped()).await;
     });
     while let Some(msg) = control::read_message(&mut recv, &mut decoder).await {
         match msg {
@@ -546,11 +575,26 @@ async fn control_session(
     writer.abort();
 }
 
+/// How long a stopping node waits for its control sessions to deliver their last messages.
+const SESSION_FLUSH: Duration = Duration::from_secs(1);
+
+/// The worker fault a node cannot go on after, as the boot fault it amounts to: the node
+/// can no longer start a worker.
+fn worker_failure(reason: WorkerFatal) -> BootFault {
+    match reason {
+        WorkerFatal::InitTimeout => BootFault::WorkerInitTimeout,
+        _ => BootFault::WorkerStart,
+    }
+}
+
+/// Serves until `shutdown` resolves (`None`) or the worker fails for good (the node's
+/// fault, reported to the orchestrator before the node stops).
 async fn serve(
     mut running: Running,
     _report: NodeIdentityReport,
     shutdown: impl std::future::Future<Output = ()>,
-) {
+) -> Option<BootFault> {
+    let mut fault = None;
     tokio::pin!(shutdown);
     // The admin snapshot is refreshed on a tick, not on every hot-path event.
     let mut tick = tokio::time::interval(Duration::from_millis(50));
@@ -579,6 +623,8 @@ async fn serve(
                         s.members.sort();
                     }
                 }
+                // Still a member until it refutes or is declared down.
+                Some(MembershipEvent::Suspect(_)) => {}
                 Some(MembershipEvent::Down(id)) => {
                     running.inspect.lock().unwrap_or_else(|e| e.into_inner()).members.retain(|m| *m != id.node_id.0);
                 }
@@ -590,8 +636,16 @@ async fn serve(
             },
             ev = running.worker_events.recv() => match ev {
                 Some(out) => {
+                    let failed = match &out {
+                        CtlOutput::Failed { reason } => Some(worker_failure(*reason)),
+                        _ => None,
+                    };
                     if !running.host.worker_output(out).await {
                         eprintln!("swactor node: the worker is gone for good; stopping");
+                        if let Some(reason) = failed {
+                            running.host.node_faulted(reason);
+                            fault = Some(reason);
+                        }
                         break;
                     }
                 }
@@ -619,9 +673,18 @@ async fn serve(
     worker.stop(ShutdownMode::Graceful);
     drop(running.worker_events);
     worker.join().await;
+    flush_sessions(running.sessions_open, running.flushed).await;
     running.endpoint.close().await;
     // Removes the socket, unless something else has taken its path meanwhile.
     drop(running.admin);
+    fault
+}
+
+/// Waits (at most [`SESSION_FLUSH`] more) until every control session's writer delivered
+/// what the host gave it: each holds a clone of `open` until then.
+async fn flush_sessions(open: mpsc::Sender<()>, mut flushed: mpsc::Receiver<()>) {
+    drop(open);
+    let _ = tokio::time::timeout(SESSION_FLUSH, flushed.recv()).await;
 }
 
 /// The host's available memory (`MemAvailable` of `/proc/meminfo`), if it can be read.

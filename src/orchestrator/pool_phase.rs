@@ -52,6 +52,15 @@ pub enum PoolNotice {
     },
     /// SWIM sees the member alive.
     MemberUp(NodeId),
+    /// SWIM suspects the member (it missed its probes): not ready until it refutes.
+    MemberSuspect(NodeId),
+    /// The node reported a fault over its session (its worker failed for good).
+    NodeFaulted {
+        /// The node.
+        node_id: NodeId,
+        /// Why.
+        reason: crate::wire::reason::BootFault,
+    },
     /// SWIM declared the member down.
     MemberDown(NodeId),
     /// A SWIM datagram was refused (with the count of its reason so far).
@@ -193,6 +202,12 @@ impl PoolPhase {
                 self.gate.member_down(Instant::now(), node);
                 out.push(PoolNotice::SessionClosed(node));
             }
+            SessionEvent::Message(ControlMessage::NodeFaulted { node_id, reason })
+                if node_id == node =>
+            {
+                self.gate.node_faulted(Instant::now(), node, reason);
+                out.push(PoolNotice::NodeFaulted { node_id, reason });
+            }
             SessionEvent::Message(msg) => out.push(PoolNotice::Message(node, msg)),
         }
     }
@@ -223,6 +238,10 @@ impl PoolPhase {
             MembershipEvent::Up(id) => {
                 self.gate.member_up(now, id.node_id);
                 out.push(PoolNotice::MemberUp(id.node_id));
+            }
+            MembershipEvent::Suspect(id) => {
+                self.gate.member_suspect(now, id.node_id);
+                out.push(PoolNotice::MemberSuspect(id.node_id));
             }
             MembershipEvent::Down(id) => {
                 self.gate.member_down(now, id.node_id);

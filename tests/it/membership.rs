@@ -58,6 +58,7 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
                 match ev {
                     MembershipEvent::Up(id) => views[i].insert(id.node_id.0),
                     MembershipEvent::Down(id) => views[i].remove(&id.node_id.0),
+                    MembershipEvent::Suspect(_) => false,
                     MembershipEvent::Rejected(r) => {
                         panic!("a member's datagram was refused: {r:?}")
                     }

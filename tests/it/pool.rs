@@ -45,7 +45,7 @@ fn wait_for(
     rx: &mpsc::Receiver<serde_json::Value>,
     what: &str,
     timeout: Duration,
-    pred: impl Fn(&serde_json::Value) -> bool,
+    mut pred: impl FnMut(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
     let deadline = Instant::now() + timeout;
     let mut seen = Vec::new();
@@ -130,7 +130,17 @@ fn pool_with_nodes(
 fn pool_with_extra_seeds(
     dir: &std::path::Path,
     n: u64,
+    extra_seed: impl FnMut(u64, Option<&str>) -> Option<String>,
+) -> (Kill, mpsc::Receiver<serde_json::Value>, Vec<serde_json::Value>) {
+    pool_with_node_args(dir, n, extra_seed, |_| vec![])
+}
+
+/// As [`pool_with_extra_seeds`]; `extra_args(i)` adds arguments to node `i`'s command.
+fn pool_with_node_args(
+    dir: &std::path::Path,
+    n: u64,
     mut extra_seed: impl FnMut(u64, Option<&str>) -> Option<String>,
+    extra_args: impl Fn(u64) -> Vec<&'static str>,
 ) -> (Kill, mpsc::Receiver<serde_json::Value>, Vec<serde_json::Value>) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("dir");
@@ -165,6 +175,7 @@ fn pool_with_extra_seeds(
         if let Some(extra) = extra_seed(i, seed.as_deref()) {
             cmd.args(["--join", &extra]);
         }
+        cmd.args(extra_args(i));
         let (child, rx) = spawn_lines(&mut cmd);
         children.0.push(child);
         let avail = wait_for(&rx, "node_available", Duration::from_secs(30), |v| {
@@ -213,15 +224,62 @@ fn a_paused_node_withdraws_readiness_and_the_pool_is_ready_again_after_it_resume
     let node3 = children.0[2].id() as i32;
     let pid = rustix::process::Pid::from_raw(node3).expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+    // SWIM suspects node 3 first: a suspect node is not ready, so readiness is withdrawn
+    // before (or without) SWIM declaring it down.
+    let mut seen = Vec::new();
     let lost = wait_for(&events, "readiness_lost", Duration::from_secs(15), |v| {
+        seen.push(v.clone());
         v["type"] == "readiness_lost"
     });
     assert_eq!(lost["node"], 3);
+    let about_3 = |kind: &str| seen.iter().any(|v| v["type"] == kind && v["node_id"] == 3);
+    assert!(about_3("member_suspect"), "node 3 was reported suspect: {seen:?}");
+    assert!(!about_3("member_down"), "readiness fell at the suspicion, not the down: {seen:?}");
     rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("SIGCONT");
     let again = wait_for(&events, "pool_ready again", Duration::from_secs(30), |v| {
         v["type"] == "pool_ready"
     });
     assert_eq!(again["nodes"], serde_json::json!([1, 2, 3]), "the resumed node rejoined cleanly");
+}
+
+#[test]
+fn a_node_whose_worker_fails_for_good_reports_its_fault_and_the_pool_is_not_ready() {
+    let dir = scratch().join("pool-node-fault");
+    let (mut children, events, _) = pool_with_node_args(
+        &dir,
+        3,
+        |_, _| None,
+        |i| if i == 3 { vec!["--max-worker-restarts", "0"] } else { vec![] },
+    );
+    wait_for(&events, "pool_ready", Duration::from_secs(30), |v| v["type"] == "pool_ready");
+    let node3 = children.0[2].id().to_string();
+    let worker: i32 = std::fs::read_dir("/proc")
+        .expect("proc")
+        .filter_map(Result::ok)
+        .find_map(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid = stat.rsplit_once(") ")?.1.split_whitespace().nth(1)?.to_string();
+            (ppid == node3).then(|| e.file_name().to_str()?.parse().ok()).flatten()
+        })
+        .expect("node 3 runs a worker");
+    let pid = rustix::process::Pid::from_raw(worker).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
+    // Node 3 may not restart its worker: it reports the fault over its control session
+    // before it stops, and the gate takes it out of the pool at once.
+    let mut seen = Vec::new();
+    let faulted = wait_for(&events, "node_faulted", Duration::from_secs(15), |v| {
+        seen.push(v.clone());
+        v["type"] == "node_faulted"
+    });
+    assert_eq!(faulted["node_id"], 3);
+    assert_eq!(faulted["reason"], "worker_start_failed");
+    assert!(!seen.iter().any(|v| v["type"] == "member_down"), "before SWIM noticed: {seen:?}");
+    let lost = wait_for(&events, "readiness_lost", Duration::from_secs(15), |v| {
+        v["type"] == "readiness_lost"
+    });
+    assert_eq!(lost["node"], 3);
+    let status = children.0[2].wait().expect("node 3 stops");
+    assert_eq!(status.code(), Some(6), "a node fault exits like a boot fault");
 }
 
 #[test]

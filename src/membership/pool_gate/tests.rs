@@ -152,16 +152,11 @@ fn losing_readiness_before_a_plan_is_reported_and_readiness_can_return() {
 
 #[test]
 fn losing_a_required_node_after_provisioning_began_faults_the_run_once() {
-    for (loss, reason) in [
-        (0, MembershipLoss::NodeDown),
-        (1, MembershipLoss::NodeSuspect),
-        (2, MembershipLoss::NodeFaulted),
-    ] {
+    for (loss, reason) in [(0, MembershipLoss::NodeDown), (1, MembershipLoss::NodeFaulted)] {
         let (mut g, t) = ready(Instant::now());
         assert!(g.provisioning_started());
         match loss {
             0 => g.member_down(t + TICK, id(2)),
-            1 => g.member_suspect(t + TICK, id(2)),
             _ => g.node_faulted(t + TICK, id(2), BootFault::WorkerStart),
         }
         assert_eq!(drain(&mut g), vec![GateEvent::RequiredNodeLost { node: id(2), reason }]);
@@ -171,4 +166,25 @@ fn losing_a_required_node_after_provisioning_began_faults_the_run_once() {
         g.handle_timeout(t + WINDOW * 10);
         assert!(drain(&mut g).is_empty(), "no re-placement, no new PoolReady");
     }
+}
+
+#[test]
+fn a_suspect_node_is_not_ready_but_a_suspicion_alone_does_not_fault_a_committed_run() {
+    // Before a plan: a suspect candidate breaks readiness.
+    let (mut g, t) = ready(Instant::now());
+    g.member_suspect(t + TICK, id(3));
+    assert_eq!(drain(&mut g), vec![GateEvent::ReadinessLost { node: id(3) }]);
+    assert!(!g.provisioning_started());
+    // After: SWIM's suspicion resolves either way; only the `Down` is a loss.
+    let (mut g, t) = ready(Instant::now());
+    assert!(g.provisioning_started());
+    g.member_suspect(t + TICK, id(3));
+    g.member_up(t + 2 * TICK, id(3));
+    assert!(drain(&mut g).is_empty(), "refuted: nothing was lost");
+    g.member_suspect(t + 3 * TICK, id(3));
+    g.member_down(t + 4 * TICK, id(3));
+    assert_eq!(
+        drain(&mut g),
+        vec![GateEvent::RequiredNodeLost { node: id(3), reason: MembershipLoss::NodeDown }]
+    );
 }

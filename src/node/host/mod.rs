@@ -224,6 +224,14 @@ impl StageHost {
         }
     }
 
+    /// The node faulted and stops (its worker failed for good): tells the orchestrator,
+    /// and lets go of the session so that everything sent is delivered before the node
+    /// closes.
+    pub fn node_faulted(&mut self, reason: crate::wire::reason::BootFault) {
+        self.send(ControlMessage::NodeFaulted { node_id: self.node_id, reason });
+        self.session = None;
+    }
+
     /// Feeds a fault with the component that detected it (the first one is kept).
     fn stage_fault(&mut self, reason: FaultReason, component: Component) {
         if let Some(ctl) = self.controller.as_mut() {

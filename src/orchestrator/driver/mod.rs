@@ -256,6 +256,10 @@ async fn wait_for_pool(
                     sink.progress(&format!("node {node_id} refused the control session: {reason}"));
                 }
                 PoolNotice::Rejected(r, count) => emit(sink, t0, rejected_event(r, count)),
+                PoolNotice::NodeFaulted { node_id, reason } => {
+                    let component = Component::WorkerCtl;
+                    emit(sink, t0, Event::NodeFaulted { node_id, reason, component });
+                }
                 PoolNotice::Gate(GateEvent::PoolReady { nodes }) => return Ok(nodes),
                 PoolNotice::Gate(GateEvent::ReadinessLost { node }) => {
                     sink.progress(&format!("node {node} left; waiting for the pool again"));

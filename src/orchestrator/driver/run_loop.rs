@@ -325,6 +325,10 @@ impl<'t> RunLoop<'t> {
                 }
             }
             PoolNotice::Rejected(r, count) => emit(sink, self.t0, rejected_event(r, count)),
+            PoolNotice::NodeFaulted { node_id, reason } if !self.torn_down => {
+                let component = Component::WorkerCtl;
+                emit(sink, self.t0, Event::NodeFaulted { node_id, reason, component });
+            }
             _ => {}
         }
     }
