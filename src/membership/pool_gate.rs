@@ -169,6 +169,13 @@ impl PoolGate {
         self.update(now, node, |c| c.identity = Some(identity));
     }
 
+    /// The node's control session ended: it is not available (it cannot be provisioned)
+    /// until it answers a new session. Its SWIM liveness is SWIM's to report. After
+    /// provisioning began the run's driver handles the lost session itself.
+    pub fn node_unavailable(&mut self, now: Instant, node: NodeId) {
+        self.update(now, node, |c| c.identity = None);
+    }
+
     /// The node reported a boot fault: it is never eligible.
     pub fn node_faulted(&mut self, now: Instant, node: NodeId, reason: BootFault) {
         self.update(now, node, |c| c.faulted = Some(reason));

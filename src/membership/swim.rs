@@ -421,6 +421,14 @@ async fn run(
                     suspects.remove(&id);
                     Some(MembershipEvent::Down(id))
                 }
+                // A member renewed its identity (a suspect refuting after it saw itself
+                // declared down, a restart): foca notifies no `MemberUp` when both the old
+                // and the new identity are active, so the new one is reported up here.
+                OwnedNotification::Rename(old, new) => {
+                    let was_suspect = suspects.remove(&old);
+                    let active = foca.iter_members().any(|m| *m.id() == new);
+                    (active && was_suspect).then_some(MembershipEvent::Up(new))
+                }
                 _ => None,
             };
             // Only members of the current roster are reported (it may have been replaced).

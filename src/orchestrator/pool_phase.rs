@@ -198,8 +198,9 @@ impl PoolPhase {
             }
             SessionEvent::Closed => {
                 self.sessions.remove(&node);
-                // Without its session a node can be neither provisioned nor stopped.
-                self.gate.member_down(Instant::now(), node);
+                // Without its session a node can be neither provisioned nor stopped: it is
+                // unavailable until a new session opens (liveness stays SWIM's).
+                self.gate.node_unavailable(Instant::now(), node);
                 out.push(PoolNotice::SessionClosed(node));
             }
             SessionEvent::Message(ControlMessage::NodeFaulted { node_id, reason })

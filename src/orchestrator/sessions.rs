@@ -2,7 +2,7 @@
 //! session opens with `Hello` and the node's `NodeAvailable`, then carries run work both
 //! ways until the connection ends. A node that refuses the session (it was started for
 //! another orchestrator) is reported with the reason it gave; sessions are retried while
-//! nodes boot.
+//! nodes boot, and reopened after they end (a healed partition, a restarted node).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -117,7 +117,10 @@ async fn session(
             }
         }
         writer.abort();
-        let _ = events.send((node, SessionEvent::Closed));
-        return;
+        if events.send((node, SessionEvent::Closed)).is_err() {
+            return;
+        }
+        // The node may come back (a partition healed, a restart): open a new session.
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -188,3 +188,21 @@ fn a_suspect_node_is_not_ready_but_a_suspicion_alone_does_not_fault_a_committed_
         vec![GateEvent::RequiredNodeLost { node: id(3), reason: MembershipLoss::NodeDown }]
     );
 }
+
+#[test]
+fn a_lost_control_session_makes_a_node_unavailable_until_it_answers_again() {
+    let t0 = Instant::now();
+    let mut g = PoolGate::new(t0, vec![NodeId(1)], Duration::from_millis(100));
+    g.member_up(t0, NodeId(1));
+    g.node_available(t0, NodeId(1), DataPlaneIdentity { endpoint_id: "e".into(), addrs: vec![] });
+    g.handle_timeout(t0 + Duration::from_millis(100));
+    assert!(matches!(g.poll_event(), Some(GateEvent::PoolReady { .. })));
+    g.node_unavailable(t0 + Duration::from_millis(200), NodeId(1));
+    assert_eq!(g.poll_event(), Some(GateEvent::ReadinessLost { node: NodeId(1) }));
+    assert!(!g.all_ready());
+    // A new session: ready again after a window, with no new SWIM `Up` needed.
+    let t1 = t0 + Duration::from_millis(300);
+    g.node_available(t1, NodeId(1), DataPlaneIdentity { endpoint_id: "e".into(), addrs: vec![] });
+    g.handle_timeout(t1 + Duration::from_millis(100));
+    assert!(matches!(g.poll_event(), Some(GateEvent::PoolReady { .. })));
+}
