@@ -1,0 +1,251 @@
+//! AVX-512 kernels with VNNI (`vpdpbusd`): Q4_0, Q4_1 and Q8_0 two blocks (64 values) per
+//! instruction, an odd last block through the 256-bit form. The other formats use the
+//! AVX2 kernels on these CPUs.
+//!
+//! Signed weights meet `vpdpbusd`'s unsigned operand through an offset that is removed
+//! exactly in the integer lanes (`sum((w + c) * a) - sum(c * a)`), so the integer part of
+//! every block is exact, as in the reference.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use super::avx2::{f16_at, hsum, load128, load256};
+use super::{Acts, Kernels};
+use crate::quant::{QK, WeightFormat};
+
+/// The AVX-512 kernels of `fmt`, if it has any.
+pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
+    macro_rules! k {
+        ($f:ident) => {{
+            fn r1(w: &[u8], a: &Acts, r: [usize; 1]) -> [f32; 1] {
+                // SAFETY: selected only on a CPU with AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C.
+                unsafe { $f::<1>(w, a, r) }
+            }
+            fn r2(w: &[u8], a: &Acts, r: [usize; 2]) -> [f32; 2] {
+                // SAFETY: as above.
+                unsafe { $f::<2>(w, a, r) }
+            }
+            fn r3(w: &[u8], a: &Acts, r: [usize; 3]) -> [f32; 3] {
+                // SAFETY: as above.
+                unsafe { $f::<3>(w, a, r) }
+            }
+            fn r4(w: &[u8], a: &Acts, r: [usize; 4]) -> [f32; 4] {
+                // SAFETY: as above.
+                unsafe { $f::<4>(w, a, r) }
+            }
+            Some(Kernels { r1, r2, r3, r4 })
+        }};
+    }
+    match fmt {
+        WeightFormat::Q4_0 => k!(q4_0),
+        WeightFormat::Q4_1 => k!(q4_1),
+        WeightFormat::Q8_0 => k!(q8_0),
+        _ => None,
+    }
+}
+
+/// The nibbles of two 16-byte blocks as 64 values in element order: block 0's low and
+/// high nibbles, then block 1's.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn nibbles2(q0: __m128i, q1: __m128i) -> __m512i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let q = _mm256_set_m128i(q1, q0);
+    let lo = _mm256_and_si256(q, m4);
+    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+    let t = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    // 128-bit lanes [lo0, lo1, hi0, hi1] -> [lo0, hi0, lo1, hi1].
+    _mm512_shuffle_i64x2::<0xD8>(t, t)
+}
+
+/// The nibbles of one block as 32 values in element order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn nibbles1(q: __m128i) -> __m256i {
+    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F))
+}
+
+/// Lanes 0..8 get lane 0 of `p`, lanes 8..16 lane `HI` of `p`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn spread<const HI: i32>(p: __m128) -> __m512 {
+    let idx = _mm512_set_epi32(HI, HI, HI, HI, HI, HI, HI, HI, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p))
+}
+
+/// 64 activation bytes of row `qs` starting at value `at`.
+///
+/// # Safety
+/// `qs[at..at + 64]` must exist.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn load512(qs: &[i8], at: usize) -> __m512i {
+    // SAFETY: the caller guarantees 64 values from `at`.
+    unsafe { _mm512_loadu_si512(qs.as_ptr().add(at).cast()) }
+}
+
+#[inline]
+fn u32_at(w: &[u8], at: usize) -> i32 {
+    i32::from_le_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
+}
+
+#[inline]
+fn u16_at(w: &[u8], at: usize) -> i32 {
+    i32::from(u16::from_le_bytes([w[at], w[at + 1]]))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    const BB: usize = 20;
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * BB);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
+    let mut acc = [[_mm512_setzero_ps(); R]; 2];
+    let mut accm = [_mm_setzero_ps(); R];
+    let zero = _mm512_setzero_si512();
+    for i in 0..nb / 2 {
+        let b = 2 * i;
+        // SAFETY: blocks b and b + 1 lie inside w (checked above).
+        let (q0, q1) = unsafe {
+            (load128(w.as_ptr().add(b * BB + 4)), load128(w.as_ptr().add(b * BB + BB + 4)))
+        };
+        let v = nibbles2(q0, q1);
+        // [d0, m0, d1, m1]
+        let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, b * BB + BB), u32_at(w, b * BB)));
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 64 lie inside the row (checked above).
+            let y = unsafe { load512(x[r].qs, b * QK) };
+            let dp = _mm512_dpbusd_epi32(zero, v, y);
+            let ds = _mm_setr_ps(x[r].d[b], x[r].s[b], x[r].d[b + 1], x[r].s[b + 1]);
+            let prod = _mm_mul_ps(dm, ds);
+            acc[i & 1][r] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<2>(prod), acc[i & 1][r]);
+            accm[r] = _mm_add_ps(accm[r], prod);
+        }
+    }
+    let mut tail = [0f32; R];
+    if nb % 2 == 1 {
+        let b = nb - 1;
+        let (d, m) = (f16_at(w, b * BB), f16_at(w, b * BB + 2));
+        // SAFETY: block b lies inside w (checked above).
+        let v = nibbles1(unsafe { load128(w.as_ptr().add(b * BB + 4)) });
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
+            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+            let dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, y);
+            tail[r] = hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].d[b]), _mm256_cvtepi32_ps(dp)))
+                + m * x[r].s[b];
+        }
+    }
+    std::array::from_fn(|r| {
+        let mut m = [0f32; 4];
+        // SAFETY: `m` has room for 4 floats.
+        unsafe { _mm_storeu_ps(m.as_mut_ptr(), accm[r]) };
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + (m[1] + m[3]) + tail[r]
+    })
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn q4_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    const BB: usize = 18;
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * BB);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb));
+    let mut acc = [[_mm512_setzero_ps(); R]; 2];
+    let zero = _mm512_setzero_si512();
+    let eight = _mm512_set1_epi8(8);
+    for i in 0..nb / 2 {
+        let b = 2 * i;
+        // SAFETY: blocks b and b + 1 lie inside w (checked above).
+        let (q0, q1) = unsafe {
+            (load128(w.as_ptr().add(b * BB + 2)), load128(w.as_ptr().add(b * BB + BB + 2)))
+        };
+        let v = nibbles2(q0, q1);
+        let dd =
+            _mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(w, b * BB) | (u16_at(w, b * BB + BB) << 16)));
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 64 lie inside the row (checked above).
+            let y = unsafe { load512(x[r].qs, b * QK) };
+            let dp = _mm512_sub_epi32(
+                _mm512_dpbusd_epi32(zero, v, y),
+                _mm512_dpbusd_epi32(zero, eight, y),
+            );
+            let prod = _mm_mul_ps(dd, _mm_setr_ps(x[r].d[b], x[r].d[b + 1], 0.0, 0.0));
+            acc[i & 1][r] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<1>(prod), acc[i & 1][r]);
+        }
+    }
+    let mut tail = [0f32; R];
+    if nb % 2 == 1 {
+        let b = nb - 1;
+        let d = f16_at(w, b * BB);
+        // SAFETY: block b lies inside w (checked above).
+        let v = nibbles1(unsafe { load128(w.as_ptr().add(b * BB + 2)) });
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
+            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+            let z = _mm256_setzero_si256();
+            let dp = _mm256_sub_epi32(
+                _mm256_dpbusd_epi32(z, v, y),
+                _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), y),
+            );
+            tail[r] = hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].d[b]), _mm256_cvtepi32_ps(dp)));
+        }
+    }
+    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + tail[r])
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    const BB: usize = 34;
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * BB);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb));
+    let mut acc = [[_mm512_setzero_ps(); R]; 2];
+    let zero = _mm512_setzero_si512();
+    let bias = _mm512_set1_epi8(-128);
+    for i in 0..nb / 2 {
+        let b = 2 * i;
+        // SAFETY: blocks b and b + 1 lie inside w (checked above).
+        let v = unsafe {
+            let p = w.as_ptr().add(b * BB + 2);
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add(BB)))
+        };
+        // w + 128 as unsigned bytes.
+        let vu = _mm512_xor_si512(v, bias);
+        let dd =
+            _mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(w, b * BB) | (u16_at(w, b * BB + BB) << 16)));
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 64 lie inside the row (checked above).
+            let y = unsafe { load512(x[r].qs, b * QK) };
+            let dp = _mm512_sub_epi32(
+                _mm512_dpbusd_epi32(zero, vu, y),
+                _mm512_dpbusd_epi32(zero, bias, y),
+            );
+            let prod = _mm_mul_ps(dd, _mm_setr_ps(x[r].d[b], x[r].d[b + 1], 0.0, 0.0));
+            acc[i & 1][r] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<1>(prod), acc[i & 1][r]);
+        }
+    }
+    let mut tail = [0f32; R];
+    if nb % 2 == 1 {
+        let b = nb - 1;
+        let d = f16_at(w, b * BB);
+        // SAFETY: block b lies inside w (checked above).
+        let v = unsafe { load256(w.as_ptr().add(b * BB + 2)) };
+        let bias = _mm256_set1_epi8(-128);
+        let vu = _mm256_xor_si256(v, bias);
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
+            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+            let z = _mm256_setzero_si256();
+            let dp =
+                _mm256_sub_epi32(_mm256_dpbusd_epi32(z, vu, y), _mm256_dpbusd_epi32(z, bias, y));
+            tail[r] = hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].d[b]), _mm256_cvtepi32_ps(dp)));
+        }
+    }
+    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + tail[r])
+}
