@@ -196,6 +196,12 @@ impl Stage {
         self.slots[slot].len
     }
 
+    /// Sets the number of sequence slots (new slots start empty; dropped slots free their
+    /// caches).
+    pub fn set_slots(&mut self, n: usize) {
+        self.slots.resize_with(n.max(1), Slot::default);
+    }
+
     /// Empties `slot`'s cache (its memory is kept).
     pub fn reset(&mut self, slot: usize) {
         self.slots[slot].len = 0;
@@ -505,7 +511,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 fn check_shapes(c: &Config, w: &Weights) -> Result<(), String> {
     let hd = c.head_dim;
-    if c.heads == 0 || c.kv_heads == 0 || c.heads % c.kv_heads != 0 || hd % 2 != 0 || hd == 0 {
+    if c.heads == 0
+        || c.kv_heads == 0
+        || !c.heads.is_multiple_of(c.kv_heads)
+        || !hd.is_multiple_of(2)
+        || hd == 0
+    {
         return Err(format!("{} heads over {} KV heads of {hd}", c.heads, c.kv_heads));
     }
     if c.max_seq_len == 0 {

@@ -3,6 +3,10 @@
 //! pool a borrowed closure; workers spin briefly for the next one and then park, so a
 //! decode step costs no thread spawn and no allocation.
 //!
+//! The caller never waits for a worker that has not started: a job is open until the
+//! caller's own share returns, and a worker arriving after that skips it. So a worker
+//! descheduled on a busy host delays a product only by the chunk it already holds.
+//!
 //! Work is handed out as chunks of an output slice ([`ThreadPool::for_each_chunk`]): each
 //! chunk is one range of output rows, so a row's value never depends on the thread count.
 #![allow(unsafe_code)] // one lifetime erasure, see `run`
@@ -19,8 +23,10 @@ struct Shared {
     epoch: AtomicU64,
     /// The current job; `None` between jobs.
     job: RwLock<Option<Job>>,
-    /// Workers that have not finished the current job.
-    pending: AtomicUsize,
+    /// Workers inside the current job.
+    active: AtomicUsize,
+    /// Whether the current job still takes workers.
+    open: AtomicBool,
     /// Workers parked on `wake`.
     sleepers: AtomicUsize,
     /// Whether a worker's share of the current job panicked.
@@ -46,7 +52,7 @@ impl std::fmt::Debug for ThreadPool {
 
 /// Spin iterations a worker waits for the next job before parking (tens of microseconds:
 /// longer than the gap between two products of a block, much shorter than a token).
-const SPIN: u32 = 20_000;
+const SPIN: u32 = 4_000;
 
 impl ThreadPool {
     /// A pool of `threads` compute threads in all (the caller counts as one; 0 means 1).
@@ -54,7 +60,8 @@ impl ThreadPool {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             job: RwLock::new(None),
-            pending: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
+            open: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -78,8 +85,9 @@ impl ThreadPool {
         self.workers.len() + 1
     }
 
-    /// Runs `f` on every thread of the pool (the caller included) and returns when all
-    /// have returned. A panic in any of them is raised here.
+    /// Runs `f` on the calling thread and on every worker that arrives before that call
+    /// returns; returns when every started call has returned. `f` is a loop that claims
+    /// work until none is left. A panic in any of them is raised here.
     pub fn run(&self, f: &(dyn Fn() + Sync)) {
         if self.workers.is_empty() {
             f();
@@ -87,23 +95,25 @@ impl ThreadPool {
         }
         let _gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
         let s = &*self.shared;
-        // SAFETY: the reference is only reachable through `s.job` while this call runs:
-        // it is published below, every worker drops its copy before decrementing
-        // `pending`, and `job` is cleared after `pending` reached zero and before this
-        // function returns (also when `f` panics on this thread, see `Clear`). So no
-        // worker uses `f` after the borrow ends.
+        // SAFETY: the reference is only reachable through `s.job` while this call runs. A
+        // worker reads it only after registering in `active` and seeing the job `open`;
+        // it drops its copy before leaving `active`. `Clear` (run also when `f` panics on
+        // this thread) closes the job, waits until `active` is zero, then clears `job`, all
+        // before this function returns. Every step is SeqCst, so a worker that registers
+        // after the wait sees the job closed. No worker uses `f` after the borrow ends.
         let job: Job = unsafe { std::mem::transmute::<&(dyn Fn() + Sync), Job>(f) };
         struct Clear<'a>(&'a Shared);
         impl Drop for Clear<'_> {
             fn drop(&mut self) {
-                while self.0.pending.load(Ordering::Acquire) != 0 {
+                self.0.open.store(false, Ordering::SeqCst);
+                while self.0.active.load(Ordering::SeqCst) != 0 {
                     std::hint::spin_loop();
                 }
                 *self.0.job.write().unwrap_or_else(|e| e.into_inner()) = None;
             }
         }
         *s.job.write().unwrap_or_else(|e| e.into_inner()) = Some(job);
-        s.pending.store(self.workers.len(), Ordering::SeqCst);
+        s.open.store(true, Ordering::SeqCst);
         s.epoch.fetch_add(1, Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,17 +173,20 @@ fn worker(s: &Shared) {
             }
             s.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
-        seen = s.epoch.load(Ordering::Acquire);
-        if s.stop.load(Ordering::Acquire) {
+        seen = s.epoch.load(Ordering::SeqCst);
+        if s.stop.load(Ordering::SeqCst) {
             return;
         }
-        let job = *s.job.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(job) = job
-            && std::panic::catch_unwind(AssertUnwindSafe(job)).is_err()
-        {
-            s.panicked.store(true, Ordering::SeqCst);
+        s.active.fetch_add(1, Ordering::SeqCst);
+        if s.open.load(Ordering::SeqCst) && s.epoch.load(Ordering::SeqCst) == seen {
+            let job = *s.job.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(job) = job
+                && std::panic::catch_unwind(AssertUnwindSafe(job)).is_err()
+            {
+                s.panicked.store(true, Ordering::SeqCst);
+            }
         }
-        s.pending.fetch_sub(1, Ordering::Release);
+        s.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -226,16 +239,21 @@ mod tests {
     }
 
     #[test]
-    fn parked_workers_wake_for_the_next_job() {
+    fn a_job_is_shared_with_workers_that_arrive_while_it_is_open() {
         let pool = ThreadPool::new(3);
-        let mut data = vec![0u8; 300];
-        pool.for_each_chunk(&mut data, 1, &|_, c| c[0] = 1);
-        // Long enough for the workers to park; the next job must still be shared out.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let used = Mutex::new(std::collections::HashSet::new());
-        pool.run(&|| {
-            used.lock().unwrap().insert(std::thread::current().id());
-        });
-        assert_eq!(used.lock().unwrap().len(), 3, "every thread runs a `run` job");
+        // The caller's share does not return before a worker has joined the job, so the
+        // job is only complete if the pool shared it (parked workers are woken).
+        for _ in 0..20 {
+            let used = Mutex::new(std::collections::HashSet::new());
+            let joined = AtomicUsize::new(0);
+            pool.run(&|| {
+                used.lock().unwrap().insert(std::thread::current().id());
+                joined.fetch_add(1, Ordering::SeqCst);
+                while joined.load(Ordering::SeqCst) < 2 {
+                    std::hint::spin_loop();
+                }
+            });
+            assert!(used.lock().unwrap().len() >= 2);
+        }
     }
 }
