@@ -210,8 +210,9 @@ pub struct LocalArgs {
     /// The GGUF model [default: a small synthesized model, written to a temporary file].
     #[arg(long, value_name = "GGUF")]
     pub model: Option<PathBuf>,
-    /// Compute threads per stage worker.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Compute threads of each stage worker (the nodes share this host; `--worker-threads`
+    /// is an older name).
+    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
     /// Arena bytes per node.
     #[arg(long, default_value_t = 256 << 20, value_name = "N")]
@@ -292,8 +293,8 @@ pub struct NodeBootArgs {
     /// Arena size in bytes.
     #[arg(long, default_value_t = 256 << 20, value_name = "N")]
     pub arena_bytes: u64,
-    /// Compute threads of the worker.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Compute threads of the worker's stage (`--worker-threads` is an older name).
+    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
     /// Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the
     /// runtime or temporary directory, KEY being the first 16 digits of the endpoint id].

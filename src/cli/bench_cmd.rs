@@ -118,7 +118,7 @@ fn generate_rate(model: &std::path::Path, stages: u32, tokens: u32) -> Result<f6
             "--max-seq-len",
             "512",
         ])
-        .env("RAYON_NUM_THREADS", "1")
+        .args(["--threads", "1"])
         .stderr(std::process::Stdio::inherit())
         .output()?;
     if !output.status.success() {
@@ -380,7 +380,7 @@ fn pipeline_rate(
         .arg("--model")
         .arg(model)
         .args(["--stages", &stages.to_string(), "--max-tokens", &tokens.to_string()])
-        .args(["--max-seq-len", "512", "--worker-threads", "1"])
+        .args(["--max-seq-len", "512", "--threads", "1"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()?;

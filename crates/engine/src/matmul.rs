@@ -123,8 +123,12 @@ impl Matrix {
         dequantize_row(self.format, self.row(r), &mut out[..self.cols]);
     }
 
-    /// Dot products of row `r` with activation rows `acts`, into `out`.
+    /// Dot products of row `r` with activation rows `acts`, into `out`. Asks the CPU to
+    /// fetch a row a few rows ahead meanwhile (weights stream from memory once per step).
     pub fn dot_rows(&self, r: usize, a: &Acts, acts: Range<usize>, out: &mut [f32]) {
+        if r + PREFETCH_ROWS < self.rows {
+            prefetch(self.row(r + PREFETCH_ROWS));
+        }
         kernels::dot_many(&self.kernels, self.row(r), a, acts, out);
     }
 
@@ -132,6 +136,18 @@ impl Matrix {
     pub fn kernels(&self) -> &Kernels {
         &self.kernels
     }
+}
+
+/// How many rows ahead [`Matrix::dot_rows`] prefetches.
+const PREFETCH_ROWS: usize = 3;
+
+/// Hints the CPU to bring `bytes` into the cache.
+#[inline]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    kernels::prefetch(bytes);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// Output rows per pool task: enough tasks to balance the threads, few enough to keep

@@ -375,6 +375,8 @@ pub struct Q8Rows {
     pub d: Vec<f32>,
     /// `d * sum(q)` per block.
     pub s: Vec<f32>,
+    /// `d` and `s` interleaved (`[d0, s0, d1, s1, ...]`), for SIMD loads.
+    pub ds: Vec<f32>,
 }
 
 /// One row of [`Q8Rows`].
@@ -386,6 +388,8 @@ pub struct Q8Row<'a> {
     pub d: &'a [f32],
     /// `d * sum(q)` per block.
     pub s: &'a [f32],
+    /// `d` and `s` interleaved.
+    pub ds: &'a [f32],
 }
 
 impl Q8Rows {
@@ -398,6 +402,7 @@ impl Q8Rows {
         self.qs.resize(rows * cols, 0);
         self.d.resize(nb, 0.0);
         self.s.resize(nb, 0.0);
+        self.ds.resize(2 * nb, 0.0);
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
             let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
             let d = amax / 127.0;
@@ -410,6 +415,8 @@ impl Q8Rows {
             }
             self.d[b] = d;
             self.s[b] = d * sum as f32;
+            self.ds[2 * b] = d;
+            self.ds[2 * b + 1] = d * sum as f32;
         }
     }
 
@@ -420,6 +427,7 @@ impl Q8Rows {
             qs: &self.qs[r * self.cols..(r + 1) * self.cols],
             d: &self.d[r * nb..(r + 1) * nb],
             s: &self.s[r * nb..(r + 1) * nb],
+            ds: &self.ds[2 * r * nb..2 * (r + 1) * nb],
         }
     }
 }

@@ -48,6 +48,32 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
     }
 }
 
+/// Runs `$block!(b, acc)` over every block, alternating two accumulator sets (the
+/// pattern depends on the block count alone).
+macro_rules! over_blocks {
+    ($nb:expr, $acc0:ident, $acc1:ident, $block:ident) => {
+        let mut b = 0;
+        while b + 2 <= $nb {
+            $block!(b, $acc0);
+            $block!(b + 1, $acc1);
+            b += 2;
+        }
+        if b < $nb {
+            $block!(b, $acc0);
+        }
+    };
+}
+
+/// Hints the CPU to bring `bytes` into the cache (one hint per 64-byte line).
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8]) {
+    for off in (0..bytes.len()).step_by(64) {
+        // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads nothing itself and
+        // the address is inside `bytes`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes[off..].as_ptr().cast()) };
+    }
+}
+
 /// The horizontal sum of 8 lanes in a fixed order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -109,22 +135,28 @@ fn q4_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     assert!(w.len() >= nb * 18);
     let x = rows.map(|r| a.q8.row(r));
     assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
-    let mut acc = [[_mm256_setzero_ps(); R]; 2];
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
     let eight = _mm256_set1_epi8(8);
-    for b in 0..nb {
-        let d = f16_at(w, b * 18);
-        // SAFETY: block b spans w[b * 18..b * 18 + 18], inside w (checked above).
-        let v = nibbles(unsafe { load128(w.as_ptr().add(b * 18 + 2)) });
-        for r in 0..R {
-            // SAFETY: the 32 bytes of block b lie inside the row (checked above).
-            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(v, y), _mm256_maddubs_epi16(eight, y));
-            let p = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-            let s = _mm256_set1_ps(d * x[r].d[b]);
-            acc[b & 1][r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc[b & 1][r]);
-        }
+    macro_rules! block {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            let d = f16_at(w, b * 18);
+            // SAFETY: block b spans w[b * 18..b * 18 + 18], inside w (checked above).
+            let v = nibbles(unsafe { load128(w.as_ptr().add(b * 18 + 2)) });
+            for r in 0..R {
+                // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let p =
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(v, y), _mm256_maddubs_epi16(eight, y));
+                let p = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+                let s = _mm256_set1_ps(d * x[r].d[b]);
+                $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), $acc[r]);
+            }
+        }};
     }
-    std::array::from_fn(|r| hsum(_mm256_add_ps(acc[0][r], acc[1][r])))
+    over_blocks!(nb, acc0, acc1, block);
+    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -133,22 +165,27 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     assert!(w.len() >= nb * 20);
     let x = rows.map(|r| a.q8.row(r));
     assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
-    let mut acc = [[_mm256_setzero_ps(); R]; 2];
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
     let mut accm = [0f32; R];
-    for b in 0..nb {
-        let d = f16_at(w, b * 20);
-        let m = f16_at(w, b * 20 + 2);
-        // SAFETY: block b spans w[b * 20..b * 20 + 20], inside w (checked above).
-        let v = nibbles(unsafe { load128(w.as_ptr().add(b * 20 + 4)) });
-        for r in 0..R {
-            // SAFETY: the 32 bytes of block b lie inside the row (checked above).
-            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-            let s = _mm256_set1_ps(d * x[r].d[b]);
-            acc[b & 1][r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot_u8_i8(v, y)), acc[b & 1][r]);
-            accm[r] += m * x[r].s[b];
-        }
+    macro_rules! block {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            let d = f16_at(w, b * 20);
+            let m = f16_at(w, b * 20 + 2);
+            // SAFETY: block b spans w[b * 20..b * 20 + 20], inside w (checked above).
+            let v = nibbles(unsafe { load128(w.as_ptr().add(b * 20 + 4)) });
+            for r in 0..R {
+                // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let s = _mm256_set1_ps(d * x[r].d[b]);
+                $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot_u8_i8(v, y)), $acc[r]);
+                accm[r] += m * x[r].s[b];
+            }
+        }};
     }
-    std::array::from_fn(|r| hsum(_mm256_add_ps(acc[0][r], acc[1][r])) + accm[r])
+    over_blocks!(nb, acc0, acc1, block);
+    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -157,21 +194,26 @@ fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     assert!(w.len() >= nb * 34);
     let x = rows.map(|r| a.q8.row(r));
     assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
-    let mut acc = [[_mm256_setzero_ps(); R]; 2];
-    for b in 0..nb {
-        let d = f16_at(w, b * 34);
-        // SAFETY: block b spans w[b * 34..b * 34 + 34], inside w (checked above).
-        let q = unsafe { load256(w.as_ptr().add(b * 34 + 2)) };
-        let aq = _mm256_sign_epi8(q, q);
-        for r in 0..R {
-            // SAFETY: the 32 bytes of block b lie inside the row (checked above).
-            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-            let p = dot_u8_i8(aq, _mm256_sign_epi8(y, q));
-            let s = _mm256_set1_ps(d * x[r].d[b]);
-            acc[b & 1][r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc[b & 1][r]);
-        }
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    macro_rules! block {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            let d = f16_at(w, b * 34);
+            // SAFETY: block b spans w[b * 34..b * 34 + 34], inside w (checked above).
+            let q = unsafe { load256(w.as_ptr().add(b * 34 + 2)) };
+            let aq = _mm256_sign_epi8(q, q);
+            for r in 0..R {
+                // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let p = dot_u8_i8(aq, _mm256_sign_epi8(y, q));
+                let s = _mm256_set1_ps(d * x[r].d[b]);
+                $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), $acc[r]);
+            }
+        }};
     }
-    std::array::from_fn(|r| hsum(_mm256_add_ps(acc[0][r], acc[1][r])))
+    over_blocks!(nb, acc0, acc1, block);
+    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

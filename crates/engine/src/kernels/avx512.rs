@@ -94,39 +94,60 @@ fn u16_at(w: &[u8], at: usize) -> i32 {
     i32::from(u16::from_le_bytes([w[at], w[at + 1]]))
 }
 
+/// Runs `$pair!(b, acc)` over block pairs into two accumulator sets (fixed by the
+/// block count alone), leaving an odd last block at `$b`.
+macro_rules! over_pairs {
+    ($nb:expr, $acc0:ident, $acc1:ident, $pair:ident, $b:ident) => {
+        let mut $b = 0;
+        while $b + 4 <= $nb {
+            $pair!($b, $acc0);
+            $pair!($b + 2, $acc1);
+            $b += 4;
+        }
+        if $b + 2 <= $nb {
+            $pair!($b, $acc0);
+            $b += 2;
+        }
+    };
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     const BB: usize = 20;
     let nb = a.cols / QK;
     assert!(w.len() >= nb * BB);
     let x = rows.map(|r| a.q8.row(r));
-    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
-    let mut acc = [[_mm512_setzero_ps(); R]; 2];
-    let mut accm = [_mm_setzero_ps(); R];
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb));
     let zero = _mm512_setzero_si512();
-    for i in 0..nb / 2 {
-        let b = 2 * i;
-        // SAFETY: blocks b and b + 1 lie inside w (checked above).
-        let (q0, q1) = unsafe {
-            (load128(w.as_ptr().add(b * BB + 4)), load128(w.as_ptr().add(b * BB + BB + 4)))
-        };
-        let v = nibbles2(q0, q1);
-        // [d0, m0, d1, m1]
-        let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, b * BB + BB), u32_at(w, b * BB)));
-        for r in 0..R {
-            // SAFETY: values 32 b..32 b + 64 lie inside the row (checked above).
-            let y = unsafe { load512(x[r].qs, b * QK) };
-            let dp = _mm512_dpbusd_epi32(zero, v, y);
-            let ds = _mm_setr_ps(x[r].d[b], x[r].s[b], x[r].d[b + 1], x[r].s[b + 1]);
-            let prod = _mm_mul_ps(dm, ds);
-            acc[i & 1][r] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<2>(prod), acc[i & 1][r]);
-            accm[r] = _mm_add_ps(accm[r], prod);
-        }
+    let mut acc0 = [_mm512_setzero_ps(); R];
+    let mut acc1 = [_mm512_setzero_ps(); R];
+    let mut accm = [_mm_setzero_ps(); R];
+    macro_rules! pair {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            // SAFETY: blocks b and b + 1 lie inside w (checked above).
+            let (q0, q1) = unsafe {
+                (load128(w.as_ptr().add(b * BB + 4)), load128(w.as_ptr().add(b * BB + BB + 4)))
+            };
+            let v = nibbles2(q0, q1);
+            // [d0, m0, d1, m1]
+            let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, b * BB + BB), u32_at(w, b * BB)));
+            for r in 0..R {
+                // SAFETY: values 32 b..32 b + 64 and scales 2 b..2 b + 4 lie inside the row
+                // (checked above).
+                let (y, ds) = unsafe {
+                    (load512(x[r].qs, b * QK), _mm_loadu_ps(x[r].ds.as_ptr().add(2 * b)))
+                };
+                let dp = _mm512_dpbusd_epi32(zero, v, y);
+                let prod = _mm_mul_ps(dm, ds);
+                $acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<2>(prod), $acc[r]);
+                accm[r] = _mm_add_ps(accm[r], prod);
+            }
+        }};
     }
+    over_pairs!(nb, acc0, acc1, pair, b);
     let mut tail = [0f32; R];
-    if nb % 2 == 1 {
-        let b = nb - 1;
+    if b < nb {
         let (d, m) = (f16_at(w, b * BB), f16_at(w, b * BB + 2));
         // SAFETY: block b lies inside w (checked above).
         let v = nibbles1(unsafe { load128(w.as_ptr().add(b * BB + 4)) });
@@ -134,118 +155,123 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
             // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
             let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
             let dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, y);
-            tail[r] = hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].d[b]), _mm256_cvtepi32_ps(dp)))
-                + m * x[r].s[b];
+            tail[r] =
+                hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].ds[2 * b]), _mm256_cvtepi32_ps(dp)))
+                    + m * x[r].ds[2 * b + 1];
         }
     }
     std::array::from_fn(|r| {
         let mut m = [0f32; 4];
         // SAFETY: `m` has room for 4 floats.
         unsafe { _mm_storeu_ps(m.as_mut_ptr(), accm[r]) };
-        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + (m[1] + m[3]) + tail[r]
+        _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + (m[1] + m[3]) + tail[r]
     })
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn q4_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-    const BB: usize = 18;
-    let nb = a.cols / QK;
-    assert!(w.len() >= nb * BB);
-    let x = rows.map(|r| a.q8.row(r));
-    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb));
-    let mut acc = [[_mm512_setzero_ps(); R]; 2];
-    let zero = _mm512_setzero_si512();
-    let eight = _mm512_set1_epi8(8);
-    for i in 0..nb / 2 {
-        let b = 2 * i;
-        // SAFETY: blocks b and b + 1 lie inside w (checked above).
-        let (q0, q1) = unsafe {
-            (load128(w.as_ptr().add(b * BB + 2)), load128(w.as_ptr().add(b * BB + BB + 2)))
-        };
-        let v = nibbles2(q0, q1);
-        let dd =
-            _mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(w, b * BB) | (u16_at(w, b * BB + BB) << 16)));
-        for r in 0..R {
-            // SAFETY: values 32 b..32 b + 64 lie inside the row (checked above).
-            let y = unsafe { load512(x[r].qs, b * QK) };
-            let dp = _mm512_sub_epi32(
-                _mm512_dpbusd_epi32(zero, v, y),
-                _mm512_dpbusd_epi32(zero, eight, y),
-            );
-            let prod = _mm_mul_ps(dd, _mm_setr_ps(x[r].d[b], x[r].d[b + 1], 0.0, 0.0));
-            acc[i & 1][r] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<1>(prod), acc[i & 1][r]);
+/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start, the values at
+/// `$qs` bytes in; `$values!(b)` gives the 64 unsigned bytes of blocks b and b + 1 and
+/// `$one!(b)` the 32 of block b, each offset by `$bias` (so `w = byte - bias`).
+macro_rules! symmetric {
+    ($name:ident, $bb:expr, $bias:expr, $values:ident, $one:ident) => {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            const BB: usize = $bb;
+            let nb = a.cols / QK;
+            assert!(w.len() >= nb * BB);
+            let x = rows.map(|r| a.q8.row(r));
+            assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb));
+            let zero = _mm512_setzero_si512();
+            let bias = _mm512_set1_epi8($bias);
+            let mut acc0 = [_mm512_setzero_ps(); R];
+            let mut acc1 = [_mm512_setzero_ps(); R];
+            macro_rules! pair {
+                ($b:expr, $acc:ident) => {{
+                    let b = $b;
+                    let v = $values!(w, b, BB);
+                    // [d0, 0, d1, 0]
+                    let dd = _mm_cvtph_ps(_mm_set_epi32(
+                        0,
+                        0,
+                        u16_at(w, b * BB + BB),
+                        u16_at(w, b * BB),
+                    ));
+                    for r in 0..R {
+                        // SAFETY: values 32 b..32 b + 64 and scales 2 b..2 b + 4 lie inside
+                        // the row (checked above).
+                        let (y, ds) = unsafe {
+                            (load512(x[r].qs, b * QK), _mm_loadu_ps(x[r].ds.as_ptr().add(2 * b)))
+                        };
+                        let dp = _mm512_sub_epi32(
+                            _mm512_dpbusd_epi32(zero, v, y),
+                            _mm512_dpbusd_epi32(zero, bias, y),
+                        );
+                        let prod = _mm_mul_ps(dd, ds);
+                        $acc[r] =
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<2>(prod), $acc[r]);
+                    }
+                }};
+            }
+            over_pairs!(nb, acc0, acc1, pair, b);
+            let mut tail = [0f32; R];
+            if b < nb {
+                let d = f16_at(w, b * BB);
+                let v = $one!(w, b, BB);
+                let bias = _mm256_set1_epi8($bias);
+                for r in 0..R {
+                    // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
+                    let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                    let z = _mm256_setzero_si256();
+                    let dp = _mm256_sub_epi32(
+                        _mm256_dpbusd_epi32(z, v, y),
+                        _mm256_dpbusd_epi32(z, bias, y),
+                    );
+                    tail[r] = hsum(_mm256_mul_ps(
+                        _mm256_set1_ps(d * x[r].ds[2 * b]),
+                        _mm256_cvtepi32_ps(dp),
+                    ));
+                }
+            }
+            std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + tail[r])
         }
-    }
-    let mut tail = [0f32; R];
-    if nb % 2 == 1 {
-        let b = nb - 1;
-        let d = f16_at(w, b * BB);
-        // SAFETY: block b lies inside w (checked above).
-        let v = nibbles1(unsafe { load128(w.as_ptr().add(b * BB + 2)) });
-        for r in 0..R {
-            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
-            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-            let z = _mm256_setzero_si256();
-            let dp = _mm256_sub_epi32(
-                _mm256_dpbusd_epi32(z, v, y),
-                _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), y),
-            );
-            tail[r] = hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].d[b]), _mm256_cvtepi32_ps(dp)));
-        }
-    }
-    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + tail[r])
+    };
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-    const BB: usize = 34;
-    let nb = a.cols / QK;
-    assert!(w.len() >= nb * BB);
-    let x = rows.map(|r| a.q8.row(r));
-    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb));
-    let mut acc = [[_mm512_setzero_ps(); R]; 2];
-    let zero = _mm512_setzero_si512();
-    let bias = _mm512_set1_epi8(-128);
-    for i in 0..nb / 2 {
-        let b = 2 * i;
-        // SAFETY: blocks b and b + 1 lie inside w (checked above).
+macro_rules! q4_0_pair {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: blocks b and b + 1 lie inside w (checked at the kernel's entry).
+        let (q0, q1) = unsafe {
+            (load128($w.as_ptr().add($b * $bb + 2)), load128($w.as_ptr().add($b * $bb + $bb + 2)))
+        };
+        nibbles2(q0, q1)
+    }};
+}
+
+macro_rules! q4_0_one {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: block b lies inside w (checked at the kernel's entry).
+        nibbles1(unsafe { load128($w.as_ptr().add($b * $bb + 2)) })
+    }};
+}
+
+macro_rules! q8_0_pair {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: blocks b and b + 1 lie inside w (checked at the kernel's entry).
         let v = unsafe {
-            let p = w.as_ptr().add(b * BB + 2);
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add(BB)))
+            let p = $w.as_ptr().add($b * $bb + 2);
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add($bb)))
         };
         // w + 128 as unsigned bytes.
-        let vu = _mm512_xor_si512(v, bias);
-        let dd =
-            _mm_cvtph_ps(_mm_cvtsi32_si128(u16_at(w, b * BB) | (u16_at(w, b * BB + BB) << 16)));
-        for r in 0..R {
-            // SAFETY: values 32 b..32 b + 64 lie inside the row (checked above).
-            let y = unsafe { load512(x[r].qs, b * QK) };
-            let dp = _mm512_sub_epi32(
-                _mm512_dpbusd_epi32(zero, vu, y),
-                _mm512_dpbusd_epi32(zero, bias, y),
-            );
-            let prod = _mm_mul_ps(dd, _mm_setr_ps(x[r].d[b], x[r].d[b + 1], 0.0, 0.0));
-            acc[i & 1][r] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<1>(prod), acc[i & 1][r]);
-        }
-    }
-    let mut tail = [0f32; R];
-    if nb % 2 == 1 {
-        let b = nb - 1;
-        let d = f16_at(w, b * BB);
-        // SAFETY: block b lies inside w (checked above).
-        let v = unsafe { load256(w.as_ptr().add(b * BB + 2)) };
-        let bias = _mm256_set1_epi8(-128);
-        let vu = _mm256_xor_si256(v, bias);
-        for r in 0..R {
-            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
-            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-            let z = _mm256_setzero_si256();
-            let dp =
-                _mm256_sub_epi32(_mm256_dpbusd_epi32(z, vu, y), _mm256_dpbusd_epi32(z, bias, y));
-            tail[r] = hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].d[b]), _mm256_cvtepi32_ps(dp)));
-        }
-    }
-    std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + tail[r])
+        _mm512_xor_si512(v, _mm512_set1_epi8(-128))
+    }};
 }
+
+macro_rules! q8_0_one {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: block b lies inside w (checked at the kernel's entry).
+        let v = unsafe { load256($w.as_ptr().add($b * $bb + 2)) };
+        _mm256_xor_si256(v, _mm256_set1_epi8(-128))
+    }};
+}
+
+symmetric!(q4_0, 18, 8, q4_0_pair, q4_0_one);
+symmetric!(q8_0, 34, -128, q8_0_pair, q8_0_one);

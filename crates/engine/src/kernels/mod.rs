@@ -18,6 +18,9 @@ mod avx2;
 mod avx512;
 pub mod scalar;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::prefetch;
+
 /// Activation rows in every form a product may need, all quantized from the same f32 rows.
 #[derive(Debug, Default, Clone)]
 pub struct Acts {
