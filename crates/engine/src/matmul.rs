@@ -123,31 +123,41 @@ impl Matrix {
         dequantize_row(self.format, self.row(r), &mut out[..self.cols]);
     }
 
-    /// Dot products of row `r` with activation rows `acts`, into `out`. Asks the CPU to
-    /// fetch a row a few rows ahead meanwhile (weights stream from memory once per step).
-    pub fn dot_rows(&self, r: usize, a: &Acts, acts: Range<usize>, out: &mut [f32]) {
-        if r + PREFETCH_ROWS < self.rows {
-            prefetch(self.row(r + PREFETCH_ROWS));
-        }
+    /// Dot products of row `r` with activation rows `acts`, into `out`.
+    pub fn dot_row(&self, r: usize, a: &Acts, acts: Range<usize>, out: &mut [f32]) {
         kernels::dot_many(&self.kernels, self.row(r), a, acts, out);
+    }
+
+    /// Dot products of rows `rows` with activation rows `acts`: `out[i * stride + k]` for
+    /// row `rows.start + i` and activation row `acts.start + k`. The kernels prefetch
+    /// weight rows ahead (they stream from memory once per step).
+    pub fn dot_rows(
+        &self,
+        rows: Range<usize>,
+        a: &Acts,
+        acts: Range<usize>,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        // Blocks of rows small enough to stay in L1 while every activation row meets them
+        // (the activation rows are the inner loop only within a block).
+        const BLOCK: usize = 16;
+        let data = self.data.as_slice();
+        let mut r = rows.start;
+        while r < rows.end {
+            let end = (r + BLOCK).min(rows.end);
+            let w = &data[r * self.row_bytes..rows.end * self.row_bytes];
+            let out = &mut out[(r - rows.start) * stride..];
+            let n = end - r;
+            kernels::dot_rows(&self.kernels, w, n, self.row_bytes, a, acts.clone(), out, stride);
+            r = end;
+        }
     }
 
     /// The kernels.
     pub fn kernels(&self) -> &Kernels {
         &self.kernels
     }
-}
-
-/// How many rows ahead [`Matrix::dot_rows`] prefetches.
-const PREFETCH_ROWS: usize = 3;
-
-/// Hints the CPU to bring `bytes` into the cache.
-#[inline]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    kernels::prefetch(bytes);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 /// Output rows per pool task: enough tasks to balance the threads, few enough to keep
@@ -165,15 +175,19 @@ pub fn matmul_t(pool: &ThreadPool, mats: &[&Matrix], acts: &Acts, out_t: &mut [f
     assert!(mats.iter().all(|m| m.cols == acts.cols));
     let per = rows_per_task(total, pool.threads());
     pool.for_each_chunk(out_t, per * n, &|i, chunk| {
-        let first = i * per;
-        for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
-            let mut o = first + k;
-            let mut m = 0;
+        // Rows first..first + chunk rows of the stacked matrices, one run per matrix.
+        let (mut o, mut m) = (i * per, 0);
+        let mut done = 0;
+        let rows = chunk.len() / n;
+        while done < rows {
             while o >= mats[m].rows {
                 o -= mats[m].rows;
                 m += 1;
             }
-            mats[m].dot_rows(o, acts, 0..n, out);
+            let take = (mats[m].rows - o).min(rows - done);
+            mats[m].dot_rows(o..o + take, acts, 0..n, &mut chunk[done * n..], n);
+            o += take;
+            done += take;
         }
     });
 }
@@ -185,17 +199,24 @@ pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_
     assert_eq!(gate.rows, up.rows);
     assert_eq!(out_t.len(), gate.rows * n);
     let per = rows_per_task(gate.rows, pool.threads());
+    const BLOCK: usize = 16;
     pool.for_each_chunk(out_t, per * n, &|i, chunk| {
-        let mut g = [0f32; 4];
-        let mut u = [0f32; 4];
-        for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
-            let o = i * per + k;
-            for (c, out) in out.chunks_mut(4).enumerate() {
-                let rows = 4 * c..4 * c + out.len();
-                gate.dot_rows(o, acts, rows.clone(), &mut g[..out.len()]);
-                up.dot_rows(o, acts, rows, &mut u[..out.len()]);
-                for ((o, &g), &u) in out.iter_mut().zip(&g).zip(&u) {
-                    *o = silu(g) * u;
+        // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then
+        // the SwiGLU into the output.
+        let mut g = [0f32; BLOCK * 4];
+        let mut u = [0f32; BLOCK * 4];
+        let rows = chunk.len() / n;
+        for r0 in (0..rows).step_by(BLOCK) {
+            let nr = BLOCK.min(rows - r0);
+            let o = i * per + r0;
+            for c0 in (0..n).step_by(4) {
+                let nc = 4.min(n - c0);
+                gate.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut g, 4);
+                up.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut u, 4);
+                for r in 0..nr {
+                    for c in 0..nc {
+                        chunk[(r0 + r) * n + c0 + c] = silu(g[r * 4 + c]) * u[r * 4 + c];
+                    }
                 }
             }
         }

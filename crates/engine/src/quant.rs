@@ -362,6 +362,14 @@ pub fn dequantize_row(fmt: WeightFormat, row: &[u8], out: &mut [f32]) {
     }
 }
 
+/// `x.round() as i8` (half away from zero, saturating) without a libm call.
+#[inline]
+fn round_i8(x: f32) -> i8 {
+    let t = x as i32;
+    let f = x - t as f32;
+    (t + i32::from(f >= 0.5) - i32::from(f <= -0.5)).clamp(-128, 127) as i8
+}
+
 /// Activation rows quantized into 8-bit blocks of 32, struct of arrays so that SIMD loads
 /// of consecutive blocks are contiguous: `qs[row * cols + i]`, and per block `d` (scale),
 /// `s = d * sum(q)` (for the formats with a min).
@@ -409,7 +417,7 @@ impl Q8Rows {
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
             let mut sum = 0i32;
             for (q, &v) in qb.iter_mut().zip(xb) {
-                let r = (v * id).round() as i8;
+                let r = round_i8(v * id);
                 *q = r;
                 sum += i32::from(r);
             }
@@ -421,6 +429,7 @@ impl Q8Rows {
     }
 
     /// Row `r`.
+    #[inline(always)]
     pub fn row(&self, r: usize) -> Q8Row<'_> {
         let nb = self.cols / QK;
         Q8Row {
@@ -471,7 +480,7 @@ impl Q8KRows {
             let d = amax / 127.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
             for (q, &v) in qb.iter_mut().zip(xb) {
-                *q = (v * id).round() as i8;
+                *q = round_i8(v * id);
             }
             for g in 0..16 {
                 self.bsums[b * 16 + g] =
@@ -482,12 +491,29 @@ impl Q8KRows {
     }
 
     /// Row `r`.
+    #[inline(always)]
     pub fn row(&self, r: usize) -> Q8KRow<'_> {
         let nb = self.cols / QK_K;
         Q8KRow {
             qs: &self.qs[r * self.cols..(r + 1) * self.cols],
             d: &self.d[r * nb..(r + 1) * nb],
             bsums: &self.bsums[r * nb * 16..(r + 1) * nb * 16],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_rounding_is_half_away_from_zero() {
+        for i in -1275..=1275 {
+            let x = i as f32 / 10.0;
+            assert_eq!(round_i8(x), x.round() as i8, "{x}");
+        }
+        for x in [0.5f32, -0.5, 1.5, -1.5, 126.5, -126.5, 0.49999997, -0.49999997, 127.0] {
+            assert_eq!(round_i8(x), x.round() as i8, "{x}");
         }
     }
 }

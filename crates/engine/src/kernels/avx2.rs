@@ -15,25 +15,9 @@ use crate::quant::{QK, QK_K, WeightFormat, scale_min_k4};
 pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
     use WeightFormat::*;
     macro_rules! k {
-        ($f:ident) => {{
-            fn r1(w: &[u8], a: &Acts, r: [usize; 1]) -> [f32; 1] {
-                // SAFETY: selected only on a CPU with AVX2, FMA and F16C.
-                unsafe { $f::<1>(w, a, r) }
-            }
-            fn r2(w: &[u8], a: &Acts, r: [usize; 2]) -> [f32; 2] {
-                // SAFETY: as above.
-                unsafe { $f::<2>(w, a, r) }
-            }
-            fn r3(w: &[u8], a: &Acts, r: [usize; 3]) -> [f32; 3] {
-                // SAFETY: as above.
-                unsafe { $f::<3>(w, a, r) }
-            }
-            fn r4(w: &[u8], a: &Acts, r: [usize; 4]) -> [f32; 4] {
-                // SAFETY: as above.
-                unsafe { $f::<4>(w, a, r) }
-            }
-            Some(Kernels { r1, r2, r3, r4 })
-        }};
+        ($f:ident) => {
+            Some(super::simd_kernels!($f, "avx2,fma,f16c"))
+        };
     }
     match fmt {
         F32 => k!(f32_dot),
@@ -129,6 +113,7 @@ fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q4_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let nb = a.cols / QK;
@@ -159,6 +144,7 @@ fn q4_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let nb = a.cols / QK;
@@ -188,6 +174,7 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r])
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let nb = a.cols / QK;
@@ -216,6 +203,7 @@ fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q4_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let nb = a.cols / QK_K;
@@ -266,6 +254,7 @@ fn q4_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     std::array::from_fn(|r| hsum(acc[r]) - accm[r])
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q6_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let nb = a.cols / QK_K;
@@ -374,6 +363,7 @@ macro_rules! float_dot {
     }};
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn f32_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     fn scalar_weight(w: &[u8], j: usize) -> f32 {
@@ -383,6 +373,7 @@ fn f32_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     float_dot!(w, a, rows, 4, |i: usize| unsafe { _mm256_loadu_ps(w.as_ptr().add(4 * i).cast()) })
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn f16_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     fn scalar_weight(w: &[u8], j: usize) -> f32 {
@@ -392,6 +383,7 @@ fn f16_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     float_dot!(w, a, rows, 2, |i: usize| _mm256_cvtph_ps(unsafe { load128(w.as_ptr().add(2 * i)) }))
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn bf16_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     fn scalar_weight(w: &[u8], j: usize) -> f32 {

@@ -16,25 +16,9 @@ use crate::quant::{QK, WeightFormat};
 /// The AVX-512 kernels of `fmt`, if it has any.
 pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
     macro_rules! k {
-        ($f:ident) => {{
-            fn r1(w: &[u8], a: &Acts, r: [usize; 1]) -> [f32; 1] {
-                // SAFETY: selected only on a CPU with AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C.
-                unsafe { $f::<1>(w, a, r) }
-            }
-            fn r2(w: &[u8], a: &Acts, r: [usize; 2]) -> [f32; 2] {
-                // SAFETY: as above.
-                unsafe { $f::<2>(w, a, r) }
-            }
-            fn r3(w: &[u8], a: &Acts, r: [usize; 3]) -> [f32; 3] {
-                // SAFETY: as above.
-                unsafe { $f::<3>(w, a, r) }
-            }
-            fn r4(w: &[u8], a: &Acts, r: [usize; 4]) -> [f32; 4] {
-                // SAFETY: as above.
-                unsafe { $f::<4>(w, a, r) }
-            }
-            Some(Kernels { r1, r2, r3, r4 })
-        }};
+        ($f:ident) => {
+            Some(super::simd_kernels!($f, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))
+        };
     }
     match fmt {
         WeightFormat::Q4_0 => k!(q4_0),
@@ -111,6 +95,7 @@ macro_rules! over_pairs {
     };
 }
 
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     const BB: usize = 20;
@@ -173,6 +158,7 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
 /// `$one!(b)` the 32 of block b, each offset by `$bias` (so `w = byte - bias`).
 macro_rules! symmetric {
     ($name:ident, $bb:expr, $bias:expr, $values:ident, $one:ident) => {
+        #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
             const BB: usize = $bb;

@@ -18,9 +18,6 @@ mod avx2;
 mod avx512;
 pub mod scalar;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::prefetch;
-
 /// Activation rows in every form a product may need, all quantized from the same f32 rows.
 #[derive(Debug, Default, Clone)]
 pub struct Acts {
@@ -59,6 +56,7 @@ impl Acts {
     }
 
     /// Row `r` of the f32 values.
+    #[inline(always)]
     pub fn f32_row(&self, r: usize) -> &[f32] {
         &self.f32[r * self.cols..(r + 1) * self.cols]
     }
@@ -67,7 +65,21 @@ impl Acts {
 /// A kernel: `w` is one weight row, `rows` the activation rows it meets.
 pub type DotFn<const R: usize> = fn(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R];
 
-/// The four widths of one format's kernel.
+/// A kernel over consecutive weight rows: `w` holds whole rows of `row_bytes` (at least
+/// `n`; the rows after the first `n` are only prefetched), and `out[i * stride + j]`
+/// receives row `i < n` dotted with activation row `rows[j]`. The same computation as
+/// [`DotFn`] per row (inlined into one loop that prefetches ahead).
+pub type RowsFn<const R: usize> = fn(
+    w: &[u8],
+    n: usize,
+    row_bytes: usize,
+    a: &Acts,
+    rows: [usize; R],
+    out: &mut [f32],
+    stride: usize,
+);
+
+/// The four widths of one format's kernel, per row and over many rows.
 #[derive(Clone, Copy)]
 pub struct Kernels {
     /// One activation row.
@@ -78,6 +90,112 @@ pub struct Kernels {
     pub r3: DotFn<3>,
     /// Four.
     pub r4: DotFn<4>,
+    /// One activation row, many weight rows.
+    pub m1: RowsFn<1>,
+    /// Two.
+    pub m2: RowsFn<2>,
+    /// Three.
+    pub m3: RowsFn<3>,
+    /// Four.
+    pub m4: RowsFn<4>,
+}
+
+/// The loop of a [`RowsFn`] around a [`DotFn`] body `$f`.
+macro_rules! rows_loop {
+    ($f:ident, $w:ident, $n:ident, $rb:ident, $a:ident, $rows:ident, $out:ident, $stride:ident) => {{
+        let n = $n;
+        for i in 0..n {
+            if (i + 4) * $rb <= $w.len() {
+                super::prefetch_row(&$w[(i + 3) * $rb..(i + 4) * $rb]);
+            }
+            let v = $f::<R>(&$w[i * $rb..(i + 1) * $rb], $a, $rows);
+            $out[i * $stride..i * $stride + R].copy_from_slice(&v);
+        }
+    }};
+}
+pub(crate) use rows_loop;
+
+/// [`Kernels`] for a portable kernel body.
+macro_rules! kernels {
+    ($f:ident) => {{
+        fn many<const R: usize>(
+            w: &[u8],
+            n: usize,
+            rb: usize,
+            a: &Acts,
+            rows: [usize; R],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            super::rows_loop!($f, w, n, rb, a, rows, out, stride)
+        }
+        Kernels {
+            r1: $f::<1>,
+            r2: $f::<2>,
+            r3: $f::<3>,
+            r4: $f::<4>,
+            m1: many::<1>,
+            m2: many::<2>,
+            m3: many::<3>,
+            m4: many::<4>,
+        }
+    }};
+}
+pub(crate) use kernels;
+
+/// [`Kernels`] for a `#[target_feature]` kernel body; only for a CPU with `$feat`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_kernels {
+    ($f:ident, $feat:literal) => {{
+        #[target_feature(enable = $feat)]
+        fn many<const R: usize>(
+            w: &[u8],
+            n: usize,
+            rb: usize,
+            a: &Acts,
+            rows: [usize; R],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            super::rows_loop!($f, w, n, rb, a, rows, out, stride)
+        }
+        macro_rules! width {
+            ($one:ident, $m:ident, $r:literal) => {
+                fn $one(w: &[u8], a: &Acts, r: [usize; $r]) -> [f32; $r] {
+                    // SAFETY: these kernels are selected only on a CPU with `$feat`.
+                    unsafe { $f::<$r>(w, a, r) }
+                }
+                fn $m(
+                    w: &[u8],
+                    n: usize,
+                    rb: usize,
+                    a: &Acts,
+                    r: [usize; $r],
+                    o: &mut [f32],
+                    s: usize,
+                ) {
+                    // SAFETY: as above.
+                    unsafe { many::<$r>(w, n, rb, a, r, o, s) }
+                }
+            };
+        }
+        width!(r1, m1, 1);
+        width!(r2, m2, 2);
+        width!(r3, m3, 3);
+        width!(r4, m4, 4);
+        Kernels { r1, r2, r3, r4, m1, m2, m3, m4 }
+    }};
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_kernels;
+
+/// Hints the CPU to bring a weight row into the cache.
+#[inline]
+pub(crate) fn prefetch_row(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    avx2::prefetch(bytes);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 impl std::fmt::Debug for Kernels {
@@ -85,13 +203,6 @@ impl std::fmt::Debug for Kernels {
         f.write_str("Kernels")
     }
 }
-
-macro_rules! kernels {
-    ($f:ident) => {
-        Kernels { r1: $f::<1>, r2: $f::<2>, r3: $f::<3>, r4: $f::<4> }
-    };
-}
-pub(crate) use kernels;
 
 /// The kernels for `fmt` on `isa` (the scalar reference when this CPU lacks `isa`, or
 /// when `isa` has no kernel of its own for `fmt`: then the next narrower one is used).
@@ -131,6 +242,36 @@ pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
     }
     let _ = (isa, fmt);
     Isa::Scalar
+}
+
+/// Computes `out[i * stride + k] = dot(weight row i of w, activation row rows.start + k)`
+/// for the first `n` rows of `w` (whole rows of `row_bytes`; later rows are prefetched)
+/// and any number of activation rows, four at a time.
+#[allow(clippy::too_many_arguments)]
+pub fn dot_rows(
+    k: &Kernels,
+    w: &[u8],
+    n: usize,
+    row_bytes: usize,
+    a: &Acts,
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let mut i = rows.start;
+    let mut o = 0;
+    while i < rows.end {
+        let left = rows.end - i;
+        let out = &mut out[o..];
+        match left {
+            1 => (k.m1)(w, n, row_bytes, a, [i], out, stride),
+            2 => (k.m2)(w, n, row_bytes, a, [i, i + 1], out, stride),
+            3 => (k.m3)(w, n, row_bytes, a, [i, i + 1, i + 2], out, stride),
+            _ => (k.m4)(w, n, row_bytes, a, [i, i + 1, i + 2, i + 3], out, stride),
+        }
+        i += left.min(4);
+        o += left.min(4);
+    }
 }
 
 /// Computes `out[k] = dot(w, activation row rows.start + k)` for any number of rows,
