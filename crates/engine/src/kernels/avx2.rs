@@ -26,6 +26,8 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         Q4_0 => k!(q4_0),
         Q4_1 => k!(q4_1),
         Q8_0 => k!(q8_0),
+        Q5_0 => k!(q5_0),
+        Q5_1 => k!(q5_1),
         Q4K => k!(q4_k),
         Q6K => k!(q6_k),
         _ => None,
@@ -173,6 +175,82 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     over_blocks!(nb, acc0, acc1, block);
     std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r])
 }
+
+/// The 32 bits of `qh` as 32 bytes: 0x10 where the bit is set, 0 elsewhere.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn high_bits(qh: u32) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0x0000_0000_0000_0000,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), shuf);
+    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    let set = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// Q5_0 (`$min` false: value `(q - 16) d`) and Q5_1 (`$min` true: `q d + m`).
+macro_rules! q5 {
+    ($name:ident, $bb:expr, $min:expr) => {
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            const BB: usize = $bb;
+            let (qh_at, qs_at) = if $min { (4, 8) } else { (2, 6) };
+            let nb = a.cols / QK;
+            assert!(w.len() >= nb * BB);
+            let x = rows.map(|r| a.q8.row(r));
+            assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
+            let mut acc0 = [_mm256_setzero_ps(); R];
+            let mut acc1 = [_mm256_setzero_ps(); R];
+            let mut accm = [0f32; R];
+            let sixteen = _mm256_set1_epi8(16);
+            macro_rules! block {
+                ($b:expr, $acc:ident) => {{
+                    let b = $b;
+                    let at = b * BB;
+                    let d = f16_at(w, at);
+                    let m = if $min { f16_at(w, at + 2) } else { 0.0 };
+                    let qh = u32::from_le_bytes([
+                        w[at + qh_at],
+                        w[at + qh_at + 1],
+                        w[at + qh_at + 2],
+                        w[at + qh_at + 3],
+                    ]);
+                    // SAFETY: block b spans w[at..at + BB], inside w (checked above).
+                    let lo = nibbles(unsafe { load128(w.as_ptr().add(at + qs_at)) });
+                    let v = _mm256_or_si256(lo, high_bits(qh));
+                    for r in 0..R {
+                        // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                        let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                        let p = if $min {
+                            _mm256_maddubs_epi16(v, y)
+                        } else {
+                            _mm256_sub_epi16(
+                                _mm256_maddubs_epi16(v, y),
+                                _mm256_maddubs_epi16(sixteen, y),
+                            )
+                        };
+                        let p = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+                        let s = _mm256_set1_ps(d * x[r].d[b]);
+                        $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), $acc[r]);
+                        if $min {
+                            accm[r] += m * x[r].s[b];
+                        }
+                    }
+                }};
+            }
+            over_blocks!(nb, acc0, acc1, block);
+            std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r])
+        }
+    };
+}
+
+q5!(q5_0, 22, false);
+q5!(q5_1, 24, true);
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
