@@ -385,6 +385,12 @@ pub struct Q8Rows {
     pub s: Vec<f32>,
     /// `d` and `s` interleaved (`[d0, s0, d1, s1, ...]`), for SIMD loads.
     pub ds: Vec<f32>,
+    /// Each block's `d` repeated 8 times (one lane per 4 values), for 512-bit kernels.
+    pub dv: Vec<f32>,
+    /// `-8 *` the sum of each 4 values (the offset of Q4_0's unsigned nibbles).
+    pub neg8: Vec<i32>,
+    /// `-128 *` the sum of each 4 values (the offset of Q8_0's bytes made unsigned).
+    pub neg128: Vec<i32>,
 }
 
 /// One row of [`Q8Rows`].
@@ -398,6 +404,12 @@ pub struct Q8Row<'a> {
     pub s: &'a [f32],
     /// `d` and `s` interleaved.
     pub ds: &'a [f32],
+    /// Each block's `d` repeated 8 times.
+    pub dv: &'a [f32],
+    /// `-8 *` the sum of each 4 values.
+    pub neg8: &'a [i32],
+    /// `-128 *` the sum of each 4 values.
+    pub neg128: &'a [i32],
 }
 
 impl Q8Rows {
@@ -411,6 +423,9 @@ impl Q8Rows {
         self.d.resize(nb, 0.0);
         self.s.resize(nb, 0.0);
         self.ds.resize(2 * nb, 0.0);
+        self.dv.resize(8 * nb, 0.0);
+        self.neg8.resize(8 * nb, 0);
+        self.neg128.resize(8 * nb, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
             let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
             let d = amax / 127.0;
@@ -425,6 +440,12 @@ impl Q8Rows {
             self.s[b] = d * sum as f32;
             self.ds[2 * b] = d;
             self.ds[2 * b + 1] = d * sum as f32;
+            self.dv[8 * b..8 * b + 8].fill(d);
+            for (g, q) in qb.chunks_exact(4).enumerate() {
+                let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
+                self.neg8[8 * b + g] = -8 * sum;
+                self.neg128[8 * b + g] = -128 * sum;
+            }
         }
     }
 
@@ -437,6 +458,9 @@ impl Q8Rows {
             d: &self.d[r * nb..(r + 1) * nb],
             s: &self.s[r * nb..(r + 1) * nb],
             ds: &self.ds[2 * r * nb..2 * (r + 1) * nb],
+            dv: &self.dv[8 * r * nb..8 * (r + 1) * nb],
+            neg8: &self.neg8[8 * r * nb..8 * (r + 1) * nb],
+            neg128: &self.neg128[8 * r * nb..8 * (r + 1) * nb],
         }
     }
 }

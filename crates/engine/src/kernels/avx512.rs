@@ -102,7 +102,9 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let nb = a.cols / QK;
     assert!(w.len() >= nb * BB);
     let x = rows.map(|r| a.q8.row(r));
-    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb));
+    assert!(x.iter().all(|x| {
+        x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb && x.dv.len() >= 8 * nb && x.s.len() >= nb
+    }));
     let zero = _mm512_setzero_si512();
     let mut acc0 = [_mm512_setzero_ps(); R];
     let mut acc1 = [_mm512_setzero_ps(); R];
@@ -117,16 +119,22 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
             let v = nibbles2(q0, q1);
             // [d0, m0, d1, m1]
             let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, b * BB + BB), u32_at(w, b * BB)));
+            let dw = spread::<2>(dm);
+            // [m0, m1, m0, m1]
+            let mw = _mm_shuffle_ps::<0b11_01_11_01>(dm, dm);
             for r in 0..R {
-                // SAFETY: values 32 b..32 b + 64 and scales 2 b..2 b + 4 lie inside the row
-                // (checked above).
-                let (y, ds) = unsafe {
-                    (load512(x[r].qs, b * QK), _mm_loadu_ps(x[r].ds.as_ptr().add(2 * b)))
+                // SAFETY: values 32 b..32 b + 64, spread scales 8 b..8 b + 16 and sums
+                // b..b + 2 lie inside the row (checked above).
+                let (y, da, sa) = unsafe {
+                    (
+                        load512(x[r].qs, b * QK),
+                        _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
+                        _mm_castpd_ps(_mm_load_sd(x[r].s.as_ptr().add(b).cast())),
+                    )
                 };
                 let dp = _mm512_dpbusd_epi32(zero, v, y);
-                let prod = _mm_mul_ps(dm, ds);
-                $acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<2>(prod), $acc[r]);
-                accm[r] = _mm_add_ps(accm[r], prod);
+                $acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
+                accm[r] = _mm_fmadd_ps(mw, sa, accm[r]);
             }
         }};
     }
@@ -149,15 +157,16 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
         let mut m = [0f32; 4];
         // SAFETY: `m` has room for 4 floats.
         unsafe { _mm_storeu_ps(m.as_mut_ptr(), accm[r]) };
-        _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + (m[1] + m[3]) + tail[r]
+        _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + (m[0] + m[1]) + tail[r]
     })
 }
 
-/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start, the values at
-/// `$qs` bytes in; `$values!(b)` gives the 64 unsigned bytes of blocks b and b + 1 and
-/// `$one!(b)` the 32 of block b, each offset by `$bias` (so `w = byte - bias`).
+/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start; `$values!(b)`
+/// gives the 64 unsigned bytes of blocks b and b + 1 and `$one!(b)` the 32 of block b,
+/// each offset by a constant c (so `w = byte - c`), and `$neg` names the activations'
+/// precomputed `-c * sum` of each 4 values.
 macro_rules! symmetric {
-    ($name:ident, $bb:expr, $bias:expr, $values:ident, $one:ident) => {
+    ($name:ident, $bb:expr, $neg:ident, $values:ident, $one:ident) => {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
@@ -165,35 +174,40 @@ macro_rules! symmetric {
             let nb = a.cols / QK;
             assert!(w.len() >= nb * BB);
             let x = rows.map(|r| a.q8.row(r));
-            assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb));
-            let zero = _mm512_setzero_si512();
-            let bias = _mm512_set1_epi8($bias);
+            assert!(x.iter().all(|x| {
+                x.qs.len() >= nb * QK
+                    && x.ds.len() >= 2 * nb
+                    && x.dv.len() >= 8 * nb
+                    && x.$neg.len() >= 8 * nb
+            }));
             let mut acc0 = [_mm512_setzero_ps(); R];
             let mut acc1 = [_mm512_setzero_ps(); R];
             macro_rules! pair {
                 ($b:expr, $acc:ident) => {{
                     let b = $b;
                     let v = $values!(w, b, BB);
-                    // [d0, 0, d1, 0]
+                    // [d0, 0, d1, 0], spread to [d0 x 8, d1 x 8]
                     let dd = _mm_cvtph_ps(_mm_set_epi32(
                         0,
                         0,
                         u16_at(w, b * BB + BB),
                         u16_at(w, b * BB),
                     ));
+                    let dw = spread::<2>(dd);
                     for r in 0..R {
-                        // SAFETY: values 32 b..32 b + 64 and scales 2 b..2 b + 4 lie inside
-                        // the row (checked above).
-                        let (y, ds) = unsafe {
-                            (load512(x[r].qs, b * QK), _mm_loadu_ps(x[r].ds.as_ptr().add(2 * b)))
+                        // SAFETY: values 32 b..32 b + 64, spread scales and offsets
+                        // 8 b..8 b + 16 lie inside the row (checked above).
+                        let (y, da, neg) = unsafe {
+                            (
+                                load512(x[r].qs, b * QK),
+                                _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
+                                _mm512_loadu_si512(x[r].$neg.as_ptr().add(8 * b).cast()),
+                            )
                         };
-                        let dp = _mm512_sub_epi32(
-                            _mm512_dpbusd_epi32(zero, v, y),
-                            _mm512_dpbusd_epi32(zero, bias, y),
-                        );
-                        let prod = _mm_mul_ps(dd, ds);
+                        // sum((w + c) a) - c sum(a), exactly, in one instruction.
+                        let dp = _mm512_dpbusd_epi32(neg, v, y);
                         $acc[r] =
-                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread::<2>(prod), $acc[r]);
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
                     }
                 }};
             }
@@ -202,15 +216,16 @@ macro_rules! symmetric {
             if b < nb {
                 let d = f16_at(w, b * BB);
                 let v = $one!(w, b, BB);
-                let bias = _mm256_set1_epi8($bias);
                 for r in 0..R {
-                    // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
-                    let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-                    let z = _mm256_setzero_si256();
-                    let dp = _mm256_sub_epi32(
-                        _mm256_dpbusd_epi32(z, v, y),
-                        _mm256_dpbusd_epi32(z, bias, y),
-                    );
+                    // SAFETY: values 32 b..32 b + 32 and offsets 8 b..8 b + 8 lie inside the
+                    // row (checked above).
+                    let (y, neg) = unsafe {
+                        (
+                            load256(x[r].qs.as_ptr().add(b * QK).cast()),
+                            _mm256_loadu_si256(x[r].$neg.as_ptr().add(8 * b).cast()),
+                        )
+                    };
+                    let dp = _mm256_dpbusd_epi32(neg, v, y);
                     tail[r] = hsum(_mm256_mul_ps(
                         _mm256_set1_ps(d * x[r].ds[2 * b]),
                         _mm256_cvtepi32_ps(dp),
@@ -259,5 +274,5 @@ macro_rules! q8_0_one {
     }};
 }
 
-symmetric!(q4_0, 18, 8, q4_0_pair, q4_0_one);
-symmetric!(q8_0, 34, -128, q8_0_pair, q8_0_one);
+symmetric!(q4_0, 18, neg8, q4_0_pair, q4_0_one);
+symmetric!(q8_0, 34, neg128, q8_0_pair, q8_0_one);
