@@ -69,7 +69,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;run;local' {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages (one node process each)')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model [default: a small synthesized model, written to a temporary file]')
-            [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads per stage worker')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena bytes per node')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
@@ -110,7 +110,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)')
-            [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads follow `RAYON_NUM_THREADS`')
+            [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads (the in-process stages share them) [default: the CPUs available]')
             [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
             [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
             [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')
@@ -259,7 +260,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--orchestrator', '--orchestrator', [CompletionResultType]::ParameterName, 'The orchestrator''s endpoint id: the only peer allowed to control this node')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena size in bytes')
             [CompletionResult]::new('--memory-bytes', '--memory-bytes', [CompletionResultType]::ParameterName, 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]')
-            [CompletionResult]::new('--worker-threads', '--worker-threads', [CompletionResultType]::ParameterName, 'Compute threads of the worker')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of the worker''s stage (`--worker-threads` is an older name)')
             [CompletionResult]::new('--admin', '--admin', [CompletionResultType]::ParameterName, 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced')
             [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)')
             [CompletionResult]::new('--boot-timeout-ms', '--boot-timeout-ms', [CompletionResultType]::ParameterName, 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)')
@@ -363,6 +364,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
+            [CompletionResult]::new('engine', 'engine', [CompletionResultType]::ParameterValue, 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -416,6 +418,19 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;engine' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A GGUF model (repeatable)')
+            [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies of the first model re-quantized to these types (e.g. `q8_0,q4_0,q4_k`)')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute thread counts to measure')
+            [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens decoded per run')
+            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Length of the prefill prompt')
+            [CompletionResult]::new('--batch', '--batch', [CompletionResultType]::ParameterName, 'Batch sizes of the aggregate decode')
+            [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs of each measurement (the best is kept)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;failover' {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the local pipeline (node 2 is killed)')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs (each on a fresh local pool)')
@@ -430,6 +445,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
+            [CompletionResult]::new('engine', 'engine', [CompletionResultType]::ParameterValue, 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -447,6 +463,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;pipeline' {
+            break
+        }
+        'swactor;bench;help;engine' {
             break
         }
         'swactor;bench;help;failover' {
@@ -538,6 +557,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object')
             [CompletionResult]::new('decode', 'decode', [CompletionResultType]::ParameterValue, 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it')
             [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
+            [CompletionResult]::new('engine', 'engine', [CompletionResultType]::ParameterValue, 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             break
         }
@@ -554,6 +574,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;pipeline' {
+            break
+        }
+        'swactor;help;bench;engine' {
             break
         }
         'swactor;help;bench;failover' {

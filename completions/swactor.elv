@@ -63,7 +63,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;run;local'= {
             cand --stages 'Number of stages (one node process each)'
             cand --model 'The GGUF model [default: a small synthesized model, written to a temporary file]'
-            cand --worker-threads 'Compute threads per stage worker'
+            cand --threads 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)'
             cand --arena-bytes 'Arena bytes per node'
             cand --prompt 'The prompt text'
             cand --events 'Write every event of the run as JSON Lines to this file'
@@ -99,7 +99,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --model 'The GGUF model'
             cand --prompt 'The prompt text'
             cand --stages 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)'
-            cand --device 'Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads follow `RAYON_NUM_THREADS`'
+            cand --device 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature'
+            cand --threads 'Compute threads (the in-process stages share them) [default: the CPUs available]'
             cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
             cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
             cand --max-tokens 'Most tokens to generate'
@@ -231,7 +232,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --orchestrator 'The orchestrator''s endpoint id: the only peer allowed to control this node'
             cand --arena-bytes 'Arena size in bytes'
             cand --memory-bytes 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]'
-            cand --worker-threads 'Compute threads of the worker'
+            cand --threads 'Compute threads of the worker''s stage (`--worker-threads` is an older name)'
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
             cand --boot-timeout-ms 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)'
@@ -318,6 +319,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
+            cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -365,6 +367,18 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;engine'= {
+            cand --model 'A GGUF model (repeatable)'
+            cand --requantize 'Also measure copies of the first model re-quantized to these types (e.g. `q8_0,q4_0,q4_k`)'
+            cand --threads 'Compute thread counts to measure'
+            cand --tokens 'Tokens decoded per run'
+            cand --prompt-tokens 'Length of the prefill prompt'
+            cand --batch 'Batch sizes of the aggregate decode'
+            cand --repeat 'Runs of each measurement (the best is kept)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;failover'= {
             cand --stages 'Stages of the local pipeline (node 2 is killed)'
             cand --repeat 'Runs (each on a fresh local pool)'
@@ -378,6 +392,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
+            cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -390,6 +405,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;decode'= {
         }
         &'swactor;bench;help;pipeline'= {
+        }
+        &'swactor;bench;help;engine'= {
         }
         &'swactor;bench;help;failover'= {
         }
@@ -459,6 +476,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring) beside raw iroh stream throughput, and the hop latency of a decode-sized object'
             cand decode 'Decode tokens/s of `swactor generate` at one compute thread: the whole model against the same model split into in-process stages, for the model and re-quantized copies of it'
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
+            cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
         }
         &'swactor;help;bench;ring'= {
@@ -470,6 +488,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;decode'= {
         }
         &'swactor;help;bench;pipeline'= {
+        }
+        &'swactor;help;bench;engine'= {
         }
         &'swactor;help;bench;failover'= {
         }

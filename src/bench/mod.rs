@@ -332,3 +332,6 @@ pub async fn wake_round_trip(
 
 mod edge;
 pub use edge::{EdgeBench, edge};
+
+mod engine;
+pub use engine::{EngineBenchConfig, EngineFigure, bench_prompts, engine_figures};

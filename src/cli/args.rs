@@ -215,8 +215,9 @@ pub struct LocalArgs {
     /// The GGUF model [default: a small synthesized model, written to a temporary file].
     #[arg(long, value_name = "GGUF")]
     pub model: Option<PathBuf>,
-    /// Compute threads per stage worker.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Compute threads of each stage worker (the nodes share this host; `--worker-threads`
+    /// is an older name).
+    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
     /// Arena bytes per node.
     #[arg(long, default_value_t = 256 << 20, value_name = "N")]
@@ -306,8 +307,8 @@ pub struct NodeBootArgs {
     /// `node_available` [default: the host's available memory].
     #[arg(long, value_name = "BYTES")]
     pub memory_bytes: Option<u64>,
-    /// Compute threads of the worker.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Compute threads of the worker's stage (`--worker-threads` is an older name).
+    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
     /// Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the
     /// runtime or temporary directory, KEY being the first 16 digits of the endpoint id].
@@ -454,6 +455,12 @@ pub enum BenchCommand {
     /// local`'s start to its first token.
     #[command(after_help = EXIT_CODES_HELP)]
     Pipeline(BenchDecodeArgs),
+    /// The CPU engine on one or more models (and re-quantized copies): decode and
+    /// prefill tokens/s at each thread count, aggregate decode at several batch sizes,
+    /// and stage load time (mapped, against candle's copying load).
+    /// `scripts/bench-llama-cpp.py` runs it beside llama.cpp.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Engine(BenchEngineArgs),
     /// Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures
     /// the time to `run_faulted` and to `run_torn_down`.
     #[command(after_help = EXIT_CODES_HELP)]
@@ -472,6 +479,36 @@ pub struct BenchEdgeArgs {
     /// Latency samples.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub samples: usize,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor bench engine`
+#[derive(Debug, Args)]
+pub struct BenchEngineArgs {
+    /// A GGUF model (repeatable).
+    #[arg(long, value_name = "GGUF", required = true)]
+    pub model: Vec<PathBuf>,
+    /// Also measure copies of the first model re-quantized to these types (e.g.
+    /// `q8_0,q4_0,q4_k`).
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    pub requantize: Vec<String>,
+    /// Compute thread counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,...")]
+    pub threads: Vec<u32>,
+    /// Tokens decoded per run.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Length of the prefill prompt.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub prompt_tokens: usize,
+    /// Batch sizes of the aggregate decode.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_name = "N,...")]
+    pub batch: Vec<usize>,
+    /// Runs of each measurement (the best is kept).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub repeat: u32,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,
@@ -740,10 +777,13 @@ pub struct GenerateArgs {
     /// boundary as wire bytes, as in a pipeline).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub stages: u32,
-    /// Where to compute: `cpu`, or `cuda:N` in a build with the `cuda` feature. CPU threads
-    /// follow `RAYON_NUM_THREADS`.
+    /// Where to compute: `cpu` (swactor's engine), `candle` (candle's CPU ops, the
+    /// reference), or `cuda:N` in a build with the `cuda` feature.
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     pub device: String,
+    /// Compute threads (the in-process stages share them) [default: the CPUs available].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
     /// Runtime settings.
     #[command(flatten)]
     pub runtime: RuntimeArgs,

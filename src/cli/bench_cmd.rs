@@ -2,7 +2,7 @@
 
 use color_eyre::eyre::eyre;
 
-use super::args::{BenchDecodeArgs, BenchEdgeArgs, BenchRingArgs, BenchWakeArgs};
+use super::args::{BenchDecodeArgs, BenchEdgeArgs, BenchEngineArgs, BenchRingArgs, BenchWakeArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
 use super::progress::Progress;
@@ -125,7 +125,7 @@ fn generate_rate(model: &std::path::Path, stages: u32, tokens: u32) -> Result<f6
             "--max-seq-len",
             "512",
         ])
-        .env("RAYON_NUM_THREADS", "1")
+        .args(["--threads", "1"])
         .stderr(std::process::Stdio::inherit())
         .output()?;
     if !output.status.success() {
@@ -140,6 +140,83 @@ fn generate_rate(model: &std::path::Path, stages: u32, tokens: u32) -> Result<f6
     summary["decode_tokens_per_s"]
         .as_f64()
         .ok_or_else(|| CliError::internal(eyre!("no decode rate")))
+}
+
+/// The most common non-f32 tensor type of a model (what it "is": `q4_1`, `q8_0`, ...).
+fn model_label(path: &std::path::Path) -> Result<String, CliError> {
+    let facts =
+        crate::model::read_facts(path).map_err(|e| super::model_cmd::model_error(path, e))?;
+    Ok(facts
+        .tensor_types
+        .iter()
+        .filter(|(t, _)| t.as_str() != "f32")
+        .max_by_key(|(_, n)| **n)
+        .map(|(t, _)| t.clone())
+        .unwrap_or_else(|| "f32".into()))
+}
+
+/// `swactor bench engine`.
+pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> {
+    if args.threads.contains(&0) || args.batch.contains(&0) || args.tokens == 0 {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("threads, batch sizes and tokens must be at least 1"),
+        ));
+    }
+    let dir = ScratchDir::create()?;
+    let mut models = Vec::new();
+    for m in &args.model {
+        models.push((model_label(m)?, m.clone()));
+    }
+    for q in &args.requantize {
+        let target = crate::model::synth::parse_quant(q)
+            .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
+        let path = dir.join(format!("model-{q}.gguf"));
+        crate::model::synth::quantize_file(&args.model[0], &path, target)
+            .map_err(|e| CliError::internal(eyre!(e)))?;
+        models.push((q.clone(), path));
+    }
+    let config = bench::EngineBenchConfig {
+        tokens: args.tokens,
+        prompt_tokens: args.prompt_tokens,
+        batches: args.batch.clone(),
+        repeat: args.repeat,
+    };
+    if !args.output.json {
+        out.line(format!(
+            "{:<8} {:>3}  {:>12}  {:>13}  {:<30}  {:>16}",
+            "model",
+            "thr",
+            "decode tok/s",
+            format!("prefill {}", args.prompt_tokens),
+            "batch decode tok/s",
+            "load ms (candle)"
+        ))?;
+    }
+    for (label, path) in &models {
+        for &threads in &args.threads {
+            let fig = bench::engine_figures(label, path, threads, &config).map_err(failed)?;
+            if args.output.json {
+                out.json("bench_engine", &fig)?;
+            } else {
+                let batches: Vec<String> =
+                    fig.batch_tokens_per_s.iter().map(|(b, r)| format!("{b}: {r:.1}")).collect();
+                out.line(format!(
+                    "{:<8} {:>3}  {:>12.1}  {:>13.1}  {:<30}  {:>7.1} ({:.1})",
+                    fig.label,
+                    fig.threads,
+                    fig.decode_tokens_per_s,
+                    fig.prefill_tokens_per_s,
+                    batches.join("  "),
+                    fig.load_ms,
+                    fig.candle_load_ms
+                ))?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// `swactor bench decode`.
@@ -318,7 +395,7 @@ fn pipeline_rate(
         .arg("--model")
         .arg(model)
         .args(["--stages", &stages.to_string(), "--max-tokens", &tokens.to_string()])
-        .args(["--max-seq-len", "512", "--worker-threads", "1"])
+        .args(["--max-seq-len", "512", "--threads", "1"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()?;

@@ -47,6 +47,17 @@ fn stage_error(e: StageError) -> CliError {
     CliError::new(ExitCode::ModelFailed, reason, eyre!(e))
 }
 
+/// `--threads`: at least 1; by default every CPU this process may use.
+pub(crate) fn compute_threads(threads: Option<u32>) -> Result<u32, CliError> {
+    match threads {
+        Some(0) => {
+            Err(CliError::new(ExitCode::Usage, "usage", eyre!("--threads must be at least 1")))
+        }
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get() as u32)),
+    }
+}
+
 /// `swactor generate`.
 pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let t_load = Instant::now();
@@ -78,15 +89,17 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         CliError::new(
             ExitCode::Usage,
             "usage",
-            eyre!("--device must be `cpu` or `cuda:N`, not `{}`", args.device),
+            eyre!("--device must be `cpu`, `candle` or `cuda:N`, not `{}`", args.device),
         )
     })?;
+    let threads = compute_threads(args.threads)?;
     let mut pipeline = LocalPipeline::load(
         &args.model,
         &ranges,
         runtime.max_seq_len,
         runtime.activation_dtype,
         device,
+        threads,
     )
     .map_err(stage_error)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;

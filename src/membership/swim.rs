@@ -268,6 +268,30 @@ fn suspicion_changes(
     out
 }
 
+/// The membership event of one foca notification, if any (`suspects` are the members
+/// reported suspect so far).
+fn membership_event(
+    n: OwnedNotification<SwimIdentity>,
+    suspects: &mut HashSet<SwimIdentity>,
+    is_active: impl Fn(&SwimIdentity) -> bool,
+) -> Option<MembershipEvent> {
+    match n {
+        OwnedNotification::MemberUp(id) => Some(MembershipEvent::Up(id)),
+        OwnedNotification::MemberDown(id) => {
+            suspects.remove(&id);
+            Some(MembershipEvent::Down(id))
+        }
+        // A member renewed its identity (a suspect refuting after it saw itself declared
+        // down, a restart): foca notifies no `MemberUp` when both the old and the new
+        // identity are active, so the new one is reported up here.
+        OwnedNotification::Rename(old, new) => {
+            let was_suspect = suspects.remove(&old);
+            (was_suspect && is_active(&new)).then_some(MembershipEvent::Up(new))
+        }
+        _ => None,
+    }
+}
+
 /// Seals one foca datagram with `key`.
 pub fn seal(key: &SecretKey, stamp: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = auth::unsigned_envelope(key.public().as_bytes(), stamp, payload);
@@ -415,22 +439,8 @@ async fn run(
             timers.push(Due(Instant::now() + after, timer));
         }
         while let Some(n) = rt.to_notify() {
-            let ev = match n {
-                OwnedNotification::MemberUp(id) => Some(MembershipEvent::Up(id)),
-                OwnedNotification::MemberDown(id) => {
-                    suspects.remove(&id);
-                    Some(MembershipEvent::Down(id))
-                }
-                // A member renewed its identity (a suspect refuting after it saw itself
-                // declared down, a restart): foca notifies no `MemberUp` when both the old
-                // and the new identity are active, so the new one is reported up here.
-                OwnedNotification::Rename(old, new) => {
-                    let was_suspect = suspects.remove(&old);
-                    let active = foca.iter_members().any(|m| *m.id() == new);
-                    (active && was_suspect).then_some(MembershipEvent::Up(new))
-                }
-                _ => None,
-            };
+            let ev =
+                membership_event(n, &mut suspects, |id| foca.iter_members().any(|m| m.id() == id));
             // Only members of the current roster are reported (it may have been replaced).
             let ev = ev.filter(|ev| on_roster(&roster, ev));
             if let Some(ev) = ev

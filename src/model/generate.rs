@@ -3,6 +3,9 @@
 //! With one stage it is the one-process reference the pipeline is checked against.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use swactor_engine::ThreadPool;
 
 use super::llama::ComputeDevice;
 use super::llama::{
@@ -26,19 +29,23 @@ pub fn even_split(blocks: u32, stages: u32) -> Vec<LayerRange> {
 
 impl LocalPipeline {
     /// Loads one stage per range (the first owns the embedding, the last the head).
+    /// On the CPU the stages share one pool of `threads` compute threads (they run one
+    /// at a time).
     pub fn load(
         path: &Path,
         ranges: &[LayerRange],
         max_seq_len: u32,
         dtype: ActivationDType,
         device: ComputeDevice,
+        threads: u32,
     ) -> Result<Self, StageError> {
         let n = ranges.len();
+        let pool = Arc::new(ThreadPool::new(threads.max(1) as usize));
         let stages = ranges
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                LlamaStage::load(
+                LlamaStage::load_in(
                     path,
                     StageSpec {
                         layers: *r,
@@ -46,7 +53,9 @@ impl LocalPipeline {
                         head: i + 1 == n,
                         max_seq_len,
                         device,
+                        threads,
                     },
+                    Some(pool.clone()),
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -59,6 +68,11 @@ impl LocalPipeline {
     /// The stages.
     pub fn stages(&self) -> &[LlamaStage] {
         &self.stages
+    }
+
+    /// The stages, mutably (batched decoding drives the engine stages directly).
+    pub fn stages_mut(&mut self) -> &mut [LlamaStage] {
+        &mut self.stages
     }
 
     /// Clears every KV cache.
@@ -75,8 +89,8 @@ impl LocalPipeline {
                 return Err(StageError::BadInput("a middle stage produced logits".into()));
             };
             // Exactly the bytes an activation edge carries.
-            let bytes = encode_hidden(&h, self.dtype)?;
-            out = stage.forward(StageInput::Hidden(decode_hidden(&bytes, hidden, self.dtype)?))?;
+            let bytes = encode_hidden(&h, self.dtype);
+            out = stage.forward(StageInput::Hidden(&decode_hidden(&bytes, hidden, self.dtype)?))?;
         }
         match out {
             StageOutput::Logits(l) => Ok(l),

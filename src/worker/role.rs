@@ -52,7 +52,14 @@ impl Role {
                 activation_dtype,
                 sampling,
             } => {
-                let spec = StageSpec { layers, embedding, head, max_seq_len, device };
+                let spec = StageSpec {
+                    layers,
+                    embedding,
+                    head,
+                    max_seq_len,
+                    device,
+                    threads: compute_threads(),
+                };
                 match LlamaStage::load(std::path::Path::new(&weights), spec) {
                     Ok(stage) => Ok(Role::Llama {
                         stage: Box::new(stage),
@@ -118,15 +125,13 @@ impl Role {
                     stage.forward_abortable(StageInput::Tokens(&ids), abort)
                 } else {
                     decode_hidden(input, hidden, *dtype)
-                        .and_then(|h| stage.forward_abortable(StageInput::Hidden(h), abort))
+                        .and_then(|h| stage.forward_abortable(StageInput::Hidden(&h), abort))
                 };
                 let bytes = match out {
                     Ok(StageOutput::Logits(logits)) => {
                         sampler.sample(&logits).to_le_bytes().to_vec()
                     }
-                    Ok(StageOutput::Hidden(h)) => {
-                        encode_hidden(&h, *dtype).map_err(|_| StepFailure::ComputeFailed)?
-                    }
+                    Ok(StageOutput::Hidden(h)) => encode_hidden(&h, *dtype),
                     Err(StageError::Aborted) => return Err(StepFailure::Aborted),
                     Err(e) => {
                         eprintln!("swactor worker: step {}: {e}", sequence.0);
@@ -145,6 +150,12 @@ impl Role {
             }
         }
     }
+}
+
+/// The worker's compute thread count: `SWACTOR_WORKER_THREADS`, which the node's worker
+/// driver sets from `--threads` (1 when unset: stages often share a host).
+fn compute_threads() -> u32 {
+    std::env::var("SWACTOR_WORKER_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1)
 }
 
 /// `out[i] = input[i % input.len()] ^ xor` (zeros ^ xor for an empty input).

@@ -36,7 +36,7 @@ fn f32_model() -> std::path::PathBuf {
 }
 
 fn run(path: &Path, ranges: &[LayerRange], prompt: &[u32], tokens: u32) -> Vec<u32> {
-    let mut p = LocalPipeline::load(path, ranges, 256, ActivationDType::F32, ComputeDevice::Cpu)
+    let mut p = LocalPipeline::load(path, ranges, 256, ActivationDType::F32, ComputeDevice::Cpu, 1)
         .expect("load");
     let mut out = Vec::new();
     let stop =
@@ -78,6 +78,7 @@ fn a_stage_loads_only_its_own_tensors() {
             head: false,
             max_seq_len: 16,
             device: ComputeDevice::Cpu,
+            threads: 1,
         },
     )
     .expect("load");
@@ -90,6 +91,7 @@ fn a_stage_loads_only_its_own_tensors() {
             head: false,
             max_seq_len: 16,
             device: ComputeDevice::Cpu,
+            threads: 1,
         },
     )
     .expect("load");
@@ -134,6 +136,7 @@ fn spec(start: u32, end: u32) -> StageSpec {
         head: true,
         max_seq_len: 16,
         device: ComputeDevice::Cpu,
+        threads: 1,
     }
 }
 
@@ -161,8 +164,9 @@ fn smollm2_continues_the_lily_prompt_through_a_three_stage_split() {
     let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
     let prompt = tok.encode("Once upon a time there was a little girl named Lily.", true, false);
     let ranges = even_split(30, 3);
-    let mut p = LocalPipeline::load(&model, &ranges, 128, ActivationDType::F32, ComputeDevice::Cpu)
-        .expect("load");
+    let mut p =
+        LocalPipeline::load(&model, &ranges, 128, ActivationDType::F32, ComputeDevice::Cpu, 2)
+            .expect("load");
     let mut ids = Vec::new();
     generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos, |t| {
         ids.push(t)
@@ -175,4 +179,133 @@ fn smollm2_continues_the_lily_prompt_through_a_three_stage_split() {
         ),
         "{text:?}"
     );
+}
+
+fn synth(name: &str, dtype: swactor::model::synth::SynthDType) -> std::path::PathBuf {
+    let path = scratch().join(name);
+    if !path.exists() {
+        let tmp = scratch().join(format!("{name}.{}.tmp", std::process::id()));
+        write_model(
+            &tmp,
+            &SynthSpec {
+                blocks: 3,
+                hidden: 256,
+                heads: 4,
+                kv_heads: 2,
+                ffn: 512,
+                vocab: 300,
+                seed: 11,
+                dtype,
+                ..SynthSpec::default()
+            },
+        )
+        .expect("synth");
+        std::fs::rename(&tmp, &path).expect("rename");
+    }
+    path
+}
+
+#[test]
+fn the_engine_generates_candles_greedy_tokens_on_the_f32_model() {
+    let path = f32_model();
+    let prompt: Vec<u32> = (0..17).map(|i| (i * 37 + 5) % 290).collect();
+    let tokens = |device| {
+        let mut p = LocalPipeline::load(
+            &path,
+            &[LayerRange::new(0, 6)],
+            256,
+            ActivationDType::F32,
+            device,
+            1,
+        )
+        .expect("load");
+        let mut out = Vec::new();
+        generate(&mut p, &prompt, 64, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
+            out.push(t)
+        })
+        .expect("generate");
+        out
+    };
+    let candle = tokens(ComputeDevice::Candle);
+    assert_eq!(candle.len(), 64);
+    assert_eq!(tokens(ComputeDevice::Cpu), candle);
+}
+
+/// Logits of sequence 0's last row after `steps` decode steps, run beside `others` other
+/// sequences (each with its own prompt), on a stage with `threads` threads.
+fn logits_beside(path: &Path, others: usize, threads: u32, chunked_prompt: bool) -> Vec<u32> {
+    use std::sync::atomic::AtomicBool;
+    use swactor_engine::llama::{Input, Output};
+    let spec = StageSpec {
+        layers: LayerRange::new(0, 3),
+        embedding: true,
+        head: true,
+        max_seq_len: 64,
+        device: ComputeDevice::Cpu,
+        threads,
+    };
+    let mut stage = LlamaStage::load(path, spec).expect("load");
+    let prompt =
+        |s: usize| -> Vec<u32> { (0..9).map(|i| ((i * 31 + s * 7 + 3) % 290) as u32).collect() };
+    let e = stage.engine_mut().expect("engine");
+    e.set_slots(others + 1);
+    let no = AtomicBool::new(false);
+    let last = |o: Output| match o {
+        Output::Logits(l) => l,
+        Output::Hidden(_) => panic!("hidden"),
+    };
+    // Prompts: sequence 0 as one prefill chunk, or one token at a time.
+    let mut logits = Vec::new();
+    for s in 0..=others {
+        let p = prompt(s);
+        if chunked_prompt || s > 0 {
+            logits
+                .push(last(e.forward(&vec![s; p.len()], Input::Tokens(&p), &no).expect("prefill")));
+        } else {
+            let mut l = Vec::new();
+            for t in &p {
+                l = last(e.forward(&[0], Input::Tokens(&[*t]), &no).expect("step"));
+            }
+            logits.push(l);
+        }
+    }
+    let mut next: Vec<u32> = logits.iter().map(|l| argmax(l)).collect();
+    let mut mine = Vec::new();
+    for _ in 0..4 {
+        let slots: Vec<usize> = (0..=others).collect();
+        let l = last(e.forward(&slots, Input::Tokens(&next), &no).expect("decode"));
+        let vocab = l.len() / (others + 1);
+        for (i, n) in next.iter_mut().enumerate() {
+            *n = argmax(&l[i * vocab..(i + 1) * vocab]);
+        }
+        mine.extend(l[..vocab].iter().map(|v| v.to_bits()));
+    }
+    mine
+}
+
+#[test]
+fn a_rows_results_are_bitwise_the_same_at_batch_1_3_8_and_16_and_in_a_prefill_chunk() {
+    use swactor::model::synth::SynthDType;
+    for (name, dtype) in [
+        ("inv-f32.gguf", SynthDType::F32),
+        ("inv-q4_0.gguf", SynthDType::Q4_0),
+        ("inv-q8_0.gguf", SynthDType::Q8_0),
+    ] {
+        let path = synth(name, dtype);
+        let alone = logits_beside(&path, 0, 1, false);
+        for others in [2, 7, 15] {
+            assert_eq!(
+                logits_beside(&path, others, 1, false),
+                alone,
+                "{dtype:?}: batch {}",
+                others + 1
+            );
+        }
+        assert_eq!(
+            logits_beside(&path, 0, 1, true),
+            alone,
+            "{dtype:?}: prompt as one prefill chunk"
+        );
+        assert_eq!(logits_beside(&path, 7, 3, true), alone, "{dtype:?}: batch 8 on 3 threads");
+    }
 }

@@ -277,6 +277,7 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         MAX_SEQ,
         ActivationDType::F32,
         ComputeDevice::Cpu,
+        1,
     )
     .expect("load");
     generate(&mut whole, &prompt, steps, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {

@@ -1,0 +1,475 @@
+//! AVX2 + FMA + F16C kernels (256-bit): Q4_0, Q4_1, Q8_0, Q4_K, Q6_K on 8-bit
+//! activations with `maddubs` integer products, and F32 / F16 / BF16 on f32 activations.
+//!
+//! Every kernel is a safe `#[target_feature]` function; [`select`] is only reached when
+//! the CPU has these features (see `kernels::select`), which is what each call's
+//! `// SAFETY:` relies on. Raw loads read inside ranges checked at the kernel's entry.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use super::{Acts, Kernels};
+use crate::quant::{QK, QK_K, WeightFormat, scale_min_k4};
+
+/// The AVX2 kernels of `fmt`, if it has any.
+pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
+    use WeightFormat::*;
+    macro_rules! k {
+        ($f:ident) => {
+            Some(super::simd_kernels!($f, "avx2,fma,f16c"))
+        };
+    }
+    match fmt {
+        F32 => k!(f32_dot),
+        F16 => k!(f16_dot),
+        BF16 => k!(bf16_dot),
+        Q4_0 => k!(q4_0),
+        Q4_1 => k!(q4_1),
+        Q8_0 => k!(q8_0),
+        Q5_0 => k!(q5_0),
+        Q5_1 => k!(q5_1),
+        Q4K => k!(q4_k),
+        Q6K => k!(q6_k),
+        _ => None,
+    }
+}
+
+/// Runs `$block!(b, acc)` over every block, alternating two accumulator sets (the
+/// pattern depends on the block count alone).
+macro_rules! over_blocks {
+    ($nb:expr, $acc0:ident, $acc1:ident, $block:ident) => {
+        let mut b = 0;
+        while b + 2 <= $nb {
+            $block!(b, $acc0);
+            $block!(b + 1, $acc1);
+            b += 2;
+        }
+        if b < $nb {
+            $block!(b, $acc0);
+        }
+    };
+}
+
+/// Hints the CPU to bring `bytes` into the cache (one hint per 64-byte line).
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8]) {
+    for off in (0..bytes.len()).step_by(64) {
+        // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads nothing itself and
+        // the address is inside `bytes`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes[off..].as_ptr().cast()) };
+    }
+}
+
+/// The horizontal sum of 8 lanes in a fixed order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// The f16 at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn f16_at(w: &[u8], at: usize) -> f32 {
+    let bits = u16::from_le_bytes([w[at], w[at + 1]]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// 16 bytes at `p`.
+///
+/// # Safety
+/// `p..p + 16` must be readable.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn load128(p: *const u8) -> __m128i {
+    // SAFETY: the caller guarantees 16 readable bytes.
+    unsafe { _mm_loadu_si128(p.cast()) }
+}
+
+/// 32 bytes at `p`.
+///
+/// # Safety
+/// `p..p + 32` must be readable.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 32 readable bytes.
+    unsafe { _mm256_loadu_si256(p.cast()) }
+}
+
+/// The 32 nibbles of a 16-byte block, low nibbles first: bytes 0..16 are elements 0..16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibbles(q: __m128i) -> __m256i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), m4)
+}
+
+/// Sum of `u8 * i8` products, in 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * 18);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    let eight = _mm256_set1_epi8(8);
+    macro_rules! block {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            let d = f16_at(w, b * 18);
+            // SAFETY: block b spans w[b * 18..b * 18 + 18], inside w (checked above).
+            let v = nibbles(unsafe { load128(w.as_ptr().add(b * 18 + 2)) });
+            for r in 0..R {
+                // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let p =
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(v, y), _mm256_maddubs_epi16(eight, y));
+                let p = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+                let s = _mm256_set1_ps(d * x[r].d[b]);
+                $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), $acc[r]);
+            }
+        }};
+    }
+    over_blocks!(nb, acc0, acc1, block);
+    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * 20);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    let mut accm = [0f32; R];
+    macro_rules! block {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            let d = f16_at(w, b * 20);
+            let m = f16_at(w, b * 20 + 2);
+            // SAFETY: block b spans w[b * 20..b * 20 + 20], inside w (checked above).
+            let v = nibbles(unsafe { load128(w.as_ptr().add(b * 20 + 4)) });
+            for r in 0..R {
+                // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let s = _mm256_set1_ps(d * x[r].d[b]);
+                $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot_u8_i8(v, y)), $acc[r]);
+                accm[r] += m * x[r].s[b];
+            }
+        }};
+    }
+    over_blocks!(nb, acc0, acc1, block);
+    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r])
+}
+
+/// The 32 bits of `qh` as 32 bytes: 0x10 where the bit is set, 0 elsewhere.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn high_bits(qh: u32) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0x0000_0000_0000_0000,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), shuf);
+    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    let set = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// Q5_0 (`$min` false: value `(q - 16) d`) and Q5_1 (`$min` true: `q d + m`).
+macro_rules! q5 {
+    ($name:ident, $bb:expr, $min:expr) => {
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            const BB: usize = $bb;
+            let (qh_at, qs_at) = if $min { (4, 8) } else { (2, 6) };
+            let nb = a.cols / QK;
+            assert!(w.len() >= nb * BB);
+            let x = rows.map(|r| a.q8.row(r));
+            assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
+            let mut acc0 = [_mm256_setzero_ps(); R];
+            let mut acc1 = [_mm256_setzero_ps(); R];
+            let mut accm = [0f32; R];
+            let sixteen = _mm256_set1_epi8(16);
+            macro_rules! block {
+                ($b:expr, $acc:ident) => {{
+                    let b = $b;
+                    let at = b * BB;
+                    let d = f16_at(w, at);
+                    let m = if $min { f16_at(w, at + 2) } else { 0.0 };
+                    let qh = u32::from_le_bytes([
+                        w[at + qh_at],
+                        w[at + qh_at + 1],
+                        w[at + qh_at + 2],
+                        w[at + qh_at + 3],
+                    ]);
+                    // SAFETY: block b spans w[at..at + BB], inside w (checked above).
+                    let lo = nibbles(unsafe { load128(w.as_ptr().add(at + qs_at)) });
+                    let v = _mm256_or_si256(lo, high_bits(qh));
+                    for r in 0..R {
+                        // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                        let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                        let p = if $min {
+                            _mm256_maddubs_epi16(v, y)
+                        } else {
+                            _mm256_sub_epi16(
+                                _mm256_maddubs_epi16(v, y),
+                                _mm256_maddubs_epi16(sixteen, y),
+                            )
+                        };
+                        let p = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+                        let s = _mm256_set1_ps(d * x[r].d[b]);
+                        $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), $acc[r]);
+                        if $min {
+                            accm[r] += m * x[r].s[b];
+                        }
+                    }
+                }};
+            }
+            over_blocks!(nb, acc0, acc1, block);
+            std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])) + accm[r])
+        }
+    };
+}
+
+q5!(q5_0, 22, false);
+q5!(q5_1, 24, true);
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * 34);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK && x.d.len() >= nb && x.s.len() >= nb));
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    macro_rules! block {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            let d = f16_at(w, b * 34);
+            // SAFETY: block b spans w[b * 34..b * 34 + 34], inside w (checked above).
+            let q = unsafe { load256(w.as_ptr().add(b * 34 + 2)) };
+            let aq = _mm256_sign_epi8(q, q);
+            for r in 0..R {
+                // SAFETY: the 32 bytes of block b lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let p = dot_u8_i8(aq, _mm256_sign_epi8(y, q));
+                let s = _mm256_set1_ps(d * x[r].d[b]);
+                $acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), $acc[r]);
+            }
+        }};
+    }
+    over_blocks!(nb, acc0, acc1, block);
+    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK_K;
+    assert!(w.len() >= nb * 144);
+    let x = rows.map(|r| a.q8k.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut accm = [0f32; R];
+    let m4 = _mm256_set1_epi8(0x0F);
+    for b in 0..nb {
+        let blk = &w[b * 144..(b + 1) * 144];
+        let d = f16_at(blk, 0);
+        let dmin = f16_at(blk, 2);
+        let mut sc = [0i16; 8];
+        let mut mn = [0i32; 8];
+        for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+            let (a, b) = scale_min_k4(j, &blk[4..16]);
+            (*s, *m) = (i16::from(a), i32::from(b));
+        }
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for j in 0..4 {
+            // SAFETY: qs[32 j..32 j + 32] lies inside the block (16 + 128 bytes).
+            let q = unsafe { load256(blk.as_ptr().add(16 + 32 * j)) };
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
+            for r in 0..R {
+                let base = b * QK_K + 64 * j;
+                // SAFETY: 64 values of block b inside the row (checked above).
+                let (y0, y1) = unsafe {
+                    let p = x[r].qs.as_ptr().add(base).cast::<u8>();
+                    (load256(p), load256(p.add(32)))
+                };
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s_lo);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s_hi);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p0, p1));
+            }
+        }
+        for r in 0..R {
+            let bs = &x[r].bsums[b * 16..b * 16 + 16];
+            let mins: i32 =
+                (0..8).map(|j| mn[j] * (i32::from(bs[2 * j]) + i32::from(bs[2 * j + 1]))).sum();
+            let da = x[r].d[b];
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            accm[r] += dmin * da * mins as f32;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) - accm[r])
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q6_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK_K;
+    assert!(w.len() >= nb * 210);
+    let x = rows.map(|r| a.q8k.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut accm = [0f32; R];
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    for b in 0..nb {
+        let blk = &w[b * 210..(b + 1) * 210];
+        let d = f16_at(blk, 208);
+        let sc: [i16; 16] = std::array::from_fn(|g| i16::from(blk[192 + g] as i8));
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for n in 0..2 {
+            // SAFETY: ql[64 n..64 n + 64] and qh[32 n..32 n + 32] lie inside the block.
+            let (ql0, ql1, qh) = unsafe {
+                let p = blk.as_ptr();
+                (load256(p.add(64 * n)), load256(p.add(64 * n + 32)), load256(p.add(128 + 32 * n)))
+            };
+            let q = [
+                _mm256_or_si256(
+                    _mm256_and_si256(ql0, m4),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m2)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(m2))),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                    _mm256_and_si256(qh, _mm256_slli_epi16::<4>(m2)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                    _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<6>(m2))),
+                ),
+            ];
+            for (k, q) in q.iter().enumerate() {
+                let g = 8 * n + 2 * k;
+                let s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                for r in 0..R {
+                    // SAFETY: 32 values of block b inside the row (checked above).
+                    let y = unsafe {
+                        load256(x[r].qs.as_ptr().add(b * QK_K + 128 * n + 32 * k).cast())
+                    };
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(*q, y), s);
+                    sumi[r] = _mm256_add_epi32(sumi[r], p);
+                }
+            }
+        }
+        for r in 0..R {
+            let bs = &x[r].bsums[b * 16..b * 16 + 16];
+            let off: i32 = (0..16).map(|g| i32::from(sc[g]) * i32::from(bs[g])).sum::<i32>() * 32;
+            let s = d * x[r].d[b];
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            accm[r] += s * off as f32;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) - accm[r])
+}
+
+/// Shared body of the float kernels: `load(i)` gives weights `8 i..8 i + 8` as f32.
+macro_rules! float_dot {
+    ($w:ident, $a:ident, $rows:ident, $width:expr, $load:expr) => {{
+        let n = $a.cols;
+        assert!($w.len() >= n * $width);
+        let x = $rows.map(|r| $a.f32_row(r));
+        let mut acc = [[_mm256_setzero_ps(); R]; 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for k in 0..4 {
+                let wv = $load(i + 8 * k);
+                for r in 0..R {
+                    assert!(x[r].len() >= i + 32);
+                    // SAFETY: 8 values inside the row (checked above).
+                    let xv = unsafe { _mm256_loadu_ps(x[r].as_ptr().add(i + 8 * k)) };
+                    acc[k][r] = _mm256_fmadd_ps(wv, xv, acc[k][r]);
+                }
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            let wv = $load(i);
+            for r in 0..R {
+                assert!(x[r].len() >= i + 8);
+                // SAFETY: 8 values inside the row (checked above).
+                let xv = unsafe { _mm256_loadu_ps(x[r].as_ptr().add(i)) };
+                acc[0][r] = _mm256_fmadd_ps(wv, xv, acc[0][r]);
+            }
+            i += 8;
+        }
+        let tail = i;
+        std::array::from_fn(|r| {
+            let v = _mm256_add_ps(
+                _mm256_add_ps(acc[0][r], acc[1][r]),
+                _mm256_add_ps(acc[2][r], acc[3][r]),
+            );
+            let mut s = hsum(v);
+            for j in tail..n {
+                s += scalar_weight($w, j) * x[r][j];
+            }
+            s
+        })
+    }};
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f32_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    fn scalar_weight(w: &[u8], j: usize) -> f32 {
+        f32::from_le_bytes([w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]])
+    }
+    // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+    float_dot!(w, a, rows, 4, |i: usize| unsafe { _mm256_loadu_ps(w.as_ptr().add(4 * i).cast()) })
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f16_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    fn scalar_weight(w: &[u8], j: usize) -> f32 {
+        half::f16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
+    }
+    // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+    float_dot!(w, a, rows, 2, |i: usize| _mm256_cvtph_ps(unsafe { load128(w.as_ptr().add(2 * i)) }))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bf16_dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    fn scalar_weight(w: &[u8], j: usize) -> f32 {
+        half::bf16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
+    }
+    float_dot!(w, a, rows, 2, |i: usize| {
+        // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+        let h = unsafe { load128(w.as_ptr().add(2 * i)) };
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+    })
+}

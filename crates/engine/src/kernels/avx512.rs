@@ -1,0 +1,278 @@
+//! AVX-512 kernels with VNNI (`vpdpbusd`): Q4_0, Q4_1 and Q8_0 two blocks (64 values) per
+//! instruction, an odd last block through the 256-bit form. The other formats use the
+//! AVX2 kernels on these CPUs.
+//!
+//! Signed weights meet `vpdpbusd`'s unsigned operand through an offset that is removed
+//! exactly in the integer lanes (`sum((w + c) * a) - sum(c * a)`), so the integer part of
+//! every block is exact, as in the reference.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use super::avx2::{f16_at, hsum, load128, load256};
+use super::{Acts, Kernels};
+use crate::quant::{QK, WeightFormat};
+
+/// The AVX-512 kernels of `fmt`, if it has any.
+pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
+    macro_rules! k {
+        ($f:ident) => {
+            Some(super::simd_kernels!($f, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))
+        };
+    }
+    match fmt {
+        WeightFormat::Q4_0 => k!(q4_0),
+        WeightFormat::Q4_1 => k!(q4_1),
+        WeightFormat::Q8_0 => k!(q8_0),
+        _ => None,
+    }
+}
+
+/// The nibbles of two 16-byte blocks as 64 values in element order: block 0's low and
+/// high nibbles, then block 1's.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn nibbles2(q0: __m128i, q1: __m128i) -> __m512i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let q = _mm256_set_m128i(q1, q0);
+    let lo = _mm256_and_si256(q, m4);
+    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+    let t = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    // 128-bit lanes [lo0, lo1, hi0, hi1] -> [lo0, hi0, lo1, hi1].
+    _mm512_shuffle_i64x2::<0xD8>(t, t)
+}
+
+/// The nibbles of one block as 32 values in element order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn nibbles1(q: __m128i) -> __m256i {
+    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F))
+}
+
+/// Lanes 0..8 get lane 0 of `p`, lanes 8..16 lane `HI` of `p`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn spread<const HI: i32>(p: __m128) -> __m512 {
+    let idx = _mm512_set_epi32(HI, HI, HI, HI, HI, HI, HI, HI, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p))
+}
+
+/// 64 activation bytes of row `qs` starting at value `at`.
+///
+/// # Safety
+/// `qs[at..at + 64]` must exist.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn load512(qs: &[i8], at: usize) -> __m512i {
+    // SAFETY: the caller guarantees 64 values from `at`.
+    unsafe { _mm512_loadu_si512(qs.as_ptr().add(at).cast()) }
+}
+
+#[inline]
+fn u32_at(w: &[u8], at: usize) -> i32 {
+    i32::from_le_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
+}
+
+#[inline]
+fn u16_at(w: &[u8], at: usize) -> i32 {
+    i32::from(u16::from_le_bytes([w[at], w[at + 1]]))
+}
+
+/// Runs `$pair!(b, acc)` over block pairs into two accumulator sets (fixed by the
+/// block count alone), leaving an odd last block at `$b`.
+macro_rules! over_pairs {
+    ($nb:expr, $acc0:ident, $acc1:ident, $pair:ident, $b:ident) => {
+        let mut $b = 0;
+        while $b + 4 <= $nb {
+            $pair!($b, $acc0);
+            $pair!($b + 2, $acc1);
+            $b += 4;
+        }
+        if $b + 2 <= $nb {
+            $pair!($b, $acc0);
+            $b += 2;
+        }
+    };
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    const BB: usize = 20;
+    let nb = a.cols / QK;
+    assert!(w.len() >= nb * BB);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(x.iter().all(|x| {
+        x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb && x.dv.len() >= 8 * nb && x.s.len() >= nb
+    }));
+    let zero = _mm512_setzero_si512();
+    let mut acc0 = [_mm512_setzero_ps(); R];
+    let mut acc1 = [_mm512_setzero_ps(); R];
+    let mut accm = [_mm_setzero_ps(); R];
+    macro_rules! pair {
+        ($b:expr, $acc:ident) => {{
+            let b = $b;
+            // SAFETY: blocks b and b + 1 lie inside w (checked above).
+            let (q0, q1) = unsafe {
+                (load128(w.as_ptr().add(b * BB + 4)), load128(w.as_ptr().add(b * BB + BB + 4)))
+            };
+            let v = nibbles2(q0, q1);
+            // [d0, m0, d1, m1]
+            let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, b * BB + BB), u32_at(w, b * BB)));
+            let dw = spread::<2>(dm);
+            // [m0, m1, m0, m1]
+            let mw = _mm_shuffle_ps::<0b11_01_11_01>(dm, dm);
+            for r in 0..R {
+                // SAFETY: values 32 b..32 b + 64, spread scales 8 b..8 b + 16 and sums
+                // b..b + 2 lie inside the row (checked above).
+                let (y, da, sa) = unsafe {
+                    (
+                        load512(x[r].qs, b * QK),
+                        _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
+                        _mm_castpd_ps(_mm_load_sd(x[r].s.as_ptr().add(b).cast())),
+                    )
+                };
+                let dp = _mm512_dpbusd_epi32(zero, v, y);
+                $acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
+                accm[r] = _mm_fmadd_ps(mw, sa, accm[r]);
+            }
+        }};
+    }
+    over_pairs!(nb, acc0, acc1, pair, b);
+    let mut tail = [0f32; R];
+    if b < nb {
+        let (d, m) = (f16_at(w, b * BB), f16_at(w, b * BB + 2));
+        // SAFETY: block b lies inside w (checked above).
+        let v = nibbles1(unsafe { load128(w.as_ptr().add(b * BB + 4)) });
+        for r in 0..R {
+            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
+            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+            let dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, y);
+            tail[r] =
+                hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].ds[2 * b]), _mm256_cvtepi32_ps(dp)))
+                    + m * x[r].ds[2 * b + 1];
+        }
+    }
+    std::array::from_fn(|r| {
+        let mut m = [0f32; 4];
+        // SAFETY: `m` has room for 4 floats.
+        unsafe { _mm_storeu_ps(m.as_mut_ptr(), accm[r]) };
+        _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + (m[0] + m[1]) + tail[r]
+    })
+}
+
+/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start; `$values!(b)`
+/// gives the 64 unsigned bytes of blocks b and b + 1 and `$one!(b)` the 32 of block b,
+/// each offset by a constant c (so `w = byte - c`), and `$neg` names the activations'
+/// precomputed `-c * sum` of each 4 values.
+macro_rules! symmetric {
+    ($name:ident, $bb:expr, $neg:ident, $values:ident, $one:ident) => {
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            const BB: usize = $bb;
+            let nb = a.cols / QK;
+            assert!(w.len() >= nb * BB);
+            let x = rows.map(|r| a.q8.row(r));
+            assert!(x.iter().all(|x| {
+                x.qs.len() >= nb * QK
+                    && x.ds.len() >= 2 * nb
+                    && x.dv.len() >= 8 * nb
+                    && x.$neg.len() >= 8 * nb
+            }));
+            let mut acc0 = [_mm512_setzero_ps(); R];
+            let mut acc1 = [_mm512_setzero_ps(); R];
+            macro_rules! pair {
+                ($b:expr, $acc:ident) => {{
+                    let b = $b;
+                    let v = $values!(w, b, BB);
+                    // [d0, 0, d1, 0], spread to [d0 x 8, d1 x 8]
+                    let dd = _mm_cvtph_ps(_mm_set_epi32(
+                        0,
+                        0,
+                        u16_at(w, b * BB + BB),
+                        u16_at(w, b * BB),
+                    ));
+                    let dw = spread::<2>(dd);
+                    for r in 0..R {
+                        // SAFETY: values 32 b..32 b + 64, spread scales and offsets
+                        // 8 b..8 b + 16 lie inside the row (checked above).
+                        let (y, da, neg) = unsafe {
+                            (
+                                load512(x[r].qs, b * QK),
+                                _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
+                                _mm512_loadu_si512(x[r].$neg.as_ptr().add(8 * b).cast()),
+                            )
+                        };
+                        // sum((w + c) a) - c sum(a), exactly, in one instruction.
+                        let dp = _mm512_dpbusd_epi32(neg, v, y);
+                        $acc[r] =
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
+                    }
+                }};
+            }
+            over_pairs!(nb, acc0, acc1, pair, b);
+            let mut tail = [0f32; R];
+            if b < nb {
+                let d = f16_at(w, b * BB);
+                let v = $one!(w, b, BB);
+                for r in 0..R {
+                    // SAFETY: values 32 b..32 b + 32 and offsets 8 b..8 b + 8 lie inside the
+                    // row (checked above).
+                    let (y, neg) = unsafe {
+                        (
+                            load256(x[r].qs.as_ptr().add(b * QK).cast()),
+                            _mm256_loadu_si256(x[r].$neg.as_ptr().add(8 * b).cast()),
+                        )
+                    };
+                    let dp = _mm256_dpbusd_epi32(neg, v, y);
+                    tail[r] = hsum(_mm256_mul_ps(
+                        _mm256_set1_ps(d * x[r].ds[2 * b]),
+                        _mm256_cvtepi32_ps(dp),
+                    ));
+                }
+            }
+            std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + tail[r])
+        }
+    };
+}
+
+macro_rules! q4_0_pair {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: blocks b and b + 1 lie inside w (checked at the kernel's entry).
+        let (q0, q1) = unsafe {
+            (load128($w.as_ptr().add($b * $bb + 2)), load128($w.as_ptr().add($b * $bb + $bb + 2)))
+        };
+        nibbles2(q0, q1)
+    }};
+}
+
+macro_rules! q4_0_one {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: block b lies inside w (checked at the kernel's entry).
+        nibbles1(unsafe { load128($w.as_ptr().add($b * $bb + 2)) })
+    }};
+}
+
+macro_rules! q8_0_pair {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: blocks b and b + 1 lie inside w (checked at the kernel's entry).
+        let v = unsafe {
+            let p = $w.as_ptr().add($b * $bb + 2);
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add($bb)))
+        };
+        // w + 128 as unsigned bytes.
+        _mm512_xor_si512(v, _mm512_set1_epi8(-128))
+    }};
+}
+
+macro_rules! q8_0_one {
+    ($w:ident, $b:expr, $bb:expr) => {{
+        // SAFETY: block b lies inside w (checked at the kernel's entry).
+        let v = unsafe { load256($w.as_ptr().add($b * $bb + 2)) };
+        _mm256_xor_si256(v, _mm256_set1_epi8(-128))
+    }};
+}
+
+symmetric!(q4_0, 18, neg8, q4_0_pair, q4_0_one);
+symmetric!(q8_0, 34, neg128, q8_0_pair, q8_0_one);

@@ -1,0 +1,243 @@
+//! Every kernel against the scalar reference, on random blocks, odd sizes and edge values,
+//! on every instruction set this CPU runs; every width against the 1-row kernel, bitwise.
+
+use super::*;
+use crate::quant::{QK_K, dequantize_row};
+
+/// A small deterministic generator (xorshift64*).
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub(crate) fn f32(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+/// Where a format keeps its f16 scales inside one block.
+fn f16_fields(fmt: WeightFormat) -> &'static [usize] {
+    use WeightFormat::*;
+    match fmt {
+        Q4_0 | Q5_0 | Q8_0 => &[0],
+        Q4_1 | Q5_1 | Q4K | Q5K => &[0, 2],
+        Q2K => &[80, 82],
+        Q3K => &[108],
+        Q6K => &[208],
+        F32 | F16 | BF16 => &[],
+    }
+}
+
+/// How a test row's scales are chosen.
+#[derive(Clone, Copy, Debug)]
+enum Scales {
+    Random,
+    Zero,
+    Huge,
+    Tiny,
+}
+
+/// A random `rows x cols` matrix in `fmt` with valid (finite) scales.
+fn random_matrix(
+    fmt: WeightFormat,
+    rows: usize,
+    cols: usize,
+    scales: Scales,
+    rng: &mut Rng,
+) -> Vec<u8> {
+    let row_bytes = fmt.row_bytes(cols).expect("whole blocks");
+    let mut out = vec![0u8; rows * row_bytes];
+    match fmt {
+        WeightFormat::F32 => {
+            for c in out.chunks_exact_mut(4) {
+                c.copy_from_slice(&(rng.f32() * 2.0).to_le_bytes());
+            }
+        }
+        WeightFormat::F16 => {
+            for c in out.chunks_exact_mut(2) {
+                c.copy_from_slice(&half::f16::from_f32(rng.f32()).to_le_bytes());
+            }
+        }
+        WeightFormat::BF16 => {
+            for c in out.chunks_exact_mut(2) {
+                c.copy_from_slice(&half::bf16::from_f32(rng.f32()).to_le_bytes());
+            }
+        }
+        _ => {
+            for b in out.iter_mut() {
+                *b = rng.next() as u8;
+            }
+            for blk in out.chunks_exact_mut(fmt.block_bytes()) {
+                for &at in f16_fields(fmt) {
+                    let v = match scales {
+                        Scales::Random => rng.f32() * 0.05,
+                        Scales::Zero => 0.0,
+                        Scales::Huge => 60000.0 * rng.f32().signum(),
+                        Scales::Tiny => 6.1e-5 * rng.f32(),
+                    };
+                    blk[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn acts(rows: usize, cols: usize, rng: &mut Rng) -> Acts {
+    let mut x: Vec<f32> = (0..rows * cols).map(|_| rng.f32() * 3.0).collect();
+    // Edge rows: all zero, one huge value, all tiny.
+    if rows > 1 {
+        x[cols..2 * cols].fill(0.0);
+    }
+    if rows > 2 {
+        x[2 * cols + 5 % cols] = 1e6;
+    }
+    if rows > 3 {
+        x[3 * cols..4 * cols].iter_mut().for_each(|v| *v *= 1e-30);
+    }
+    let mut a = Acts::default();
+    a.load(&x, cols, &WeightFormat::ALL);
+    a
+}
+
+/// The tolerance of one dot product: float accumulation error relative to the sum of
+/// magnitudes of its terms (computed from the dequantized operands).
+fn magnitude(fmt: WeightFormat, w: &[u8], a: &Acts, r: usize) -> f32 {
+    let mut wf = vec![0f32; a.cols];
+    dequantize_row(fmt, w, &mut wf);
+    let x = a.f32_row(r);
+    wf.iter().zip(x).map(|(p, q)| (p * q).abs()).sum::<f32>()
+}
+
+fn sizes(fmt: WeightFormat) -> Vec<usize> {
+    match fmt.block_elems() {
+        1 => vec![1, 7, 8, 31, 32, 33, 100, 576, 1000],
+        32 => vec![32, 64, 96, 576, 608, 1536],
+        _ => vec![QK_K, 2 * QK_K, 3 * QK_K, 6 * QK_K],
+    }
+}
+
+#[test]
+fn every_kernel_matches_the_scalar_reference_on_every_instruction_set() {
+    let mut rng = Rng::new(1);
+    for fmt in WeightFormat::ALL {
+        let reference = scalar::select(fmt);
+        for isa in Isa::available() {
+            let k = select(isa, fmt);
+            for cols in sizes(fmt) {
+                for scales in [Scales::Random, Scales::Zero, Scales::Huge, Scales::Tiny] {
+                    let rows = 3;
+                    let w = random_matrix(fmt, rows, cols, scales, &mut rng);
+                    let a = acts(5, cols, &mut rng);
+                    let rb = fmt.row_bytes(cols).unwrap();
+                    for o in 0..rows {
+                        let wr = &w[o * rb..(o + 1) * rb];
+                        for r in 0..a.rows {
+                            let want = (reference.r1)(wr, &a, [r])[0];
+                            let got = (k.r1)(wr, &a, [r])[0];
+                            let tol = 2e-4 * magnitude(fmt, wr, &a, r) + 1e-30;
+                            assert!(
+                                (want - got).abs() <= tol && got.is_finite() == want.is_finite(),
+                                "{fmt:?} {isa:?} cols {cols} {scales:?} row {o} act {r}: \
+                                 {got} vs reference {want} (tolerance {tol})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_kernel_width_gives_the_one_row_bits() {
+    let mut rng = Rng::new(2);
+    for fmt in WeightFormat::ALL {
+        for isa in Isa::available() {
+            let k = select(isa, fmt);
+            let cols = *sizes(fmt).last().unwrap();
+            let w = random_matrix(fmt, 1, cols, Scales::Random, &mut rng);
+            let a = acts(7, cols, &mut rng);
+            let one: Vec<u32> = (0..7).map(|r| (k.r1)(&w, &a, [r])[0].to_bits()).collect();
+            for start in 0..3 {
+                let two = (k.r2)(&w, &a, [start, start + 1]);
+                let three = (k.r3)(&w, &a, [start, start + 1, start + 2]);
+                let four = (k.r4)(&w, &a, [start, start + 1, start + 2, start + 3]);
+                for j in 0..4 {
+                    assert_eq!(four[j].to_bits(), one[start + j], "{fmt:?} {isa:?} r4");
+                }
+                for j in 0..3 {
+                    assert_eq!(three[j].to_bits(), one[start + j], "{fmt:?} {isa:?} r3");
+                }
+                for j in 0..2 {
+                    assert_eq!(two[j].to_bits(), one[start + j], "{fmt:?} {isa:?} r2");
+                }
+            }
+            let mut many = vec![0f32; 7];
+            dot_many(&k, &w, &a, 0..7, &mut many);
+            assert_eq!(many.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), one);
+            // Many weight rows at once (the loop the products use) give each row's bits.
+            let rows = 6;
+            let wm = random_matrix(fmt, rows, cols, Scales::Random, &mut rng);
+            let rb = fmt.row_bytes(cols).unwrap();
+            let mut out = vec![0f32; rows * 7];
+            dot_rows(&k, &wm, rows, rb, &a, 0..7, &mut out, 7);
+            for o in 0..rows {
+                for r in 0..7 {
+                    let want = (k.r1)(&wm[o * rb..(o + 1) * rb], &a, [r])[0];
+                    assert_eq!(out[o * 7 + r].to_bits(), want.to_bits(), "{fmt:?} {isa:?} rows");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_scalar_reference_is_the_dot_product_of_the_dequantized_operands() {
+    // The reference's integer arithmetic against plain floats: the weight row dequantized
+    // and the activation row as its 8-bit blocks dequantized.
+    let mut rng = Rng::new(3);
+    for fmt in WeightFormat::ALL {
+        let cols = sizes(fmt)[1];
+        let w = random_matrix(fmt, 1, cols, Scales::Random, &mut rng);
+        let a = acts(4, cols, &mut rng);
+        let mut wf = vec![0f32; cols];
+        dequantize_row(fmt, &w, &mut wf);
+        for r in 0..4 {
+            let x: Vec<f32> = match fmt.act_kind() {
+                crate::quant::ActKind::F32 => a.f32_row(r).to_vec(),
+                crate::quant::ActKind::Q8 => {
+                    let q = a.q8.row(r);
+                    (0..cols).map(|i| q.d[i / 32] * f32::from(q.qs[i])).collect()
+                }
+                crate::quant::ActKind::Q8K => {
+                    let q = a.q8k.row(r);
+                    (0..cols).map(|i| q.d[i / QK_K] * f32::from(q.qs[i])).collect()
+                }
+            };
+            let want: f64 = wf.iter().zip(&x).map(|(p, q)| f64::from(*p) * f64::from(*q)).sum();
+            let got = (scalar::select(fmt).r1)(&w, &a, [r])[0];
+            let tol = 1e-4 * magnitude(fmt, &w, &a, r) + 1e-6;
+            assert!(
+                (f64::from(got) - want).abs() <= f64::from(tol),
+                "{fmt:?} act {r}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_unavailable_instruction_set_falls_back_to_a_kernel_this_cpu_runs() {
+    for fmt in WeightFormat::ALL {
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            assert!(effective_isa(isa, fmt).is_available(), "{fmt:?} {isa:?}");
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! swactor's CPU compute engine for llama-family stages.
+//!
+//! Everything a stage computes on the CPU lives here, apart from reading the GGUF file
+//! (the `swactor` crate maps the file and hands the engine byte views of its tensors):
+//!
+//! - [`quant`]: the GGUF block formats, their scalar decoding, and activation
+//!   quantization into 8-bit blocks (once per product, shared by every matrix that reads
+//!   the same input).
+//! - [`kernels`]: dot products of one weight row with up to four activation rows, a
+//!   scalar reference for every format and SIMD versions (AVX2+FMA, AVX-512 with VNNI)
+//!   chosen at run time ([`Isa`]).
+//! - [`matmul`]: weight matrices as views over the mapped file and the matrix products,
+//!   split across output rows on a [`ThreadPool`].
+//! - [`pool`]: the persistent thread pool (no spawn and no allocation per product).
+//! - [`llama`]: RMSNorm, rotary embedding, attention over a KV cache, SwiGLU and the head:
+//!   the blocks of one stage, for any number of sequences at once.
+//!
+//! **Batch invariance.** A row's result never depends on what else is in the batch or on
+//! the thread count: every output element is one dot product computed by the same
+//! instruction sequence whichever kernel width (1 to 4 activation rows) carries it, and
+//! work is split only across output rows, never along the reduction.
+
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+// Block decoding and kernels index several arrays by the same position, as GGML's block
+// layouts are written; iterator chains would hide that correspondence.
+#![allow(clippy::needless_range_loop)]
+
+pub mod isa;
+pub mod kernels;
+pub mod llama;
+pub mod matmul;
+pub mod pool;
+pub mod quant;
+
+pub use isa::Isa;
+pub use matmul::{Bytes, Matrix};
+pub use pool::ThreadPool;
+pub use quant::WeightFormat;

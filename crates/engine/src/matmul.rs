@@ -1,0 +1,230 @@
+//! Weight matrices as views of the mapped file, and matrix products split across output
+//! rows.
+//!
+//! Products write their output transposed, `[output row][activation row]`, so that each
+//! task of the pool owns one contiguous range of output rows (for one activation row, the
+//! common decode case, the two layouts are the same). The caller gathers the values back
+//! into its row-major buffers, adding the residual in the same pass where there is one.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::isa::Isa;
+use crate::kernels::{self, Acts, Kernels};
+use crate::pool::ThreadPool;
+use crate::quant::{WeightFormat, dequantize_row};
+
+/// Bytes a matrix reads: a range of a shared buffer (the mapped GGUF file) or owned bytes.
+#[derive(Clone)]
+pub struct Bytes {
+    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    range: Range<usize>,
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bytes").field("range", &self.range).finish()
+    }
+}
+
+impl Bytes {
+    /// `range` of `owner`; `None` when it lies outside.
+    pub fn new(owner: Arc<dyn AsRef<[u8]> + Send + Sync>, range: Range<usize>) -> Option<Bytes> {
+        ((*owner).as_ref().get(range.clone()).is_some()).then_some(Bytes { owner, range })
+    }
+
+    /// Owned bytes.
+    pub fn from_vec(v: Vec<u8>) -> Bytes {
+        let range = 0..v.len();
+        Bytes { owner: Arc::new(v), range }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &(*self.owner).as_ref()[self.range.clone()]
+    }
+}
+
+/// A `rows x cols` weight matrix in a GGUF block format (rows are output features).
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    format: WeightFormat,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    data: Bytes,
+    kernels: Kernels,
+    isa: Isa,
+}
+
+impl Matrix {
+    /// A matrix over `data`, computed with `isa`'s kernels (or the next narrower ones).
+    pub fn new(
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        data: Bytes,
+        isa: Isa,
+    ) -> Result<Matrix, String> {
+        let row_bytes = format.row_bytes(cols).ok_or_else(|| {
+            format!("{} rows of {cols} values are not whole blocks", format.name())
+        })?;
+        let need = row_bytes.checked_mul(rows).ok_or("matrix size overflows")?;
+        if data.as_slice().len() != need {
+            return Err(format!(
+                "{rows} x {cols} {} needs {need} bytes, got {}",
+                format.name(),
+                data.as_slice().len()
+            ));
+        }
+        Ok(Matrix {
+            format,
+            rows,
+            cols,
+            row_bytes,
+            data,
+            kernels: kernels::select(isa, format),
+            isa: kernels::effective_isa(isa, format),
+        })
+    }
+
+    /// Storage format.
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input features.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The instruction set its kernels use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Bytes of weights.
+    pub fn bytes(&self) -> usize {
+        self.row_bytes * self.rows
+    }
+
+    /// Row `r`'s bytes.
+    pub fn row(&self, r: usize) -> &[u8] {
+        &self.data.as_slice()[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// Row `r` as f32 (the embedding lookup).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        dequantize_row(self.format, self.row(r), &mut out[..self.cols]);
+    }
+
+    /// Dot products of row `r` with activation rows `acts`, into `out`.
+    pub fn dot_row(&self, r: usize, a: &Acts, acts: Range<usize>, out: &mut [f32]) {
+        kernels::dot_many(&self.kernels, self.row(r), a, acts, out);
+    }
+
+    /// Dot products of rows `rows` with activation rows `acts`: `out[i * stride + k]` for
+    /// row `rows.start + i` and activation row `acts.start + k`. The kernels prefetch
+    /// weight rows ahead (they stream from memory once per step).
+    pub fn dot_rows(
+        &self,
+        rows: Range<usize>,
+        a: &Acts,
+        acts: Range<usize>,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        // Blocks of rows small enough to stay in L1 while every activation row meets them
+        // (the activation rows are the inner loop only within a block).
+        const BLOCK: usize = 16;
+        let data = self.data.as_slice();
+        let mut r = rows.start;
+        while r < rows.end {
+            let end = (r + BLOCK).min(rows.end);
+            let w = &data[r * self.row_bytes..rows.end * self.row_bytes];
+            let out = &mut out[(r - rows.start) * stride..];
+            let n = end - r;
+            kernels::dot_rows(&self.kernels, w, n, self.row_bytes, a, acts.clone(), out, stride);
+            r = end;
+        }
+    }
+
+    /// The kernels.
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+}
+
+/// Output rows per pool task: enough tasks to balance the threads, few enough to keep
+/// the hand-out cheap. Only scheduling depends on it, never a value.
+fn rows_per_task(total: usize, threads: usize) -> usize {
+    if threads <= 1 { total.max(1) } else { total.div_ceil(threads * 8).max(4) }
+}
+
+/// `out_t[o][b] = mats[..] row o . acts row b` for the stacked output rows of `mats`
+/// (all reading the same `acts`); `out_t` holds `sum(rows) * acts.rows` values.
+pub fn matmul_t(pool: &ThreadPool, mats: &[&Matrix], acts: &Acts, out_t: &mut [f32]) {
+    let n = acts.rows;
+    let total: usize = mats.iter().map(|m| m.rows).sum();
+    assert_eq!(out_t.len(), total * n);
+    assert!(mats.iter().all(|m| m.cols == acts.cols));
+    let per = rows_per_task(total, pool.threads());
+    pool.for_each_chunk(out_t, per * n, &|i, chunk| {
+        // Rows first..first + chunk rows of the stacked matrices, one run per matrix.
+        let (mut o, mut m) = (i * per, 0);
+        let mut done = 0;
+        let rows = chunk.len() / n;
+        while done < rows {
+            while o >= mats[m].rows {
+                o -= mats[m].rows;
+                m += 1;
+            }
+            let take = (mats[m].rows - o).min(rows - done);
+            mats[m].dot_rows(o..o + take, acts, 0..n, &mut chunk[done * n..], n);
+            o += take;
+            done += take;
+        }
+    });
+}
+
+/// SwiGLU fused into the gate and up products: `out_t[o][b] = silu(gate_o . x_b) *
+/// (up_o . x_b)`.
+pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_t: &mut [f32]) {
+    let n = acts.rows;
+    assert_eq!(gate.rows, up.rows);
+    assert_eq!(out_t.len(), gate.rows * n);
+    let per = rows_per_task(gate.rows, pool.threads());
+    const BLOCK: usize = 16;
+    pool.for_each_chunk(out_t, per * n, &|i, chunk| {
+        // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then
+        // the SwiGLU into the output.
+        let mut g = [0f32; BLOCK * 4];
+        let mut u = [0f32; BLOCK * 4];
+        let rows = chunk.len() / n;
+        for r0 in (0..rows).step_by(BLOCK) {
+            let nr = BLOCK.min(rows - r0);
+            let o = i * per + r0;
+            for c0 in (0..n).step_by(4) {
+                let nc = 4.min(n - c0);
+                gate.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut g, 4);
+                up.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut u, 4);
+                for r in 0..nr {
+                    for c in 0..nc {
+                        chunk[(r0 + r) * n + c0 + c] = silu(g[r * 4 + c]) * u[r * 4 + c];
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `x / (1 + e^-x)`.
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}

@@ -1,0 +1,177 @@
+//! The engine bench: decode and prefill tokens/s, batched decode and stage load time of
+//! the CPU engine on one model file at one thread count (`swactor bench engine`; the
+//! llama.cpp side is `scripts/bench-llama-cpp.py`).
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{BenchError, err};
+
+/// The engine's figures for one model file at one thread count.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineFigure {
+    /// What the model is (`q4_1`, `q8_0`, ...).
+    pub label: String,
+    /// The file measured.
+    pub model: String,
+    /// Compute threads.
+    pub threads: u32,
+    /// Greedy decode tokens/s after the 12-token Lily prompt.
+    pub decode_tokens_per_s: f64,
+    /// Tokens/s of one prefill of `prompt_tokens` tokens.
+    pub prefill_tokens_per_s: f64,
+    /// Prefill prompt length.
+    pub prompt_tokens: usize,
+    /// Aggregate decode tokens/s for each batch size (that many sequences decoding at once).
+    pub batch_tokens_per_s: Vec<(usize, f64)>,
+    /// Time to load the whole model as one stage on the engine (mapped weights), ms.
+    pub load_ms: f64,
+    /// Time to load it on candle (tensors read and copied, the previous path), ms.
+    pub candle_load_ms: f64,
+}
+
+/// What [`engine_figures`] measures.
+#[derive(Debug, Clone)]
+pub struct EngineBenchConfig {
+    /// Tokens decoded per run.
+    pub tokens: u32,
+    /// Prefill prompt length.
+    pub prompt_tokens: usize,
+    /// Batch sizes of the aggregate decode.
+    pub batches: Vec<usize>,
+    /// Runs of each measurement (the best is kept).
+    pub repeat: u32,
+}
+
+/// The Lily prompt's token ids, and a `len`-token prompt made of it repeated.
+pub fn bench_prompts(
+    tokenizer: &crate::model::tokenizer::Tokenizer,
+    len: usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let lily =
+        tokenizer.encode("Once upon a time there was a little girl named Lily.", true, false);
+    let body =
+        tokenizer.encode(" Once upon a time there was a little girl named Lily.", false, false);
+    let mut long = lily.clone();
+    while long.len() < len {
+        long.extend_from_slice(&body);
+    }
+    long.truncate(len);
+    (lily, long)
+}
+
+/// Measures the engine on `path` at `threads` compute threads.
+pub fn engine_figures(
+    label: &str,
+    path: &std::path::Path,
+    threads: u32,
+    config: &EngineBenchConfig,
+) -> Result<EngineFigure, BenchError> {
+    use crate::model::llama::{ComputeDevice, LlamaStage, StageInput, StageOutput, StageSpec};
+    use crate::model::sampling::argmax;
+    use std::sync::atomic::AtomicBool;
+    use swactor_engine::llama::{Input, Output};
+
+    let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
+    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
+    let tokenizer = crate::model::tokenizer::Tokenizer::from_gguf(&content).map_err(err)?;
+    let (lily, long) = bench_prompts(&tokenizer, config.prompt_tokens);
+    let max_seq = 512u32.max(config.prompt_tokens as u32 + 1);
+    let spec = |device| StageSpec {
+        layers: crate::wire::LayerRange::new(0, facts.block_count),
+        embedding: true,
+        head: true,
+        max_seq_len: max_seq,
+        device,
+        threads,
+    };
+    let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| -> Result<f64, BenchError> {
+        let mut b = f64::MAX;
+        for _ in 0..config.repeat.max(1) {
+            b = b.min(f()?);
+        }
+        Ok(b)
+    };
+    let load_ms = best(&mut || {
+        let t = Instant::now();
+        drop(LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?);
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    })?;
+    let candle_load_ms = best(&mut || {
+        let t = Instant::now();
+        drop(LlamaStage::load(path, spec(ComputeDevice::Candle)).map_err(err)?);
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    })?;
+    let mut stage = LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?;
+    let logits = |out: StageOutput| match out {
+        StageOutput::Logits(l) => Ok(l),
+        StageOutput::Hidden(_) => Err(err("the whole model produced hidden states")),
+    };
+    // Decode: the Lily prompt, then `tokens` greedy steps.
+    let decode_s = best(&mut || {
+        stage.reset();
+        let mut next = argmax(&logits(stage.forward(StageInput::Tokens(&lily)).map_err(err)?)?);
+        let t = Instant::now();
+        for _ in 0..config.tokens {
+            next = argmax(&logits(stage.forward(StageInput::Tokens(&[next])).map_err(err)?)?);
+        }
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    let prefill_s = best(&mut || {
+        stage.reset();
+        let t = Instant::now();
+        logits(stage.forward(StageInput::Tokens(&long)).map_err(err)?)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    // Aggregate decode: `b` sequences (the Lily prompt each), one row each per step.
+    let engine = stage.engine_mut().ok_or_else(|| err("not an engine stage"))?;
+    let most = config.batches.iter().copied().max().unwrap_or(1);
+    engine.set_slots(most);
+    let no = AtomicBool::new(false);
+    let mut batch_tokens_per_s = Vec::new();
+    for &b in &config.batches {
+        let b = b.max(1);
+        let seconds = best(&mut || {
+            let mut next = Vec::with_capacity(b);
+            for slot in 0..b {
+                engine.reset(slot);
+                let slots = vec![slot; lily.len()];
+                match engine.forward(&slots, Input::Tokens(&lily), &no).map_err(err_fwd)? {
+                    Output::Logits(l) => next.push(argmax(&l)),
+                    Output::Hidden(_) => return Err(err("hidden states")),
+                }
+            }
+            let slots: Vec<usize> = (0..b).collect();
+            let t = Instant::now();
+            for _ in 0..config.tokens {
+                match engine.forward(&slots, Input::Tokens(&next), &no).map_err(err_fwd)? {
+                    Output::Logits(l) => {
+                        let vocab = l.len() / b;
+                        for (i, n) in next.iter_mut().enumerate() {
+                            *n = argmax(&l[i * vocab..(i + 1) * vocab]);
+                        }
+                    }
+                    Output::Hidden(_) => return Err(err("hidden states")),
+                }
+            }
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        batch_tokens_per_s.push((b, (b as f64 * f64::from(config.tokens)) / seconds));
+    }
+    Ok(EngineFigure {
+        label: label.to_string(),
+        model: path.display().to_string(),
+        threads,
+        decode_tokens_per_s: f64::from(config.tokens) / decode_s,
+        prefill_tokens_per_s: long.len() as f64 / prefill_s,
+        prompt_tokens: long.len(),
+        batch_tokens_per_s,
+        load_ms,
+        candle_load_ms,
+    })
+}
+
+fn err_fwd(e: swactor_engine::llama::ForwardError) -> BenchError {
+    BenchError(format!("{e:?}"))
+}

@@ -1,0 +1,254 @@
+//! Binding a stage's tensors to the engine: the GGUF file is mapped once (read-only,
+//! shared with every other stage on the host through the page cache) and each weight
+//! matrix is a view of its own bytes in the mapping, used in place. Only the small norm
+//! vectors are copied (decoded to f32).
+#![allow(unsafe_code)] // the one mmap, see `map`
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::quantized::GgmlDType;
+use candle_core::quantized::gguf_file::Content;
+use swactor_engine::llama::{Config, Layer, Stage, Weights};
+use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
+
+use super::facts::ModelFacts;
+use super::llama::{StageError, StageSpec, weights};
+use crate::wire::reason::WeightsFailure;
+
+/// A read-only mapping of a model file.
+pub struct MappedFile(memmap2::Mmap);
+
+impl AsRef<[u8]> for MappedFile {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Maps `path` read-only; its length must still be `len` (the header was checked
+/// against that length).
+pub fn map(path: &Path, len: u64) -> Result<Arc<MappedFile>, StageError> {
+    let file = File::open(path)
+        .map_err(|e| weights(WeightsFailure::ParseFailed, format!("{}: {e}", path.display())))?;
+    // SAFETY: the mapping is read-only and private to this process. Another process that
+    // truncates or rewrites the file while it is mapped would change what we read (or
+    // fault the reads); model files are not modified while a stage runs, the same
+    // assumption llama.cpp's mmap loading makes.
+    let map = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|e| weights(WeightsFailure::AllocationFailed, format!("mmap: {e}")))?;
+    if map.len() as u64 != len {
+        return Err(weights(
+            WeightsFailure::ParseFailed,
+            format!("{} changed size while loading", path.display()),
+        ));
+    }
+    Ok(Arc::new(MappedFile(map)))
+}
+
+/// The engine's format of a GGML type (`None`: not a weight format, e.g. Q8_1 / Q8_K).
+pub fn weight_format(t: GgmlDType) -> Option<WeightFormat> {
+    Some(match t {
+        GgmlDType::F32 => WeightFormat::F32,
+        GgmlDType::F16 => WeightFormat::F16,
+        GgmlDType::BF16 => WeightFormat::BF16,
+        GgmlDType::Q4_0 => WeightFormat::Q4_0,
+        GgmlDType::Q4_1 => WeightFormat::Q4_1,
+        GgmlDType::Q5_0 => WeightFormat::Q5_0,
+        GgmlDType::Q5_1 => WeightFormat::Q5_1,
+        GgmlDType::Q8_0 => WeightFormat::Q8_0,
+        GgmlDType::Q2K => WeightFormat::Q2K,
+        GgmlDType::Q3K => WeightFormat::Q3K,
+        GgmlDType::Q4K => WeightFormat::Q4K,
+        GgmlDType::Q5K => WeightFormat::Q5K,
+        GgmlDType::Q6K => WeightFormat::Q6K,
+        GgmlDType::Q8_1 | GgmlDType::Q8K => return None,
+    })
+}
+
+struct Binder<'a> {
+    content: &'a Content,
+    file: Arc<MappedFile>,
+    alignment: u64,
+    isa: Isa,
+    bytes: u64,
+}
+
+impl Binder<'_> {
+    fn tensor(&mut self, name: &str) -> Result<(WeightFormat, Vec<usize>, Bytes), StageError> {
+        let info = self.content.tensor_infos.get(name).ok_or_else(|| {
+            weights(WeightsFailure::MissingTensor, format!("tensor `{name}` is missing"))
+        })?;
+        let format = weight_format(info.ggml_dtype).ok_or_else(|| {
+            weights(
+                WeightsFailure::UnsupportedTensorType,
+                format!("tensor `{name}` is {:?}, not a weight type", info.ggml_dtype),
+            )
+        })?;
+        let (start, len) = super::gguf::tensor_extent(
+            name,
+            info,
+            self.content.tensor_data_offset,
+            self.alignment,
+        )?;
+        let start = usize::try_from(start)
+            .map_err(|_| weights(WeightsFailure::ParseFailed, "offset overflows"))?;
+        let end = start.checked_add(len as usize).ok_or_else(|| {
+            weights(WeightsFailure::ParseFailed, format!("tensor `{name}` overflows"))
+        })?;
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = self.file.clone();
+        let bytes = Bytes::new(owner, start..end).ok_or_else(|| {
+            weights(WeightsFailure::ParseFailed, format!("tensor `{name}` lies outside the file"))
+        })?;
+        self.bytes += len;
+        Ok((format, info.shape.dims().to_vec(), bytes))
+    }
+
+    fn matrix(&mut self, name: &str) -> Result<Matrix, StageError> {
+        let (format, dims, bytes) = self.tensor(name)?;
+        let [rows, cols] = dims[..] else {
+            return Err(weights(
+                WeightsFailure::BindFailed,
+                format!("tensor `{name}` has shape {dims:?}, not a matrix"),
+            ));
+        };
+        Matrix::new(format, rows, cols, bytes, self.isa)
+            .map_err(|e| weights(WeightsFailure::BindFailed, format!("tensor `{name}`: {e}")))
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, StageError> {
+        let (format, dims, bytes) = self.tensor(name)?;
+        if dims.iter().product::<usize>() != len || format.block_elems() != 1 {
+            return Err(weights(
+                WeightsFailure::BindFailed,
+                format!("tensor `{name}` is {dims:?} {}, not {len} floats", format.name()),
+            ));
+        }
+        let mut out = vec![0.0; len];
+        swactor_engine::quant::dequantize_row(format, bytes.as_slice(), &mut out);
+        Ok(out)
+    }
+}
+
+/// Loads `spec`'s tensors from the file at `path` (whose header is `content`, `len`
+/// bytes) into an engine stage computing on `pool`. Returns the stage and the bytes of
+/// tensors it uses.
+pub fn load(
+    path: &Path,
+    content: &Content,
+    len: u64,
+    facts: &ModelFacts,
+    spec: &StageSpec,
+    pool: Arc<ThreadPool>,
+) -> Result<(Stage, u64), StageError> {
+    let file = map(path, len)?;
+    let mut b = Binder {
+        content,
+        file,
+        alignment: super::gguf::alignment(&content.metadata)?,
+        isa: Isa::detect(),
+        bytes: 0,
+    };
+    let d = facts.hidden_size as usize;
+    let embedding = if spec.embedding { Some(b.matrix("token_embd.weight")?) } else { None };
+    let mut layers = Vec::with_capacity(spec.layers.len() as usize);
+    for i in spec.layers.blocks() {
+        let n = |s: &str| format!("blk.{i}.{s}.weight");
+        layers.push(Layer {
+            attn_norm: b.vector(&n("attn_norm"), d)?,
+            wq: b.matrix(&n("attn_q"))?,
+            wk: b.matrix(&n("attn_k"))?,
+            wv: b.matrix(&n("attn_v"))?,
+            wo: b.matrix(&n("attn_output"))?,
+            ffn_norm: b.vector(&n("ffn_norm"), d)?,
+            gate: b.matrix(&n("ffn_gate"))?,
+            up: b.matrix(&n("ffn_up"))?,
+            down: b.matrix(&n("ffn_down"))?,
+        });
+    }
+    let (norm, head) = if spec.head {
+        let norm = b.vector("output_norm.weight", d)?;
+        let head = if facts.tied_embeddings { "token_embd.weight" } else { "output.weight" };
+        (Some(norm), Some(b.matrix(head)?))
+    } else {
+        (None, None)
+    };
+    let ffn = match (facts.feed_forward_length, layers.first()) {
+        (Some(f), _) => f as usize,
+        (None, Some(l)) => l.gate.rows(),
+        (None, None) => 0,
+    };
+    let cfg = Config {
+        hidden: d,
+        heads: facts.head_count as usize,
+        kv_heads: facts.head_count_kv as usize,
+        head_dim: facts.head_dim as usize,
+        ffn,
+        vocab: facts.vocab_size as usize,
+        eps: facts.rms_norm_eps,
+        rope_base: facts.rope.freq_base,
+        max_seq_len: spec.max_seq_len as usize,
+    };
+    let bytes = b.bytes;
+    let stage = Stage::new(cfg, Weights { embedding, layers, norm, head }, pool, 1)
+        .map_err(|e| weights(WeightsFailure::BindFailed, e))?;
+    Ok((stage, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QTensor;
+    use candle_core::{Device, Tensor};
+
+    #[test]
+    fn every_format_dequantizes_as_candle_does() {
+        // Random weights quantized by candle's own quantizers; our block decoding must give
+        // candle's values exactly.
+        let cols = 512;
+        let values: Vec<f32> =
+            (0..4 * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 3.0).collect();
+        let t = Tensor::from_vec(values, (4, cols), &Device::Cpu).expect("tensor");
+        for dtype in [
+            GgmlDType::F32,
+            GgmlDType::F16,
+            GgmlDType::BF16,
+            GgmlDType::Q4_0,
+            GgmlDType::Q4_1,
+            GgmlDType::Q5_0,
+            GgmlDType::Q5_1,
+            GgmlDType::Q8_0,
+            GgmlDType::Q2K,
+            GgmlDType::Q3K,
+            GgmlDType::Q4K,
+            GgmlDType::Q5K,
+            GgmlDType::Q6K,
+        ] {
+            let q = QTensor::quantize(&t, dtype).expect("quantize");
+            let want: Vec<f32> = q
+                .dequantize(&Device::Cpu)
+                .expect("dequantize")
+                .flatten_all()
+                .expect("flatten")
+                .to_vec1()
+                .expect("vec");
+            let data = q.data().expect("data");
+            let fmt = weight_format(dtype).expect("a weight format");
+            let mut got = vec![0f32; 4 * cols];
+            let rb = fmt.row_bytes(cols).expect("whole blocks");
+            for r in 0..4 {
+                swactor_engine::quant::dequantize_row(
+                    fmt,
+                    &data[r * rb..(r + 1) * rb],
+                    &mut got[r * cols..(r + 1) * cols],
+                );
+            }
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                    "{dtype:?} value {i}: {g} vs candle's {w}"
+                );
+            }
+        }
+    }
+}
