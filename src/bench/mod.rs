@@ -334,4 +334,5 @@ mod edge;
 pub use edge::{EdgeBench, edge};
 
 mod engine;
+pub mod runs;
 pub use engine::{EngineBenchConfig, EngineFigure, bench_prompts, engine_figures};
