@@ -20,6 +20,15 @@ fn failed(e: bench::BenchError) -> CliError {
     CliError::internal(eyre!(e))
 }
 
+/// Every `--requantize` type must be one `model quantize` knows (a usage error otherwise,
+/// before anything is written).
+fn check_requantize(types: &[String]) -> Result<(), CliError> {
+    match types.iter().find(|q| crate::model::synth::parse_quant(q).is_none()) {
+        Some(q) => Err(CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`"))),
+        None => Ok(()),
+    }
+}
+
 /// `swactor bench ring`.
 pub fn ring(args: &BenchRingArgs, out: &mut Output) -> Result<(), CliError> {
     const MIB: u64 = 1 << 20;
@@ -118,6 +127,7 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
             eyre!("threads, batch sizes and tokens must be at least 1"),
         ));
     }
+    check_requantize(&args.requantize)?;
     let dir = bench::runs::ScratchDir::create().map_err(failed)?;
     let mut models = Vec::new();
     for m in &args.model {
@@ -184,6 +194,7 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
         .max_by_key(|(_, n)| **n)
         .map(|(t, _)| t.clone())
         .unwrap_or_else(|| "f32".into());
+    check_requantize(&args.requantize)?;
     let dir = bench::runs::ScratchDir::create().map_err(failed)?;
     let models = bench::runs::with_requantized(&args.model, &args.requantize, shipped, &dir)
         .map_err(failed)?;
@@ -272,6 +283,7 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// `swactor bench pipeline`.
 pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
+    check_requantize(&args.requantize)?;
     let dir = bench::runs::ScratchDir::create().map_err(failed)?;
     let models =
         bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
