@@ -436,10 +436,15 @@ impl Q8Rows {
                 *q = r;
                 sum += i32::from(r);
             }
+            // The block's scale and scaled sum are kept at f16 precision, as GGUF's 8-bit
+            // blocks (llama.cpp's `block_q8_0` / `block_q8_1`) keep them, so the products
+            // round the way llama.cpp's and candle's do (a value beyond f16's range stays as
+            // it is rather than becoming infinite).
+            let (d, s) = (f16_round(d), f16_round(d * sum as f32));
             self.d[b] = d;
-            self.s[b] = d * sum as f32;
+            self.s[b] = s;
             self.ds[2 * b] = d;
-            self.ds[2 * b + 1] = d * sum as f32;
+            self.ds[2 * b + 1] = s;
             self.dv[8 * b..8 * b + 8].fill(d);
             for (g, q) in qb.chunks_exact(4).enumerate() {
                 let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
@@ -540,4 +545,11 @@ mod tests {
             assert_eq!(round_i8(x), x.round() as i8, "{x}");
         }
     }
+}
+
+/// `x` rounded to the nearest f16 (the precision of an 8-bit block's stored scale), or `x`
+/// itself where f16 cannot hold it.
+fn f16_round(x: f32) -> f32 {
+    let r = half::f16::from_f32(x).to_f32();
+    if r.is_finite() { r } else { x }
 }
