@@ -531,6 +531,13 @@ impl Q8KRows {
     }
 }
 
+/// `x` rounded to the nearest f16 (the precision of an 8-bit block's stored scale), or `x`
+/// itself where f16 cannot hold it.
+fn f16_round(x: f32) -> f32 {
+    let r = half::f16::from_f32(x).to_f32();
+    if r.is_finite() { r } else { x }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,11 +552,4 @@ mod tests {
             assert_eq!(round_i8(x), x.round() as i8, "{x}");
         }
     }
-}
-
-/// `x` rounded to the nearest f16 (the precision of an 8-bit block's stored scale), or `x`
-/// itself where f16 cannot hold it.
-fn f16_round(x: f32) -> f32 {
-    let r = half::f16::from_f32(x).to_f32();
-    if r.is_finite() { r } else { x }
 }
