@@ -46,6 +46,16 @@ pub fn map(path: &Path, len: u64) -> Result<Arc<MappedFile>, StageError> {
     Ok(Arc::new(MappedFile(map)))
 }
 
+/// The kernel family stages use: the widest this CPU runs, or the one
+/// `SWACTOR_ENGINE_ISA` (`scalar`, `avx2`, `avx512`) names, to compare paths on one
+/// machine (a family the CPU lacks falls back to one it runs).
+pub fn isa() -> Isa {
+    std::env::var("SWACTOR_ENGINE_ISA")
+        .ok()
+        .and_then(|v| Isa::parse(&v))
+        .unwrap_or_else(Isa::detect)
+}
+
 /// The engine's format of a GGML type (`None`: not a weight format, e.g. Q8_1 / Q8_K).
 pub fn weight_format(t: GgmlDType) -> Option<WeightFormat> {
     Some(match t {
@@ -146,7 +156,7 @@ pub fn load(
         content,
         file,
         alignment: super::gguf::alignment(&content.metadata)?,
-        isa: Isa::detect(),
+        isa: isa(),
         bytes: 0,
     };
     let d = facts.hidden_size as usize;

@@ -56,6 +56,7 @@ const SPIN: u32 = 4_000;
 
 impl ThreadPool {
     /// A pool of `threads` compute threads in all (the caller counts as one; 0 means 1).
+    /// A worker the system refuses to start is left out: the pool computes with fewer.
     pub fn new(threads: usize) -> ThreadPool {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
@@ -68,14 +69,14 @@ impl ThreadPool {
             lock: Mutex::new(()),
             wake: Condvar::new(),
         });
-        let workers = (1..threads.max(1))
+        let workers: Vec<_> = (1..threads.max(1))
             .map(|i| {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("swactor-compute-{i}"))
                     .spawn(move || worker(&shared))
-                    .expect("spawning a compute thread")
             })
+            .filter_map(Result::ok)
             .collect();
         ThreadPool { shared, workers, gate: Mutex::new(()) }
     }

@@ -362,6 +362,13 @@ pub fn dequantize_row(fmt: WeightFormat, row: &[u8], out: &mut [f32]) {
     }
 }
 
+/// `x` rounded to f16 precision, or `x` itself where f16 cannot hold it.
+#[inline]
+fn f16_precision(x: f32) -> f32 {
+    let r = f16::from_f32(x).to_f32();
+    if r.is_finite() { r } else { x }
+}
+
 /// `x.round() as i8` (half away from zero, saturating) without a libm call.
 #[inline]
 fn round_i8(x: f32) -> i8 {
@@ -370,9 +377,10 @@ fn round_i8(x: f32) -> i8 {
     (t + i32::from(f >= 0.5) - i32::from(f <= -0.5)).clamp(-128, 127) as i8
 }
 
-/// Activation rows quantized into 8-bit blocks of 32, struct of arrays so that SIMD loads
-/// of consecutive blocks are contiguous: `qs[row * cols + i]`, and per block `d` (scale),
-/// `s = d * sum(q)` (for the formats with a min).
+/// Activation rows quantized into 8-bit blocks of 32 (GGML's Q8_0 / Q8_1: scale and sum
+/// at f16 precision), struct of arrays so that SIMD loads of consecutive blocks are
+/// contiguous: `qs[row * cols + i]`, and per block `d` (scale), `s = d * sum(q)` (for the
+/// formats with a min).
 #[derive(Debug, Default, Clone)]
 pub struct Q8Rows {
     /// Elements per row.
@@ -436,11 +444,11 @@ impl Q8Rows {
                 *q = r;
                 sum += i32::from(r);
             }
-            // The block's scale and scaled sum are kept at f16 precision, as GGUF's 8-bit
-            // blocks (llama.cpp's `block_q8_0` / `block_q8_1`) keep them, so the products
-            // round the way llama.cpp's and candle's do (a value beyond f16's range stays as
-            // it is rather than becoming infinite).
-            let (d, s) = (f16_round(d), f16_round(d * sum as f32));
+            // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks
+            // keep them, so that the products round as llama.cpp's do (beyond f16's range
+            // they stay f32 rather than overflow).
+            let s = f16_precision(d * sum as f32);
+            let d = f16_precision(d);
             self.d[b] = d;
             self.s[b] = s;
             self.ds[2 * b] = d;
@@ -529,13 +537,6 @@ impl Q8KRows {
             bsums: &self.bsums[r * nb * 16..(r + 1) * nb * 16],
         }
     }
-}
-
-/// `x` rounded to the nearest f16 (the precision of an 8-bit block's stored scale), or `x`
-/// itself where f16 cannot hold it.
-fn f16_round(x: f32) -> f32 {
-    let r = half::f16::from_f32(x).to_f32();
-    if r.is_finite() { r } else { x }
 }
 
 #[cfg(test)]

@@ -134,7 +134,7 @@ fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
                 };
                 let dp = _mm512_dpbusd_epi32(zero, v, y);
                 $acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
-                accm[r] = _mm_fmadd_ps(mw, sa, accm[r]);
+                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(mw, sa));
             }
         }};
     }

@@ -224,8 +224,8 @@ fn the_scalar_reference_is_the_dot_product_of_the_dequantized_operands() {
             };
             let want: f64 = wf.iter().zip(&x).map(|(p, q)| f64::from(*p) * f64::from(*q)).sum();
             let got = (scalar::select(fmt).r1)(&w, &a, [r])[0];
-            // Formats with a min use each block's scaled sum, kept at f16 precision as
-            // llama.cpp keeps it (a relative error up to 2^-11 of the min term).
+            // Q4_1 / Q5_1 take the activation sum at f16 precision (as GGML's Q8_1 does):
+            // its min term is exact to 2^-11 only.
             let rel =
                 if matches!(fmt, WeightFormat::Q4_1 | WeightFormat::Q5_1) { 1e-3 } else { 1e-4 };
             let tol = rel * magnitude(fmt, &w, &a, r) + 1e-6;
