@@ -155,10 +155,11 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         out.write_str(&rest)?;
         out.line("")?;
         eprintln!(
-            "{} prompt tokens, {} generated ({:?}); prefill {:.0} ms, decode {:.1} tokens/s",
+            "completed ({}): {} prompt tokens, {} generated; prefill {:.0} ms, decode {:.1} \
+             tokens/s",
+            super::output::stop_words(&summary.stop),
             summary.prompt_tokens,
             summary.tokens,
-            summary.stop,
             summary.prefill_ms,
             summary.decode_tokens_per_s
         );

@@ -305,15 +305,21 @@ fn finish(
         out.write_str(&report.tail)?;
         out.line("")?;
         out.flush()?;
+        let outcome = match (summary.outcome, &summary.stop) {
+            (RunOutcome::Completed, Some(stop)) => {
+                format!("completed ({})", super::output::stop_words(stop))
+            }
+            (RunOutcome::Completed, None) => "completed".into(),
+            (RunOutcome::Faulted, _) => "faulted".into(),
+            (RunOutcome::OperatorStopped, _) => "stopped by the operator".into(),
+        };
+        let first = match summary.time_to_first_token_ms {
+            Some(ms) => format!("first token after {ms:.0} ms"),
+            None => "no token".into(),
+        };
         eprintln!(
-            "{:?}: {} stages, {} prompt tokens, {} generated; first token after {:.0} ms, \
-             decode {:.1} tokens/s",
-            summary.outcome,
-            summary.stages,
-            summary.prompt_tokens,
-            summary.tokens,
-            summary.time_to_first_token_ms.unwrap_or(0.0),
-            summary.decode_tokens_per_s
+            "{outcome}: {} stages, {} prompt tokens, {} generated; {first}, decode {:.1} tokens/s",
+            summary.stages, summary.prompt_tokens, summary.tokens, summary.decode_tokens_per_s
         );
     }
     match report.outcome {
@@ -484,6 +490,10 @@ async fn local_run(
     let model = match &args.model {
         Some(m) => m.clone(),
         None => {
+            eprintln!(
+                "swactor: no --model: a small synthesized model with random weights runs (its \
+                 text is random); pass --model FILE.gguf for a real one"
+            );
             let path = pool.dir().join("synth.gguf");
             crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
                 .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;

@@ -81,3 +81,16 @@ pub fn table(rows: &[Vec<String>]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Why generation stopped, in words, from its stable name (`eos`, `max_tokens`,
+/// `context_full`): the same sentence in `generate`'s and `run local`'s summaries.
+pub fn stop_words(stop: &impl serde::Serialize) -> String {
+    let name = serde_json::to_value(stop).ok().and_then(|v| v.as_str().map(str::to_string));
+    match name.as_deref() {
+        Some("eos") => "the model ended its text".into(),
+        Some("max_tokens") => "max tokens reached".into(),
+        Some("context_full") => "the context is full".into(),
+        Some(other) => other.replace('_', " "),
+        None => "stopped".into(),
+    }
+}
