@@ -16,6 +16,10 @@ use crate::net::endpoint::CTL_ALPN;
 use crate::planner::PoolNode;
 use crate::wire::NodeId;
 
+/// How long one attempt to open a session (connect, `Hello`, `NodeAvailable`) may take
+/// before it is retried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What a session reports.
 #[derive(Debug)]
 pub enum SessionEvent {
@@ -65,11 +69,14 @@ async fn session(
         if events.is_closed() {
             return;
         }
-        let Ok(conn) = endpoint.connect(addr.clone(), CTL_ALPN).await else {
+        // Bounded: a connect toward a path that just healed must not hang the retries.
+        let connect =
+            tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect(addr.clone(), CTL_ALPN));
+        let Ok(Ok(conn)) = connect.await else {
             tokio::time::sleep(Duration::from_millis(300)).await;
             continue;
         };
-        let opened = async {
+        let opened = tokio::time::timeout(CONNECT_TIMEOUT, async {
             let (mut send, mut recv) = conn.open_bi().await.ok()?;
             control::write_message(&mut send, &hello).await.ok()?;
             let mut decoder = FrameDecoder::new();
@@ -79,8 +86,10 @@ async fn session(
                 }
                 _ => None,
             }
-        }
-        .await;
+        })
+        .await
+        .ok()
+        .flatten();
         let Some((mut send, mut recv, mut decoder, hello)) = opened else {
             if let Some(ConnectionError::ApplicationClosed(close)) = conn.close_reason() {
                 let reason = String::from_utf8_lossy(&close.reason).into_owned();
