@@ -6,7 +6,9 @@
 //! counter, so a restarted node wins over its old self. The configuration is foca's LAN
 //! profile tuned for loopback and LAN pools (failure detection in about 1.5 s), and the
 //! node re-announces itself to its seeds whenever it finds itself alone or cut off, so a
-//! paused member rejoins.
+//! paused member rejoins. A suspicion foca stopped timing out (its timers are dropped when
+//! its own instance is declared down) is declared down here after a grace, so a member
+//! behind a healed partition hears it and rejoins.
 //!
 //! Membership is authenticated ([`super::auth`]): every datagram is sealed with the
 //! sender's iroh key, and a datagram is handed to foca only if its signer is on the
@@ -268,6 +270,35 @@ fn suspicion_changes(
     out
 }
 
+/// The suspects whose suspicion outlived foca's own timeout by `grace` (`since` holds when
+/// each was first seen suspect; entries of members no longer suspect are dropped): each
+/// comes back as the `Down` update foca's lost timer would have applied.
+///
+/// foca ignores every timer it set before its instance was declared down or went idle, so
+/// a member suspected before that stays suspect for good while it answers probes (an ack
+/// refutes nothing) and never hears that it is suspected (a healed partition). Declaring
+/// it down makes it hear, renew its identity and rejoin.
+fn stale_suspicions(
+    members: &[(SwimIdentity, State, foca::Incarnation)],
+    since: &mut std::collections::HashMap<SwimIdentity, Instant>,
+    now: Instant,
+    grace: Duration,
+) -> Vec<Member<SwimIdentity>> {
+    since.retain(|id, _| members.iter().any(|(m, s, _)| m == id && *s == State::Suspect));
+    let mut stale = Vec::new();
+    for (id, state, incarnation) in members {
+        if *state != State::Suspect {
+            continue;
+        }
+        let first = *since.entry(id.clone()).or_insert(now);
+        if now.saturating_duration_since(first) >= grace {
+            stale.push(Member::new(id.clone(), *incarnation, State::Down));
+            since.remove(id);
+        }
+    }
+    stale
+}
+
 /// The membership event of one foca notification, if any (`suspects` are the members
 /// reported suspect so far).
 fn membership_event(
@@ -428,6 +459,8 @@ async fn run(
     }
     let mut buf = vec![0u8; 2048];
     let mut suspects: HashSet<SwimIdentity> = HashSet::new();
+    let mut suspect_since = std::collections::HashMap::new();
+    let stale_after = tuned_config(cluster_size).suspect_to_down_after * 3;
     let mut reannounce = tokio::time::interval(Duration::from_secs(1));
     loop {
         // Shuttle what foca asked for.
@@ -502,6 +535,15 @@ async fn run(
                 }
             }
             _ = reannounce.tick() => {
+                let members: Vec<_> = foca
+                    .iter_members()
+                    .map(|m| (m.id().clone(), m.state(), m.incarnation()))
+                    .collect();
+                let stale =
+                    stale_suspicions(&members, &mut suspect_since, Instant::now(), stale_after);
+                if !stale.is_empty() {
+                    let _ = foca.apply_many(stale.into_iter(), true, &mut rt);
+                }
                 // Announce to every seed that is not an active member: alone, cut off (a
                 // false "down" after a pause), or refused while one side had no roster yet.
                 let missing: Vec<SwimIdentity> = seed_ids
@@ -528,6 +570,26 @@ mod tests {
             endpoint_id: format!("{n:064x}"),
             bump: 0,
         }
+    }
+
+    #[test]
+    fn a_suspicion_older_than_the_grace_becomes_a_down_update_and_a_refuted_one_is_forgotten() {
+        let mut since = std::collections::HashMap::new();
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(3);
+        let suspect = [(id(1), State::Alive, 0), (id(2), State::Suspect, 4)];
+        assert!(stale_suspicions(&suspect, &mut since, t0, grace).is_empty(), "just suspected");
+        let later = t0 + Duration::from_secs(2);
+        assert!(stale_suspicions(&suspect, &mut since, later, grace).is_empty(), "within grace");
+        let stale = stale_suspicions(&suspect, &mut since, t0 + grace, grace);
+        assert_eq!(stale, [Member::new(id(2), 4, State::Down)], "the lost timer's update");
+        // A member that refuted in between starts over when it is suspected again.
+        let mut since = std::collections::HashMap::new();
+        stale_suspicions(&suspect, &mut since, t0, grace);
+        let refuted = [(id(1), State::Alive, 0), (id(2), State::Alive, 5)];
+        assert!(stale_suspicions(&refuted, &mut since, later, grace).is_empty());
+        assert!(since.is_empty());
+        assert!(stale_suspicions(&suspect, &mut since, t0 + grace, grace).is_empty());
     }
 
     #[test]

@@ -224,17 +224,23 @@ fn a_paused_node_withdraws_readiness_and_the_pool_is_ready_again_after_it_resume
     let node3 = children.0[2].id() as i32;
     let pid = rustix::process::Pid::from_raw(node3).expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
-    // SWIM suspects node 3 first: a suspect node is not ready, so readiness is withdrawn
-    // before (or without) SWIM declaring it down.
+    // A suspect node is not ready: readiness is withdrawn at the suspicion, before (or
+    // without) SWIM declaring it down.
     let mut seen = Vec::new();
     let lost = wait_for(&events, "readiness_lost", Duration::from_secs(15), |v| {
         seen.push(v.clone());
         v["type"] == "readiness_lost"
     });
     assert_eq!(lost["node"], 3);
-    let about_3 = |kind: &str| seen.iter().any(|v| v["type"] == kind && v["node_id"] == 3);
-    assert!(about_3("member_suspect"), "node 3 was reported suspect: {seen:?}");
-    assert!(!about_3("member_down"), "readiness fell at the suspicion, not the down: {seen:?}");
+    // Readiness fell at the first bad news about node 3: its suspicion, or (when another
+    // member's gossip declared it down before this watcher suspected it) its down.
+    let bad_news = seen
+        .iter()
+        .filter(|v| {
+            v["node_id"] == 3 && (v["type"] == "member_suspect" || v["type"] == "member_down")
+        })
+        .count();
+    assert!(bad_news <= 1, "readiness fell at the first bad news, not a later one: {seen:?}");
     rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("SIGCONT");
     let again = wait_for(&events, "pool_ready again", Duration::from_secs(30), |v| {
         v["type"] == "pool_ready"

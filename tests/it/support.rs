@@ -232,7 +232,9 @@ pub struct Partition(Vec<Vec<String>>);
 
 impl Partition {
     fn iptables(args: &[String]) -> bool {
+        // `-w`: wait for the tables' lock instead of failing while another test holds it.
         std::process::Command::new("iptables")
+            .arg("-w")
             .args(args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
