@@ -316,17 +316,15 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;pool' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
-            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'swactor;pool;watch' {
             [CompletionResult]::new('--pool', '--pool', [CompletionResultType]::ParameterName, 'The pool file')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The orchestrator''s key file (nodes were started with its endpoint id)')
-            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address')
-            [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM listen address')
-            [CompletionResult]::new('--advertise', '--advertise', [CompletionResultType]::ParameterName, 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The orchestrator''s key file (nodes were started with its endpoint id). It only vouches for the watch, which holds a key of its own and observes read-only: it may run beside `orchestrate pool` with the same file')
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address (the watch only connects out; it joins no membership)')
             [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
             [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]')
             [CompletionResult]::new('--until-ready', '--until-ready', [CompletionResultType]::ParameterName, 'Exit once the pool is ready')
@@ -342,7 +340,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;pool;help' {
-            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -541,7 +539,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;pool' {
-            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)')
+            [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
             break
         }

@@ -1779,7 +1779,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool__subcmd__watch)
-            opts="-h --pool --key --listen --swim --advertise --window-ms --until-ready --pool-timeout --json --help"
+            opts="-h --pool --key --listen --window-ms --until-ready --pool-timeout --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1794,14 +1794,6 @@ _swactor() {
                     return 0
                     ;;
                 --listen)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --swim)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --advertise)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -278,16 +278,14 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;pool'= {
             cand -h 'Print help'
             cand --help 'Print help'
-            cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
             cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;watch'= {
             cand --pool 'The pool file'
-            cand --key 'The orchestrator''s key file (nodes were started with its endpoint id)'
-            cand --listen 'iroh listen address'
-            cand --swim 'SWIM listen address'
-            cand --advertise 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)'
+            cand --key 'The orchestrator''s key file (nodes were started with its endpoint id). It only vouches for the watch, which holds a key of its own and observes read-only: it may run beside `orchestrate pool` with the same file'
+            cand --listen 'iroh listen address (the watch only connects out; it joins no membership)'
             cand --window-ms 'Convergence window in milliseconds'
             cand --pool-timeout 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]'
             cand --until-ready 'Exit once the pool is ready'
@@ -301,7 +299,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
         }
         &'swactor;pool;help'= {
-            cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
             cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -463,7 +461,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;edge;inspect'= {
         }
         &'swactor;help;pool'= {
-            cand watch 'Connect to every node of a pool file as its orchestrator, join its SWIM membership, and report availability, liveness and pool readiness (ready = every node available, live and unchanged for the convergence window)'
+            cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
             cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
         }
         &'swactor;help;pool;watch'= {

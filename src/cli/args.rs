@@ -337,9 +337,10 @@ pub struct NodeBootArgs {
 /// `swactor pool ...`
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
-    /// Connect to every node of a pool file as its orchestrator, join its SWIM membership,
-    /// and report availability, liveness and pool readiness (ready = every node available,
-    /// live and unchanged for the convergence window).
+    /// Observe a pool read-only: connect to every node of a pool file with the
+    /// orchestrator's delegation (never as the orchestrator), and report availability,
+    /// liveness as the nodes' SWIM sees it, and pool readiness (ready = every node
+    /// available, live and unchanged for the convergence window). Safe beside a run.
     #[command(after_help = EXIT_CODES_HELP)]
     Watch(PoolWatchArgs),
     /// Write a pool file from what the nodes printed: the `node_available` lines of
@@ -366,20 +367,14 @@ pub struct PoolWatchArgs {
     /// The pool file.
     #[arg(long, value_name = "POOL")]
     pub pool: PathBuf,
-    /// The orchestrator's key file (nodes were started with its endpoint id).
+    /// The orchestrator's key file (nodes were started with its endpoint id). It only
+    /// vouches for the watch, which holds a key of its own and observes read-only: it may
+    /// run beside `orchestrate pool` with the same file.
     #[arg(long, value_name = "FILE")]
     pub key: PathBuf,
-    /// iroh listen address.
+    /// iroh listen address (the watch only connects out; it joins no membership).
     #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
-    /// SWIM listen address.
-    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
-    pub swim: std::net::SocketAddr,
-    /// The address other hosts reach this one at, when listening on an unspecified address
-    /// (default: the local address of the route toward the pool's nodes / join seeds; never
-    /// `0.0.0.0`).
-    #[arg(long, value_name = "IP")]
-    pub advertise: Option<std::net::IpAddr>,
     /// Convergence window in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub window_ms: u64,

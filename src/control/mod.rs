@@ -30,6 +30,26 @@ pub enum ControlMessage {
         #[serde(default)]
         members: Vec<PoolMember>,
     },
+    /// Observer -> node: opens a read-only session. The observer holds its own key; the
+    /// orchestrator's key vouches for it (`delegation`: the orchestrator's signature over
+    /// the observer's endpoint id, see `net::identity::delegate_observer`). The node answers
+    /// `node_available`, then sends its `member_view` now and on every change (and its
+    /// `node_faulted` if it faults); nothing else the observer sends is acted on.
+    Observe {
+        /// The orchestrator's signature (128 hex digits) over the observer's endpoint id.
+        delegation: String,
+        /// The pool's members as the observer's pool file names them: taken as the node's
+        /// SWIM roster only while no orchestrator has named one (never replacing it).
+        #[serde(default)]
+        members: Vec<PoolMember>,
+    },
+    /// Node -> observer: the pool's membership as this node's SWIM participant sees it.
+    MemberView {
+        /// Members alive (the node itself included).
+        up: Vec<NodeId>,
+        /// Members suspected down (missed probes, not refuted yet).
+        suspect: Vec<NodeId>,
+    },
     /// A node's availability and data-plane identity.
     NodeAvailable {
         /// The node.

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod impostor;
 pub mod pool_gate;
+mod suspicion;
 pub mod swim;
 pub mod watch;
 

@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use bytes::Buf;
 use foca::{
-    AccumulatingRuntime, Codec, Config, Foca, Header, Member, OwnedNotification, PeriodicParams,
-    PostcardCodec, State, Timer,
+    AccumulatingRuntime, Codec, Config, Foca, Header, Member, PeriodicParams, PostcardCodec, State,
+    Timer,
 };
 use iroh::{PublicKey, SecretKey, Signature};
 use rand::SeedableRng;
@@ -40,6 +40,7 @@ use tokio::time::Instant;
 use super::auth::{
     self, Reject, RejectCounts, RejectRecord, ReplayGuard, Roster, SIGNATURE_BYTES, StampClock,
 };
+use super::suspicion::{membership_event, stale_suspicions, suspicion_changes};
 use crate::wire::NodeId;
 
 /// A member's identity in the SWIM cluster.
@@ -128,6 +129,19 @@ impl RosterHandle {
     pub fn set(&self, roster: Roster) {
         self.lock().roster = roster;
         self.changed.notify_one();
+    }
+
+    /// Sets the roster only if none is set yet (an observer may seed a node that no
+    /// orchestrator named a pool to, never replace the orchestrator's); `true` if it did.
+    pub fn set_if_empty(&self, roster: Roster) -> bool {
+        let mut shared = self.lock();
+        if !shared.roster.is_empty() || roster.is_empty() {
+            return false;
+        }
+        shared.roster = roster;
+        drop(shared);
+        self.changed.notify_one();
+        true
     }
 
     /// The current roster.
@@ -244,82 +258,6 @@ fn on_roster(roster: &RosterHandle, ev: &MembershipEvent) -> bool {
             roster.lock().roster.admits(id.node_id, &id.endpoint_id)
         }
         MembershipEvent::Rejected(_) => true,
-    }
-}
-
-/// Compares foca's suspect members with `suspects` (the ones reported so far): a newly
-/// suspect member gives `Suspect`, a formerly suspect one that is alive again gives `Up`
-/// (one that went down was reported by foca's own `MemberDown`). Updates `suspects`.
-fn suspicion_changes(
-    members: &[(SwimIdentity, State)],
-    suspects: &mut HashSet<SwimIdentity>,
-) -> Vec<MembershipEvent> {
-    let now: HashSet<SwimIdentity> =
-        members.iter().filter(|(_, s)| *s == State::Suspect).map(|(id, _)| id.clone()).collect();
-    let mut out: Vec<MembershipEvent> =
-        now.difference(suspects).cloned().map(MembershipEvent::Suspect).collect();
-    let alive = members.iter().filter(|(id, s)| *s == State::Alive && suspects.contains(id));
-    out.extend(alive.map(|(id, _)| MembershipEvent::Up(id.clone())));
-    *suspects = now;
-    out.sort_by_key(|ev| match ev {
-        MembershipEvent::Up(id) | MembershipEvent::Suspect(id) | MembershipEvent::Down(id) => {
-            id.node_id
-        }
-        MembershipEvent::Rejected(_) => NodeId(0),
-    });
-    out
-}
-
-/// The suspects whose suspicion outlived foca's own timeout by `grace` (`since` holds when
-/// each was first seen suspect; entries of members no longer suspect are dropped): each
-/// comes back as the `Down` update foca's lost timer would have applied.
-///
-/// foca ignores every timer it set before its instance was declared down or went idle, so
-/// a member suspected before that stays suspect for good while it answers probes (an ack
-/// refutes nothing) and never hears that it is suspected (a healed partition). Declaring
-/// it down makes it hear, renew its identity and rejoin.
-fn stale_suspicions(
-    members: &[(SwimIdentity, State, foca::Incarnation)],
-    since: &mut std::collections::HashMap<SwimIdentity, Instant>,
-    now: Instant,
-    grace: Duration,
-) -> Vec<Member<SwimIdentity>> {
-    since.retain(|id, _| members.iter().any(|(m, s, _)| m == id && *s == State::Suspect));
-    let mut stale = Vec::new();
-    for (id, state, incarnation) in members {
-        if *state != State::Suspect {
-            continue;
-        }
-        let first = *since.entry(id.clone()).or_insert(now);
-        if now.saturating_duration_since(first) >= grace {
-            stale.push(Member::new(id.clone(), *incarnation, State::Down));
-            since.remove(id);
-        }
-    }
-    stale
-}
-
-/// The membership event of one foca notification, if any (`suspects` are the members
-/// reported suspect so far).
-fn membership_event(
-    n: OwnedNotification<SwimIdentity>,
-    suspects: &mut HashSet<SwimIdentity>,
-    is_active: impl Fn(&SwimIdentity) -> bool,
-) -> Option<MembershipEvent> {
-    match n {
-        OwnedNotification::MemberUp(id) => Some(MembershipEvent::Up(id)),
-        OwnedNotification::MemberDown(id) => {
-            suspects.remove(&id);
-            Some(MembershipEvent::Down(id))
-        }
-        // A member renewed its identity (a suspect refuting after it saw itself declared
-        // down, a restart): foca notifies no `MemberUp` when both the old and the new
-        // identity are active, so the new one is reported up here.
-        OwnedNotification::Rename(old, new) => {
-            let was_suspect = suspects.remove(&old);
-            (was_suspect && is_active(&new)).then_some(MembershipEvent::Up(new))
-        }
-        _ => None,
     }
 }
 
@@ -535,75 +473,36 @@ async fn run(
                 }
             }
             _ = reannounce.tick() => {
-                let members: Vec<_> = foca
-                    .iter_members()
-                    .map(|m| (m.id().clone(), m.state(), m.incarnation()))
-                    .collect();
-                let stale =
-                    stale_suspicions(&members, &mut suspect_since, Instant::now(), stale_after);
-                if !stale.is_empty() {
-                    let _ = foca.apply_many(stale.into_iter(), true, &mut rt);
-                }
-                // Announce to every seed that is not an active member: alone, cut off (a
-                // false "down" after a pause), or refused while one side had no roster yet.
-                let missing: Vec<SwimIdentity> = seed_ids
-                    .iter()
-                    .filter(|s| !foca.iter_members().any(|m| m.id().addr == s.addr))
-                    .cloned()
-                    .collect();
-                for s in missing {
-                    let _ = foca.announce(s, &mut rt);
-                }
+                let stale = |m: &[_]| stale_suspicions(m, &mut suspect_since, Instant::now(), stale_after);
+                housekeeping(&mut foca, &mut rt, &seed_ids, stale);
             }
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+type Participant = Foca<SwimIdentity, RosterCodec, StdRng, foca::NoCustomBroadcast>;
 
-    fn id(n: u64) -> SwimIdentity {
-        SwimIdentity {
-            node_id: NodeId(n),
-            addr: ([127, 0, 0, 1], 7000 + n as u16).into(),
-            endpoint_id: format!("{n:064x}"),
-            bump: 0,
-        }
+/// Once a second: declares down the suspicions `stale` picks from the members (identity,
+/// state, incarnation), and announces to every seed that is not an active member (alone,
+/// cut off by a false "down" after a pause, or refused while one side had no roster yet).
+fn housekeeping(
+    foca: &mut Participant,
+    rt: &mut AccumulatingRuntime<SwimIdentity>,
+    seed_ids: &[SwimIdentity],
+    stale: impl FnOnce(&[(SwimIdentity, State, foca::Incarnation)]) -> Vec<Member<SwimIdentity>>,
+) {
+    let members: Vec<_> =
+        foca.iter_members().map(|m| (m.id().clone(), m.state(), m.incarnation())).collect();
+    let stale = stale(&members);
+    if !stale.is_empty() {
+        let _ = foca.apply_many(stale.into_iter(), true, &mut *rt);
     }
-
-    #[test]
-    fn a_suspicion_older_than_the_grace_becomes_a_down_update_and_a_refuted_one_is_forgotten() {
-        let mut since = std::collections::HashMap::new();
-        let t0 = Instant::now();
-        let grace = Duration::from_secs(3);
-        let suspect = [(id(1), State::Alive, 0), (id(2), State::Suspect, 4)];
-        assert!(stale_suspicions(&suspect, &mut since, t0, grace).is_empty(), "just suspected");
-        let later = t0 + Duration::from_secs(2);
-        assert!(stale_suspicions(&suspect, &mut since, later, grace).is_empty(), "within grace");
-        let stale = stale_suspicions(&suspect, &mut since, t0 + grace, grace);
-        assert_eq!(stale, [Member::new(id(2), 4, State::Down)], "the lost timer's update");
-        // A member that refuted in between starts over when it is suspected again.
-        let mut since = std::collections::HashMap::new();
-        stale_suspicions(&suspect, &mut since, t0, grace);
-        let refuted = [(id(1), State::Alive, 0), (id(2), State::Alive, 5)];
-        assert!(stale_suspicions(&refuted, &mut since, later, grace).is_empty());
-        assert!(since.is_empty());
-        assert!(stale_suspicions(&suspect, &mut since, t0 + grace, grace).is_empty());
-    }
-
-    #[test]
-    fn suspicion_is_reported_once_and_a_refutation_reports_the_member_up_again() {
-        let mut suspects = HashSet::new();
-        let alive = [(id(1), State::Alive), (id(2), State::Alive)];
-        assert!(suspicion_changes(&alive, &mut suspects).is_empty());
-        let suspect = [(id(1), State::Alive), (id(2), State::Suspect)];
-        assert_eq!(suspicion_changes(&suspect, &mut suspects), [MembershipEvent::Suspect(id(2))]);
-        assert!(suspicion_changes(&suspect, &mut suspects).is_empty(), "once");
-        assert_eq!(suspicion_changes(&alive, &mut suspects), [MembershipEvent::Up(id(2))]);
-        // A suspect that goes down leaves the active members: foca reports that itself.
-        suspicion_changes(&suspect, &mut suspects);
-        assert!(suspicion_changes(&[(id(1), State::Alive)], &mut suspects).is_empty());
-        assert!(suspects.is_empty());
+    let missing: Vec<SwimIdentity> = seed_ids
+        .iter()
+        .filter(|s| !foca.iter_members().any(|m| m.id().addr == s.addr))
+        .cloned()
+        .collect();
+    for s in missing {
+        let _ = foca.announce(s, &mut *rt);
     }
 }

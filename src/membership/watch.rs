@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::membership::pool_gate::GateEvent;
 use crate::net::endpoint::bind;
-use crate::net::identity::NodeKey;
-use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
+use crate::net::identity::{NodeKey, delegate_observer};
+use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase, Role};
 use crate::planner::Pool;
 use crate::wire::NodeId;
 use crate::wire::reason::{BootFault, ControlFault};
@@ -163,10 +163,6 @@ pub struct WatchConfig {
     pub key: PathBuf,
     /// iroh listen address.
     pub listen: SocketAddr,
-    /// SWIM listen address.
-    pub swim: SocketAddr,
-    /// The address advertised when listening on an unspecified one.
-    pub advertise: Option<std::net::IpAddr>,
     /// Convergence window.
     pub window: Duration,
     /// Give up when the pool is not ready this long after the start (`None`: wait on).
@@ -207,10 +203,20 @@ pub async fn watch(
         return Err(WatchError::EmptyPool);
     }
     let start = Instant::now();
-    let key = NodeKey::load_or_create(&config.key).map_err(|e| WatchError::Setup(e.to_string()))?;
+    // The orchestrator's key only vouches for this observer, which holds its own: the run's
+    // endpoint, sessions and SWIM identity stay the orchestrator's alone.
+    let orchestrator = NodeKey::load(&config.key).map_err(|e| WatchError::Setup(e.to_string()))?;
+    let key = NodeKey::generate().map_err(|e| WatchError::Setup(e.to_string()))?;
+    let role = Role::Observer {
+        delegation: delegate_observer(&orchestrator, &key.endpoint_id()),
+        orchestrator: orchestrator.endpoint_id_hex(),
+    };
     let endpoint = bind(&key, config.listen).await.map_err(|e| WatchError::Setup(e.to_string()))?;
-    let result =
-        watch_on(&config, until_ready, &mut report, shutdown, &key, &endpoint, start).await;
+    // Nodes may boot after the watch starts: sessions are retried until they open.
+    let result = match PoolPhase::start(&endpoint, &key, &config.pool, role, config.window).await {
+        Ok(phase) => watch_on(&config, until_ready, &mut report, shutdown, phase, start).await,
+        Err(e) => Err(WatchError::Setup(e)),
+    };
     endpoint.close().await;
     result
 }
@@ -220,21 +226,9 @@ async fn watch_on(
     until_ready: bool,
     report: &mut impl FnMut(&WatchEvent) -> ControlFlow<()>,
     shutdown: impl std::future::Future<Output = ()>,
-    key: &NodeKey,
-    endpoint: &iroh::Endpoint,
+    mut phase: PoolPhase,
     start: Instant,
 ) -> Result<(), WatchError> {
-    // Nodes may boot after the watch starts: sessions are retried until they open.
-    let mut phase = PoolPhase::start(
-        endpoint,
-        key,
-        &config.pool,
-        (config.swim, config.advertise),
-        config.window,
-        7,
-    )
-    .await
-    .map_err(WatchError::Setup)?;
     let mut ever_ready = false;
     let give_up_at = config.pool_timeout.map(|t| start + t);
     tokio::pin!(shutdown);

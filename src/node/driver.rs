@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::admin::{self, AdminSocket};
 use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use super::host::{HostInput, StageHost};
-use super::inbox::{accept, flush_sessions};
+use super::inbox::{Inbox, MemberView, accept, flush_sessions, note_member};
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::events::{Event, EventLine};
@@ -181,6 +181,8 @@ struct Running {
     _swim: swim::Swim,
     roster: swim::RosterHandle,
     members: tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>,
+    /// The membership view observers are sent.
+    view: tokio::sync::watch::Sender<MemberView>,
     inspect: Arc<std::sync::Mutex<EdgeInspect>>,
     admin: AdminSocket,
     swim_addr: SocketAddr,
@@ -376,15 +378,22 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         arena_bytes: Some(config.arena_bytes),
     };
     let (sessions_open, flushed) = mpsc::channel(1);
-    tokio::spawn(accept(
-        endpoint.clone(),
+    let initial = MemberView {
+        node_id: config.node_id,
+        up: [config.node_id].into(),
+        ..MemberView::default()
+    };
+    let (view, view_rx) = tokio::sync::watch::channel(initial);
+    let inbox = Inbox {
         router,
-        config.orchestrator.clone(),
+        orchestrator: config.orchestrator.clone(),
         hello,
         inputs,
-        roster.clone(),
-        sessions_open.downgrade(),
-    ));
+        roster: roster.clone(),
+        open: sessions_open.downgrade(),
+        view: view_rx,
+    };
+    tokio::spawn(accept(endpoint.clone(), inbox));
     boot.fact_ready(BootFact::ControlInbox);
     boot.fact_ready(BootFact::Provisioning);
     Ok(Running {
@@ -396,6 +405,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         _swim: swim,
         roster,
         members,
+        view,
         inspect,
         admin,
         swim_addr,
@@ -513,17 +523,8 @@ async fn serve(
                 continue;
             }
             ev = running.members.recv() => match ev {
-                Some(MembershipEvent::Up(id)) => {
-                    let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
-                    if !s.members.contains(&id.node_id.0) {
-                        s.members.push(id.node_id.0);
-                        s.members.sort();
-                    }
-                }
-                // Still a member until it refutes or is declared down.
-                Some(MembershipEvent::Suspect(_)) => {}
-                Some(MembershipEvent::Down(id)) => {
-                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).members.retain(|m| *m != id.node_id.0);
+                Some(ev @ (MembershipEvent::Up(_) | MembershipEvent::Suspect(_) | MembershipEvent::Down(_))) => {
+                    note_member(&running.inspect, &running.view, &ev);
                 }
                 Some(MembershipEvent::Rejected(r)) => {
                     eprintln!("swactor node: SWIM datagram from {} refused: {}", r.from, r.reason);
@@ -541,6 +542,7 @@ async fn serve(
                         eprintln!("swactor node: the worker is gone for good; stopping");
                         if let Some(reason) = failed {
                             running.host.node_faulted(reason);
+                            running.view.send_modify(|v| v.faulted = Some(reason));
                             fault = Some(reason);
                         }
                         break;
@@ -566,6 +568,8 @@ async fn serve(
         }
         dirty = true;
     }
+    // Observer sessions end (after their last words) once the view is gone.
+    drop(running.view);
     let worker = running.host.into_worker();
     worker.stop(ShutdownMode::Graceful);
     drop(running.worker_events);

@@ -2,60 +2,185 @@
 //! sessions only from the configured orchestrator, which first receives this node's
 //! `NodeAvailable` and names the pool's SWIM roster), carries each session's messages to
 //! the host, and lets a stopping node wait until its sessions delivered their last words.
+//!
+//! An observer (`pool watch`) holds its own key and opens a read-only session with the
+//! orchestrator's delegation: it gets `NodeAvailable` and this node's membership view, and
+//! nothing it sends reaches the host, so it can never disturb a run.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use iroh::Endpoint;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::host::HostInput;
 use crate::control::{self, ControlMessage, FrameDecoder};
 use crate::membership::swim;
 use crate::net::edge::EdgeRouter;
 use crate::net::endpoint::{CTL_ALPN, EDGE_ALPN};
+use crate::net::identity::delegation_holds;
+use crate::wire::NodeId;
 use crate::wire::reason::ControlFault;
+
+/// What observers are sent: the pool's membership as this node's SWIM participant sees
+/// it, and the node's fault once it faults for good.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct MemberView {
+    /// This node.
+    pub node_id: NodeId,
+    /// Alive (the node itself included).
+    pub up: BTreeSet<NodeId>,
+    /// Suspected down.
+    pub suspect: BTreeSet<NodeId>,
+    /// Set when the node faulted for good (it stops right after).
+    pub faulted: Option<crate::wire::reason::BootFault>,
+}
+
+impl MemberView {
+    fn message(&self) -> ControlMessage {
+        match self.faulted {
+            Some(reason) => ControlMessage::NodeFaulted { node_id: self.node_id, reason },
+            None => ControlMessage::MemberView {
+                up: self.up.iter().copied().collect(),
+                suspect: self.suspect.iter().copied().collect(),
+            },
+        }
+    }
+}
+
+/// Notes a member going up, suspect or down in the admin snapshot (members up) and in the
+/// view observers are sent.
+pub(super) fn note_member(
+    inspect: &std::sync::Mutex<super::driver::EdgeInspect>,
+    view: &watch::Sender<MemberView>,
+    ev: &swim::MembershipEvent,
+) {
+    use swim::MembershipEvent as Ev;
+    let mut snapshot = inspect.lock().unwrap_or_else(|e| e.into_inner());
+    match ev {
+        Ev::Up(id) => {
+            let n = id.node_id;
+            if !snapshot.members.contains(&n.0) {
+                snapshot.members.push(n.0);
+                snapshot.members.sort();
+            }
+            view.send_if_modified(|v| v.suspect.remove(&n) | v.up.insert(n));
+        }
+        // Still a member until it refutes or is declared down.
+        Ev::Suspect(id) => {
+            view.send_if_modified(|v| v.suspect.insert(id.node_id));
+        }
+        Ev::Down(id) => {
+            let n = id.node_id;
+            snapshot.members.retain(|m| *m != n.0);
+            view.send_if_modified(|v| v.suspect.remove(&n) | v.up.remove(&n));
+        }
+        Ev::Rejected(_) => {}
+    }
+}
+
+/// What the inbox hands every accepted connection.
+#[derive(Clone)]
+pub(super) struct Inbox {
+    /// Routes edge streams.
+    pub router: EdgeRouter,
+    /// The orchestrator's endpoint id.
+    pub orchestrator: String,
+    /// This node's `NodeAvailable`.
+    pub hello: ControlMessage,
+    /// The host's inputs.
+    pub inputs: mpsc::UnboundedSender<HostInput>,
+    /// The SWIM roster (the orchestrator's `Hello` names it).
+    pub roster: swim::RosterHandle,
+    /// Held by a session's writer until it delivered its last words.
+    pub open: mpsc::WeakSender<()>,
+    /// The membership view observers are sent.
+    pub view: watch::Receiver<MemberView>,
+}
+
+/// How long a peer other than the orchestrator has to present an observer's delegation.
+const OBSERVE_HELLO: Duration = Duration::from_secs(5);
 
 /// Accepts connections: edge streams go to the router; control sessions only from the
 /// configured orchestrator, which first receives this node's `NodeAvailable`; the session
-/// then carries run work both ways. Anything else is refused and reported.
-pub(super) async fn accept(
-    endpoint: Endpoint,
-    router: EdgeRouter,
-    orchestrator: String,
-    hello: ControlMessage,
-    inputs: mpsc::UnboundedSender<HostInput>,
-    roster: swim::RosterHandle,
-    open: mpsc::WeakSender<()>,
-) {
+/// then carries run work both ways. A peer with the orchestrator's delegation gets a
+/// read-only observer session. Anything else is refused and reported.
+pub(super) async fn accept(endpoint: Endpoint, inbox: Inbox) {
     let sessions = Arc::new(std::sync::atomic::AtomicU64::new(0));
     while let Some(incoming) = endpoint.accept().await {
-        let (router, orchestrator, hello, inputs, sessions, roster, open) = (
-            router.clone(),
-            orchestrator.clone(),
-            hello.clone(),
-            inputs.clone(),
-            sessions.clone(),
-            roster.clone(),
-            open.clone(),
-        );
+        let (inbox, sessions) = (inbox.clone(), sessions.clone());
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
             if conn.alpn() == EDGE_ALPN {
-                router.serve_connection(conn).await;
+                inbox.router.serve_connection(conn).await;
             } else if conn.alpn() == CTL_ALPN {
-                if control::authorize(&conn.remote_id().to_string(), &orchestrator).is_err() {
-                    let _ = inputs.send(HostInput::ForeignControl(conn.remote_id().to_string()));
-                    conn.close(1u32.into(), b"unauthorized_orchestrator");
+                let peer = conn.remote_id().to_string();
+                if control::authorize(&peer, &inbox.orchestrator).is_err() {
+                    if !observer_session(&conn, &inbox).await {
+                        let _ = inbox.inputs.send(HostInput::ForeignControl(peer));
+                        conn.close(1u32.into(), b"unauthorized_orchestrator");
+                    }
                     return;
                 }
                 let session = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 // No guard: the node is stopping, and the session will not be served.
-                let Some(open) = open.upgrade() else { return };
-                control_session(conn, hello, inputs, session, roster, open).await;
+                let Some(open) = inbox.open.upgrade() else { return };
+                control_session(conn, inbox.hello, inbox.inputs, session, inbox.roster, open).await;
             }
         });
     }
+}
+
+/// Serves a read-only observer session if the peer opens it with the orchestrator's
+/// delegation for its own endpoint id; `false` (nothing served) otherwise.
+async fn observer_session(conn: &iroh::endpoint::Connection, inbox: &Inbox) -> bool {
+    let Ok(orchestrator) = inbox.orchestrator.parse::<iroh::EndpointId>() else { return false };
+    let opened = tokio::time::timeout(OBSERVE_HELLO, async {
+        let (send, mut recv) = conn.accept_bi().await.ok()?;
+        let mut decoder = FrameDecoder::new();
+        match control::read_message(&mut recv, &mut decoder).await {
+            Some(Ok(ControlMessage::Observe { delegation, members }))
+                if delegation_holds(&orchestrator, &conn.remote_id(), &delegation) =>
+            {
+                Some((send, recv, decoder, members))
+            }
+            _ => None,
+        }
+    });
+    let Ok(Some((mut send, mut recv, mut decoder, members))) = opened.await else { return false };
+    // A stopping node serves no new session.
+    let Some(open) = inbox.open.upgrade() else { return true };
+    inbox.roster.set_if_empty(swim::roster_of(&members));
+    let mut view = inbox.view.clone();
+    let writer = async {
+        // Held until the last words are written: a stopping node waits for them.
+        let _open = open;
+        if control::write_message(&mut send, &inbox.hello).await.is_err() {
+            return;
+        }
+        loop {
+            let msg = view.borrow_and_update().message();
+            let last = matches!(msg, ControlMessage::NodeFaulted { .. });
+            if control::write_message(&mut send, &msg).await.is_err() {
+                return;
+            }
+            if last || view.changed().await.is_err() {
+                let _ = send.finish();
+                let _ = tokio::time::timeout(SESSION_FLUSH, send.stopped()).await;
+                return;
+            }
+        }
+    };
+    // Whatever the observer sends is read and dropped; the session ends with its connection.
+    let reader =
+        async { while let Some(Ok(_)) = control::read_message(&mut recv, &mut decoder).await {} };
+    tokio::select! {
+        () = writer => {}
+        () = reader => {}
+    }
+    conn.close(0u32.into(), b"observer_session_ended");
+    true
 }
 
 async fn control_session(

@@ -1,14 +1,19 @@
 //! The orchestrator's pool phase, one component for `orchestrate pool` and `pool watch`:
-//! a control session to every node of the pool (retried while nodes boot; each `Hello`
-//! names the pool's SWIM roster), the orchestrator's own SWIM participant (joined through
-//! the first node that answers), and the [`PoolGate`] fed with both. Its driver asks for
-//! the next input with [`PoolPhase::next`] and gets back what it changed as
-//! [`PoolNotice`]s; what to do with them (print them, plan a run, fault one) is the
-//! driver's business. It keeps running during a run: sessions carry the run's messages,
-//! and the gate reports a required node it lost.
+//! a control session to every node of the pool (retried while nodes boot) and the
+//! [`PoolGate`] fed with what they and membership report. Its driver asks for the next
+//! input with [`PoolPhase::next`] and gets back what it changed as [`PoolNotice`]s; what to
+//! do with them (print them, plan a run, fault one) is the driver's business.
+//!
+//! It takes part in one of two [`Role`]s. The orchestrator's sessions carry runs (each
+//! `Hello` names the pool's SWIM roster) and it runs its own SWIM participant (joined
+//! through the first node that answers); it keeps running during a run, and the gate
+//! reports a required node it lost. An observer (`pool watch`) holds its own key, opens
+//! read-only sessions with the orchestrator's delegation and joins no membership: it sees
+//! the pool as the lowest-numbered node that answers sees it (each node sends its view), so
+//! it can never disturb a run.
 #![allow(clippy::disallowed_methods)] // a driver: it owns the clock
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -73,59 +78,115 @@ pub enum PoolNotice {
     SessionClosed(NodeId),
 }
 
+/// How the pool phase takes part in the pool.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// The orchestrator (its endpoint's key is the pool's orchestrator key): sessions that
+    /// carry runs, and its own SWIM participant bound at `swim.0` (advertising `swim.1`, or
+    /// the route toward the pool's nodes, when that is an unspecified address).
+    Orchestrator {
+        /// SWIM bind address and the address to advertise instead of an unspecified one.
+        swim: (SocketAddr, Option<std::net::IpAddr>),
+        /// Seed of SWIM's random choices.
+        seed_rng: u64,
+    },
+    /// A read-only observer: its endpoint holds its own key, and `delegation` is the
+    /// orchestrator's signature over it (`net::identity::delegate_observer`).
+    Observer {
+        /// The orchestrator's delegation.
+        delegation: String,
+        /// The orchestrator's endpoint id (the pool's orchestrator member).
+        orchestrator: String,
+    },
+}
+
+/// The membership state an observer last gave the gate for a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Up,
+    Suspect,
+    Down,
+}
+
+/// The orchestrator's own SWIM participant: its socket until it joins, then the task.
+struct OwnSwim {
+    key: NodeKey,
+    socket: Option<UdpSocket>,
+    addr: SocketAddr,
+    running: Option<(swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>)>,
+    seed_rng: u64,
+}
+
 /// The pool phase. See the module docs.
 pub struct PoolPhase {
     me: NodeId,
     nodes: Vec<NodeId>,
-    key: NodeKey,
     gate: PoolGate,
     roster: RosterHandle,
     sessions: HashMap<NodeId, mpsc::UnboundedSender<ControlMessage>>,
     refused: BTreeMap<NodeId, String>,
     session_rx: mpsc::UnboundedReceiver<(NodeId, SessionEvent)>,
-    socket: Option<UdpSocket>,
-    swim_addr: SocketAddr,
-    swim: Option<(swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>)>,
-    seed_rng: u64,
+    /// The orchestrator's SWIM participant (`None` for an observer).
+    swim: Option<OwnSwim>,
+    /// An observer's latest view from each node with a session, `(up, suspect)`.
+    views: BTreeMap<NodeId, (BTreeSet<NodeId>, BTreeSet<NodeId>)>,
+    /// What an observer last gave the gate for each node.
+    seen: BTreeMap<NodeId, Seen>,
 }
 
 impl PoolPhase {
-    /// Opens a session to every node of `pool` on `endpoint` and binds the SWIM socket at
-    /// `swim.0` (advertising `swim.1`, or the route toward the pool's nodes, when that is an
-    /// unspecified address); `window` is the gate's convergence window.
+    /// Opens a session to every node of `pool` on `endpoint` (whose key is `key`) in
+    /// `role`; `window` is the gate's convergence window.
     pub async fn start(
         endpoint: &Endpoint,
         key: &NodeKey,
         pool: &Pool,
-        swim: (SocketAddr, Option<std::net::IpAddr>),
+        role: Role,
         window: Duration,
-        seed_rng: u64,
     ) -> Result<PoolPhase, String> {
-        let (swim_bind, advertise) = swim;
         let me = pool.orchestrator.node_id;
-        let members = swim::pool_members(pool, &key.endpoint_id_hex());
-        let roster = RosterHandle::new(swim::roster_of(&members));
-        let session_rx = sessions::open_all(endpoint, &pool.nodes, me, &members)?;
-        let socket =
-            UdpSocket::bind(swim_bind).await.map_err(|e| format!("SWIM bind {swim_bind}: {e}"))?;
-        let bound = socket.local_addr().map_err(|e| format!("SWIM: {e}"))?;
-        let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
-        let swim_addr = crate::net::advertise::advertised(bound, advertise, &toward)
-            .map_err(|e| format!("SWIM: {e}"))?;
         let nodes: Vec<NodeId> = pool.nodes.iter().map(|n| n.node_id).collect();
+        let (hello, members, swim) = match role {
+            Role::Orchestrator { swim: (swim_bind, advertise), seed_rng } => {
+                let members = swim::pool_members(pool, &key.endpoint_id_hex());
+                let hello = ControlMessage::Hello { orchestrator: me, members: members.clone() };
+                let socket = UdpSocket::bind(swim_bind)
+                    .await
+                    .map_err(|e| format!("SWIM bind {swim_bind}: {e}"))?;
+                let bound = socket.local_addr().map_err(|e| format!("SWIM: {e}"))?;
+                let toward: Vec<SocketAddr> =
+                    pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
+                let addr = crate::net::advertise::advertised(bound, advertise, &toward)
+                    .map_err(|e| format!("SWIM: {e}"))?;
+                let own = OwnSwim {
+                    key: key.clone(),
+                    socket: Some(socket),
+                    addr,
+                    running: None,
+                    seed_rng,
+                };
+                (hello, members, Some(own))
+            }
+            Role::Observer { delegation, orchestrator } => {
+                // The roster the nodes may take if nobody named one yet: the pool's nodes
+                // and the orchestrator the delegation speaks for.
+                let members = swim::pool_members(pool, &orchestrator);
+                let hello = ControlMessage::Observe { delegation, members: members.clone() };
+                (hello, members, None)
+            }
+        };
+        let session_rx = sessions::open_all(endpoint, &pool.nodes, &hello)?;
         Ok(PoolPhase {
             me,
             gate: PoolGate::new(Instant::now(), nodes.clone(), window),
             nodes,
-            key: key.clone(),
-            roster,
+            roster: RosterHandle::new(swim::roster_of(&members)),
             sessions: HashMap::new(),
             refused: BTreeMap::new(),
             session_rx,
-            socket: Some(socket),
-            swim_addr,
-            swim: None,
-            seed_rng,
+            swim,
+            views: BTreeMap::new(),
+            seen: BTreeMap::new(),
         })
     }
 
@@ -137,7 +198,7 @@ impl PoolPhase {
         tokio::select! {
             Some((node, event)) = self.session_rx.recv() => self.session(node, event, &mut out),
             Some(event) = async {
-                match self.swim.as_mut() {
+                match self.swim.as_mut().and_then(|s| s.running.as_mut()) {
                     Some((_, rx)) => rx.recv().await,
                     None => std::future::pending().await,
                 }
@@ -198,6 +259,9 @@ impl PoolPhase {
             }
             SessionEvent::Closed => {
                 self.sessions.remove(&node);
+                if self.views.remove(&node).is_some() {
+                    self.apply_views(out);
+                }
                 // Without its session a node can be neither provisioned nor stopped: it is
                 // unavailable until a new session opens (liveness stays SWIM's).
                 self.gate.node_unavailable(Instant::now(), node);
@@ -209,28 +273,70 @@ impl PoolPhase {
                 self.gate.node_faulted(Instant::now(), node, reason);
                 out.push(PoolNotice::NodeFaulted { node_id, reason });
             }
+            SessionEvent::Message(ControlMessage::MemberView { up, suspect })
+                if self.swim.is_none() =>
+            {
+                self.views.insert(node, (up.into_iter().collect(), suspect.into_iter().collect()));
+                self.apply_views(out);
+            }
             SessionEvent::Message(msg) => out.push(PoolNotice::Message(node, msg)),
         }
     }
 
-    /// Joins SWIM through the first node that names its SWIM address.
+    /// An observer's membership: the view of the lowest-numbered node with a session, as
+    /// changes to what the gate was last given.
+    fn apply_views(&mut self, out: &mut Vec<PoolNotice>) {
+        let Some((_, (up, suspect))) = self.views.iter().next() else { return };
+        let now = Instant::now();
+        for &node in &self.nodes {
+            let state = if suspect.contains(&node) {
+                Seen::Suspect
+            } else if up.contains(&node) {
+                Seen::Up
+            } else {
+                Seen::Down
+            };
+            let before = self.seen.get(&node).copied();
+            if before == Some(state) || (before.is_none() && state == Seen::Down) {
+                continue;
+            }
+            self.seen.insert(node, state);
+            match state {
+                Seen::Up => {
+                    self.gate.member_up(now, node);
+                    out.push(PoolNotice::MemberUp(node));
+                }
+                Seen::Suspect => {
+                    self.gate.member_suspect(now, node);
+                    out.push(PoolNotice::MemberSuspect(node));
+                }
+                Seen::Down => {
+                    self.gate.member_down(now, node);
+                    out.push(PoolNotice::MemberDown(node));
+                }
+            }
+        }
+    }
+
+    /// The orchestrator joins SWIM through the first node that names its SWIM address.
     fn join_swim(&mut self, seed: Option<&str>) {
         let Some(seed) = seed.and_then(|s| s.parse::<SocketAddr>().ok()) else { return };
-        let Some(socket) = self.socket.take() else { return };
+        let Some(own) = self.swim.as_mut() else { return };
+        let Some(socket) = own.socket.take() else { return };
         let config = swim::SwimConfig {
             identity: SwimIdentity {
                 node_id: self.me,
-                addr: self.swim_addr,
-                endpoint_id: self.key.endpoint_id_hex(),
+                addr: own.addr,
+                endpoint_id: own.key.endpoint_id_hex(),
                 bump: 0,
             },
-            key: self.key.secret().clone(),
+            key: own.key.secret().clone(),
             roster: self.roster.clone(),
             seeds: vec![seed],
             cluster_size: self.nodes.len() as u32 + 1,
-            seed_rng: self.seed_rng,
+            seed_rng: own.seed_rng,
         };
-        self.swim = Some(swim::spawn(config, socket));
+        own.running = Some(swim::spawn(config, socket));
     }
 
     fn member(&mut self, event: MembershipEvent, out: &mut Vec<PoolNotice>) {

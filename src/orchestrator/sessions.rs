@@ -11,7 +11,7 @@ use iroh::endpoint::ConnectionError;
 use iroh::{Endpoint, EndpointAddr, EndpointId};
 use tokio::sync::mpsc;
 
-use crate::control::{self, ControlMessage, FrameDecoder, PoolMember};
+use crate::control::{self, ControlMessage, FrameDecoder};
 use crate::net::endpoint::CTL_ALPN;
 use crate::planner::PoolNode;
 use crate::wire::NodeId;
@@ -38,22 +38,20 @@ pub enum SessionEvent {
     Refused(String),
 }
 
-/// Opens (and keeps retrying until opened) a session to every node; everything they report
-/// arrives on the returned receiver as `(node, event)`. `members` (the pool's SWIM
-/// roster) travels in every `Hello`.
+/// Opens (and keeps retrying until opened) a session to every node, each opened with
+/// `hello` (the orchestrator's `Hello`, or an observer's `Observe`); everything they report
+/// arrives on the returned receiver as `(node, event)`.
 pub fn open_all(
     endpoint: &Endpoint,
     nodes: &[PoolNode],
-    me: NodeId,
-    members: &[PoolMember],
+    hello: &ControlMessage,
 ) -> Result<mpsc::UnboundedReceiver<(NodeId, SessionEvent)>, String> {
     let (tx, rx) = mpsc::unbounded_channel();
     for node in nodes {
         let id = EndpointId::from_str(&node.endpoint_id)
             .map_err(|e| format!("node {}: endpoint id: {e}", node.node_id))?;
         let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
-        let hello = ControlMessage::Hello { orchestrator: me, members: members.to_vec() };
-        tokio::spawn(session(endpoint.clone(), addr, node.node_id, hello, tx.clone()));
+        tokio::spawn(session(endpoint.clone(), addr, node.node_id, hello.clone(), tx.clone()));
     }
     Ok(rx)
 }

@@ -197,17 +197,7 @@ fn pool_with_node_args(
     std::fs::write(&pool_path, pool).expect("pool");
     let (watch, events) = spawn_lines(
         Command::new(exe())
-            .args([
-                "pool",
-                "watch",
-                "--json",
-                "--listen",
-                "127.0.0.1:0",
-                "--swim",
-                "127.0.0.1:0",
-                "--window-ms",
-                "500",
-            ])
+            .args(["pool", "watch", "--json", "--listen", "127.0.0.1:0", "--window-ms", "500"])
             .arg("--pool")
             .arg(&pool_path)
             .arg("--key")
@@ -503,6 +493,7 @@ fn a_stale_admin_socket_is_replaced_and_the_node_removes_its_own_at_shutdown() {
 fn a_watch_with_a_key_the_nodes_refuse_reports_each_refusal_and_exits_with_code_8() {
     let dir = scratch().join("pool-refused");
     let (children, _events) = pool_of(&dir, 2);
+    orchestrator_id(&dir.join("foreign.key"));
     let mut children = children;
     // Stop the pool's own watch: only the foreign one is looked at here.
     if let Some(mut watch) = children.0.pop() {
@@ -511,7 +502,7 @@ fn a_watch_with_a_key_the_nodes_refuse_reports_each_refusal_and_exits_with_code_
     }
     for json in [true, false] {
         let mut cmd = Command::new(exe());
-        cmd.args(["pool", "watch", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        cmd.args(["pool", "watch", "--listen", "127.0.0.1:0"])
             .arg("--pool")
             .arg(dir.join("pool.toml"))
             .arg("--key")
@@ -563,7 +554,7 @@ fn a_watch_whose_reader_goes_away_ends_quietly_and_prints_sentences() {
         let _ = watch.wait();
     }
     let mut watch = Command::new(exe())
-        .args(["pool", "watch", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(["pool", "watch", "--listen", "127.0.0.1:0"])
         .arg("--pool")
         .arg(dir.join("pool.toml"))
         .arg("--key")
@@ -636,7 +627,16 @@ fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_adm
             .expect("bind");
         for _ in 0..ATTEMPTS {
             let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
+            // A foreign orchestrator opens its session as the real one does; it is refused
+            // as soon as its `Hello` is read (a silent one only after the hello timeout).
             if let Ok(conn) = foreign.connect(addr, CTL_ALPN).await {
+                if let Ok((mut send, _recv)) = conn.open_bi().await {
+                    let hello = swactor::control::ControlMessage::Hello {
+                        orchestrator: swactor::wire::NodeId(100),
+                        members: vec![],
+                    };
+                    let _ = swactor::control::write_message(&mut send, &hello).await;
+                }
                 let _ = conn.closed().await;
             }
         }
@@ -686,7 +686,7 @@ fn pool_init_writes_a_pool_file_from_what_the_nodes_printed_and_the_pool_is_read
     std::fs::write(&written, &text).expect("write");
     let status = Command::new(exe())
         .args(["pool", "watch", "--until-ready", "--pool-timeout", "30", "--window-ms", "300"])
-        .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0", "--pool"])
+        .args(["--listen", "127.0.0.1:0", "--pool"])
         .arg(&written)
         .arg("--key")
         .arg(dir.join("orch.key"))

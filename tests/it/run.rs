@@ -443,6 +443,47 @@ fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_device_object_o
     }
 }
 
+#[test]
+fn a_pool_watch_beside_two_runs_sees_the_pool_ready_and_disturbs_neither() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("run-beside-watch", 2, |_| vec![]);
+    // The watch starts first, with the orchestrator's own key file, and stays up.
+    let mut watch = Command::new(exe())
+        .args(["pool", "watch", "--json", "--listen", "127.0.0.1:0", "--window-ms", "300"])
+        .arg("--pool")
+        .arg(&nodes.pool)
+        .arg("--key")
+        .arg(&nodes.key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("watch");
+    let (tx, seen) = mpsc::channel::<Value>();
+    let stdout = watch.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let watched = seen.recv_timeout(Duration::from_secs(30)).expect("the watch reports");
+    assert_eq!(watched["type"], "node_available", "{watched}");
+    for run in ["1", "2"] {
+        let r = nodes.orchestrate(&model, &["--max-tokens", "12", "--run-id", run]);
+        let (code, lines, err) = r.finish();
+        assert_eq!(code, 0, "run {run} beside the watch: {err}");
+        assert_eq!(tokens(&lines).len(), 12);
+        assert_one_outcome_and_teardown(&lines, "completed", &[0, 1]);
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let lines: Vec<Value> = seen.try_iter().collect();
+    assert!(lines.iter().any(|v| v["type"] == "pool_ready"), "{lines:?}");
+    assert!(!lines.iter().any(|v| v["type"] == "readiness_lost"), "{lines:?}");
+}
+
 /// Runs a long decode, applies `fault` once a few tokens arrived, and returns the
 /// orchestrator's exit code and lines.
 fn fault_run(

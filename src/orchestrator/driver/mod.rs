@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use iroh::Endpoint;
 
-use super::pool_phase::{PoolNotice, PoolPhase};
+use super::pool_phase::{PoolNotice, PoolPhase, Role};
 use super::run::RunTimeouts;
 use crate::events::{Event, EventLine, RunOutcome};
 use crate::membership::auth::RejectRecord;
@@ -166,11 +166,11 @@ async fn run_on(
     t0: Instant,
 ) -> Result<RunReport, OrchestrateError> {
     let me = config.pool.orchestrator.node_id;
-    let bind = (config.swim, config.advertise);
-    let mut phase =
-        PoolPhase::start(endpoint, key, &config.pool, bind, config.window, me.0 ^ 0x5eed)
-            .await
-            .map_err(OrchestrateError::Setup)?;
+    let role =
+        Role::Orchestrator { swim: (config.swim, config.advertise), seed_rng: me.0 ^ 0x5eed };
+    let mut phase = PoolPhase::start(endpoint, key, &config.pool, role, config.window)
+        .await
+        .map_err(OrchestrateError::Setup)?;
     tokio::pin!(stop);
     // Phase 1: the pool (and what each node reports it can give a stage).
     let mut reports = HashMap::new();
