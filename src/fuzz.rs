@@ -267,7 +267,10 @@ fn control_corpus() -> Vec<Vec<u8>> {
             swim_addr: Some("127.0.0.1:7001".into()),
             memory_bytes: Some(8 << 30),
             arena_bytes: Some(256 << 20),
+            device: Some("cpu".into()),
         },
+        ControlMessage::Observe { delegation: "00".repeat(64), members: vec![] },
+        ControlMessage::MemberView { up: vec![NodeId(1)], suspect: vec![NodeId(2)] },
         ControlMessage::StageReady { run_id: RunId(1), stage_index: StageIndex(0) },
         ControlMessage::StopRun { run_id: RunId(1) },
     ];

@@ -307,6 +307,11 @@ pub struct NodeBootArgs {
     /// `node_available` [default: the host's available memory].
     #[arg(long, value_name = "BYTES")]
     pub memory_bytes: Option<u64>,
+    /// Where the stage computes: `cpu`, or `cuda:N` (an NVIDIA GPU; needs a build with the
+    /// `cuda` feature). Checked at boot: a build without CUDA or a missing device faults
+    /// the boot (`device_unavailable`, exit 6). Reported in `node_available`.
+    #[arg(long, default_value = "cpu", value_name = "DEVICE", value_parser = parse_node_device)]
+    pub device: crate::worker::protocol::Backend,
     /// Compute threads of the worker's stage (`--worker-threads` is an older name).
     #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
     pub worker_threads: u32,
@@ -837,4 +842,18 @@ pub struct SynthArgs {
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,
+}
+
+/// `cpu`, `cuda` (device 0) or `cuda:N`, as `node boot --device` takes it.
+fn parse_node_device(text: &str) -> Result<crate::worker::protocol::Backend, String> {
+    use crate::worker::protocol::Backend;
+    match text {
+        "cpu" => Ok(Backend::Cpu),
+        "cuda" => Ok(Backend::Cuda { ordinal: 0 }),
+        _ => text
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(|ordinal| Backend::Cuda { ordinal })
+            .ok_or_else(|| format!("expected `cpu` or `cuda:N`, not `{text}`")),
+    }
 }

@@ -35,6 +35,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         orchestrator: args.orchestrator.to_ascii_lowercase(),
         arena_bytes: args.arena_bytes,
         worker_threads: args.worker_threads,
+        device: args.device,
         admin: match &args.admin {
             Some(path) => AdminPath::Explicit(path.clone()),
             None => AdminPath::InDir(default_admin_dir()),
@@ -61,11 +62,12 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
                 NodeReport::Event(_) => Ok(()),
                 NodeReport::Available(report) if json => out.json("node_available", report),
                 NodeReport::Available(report) => out.line(format!(
-                    "node {} available: endpoint {} at {}, swim {}, admin {}",
+                    "node {} available: endpoint {} at {}, swim {}, computing on {}, admin {}",
                     report.node_id,
                     report.endpoint_id,
                     report.addrs.join(", "),
                     report.swim_addr,
+                    report.device,
                     report.admin
                 )),
             }
@@ -78,7 +80,17 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
     ));
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     printed?;
-    result.map_err(|e| CliError::new(ExitCode::BootFailed, e.reason.as_str(), eyre!(e)))
+    result.map_err(|e| {
+        let device = e.reason == crate::wire::reason::BootFault::DeviceUnavailable;
+        let err = CliError::new(ExitCode::BootFailed, e.reason.as_str(), eyre!(e));
+        if device {
+            err.with_suggestion(
+                "is this a build with `--features cuda`, and does `nvidia-smi` list the device?",
+            )
+        } else {
+            err
+        }
+    })
 }
 
 /// `swactor edge inspect`.
@@ -357,7 +369,7 @@ pub fn pool_init(args: &super::args::PoolInitArgs, out: &mut Output) -> Result<(
             addrs,
             memory_bytes: v["memory_bytes"].as_u64().unwrap_or(0),
             arena_bytes: None,
-            device: None,
+            device: v["device"].as_str().map(str::to_string),
         });
     }
     if nodes.is_empty() {

@@ -261,7 +261,9 @@ fit is rejected with \fBexceeds_node_arena\fR, naming the \fB\-\-arena\-bytes\fR
 with.
 .TP
 \fBdevice\fR (string, optional)
-A label for the node's compute device.
+Where the node computes: \fBcpu\fR or \fBcuda:N\fR, as its \fBnode_available\fR
+reports it (\fBnode boot --device\fR). When given, \fBorchestrate pool\fR checks it
+against the node's report and refuses the plan on a mismatch (\fBdevice_mismatch\fR).
 .SH "[placement] (optional)"
 .TP
 \fBnodes\fR (array of node ids)

@@ -67,6 +67,9 @@ pub enum ControlMessage {
         /// Its arena's capacity: the most ring bytes a stage on it can lease.
         #[serde(default)]
         arena_bytes: Option<u64>,
+        /// Where its stage computes (`cpu`, `cuda:N`).
+        #[serde(default)]
+        device: Option<String>,
     },
     /// Orchestrator -> node: run one stage.
     ProvisionStage {

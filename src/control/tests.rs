@@ -14,7 +14,10 @@ fn messages() -> Vec<ControlMessage> {
             swim_addr: Some("127.0.0.1:2".into()),
             memory_bytes: Some(1 << 30),
             arena_bytes: Some(1 << 28),
+            device: Some("cuda:1".into()),
         },
+        ControlMessage::Observe { delegation: "ef".repeat(64), members: vec![] },
+        ControlMessage::MemberView { up: vec![NodeId(1), NodeId(3)], suspect: vec![NodeId(2)] },
         ControlMessage::StageReady { run_id: RunId(1), stage_index: StageIndex(2) },
         ControlMessage::StageFault {
             run_id: RunId(1),

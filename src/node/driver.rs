@@ -50,6 +50,8 @@ pub struct NodeConfig {
     pub arena_bytes: u64,
     /// Compute threads of the worker.
     pub worker_threads: u32,
+    /// Where the worker's stage computes (`Cpu` or `Cuda`).
+    pub device: Backend,
     /// Where the admin socket goes.
     pub admin: AdminPath,
     /// The `swactor` executable (for the worker).
@@ -110,6 +112,8 @@ pub struct NodeIdentityReport {
     pub memory_bytes: Option<u64>,
     /// Arena capacity (the most ring bytes a stage can lease).
     pub arena_bytes: u64,
+    /// Where its stage computes (`cpu`, `cuda:N`).
+    pub device: String,
 }
 
 /// A boot that failed, with its typed reason.
@@ -260,6 +264,7 @@ pub async fn run_node(
                 admin: running.admin.path().display().to_string(),
                 memory_bytes: config.memory_bytes.or_else(host_memory_available),
                 arena_bytes: config.arena_bytes,
+                device: device_label(config.device),
             });
         }
     }
@@ -376,6 +381,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         swim_addr: Some(swim_addr.to_string()),
         memory_bytes: config.memory_bytes.or_else(host_memory_available),
         arena_bytes: Some(config.arena_bytes),
+        device: Some(device_label(config.device)),
     };
     let (sessions_open, flushed) = mpsc::channel(1);
     let initial = MemberView {
@@ -426,7 +432,7 @@ async fn start_worker(
 > {
     let ctl = CtlConfig {
         arena_ceiling: config.arena_bytes,
-        backend: Backend::Cpu,
+        backend: config.device,
         init_timeout: Duration::from_secs(10),
         stop_timeout: Duration::from_secs(5),
         // A worker that dies mid-run faults that run; the node restarts it for the next.
@@ -442,7 +448,13 @@ async fn start_worker(
                 return Ok((worker, worker_events, generation));
             }
             Some(CtlOutput::Failed { reason }) => {
-                return Err(failed(BootFault::WorkerStart, reason));
+                let detail = match config.device {
+                    Backend::Cuda { ordinal } => {
+                        format!("{reason} (device cuda:{ordinal}; see the worker's log above)")
+                    }
+                    _ => reason.to_string(),
+                };
+                return Err(failed(worker_failure(reason), detail));
             }
             Some(_) => {}
             None => return Err(failed(BootFault::WorkerStart, "the worker driver ended")),
@@ -490,6 +502,7 @@ async fn join_swim(
 fn worker_failure(reason: WorkerFatal) -> BootFault {
     match reason {
         WorkerFatal::InitTimeout => BootFault::WorkerInitTimeout,
+        WorkerFatal::BackendUnavailable => BootFault::DeviceUnavailable,
         _ => BootFault::WorkerStart,
     }
 }
@@ -587,4 +600,12 @@ fn host_memory_available() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+/// A device as pool files and `node_available` name it: `cpu` or `cuda:N`.
+pub fn device_label(device: Backend) -> String {
+    match device {
+        Backend::Cpu | Backend::CpuFaulty { .. } => "cpu".to_string(),
+        Backend::Cuda { ordinal } => format!("cuda:{ordinal}"),
+    }
 }

@@ -47,6 +47,8 @@ pub enum PoolNotice {
         memory_bytes: Option<u64>,
         /// Its arena's capacity, if it reported it.
         arena_bytes: Option<u64>,
+        /// Where its stage computes, if it reported it.
+        device: Option<String>,
     },
     /// A node refused the control session (reported once per node until it answers).
     NodeRefused {
@@ -226,6 +228,7 @@ impl PoolPhase {
                     swim_addr,
                     memory_bytes,
                     arena_bytes,
+                    device,
                 } = hello
                 else {
                     return;
@@ -249,6 +252,7 @@ impl PoolPhase {
                     swim_addr,
                     memory_bytes,
                     arena_bytes,
+                    device,
                 });
             }
             SessionEvent::Refused(reason) => {

@@ -60,7 +60,8 @@ pub struct PlanError {
 }
 
 impl PlanError {
-    fn new(reason: PlanRejection, message: impl Into<String>) -> PlanError {
+    /// A rejection with its reason and what exactly is wrong.
+    pub fn new(reason: PlanRejection, message: impl Into<String>) -> PlanError {
         PlanError { reason, message: message.into() }
     }
 }

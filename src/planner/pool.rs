@@ -10,7 +10,7 @@
 //! endpoint_id = "2f0c...64 hex digits..."
 //! addrs = ["10.0.0.11:7400"]
 //! memory_bytes = 8589934592
-//! device = "cpu"          # optional label
+//! device = "cpu"          # optional; checked against what the node reports
 //!
 //! [placement]             # optional; command-line flags override it
 //! nodes = [1, 2, 3]       # stage order
@@ -59,7 +59,9 @@ pub struct PoolNode {
     /// The node's arena capacity (absent: what the node reports); a stage's rings must fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arena_bytes: Option<u64>,
-    /// Optional device label (`cpu`, `cuda:0`, ...), informational.
+    /// Where the node computes (`cpu`, `cuda:0`, ...), as its `node_available` reports it
+    /// (`pool init` writes it). Optional; when given, `orchestrate pool` checks it against
+    /// the node's report (`device_mismatch`).
     #[serde(default)]
     pub device: Option<String>,
 }

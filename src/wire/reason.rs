@@ -59,6 +59,8 @@ reason_enum!(
         WorkerStart = "worker_start_failed",
         /// The worker did not report ready in time.
         WorkerInitTimeout = "worker_init_timeout",
+        /// The compute device (`--device`) is missing, or this build cannot drive it.
+        DeviceUnavailable = "device_unavailable",
         /// The iroh endpoint could not be bound.
         TransportBind = "transport_bind_failed",
         /// The SWIM participant could not join or bind.
@@ -110,6 +112,8 @@ reason_enum!(
         ExceedsNodeMemory = "exceeds_node_memory",
         /// A stage's rings do not fit its node's arena.
         ExceedsNodeArena = "exceeds_node_arena",
+        /// The pool file's device for a node is not the one the node computes on.
+        DeviceMismatch = "device_mismatch",
         /// A runtime setting (max_seq_len, max_tokens, sampling) is invalid.
         InvalidRuntime = "invalid_runtime",
         /// The pool inventory itself is invalid.

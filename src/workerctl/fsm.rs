@@ -292,8 +292,12 @@ impl WorkerCtl {
                 self.out.push_back(CtlOutput::Ready { pid: *pid, generation: *generation });
             }
             (_, Event::WorkerFatal { reason }) => {
-                // The process exits right after; remember why.
+                // The process exits right after; remember why. A worker that cannot drive
+                // its device fails the same way after any restart: it is not retried.
                 let reason = *reason;
+                if reason == WorkerFatal::BackendUnavailable {
+                    self.restarts = self.config.max_restarts;
+                }
                 self.crash(Some(reason));
             }
             (CtlState::Running | CtlState::Stopping { .. }, _) => {

@@ -913,6 +913,43 @@ fn node_boot_reports_its_start_and_its_typed_fault_as_events_on_its_json_stdout(
 }
 
 #[test]
+fn a_node_booted_on_a_device_it_cannot_drive_faults_with_device_unavailable_and_leaves_nothing() {
+    let dir = scratch().join("boot-device");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = "ab".repeat(32);
+    // No machine has a 1000th GPU, and a build without the `cuda` feature drives none.
+    let out = swactor()
+        .args(["node", "boot", "--json", "--node-id", "4", "--listen", "127.0.0.1:0"])
+        .args(["--swim", "127.0.0.1:0", "--orchestrator", &orch, "--device", "cuda:999"])
+        .arg("--key")
+        .arg(dir.join("n4.key"))
+        .arg("--admin")
+        .arg(dir.join("n4.sock"))
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .code(6)
+        .get_output()
+        .clone();
+    let lines = stdout_json_lines(&out.stdout);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(types, ["node_started", "node_faulted", "error"], "{lines:?}");
+    assert_eq!(lines[1]["reason"], "device_unavailable", "{}", lines[1]);
+    assert_eq!(lines[2]["reason"], "device_unavailable");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cuda"), "the fault says which device: {stderr}");
+    assert!(!dir.join("n4.sock").exists(), "a failed boot leaves no admin socket");
+    for bad in ["gpu", "cuda:x", "cuda:-1", ""] {
+        swactor()
+            .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0"])
+            .args(["--swim", "127.0.0.1:0", "--orchestrator", &orch, "--device", bad, "--key"])
+            .arg(dir.join("n4.key"))
+            .assert()
+            .code(2);
+    }
+}
+
+#[test]
 fn a_node_that_cannot_boot_within_its_boot_timeout_faults_with_what_it_waited_for() {
     let dir = scratch().join("boot-timeout");
     let _ = std::fs::remove_dir_all(&dir);

@@ -484,6 +484,25 @@ fn a_pool_watch_beside_two_runs_sees_the_pool_ready_and_disturbs_neither() {
     assert!(!lines.iter().any(|v| v["type"] == "readiness_lost"), "{lines:?}");
 }
 
+#[test]
+fn a_pool_file_naming_another_device_than_the_node_reports_is_refused_before_any_stage() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("run-device-mismatch", 2, |_| vec![]);
+    let pool = std::fs::read_to_string(&nodes.pool).expect("pool");
+    // Node 2 booted on the CPU (the default); the pool file claims a GPU for it.
+    let claimed = pool.replacen("node_id = 2\n", "node_id = 2\ndevice = \"cuda:0\"\n", 1);
+    assert_ne!(claimed, pool);
+    std::fs::write(&nodes.pool, claimed).expect("pool");
+    let (code, lines, err) = nodes.orchestrate(&model, &["--max-tokens", "4"]).finish();
+    assert_eq!(code, 4, "a plan rejection: {err}");
+    assert!(err.contains("device_mismatch") && err.contains("node 2"), "{err}");
+    assert!(events(&lines, "stage_provision_started").is_empty(), "{lines:?}");
+    for i in 1..=2 {
+        nodes.assert_clean(i);
+    }
+}
+
 /// Runs a long decode, applies `fault` once a few tokens arrived, and returns the
 /// orchestrator's exit code and lines.
 fn fault_run(

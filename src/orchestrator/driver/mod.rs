@@ -180,14 +180,15 @@ async fn run_on(
     phase.gate().provisioning_started();
 
     // Phase 2: the plan, with this orchestrator's identity and, where the pool file leaves
-    // them out, the memory and arena each node reported.
+    // them out, the memory and arena each node reported; its device is what it computes on.
     let mut pool = config.pool.clone();
     for node in &mut pool.nodes {
-        if let Some(&(memory, arena)) = reports.get(&node.node_id) {
+        if let Some(report) = reports.get(&node.node_id) {
             if node.memory_bytes == 0 {
-                node.memory_bytes = memory.unwrap_or(0);
+                node.memory_bytes = report.memory_bytes.unwrap_or(0);
             }
-            node.arena_bytes = node.arena_bytes.or(arena);
+            node.arena_bytes = node.arena_bytes.or(report.arena_bytes);
+            node.device = reported_device(node, report.device.as_deref())?;
         }
     }
     pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
@@ -218,6 +219,35 @@ async fn run_on(
     Ok(run.report(pool_ready_after))
 }
 
+/// What a node reported of itself in `node_available`.
+#[derive(Debug, Clone, Default)]
+struct NodeReport {
+    memory_bytes: Option<u64>,
+    arena_bytes: Option<u64>,
+    device: Option<String>,
+}
+
+/// The device a node computes on: what it reported, which the pool file's label (a fact to
+/// check, not a free label) must match.
+fn reported_device(
+    node: &crate::planner::PoolNode,
+    reported: Option<&str>,
+) -> Result<Option<String>, OrchestrateError> {
+    match (node.device.as_deref(), reported) {
+        (Some(file), Some(reported)) if file != reported => {
+            Err(OrchestrateError::Plan(crate::planner::PlanError::new(
+                crate::wire::reason::PlanRejection::DeviceMismatch,
+                format!(
+                    "the pool file says node {} computes on {file}, but it was booted with \
+                     --device {reported}: fix the pool file's device (or leave it out)",
+                    node.node_id
+                ),
+            )))
+        }
+        (file, reported) => Ok(reported.or(file).map(str::to_string)),
+    }
+}
+
 /// Feeds the pool phase until the gate says the pool is ready (its nodes), the deadline
 /// passes or the operator stops.
 async fn wait_for_pool(
@@ -226,7 +256,7 @@ async fn wait_for_pool(
     sink: &mut dyn RunSink,
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
     t0: Instant,
-    reports: &mut HashMap<crate::wire::NodeId, (Option<u64>, Option<u64>)>,
+    reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
 ) -> Result<Vec<crate::wire::NodeId>, OrchestrateError> {
     let pool_deadline = t0 + config.pool_timeout;
     sink.progress(&format!("waiting for {} nodes", config.pool.nodes.len()));
@@ -246,9 +276,10 @@ async fn wait_for_pool(
                     addrs,
                     memory_bytes,
                     arena_bytes,
+                    device,
                     ..
                 } => {
-                    reports.insert(node_id, (memory_bytes, arena_bytes));
+                    reports.insert(node_id, NodeReport { memory_bytes, arena_bytes, device });
                     emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
                     sink.progress(&format!("node {node_id} available"));
                 }

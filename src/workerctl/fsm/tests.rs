@@ -257,6 +257,18 @@ fn a_fatal_worker_fails_the_controller_with_its_reason() {
 }
 
 #[test]
+fn a_worker_that_cannot_drive_its_device_fails_at_once_whatever_restarts_are_left() {
+    let now = Instant::now();
+    let mut c = WorkerCtl::new(config(u32::MAX));
+    c.start();
+    c.spawned(now);
+    drain(&mut c);
+    let fatal = Event::WorkerFatal { reason: WorkerFatal::BackendUnavailable };
+    c.worker_event(WorkerGeneration(1), fatal);
+    assert_eq!(drain(&mut c), vec![CtlOutput::Failed { reason: WorkerFatal::BackendUnavailable }]);
+}
+
+#[test]
 fn graceful_stop_escalates_to_kill_after_the_deadline() {
     let (mut c, now) = running(0);
     c.stop(now, ShutdownMode::Graceful);
