@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::admin::{self, AdminSocket};
 use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
+use super::facts::{device_label, host_memory_available};
 use super::host::{HostInput, StageHost};
 use super::inbox::{Inbox, MemberView, accept, flush_sessions, note_member};
 use crate::arena::{Arena, ArenaManager};
@@ -592,20 +593,4 @@ async fn serve(
     // Removes the socket, unless something else has taken its path meanwhile.
     drop(running.admin);
     fault
-}
-
-/// The host's available memory (`MemAvailable` of `/proc/meminfo`), if it can be read.
-fn host_memory_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
-/// A device as pool files and `node_available` name it: `cpu` or `cuda:N`.
-pub fn device_label(device: Backend) -> String {
-    match device {
-        Backend::Cpu | Backend::CpuFaulty { .. } => "cpu".to_string(),
-        Backend::Cuda { ordinal } => format!("cuda:{ordinal}"),
-    }
 }

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod boot;
 pub mod driver;
+mod facts;
 pub mod host;
 pub mod inbox;
 
