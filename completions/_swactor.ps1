@@ -185,6 +185,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;model;inspect' {
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Show the layers and weight bytes of each of N stages (the planner''s balance over nodes of equal memory) [default: 2, or 1 for a one-block model]')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -1269,12 +1269,16 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__inspect)
-            opts="-h --json --help"
+            opts="-h --stages --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

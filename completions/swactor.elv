@@ -167,6 +167,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;model;inspect'= {
+            cand --stages 'Show the layers and weight bytes of each of N stages (the planner''s balance over nodes of equal memory) [default: 2, or 1 for a one-block model]'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'

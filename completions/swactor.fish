@@ -142,6 +142,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_se
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -l stages -d 'Show the layers and weight bytes of each of N stages (the planner\'s balance over nodes of equal memory) [default: 2, or 1 for a one-block model]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l out -d 'Where to write the GGUF file' -r -F

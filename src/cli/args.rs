@@ -798,6 +798,10 @@ pub struct InspectArgs {
     /// The GGUF file.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// Show the layers and weight bytes of each of N stages (the planner's balance over
+    /// nodes of equal memory) [default: 2, or 1 for a one-block model].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stages: Option<u32>,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

@@ -39,21 +39,55 @@ struct FactsRecord<'a> {
     path: String,
     #[serde(flatten)]
     facts: &'a ModelFacts,
+    /// What each of `--stages` stages would load.
+    stages: Vec<StageBytes>,
+}
+
+/// The layers and weight bytes of one stage of an even split.
+#[derive(Serialize)]
+struct StageBytes {
+    layers: String,
+    bytes: u64,
+}
+
+/// The even split `model inspect` shows, or a typed error for an impossible stage count.
+fn stage_bytes(facts: &ModelFacts, stages: Option<u32>) -> Result<Vec<StageBytes>, CliError> {
+    let n = stages.unwrap_or(facts.block_count.clamp(1, 2));
+    let ranges = crate::planner::split_evenly(facts, n).ok_or_else(|| {
+        CliError::new(
+            ExitCode::Usage,
+            "too_many_stages",
+            eyre!("--stages {n}: the model has {} blocks", facts.block_count),
+        )
+        .with_suggestion("give --stages at most the model's block count")
+    })?;
+    let last = ranges.len() - 1;
+    Ok(ranges
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| StageBytes {
+            layers: r.to_string(),
+            bytes: crate::planner::stage_weight_bytes(facts, r, i == 0, i == last),
+        })
+        .collect())
 }
 
 /// `swactor model inspect FILE`.
 pub fn inspect(args: &InspectArgs, out: &mut Output) -> Result<(), CliError> {
     let facts = read_facts(&args.file).map_err(|e| model_error(&args.file, e))?;
+    let stages = stage_bytes(&facts, args.stages)?;
     if args.output.json {
-        out.json(
-            "model_facts",
-            &FactsRecord { path: args.file.display().to_string(), facts: &facts },
-        )?;
+        let path = args.file.display().to_string();
+        out.json("model_facts", &FactsRecord { path, facts: &facts, stages })?;
         return Ok(());
     }
     for line in render_facts(&args.file.display().to_string(), &facts) {
         out.line(line)?;
     }
+    let count = stages.len();
+    let split: Vec<String> =
+        stages.iter().map(|s| format!("{} {}", s.layers, human_bytes(s.bytes))).collect();
+    out.line(format!("{count} stages would load {} (--stages N)", split.join(", ")))?;
     Ok(())
 }
 

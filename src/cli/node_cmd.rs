@@ -173,10 +173,44 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         state.installed_rings,
         state.device_objects
     ))?;
+    if let Some(stage) = &state.stage {
+        let done = if stage["stopped"].as_bool() == Some(true) { ", torn down" } else { "" };
+        out.line(format!(
+            "stage {} of run {}: layers {}{done}",
+            stage["stage_index"],
+            stage["run_id"],
+            text_of(&stage["layers"])
+        ))?;
+    }
     if state.edges.is_empty() {
         out.line("no edges (no run is provisioned on this node)")?;
     } else {
-        let rows: Vec<Vec<String>> = state.edges.iter().map(|e| vec![e.to_string()]).collect();
+        let mut rows = vec![
+            [
+                "edge",
+                "run",
+                "direction",
+                "peer",
+                "state",
+                "ring",
+                "objects",
+                "bytes",
+                "stalls",
+                "last fault",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        rows.extend(state.edges.iter().map(|e| {
+            let peer = format!("node {}", e["peer"]);
+            let direction = text_of(&e["direction"]);
+            ["edge_id", "run_id"]
+                .iter()
+                .map(|k| text_of(&e[*k]))
+                .chain([direction, peer, text_of(&e["state"]), text_of(&e["ring_id"])])
+                .chain(["objects", "bytes", "stalls", "last_fault"].iter().map(|k| text_of(&e[*k])))
+                .collect()
+        }));
         for line in table(&rows) {
             out.line(line)?;
         }
@@ -189,6 +223,15 @@ pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError>
         }
     }
     Ok(())
+}
+
+/// A JSON value as a person reads it: strings without quotes, nothing as `-`.
+fn text_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "-".into(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// SIGINT / SIGTERM, or the end of standard input when `eof` (the supervisor is gone).

@@ -109,12 +109,33 @@ struct EventsFile {
 }
 
 impl EventsFile {
-    /// Creates (or truncates) the file, or says which file cannot be written and why.
+    /// Creates the file, or says which file cannot be written and why. An existing regular
+    /// file is never overwritten (`events_file_exists`); a device or a pipe that exists
+    /// (`/dev/stderr`, a FIFO) is written to.
     fn create(path: &Path) -> Result<EventsFile, CliError> {
-        let file = std::fs::File::create(path).map_err(|e| {
-            events_error(path, e)
-                .with_suggestion("give --events a file in an existing, writable directory")
-        })?;
+        let exists = || {
+            CliError::new(
+                ExitCode::Input,
+                "events_file_exists",
+                eyre!("--events {}: the file exists and is never overwritten", path.display()),
+            )
+            .with_suggestion("remove it, or give --events a path that does not exist yet")
+        };
+        let existing = std::fs::metadata(path).ok();
+        if existing.as_ref().is_some_and(std::fs::Metadata::is_file) {
+            return Err(exists());
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(existing.is_none())
+            .open(path)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    return exists();
+                }
+                events_error(path, e)
+                    .with_suggestion("give --events a file in an existing, writable directory")
+            })?;
         Ok(EventsFile {
             path: path.to_path_buf(),
             file: std::io::BufWriter::new(file),
@@ -286,8 +307,8 @@ fn finish(
         run_id: report.plan.run_id,
         outcome: report.outcome,
         stop: report.stop,
-        reason: report.fault.map(|(r, _)| r.to_string()),
-        component: report.fault.map(|(_, c)| c.to_string()),
+        reason: report.fault.map(|f| f.reason.to_string()),
+        component: report.fault.map(|f| f.component.to_string()),
         stages: report.plan.stages.len(),
         prompt_tokens,
         tokens: report.tokens.len(),
@@ -325,15 +346,9 @@ fn finish(
     match report.outcome {
         RunOutcome::Completed => Ok(()),
         RunOutcome::Faulted => {
-            let (reason, component) = report
-                .fault
-                .map(|(r, c)| (r.to_string(), c.to_string()))
-                .unwrap_or_else(|| ("unknown".into(), "orchestrator".into()));
-            Err(CliError::new(
-                ExitCode::RunFaulted,
-                reason.clone(),
-                eyre!("the run faulted: {reason} (detected by {component})"),
-            ))
+            let reason = report.fault.map_or_else(|| "unknown".into(), |f| f.reason.to_string());
+            let what = report.fault.map_or_else(|| "unknown".into(), |f| f.to_string());
+            Err(CliError::new(ExitCode::RunFaulted, reason, eyre!("the run faulted: {what}")))
         }
         RunOutcome::OperatorStopped => Err(CliError::new(
             ExitCode::Stopped,

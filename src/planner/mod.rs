@@ -251,6 +251,28 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     Ok(plan)
 }
 
+/// The layer ranges `stages` stages of equal memory would get (the planner's balance,
+/// weights only): what `model inspect --stages N` shows. `None` for zero stages or more
+/// stages than blocks.
+pub fn split_evenly(model: &ModelFacts, stages: u32) -> Option<Vec<LayerRange>> {
+    if stages == 0
+        || stages > model.block_count
+        || model.bytes.per_block.len() != model.block_count as usize
+    {
+        return None;
+    }
+    let node = PoolNode {
+        node_id: NodeId(0),
+        endpoint_id: String::new(),
+        addrs: Vec::new(),
+        memory_bytes: 1,
+        arena_bytes: None,
+        device: None,
+    };
+    let nodes: Vec<&PoolNode> = (0..stages).map(|_| &node).collect();
+    Some(balance(model, 0, &nodes))
+}
+
 /// Bytes of the tensors a stage loads.
 pub fn stage_weight_bytes(model: &ModelFacts, range: LayerRange, first: bool, last: bool) -> u64 {
     let blocks: u64 = model

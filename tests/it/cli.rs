@@ -191,6 +191,30 @@ fn model_inspect_prints_facts_as_text_or_json() {
     assert_eq!(lines[0]["type"], "model_facts");
     assert_eq!(lines[0]["block_count"], 12);
     assert_eq!(lines[0]["hidden_size"], 256);
+    assert!(text.contains("2 stages would load 0..6"), "the default split's bytes: {text}");
+    // Each of N stages: contiguous layers covering the model, and the weight bytes they
+    // load add up to the file's tensors.
+    let out = swactor()
+        .args(["model", "inspect", "--json", "--stages", "5"])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let facts = &stdout_json_lines(&out)[0];
+    let stages = facts["stages"].as_array().expect("stages");
+    assert_eq!(stages.len(), 5);
+    let layers: Vec<&str> = stages.iter().map(|s| s["layers"].as_str().expect("layers")).collect();
+    assert!(layers[0].starts_with("0..") && layers[4].ends_with("..12"), "{layers:?}");
+    let loaded: u64 = stages.iter().map(|s| s["bytes"].as_u64().expect("bytes")).sum();
+    let bytes = &facts["bytes"];
+    let blocks: u64 =
+        bytes["per_block"].as_array().expect("blocks").iter().filter_map(|b| b.as_u64()).sum();
+    let total =
+        blocks + bytes["embedding"].as_u64().expect("e") + bytes["head"].as_u64().expect("h");
+    assert_eq!(loaded, total);
+    swactor().args(["model", "inspect", "--stages", "13"]).arg(&model).assert().code(2);
 }
 
 #[test]

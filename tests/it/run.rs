@@ -482,6 +482,26 @@ fn a_pool_watch_beside_two_runs_sees_the_pool_ready_and_disturbs_neither() {
     let lines: Vec<Value> = seen.try_iter().collect();
     assert!(lines.iter().any(|v| v["type"] == "pool_ready"), "{lines:?}");
     assert!(!lines.iter().any(|v| v["type"] == "readiness_lost"), "{lines:?}");
+    // `edge inspect` in text says which stage and layers the node ran, and lists its
+    // edges as a table, not as JSON.
+    nodes.assert_clean(2);
+    let text = Command::new(exe())
+        .args(["edge", "inspect", "--node"])
+        .arg(nodes.admin(2))
+        .output()
+        .expect("inspect");
+    let text = String::from_utf8(text.stdout).expect("utf8");
+    assert!(text.contains("stage 1 of run 2: layers 2..4, torn down"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("edge") && l.contains("last fault")), "{text}");
+    assert!(text.contains("recv") && text.contains("send"), "{text}");
+    let rows: Vec<&str> =
+        text.lines().filter(|l| l.contains("node 1") || l.contains("node 100")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        rows.iter().all(|r| r.contains("stopped") && !r.contains(" - ")),
+        "a ring each: {text}"
+    );
+    assert!(!text.contains('{'), "no JSON in the text form: {text}");
 }
 
 #[test]
@@ -536,7 +556,10 @@ fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
     assert_eq!(f["reason"], "membership.node_down", "{f}");
     assert_eq!(f["component"], "membership");
     assert_eq!(f["node_id"], 2);
-    assert!(err.contains("membership.node_down"), "the reason is printed: {err}");
+    assert!(
+        err.contains("membership.node_down on node 2") && err.contains("detected by membership"),
+        "the reason, the node and the detector are printed: {err}"
+    );
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
     assert_lost_not_stopped(&lines, 1, 2);
     nodes.assert_clean(1);
@@ -874,6 +897,21 @@ fn an_unwritable_events_file_fails_before_any_node_starts_and_is_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("/dev/full"), "{stderr}");
+    // An existing file is the user's: it is refused before anything starts, byte for byte.
+    let kept = tmp.join("earlier-run.jsonl");
+    std::fs::write(&kept, b"an earlier run's events\n").expect("write");
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--json", "--max-tokens", "2", "--events"])
+        .arg(&kept)
+        .output()
+        .expect("run local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let error: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one error line");
+    assert_eq!(error["reason"], "events_file_exists");
+    assert!(stderr.contains("never overwritten"), "{stderr}");
+    assert_eq!(std::fs::read(&kept).expect("kept"), b"an earlier run's events\n");
 }
 
 /// Whether any node process that a `run local` with `TMPDIR=tmp` started is still alive

@@ -208,6 +208,7 @@ impl StageHost {
             PlaneEvent::EdgeReady { edge_id, ring_id, direction } => {
                 if let Some(r) = self.records.get_mut(&edge_id) {
                     r.state = "ready";
+                    r.ring_id = Some(ring_id);
                 }
                 if let Some((run_id, _)) = self.ids() {
                     self.emit(Event::EdgeReady { run_id, node_id, edge_id, ring_id, direction });

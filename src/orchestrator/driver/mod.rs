@@ -94,7 +94,7 @@ pub struct RunReport {
     /// Why a completed run completed.
     pub stop: Option<crate::events::CompletionCause>,
     /// The first fault, for a faulted run.
-    pub fault: Option<(FaultReason, Component)>,
+    pub fault: Option<RunFault>,
     /// Generated token ids (EOS excluded).
     pub tokens: Vec<u32>,
     /// Text left in the detokenizer at the end.
@@ -217,6 +217,42 @@ async fn run_on(
     let mut run = run_loop::RunLoop::start(plan, config, endpoint, tokenizer, t0)?;
     run.run(&mut phase, sink, &mut stop).await;
     Ok(run.report(pool_ready_after))
+}
+
+/// The first fault of a faulted run: why, who detected it, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunFault {
+    /// Why.
+    pub reason: FaultReason,
+    /// The component that detected it.
+    pub component: Component,
+    /// The node it is about, if any.
+    pub node_id: Option<crate::wire::NodeId>,
+    /// The stage it is about, if any.
+    pub stage_index: Option<crate::wire::StageIndex>,
+    /// The edge it is about, if any.
+    pub edge_id: Option<crate::wire::EdgeId>,
+}
+
+/// `membership.node_down on node 3 (stage 2), detected by membership`.
+impl std::fmt::Display for RunFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.reason)?;
+        let mut place = Vec::new();
+        if let Some(stage) = self.stage_index {
+            place.push(format!("stage {stage}"));
+        }
+        if let Some(edge) = self.edge_id {
+            place.push(format!("edge {edge}"));
+        }
+        match (self.node_id, place.is_empty()) {
+            (Some(node), true) => write!(f, " on node {node}")?,
+            (Some(node), false) => write!(f, " on node {node} ({})", place.join(", "))?,
+            (None, false) => write!(f, " at {}", place.join(", "))?,
+            (None, true) => {}
+        }
+        write!(f, ", detected by {}", self.component)
+    }
 }
 
 /// What a node reported of itself in `node_available`.

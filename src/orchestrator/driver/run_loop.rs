@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::endpoints::TokenUser;
 use super::{
-    OrchestrateConfig, OrchestrateError, RunReport, RunSink, emit, now_us, rejected_event,
+    OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us, rejected_event,
 };
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
@@ -28,7 +28,7 @@ use crate::orchestrator::run::{RunCommand, RunFsm};
 use crate::orchestrator::tokens::TokenOutEvent;
 use crate::ring::Wake as RingWake;
 use crate::wire::reason::{
-    Component, ControlFault, FaultReason, MembershipLoss, OperatorStop, RingFault, Timeout,
+    Component, ControlFault, MembershipLoss, OperatorStop, RingFault, Timeout,
 };
 use crate::wire::{EdgeId, NodeId, RunPlan, StageIndex};
 
@@ -59,7 +59,7 @@ pub(super) struct RunLoop<'t> {
     tokens: Vec<u32>,
     first_token_at: Option<Instant>,
     last_token_at: Instant,
-    fault: Option<(FaultReason, Component)>,
+    fault: Option<RunFault>,
     torn_down: bool,
     endpoints_ready: usize,
     loaded_weights: usize,
@@ -163,8 +163,17 @@ impl<'t> RunLoop<'t> {
             let mut progressed = false;
             while let Some(ev) = self.fsm.poll_event() {
                 progressed = true;
-                if let Event::RunFaulted { reason, component, .. } = &ev {
-                    self.fault = Some((*reason, *component));
+                if let Event::RunFaulted {
+                    reason, component, node_id, stage_index, edge_id, ..
+                } = &ev
+                {
+                    self.fault = Some(RunFault {
+                        reason: *reason,
+                        component: *component,
+                        node_id: *node_id,
+                        stage_index: *stage_index,
+                        edge_id: *edge_id,
+                    });
                 }
                 if let Event::RunTornDown { .. } = ev {
                     self.torn_down = true;
@@ -427,9 +436,13 @@ impl<'t> RunLoop<'t> {
     pub(super) fn report(mut self, pool_ready_after: Duration) -> RunReport {
         let outcome = self.fsm.outcome().unwrap_or(RunOutcome::Faulted);
         let fault = match (outcome, self.fault) {
-            (RunOutcome::Faulted, None) => {
-                Some((Timeout::Teardown.into(), Component::Orchestrator))
-            }
+            (RunOutcome::Faulted, None) => Some(RunFault {
+                reason: Timeout::Teardown.into(),
+                component: Component::Orchestrator,
+                node_id: None,
+                stage_index: None,
+                edge_id: None,
+            }),
             (_, fault) => fault,
         };
         RunReport {
