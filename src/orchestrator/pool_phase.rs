@@ -110,6 +110,9 @@ enum Seen {
     Down,
 }
 
+/// A node's membership view: members up, members suspect.
+type View = (BTreeSet<NodeId>, BTreeSet<NodeId>);
+
 /// The orchestrator's own SWIM participant: its socket until it joins, then the task.
 struct OwnSwim {
     key: NodeKey,
@@ -131,7 +134,7 @@ pub struct PoolPhase {
     /// The orchestrator's SWIM participant (`None` for an observer).
     swim: Option<OwnSwim>,
     /// An observer's latest view from each node with a session, `(up, suspect)`.
-    views: BTreeMap<NodeId, (BTreeSet<NodeId>, BTreeSet<NodeId>)>,
+    views: BTreeMap<NodeId, View>,
     /// What an observer last gave the gate for each node.
     seen: BTreeMap<NodeId, Seen>,
 }
@@ -264,7 +267,7 @@ impl PoolPhase {
             SessionEvent::Closed => {
                 self.sessions.remove(&node);
                 if self.views.remove(&node).is_some() {
-                    self.apply_views(out);
+                    self.apply_views(None, out);
                 }
                 // Without its session a node can be neither provisioned nor stopped: it is
                 // unavailable until a new session opens (liveness stays SWIM's).
@@ -280,28 +283,35 @@ impl PoolPhase {
             SessionEvent::Message(ControlMessage::MemberView { up, suspect })
                 if self.swim.is_none() =>
             {
-                self.views.insert(node, (up.into_iter().collect(), suspect.into_iter().collect()));
-                self.apply_views(out);
+                let view = (up.into_iter().collect(), suspect.into_iter().collect());
+                let before = self.views.insert(node, view).map(|b| (node, b));
+                self.apply_views(before, out);
             }
             SessionEvent::Message(msg) => out.push(PoolNotice::Message(node, msg)),
         }
     }
 
     /// An observer's membership: the view of the lowest-numbered node with a session, as
-    /// changes to what the gate was last given.
-    fn apply_views(&mut self, out: &mut Vec<PoolNotice>) {
-        let Some((_, (up, suspect))) = self.views.iter().next() else { return };
+    /// changes to what the gate was last given. A member missing from that view is down
+    /// only if it was in the same node's previous view (`before`: the node that just sent
+    /// a new view, and its previous one): a node whose view is new (its session just
+    /// opened, or the lower one's ended) may not have heard of every member yet.
+    fn apply_views(&mut self, before: Option<(NodeId, View)>, out: &mut Vec<PoolNotice>) {
+        let Some((&reporter, (up, suspect))) = self.views.iter().next() else { return };
+        let known = before.filter(|(from, _)| *from == reporter).map(|(_, (u, s))| &u | &s);
         let now = Instant::now();
         for &node in &self.nodes {
             let state = if suspect.contains(&node) {
                 Seen::Suspect
             } else if up.contains(&node) {
                 Seen::Up
-            } else {
+            } else if known.as_ref().is_some_and(|k| k.contains(&node)) {
                 Seen::Down
+            } else {
+                continue;
             };
             let before = self.seen.get(&node).copied();
-            if before == Some(state) || (before.is_none() && state == Seen::Down) {
+            if before == Some(state) {
                 continue;
             }
             self.seen.insert(node, state);

@@ -10,6 +10,7 @@ mod header;
 mod llama;
 mod membership;
 mod model;
+mod multihost;
 mod net;
 mod planner;
 mod pool;
