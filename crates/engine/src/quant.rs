@@ -225,6 +225,21 @@ pub fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
+/// The 16 signed 6-bit group scales of a Q3_K super-block (its 12 packed scale bytes).
+pub fn scales_q3k(sc: &[u8]) -> [i8; 16] {
+    let mut aux = [0u32; 4];
+    for i in 0..3 {
+        aux[i] = u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
+    }
+    let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
+    let tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+    aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+    aux[0] = (aux[0] & k2) | ((tmp & k1) << 4);
+    aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+    std::array::from_fn(|g| ((aux[g / 4] >> (8 * (g % 4))) as u8 as i8) - 32)
+}
+
 /// Decodes super-block `b` of a K-quant row.
 pub fn decode_k(fmt: WeightFormat, row: &[u8], b: usize) -> DecodedK {
     let x = &row[b * fmt.block_bytes()..(b + 1) * fmt.block_bytes()];
@@ -293,20 +308,8 @@ pub fn decode_k(fmt: WeightFormat, row: &[u8], b: usize) -> DecodedK {
         WeightFormat::Q3K => {
             let (hm, qs, sc) = (&x[0..32], &x[32..96], &x[96..108]);
             let d = f16_at(x, 108);
-            let mut aux = [0u32; 4];
-            for i in 0..3 {
-                aux[i] =
-                    u32::from_le_bytes([sc[4 * i], sc[4 * i + 1], sc[4 * i + 2], sc[4 * i + 3]]);
-            }
-            let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
-            let tmp = aux[2];
-            aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-            aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-            aux[0] = (aux[0] & k2) | ((tmp & k1) << 4);
-            aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
-            for g in 0..16 {
-                let s = (aux[g / 4] >> (8 * (g % 4))) as u8 as i8;
-                out.scale[g] = d * f32::from(s - 32);
+            for (g, s) in scales_q3k(sc).into_iter().enumerate() {
+                out.scale[g] = d * f32::from(s);
             }
             for n in 0..2 {
                 for j in 0..4 {

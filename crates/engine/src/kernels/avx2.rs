@@ -1,4 +1,4 @@
-//! AVX2 + FMA + F16C kernels (256-bit): Q4_0, Q4_1, Q8_0, Q4_K, Q6_K on 8-bit
+//! AVX2 + FMA + F16C kernels (256-bit): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and every K-quant on 8-bit
 //! activations with `maddubs` integer products, and F32 / F16 / BF16 on f32 activations.
 //!
 //! Every kernel is a safe `#[target_feature]` function; [`select`] is only reached when
@@ -28,7 +28,10 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         Q8_0 => k!(q8_0),
         Q5_0 => k!(q5_0),
         Q5_1 => k!(q5_1),
+        Q2K => k!(q2_k),
+        Q3K => k!(q3_k),
         Q4K => k!(q4_k),
+        Q5K => k!(q5_k),
         Q6K => k!(q6_k),
         _ => None,
     }
@@ -330,6 +333,178 @@ fn q4_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
         }
     }
     std::array::from_fn(|r| hsum(acc[r]) - accm[r])
+}
+
+/// Q5_K: Q4_K's layout with a fifth bit per value in `qh` (bit `2 j` for the low
+/// nibbles of group pair `j`, bit `2 j + 1` for the high ones); values 0..31 meet the
+/// activations through `maddubs` as Q4_K's do.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q5_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK_K;
+    assert!(w.len() >= nb * 176);
+    let x = rows.map(|r| a.q8k.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut accm = [0f32; R];
+    let m4 = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
+    for b in 0..nb {
+        let blk = &w[b * 176..(b + 1) * 176];
+        let d = f16_at(blk, 0);
+        let dmin = f16_at(blk, 2);
+        let mut sc = [0i16; 8];
+        let mut mn = [0i32; 8];
+        for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+            let (a, b) = scale_min_k4(j, &blk[4..16]);
+            (*s, *m) = (i16::from(a), i32::from(b));
+        }
+        // SAFETY: qh is bytes 16..48 of the block.
+        let qh = unsafe { load256(blk.as_ptr().add(16)) };
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for j in 0..4 {
+            // SAFETY: qs[32 j..32 j + 32] lies inside the block (48 + 128 bytes).
+            let q = unsafe { load256(blk.as_ptr().add(48 + 32 * j)) };
+            // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4. A 16-bit shift may
+            // bring in a neighbour byte's bits; the mask keeps this byte's one bit.
+            let h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
+            let h_hi =
+                _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)), one);
+            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16::<4>(h_lo));
+            let hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+                _mm256_slli_epi16::<4>(h_hi),
+            );
+            let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
+            for r in 0..R {
+                let base = b * QK_K + 64 * j;
+                // SAFETY: 64 values of block b inside the row (checked above).
+                let (y0, y1) = unsafe {
+                    let p = x[r].qs.as_ptr().add(base).cast::<u8>();
+                    (load256(p), load256(p.add(32)))
+                };
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s_lo);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s_hi);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p0, p1));
+            }
+        }
+        for r in 0..R {
+            let bs = &x[r].bsums[b * 16..b * 16 + 16];
+            let mins: i32 =
+                (0..8).map(|j| mn[j] * (i32::from(bs[2 * j]) + i32::from(bs[2 * j + 1]))).sum();
+            let da = x[r].d[b];
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            accm[r] += dmin * da * mins as f32;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) - accm[r])
+}
+
+/// Q2_K: 2-bit values in four planes per 32 bytes, a 4-bit scale and min per 16 values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q2_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK_K;
+    assert!(w.len() >= nb * 84);
+    let x = rows.map(|r| a.q8k.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K && x.bsums.len() >= nb * 16));
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut accm = [0f32; R];
+    let m2 = _mm256_set1_epi8(3);
+    for b in 0..nb {
+        let blk = &w[b * 84..(b + 1) * 84];
+        let (d, dmin) = (f16_at(blk, 80), f16_at(blk, 82));
+        let sc: [i16; 16] = std::array::from_fn(|g| i16::from(blk[g] & 0xF));
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for n in 0..2 {
+            // SAFETY: qs[32 n..32 n + 32] is bytes 16 + 32 n.. of the block.
+            let q = unsafe { load256(blk.as_ptr().add(16 + 32 * n)) };
+            for j in 0..4 {
+                // A 16-bit shift may bring in a neighbour byte's bits; the mask drops them.
+                let v = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), m2);
+                let g = 8 * n + 2 * j;
+                let s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                for r in 0..R {
+                    // SAFETY: 32 values of block b inside the row (checked above).
+                    let y = unsafe {
+                        load256(x[r].qs.as_ptr().add(b * QK_K + 128 * n + 32 * j).cast())
+                    };
+                    sumi[r] =
+                        _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), s));
+                }
+            }
+        }
+        for r in 0..R {
+            let bs = &x[r].bsums[b * 16..b * 16 + 16];
+            let mins: i32 = (0..16).map(|g| i32::from(blk[g] >> 4) * i32::from(bs[g])).sum();
+            let da = x[r].d[b];
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            accm[r] += dmin * da * mins as f32;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) - accm[r])
+}
+
+/// Q3_K: 2 low bits in four planes, a third bit in `hmask` (set: +0, clear: -4), a signed
+/// 6-bit scale per 16 values. The values meet the activations as `v + 4` (0..7, unsigned
+/// for `maddubs`), and `4 * sum(a)` per group comes off with the scale.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q3_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let nb = a.cols / QK_K;
+    assert!(w.len() >= nb * 110);
+    let x = rows.map(|r| a.q8k.row(r));
+    assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K && x.bsums.len() >= nb * 16));
+    let mut acc = [0f32; R];
+    let (m2, one) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+    for b in 0..nb {
+        let blk = &w[b * 110..(b + 1) * 110];
+        let d = f16_at(blk, 108);
+        let sc = crate::quant::scales_q3k(&blk[96..108]).map(i16::from);
+        // SAFETY: hmask is bytes 0..32 of the block.
+        let hm = unsafe { load256(blk.as_ptr()) };
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for n in 0..2 {
+            // SAFETY: qs[32 n..32 n + 32] is bytes 32 + 32 n.. of the block.
+            let q = unsafe { load256(blk.as_ptr().add(32 + 32 * n)) };
+            for j in 0..4 {
+                let low =
+                    _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), m2);
+                let bit = (4 * n + j) as i32;
+                let h = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit)), one);
+                let v = _mm256_or_si256(low, _mm256_slli_epi16::<2>(h));
+                let g = 8 * n + 2 * j;
+                let s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                for r in 0..R {
+                    // SAFETY: 32 values of block b inside the row (checked above).
+                    let y = unsafe {
+                        load256(x[r].qs.as_ptr().add(b * QK_K + 128 * n + 32 * j).cast())
+                    };
+                    sumi[r] =
+                        _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), s));
+                }
+            }
+        }
+        for r in 0..R {
+            let bs = &x[r].bsums[b * 16..b * 16 + 16];
+            let off: i32 = (0..16).map(|g| i32::from(sc[g]) * i32::from(bs[g])).sum::<i32>() * 4;
+            // The block's integer sum is exact (|t| < 2^24): no float cancellation between
+            // the shifted product and its offset.
+            let t = hsum_i32(sumi[r]) - off;
+            acc[r] += x[r].d[b] * (d * t as f32);
+        }
+    }
+    acc
+}
+
+/// The sum of the eight lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
 }
 
 #[inline]
