@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 use super::{Acts, Kernels};
 use crate::quant::{QK, QK_K, WeightFormat, scale_min_k4};
 
-/// The AVX2 kernels of `fmt`, if it has any.
+/// The AVX2 kernels of `fmt` (every format has them; `Option` as the other families').
 pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
     use WeightFormat::*;
     macro_rules! k {
@@ -33,7 +33,6 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         Q4K => k!(q4_k),
         Q5K => k!(q5_k),
         Q6K => k!(q6_k),
-        _ => None,
     }
 }
 
