@@ -211,7 +211,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;model;quantize' {
             [CompletionResult]::new('--in', '--in', [CompletionResultType]::ParameterName, 'The GGUF model to read')
             [CompletionResult]::new('--out', '--out', [CompletionResultType]::ParameterName, 'Where to write the re-quantized model')
-            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -163,7 +163,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l in -d 'The GGUF model to read' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l out -d 'Where to write the re-quantized model' -r -F
-complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'

@@ -198,7 +198,9 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
 pub fn quantize(args: &QuantizeArgs, out: &mut Output) -> Result<(), CliError> {
     let target = parse_quant(&args.dtype).ok_or_else(|| {
         CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{}`", args.dtype))
-            .with_suggestion("use one of f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4k, q6k")
+            .with_suggestion(
+                "use one of f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k",
+            )
     })?;
     let facts = read_facts(&args.input).map_err(|e| model_error(&args.input, e))?;
     let changed = quantize_file(&args.input, &args.out, target).map_err(|e| match e {

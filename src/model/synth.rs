@@ -420,7 +420,10 @@ pub fn parse_quant(name: &str) -> Option<GgmlDType> {
         "q4_1" => GgmlDType::Q4_1,
         "q5_0" => GgmlDType::Q5_0,
         "q5_1" => GgmlDType::Q5_1,
+        "q2k" | "q2_k" => GgmlDType::Q2K,
+        "q3k" | "q3_k" => GgmlDType::Q3K,
         "q4k" | "q4_k" => GgmlDType::Q4K,
+        "q5k" | "q5_k" => GgmlDType::Q5K,
         "q6k" | "q6_k" => GgmlDType::Q6K,
         _ => return None,
     })

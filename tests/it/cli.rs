@@ -458,6 +458,30 @@ fn model_quantize_rewrites_the_weight_matrices_and_generate_still_runs() {
     let lines = stdout_json_lines(&out);
     assert_eq!(lines.iter().filter(|l| l["type"] == "token").count(), 4);
     assert_eq!(lines.last().map(|l| l["type"].clone()), Some(serde_json::json!("generation")));
+    // The K-quants the engine has SIMD kernels for: a model in each generates.
+    for dtype in ["q2_k", "q3_k", "q5_k"] {
+        let path = scratch().join(format!("cli-requantized-{dtype}.gguf"));
+        swactor()
+            .args(["model", "quantize", "--dtype", dtype, "--in"])
+            .arg(&model)
+            .arg("--out")
+            .arg(&path)
+            .assert()
+            .success();
+        let facts = swactor::model::read_facts(&path).expect("facts");
+        let key = dtype.replace('_', "");
+        assert!(facts.tensor_types.get(&key).is_some_and(|n| *n > 0), "{dtype}: {facts:?}");
+        let out = swactor()
+            .args(["generate", "--json", "--prompt", "The river", "--max-tokens", "4", "--model"])
+            .arg(&path)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let tokens = stdout_json_lines(&out).iter().filter(|l| l["type"] == "token").count();
+        assert_eq!(tokens, 4, "{dtype}");
+    }
     swactor()
         .args(["model", "quantize", "--dtype", "q9_9", "--in"])
         .arg(&model)

@@ -481,7 +481,7 @@ fn a_pool_watch_beside_two_runs_sees_the_pool_ready_and_disturbs_neither() {
     let _ = watch.wait();
     let lines: Vec<Value> = seen.try_iter().collect();
     assert!(lines.iter().any(|v| v["type"] == "pool_ready"), "{lines:?}");
-    assert!(!lines.iter().any(|v| v["type"] == "readiness_lost"), "{lines:?}");
+    assert!(!lines.iter().any(|v| v["type"] == "node_refused"), "{lines:?}");
     // `edge inspect` in text says which stage and layers the node ran, and lists its
     // edges as a table, not as JSON.
     nodes.assert_clean(2);
