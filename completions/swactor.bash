@@ -727,7 +727,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__generate)
-            opts="-h --model --prompt --stages --device --threads --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --model --prompt --stages --device --threads --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -755,6 +755,10 @@ _swactor() {
                     ;;
                 --max-seq-len)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-cache)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
                     return 0
                     ;;
                 --activation-dtype)
@@ -1585,7 +1589,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1661,6 +1665,10 @@ _swactor() {
                     ;;
                 --max-seq-len)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-cache)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
                     return 0
                     ;;
                 --activation-dtype)
@@ -1891,7 +1899,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1937,6 +1945,10 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --kv-cache)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
+                    return 0
+                    ;;
                 --activation-dtype)
                     COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
                     return 0
@@ -1973,7 +1985,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__plan)
-            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --weights-url --run-id --max-seq-len --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2013,6 +2025,10 @@ _swactor() {
                     ;;
                 --max-seq-len)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-cache)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
                     return 0
                     ;;
                 --activation-dtype)

@@ -371,6 +371,7 @@ fn sample_plan() -> Option<RunPlan> {
         placement: Placement::default(),
         runtime: RuntimeConfig {
             max_seq_len: 64,
+            kv_cache: Default::default(),
             activation_dtype: ActivationDType::F32,
             max_tokens: 8,
             sampling: SamplingPolicy::Greedy,

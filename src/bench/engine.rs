@@ -83,6 +83,7 @@ pub fn engine_figures(
         embedding: true,
         head: true,
         max_seq_len: max_seq,
+        kv_cache: Default::default(),
         device,
         threads,
     };

@@ -272,6 +272,7 @@ pub async fn failover_run(
     let tokenizer = crate::model::tokenizer::Tokenizer::from_gguf(&content).map_err(err)?;
     let runtime = crate::wire::RuntimeConfig {
         max_seq_len: 2048,
+        kv_cache: Default::default(),
         activation_dtype: crate::wire::ActivationDType::F32,
         max_tokens: 2000,
         sampling: crate::wire::SamplingPolicy::Greedy,

@@ -26,6 +26,24 @@ impl From<ActivationArg> for ActivationDType {
     }
 }
 
+/// KV cache element type as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KvCacheArg {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (half the KV cache memory).
+    F16,
+}
+
+impl From<KvCacheArg> for crate::wire::KvCacheDType {
+    fn from(a: KvCacheArg) -> Self {
+        match a {
+            KvCacheArg::F32 => crate::wire::KvCacheDType::F32,
+            KvCacheArg::F16 => crate::wire::KvCacheDType::F16,
+        }
+    }
+}
+
 /// Weight storage type as typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SynthDTypeArg {
@@ -697,6 +715,10 @@ pub struct RuntimeArgs {
     /// model's context length, at most 2048].
     #[arg(long, value_name = "N")]
     pub max_seq_len: Option<u32>,
+    /// Element type of the KV caches: f16 halves their memory (the values are rounded to
+    /// f16 as they are stored; the CPU engine only).
+    #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
+    pub kv_cache: KvCacheArg,
     /// Element type of activations between stages (f32 is bit-exact with one process).
     #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
     pub activation_dtype: ActivationArg,

@@ -92,11 +92,19 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             eyre!("--device must be `cpu`, `candle` or `cuda:N`, not `{}`", args.device),
         )
     })?;
+    if device != ComputeDevice::Cpu && runtime.kv_cache != crate::wire::KvCacheDType::F32 {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--kv-cache f16 needs the CPU engine, not --device {}", args.device),
+        ));
+    }
     let threads = compute_threads(args.threads)?;
     let mut pipeline = LocalPipeline::load(
         &args.model,
         &ranges,
         runtime.max_seq_len,
+        runtime.kv_cache,
         runtime.activation_dtype,
         device,
         threads,

@@ -56,6 +56,7 @@ pub fn runtime_config_for(
     };
     let runtime = RuntimeConfig {
         max_seq_len: args.max_seq_len.unwrap_or(context_length.min(DEFAULT_MAX_SEQ_LEN)),
+        kv_cache: args.kv_cache.into(),
         activation_dtype: args.activation_dtype.into(),
         max_tokens: args.max_tokens,
         sampling,

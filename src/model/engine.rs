@@ -198,6 +198,10 @@ pub fn load(
         eps: facts.rms_norm_eps,
         rope_base: facts.rope.freq_base,
         max_seq_len: spec.max_seq_len as usize,
+        kv: match spec.kv_cache {
+            crate::wire::KvCacheDType::F32 => swactor_engine::llama::KvFormat::F32,
+            crate::wire::KvCacheDType::F16 => swactor_engine::llama::KvFormat::F16,
+        },
     };
     let bytes = b.bytes;
     let stage = Stage::new(cfg, Weights { embedding, layers, norm, head }, pool, 1)

@@ -76,9 +76,12 @@ pub struct ModelFacts {
 }
 
 impl ModelFacts {
-    /// Bytes of one block's f32 KV cache at `seq_len` tokens.
-    pub fn kv_bytes_per_block(&self, seq_len: u32) -> u64 {
-        2 * u64::from(seq_len) * u64::from(self.head_count_kv) * u64::from(self.head_dim) * 4
+    /// Bytes of one block's KV cache at `seq_len` tokens, its values kept as `kv`.
+    pub fn kv_bytes_per_block(&self, seq_len: u32, kv: crate::wire::KvCacheDType) -> u64 {
+        2 * u64::from(seq_len)
+            * u64::from(self.head_count_kv)
+            * u64::from(self.head_dim)
+            * kv.bytes()
     }
 }
 

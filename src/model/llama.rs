@@ -56,6 +56,8 @@ pub struct StageSpec {
     pub head: bool,
     /// Longest sequence its KV cache holds.
     pub max_seq_len: u32,
+    /// How its KV cache keeps values (f16 on the CPU engine only).
+    pub kv_cache: crate::wire::KvCacheDType,
     /// Where it computes.
     pub device: ComputeDevice,
     /// Compute threads on the CPU (the caller's thread counts; 0 means 1).
@@ -200,6 +202,11 @@ impl LlamaStage {
                 (Backend::Engine(Box::new(stage)), bytes)
             }
             ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
+                if spec.kv_cache != crate::wire::KvCacheDType::F32 {
+                    return Err(StageError::BadInput(
+                        "an f16 KV cache needs the CPU engine (--device cpu)".into(),
+                    ));
+                }
                 let stage = CandleStage::load(path, spec, &content, facts.clone())?;
                 let bytes = stage.loaded_bytes();
                 (Backend::Candle(Box::new(stage)), bytes)

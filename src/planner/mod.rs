@@ -110,7 +110,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
             check_ranges(layers, model.block_count)?;
             layers.clone()
         }
-        None => balance(model, req.runtime.max_seq_len, &nodes),
+        None => balance(model, req.runtime.max_seq_len, req.runtime.kv_cache, &nodes),
     };
 
     let rings = RingSet::for_model(model, &req.runtime);
@@ -163,8 +163,8 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
         let inbound = edges[i as usize];
         let outbound = edges[i as usize + 1];
         let weight_bytes = stage_weight_bytes(model, *range, first, last);
-        let kv_cache_bytes =
-            u64::from(range.len()) * model.kv_bytes_per_block(req.runtime.max_seq_len);
+        let kv_cache_bytes = u64::from(range.len())
+            * model.kv_bytes_per_block(req.runtime.max_seq_len, req.runtime.kv_cache);
         let ring_bytes = ring_arena_bytes(&inbound.ring) + ring_arena_bytes(&outbound.ring);
         // The arena manager aligns every lease to a page.
         let page = crate::arena::manager::LEASE_PAGE;
@@ -270,7 +270,7 @@ pub fn split_evenly(model: &ModelFacts, stages: u32) -> Option<Vec<LayerRange>> 
         device: None,
     };
     let nodes: Vec<&PoolNode> = (0..stages).map(|_| &node).collect();
-    Some(balance(model, 0, &nodes))
+    Some(balance(model, 0, Default::default(), &nodes))
 }
 
 /// Bytes of the tensors a stage loads.
@@ -528,10 +528,15 @@ pub fn check_ranges(ranges: &[LayerRange], block_count: u32) -> Result<()> {
 
 /// Splits blocks into contiguous ranges, one per node, minimising the largest ratio of a
 /// stage's bytes (weights + KV cache) to its node's memory. Ties go to earlier cuts.
-fn balance(model: &ModelFacts, max_seq_len: u32, nodes: &[&PoolNode]) -> Vec<LayerRange> {
+fn balance(
+    model: &ModelFacts,
+    max_seq_len: u32,
+    kv_cache: crate::wire::KvCacheDType,
+    nodes: &[&PoolNode],
+) -> Vec<LayerRange> {
     let n = nodes.len();
     let l = model.block_count as usize;
-    let kv = model.kv_bytes_per_block(max_seq_len);
+    let kv = model.kv_bytes_per_block(max_seq_len, kv_cache);
     let mut prefix = vec![0u64; l + 1];
     for i in 0..l {
         prefix[i + 1] = prefix[i] + model.bytes.per_block[i] + kv;

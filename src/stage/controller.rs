@@ -253,6 +253,7 @@ impl StageController {
             embedding: p.embedding,
             head: p.head,
             max_seq_len: p.runtime.max_seq_len,
+            kv_cache: p.runtime.kv_cache,
             activation_dtype: p.runtime.activation_dtype,
             sampling: p.runtime.sampling,
         }));

@@ -19,9 +19,9 @@ pub use ids::{
     WorkerGeneration,
 };
 pub use plan::{
-    EdgeKind, EdgePlan, LayerRange, Peer, PlanPrediction, PlannedModel, ProvisionStage,
-    RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy, SendEdgeProvision, StagePlan,
-    StagePrediction, WeightSource, WeightsUrl,
+    EdgeKind, EdgePlan, KvCacheDType, LayerRange, Peer, PlanPrediction, PlannedModel,
+    ProvisionStage, RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy, SendEdgeProvision,
+    StagePlan, StagePrediction, WeightSource, WeightsUrl,
 };
 pub use reason::{Component, FaultReason, ObjectFailure};
 pub use spec::{

@@ -229,11 +229,35 @@ impl WeightsUrl {
     }
 }
 
+/// How a stage keeps its KV cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvCacheDType {
+    /// 4 bytes a value (the default).
+    #[default]
+    F32,
+    /// 2 bytes a value: half the memory, values rounded to f16 as they are stored.
+    F16,
+}
+
+impl KvCacheDType {
+    /// Bytes of one cached value.
+    pub fn bytes(self) -> u64 {
+        match self {
+            KvCacheDType::F32 => 4,
+            KvCacheDType::F16 => 2,
+        }
+    }
+}
+
 /// Settings every stage of a run shares.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeConfig {
     /// Longest token sequence (prompt + generated) the KV caches hold.
     pub max_seq_len: u32,
+    /// How the KV caches keep their values.
+    #[serde(default)]
+    pub kv_cache: KvCacheDType,
     /// Element type of activations between stages.
     pub activation_dtype: ActivationDType,
     /// Most tokens to generate.

@@ -71,6 +71,9 @@ pub enum RoleConfig {
         head: bool,
         /// KV cache length.
         max_seq_len: u32,
+        /// KV cache element type.
+        #[serde(default)]
+        kv_cache: crate::wire::KvCacheDType,
         /// Activation dtype on the wire.
         activation_dtype: ActivationDType,
         /// Token selection (last stage).

@@ -49,6 +49,7 @@ impl Role {
                 embedding,
                 head,
                 max_seq_len,
+                kv_cache,
                 activation_dtype,
                 sampling,
             } => {
@@ -57,6 +58,7 @@ impl Role {
                     embedding,
                     head,
                     max_seq_len,
+                    kv_cache,
                     device,
                     threads: compute_threads(),
                 };

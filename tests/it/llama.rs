@@ -11,7 +11,7 @@ use swactor::model::sampling::{Sampler, argmax};
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::model::tokenizer::Tokenizer;
 use swactor::wire::reason::WeightsFailure;
-use swactor::wire::{ActivationDType, LayerRange, SamplingPolicy};
+use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
 
 fn f32_model() -> std::path::PathBuf {
     let path = scratch().join("llama-f32-6.gguf");
@@ -36,8 +36,16 @@ fn f32_model() -> std::path::PathBuf {
 }
 
 fn run(path: &Path, ranges: &[LayerRange], prompt: &[u32], tokens: u32) -> Vec<u32> {
-    let mut p = LocalPipeline::load(path, ranges, 256, ActivationDType::F32, ComputeDevice::Cpu, 1)
-        .expect("load");
+    let mut p = LocalPipeline::load(
+        path,
+        ranges,
+        256,
+        Default::default(),
+        ActivationDType::F32,
+        ComputeDevice::Cpu,
+        1,
+    )
+    .expect("load");
     let mut out = Vec::new();
     let stop =
         generate(&mut p, prompt, tokens, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
@@ -77,6 +85,7 @@ fn a_stage_loads_only_its_own_tensors() {
             embedding: false,
             head: false,
             max_seq_len: 16,
+            kv_cache: Default::default(),
             device: ComputeDevice::Cpu,
             threads: 1,
         },
@@ -90,6 +99,7 @@ fn a_stage_loads_only_its_own_tensors() {
             embedding: true,
             head: false,
             max_seq_len: 16,
+            kv_cache: Default::default(),
             device: ComputeDevice::Cpu,
             threads: 1,
         },
@@ -135,6 +145,7 @@ fn spec(start: u32, end: u32) -> StageSpec {
         embedding: true,
         head: true,
         max_seq_len: 16,
+        kv_cache: Default::default(),
         device: ComputeDevice::Cpu,
         threads: 1,
     }
@@ -158,27 +169,36 @@ fn each_weights_failure_has_its_own_reason() {
 }
 
 #[test]
-fn smollm2_continues_the_lily_prompt_through_a_three_stage_split() {
+fn smollm2_continues_the_lily_prompt_through_a_three_stage_split_with_either_kv_cache() {
     let Some(model) = crate::cli::smollm2() else { return };
     let (content, _) = read_content(&model).expect("header");
     let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
     let prompt = tok.encode("Once upon a time there was a little girl named Lily.", true, false);
     let ranges = even_split(30, 3);
-    let mut p =
-        LocalPipeline::load(&model, &ranges, 128, ActivationDType::F32, ComputeDevice::Cpu, 2)
-            .expect("load");
-    let mut ids = Vec::new();
-    generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos, |t| {
-        ids.push(t)
-    })
-    .expect("generate");
-    let text = tok.decode(&ids);
-    assert!(
-        text.starts_with(
-            " She was a curious and adventurous girl who loved to explore and learn new things."
-        ),
-        "{text:?}"
-    );
+    for kv in [KvCacheDType::F32, KvCacheDType::F16] {
+        let mut p = LocalPipeline::load(
+            &model,
+            &ranges,
+            128,
+            kv,
+            ActivationDType::F32,
+            ComputeDevice::Cpu,
+            2,
+        )
+        .expect("load");
+        let mut ids = Vec::new();
+        generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos, |t| {
+            ids.push(t)
+        })
+        .expect("generate");
+        let text = tok.decode(&ids);
+        assert!(
+            text.starts_with(
+                " She was a curious and adventurous girl who loved to explore and learn new things."
+            ),
+            "{kv:?}: {text:?}"
+        );
+    }
 }
 
 fn synth(name: &str, dtype: swactor::model::synth::SynthDType) -> std::path::PathBuf {
@@ -214,6 +234,7 @@ fn the_engine_generates_candles_greedy_tokens_on_the_f32_model() {
             &path,
             &[LayerRange::new(0, 6)],
             256,
+            Default::default(),
             ActivationDType::F32,
             device,
             1,
@@ -233,7 +254,13 @@ fn the_engine_generates_candles_greedy_tokens_on_the_f32_model() {
 
 /// Logits of sequence 0's last row after `steps` decode steps, run beside `others` other
 /// sequences (each with its own prompt), on a stage with `threads` threads.
-fn logits_beside(path: &Path, others: usize, threads: u32, chunked_prompt: bool) -> Vec<u32> {
+fn logits_beside(
+    path: &Path,
+    others: usize,
+    threads: u32,
+    chunked_prompt: bool,
+    kv_cache: KvCacheDType,
+) -> Vec<u32> {
     use std::sync::atomic::AtomicBool;
     use swactor_engine::llama::{Input, Output};
     let spec = StageSpec {
@@ -241,6 +268,7 @@ fn logits_beside(path: &Path, others: usize, threads: u32, chunked_prompt: bool)
         embedding: true,
         head: true,
         max_seq_len: 64,
+        kv_cache,
         device: ComputeDevice::Cpu,
         threads,
     };
@@ -286,26 +314,19 @@ fn logits_beside(path: &Path, others: usize, threads: u32, chunked_prompt: bool)
 #[test]
 fn a_rows_results_are_bitwise_the_same_at_batch_1_3_8_and_16_and_in_a_prefill_chunk() {
     use swactor::model::synth::SynthDType;
-    for (name, dtype) in [
-        ("inv-f32.gguf", SynthDType::F32),
-        ("inv-q4_0.gguf", SynthDType::Q4_0),
-        ("inv-q8_0.gguf", SynthDType::Q8_0),
+    for (name, dtype, kv) in [
+        ("inv-f32.gguf", SynthDType::F32, KvCacheDType::F32),
+        ("inv-q4_0.gguf", SynthDType::Q4_0, KvCacheDType::F32),
+        ("inv-q8_0.gguf", SynthDType::Q8_0, KvCacheDType::F32),
+        ("inv-q8_0.gguf", SynthDType::Q8_0, KvCacheDType::F16),
     ] {
         let path = synth(name, dtype);
-        let alone = logits_beside(&path, 0, 1, false);
+        let beside = |others, threads, chunked| logits_beside(&path, others, threads, chunked, kv);
+        let alone = beside(0, 1, false);
         for others in [2, 7, 15] {
-            assert_eq!(
-                logits_beside(&path, others, 1, false),
-                alone,
-                "{dtype:?}: batch {}",
-                others + 1
-            );
+            assert_eq!(beside(others, 1, false), alone, "{dtype:?} {kv:?}: batch {}", others + 1);
         }
-        assert_eq!(
-            logits_beside(&path, 0, 1, true),
-            alone,
-            "{dtype:?}: prompt as one prefill chunk"
-        );
-        assert_eq!(logits_beside(&path, 7, 3, true), alone, "{dtype:?}: batch 8 on 3 threads");
+        assert_eq!(beside(0, 1, true), alone, "{dtype:?} {kv:?}: prompt as one prefill chunk");
+        assert_eq!(beside(7, 3, true), alone, "{dtype:?} {kv:?}: batch 8 on 3 threads");
     }
 }

@@ -52,6 +52,7 @@ fn facts(blocks: u32) -> ModelFacts {
 fn runtime() -> RuntimeConfig {
     RuntimeConfig {
         max_seq_len: 1024,
+        kv_cache: Default::default(),
         activation_dtype: ActivationDType::F32,
         max_tokens: 64,
         sampling: SamplingPolicy::Greedy,
@@ -97,6 +98,21 @@ fn a_twelve_block_model_on_three_nodes_gets_three_contiguous_ranges_and_four_edg
     assert_eq!(kinds, ["token_in", "activation", "activation", "token_out"]);
     let ids: HashSet<_> = p.edges.iter().map(|e| e.edge_id).collect();
     assert_eq!(ids.len(), 4, "edge ids are unique");
+}
+
+#[test]
+fn an_f16_kv_cache_halves_each_stages_predicted_kv_bytes() {
+    let model = facts(12);
+    let pool = pool(3);
+    let f32_plan = plan(&request(&model, &pool, Some(3))).expect("plan");
+    let mut req = request(&model, &pool, Some(3));
+    req.runtime.kv_cache = swactor::wire::KvCacheDType::F16;
+    let f16_plan = plan(&req).expect("plan");
+    assert_eq!(f16_plan.runtime.kv_cache, swactor::wire::KvCacheDType::F16, "the stages get it");
+    for (a, b) in f32_plan.stages.iter().zip(&f16_plan.stages) {
+        assert!(a.prediction.kv_cache_bytes > 0);
+        assert_eq!(b.prediction.kv_cache_bytes * 2, a.prediction.kv_cache_bytes);
+    }
 }
 
 #[test]

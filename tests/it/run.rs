@@ -423,7 +423,7 @@ fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_device_object_o
             _ => {
                 let r = nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &id]);
                 let (code, lines, err) = r.finish();
-                assert_eq!(code, 0, "run {run}: {err}");
+                assert_eq!(code, 0, "run {run}: {err}\n{lines:#?}");
                 assert_eq!(tokens(&lines).len(), 8);
             }
         }
@@ -751,6 +751,34 @@ fn run_local_runs_three_stages_and_leaves_no_process_or_file_behind() {
     assert_eq!(summary["stages"], 3);
     assert_eq!(summary["outcome"], "completed");
     assert_eq!(entries(&tmp), Vec::<String>::new(), "no swactor-local directory is left behind");
+    assert!(!node_processes_left(&tmp), "no node process is left behind");
+}
+
+#[test]
+fn an_f16_kv_cache_reaches_every_stage_of_run_local_and_gives_generates_tokens() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(6);
+    let prompt = "the quick brown fox";
+    let ids = |cmd: &mut Command| -> Vec<u64> {
+        let out = cmd.output().expect("run");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        tokens(&lines)
+    };
+    let args = ["--json", "--max-tokens", "24", "--kv-cache", "f16", "--prompt", prompt];
+    let reference = ids(Command::new(exe()).arg("generate").args(args).arg("--model").arg(&model));
+    assert_eq!(reference.len(), 24);
+    let tmp = fresh_tmp("run-local-kv-f16");
+    let piped = ids(Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--stages", "3"])
+        .args(args)
+        .arg("--model")
+        .arg(&model));
+    assert_eq!(piped, reference, "three stages with f16 caches give the one-process tokens");
     assert!(!node_processes_left(&tmp), "no node process is left behind");
 }
 

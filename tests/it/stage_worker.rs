@@ -84,6 +84,7 @@ fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
         embedding,
         head,
         max_seq_len: MAX_SEQ,
+        kv_cache: Default::default(),
         activation_dtype: ActivationDType::F32,
         sampling: SamplingPolicy::Greedy,
     }
@@ -275,6 +276,7 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         &model(),
         &[LayerRange::new(0, 6)],
         MAX_SEQ,
+        Default::default(),
         ActivationDType::F32,
         ComputeDevice::Cpu,
         1,

@@ -39,6 +39,73 @@ pub struct Config {
     pub rope_base: f32,
     /// Longest sequence a slot's KV cache holds.
     pub max_seq_len: usize,
+    /// How the KV cache keeps its values.
+    pub kv: KvFormat,
+}
+
+/// How a KV cache keeps its values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KvFormat {
+    /// f32 (the default).
+    #[default]
+    F32,
+    /// f16: half the memory; keys (after rope) and values are rounded as they are stored,
+    /// and read back as f32. Every row takes the same path, so results stay
+    /// batch-invariant.
+    F16,
+}
+
+/// One slot's keys or values, `[layer][kv head][position][head dim]`.
+#[derive(Debug, Default)]
+enum Cache {
+    /// Not allocated yet.
+    #[default]
+    Empty,
+    /// f32 values.
+    F32(Vec<f32>),
+    /// f16 values (their bits: a zeroed allocation stays untouched until written).
+    F16(Vec<u16>),
+}
+
+impl Cache {
+    fn new(kv: KvFormat, size: usize) -> Cache {
+        match kv {
+            KvFormat::F32 => Cache::F32(vec![0.0; size]),
+            KvFormat::F16 => Cache::F16(vec![0; size]),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Cache::Empty)
+    }
+
+    /// Stores `values` at `at`.
+    fn store(&mut self, at: usize, values: &[f32]) {
+        match self {
+            Cache::Empty => {}
+            Cache::F32(c) => c[at..at + values.len()].copy_from_slice(values),
+            Cache::F16(c) => {
+                // Slice conversions use the CPU's F16C instructions where it has them.
+                use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+                c[at..at + values.len()]
+                    .reinterpret_cast_mut::<half::f16>()
+                    .convert_from_f32_slice(values);
+            }
+        }
+    }
+
+    /// The `buf.len()` values at `at` as f32 (read in place, or converted into `buf`).
+    fn read<'a>(&'a self, at: usize, buf: &'a mut [f32]) -> &'a [f32] {
+        match self {
+            Cache::Empty => buf,
+            Cache::F32(c) => &c[at..at + buf.len()],
+            Cache::F16(c) => {
+                use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+                c[at..at + buf.len()].reinterpret_cast::<half::f16>().convert_to_f32_slice(buf);
+                buf
+            }
+        }
+    }
 }
 
 /// One transformer block's weights.
@@ -115,8 +182,8 @@ pub enum ForwardError {
 
 #[derive(Debug, Default)]
 struct Slot {
-    k: Vec<f32>,
-    v: Vec<f32>,
+    k: Cache,
+    v: Cache,
     len: usize,
 }
 
@@ -128,6 +195,8 @@ struct Scratch {
     y: Vec<f32>,
     out_t: Vec<f32>,
     att: Vec<f32>,
+    /// One key or value row on its way into the cache.
+    kv: Vec<f32>,
     acts: Acts,
 }
 
@@ -282,8 +351,8 @@ impl Stage {
                     * self.cfg.kv_heads
                     * self.cfg.max_seq_len
                     * self.cfg.head_dim;
-                slot.k = vec![0.0; size];
-                slot.v = vec![0.0; size];
+                slot.k = Cache::new(self.cfg.kv, size);
+                slot.v = Cache::new(self.cfg.kv, size);
             }
         }
         for l in 0..self.w.layers.len() {
@@ -367,23 +436,25 @@ impl Stage {
                 rope(h, cos, sin);
             }
             let slot = &mut self.slots[slots[i]];
+            s.kv.resize(hd, 0.0);
             for kh in 0..c.kv_heads {
                 let at = ((l * c.kv_heads + kh) * c.max_seq_len + p) * hd;
-                let k = &mut slot.k[at..at + hd];
-                for (j, k) in k.iter_mut().enumerate() {
+                for (j, k) in s.kv.iter_mut().enumerate() {
                     *k = s.out_t[(qd + kh * hd + j) * n + i];
                 }
-                rope(k, cos, sin);
-                let v = &mut slot.v[at..at + hd];
-                for (j, v) in v.iter_mut().enumerate() {
+                rope(&mut s.kv, cos, sin);
+                slot.k.store(at, &s.kv);
+                for (j, v) in s.kv.iter_mut().enumerate() {
                     *v = s.out_t[(qd + kd + kh * hd + j) * n + i];
                 }
+                slot.v.store(at, &s.kv);
             }
         }
 
-        // Attention: one task per (row, head); each owns its output and its scores.
+        // Attention: one task per (row, head); each owns its output, a row buffer (for an
+        // f16 cache's values read back as f32) and its scores.
         let ctx = s.pos.iter().max().map_or(0, |p| p + 1);
-        let chunk = hd + ctx;
+        let chunk = 2 * hd + ctx;
         s.att.resize(n * c.heads * chunk, 0.0);
         let scale = 1.0 / (hd as f32).sqrt();
         let group = c.heads / c.kv_heads;
@@ -395,15 +466,16 @@ impl Stage {
                 let slot = &caches[slots[i]];
                 let base = (l * c.kv_heads + h / group) * c.max_seq_len * hd;
                 let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-                let (y, sc) = buf.split_at_mut(hd);
+                let (y, rest) = buf.split_at_mut(hd);
+                let (row, sc) = rest.split_at_mut(hd);
                 let sc = &mut sc[..=p];
                 for (t, s) in sc.iter_mut().enumerate() {
-                    *s = dot(q, &slot.k[base + t * hd..base + (t + 1) * hd]) * scale;
+                    *s = dot(q, slot.k.read(base + t * hd, row)) * scale;
                 }
                 softmax(sc);
                 y.fill(0.0);
                 for (t, &pt) in sc.iter().enumerate() {
-                    let v = &slot.v[base + t * hd..base + (t + 1) * hd];
+                    let v = slot.v.read(base + t * hd, row);
                     for (y, &v) in y.iter_mut().zip(v) {
                         *y += pt * v;
                     }

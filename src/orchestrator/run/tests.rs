@@ -63,6 +63,7 @@ fn the_plan(max_tokens: u32) -> RunPlan {
         placement: Placement::default(),
         runtime: RuntimeConfig {
             max_seq_len: 128,
+            kv_cache: Default::default(),
             activation_dtype: ActivationDType::F32,
             max_tokens,
             sampling: SamplingPolicy::Greedy,
