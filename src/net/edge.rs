@@ -41,8 +41,11 @@ pub const SEND_CHUNK: usize = 1024 * 1024;
 /// How long a new stream may take to send its preamble.
 pub const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a stream for an edge not (yet) in this node's plan is held before it is
-/// refused as `unknown_edge`.
-pub const UNCLAIMED_TIMEOUT: Duration = Duration::from_secs(3);
+/// refused as `unknown_edge`: long enough for a loaded host to finish provisioning the
+/// run whose producer got here first.
+pub const UNCLAIMED_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most streams held unclaimed at once (one per edge id); more are refused at once.
+pub const MAX_UNCLAIMED: usize = 64;
 /// How long a stopping send pump waits for the peer to acknowledge the stream's end.
 pub const STOP_LINGER: Duration = Duration::from_millis(500);
 /// Stream stop code: the edge id is not in the active plan.
@@ -252,11 +255,13 @@ pub struct Refusal {
 #[derive(Default)]
 struct RouterState {
     expected: HashMap<EdgeId, EndpointId>,
-    pending: HashMap<EdgeId, RecvStream>,
+    pending: HashMap<EdgeId, (EndpointId, RecvStream)>,
     waiting: HashMap<EdgeId, oneshot::Sender<RecvStream>>,
     /// Streams for edges this node has not been provisioned with yet (the producer's
     /// provisioning may overtake ours): held unread for [`UNCLAIMED_TIMEOUT`], then refused.
-    unclaimed: HashMap<EdgeId, (EndpointId, RecvStream)>,
+    /// The number tells a hold from a later one of the same edge id.
+    unclaimed: HashMap<EdgeId, (EndpointId, RecvStream, u64)>,
+    holds: u64,
 }
 
 /// Accepts edge streams for one node and pairs them with their receive edges.
@@ -287,18 +292,74 @@ impl EdgeRouter {
             s.expected.insert(edge_id, producer);
             s.unclaimed.remove(&edge_id)
         };
-        if let Some((peer, stream)) = early {
+        if let Some((peer, stream, _)) = early {
             self.route(peer, edge_id, stream);
         }
     }
 
-    /// Forgets an edge (its run ended); a stream still waiting for it is dropped.
+    /// Forgets an edge (its run ended). Edge ids repeat from run to run, so a stream that
+    /// arrived for it and was never taken is the next run's, whose producer got here before
+    /// this run's teardown did: it is held unclaimed (refused if nobody claims it in time),
+    /// never dropped under the next run's feet.
     pub fn forget(&self, edge_id: EdgeId) {
         let mut s = self.lock();
         s.expected.remove(&edge_id);
-        s.pending.remove(&edge_id);
         s.waiting.remove(&edge_id);
-        s.unclaimed.remove(&edge_id);
+        if let Some((peer, stream)) = s.pending.remove(&edge_id) {
+            self.hold(s, peer, edge_id, stream);
+        }
+    }
+
+    /// Holds `stream` unread as unclaimed for [`UNCLAIMED_TIMEOUT`] (refusing an older one
+    /// held for the same edge), then refuses it unless `expect` claimed it.
+    fn hold(
+        &self,
+        mut s: std::sync::MutexGuard<'_, RouterState>,
+        peer: EndpointId,
+        edge_id: EdgeId,
+        stream: RecvStream,
+    ) {
+        if s.unclaimed.len() >= MAX_UNCLAIMED && !s.unclaimed.contains_key(&edge_id) {
+            drop(s);
+            let mut stream = stream;
+            let _ = stream.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
+            let _ = self.refusals.send(Refusal {
+                edge_id: Some(edge_id),
+                peer,
+                reason: StreamFault::UnknownEdge,
+            });
+            return;
+        }
+        s.holds += 1;
+        let hold = s.holds;
+        if let Some((old_peer, mut old, _)) = s.unclaimed.insert(edge_id, (peer, stream, hold)) {
+            let _ = old.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
+            let _ = self.refusals.send(Refusal {
+                edge_id: Some(edge_id),
+                peer: old_peer,
+                reason: StreamFault::UnknownEdge,
+            });
+        }
+        drop(s);
+        let router = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(UNCLAIMED_TIMEOUT).await;
+            let expired = {
+                let mut s = router.lock();
+                match s.unclaimed.get(&edge_id) {
+                    Some((_, _, h)) if *h == hold => s.unclaimed.remove(&edge_id),
+                    _ => None,
+                }
+            };
+            if let Some((peer, mut stream, _)) = expired {
+                let _ = stream.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
+                let _ = router.refusals.send(Refusal {
+                    edge_id: Some(edge_id),
+                    peer,
+                    reason: StreamFault::UnknownEdge,
+                });
+            }
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RouterState> {
@@ -311,7 +372,7 @@ impl EdgeRouter {
         let (tx, rx) = oneshot::channel();
         let mut s = self.lock();
         match s.pending.remove(&edge_id) {
-            Some(stream) => {
+            Some((_, stream)) => {
                 let _ = tx.send(stream);
             }
             None => {
@@ -326,28 +387,7 @@ impl EdgeRouter {
         let refuse = match s.expected.get(&edge_id) {
             None => {
                 // Not (yet) ours: hold it unread; refuse it if nobody claims it in time.
-                if let Some((old_peer, mut old)) = s.unclaimed.insert(edge_id, (peer, stream)) {
-                    let _ = old.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
-                    let _ = self.refusals.send(Refusal {
-                        edge_id: Some(edge_id),
-                        peer: old_peer,
-                        reason: StreamFault::UnknownEdge,
-                    });
-                }
-                drop(s);
-                let router = self.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(UNCLAIMED_TIMEOUT).await;
-                    let expired = router.lock().unclaimed.remove(&edge_id);
-                    if let Some((peer, mut stream)) = expired {
-                        let _ = stream.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
-                        let _ = router.refusals.send(Refusal {
-                            edge_id: Some(edge_id),
-                            peer,
-                            reason: StreamFault::UnknownEdge,
-                        });
-                    }
-                });
+                self.hold(s, peer, edge_id, stream);
                 return;
             }
             Some(p) if *p != peer => Some((StreamFault::UnauthorizedPeer, STOP_UNAUTHORIZED)),
@@ -362,11 +402,11 @@ impl EdgeRouter {
         match s.waiting.remove(&edge_id) {
             Some(tx) => {
                 if let Err(stream) = tx.send(stream) {
-                    s.pending.insert(edge_id, stream);
+                    s.pending.insert(edge_id, (peer, stream));
                 }
             }
             None => {
-                s.pending.insert(edge_id, stream);
+                s.pending.insert(edge_id, (peer, stream));
             }
         }
     }

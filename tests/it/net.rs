@@ -169,7 +169,7 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
         }
     };
     let _unknown = open(&a, 99).await;
-    let first = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
+    let first = tokio::time::timeout(Duration::from_secs(30), refusals.recv())
         .await
         .expect("refusal")
         .expect("open");
@@ -197,4 +197,17 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
     let mut buf = [0u8; 7];
     stream.read_exact(&mut buf).await.expect("read");
     assert_eq!(&buf, b"payload", "the impostor's bytes never reached the edge");
+
+    // Edge ids repeat from run to run: the next run's stream for edge 7 arrives before this
+    // run's teardown forgets the edge. It is held, and the next run's provisioning gets it.
+    let (_conn2, _s2) = open(&a, 7).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    router.forget(EdgeId(7));
+    router.expect(EdgeId(7), a.id());
+    let mut next = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
+        .await
+        .expect("the next run's rendezvous")
+        .expect("stream");
+    next.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"payload");
 }
