@@ -960,16 +960,16 @@ fn node_boot_reports_its_start_and_its_typed_fault_as_events_on_its_json_stdout(
     assert!(!dir.join("n4.sock").exists(), "a failed boot leaves no admin socket");
 }
 
-#[test]
-fn a_node_booted_on_a_device_it_cannot_drive_faults_with_device_unavailable_and_leaves_nothing() {
-    let dir = scratch().join("boot-device");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let orch = "ab".repeat(32);
-    // No machine has a 1000th GPU, and a build without the `cuda` feature drives none.
+/// Boots node 4 in a fresh `dir` with `args` added, expecting a boot fault: checks the
+/// `node_started`, `node_faulted`, `error` lines and that no admin socket is left; returns
+/// them with stderr.
+fn faulted_boot(dir: &std::path::Path, args: &[&str]) -> (Vec<serde_json::Value>, String) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("dir");
     let out = swactor()
         .args(["node", "boot", "--json", "--node-id", "4", "--listen", "127.0.0.1:0"])
-        .args(["--swim", "127.0.0.1:0", "--orchestrator", &orch, "--device", "cuda:999"])
+        .args(["--swim", "127.0.0.1:0", "--orchestrator", &"ab".repeat(32)])
+        .args(args)
         .arg("--key")
         .arg(dir.join("n4.key"))
         .arg("--admin")
@@ -982,11 +982,20 @@ fn a_node_booted_on_a_device_it_cannot_drive_faults_with_device_unavailable_and_
     let lines = stdout_json_lines(&out.stdout);
     let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
     assert_eq!(types, ["node_started", "node_faulted", "error"], "{lines:?}");
+    assert_eq!(lines[1]["component"], "node_boot");
+    assert!(!dir.join("n4.sock").exists(), "a failed boot leaves no admin socket");
+    (lines, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_node_booted_on_a_device_it_cannot_drive_faults_with_device_unavailable_and_leaves_nothing() {
+    let dir = scratch().join("boot-device");
+    let orch = "ab".repeat(32);
+    // No machine has a 1000th GPU, and a build without the `cuda` feature drives none.
+    let (lines, stderr) = faulted_boot(&dir, &["--device", "cuda:999"]);
     assert_eq!(lines[1]["reason"], "device_unavailable", "{}", lines[1]);
     assert_eq!(lines[2]["reason"], "device_unavailable");
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cuda"), "the fault says which device: {stderr}");
-    assert!(!dir.join("n4.sock").exists(), "a failed boot leaves no admin socket");
     for bad in ["gpu", "cuda:x", "cuda:-1", ""] {
         swactor()
             .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0"])
@@ -1000,31 +1009,12 @@ fn a_node_booted_on_a_device_it_cannot_drive_faults_with_device_unavailable_and_
 #[test]
 fn a_node_that_cannot_boot_within_its_boot_timeout_faults_with_what_it_waited_for() {
     let dir = scratch().join("boot-timeout");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
     let orch = "ab".repeat(32);
     // One millisecond: the key, the admin socket and the arena are made at once, but no
     // worker process can start and report ready that fast.
-    let out = swactor()
-        .args(["node", "boot", "--json", "--node-id", "4", "--listen", "127.0.0.1:0"])
-        .args(["--swim", "127.0.0.1:0", "--orchestrator", &orch, "--boot-timeout-ms", "1"])
-        .arg("--key")
-        .arg(dir.join("n4.key"))
-        .arg("--admin")
-        .arg(dir.join("n4.sock"))
-        .timeout(std::time::Duration::from_secs(30))
-        .assert()
-        .code(6)
-        .get_output()
-        .clone();
-    let lines = stdout_json_lines(&out.stdout);
-    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
-    assert_eq!(types, ["node_started", "node_faulted", "error"], "{lines:?}");
+    let (lines, stderr) = faulted_boot(&dir, &["--boot-timeout-ms", "1"]);
     assert_eq!(lines[1]["reason"], "worker_init_timeout", "{}", lines[1]);
-    assert_eq!(lines[1]["component"], "node_boot");
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("did not boot within 1ms"), "{stderr}");
-    assert!(!dir.join("n4.sock").exists(), "an abandoned boot leaves no admin socket");
     swactor()
         .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0", "--orchestrator"])
         .arg(&orch)

@@ -286,62 +286,24 @@ fn q8_0<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q4_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-    let nb = a.cols / QK_K;
-    assert!(w.len() >= nb * 144);
-    let x = rows.map(|r| a.q8k.row(r));
-    assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
-    let mut acc = [_mm256_setzero_ps(); R];
-    let mut accm = [0f32; R];
-    let m4 = _mm256_set1_epi8(0x0F);
-    for b in 0..nb {
-        let blk = &w[b * 144..(b + 1) * 144];
-        let d = f16_at(blk, 0);
-        let dmin = f16_at(blk, 2);
-        let mut sc = [0i16; 8];
-        let mut mn = [0i32; 8];
-        for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
-            let (a, b) = scale_min_k4(j, &blk[4..16]);
-            (*s, *m) = (i16::from(a), i32::from(b));
-        }
-        let mut sumi = [_mm256_setzero_si256(); R];
-        for j in 0..4 {
-            // SAFETY: qs[32 j..32 j + 32] lies inside the block (16 + 128 bytes).
-            let q = unsafe { load256(blk.as_ptr().add(16 + 32 * j)) };
-            let lo = _mm256_and_si256(q, m4);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-            let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
-            for r in 0..R {
-                let base = b * QK_K + 64 * j;
-                // SAFETY: 64 values of block b inside the row (checked above).
-                let (y0, y1) = unsafe {
-                    let p = x[r].qs.as_ptr().add(base).cast::<u8>();
-                    (load256(p), load256(p.add(32)))
-                };
-                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s_lo);
-                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s_hi);
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p0, p1));
-            }
-        }
-        for r in 0..R {
-            let bs = &x[r].bsums[b * 16..b * 16 + 16];
-            let mins: i32 =
-                (0..8).map(|j| mn[j] * (i32::from(bs[2 * j]) + i32::from(bs[2 * j + 1]))).sum();
-            let da = x[r].d[b];
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            accm[r] += dmin * da * mins as f32;
-        }
-    }
-    std::array::from_fn(|r| hsum(acc[r]) - accm[r])
+    q4_5_k::<R, false>(w, a, rows)
 }
 
-/// Q5_K: Q4_K's layout with a fifth bit per value in `qh` (bit `2 j` for the low
-/// nibbles of group pair `j`, bit `2 j + 1` for the high ones); values 0..31 meet the
-/// activations through `maddubs` as Q4_K's do.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn q5_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    q4_5_k::<R, true>(w, a, rows)
+}
+
+/// Q4_K, and with `Q5` Q5_K: Q4_K's layout with a fifth bit per value in `qh` (bit `2 j`
+/// for the low nibbles of group pair `j`, bit `2 j + 1` for the high ones); values (0..15,
+/// or 0..31) meet the activations through `maddubs`, a 6-bit scale and min per 32 values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_5_k<const R: usize, const Q5: bool>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let (bb, qs_at) = if Q5 { (176, 48) } else { (144, 16) };
     let nb = a.cols / QK_K;
-    assert!(w.len() >= nb * 176);
+    assert!(w.len() >= nb * bb);
     let x = rows.map(|r| a.q8k.row(r));
     assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
     let mut acc = [_mm256_setzero_ps(); R];
@@ -349,7 +311,7 @@ fn q5_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     let m4 = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
     for b in 0..nb {
-        let blk = &w[b * 176..(b + 1) * 176];
+        let blk = &w[b * bb..(b + 1) * bb];
         let d = f16_at(blk, 0);
         let dmin = f16_at(blk, 2);
         let mut sc = [0i16; 8];
@@ -358,22 +320,23 @@ fn q5_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
             let (a, b) = scale_min_k4(j, &blk[4..16]);
             (*s, *m) = (i16::from(a), i32::from(b));
         }
-        // SAFETY: qh is bytes 16..48 of the block.
-        let qh = unsafe { load256(blk.as_ptr().add(16)) };
+        // SAFETY: Q5_K's qh is bytes 16..48 of its 176-byte block (unused for Q4_K).
+        let qh = if Q5 { unsafe { load256(blk.as_ptr().add(16)) } } else { _mm256_setzero_si256() };
         let mut sumi = [_mm256_setzero_si256(); R];
         for j in 0..4 {
-            // SAFETY: qs[32 j..32 j + 32] lies inside the block (48 + 128 bytes).
-            let q = unsafe { load256(blk.as_ptr().add(48 + 32 * j)) };
-            // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4. A 16-bit shift may
-            // bring in a neighbour byte's bits; the mask keeps this byte's one bit.
-            let h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
-            let h_hi =
-                _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)), one);
-            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16::<4>(h_lo));
-            let hi = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
-                _mm256_slli_epi16::<4>(h_hi),
-            );
+            // SAFETY: qs[32 j..32 j + 32] lies inside the block (qs_at + 128 bytes).
+            let q = unsafe { load256(blk.as_ptr().add(qs_at + 32 * j)) };
+            let mut lo = _mm256_and_si256(q, m4);
+            let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+            if Q5 {
+                // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4. A 16-bit shift
+                // may bring in a neighbour byte's bits; the mask keeps this byte's one bit.
+                let shift = |n: i32| _mm256_srl_epi16(qh, _mm_cvtsi32_si128(n));
+                let h_lo = _mm256_and_si256(shift(2 * j as i32), one);
+                let h_hi = _mm256_and_si256(shift(2 * j as i32 + 1), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(h_lo));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h_hi));
+            }
             let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
             for r in 0..R {
                 let base = b * QK_K + 64 * j;
