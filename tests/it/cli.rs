@@ -987,41 +987,40 @@ fn faulted_boot(dir: &std::path::Path, args: &[&str]) -> (Vec<serde_json::Value>
     (lines, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// `node boot` with `args` added is a usage error (exit 2) before anything starts.
+fn refused_boot(dir: &std::path::Path, args: &[&str]) {
+    swactor()
+        .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0"])
+        .args(["--swim", "127.0.0.1:0", "--orchestrator", &"ab".repeat(32)])
+        .args(args)
+        .arg("--key")
+        .arg(dir.join("n4.key"))
+        .assert()
+        .code(2);
+}
+
 #[test]
 fn a_node_booted_on_a_device_it_cannot_drive_faults_with_device_unavailable_and_leaves_nothing() {
     let dir = scratch().join("boot-device");
-    let orch = "ab".repeat(32);
     // No machine has a 1000th GPU, and a build without the `cuda` feature drives none.
     let (lines, stderr) = faulted_boot(&dir, &["--device", "cuda:999"]);
     assert_eq!(lines[1]["reason"], "device_unavailable", "{}", lines[1]);
     assert_eq!(lines[2]["reason"], "device_unavailable");
     assert!(stderr.contains("cuda"), "the fault says which device: {stderr}");
     for bad in ["gpu", "cuda:x", "cuda:-1", ""] {
-        swactor()
-            .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0"])
-            .args(["--swim", "127.0.0.1:0", "--orchestrator", &orch, "--device", bad, "--key"])
-            .arg(dir.join("n4.key"))
-            .assert()
-            .code(2);
+        refused_boot(&dir, &["--device", bad]);
     }
 }
 
 #[test]
 fn a_node_that_cannot_boot_within_its_boot_timeout_faults_with_what_it_waited_for() {
     let dir = scratch().join("boot-timeout");
-    let orch = "ab".repeat(32);
     // One millisecond: the key, the admin socket and the arena are made at once, but no
     // worker process can start and report ready that fast.
     let (lines, stderr) = faulted_boot(&dir, &["--boot-timeout-ms", "1"]);
     assert_eq!(lines[1]["reason"], "worker_init_timeout", "{}", lines[1]);
     assert!(stderr.contains("did not boot within 1ms"), "{stderr}");
-    swactor()
-        .args(["node", "boot", "--node-id", "4", "--listen", "127.0.0.1:0", "--orchestrator"])
-        .arg(&orch)
-        .args(["--swim", "127.0.0.1:0", "--boot-timeout-ms", "0", "--key"])
-        .arg(dir.join("n4.key"))
-        .assert()
-        .code(2);
+    refused_boot(&dir, &["--boot-timeout-ms", "0"]);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::{Acts, Kernels};
-use crate::quant::{QK, QK_K, WeightFormat, scale_min_k4};
+use crate::quant::{Q8KRow, QK, QK_K, WeightFormat, scale_min_k4};
 
 /// The AVX2 kernels of `fmt` (every format has them; `Option` as the other families').
 pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
@@ -362,6 +362,27 @@ fn q4_5_k<const R: usize, const Q5: bool>(w: &[u8], a: &Acts, rows: [usize; R]) 
     std::array::from_fn(|r| hsum(acc[r]) - accm[r])
 }
 
+/// Adds 32 unsigned weight values `v` (0..127) times activation values `at..at + 32` of
+/// each row to `sumi`, the first 16 products scaled by `sc.0`, the last 16 by `sc.1` (the
+/// K-quants' per-16 scales), in 32-bit integers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn add_groups<const R: usize>(
+    sumi: &mut [__m256i; R],
+    v: __m256i,
+    sc: (i16, i16),
+    x: &[Q8KRow<'_>; R],
+    at: usize,
+) {
+    let s = _mm256_set_m128i(_mm_set1_epi16(sc.1), _mm_set1_epi16(sc.0));
+    for (sumi, x) in sumi.iter_mut().zip(x) {
+        let y = &x.qs[at..at + 32];
+        // SAFETY: `y` holds 32 values.
+        let y = unsafe { load256(y.as_ptr().cast()) };
+        *sumi = _mm256_add_epi32(*sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), s));
+    }
+}
+
 /// Q2_K: 2-bit values in four planes per 32 bytes, a 4-bit scale and min per 16 values.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -385,15 +406,7 @@ fn q2_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
                 // A 16-bit shift may bring in a neighbour byte's bits; the mask drops them.
                 let v = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), m2);
                 let g = 8 * n + 2 * j;
-                let s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                for r in 0..R {
-                    // SAFETY: 32 values of block b inside the row (checked above).
-                    let y = unsafe {
-                        load256(x[r].qs.as_ptr().add(b * QK_K + 128 * n + 32 * j).cast())
-                    };
-                    sumi[r] =
-                        _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), s));
-                }
+                add_groups(&mut sumi, v, (sc[g], sc[g + 1]), &x, b * QK_K + 128 * n + 32 * j);
             }
         }
         for r in 0..R {
@@ -436,15 +449,7 @@ fn q3_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
                 let h = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit)), one);
                 let v = _mm256_or_si256(low, _mm256_slli_epi16::<2>(h));
                 let g = 8 * n + 2 * j;
-                let s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                for r in 0..R {
-                    // SAFETY: 32 values of block b inside the row (checked above).
-                    let y = unsafe {
-                        load256(x[r].qs.as_ptr().add(b * QK_K + 128 * n + 32 * j).cast())
-                    };
-                    sumi[r] =
-                        _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), s));
-                }
+                add_groups(&mut sumi, v, (sc[g], sc[g + 1]), &x, b * QK_K + 128 * n + 32 * j);
             }
         }
         for r in 0..R {
@@ -511,15 +516,7 @@ fn q6_k<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
             ];
             for (k, q) in q.iter().enumerate() {
                 let g = 8 * n + 2 * k;
-                let s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                for r in 0..R {
-                    // SAFETY: 32 values of block b inside the row (checked above).
-                    let y = unsafe {
-                        load256(x[r].qs.as_ptr().add(b * QK_K + 128 * n + 32 * k).cast())
-                    };
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(*q, y), s);
-                    sumi[r] = _mm256_add_epi32(sumi[r], p);
-                }
+                add_groups(&mut sumi, *q, (sc[g], sc[g + 1]), &x, b * QK_K + 128 * n + 32 * k);
             }
         }
         for r in 0..R {
