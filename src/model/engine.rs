@@ -166,20 +166,20 @@ pub fn load(
         let n = |s: &str| format!("blk.{i}.{s}.weight");
         layers.push(Layer {
             attn_norm: b.vector(&n("attn_norm"), d)?,
-            wq: b.matrix(&n("attn_q"))?,
-            wk: b.matrix(&n("attn_k"))?,
-            wv: b.matrix(&n("attn_v"))?,
-            wo: b.matrix(&n("attn_output"))?,
+            wq: b.matrix(&n("attn_q"))?.repacked(),
+            wk: b.matrix(&n("attn_k"))?.repacked(),
+            wv: b.matrix(&n("attn_v"))?.repacked(),
+            wo: b.matrix(&n("attn_output"))?.repacked(),
             ffn_norm: b.vector(&n("ffn_norm"), d)?,
-            gate: b.matrix(&n("ffn_gate"))?,
-            up: b.matrix(&n("ffn_up"))?,
-            down: b.matrix(&n("ffn_down"))?,
+            gate: b.matrix(&n("ffn_gate"))?.repacked(),
+            up: b.matrix(&n("ffn_up"))?.repacked(),
+            down: b.matrix(&n("ffn_down"))?.repacked(),
         });
     }
     let (norm, head) = if spec.head {
         let norm = b.vector("output_norm.weight", d)?;
         let head = if facts.tied_embeddings { "token_embd.weight" } else { "output.weight" };
-        (Some(norm), Some(b.matrix(head)?))
+        (Some(norm), Some(b.matrix(head)?.repacked()))
     } else {
         (None, None)
     };

@@ -192,12 +192,15 @@ fn smollm2_continues_the_lily_prompt_through_a_three_stage_split_with_either_kv_
         })
         .expect("generate");
         let text = tok.decode(&ids);
-        assert!(
-            text.starts_with(
+        // The f16 cache rounds every key and value: the first clause must survive it; the
+        // f32 cache gives the whole known sentence.
+        let want = match kv {
+            KvCacheDType::F32 => {
                 " She was a curious and adventurous girl who loved to explore and learn new things."
-            ),
-            "{kv:?}: {text:?}"
-        );
+            }
+            KvCacheDType::F16 => " She was a curious and adventurous girl who loved to explore",
+        };
+        assert!(text.starts_with(want), "{kv:?}: {text:?}");
     }
 }
 

@@ -55,6 +55,9 @@ pub struct Matrix {
     data: Bytes,
     kernels: Kernels,
     isa: Isa,
+    /// The weights repacked for the group kernels, when this CPU and format have them.
+    #[cfg(target_arch = "x86_64")]
+    packed: Option<Arc<kernels::packed::Packed>>,
 }
 
 impl Matrix {
@@ -85,7 +88,37 @@ impl Matrix {
             data,
             kernels: kernels::select(isa, format),
             isa: kernels::effective_isa(isa, format),
+            #[cfg(target_arch = "x86_64")]
+            packed: None,
         })
+    }
+
+    /// The same matrix with its weights repacked for the products, where the format and
+    /// instruction set have a repacked kernel (Q4_0, Q4_1 and Q8_0 with AVX-512 VNNI, rows a
+    /// multiple of 16): a private copy of the weights that multiplies several activation
+    /// rows much faster. Otherwise the matrix as it is. Row lookups
+    /// ([`Matrix::dequantize_row`]) keep reading the original bytes.
+    pub fn repacked(mut self) -> Matrix {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512 {
+            self.packed = kernels::packed::Packed::new(
+                self.format,
+                self.rows,
+                self.cols,
+                self.data.as_slice(),
+            )
+            .map(Arc::new);
+        }
+        self
+    }
+
+    /// Bytes of the repacked copy (0 when the products read the original blocks).
+    pub fn repacked_bytes(&self) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = &self.packed {
+            return p.bytes();
+        }
+        0
     }
 
     /// Storage format.
@@ -125,7 +158,8 @@ impl Matrix {
 
     /// Dot products of row `r` with activation rows `acts`, into `out`.
     pub fn dot_row(&self, r: usize, a: &Acts, acts: Range<usize>, out: &mut [f32]) {
-        kernels::dot_many(&self.kernels, self.row(r), a, acts, out);
+        let stride = acts.len();
+        self.dot_rows(r..r + 1, a, acts, out, stride);
     }
 
     /// Dot products of rows `rows` with activation rows `acts`: `out[i * stride + k]` for
@@ -139,6 +173,10 @@ impl Matrix {
         out: &mut [f32],
         stride: usize,
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = &self.packed {
+            return packed_rows(p, rows, a, acts, out, stride);
+        }
         // Blocks of rows small enough to stay in L1 while every activation row meets them
         // (the activation rows are the inner loop only within a block).
         const BLOCK: usize = 16;
@@ -160,10 +198,49 @@ impl Matrix {
     }
 }
 
+/// [`Matrix::dot_rows`] on repacked weights: whole groups of 16 rows, four activation
+/// rows at a time, keeping the rows asked for.
+#[cfg(target_arch = "x86_64")]
+fn packed_rows(
+    p: &kernels::packed::Packed,
+    rows: Range<usize>,
+    a: &Acts,
+    acts: Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    use kernels::packed::GROUP;
+    if rows.is_empty() {
+        return;
+    }
+    for g in rows.start / GROUP..rows.end.div_ceil(GROUP) {
+        p.prefetch(g + 1);
+        let keep = (g * GROUP).max(rows.start)..((g + 1) * GROUP).min(rows.end);
+        let mut k = acts.start;
+        while k < acts.end {
+            let mut put = |vals: &[[f32; GROUP]]| {
+                for (j, v) in vals.iter().enumerate() {
+                    for o in keep.clone() {
+                        out[(o - rows.start) * stride + (k - acts.start) + j] = v[o - g * GROUP];
+                    }
+                }
+            };
+            match acts.end - k {
+                1 => put(&p.group(g, a, [k])),
+                2 => put(&p.group(g, a, [k, k + 1])),
+                3 => put(&p.group(g, a, [k, k + 1, k + 2])),
+                _ => put(&p.group(g, a, [k, k + 1, k + 2, k + 3])),
+            }
+            k += (acts.end - k).min(4);
+        }
+    }
+}
+
 /// Output rows per pool task: enough tasks to balance the threads, few enough to keep
 /// the hand-out cheap. Only scheduling depends on it, never a value.
+/// A multiple of 16 so that tasks split no group of repacked rows.
 fn rows_per_task(total: usize, threads: usize) -> usize {
-    if threads <= 1 { total.max(1) } else { total.div_ceil(threads * 8).max(4) }
+    if threads <= 1 { total.max(1) } else { total.div_ceil(threads * 8).next_multiple_of(16) }
 }
 
 /// `out_t[o][b] = mats[..] row o . acts row b` for the stacked output rows of `mats`

@@ -402,6 +402,8 @@ pub struct Q8Rows {
     pub neg8: Vec<i32>,
     /// `-128 *` the sum of each 4 values (the offset of Q8_0's bytes made unsigned).
     pub neg128: Vec<i32>,
+    /// The integer sum of each block's values (for the repacked kernels' offsets).
+    pub isum: Vec<i32>,
 }
 
 /// One row of [`Q8Rows`].
@@ -421,6 +423,8 @@ pub struct Q8Row<'a> {
     pub neg8: &'a [i32],
     /// `-128 *` the sum of each 4 values.
     pub neg128: &'a [i32],
+    /// The integer sum of each block's values.
+    pub isum: &'a [i32],
 }
 
 impl Q8Rows {
@@ -437,6 +441,7 @@ impl Q8Rows {
         self.dv.resize(8 * nb, 0.0);
         self.neg8.resize(8 * nb, 0);
         self.neg128.resize(8 * nb, 0);
+        self.isum.resize(nb, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
             let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
             let d = amax / 127.0;
@@ -457,6 +462,7 @@ impl Q8Rows {
             self.ds[2 * b] = d;
             self.ds[2 * b + 1] = s;
             self.dv[8 * b..8 * b + 8].fill(d);
+            self.isum[b] = sum;
             for (g, q) in qb.chunks_exact(4).enumerate() {
                 let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
                 self.neg8[8 * b + g] = -8 * sum;
@@ -477,6 +483,7 @@ impl Q8Rows {
             dv: &self.dv[8 * r * nb..8 * (r + 1) * nb],
             neg8: &self.neg8[8 * r * nb..8 * (r + 1) * nb],
             neg128: &self.neg128[8 * r * nb..8 * (r + 1) * nb],
+            isum: &self.isum[r * nb..(r + 1) * nb],
         }
     }
 }

@@ -9,24 +9,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{f16_at, hsum, load128, load256};
+use super::avx2::{f16_at, hsum, load128, load256, prefetch};
 use super::{Acts, Kernels};
 use crate::quant::{QK, WeightFormat};
-
-/// The AVX-512 kernels of `fmt`, if it has any.
-pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
-    macro_rules! k {
-        ($f:ident) => {
-            Some(super::simd_kernels!($f, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))
-        };
-    }
-    match fmt {
-        WeightFormat::Q4_0 => k!(q4_0),
-        WeightFormat::Q4_1 => k!(q4_1),
-        WeightFormat::Q8_0 => k!(q8_0),
-        _ => None,
-    }
-}
 
 /// The nibbles of two 16-byte blocks as 64 values in element order: block 0's low and
 /// high nibbles, then block 1's.
@@ -78,101 +63,189 @@ fn u16_at(w: &[u8], at: usize) -> i32 {
     i32::from(u16::from_le_bytes([w[at], w[at + 1]]))
 }
 
-/// Runs `$pair!(b, acc)` over block pairs into two accumulator sets (fixed by the
-/// block count alone), leaving an odd last block at `$b`.
-macro_rules! over_pairs {
-    ($nb:expr, $acc0:ident, $acc1:ident, $pair:ident, $b:ident) => {
-        let mut $b = 0;
-        while $b + 4 <= $nb {
-            $pair!($b, $acc0);
-            $pair!($b + 2, $acc1);
-            $b += 4;
+/// Weight rows per tile: each activation block loaded serves this many weight rows.
+const TILE: usize = 4;
+
+/// The sum of 16 lanes in a fixed order (halves, then [`hsum`]'s order).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn hsum512(v: __m512) -> f32 {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi))
+}
+
+/// [`Kernels`] from a tile function `$tile::<M, R>(w, row_bytes, a, rows)`, which returns
+/// `[[f32; R]; M]` for weight rows `w[m * row_bytes..]`; only for a CPU with the
+/// features of this module.
+macro_rules! tiled_kernels {
+    ($tile:ident) => {{
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        fn many<const R: usize>(
+            w: &[u8],
+            n: usize,
+            rb: usize,
+            a: &Acts,
+            rows: [usize; R],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            let mut i = 0;
+            while i < n {
+                let m = (n - i).min(TILE);
+                // The next tile's rows (past `n` they are only prefetched).
+                let ahead = ((i + TILE) * rb).min(w.len())..((i + 2 * TILE) * rb).min(w.len());
+                prefetch(&w[ahead]);
+                let wi = &w[i * rb..];
+                macro_rules! put {
+                    ($m:literal) => {{
+                        let v = $tile::<$m, R>(wi, rb, a, rows);
+                        for (k, v) in v.iter().enumerate() {
+                            out[(i + k) * stride..(i + k) * stride + R].copy_from_slice(v);
+                        }
+                    }};
+                }
+                match m {
+                    4 => put!(4),
+                    3 => put!(3),
+                    2 => put!(2),
+                    _ => put!(1),
+                }
+                i += m;
+            }
         }
-        if $b + 2 <= $nb {
-            $pair!($b, $acc0);
-            $b += 2;
+        macro_rules! width {
+            ($one:ident, $m:ident, $r:literal) => {
+                fn $one(w: &[u8], a: &Acts, r: [usize; $r]) -> [f32; $r] {
+                    // SAFETY: these kernels are selected only on a CPU with this module's
+                    // features.
+                    unsafe { $tile::<1, $r>(w, w.len(), a, r)[0] }
+                }
+                fn $m(
+                    w: &[u8],
+                    n: usize,
+                    rb: usize,
+                    a: &Acts,
+                    r: [usize; $r],
+                    o: &mut [f32],
+                    s: usize,
+                ) {
+                    // SAFETY: as above.
+                    unsafe { many::<$r>(w, n, rb, a, r, o, s) }
+                }
+            };
         }
-    };
+        width!(r1, m1, 1);
+        width!(r2, m2, 2);
+        width!(r3, m3, 3);
+        width!(r4, m4, 4);
+        Kernels { r1, r2, r3, r4, m1, m2, m3, m4 }
+    }};
+}
+
+/// Checks a tile's bounds: `M` rows of `nb` blocks of `bb` bytes, `rb` apart.
+#[inline]
+fn tile_fits(w: &[u8], m: usize, rb: usize, nb: usize, bb: usize) -> bool {
+    m >= 1 && nb * bb <= rb && (m - 1) * rb + nb * bb <= w.len()
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn q4_1<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+fn q4_1<const M: usize, const R: usize>(
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    rows: [usize; R],
+) -> [[f32; R]; M] {
     const BB: usize = 20;
     let nb = a.cols / QK;
-    assert!(w.len() >= nb * BB);
+    assert!(tile_fits(w, M, rb, nb, BB));
     let x = rows.map(|r| a.q8.row(r));
     assert!(x.iter().all(|x| {
         x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb && x.dv.len() >= 8 * nb && x.s.len() >= nb
     }));
     let zero = _mm512_setzero_si512();
-    let mut acc0 = [_mm512_setzero_ps(); R];
-    let mut acc1 = [_mm512_setzero_ps(); R];
-    let mut accm = [_mm_setzero_ps(); R];
-    macro_rules! pair {
-        ($b:expr, $acc:ident) => {{
-            let b = $b;
-            // SAFETY: blocks b and b + 1 lie inside w (checked above).
-            let (q0, q1) = unsafe {
-                (load128(w.as_ptr().add(b * BB + 4)), load128(w.as_ptr().add(b * BB + BB + 4)))
-            };
-            let v = nibbles2(q0, q1);
+    let mut acc = [[_mm512_setzero_ps(); R]; M];
+    let mut accm = [[_mm_setzero_ps(); R]; M];
+    let mut b = 0;
+    while b + 2 <= nb {
+        let mut v = [zero; M];
+        let mut dw = [_mm512_setzero_ps(); M];
+        let mut mw = [_mm_setzero_ps(); M];
+        for m in 0..M {
+            let o = m * rb + b * BB;
+            // SAFETY: blocks b and b + 1 of row m lie inside w (checked above).
+            let (q0, q1) =
+                unsafe { (load128(w.as_ptr().add(o + 4)), load128(w.as_ptr().add(o + BB + 4))) };
+            v[m] = nibbles2(q0, q1);
             // [d0, m0, d1, m1]
-            let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, b * BB + BB), u32_at(w, b * BB)));
-            let dw = spread::<2>(dm);
+            let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, o + BB), u32_at(w, o)));
+            dw[m] = spread::<2>(dm);
             // [m0, m1, m0, m1]
-            let mw = _mm_shuffle_ps::<0b11_01_11_01>(dm, dm);
-            for r in 0..R {
-                // SAFETY: values 32 b..32 b + 64, spread scales 8 b..8 b + 16 and sums
-                // b..b + 2 lie inside the row (checked above).
-                let (y, da, sa) = unsafe {
-                    (
-                        load512(x[r].qs, b * QK),
-                        _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
-                        _mm_castpd_ps(_mm_load_sd(x[r].s.as_ptr().add(b).cast())),
-                    )
-                };
-                let dp = _mm512_dpbusd_epi32(zero, v, y);
-                $acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
-                accm[r] = _mm_add_ps(accm[r], _mm_mul_ps(mw, sa));
-            }
-        }};
-    }
-    over_pairs!(nb, acc0, acc1, pair, b);
-    let mut tail = [0f32; R];
-    if b < nb {
-        let (d, m) = (f16_at(w, b * BB), f16_at(w, b * BB + 2));
-        // SAFETY: block b lies inside w (checked above).
-        let v = nibbles1(unsafe { load128(w.as_ptr().add(b * BB + 4)) });
+            mw[m] = _mm_shuffle_ps::<0b11_01_11_01>(dm, dm);
+        }
         for r in 0..R {
-            // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
-            let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-            let dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, y);
-            tail[r] =
-                hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].ds[2 * b]), _mm256_cvtepi32_ps(dp)))
-                    + m * x[r].ds[2 * b + 1];
+            // SAFETY: values 32 b..32 b + 64, spread scales 8 b..8 b + 16 and sums
+            // b..b + 2 lie inside the row (checked above).
+            let (y, da, sa) = unsafe {
+                (
+                    load512(x[r].qs, b * QK),
+                    _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
+                    _mm_castpd_ps(_mm_load_sd(x[r].s.as_ptr().add(b).cast())),
+                )
+            };
+            for m in 0..M {
+                let dp = _mm512_dpbusd_epi32(zero, v[m], y);
+                acc[m][r] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw[m], da), acc[m][r]);
+                accm[m][r] = _mm_add_ps(accm[m][r], _mm_mul_ps(mw[m], sa));
+            }
+        }
+        b += 2;
+    }
+    let mut out = [[0f32; R]; M];
+    for m in 0..M {
+        let mut tail = [0f32; R];
+        if b < nb {
+            let o = m * rb + b * BB;
+            let (d, mn) = (f16_at(w, o), f16_at(w, o + 2));
+            // SAFETY: block b of row m lies inside w (checked above).
+            let v = nibbles1(unsafe { load128(w.as_ptr().add(o + 4)) });
+            for r in 0..R {
+                // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
+                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
+                let dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, y);
+                tail[r] =
+                    hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].ds[2 * b]), _mm256_cvtepi32_ps(dp)))
+                        + mn * x[r].ds[2 * b + 1];
+            }
+        }
+        for r in 0..R {
+            let mut s = [0f32; 4];
+            // SAFETY: `s` has room for 4 floats.
+            unsafe { _mm_storeu_ps(s.as_mut_ptr(), accm[m][r]) };
+            out[m][r] = hsum512(acc[m][r]) + (s[0] + s[1]) + tail[r];
         }
     }
-    std::array::from_fn(|r| {
-        let mut m = [0f32; 4];
-        // SAFETY: `m` has room for 4 floats.
-        unsafe { _mm_storeu_ps(m.as_mut_ptr(), accm[r]) };
-        _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + (m[0] + m[1]) + tail[r]
-    })
+    out
 }
 
-/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start; `$values!(b)`
-/// gives the 64 unsigned bytes of blocks b and b + 1 and `$one!(b)` the 32 of block b,
-/// each offset by a constant c (so `w = byte - c`), and `$neg` names the activations'
-/// precomputed `-c * sum` of each 4 values.
+/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start; `$values!(w, o)`
+/// gives the 64 unsigned bytes of the two blocks at byte `o` and `$one!(w, o)` the 32 of
+/// the block at `o`, each offset by a constant c (so `w = byte - c`), and `$neg` names the
+/// activations' precomputed `-c * sum` of each 4 values.
 macro_rules! symmetric {
     ($name:ident, $bb:expr, $neg:ident, $values:ident, $one:ident) => {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        fn $name<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        fn $name<const M: usize, const R: usize>(
+            w: &[u8],
+            rb: usize,
+            a: &Acts,
+            rows: [usize; R],
+        ) -> [[f32; R]; M] {
             const BB: usize = $bb;
             let nb = a.cols / QK;
-            assert!(w.len() >= nb * BB);
+            assert!(tile_fits(w, M, rb, nb, BB));
             let x = rows.map(|r| a.q8.row(r));
             assert!(x.iter().all(|x| {
                 x.qs.len() >= nb * QK
@@ -180,85 +253,93 @@ macro_rules! symmetric {
                     && x.dv.len() >= 8 * nb
                     && x.$neg.len() >= 8 * nb
             }));
-            let mut acc0 = [_mm512_setzero_ps(); R];
-            let mut acc1 = [_mm512_setzero_ps(); R];
-            macro_rules! pair {
-                ($b:expr, $acc:ident) => {{
-                    let b = $b;
-                    let v = $values!(w, b, BB);
+            let mut acc = [[_mm512_setzero_ps(); R]; M];
+            let mut b = 0;
+            while b + 2 <= nb {
+                let mut v = [_mm512_setzero_si512(); M];
+                let mut dw = [_mm512_setzero_ps(); M];
+                for m in 0..M {
+                    let o = m * rb + b * BB;
+                    v[m] = $values!(w, o, BB);
                     // [d0, 0, d1, 0], spread to [d0 x 8, d1 x 8]
-                    let dd = _mm_cvtph_ps(_mm_set_epi32(
-                        0,
-                        0,
-                        u16_at(w, b * BB + BB),
-                        u16_at(w, b * BB),
-                    ));
-                    let dw = spread::<2>(dd);
-                    for r in 0..R {
-                        // SAFETY: values 32 b..32 b + 64, spread scales and offsets
-                        // 8 b..8 b + 16 lie inside the row (checked above).
-                        let (y, da, neg) = unsafe {
-                            (
-                                load512(x[r].qs, b * QK),
-                                _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
-                                _mm512_loadu_si512(x[r].$neg.as_ptr().add(8 * b).cast()),
-                            )
-                        };
-                        // sum((w + c) a) - c sum(a), exactly, in one instruction.
-                        let dp = _mm512_dpbusd_epi32(neg, v, y);
-                        $acc[r] =
-                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw, da), $acc[r]);
-                    }
-                }};
-            }
-            over_pairs!(nb, acc0, acc1, pair, b);
-            let mut tail = [0f32; R];
-            if b < nb {
-                let d = f16_at(w, b * BB);
-                let v = $one!(w, b, BB);
+                    let dd = _mm_cvtph_ps(_mm_set_epi32(0, 0, u16_at(w, o + BB), u16_at(w, o)));
+                    dw[m] = spread::<2>(dd);
+                }
                 for r in 0..R {
-                    // SAFETY: values 32 b..32 b + 32 and offsets 8 b..8 b + 8 lie inside the
-                    // row (checked above).
-                    let (y, neg) = unsafe {
+                    // SAFETY: values 32 b..32 b + 64, spread scales and offsets
+                    // 8 b..8 b + 16 lie inside the row (checked above).
+                    let (y, da, neg) = unsafe {
                         (
-                            load256(x[r].qs.as_ptr().add(b * QK).cast()),
-                            _mm256_loadu_si256(x[r].$neg.as_ptr().add(8 * b).cast()),
+                            load512(x[r].qs, b * QK),
+                            _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
+                            _mm512_loadu_si512(x[r].$neg.as_ptr().add(8 * b).cast()),
                         )
                     };
-                    let dp = _mm256_dpbusd_epi32(neg, v, y);
-                    tail[r] = hsum(_mm256_mul_ps(
-                        _mm256_set1_ps(d * x[r].ds[2 * b]),
-                        _mm256_cvtepi32_ps(dp),
-                    ));
+                    for m in 0..M {
+                        // sum((w + c) a) - c sum(a), exactly, in one instruction.
+                        let dp = _mm512_dpbusd_epi32(neg, v[m], y);
+                        acc[m][r] = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(dp),
+                            _mm512_mul_ps(dw[m], da),
+                            acc[m][r],
+                        );
+                    }
+                }
+                b += 2;
+            }
+            let mut out = [[0f32; R]; M];
+            for m in 0..M {
+                let mut tail = [0f32; R];
+                if b < nb {
+                    let o = m * rb + b * BB;
+                    let d = f16_at(w, o);
+                    let v = $one!(w, o);
+                    for r in 0..R {
+                        // SAFETY: values 32 b..32 b + 32 and offsets 8 b..8 b + 8 lie inside
+                        // the row (checked above).
+                        let (y, neg) = unsafe {
+                            (
+                                load256(x[r].qs.as_ptr().add(b * QK).cast()),
+                                _mm256_loadu_si256(x[r].$neg.as_ptr().add(8 * b).cast()),
+                            )
+                        };
+                        let dp = _mm256_dpbusd_epi32(neg, v, y);
+                        tail[r] = hsum(_mm256_mul_ps(
+                            _mm256_set1_ps(d * x[r].ds[2 * b]),
+                            _mm256_cvtepi32_ps(dp),
+                        ));
+                    }
+                }
+                for r in 0..R {
+                    out[m][r] = hsum512(acc[m][r]) + tail[r];
                 }
             }
-            std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + tail[r])
+            out
         }
     };
 }
 
 macro_rules! q4_0_pair {
-    ($w:ident, $b:expr, $bb:expr) => {{
-        // SAFETY: blocks b and b + 1 lie inside w (checked at the kernel's entry).
-        let (q0, q1) = unsafe {
-            (load128($w.as_ptr().add($b * $bb + 2)), load128($w.as_ptr().add($b * $bb + $bb + 2)))
-        };
+    ($w:ident, $o:expr, $bb:expr) => {{
+        // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
+        let (q0, q1) =
+            unsafe { (load128($w.as_ptr().add($o + 2)), load128($w.as_ptr().add($o + $bb + 2))) };
         nibbles2(q0, q1)
     }};
 }
 
 macro_rules! q4_0_one {
-    ($w:ident, $b:expr, $bb:expr) => {{
-        // SAFETY: block b lies inside w (checked at the kernel's entry).
-        nibbles1(unsafe { load128($w.as_ptr().add($b * $bb + 2)) })
+    ($w:ident, $o:expr) => {{
+        // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
+        nibbles1(unsafe { load128($w.as_ptr().add($o + 2)) })
     }};
 }
 
 macro_rules! q8_0_pair {
-    ($w:ident, $b:expr, $bb:expr) => {{
-        // SAFETY: blocks b and b + 1 lie inside w (checked at the kernel's entry).
+    ($w:ident, $o:expr, $bb:expr) => {{
+        // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
         let v = unsafe {
-            let p = $w.as_ptr().add($b * $bb + 2);
+            let p = $w.as_ptr().add($o + 2);
             _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add($bb)))
         };
         // w + 128 as unsigned bytes.
@@ -267,12 +348,27 @@ macro_rules! q8_0_pair {
 }
 
 macro_rules! q8_0_one {
-    ($w:ident, $b:expr, $bb:expr) => {{
-        // SAFETY: block b lies inside w (checked at the kernel's entry).
-        let v = unsafe { load256($w.as_ptr().add($b * $bb + 2)) };
+    ($w:ident, $o:expr) => {{
+        // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
+        let v = unsafe { load256($w.as_ptr().add($o + 2)) };
         _mm256_xor_si256(v, _mm256_set1_epi8(-128))
     }};
 }
 
 symmetric!(q4_0, 18, neg8, q4_0_pair, q4_0_one);
 symmetric!(q8_0, 34, neg128, q8_0_pair, q8_0_one);
+
+/// The AVX-512 kernels of `fmt`, if it has any.
+pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
+    macro_rules! k {
+        ($f:ident) => {
+            Some(tiled_kernels!($f))
+        };
+    }
+    match fmt {
+        WeightFormat::Q4_0 => k!(q4_0),
+        WeightFormat::Q4_1 => k!(q4_1),
+        WeightFormat::Q8_0 => k!(q8_0),
+        _ => None,
+    }
+}

@@ -16,6 +16,8 @@ use crate::quant::{Q8KRows, Q8Rows, WeightFormat};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub mod packed;
 pub mod scalar;
 
 /// Activation rows in every form a product may need, all quantized from the same f32 rows.

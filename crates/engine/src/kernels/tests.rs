@@ -245,3 +245,83 @@ fn an_unavailable_instruction_set_falls_back_to_a_kernel_this_cpu_runs() {
         }
     }
 }
+
+/// Every output of `m` (all its rows against all of `a`'s rows) through the products'
+/// row-range entry, `acts` activation rows at a time.
+fn products(m: &crate::Matrix, a: &Acts, acts: usize) -> Vec<f32> {
+    let (rows, n) = (m.rows(), a.rows);
+    let mut out = vec![0f32; rows * n];
+    let mut k = 0;
+    while k < n {
+        let take = acts.min(n - k);
+        let mut part = vec![0f32; rows * take];
+        m.dot_rows(0..rows, a, k..k + take, &mut part, take);
+        for o in 0..rows {
+            for j in 0..take {
+                out[o * n + k + j] = part[o * take + j];
+            }
+        }
+        k += take;
+    }
+    out
+}
+
+#[test]
+fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_width() {
+    let mut rng = Rng::new(4);
+    for fmt in [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0] {
+        for cols in sizes(fmt) {
+            for scales in [Scales::Random, Scales::Zero, Scales::Huge, Scales::Tiny] {
+                let rows = 48;
+                let w = random_matrix(fmt, rows, cols, scales, &mut rng);
+                let bytes = crate::Bytes::from_vec(w.clone());
+                let m = crate::Matrix::new(fmt, rows, cols, bytes, Isa::detect())
+                    .expect("matrix")
+                    .repacked();
+                if Isa::detect() == Isa::Avx512 {
+                    assert!(m.repacked_bytes() > 0, "{fmt:?} is repacked on this CPU");
+                }
+                let a = acts(9, cols, &mut rng);
+                let one = products(&m, &a, 1);
+                let reference = scalar::select(fmt);
+                let rb = fmt.row_bytes(cols).unwrap();
+                for o in 0..rows {
+                    let wr = &w[o * rb..(o + 1) * rb];
+                    for r in 0..a.rows {
+                        let want = (reference.r1)(wr, &a, [r])[0];
+                        let got = one[o * a.rows + r];
+                        let tol = 2e-4 * magnitude(fmt, wr, &a, r) + 1e-30;
+                        assert!(
+                            (want - got).abs() <= tol && got.is_finite() == want.is_finite(),
+                            "{fmt:?} cols {cols} {scales:?} row {o} act {r}: {got} vs {want}"
+                        );
+                    }
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                for width in 2..=5 {
+                    assert_eq!(bits(&products(&m, &a, width)), bits(&one), "{fmt:?} width {width}");
+                }
+                // Any row range (a part of a group) gives the same bits as the whole.
+                for range in [3..4, 5..21, 16..48, 0..47] {
+                    let mut part = vec![0f32; range.len() * a.rows];
+                    m.dot_rows(range.clone(), &a, 0..a.rows, &mut part, a.rows);
+                    let whole = &one[range.start * a.rows..range.end * a.rows];
+                    assert_eq!(bits(&part), bits(whole), "{fmt:?} rows {range:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matrices_that_cannot_be_repacked_stay_as_they_are() {
+    let mut rng = Rng::new(5);
+    // 20 rows are not whole groups of 16; Q5_0 has no repacked kernel.
+    for (fmt, rows) in [(WeightFormat::Q8_0, 20), (WeightFormat::Q5_0, 32)] {
+        let w = random_matrix(fmt, rows, 64, Scales::Random, &mut rng);
+        let m = crate::Matrix::new(fmt, rows, 64, crate::Bytes::from_vec(w), Isa::detect())
+            .expect("matrix")
+            .repacked();
+        assert_eq!(m.repacked_bytes(), 0, "{fmt:?} x {rows}");
+    }
+}

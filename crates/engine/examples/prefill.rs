@@ -1,0 +1,99 @@
+//! Times the engine on random weights of SmolLM2-135M's shape, without a model file: one
+//! prefill of `--rows` rows and single-row decode steps. For profiling the kernels
+//! (`cargo build --profile profiling -p swactor-engine --example prefill`), not a benchmark
+//! of record (that is `swactor bench engine`).
+//!
+//! Usage: `prefill [q8_0|q4_0|q4_1|q4_k|...] [rows] [threads] [repeat]`
+
+// A program of its own (a driver): it reads the clock to time the engine.
+#![allow(clippy::disallowed_methods)]
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use swactor_engine::llama::{Config, Input, KvFormat, Layer, Stage, Weights};
+use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let fmt = args.get(1).map_or("q8_0", String::as_str);
+    let rows: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
+    let threads: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let repeat: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let format = WeightFormat::ALL.into_iter().find(|f| f.name() == fmt).expect("a weight format");
+    let cfg = Config {
+        hidden: 576,
+        heads: 9,
+        kv_heads: 3,
+        head_dim: 64,
+        ffn: 1536,
+        vocab: 49152,
+        eps: 1e-5,
+        rope_base: 10000.0,
+        max_seq_len: 512,
+        kv: KvFormat::F32,
+    };
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut matrix = |rows: usize, cols: usize| {
+        let row_bytes = format.row_bytes(cols).expect("whole blocks");
+        let mut b = vec![0u8; rows * row_bytes];
+        for x in b.iter_mut() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            *x = seed as u8;
+        }
+        // Small finite f16 scales at every block's start (0x2000 is about 0.008).
+        for blk in b.chunks_exact_mut(format.block_bytes()) {
+            blk[0] = 0;
+            blk[1] = 0x20;
+        }
+        Matrix::new(format, rows, cols, Bytes::from_vec(b), Isa::detect())
+            .expect("matrix")
+            .repacked()
+    };
+    let (d, f) = (cfg.hidden, cfg.ffn);
+    let layers = (0..30)
+        .map(|_| Layer {
+            attn_norm: vec![1.0; d],
+            wq: matrix(d, d),
+            wk: matrix(192, d),
+            wv: matrix(192, d),
+            wo: matrix(d, d),
+            ffn_norm: vec![1.0; d],
+            gate: matrix(f, d),
+            up: matrix(f, d),
+            down: matrix(d, f),
+        })
+        .collect();
+    let head = Some(matrix(cfg.vocab, d));
+    let w = Weights { embedding: None, layers, norm: Some(vec![1.0; d]), head };
+    let pool = Arc::new(ThreadPool::new(threads));
+    let mut stage = Stage::new(cfg, w, pool, 1).expect("stage");
+    let no = AtomicBool::new(false);
+    let x: Vec<f32> = (0..rows * d).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+    let slots = vec![0usize; rows];
+    let mut best = f64::MAX;
+    for _ in 0..repeat {
+        stage.reset(0);
+        let t = Instant::now();
+        stage.forward(&slots, Input::Hidden(&x), &no).expect("forward");
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let mut dec = f64::MAX;
+    for _ in 0..repeat {
+        let t = Instant::now();
+        for _ in 0..16 {
+            stage.reset(0);
+            stage.forward(&[0], Input::Hidden(&x[..d]), &no).expect("forward");
+        }
+        dec = dec.min(t.elapsed().as_secs_f64() / 16.0);
+    }
+    println!(
+        "{fmt} isa {} threads {threads}: prefill {rows} rows {:.1} rows/s; decode {:.1} tok/s",
+        Isa::detect().name(),
+        rows as f64 / best,
+        1.0 / dec
+    );
+}
