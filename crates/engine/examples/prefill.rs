@@ -3,7 +3,7 @@
 //! (`cargo build --profile profiling -p swactor-engine --example prefill`), not a benchmark
 //! of record (that is `swactor bench engine`).
 //!
-//! Usage: `prefill [q8_0|q4_0|q4_1|q4_k|...] [rows] [threads] [repeat]`
+//! Usage: `prefill [q8_0|q4_0|q4_1|q4_k|...] [rows] [threads] [repeat] [decode batch]`
 
 // A program of its own (a driver): it reads the clock to time the engine.
 #![allow(clippy::disallowed_methods)]
@@ -21,6 +21,7 @@ fn main() {
     let rows: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
     let threads: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
     let repeat: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let batch: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
     let format = WeightFormat::ALL.into_iter().find(|f| f.name() == fmt).expect("a weight format");
     let cfg = Config {
         hidden: 576,
@@ -70,7 +71,7 @@ fn main() {
     let head = Some(matrix(cfg.vocab, d));
     let w = Weights { embedding: None, layers, norm: Some(vec![1.0; d]), head };
     let pool = Arc::new(ThreadPool::new(threads));
-    let mut stage = Stage::new(cfg, w, pool, 1).expect("stage");
+    let mut stage = Stage::new(cfg, w, pool, batch).expect("stage");
     let no = AtomicBool::new(false);
     let x: Vec<f32> = (0..rows * d).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
     let slots = vec![0usize; rows];
@@ -84,16 +85,20 @@ fn main() {
     let mut dec = f64::MAX;
     for _ in 0..repeat {
         let t = Instant::now();
+        let slots: Vec<usize> = (0..batch).collect();
         for _ in 0..16 {
-            stage.reset(0);
-            stage.forward(&[0], Input::Hidden(&x[..d]), &no).expect("forward");
+            for &s in &slots {
+                stage.reset(s);
+            }
+            stage.forward(&slots, Input::Hidden(&x[..batch * d]), &no).expect("forward");
         }
         dec = dec.min(t.elapsed().as_secs_f64() / 16.0);
     }
     println!(
-        "{fmt} isa {} threads {threads}: prefill {rows} rows {:.1} rows/s; decode {:.1} tok/s",
+        "{fmt} isa {} threads {threads}: prefill {rows} rows {:.1} rows/s; decode batch {batch} \
+         {:.1} tok/s",
         Isa::detect().name(),
         rows as f64 / best,
-        1.0 / dec
+        batch as f64 / dec
     );
 }

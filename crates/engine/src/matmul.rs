@@ -214,7 +214,6 @@ fn packed_rows(
         return;
     }
     for g in rows.start / GROUP..rows.end.div_ceil(GROUP) {
-        p.prefetch(g + 1);
         let keep = (g * GROUP).max(rows.start)..((g + 1) * GROUP).min(rows.end);
         let mut k = acts.start;
         while k < acts.end {

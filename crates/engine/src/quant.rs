@@ -443,15 +443,16 @@ impl Q8Rows {
         self.neg128.resize(8 * nb, 0);
         self.isum.resize(nb, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
-            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let amax = crate::kernels::amax_block(xb)
+                .unwrap_or_else(|| xb.iter().fold(0f32, |m, v| m.max(v.abs())));
             let d = amax / 127.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            let mut sum = 0i32;
-            for (q, &v) in qb.iter_mut().zip(xb) {
-                let r = round_i8(v * id);
-                *q = r;
-                sum += i32::from(r);
+            if !crate::kernels::round_block(xb, id, qb) {
+                for (q, &v) in qb.iter_mut().zip(xb.iter()) {
+                    *q = round_i8(v * id);
+                }
             }
+            let sum: i32 = qb.iter().map(|&v| i32::from(v)).sum();
             // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks
             // keep them, so that the products round as llama.cpp's do (beyond f16's range
             // they stay f32 rather than overflow).
@@ -561,6 +562,49 @@ mod tests {
         }
         for x in [0.5f32, -0.5, 1.5, -1.5, 126.5, -126.5, 0.49999997, -0.49999997, 127.0] {
             assert_eq!(round_i8(x), x.round() as i8, "{x}");
+        }
+    }
+
+    #[test]
+    fn simd_block_rounding_gives_the_scalar_rounding_bits() {
+        // Blocks whose largest value is 127 steps: every tie, near-tie and sign, plus
+        // random values, zeros and a block holding NaN or an infinity (those take the
+        // scalar path and must still quantize).
+        let mut seed = 7u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let mut x: Vec<f32> = Vec::new();
+        for i in -1275..=1275 {
+            x.push(i as f32 / 10.0);
+        }
+        x.extend([0.49999997f32, -0.49999997, 126.49999, -126.50001, 127.0, -127.0]);
+        while x.len() % QK != 0 {
+            x.push(0.0);
+        }
+        x.extend((0..64 * QK).map(|_| next() * 3.0));
+        x.extend([0.0; QK]);
+        let mut nan = vec![1.0f32; QK];
+        nan[3] = f32::NAN;
+        let mut inf = vec![1.0f32; QK];
+        inf[9] = f32::INFINITY;
+        x.extend(nan);
+        x.extend(inf);
+        let mut q = Q8Rows::default();
+        q.quantize(&x, QK);
+        for (b, xb) in x.chunks_exact(QK).enumerate() {
+            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            assert_eq!(q.d[b], f16_precision(d), "block {b} scale");
+            for (i, &v) in xb.iter().enumerate() {
+                assert_eq!(q.qs[b * QK + i], round_i8(v * id), "block {b} value {i}: {v}");
+            }
+            let sum: i32 = xb.iter().map(|&v| i32::from(round_i8(v * id))).sum();
+            assert_eq!(q.isum[b], sum, "block {b}");
         }
     }
 }

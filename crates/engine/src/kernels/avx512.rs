@@ -372,3 +372,68 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         _ => None,
     }
 }
+
+/// Rounds `x[i] * id` half away from zero into `q[i]` for one block of 32 values, as
+/// `quant::round_i8` does (bitwise the same: the same multiply, truncation and exact
+/// fraction test). `false`, writing nothing, when a value is NaN or `x * id` could leave
+/// the i8 range: the caller's scalar loop handles those blocks.
+pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
+    if !crate::Isa::Avx512.is_available() || x.len() != 32 || q.len() != 32 || !id.is_finite() {
+        return false;
+    }
+    // SAFETY: AVX-512 is available (checked above).
+    unsafe { round_block_avx512(x, id, q) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn round_block_avx512(x: &[f32], id: f32, q: &mut [i8]) -> bool {
+    // SAFETY: `x` holds 32 floats (checked by the caller).
+    let v = unsafe { [_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))] };
+    let limit = _mm512_set1_ps(127.5);
+    let mut out = [_mm_setzero_si128(); 2];
+    for (i, &v) in v.iter().enumerate() {
+        let y = _mm512_mul_ps(v, _mm512_set1_ps(id));
+        // NaN, or a magnitude that the scalar path would saturate: not here.
+        let abs = _mm512_abs_ps(y);
+        if _mm512_cmp_ps_mask::<_CMP_LT_OQ>(abs, limit) != 0xFFFF {
+            return false;
+        }
+        let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
+        let f = _mm512_sub_ps(y, t);
+        let one = _mm512_set1_ps(1.0);
+        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(f, _mm512_set1_ps(0.5));
+        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(f, _mm512_set1_ps(-0.5));
+        let t = _mm512_mask_add_ps(t, up, t, one);
+        let t = _mm512_mask_sub_ps(t, down, t, one);
+        let t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-128.0)), _mm512_set1_ps(127.0));
+        out[i] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t));
+    }
+    // SAFETY: `q` has room for 32 bytes (checked by the caller).
+    unsafe {
+        _mm_storeu_si128(q.as_mut_ptr().cast(), out[0]);
+        _mm_storeu_si128(q.as_mut_ptr().add(16).cast(), out[1]);
+    }
+    true
+}
+
+/// The largest magnitude of one block of 32 values, as the scalar fold computes it;
+/// `None` when the CPU lacks AVX-512 or a value is NaN (the fold skips NaN; the caller
+/// folds such a block itself).
+pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
+    if !crate::Isa::Avx512.is_available() || x.len() != 32 {
+        return None;
+    }
+    // SAFETY: AVX-512 is available (checked above).
+    unsafe { amax_block_avx512(x) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn amax_block_avx512(x: &[f32]) -> Option<f32> {
+    // SAFETY: `x` holds 32 floats (checked by the caller).
+    let (a, b) = unsafe { (_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))) };
+    if _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b) != 0 {
+        return None;
+    }
+    // Maximum is exact in any order once no value is NaN.
+    Some(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))))
+}

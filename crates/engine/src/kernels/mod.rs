@@ -191,6 +191,33 @@ macro_rules! simd_kernels {
 #[cfg(target_arch = "x86_64")]
 pub(crate) use simd_kernels;
 
+/// Rounds one activation block of 32 values, `x[i] * id`, into `q` with SIMD where the
+/// CPU has it, bitwise as the scalar rounding does; `false` (nothing written) where the
+/// caller must round it itself.
+#[inline]
+pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return avx512::round_block(x, id, q);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (x, id, q);
+        false
+    }
+}
+
+/// The largest magnitude of one activation block of 32 values with SIMD where the CPU
+/// has it (the same value as the scalar fold); `None` where the caller must fold it.
+#[inline]
+pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    return avx512::amax_block(x);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = x;
+        None
+    }
+}
+
 /// Hints the CPU to bring a weight row into the cache.
 #[inline]
 pub(crate) fn prefetch_row(bytes: &[u8]) {

@@ -56,11 +56,6 @@ fn cell_bytes(format: WeightFormat) -> usize {
     }
 }
 
-/// The value at `e` (0..32) of one GGUF Q4_0 block's 16 nibble bytes, as 0..16.
-fn q4_0_nibble(qs: &[u8], e: usize) -> u8 {
-    if e < 16 { qs[e] & 0x0F } else { qs[e - 16] >> 4 }
-}
-
 impl Packed {
     /// Repacks `rows` rows of `data` (GGUF blocks, `row_bytes` per row). `None` for a
     /// format without a packed kernel, rows that are not whole groups, or a CPU without
@@ -93,17 +88,27 @@ impl Packed {
                     if min {
                         scales[32 + 2 * l..32 + 2 * l + 2].copy_from_slice(&blk[2..4]);
                     }
-                    for e in 0..QK {
-                        let j = e % 4;
-                        if format != WeightFormat::Q8_0 {
-                            // Chunk e / 8 of 64 bytes; low nibble for values 0..4 of the
-                            // eight, high nibble for 4..8.
-                            let at = (e / 8) * 64 + l * 4 + j;
-                            let v = q4_0_nibble(&blk[vals..], e);
-                            values[at] |= if e % 8 < 4 { v } else { v << 4 };
-                        } else {
-                            values[(e / 4) * 64 + l * 4 + j] = blk[2 + e] ^ 0x80;
+                    let q = &blk[vals..];
+                    let word = |i: usize| u32::from_le_bytes([q[i], q[i + 1], q[i + 2], q[i + 3]]);
+                    let mut put = |chunk: usize, v: u32| {
+                        values[64 * chunk + 4 * l..64 * chunk + 4 * l + 4]
+                            .copy_from_slice(&v.to_le_bytes());
+                    };
+                    if format == WeightFormat::Q8_0 {
+                        // Values 4 k..4 k + 4 of row l at 64 k + 4 l, plus 128.
+                        for k in 0..8 {
+                            put(k, word(4 * k) ^ 0x8080_8080);
                         }
+                    } else {
+                        // Chunk c holds values 8 c..8 c + 8 of row l at 64 c + 4 l: the low
+                        // nibbles values 8 c + j, the high nibbles 8 c + 4 + j. GGUF keeps
+                        // value e < 16 in byte e's low nibble, e >= 16 in byte e - 16's high.
+                        const LO: u32 = 0x0F0F_0F0F;
+                        let w: [u32; 4] = std::array::from_fn(|i| word(4 * i));
+                        put(0, (w[0] & LO) | ((w[1] & LO) << 4));
+                        put(1, (w[2] & LO) | ((w[3] & LO) << 4));
+                        put(2, ((w[0] >> 4) & LO) | (w[1] & !LO));
+                        put(3, ((w[2] >> 4) & LO) | (w[3] & !LO));
                     }
                 }
             }
@@ -135,14 +140,6 @@ impl Packed {
                 WeightFormat::Q4_1 => group_kernel::<R, true, true, 0>(p, nb, cb, a, rows),
                 _ => group_kernel::<R, false, false, 128>(p, nb, cb, a, rows),
             }
-        }
-    }
-
-    /// Prefetches group `g` (ignored past the last).
-    pub fn prefetch(&self, g: usize) {
-        let len = self.blocks * cell_bytes(self.format);
-        if let Some(p) = self.bytes.get(g * len..(g + 1) * len) {
-            super::prefetch_row(p);
         }
     }
 }
