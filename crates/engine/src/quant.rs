@@ -582,7 +582,7 @@ mod tests {
             x.push(i as f32 / 10.0);
         }
         x.extend([0.49999997f32, -0.49999997, 126.49999, -126.50001, 127.0, -127.0]);
-        while x.len() % QK != 0 {
+        while !x.len().is_multiple_of(QK) {
             x.push(0.0);
         }
         x.extend((0..64 * QK).map(|_| next() * 3.0));
