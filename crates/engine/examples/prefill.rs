@@ -36,6 +36,7 @@ fn main() {
         kv: KvFormat::F32,
     };
     let mut seed = 0x1234_5678_9abc_def0u64;
+    let repack = std::cell::Cell::new(0f64);
     let mut matrix = |rows: usize, cols: usize| {
         let row_bytes = format.row_bytes(cols).expect("whole blocks");
         let mut b = vec![0u8; rows * row_bytes];
@@ -45,14 +46,25 @@ fn main() {
             seed ^= seed << 17;
             *x = seed as u8;
         }
-        // Small finite f16 scales at every block's start (0x2000 is about 0.008).
-        for blk in b.chunks_exact_mut(format.block_bytes()) {
-            blk[0] = 0;
-            blk[1] = 0x20;
+        // Small finite f16 scales (and mins) at every block's start (0x1400 is about 0.001),
+        // so that activations stay finite through every block.
+        let fields = match format {
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 => 2,
+            _ => 1,
+        };
+        if format.block_elems() == 32 {
+            for blk in b.chunks_exact_mut(format.block_bytes()) {
+                for f in 0..fields {
+                    blk[2 * f] = 0;
+                    blk[2 * f + 1] = 0x14;
+                }
+            }
         }
-        Matrix::new(format, rows, cols, Bytes::from_vec(b), Isa::detect())
-            .expect("matrix")
-            .repacked()
+        let m = Matrix::new(format, rows, cols, Bytes::from_vec(b), Isa::detect()).expect("matrix");
+        let t = Instant::now();
+        let m = m.repacked();
+        repack.set(repack.get() + t.elapsed().as_secs_f64());
+        m
     };
     let (d, f) = (cfg.hidden, cfg.ffn);
     let layers = (0..30)
@@ -94,6 +106,7 @@ fn main() {
         }
         dec = dec.min(t.elapsed().as_secs_f64() / 16.0);
     }
+    println!("repacking took {:.1} ms", repack.get() * 1e3);
     println!(
         "{fmt} isa {} threads {threads}: prefill {rows} rows {:.1} rows/s; decode batch {batch} \
          {:.1} tok/s",

@@ -28,12 +28,48 @@ use crate::quant::{QK, WeightFormat};
 pub const GROUP: usize = 16;
 
 /// A matrix's weights in the repacked layout.
-#[derive(Clone)]
 pub struct Packed {
     format: WeightFormat,
     rows: usize,
     blocks: usize,
-    bytes: Vec<u8>,
+    bytes: Buffer,
+}
+
+/// Zeroed bytes for a repacked matrix: an anonymous mapping populated when it is made, or
+/// a vector where the mapping fails.
+enum Buffer {
+    Map(memmap2::MmapMut),
+    Vec(Vec<u8>),
+}
+
+impl Buffer {
+    fn zeroed(len: usize) -> Buffer {
+        // Populated at once: one call maps every page (the kernel zeroes them in bulk)
+        // instead of one fault per page while repacking.
+        match memmap2::MmapOptions::new().len(len).populate().map_anon() {
+            Ok(m) => Buffer::Map(m),
+            Err(_) => Buffer::Vec(vec![0; len]),
+        }
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buffer::Map(m) => m,
+            Buffer::Vec(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Buffer::Map(m) => m,
+            Buffer::Vec(v) => v,
+        }
+    }
 }
 
 impl std::fmt::Debug for Packed {
@@ -75,7 +111,7 @@ impl Packed {
             return None;
         }
         let cb = cell_bytes(format);
-        let mut bytes = vec![0u8; rows / GROUP * blocks * cb];
+        let mut bytes = Buffer::zeroed(rows / GROUP * blocks * cb);
         for (g, group) in bytes.chunks_exact_mut(blocks * cb).enumerate() {
             for (b, cell) in group.chunks_exact_mut(cb).enumerate() {
                 let min = format == WeightFormat::Q4_1;
