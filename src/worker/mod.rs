@@ -10,7 +10,7 @@
 //! - [`role`]: what a step computes.
 //! - [`process`]: the process's event loop.
 
-#[cfg(feature = "cuda-bridge")]
+#[cfg(feature = "gpu-bridge")]
 pub mod cuda;
 pub mod device;
 pub mod egress;

@@ -340,7 +340,7 @@ impl Worker {
             Backend::CpuFaulty { fail_alloc_at, fail_copy_at } => {
                 Box::new(FaultyBridge::new(cpu, fail_alloc_at, fail_copy_at))
             }
-            #[cfg(feature = "cuda-bridge")]
+            #[cfg(feature = "gpu-bridge")]
             Backend::Cuda { ordinal } => match super::cuda::CudaBridge::new(generation, ordinal) {
                 Ok(b) => Box::new(b),
                 Err(e) => {
@@ -348,7 +348,7 @@ impl Worker {
                     return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT);
                 }
             },
-            #[cfg(not(feature = "cuda-bridge"))]
+            #[cfg(not(feature = "gpu-bridge"))]
             Backend::Cuda { .. } => {
                 eprintln!("swactor worker: built without the `cuda` feature");
                 return self.fatal(WorkerFatal::BackendUnavailable, EXIT_INIT);
