@@ -45,7 +45,7 @@ fi
 # CUDA 13's compiler wheel carries nvcc itself (the 12.x wheels carry only ptxas).
 "$venv/bin/pip" install -q "nvidia-cuda-nvcc==13.0.88" "nvidia-cuda-runtime==13.0.96" \
     "nvidia-cublas==13.1.0.3" "nvidia-curand==10.4.0.35" "nvidia-cuda-crt==13.0.88" \
-    "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cccl==13.0.85"
+    "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cccl==13.0.85" "nvidia-nvvm==13.0.88"
 root=$("$venv/bin/python" -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13"))')
 # The wheels ship versioned libraries only: the linker wants `libX.so` names, and the
 # driver's libcuda comes from the system.
