@@ -543,8 +543,7 @@ mod process {
         let line =
             init(1, 1 << 20).replace("{\"kind\":\"cpu\"}", "{\"kind\":\"cuda\",\"ordinal\":0}");
         let (events, code) = worker_with(&line, Some(&arena));
-        if cfg!(feature = "gpu-bridge")
-            && matches!(events.first(), Some(Event::WorkerReady { .. }))
+        if cfg!(feature = "gpu-bridge") && matches!(events.first(), Some(Event::WorkerReady { .. }))
         {
             return; // a machine with a GPU
         }
