@@ -166,20 +166,20 @@ pub fn load(
         let n = |s: &str| format!("blk.{i}.{s}.weight");
         layers.push(Layer {
             attn_norm: b.vector(&n("attn_norm"), d)?,
-            wq: b.matrix(&n("attn_q"))?.repacked(),
-            wk: b.matrix(&n("attn_k"))?.repacked(),
-            wv: b.matrix(&n("attn_v"))?.repacked(),
-            wo: b.matrix(&n("attn_output"))?.repacked(),
+            wq: b.matrix(&n("attn_q"))?,
+            wk: b.matrix(&n("attn_k"))?,
+            wv: b.matrix(&n("attn_v"))?,
+            wo: b.matrix(&n("attn_output"))?,
             ffn_norm: b.vector(&n("ffn_norm"), d)?,
-            gate: b.matrix(&n("ffn_gate"))?.repacked(),
-            up: b.matrix(&n("ffn_up"))?.repacked(),
-            down: b.matrix(&n("ffn_down"))?.repacked(),
+            gate: b.matrix(&n("ffn_gate"))?,
+            up: b.matrix(&n("ffn_up"))?,
+            down: b.matrix(&n("ffn_down"))?,
         });
     }
     let (norm, head) = if spec.head {
         let norm = b.vector("output_norm.weight", d)?;
         let head = if facts.tied_embeddings { "token_embd.weight" } else { "output.weight" };
-        (Some(norm), Some(b.matrix(head)?.repacked()))
+        (Some(norm), Some(b.matrix(head)?))
     } else {
         (None, None)
     };
@@ -203,6 +203,15 @@ pub fn load(
             crate::wire::KvCacheDType::F16 => swactor_engine::llama::KvFormat::F16,
         },
     };
+    let (mut layers, mut head) = (layers, head);
+    let mut mats: Vec<&mut Matrix> = layers
+        .iter_mut()
+        .flat_map(|l| {
+            [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.gate, &mut l.up, &mut l.down]
+        })
+        .chain(head.as_mut())
+        .collect();
+    swactor_engine::matmul::repack_all(&pool, &mut mats);
     let bytes = b.bytes;
     let stage = Stage::new(cfg, Weights { embedding, layers, norm, head }, pool, 1)
         .map_err(|e| weights(WeightsFailure::BindFailed, e))?;

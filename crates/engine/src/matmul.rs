@@ -99,8 +99,14 @@ impl Matrix {
     /// rows much faster. Otherwise the matrix as it is. Row lookups
     /// ([`Matrix::dequantize_row`]) keep reading the original bytes.
     pub fn repacked(mut self) -> Matrix {
+        self.repack();
+        self
+    }
+
+    /// [`Matrix::repacked`] in place.
+    pub fn repack(&mut self) {
         #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx512 {
+        if self.isa == Isa::Avx512 && self.packed.is_none() {
             self.packed = kernels::packed::Packed::new(
                 self.format,
                 self.rows,
@@ -109,7 +115,6 @@ impl Matrix {
             )
             .map(Arc::new);
         }
-        self
     }
 
     /// Bytes of the repacked copy (0 when the products read the original blocks).
@@ -233,6 +238,16 @@ fn packed_rows(
             k += (acts.end - k).min(4);
         }
     }
+}
+
+/// Repacks every matrix of `mats` ([`Matrix::repack`]), one matrix per task of the pool:
+/// a stage's load spreads its repacking over its compute threads.
+pub fn repack_all(pool: &ThreadPool, mats: &mut [&mut Matrix]) {
+    pool.for_each_chunk(mats, 1, &|_, chunk| {
+        for m in chunk.iter_mut() {
+            m.repack();
+        }
+    });
 }
 
 /// Output rows per pool task: enough tasks to balance the threads, few enough to keep

@@ -325,3 +325,28 @@ fn matrices_that_cannot_be_repacked_stay_as_they_are() {
         assert_eq!(m.repacked_bytes(), 0, "{fmt:?} x {rows}");
     }
 }
+
+#[test]
+fn repacking_on_the_pool_gives_the_matrices_repacked_one_by_one() {
+    let mut rng = Rng::new(6);
+    let pool = crate::ThreadPool::new(3);
+    let formats = [WeightFormat::Q4_0, WeightFormat::Q8_0, WeightFormat::Q4_1, WeightFormat::Q5_0];
+    let built: Vec<crate::Matrix> = formats
+        .iter()
+        .map(|&fmt| {
+            let w = random_matrix(fmt, 32, 96, Scales::Random, &mut rng);
+            crate::Matrix::new(fmt, 32, 96, crate::Bytes::from_vec(w), Isa::detect())
+                .expect("matrix")
+        })
+        .collect();
+    let mut on_pool = built.clone();
+    let mut refs: Vec<&mut crate::Matrix> = on_pool.iter_mut().collect();
+    crate::matmul::repack_all(&pool, &mut refs);
+    let a = acts(5, 96, &mut rng);
+    for (one, pooled) in built.into_iter().map(crate::Matrix::repacked).zip(&on_pool) {
+        assert_eq!(one.repacked_bytes(), pooled.repacked_bytes(), "{:?}", one.format());
+        let bits =
+            |m: &crate::Matrix| products(m, &a, 4).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&one), bits(pooled), "{:?}", one.format());
+    }
+}
