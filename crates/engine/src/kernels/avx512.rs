@@ -113,32 +113,11 @@ macro_rules! tiled_kernels {
                 i += m;
             }
         }
-        macro_rules! width {
-            ($one:ident, $m:ident, $r:literal) => {
-                fn $one(w: &[u8], a: &Acts, r: [usize; $r]) -> [f32; $r] {
-                    // SAFETY: these kernels are selected only on a CPU with this module's
-                    // features.
-                    unsafe { $tile::<1, $r>(w, w.len(), a, r)[0] }
-                }
-                fn $m(
-                    w: &[u8],
-                    n: usize,
-                    rb: usize,
-                    a: &Acts,
-                    r: [usize; $r],
-                    o: &mut [f32],
-                    s: usize,
-                ) {
-                    // SAFETY: as above.
-                    unsafe { many::<$r>(w, n, rb, a, r, o, s) }
-                }
-            };
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        fn one<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            $tile::<1, R>(w, w.len(), a, rows)[0]
         }
-        width!(r1, m1, 1);
-        width!(r2, m2, 2);
-        width!(r3, m3, 3);
-        width!(r4, m4, 4);
-        Kernels { r1, r2, r3, r4, m1, m2, m3, m4 }
+        super::simd_widths!(one, many)
     }};
 }
 

@@ -161,11 +161,24 @@ macro_rules! simd_kernels {
         ) {
             super::rows_loop!($f, w, n, rb, a, rows, out, stride)
         }
+        super::simd_widths!($f, many)
+    }};
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_kernels;
+
+/// [`Kernels`] from a `#[target_feature]` kernel `$one::<R>` (one weight row, `DotFn`'s
+/// shape) and its rows loop `$many::<R>` (`RowsFn`'s shape); only for a CPU with the
+/// features they were compiled for.
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_widths {
+    ($one:ident, $many:ident) => {{
         macro_rules! width {
-            ($one:ident, $m:ident, $r:literal) => {
-                fn $one(w: &[u8], a: &Acts, r: [usize; $r]) -> [f32; $r] {
-                    // SAFETY: these kernels are selected only on a CPU with `$feat`.
-                    unsafe { $f::<$r>(w, a, r) }
+            ($r1:ident, $m:ident, $r:literal) => {
+                fn $r1(w: &[u8], a: &Acts, r: [usize; $r]) -> [f32; $r] {
+                    // SAFETY: these kernels are selected only on a CPU with the features
+                    // `$one` was compiled for.
+                    unsafe { $one::<$r>(w, a, r) }
                 }
                 fn $m(
                     w: &[u8],
@@ -177,7 +190,7 @@ macro_rules! simd_kernels {
                     s: usize,
                 ) {
                     // SAFETY: as above.
-                    unsafe { many::<$r>(w, n, rb, a, r, o, s) }
+                    unsafe { $many::<$r>(w, n, rb, a, r, o, s) }
                 }
             };
         }
@@ -189,7 +202,7 @@ macro_rules! simd_kernels {
     }};
 }
 #[cfg(target_arch = "x86_64")]
-pub(crate) use simd_kernels;
+pub(crate) use simd_widths;
 
 /// Rounds one activation block of 32 values, `x[i] * id`, into `q` with SIMD where the
 /// CPU has it, bitwise as the scalar rounding does; `false` (nothing written) where the
