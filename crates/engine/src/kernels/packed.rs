@@ -152,11 +152,6 @@ impl Packed {
         Some(Packed { format, rows, blocks, bytes })
     }
 
-    /// Output rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes.len()
