@@ -88,9 +88,12 @@ pub fn memcpy_gbps(buffer: usize, span: usize, total: u64) -> f64 {
 
 struct Harness {
     driver: WorkerDriver,
+    notifier: crate::workerctl::WorkerNotifier,
     events: UnboundedReceiver<CtlOutput>,
     feeder: RingFeeder<Arc<MappedRing<crate::arena::memfd::ArenaRegion>>>,
     ring_id: crate::wire::RingId,
+    /// Rung (through the worker's doorbell) when the worker freed ring space.
+    writable: Arc<tokio::sync::Notify>,
 }
 
 async fn next(events: &mut UnboundedReceiver<CtlOutput>) -> Result<CtlOutput, BenchError> {
@@ -129,6 +132,7 @@ async fn harness(exe: PathBuf, ring_bytes: u64, spec: ObjectSpec) -> Result<Harn
             max_restarts: 0,
         },
         threads: 1,
+        doorbells: true,
     };
     let (driver, mut events) = WorkerDriver::start(config, arena);
     loop {
@@ -158,11 +162,19 @@ async fn harness(exe: PathBuf, ring_bytes: u64, spec: ObjectSpec) -> Result<Harn
             _ => {}
         }
     }
+    let writable = Arc::new(tokio::sync::Notify::new());
+    driver
+        .pump_wakes()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(layout.ring_id, Arc::clone(&writable));
     Ok(Harness {
+        notifier: driver.notifier(),
         driver,
         events,
         feeder: RingFeeder::new(layout.ring_id, ring),
         ring_id: layout.ring_id,
+        writable,
     })
 }
 
@@ -171,7 +183,7 @@ impl Harness {
         match out {
             CtlOutput::Routed(Event::ObjectLoaded { handle, .. }) => {
                 *loaded += 1;
-                self.driver.send(Command::ReleaseDeviceObject { handle }).await.map_err(err)?;
+                self.notifier.notify(Command::ReleaseDeviceObject { handle });
             }
             CtlOutput::Routed(Event::RingWritable { .. }) => {
                 self.feeder.on_writable().map_err(err)?;
@@ -183,6 +195,22 @@ impl Harness {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Tells the worker that bytes were committed (its doorbell).
+    fn wake_worker(&self) {
+        self.notifier.wake(Command::RingReadable { ring_id: self.ring_id });
+    }
+
+    /// Waits for the worker to free ring space or to report something.
+    async fn wait(&mut self, loaded: &mut u64) -> Result<(), BenchError> {
+        tokio::select! {
+            _ = self.writable.notified() => {
+                self.feeder.on_writable().map_err(err)?;
+                Ok(())
+            }
+            out = next(&mut self.events) => self.handle(out?, loaded).await,
+        }
     }
 
     async fn shutdown(self) {
@@ -232,17 +260,13 @@ pub async fn ring_throughput(
                 let (n, wake) = h.feeder.push(&piece[off..]).map_err(err)?;
                 off += n;
                 if wake == Wake::Send {
-                    h.driver
-                        .send(Command::RingReadable { ring_id: h.ring_id })
-                        .await
-                        .map_err(err)?;
+                    h.wake_worker();
                 }
                 while let Ok(out) = h.events.try_recv() {
                     h.handle(out, &mut loaded).await?;
                 }
                 if n == 0 {
-                    let out = next(&mut h.events).await?;
-                    h.handle(out, &mut loaded).await?;
+                    h.wait(&mut loaded).await?;
                 }
             }
         }
@@ -288,7 +312,7 @@ pub async fn wake_round_trip(
             return Err(err("ring unexpectedly full"));
         }
         if wake == Wake::Send {
-            h.driver.send(Command::RingReadable { ring_id: h.ring_id }).await.map_err(err)?;
+            h.wake_worker();
         }
         let handle = loop {
             match next(&mut h.events).await? {

@@ -42,11 +42,15 @@ pub fn main() -> std::process::ExitCode {
     };
     if let Command::Worker = cli.command {
         // Read here, at the edge: how long the worker polls before it blocks
-        // (`SWACTOR_WORKER_SPIN_US`, default 50 µs).
+        // (`SWACTOR_WORKER_SPIN_US`, at most 10 ms). By default it polls only where cores
+        // are plentiful: with fewer cores than busy processes a spinning worker takes the
+        // core its peers need, and the doorbell wakes a blocked one in microseconds.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let spin_us = std::env::var("SWACTOR_WORKER_SPIN_US")
             .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(50u64);
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(if cores >= 4 { 20 } else { 0 })
+            .min(10_000);
         let spin = std::time::Duration::from_micros(spin_us);
         return std::process::ExitCode::from(crate::worker::process::run(spin));
     }

@@ -48,8 +48,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         advertise: args.advertise,
         memory_bytes: args.memory_bytes,
     };
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let json = args.output.json;
     let mut printed = Ok(());
     let result = runtime.block_on(run_node(

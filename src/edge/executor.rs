@@ -56,6 +56,11 @@ pub trait RingUser {
 
     /// What a receive pump calls after it committed bytes into `ring_id` (ingress).
     fn filled_hint(&self, ring_id: RingId) -> Hint;
+
+    /// The pump of `ring_id` started; `wake` wakes it. A user that wakes pumps itself (the
+    /// worker's doorbell) keeps it until the ring is detached; by default the executor's
+    /// [`PlaneExecutor::wake_ring`] serves.
+    fn pump_started(&mut self, _ring_id: RingId, _wake: Arc<tokio::sync::Notify>) {}
 }
 
 /// What a pump reports to its driver, to be handed back with [`PlaneExecutor::notice`].
@@ -157,6 +162,7 @@ impl PlaneExecutor {
                     move || ready(edge_id, PumpNotice::Ready),
                     move |end| ended(edge_id, PumpNotice::Ended(end)),
                 );
+                user.pump_started(ring_id, Arc::clone(&pump.hint));
                 self.pumps.insert(edge_id, pump);
             }
             PlaneCommand::StartRecv { edge_id, producer, ring_id } => {
@@ -176,6 +182,7 @@ impl PlaneExecutor {
                     user.filled_hint(ring_id),
                     move |end| ended(edge_id, PumpNotice::Ended(end)),
                 );
+                user.pump_started(ring_id, Arc::clone(&pump.hint));
                 self.pumps.insert(edge_id, pump);
                 // The rendezvous is registered: the stream is routed whenever it arrives.
                 plane.pump_ready(edge_id);

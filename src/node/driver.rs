@@ -439,10 +439,9 @@ async fn start_worker(
         // A worker that dies mid-run faults that run; the node restarts it for the next.
         max_restarts: config.max_worker_restarts.unwrap_or(u32::MAX),
     };
-    let (worker, mut worker_events) = WorkerDriver::start(
-        WorkerDriverConfig { exe: config.exe.clone(), ctl, threads: config.worker_threads },
-        Arc::clone(arena),
-    );
+    let (exe, threads) = (config.exe.clone(), config.worker_threads);
+    let driver = WorkerDriverConfig { exe, ctl, threads, doorbells: true };
+    let (worker, mut worker_events) = WorkerDriver::start(driver, Arc::clone(arena));
     loop {
         match worker_events.recv().await {
             Some(CtlOutput::Ready { generation, .. }) => {

@@ -102,6 +102,9 @@ impl<R: RawRegion> RingMemory for MappedRing<R> {
     fn wake_clear(&self, bits: u64) -> u64 {
         self.header().wake.fetch_and(!bits, SeqCst)
     }
+    fn load_wake(&self) -> u64 {
+        self.header().wake.load(SeqCst)
+    }
     fn state_set(&self, bits: u64) -> u64 {
         self.header().state.fetch_or(bits, SeqCst)
     }
@@ -150,6 +153,9 @@ macro_rules! forward_ring_memory {
             }
             fn wake_clear(&self, bits: u64) -> u64 {
                 (**self).wake_clear(bits)
+            }
+            fn load_wake(&self) -> u64 {
+                (**self).load_wake()
             }
             fn state_set(&self, bits: u64) -> u64 {
                 (**self).state_set(bits)

@@ -17,10 +17,12 @@
 //! under loom.
 #![allow(unsafe_code)]
 
+pub mod doorbell;
 pub mod ends;
 pub mod header;
 pub mod mapped;
 
+pub use doorbell::{Doorbell, Doorbells};
 pub use ends::{RingDrain, RingFeeder};
 pub use header::{RING_ABI_VERSION, RING_MAGIC, RingHeader};
 pub use mapped::{HeapRegion, MappedRing};
@@ -66,6 +68,10 @@ pub trait RingMemory {
     fn wake_set(&self, bits: u64) -> u64;
     /// Clears wake bits; returns the previous word.
     fn wake_clear(&self, bits: u64) -> u64;
+    /// Loads the wake word (the default reads it with a no-op read-modify-write).
+    fn load_wake(&self) -> u64 {
+        self.wake_set(0)
+    }
     /// Sets state bits; returns the previous word.
     fn state_set(&self, bits: u64) -> u64;
     /// Loads the state word.
@@ -242,6 +248,12 @@ impl<M: RingMemory> Producer<M> {
         Ok(self.cap - (self.write - self.consume))
     }
 
+    /// Whether a `RingWritable` hint is pending (the consumer freed space since the last
+    /// [`Producer::on_writable`]).
+    pub fn writable_pending(&self) -> bool {
+        self.mem.load_wake() & WAKE_WRITABLE != 0
+    }
+
     /// Marks the end of the stream and publishes it. Returns whether to send a hint.
     pub fn close(&mut self) -> Wake {
         let _ = self.commit();
@@ -305,6 +317,12 @@ impl<M: RingMemory> Consumer<M> {
     pub fn on_readable(&mut self) -> Result<u64, RingError> {
         self.mem.wake_clear(WAKE_READABLE);
         self.available()
+    }
+
+    /// Whether a `RingReadable` hint is pending (the producer committed since the last
+    /// [`Consumer::on_readable`]).
+    pub fn readable_pending(&self) -> bool {
+        self.mem.load_wake() & WAKE_READABLE != 0
     }
 
     /// Committed bytes not yet read (reloads `commit`).

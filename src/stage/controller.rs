@@ -14,12 +14,18 @@
 //!   `WeightsLoaded`); `StageReady` only once the role is configured and both edges are
 //!   ready.
 //! - Ready: an inbound object with the next expected sequence (0 is the prefill, then +1)
-//!   gives exactly one `ExecuteStep` whose output carries the same sequence, object id
+//!   is executed as exactly one step whose output carries the same sequence, object id
 //!   `sequence + 1` and the `PREFILL` flag on sequence 0 — decided here, not by the host
 //!   (a test-only [`StageController::mislabel`] labels one output with the next sequence,
-//!   as a broken stage would); one active step
-//!   at a time (an object arriving during a step waits). A duplicate, skipped or regressed
-//!   sequence faults the stage with `stage.sequence_violation`.
+//!   as a broken stage would); one active step at a time (an object arriving during a step
+//!   waits). A duplicate, skipped or regressed sequence faults the stage with
+//!   `stage.sequence_violation`.
+//! - The step is decided ahead: with nothing waiting, the controller posts the step for
+//!   the next expected sequence (`PostStep`) before its object exists, and the worker runs
+//!   it as soon as that object is loaded (it reports the load with the step that took it).
+//!   An object that arrives untaken (the post came too late) is executed with an
+//!   `ExecuteStep` as before. A fault or a stop withdraws the post; a post the worker
+//!   withdrew or refused on its own faults the stage (`step.post_rejected`).
 //! - Role failures, step failures, object failures and edge faults fault the stage with
 //!   their own reasons; the first reason is kept.
 //! - `StopRun` (from the orchestrator, for this run): stop both edges and release the role;
@@ -32,7 +38,7 @@ use crate::wire::reason::{FaultReason, StageFault, WorkerFatal};
 use crate::wire::{
     EdgeId, NodeId, ObjectFlags, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId,
 };
-use crate::worker::protocol::{DeviceHandle, RoleConfig};
+use crate::worker::protocol::{DeviceHandle, OutputExtent, RoleConfig};
 
 /// What the controller asks of the node's other components.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +73,24 @@ pub enum StageCommand {
         /// The output object's flags (`PREFILL` on sequence 0).
         output_flags: ObjectFlags,
     },
+    /// Post the step for the next expected sequence ahead of its object: the worker runs it
+    /// on exactly that object of the inbound edge, as soon as it is loaded.
+    PostStep {
+        /// The step.
+        step_id: StepId,
+        /// The sequence of the input it waits for.
+        sequence: Sequence,
+        /// How the output's payload bytes follow from the input's.
+        output_extent: OutputExtent,
+        /// The output object's id.
+        output_object: ObjectId,
+        /// The output object's sequence (the input's, unless mislabelled for a test).
+        output_sequence: Sequence,
+        /// The output object's flags (`PREFILL` on sequence 0).
+        output_flags: ObjectFlags,
+    },
+    /// Withdraw a posted step that has not taken its object (fault or stop).
+    WithdrawStep(StepId),
     /// Stop an edge.
     StopEdge(EdgeId),
     /// Release the worker role (weights, KV cache); answered by the worker's
@@ -141,6 +165,11 @@ enum State {
         outbound: bool,
     },
     Ready,
+    /// A step is posted for the object of `sequence`.
+    Posted {
+        step: StepId,
+        sequence: Sequence,
+    },
     Executing {
         step: StepId,
     },
@@ -297,10 +326,11 @@ impl StageController {
         }
     }
 
-    /// A whole object was loaded from the inbound edge. Every loaded object ends as the
-    /// input of exactly one step or in a `ReleaseObject`: one the stage does not take (a
-    /// wrong edge, a sequence violation, a stage faulted, stopping or stopped) is released
-    /// at once.
+    /// A whole object was loaded from the inbound edge. `taken_by`: the posted step the
+    /// worker ran on it (the worker owns and frees it). Every other loaded object ends as
+    /// the input of exactly one step or in a `ReleaseObject`: one the stage does not take
+    /// (a wrong edge, a sequence violation, a stage faulted, stopping or stopped) is
+    /// released at once.
     pub fn object_loaded(
         &mut self,
         edge: EdgeId,
@@ -308,11 +338,31 @@ impl StageController {
         sequence: Sequence,
         extent: u64,
         handle: DeviceHandle,
+        taken_by: Option<StepId>,
     ) {
-        let accepted = self.prov.as_ref().is_some_and(|p| p.inbound.edge_id == edge)
+        let ours = self.prov.as_ref().is_some_and(|p| p.inbound.edge_id == edge);
+        if let Some(step) = taken_by {
+            match self.state {
+                State::Posted { step: posted, sequence: s } if ours && posted == step => {
+                    if s == sequence {
+                        self.state = State::Executing { step };
+                    } else {
+                        self.fault(FaultReason::Stage(StageFault::SequenceViolation));
+                    }
+                }
+                // Withdrawn meanwhile (fault, stop): the step runs, nothing to release.
+                State::Faulted | State::Stopping { .. } | State::Stopped => {}
+                _ => self.fault(FaultReason::Stage(StageFault::SequenceViolation)),
+            }
+            return;
+        }
+        let accepted = ours
             && matches!(
                 self.state,
-                State::Ready | State::Executing { .. } | State::Preparing { .. }
+                State::Ready
+                    | State::Posted { .. }
+                    | State::Executing { .. }
+                    | State::Preparing { .. }
             );
         if !accepted {
             // Another edge's, or a stage that takes no run work (faulted, stopping, stopped,
@@ -330,6 +380,13 @@ impl StageController {
             self.fault(FaultReason::Stage(StageFault::SequenceViolation));
             return;
         }
+        if let State::Posted { sequence: s, .. } = self.state
+            && s == sequence
+        {
+            // The post reached the worker after this object: it can never run (the worker
+            // withdraws it); the object is executed the ordinary way.
+            self.state = State::Ready;
+        }
         self.waiting.push_back(Loaded { object, sequence, extent, handle });
         self.try_execute();
     }
@@ -339,33 +396,61 @@ impl StageController {
             return;
         }
         let Some(p) = &self.prov else { return };
-        let Some(l) = self.waiting.pop_front() else { return };
         let step_id = StepId(self.next_step);
-        self.next_step += 1;
         let in_row = p.inbound.object.row_bytes().max(1);
-        let rows = l.extent / in_row;
-        let output_extent = if p.head {
-            p.outbound.object.row_bytes()
-        } else {
-            rows * p.outbound.object.row_bytes()
+        let out_row = p.outbound.object.row_bytes();
+        let head = p.head;
+        let Some(l) = self.waiting.pop_front() else {
+            // Nothing waits: decide the next step ahead of its object.
+            self.next_step += 1;
+            let sequence = self.next;
+            let (output_object, output_sequence, output_flags) = self.output_of(sequence);
+            let output_extent = if head {
+                OutputExtent::Fixed { bytes: out_row }
+            } else {
+                OutputExtent::PerRow { input_row_bytes: in_row, output_row_bytes: out_row }
+            };
+            self.commands.push_back(StageCommand::PostStep {
+                step_id,
+                sequence,
+                output_extent,
+                output_object,
+                output_sequence,
+                output_flags,
+            });
+            self.state = State::Posted { step: step_id, sequence };
+            return;
         };
-        let output_sequence =
-            if self.mislabel == Some(l.sequence) { l.sequence.next() } else { l.sequence };
+        self.next_step += 1;
+        let output_extent = if head { out_row } else { (l.extent / in_row) * out_row };
+        let (output_object, output_sequence, output_flags) = self.output_of(l.sequence);
         self.commands.push_back(StageCommand::ExecuteStep {
             step_id,
             input: l.handle,
             input_object: l.object,
             sequence: l.sequence,
             output_extent,
-            output_object: ObjectId(output_sequence.0 + 1),
+            output_object,
             output_sequence,
-            output_flags: if l.sequence == Sequence(0) {
-                ObjectFlags::PREFILL
-            } else {
-                ObjectFlags::NONE
-            },
+            output_flags,
         });
         self.state = State::Executing { step: step_id };
+    }
+
+    /// The output object's id, sequence and flags for the input of `sequence`.
+    fn output_of(&self, sequence: Sequence) -> (ObjectId, Sequence, ObjectFlags) {
+        let output_sequence =
+            if self.mislabel == Some(sequence) { sequence.next() } else { sequence };
+        let flags = if sequence == Sequence(0) { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
+        (ObjectId(output_sequence.0 + 1), output_sequence, flags)
+    }
+
+    /// The worker withdrew or refused a posted step on its own (not at our request): if it
+    /// is the one posted now, the stage cannot go on (`step.post_rejected`).
+    pub fn step_withdrawn(&mut self, step: StepId) {
+        if matches!(self.state, State::Posted { step: posted, .. } if posted == step) {
+            self.fault(FaultReason::Step(crate::wire::reason::StepFailure::PostRejected));
+        }
     }
 
     /// The active step finished (its output produced).
@@ -386,6 +471,7 @@ impl StageController {
             return;
         }
         if let Some((run_id, stage_index)) = self.ids() {
+            self.withdraw_post();
             self.state = State::Faulted;
             self.release_waiting();
             self.events.push_back(StageEvent::StageFault { run_id, stage_index, reason });
@@ -402,6 +488,7 @@ impl StageController {
             return;
         }
         let (inb, outb) = (p.inbound.edge_id, p.outbound.edge_id);
+        self.withdraw_post();
         self.release_waiting();
         self.state = State::Stopping { inbound: false, outbound: false, role: self.role_gone };
         self.commands.push_back(StageCommand::StopEdge(inb));
@@ -434,6 +521,12 @@ impl StageController {
             *role = true;
         }
         self.check_stopped();
+    }
+
+    fn withdraw_post(&mut self) {
+        if let State::Posted { step, .. } = self.state {
+            self.commands.push_back(StageCommand::WithdrawStep(step));
+        }
     }
 
     fn release_waiting(&mut self) {
@@ -476,7 +569,7 @@ impl StageController {
 
     /// Whether the stage is ready for run work (ready or executing).
     pub fn is_ready(&self) -> bool {
-        matches!(self.state, State::Ready | State::Executing { .. })
+        matches!(self.state, State::Ready | State::Posted { .. } | State::Executing { .. })
     }
 
     /// The next command, if any.

@@ -184,6 +184,8 @@ reason_enum!(
         Aborted = "aborted",
         /// No role is configured for the step.
         RoleNotConfigured = "role_not_configured",
+        /// A posted step names no installed ingress ring, or its ring already has one.
+        PostRejected = "post_rejected",
     }
 );
 
@@ -198,6 +200,8 @@ reason_enum!(
         UnexpectedCommand = "unexpected_command",
         /// The arena fd could not be mapped.
         ArenaMapFailed = "arena_map_failed",
+        /// The inherited doorbells named in the environment are unusable.
+        DoorbellUnusable = "doorbell_unusable",
         /// The requested compute backend is not available.
         BackendUnavailable = "backend_unavailable",
         /// The worker did not become ready in time.

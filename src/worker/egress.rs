@@ -154,6 +154,7 @@ impl EgressProducer {
                 object_id: b.object_id,
                 sequence: b.sequence,
                 extent: b.extent,
+                at_us: None,
             });
             return Some(Progress::Done);
         }

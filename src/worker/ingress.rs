@@ -67,6 +67,16 @@ impl IngressParser {
         matches!(self.state, State::Closed)
     }
 
+    /// The ring's edge.
+    pub fn edge_id(&self) -> EdgeId {
+        self.edge_id
+    }
+
+    /// The sequence of the next object this ring will load.
+    pub fn next_sequence(&self) -> Sequence {
+        self.expected
+    }
+
     /// A loaded object of this ring was released: the parser may consume again.
     pub fn object_released(&mut self) {
         self.outstanding = self.outstanding.saturating_sub(1);
@@ -193,6 +203,8 @@ impl IngressParser {
                             sequence: header.sequence,
                             extent: header.extent,
                             handle,
+                            taken_by: None,
+                            at_us: None,
                         });
                         self.expected = header.sequence.next();
                         self.outstanding += 1;

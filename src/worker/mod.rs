@@ -15,6 +15,7 @@ pub mod cuda;
 pub mod device;
 pub mod egress;
 pub mod ingress;
+pub mod posted;
 pub mod process;
 pub mod protocol;
 pub mod role;

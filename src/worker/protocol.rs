@@ -142,6 +142,69 @@ pub struct OutputBinding {
     pub flags: ObjectFlags,
 }
 
+/// How a posted step's output extent follows from its input, decided by the node before
+/// the input exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OutputExtent {
+    /// Always this many payload bytes (a token id on the last stage).
+    Fixed {
+        /// Payload bytes.
+        bytes: u64,
+    },
+    /// One output row per whole input row (activations: `rows * output_row_bytes`).
+    PerRow {
+        /// Bytes of one input row.
+        input_row_bytes: u64,
+        /// Bytes of one output row.
+        output_row_bytes: u64,
+    },
+}
+
+impl OutputExtent {
+    /// The output extent for an input of `input_extent` payload bytes.
+    pub fn resolve(self, input_extent: u64) -> u64 {
+        match self {
+            OutputExtent::Fixed { bytes } => bytes,
+            OutputExtent::PerRow { input_row_bytes, output_row_bytes } => {
+                (input_extent / input_row_bytes.max(1)).saturating_mul(output_row_bytes)
+            }
+        }
+    }
+}
+
+/// The output of a posted step: everything of an [`OutputBinding`] but its extent, which
+/// follows from the input once it is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostedOutput {
+    /// The role port it comes from.
+    pub port: PortId,
+    /// The egress ring to write it into.
+    pub ring_id: RingId,
+    /// The object's id (chosen by the node, never the worker).
+    pub object_id: ObjectId,
+    /// Its sequence (chosen by the node).
+    pub sequence: Sequence,
+    /// How its extent follows from the input's.
+    pub extent: OutputExtent,
+    /// Header flags.
+    pub flags: ObjectFlags,
+}
+
+impl PostedOutput {
+    /// The binding for an input of `input_extent` payload bytes.
+    pub fn bind(&self, input_extent: u64) -> OutputBinding {
+        OutputBinding {
+            port: self.port,
+            ring_id: self.ring_id,
+            object_id: self.object_id,
+            sequence: self.sequence,
+            extent: self.extent.resolve(input_extent),
+            flags: self.flags,
+        }
+    }
+}
+
 /// A command from the node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
@@ -219,6 +282,35 @@ pub enum Command {
         /// Free the inputs once the step ends, however it ends (completed, failed, aborted
         /// or refused).
         release_inputs_after: bool,
+    },
+    /// Posts a step ahead of its input: the worker runs it as soon as the object with
+    /// `sequence` is loaded from `ring_id` (on `edge_id`, into `port`), and only on that
+    /// object; it reports the load as `ObjectLoaded` with `taken_by` naming the step, then
+    /// the step's `StepCompleted` or `StepFailed`. The input is freed once the step ends.
+    /// A post for a sequence the ring has already loaded can never run: it is withdrawn at
+    /// once (`StepWithdrawn`). One post per ring at a time; a second, or a post naming no
+    /// installed ingress ring, fails with `post_rejected`.
+    PostStep {
+        /// The role.
+        role_id: RoleId,
+        /// The step.
+        step_id: StepId,
+        /// The ingress ring whose object it takes.
+        ring_id: RingId,
+        /// That ring's edge.
+        edge_id: EdgeId,
+        /// The role port the input feeds.
+        port: PortId,
+        /// The sequence of the object it takes.
+        sequence: Sequence,
+        /// Its output.
+        output: PostedOutput,
+    },
+    /// Withdraws a posted step that has not taken its object yet (answered by
+    /// `StepWithdrawn`); a step that already took it runs to its end.
+    WithdrawStep {
+        /// The step.
+        step_id: StepId,
     },
     /// Frees a device object.
     ReleaseDeviceObject {
@@ -307,6 +399,13 @@ pub enum Event {
         extent: u64,
         /// Where it lives.
         handle: DeviceHandle,
+        /// The posted step that took the object as its input (it owns it from now on);
+        /// `None`: the node decides (an `ExecuteStep` or a release).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        taken_by: Option<StepId>,
+        /// When the load completed, on the host's monotonic clock (µs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_us: Option<u64>,
     },
     /// A whole object was committed to an egress ring.
     ObjectProduced {
@@ -322,6 +421,9 @@ pub enum Event {
         sequence: Sequence,
         /// Payload bytes.
         extent: u64,
+        /// When its last byte was committed, on the host's monotonic clock (µs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_us: Option<u64>,
     },
     /// An object could not be loaded; the ring stops being consumed.
     ObjectFailed {
@@ -353,6 +455,14 @@ pub enum Event {
         step_id: StepId,
         /// Why.
         reason: StepFailure,
+    },
+    /// A posted step will never run: withdrawn (`WithdrawStep`, its role released, its
+    /// ring uninstalled, the worker stopping) or passed (its object was already loaded).
+    StepWithdrawn {
+        /// The role.
+        role_id: RoleId,
+        /// The step.
+        step_id: StepId,
     },
     /// A device object was freed.
     DeviceObjectReleased {

@@ -7,18 +7,22 @@
 //! the node dies (the worker sets a parent-death signal at start).
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command as ProcessCommand};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::fsm::{CtlConfig, CtlError, CtlOutput, CtlState, WorkerCtl};
 use crate::arena::{ARENA_BYTES_ENV, ARENA_FD_ENV, Arena};
-use crate::wire::WorkerGeneration;
+use crate::ring::Doorbells;
+use crate::ring::doorbell::AsyncDoorbell;
+use crate::ring::doorbell::DOORBELLS_ENV;
+use crate::wire::{RingId, WorkerGeneration};
 use crate::worker::protocol::{Command, Event, ShutdownMode, decode_line, encode_line};
 
 /// How to run workers.
@@ -30,6 +34,11 @@ pub struct WorkerDriverConfig {
     pub ctl: CtlConfig,
     /// Compute threads per worker (passed as `SWACTOR_WORKER_THREADS`).
     pub threads: u32,
+    /// Wake the worker and the pumps through doorbells (eventfds the worker inherits) rather
+    /// than `RingReadable` / `RingWritable` lines; pumps register in
+    /// [`WorkerDriver::pump_wakes`]. Off: the hints travel as lines (the protocol's
+    /// portable form, which a worker without doorbells always uses).
+    pub doorbells: bool,
 }
 
 /// Sends commands to the worker without waiting for the answer; see
@@ -37,6 +46,7 @@ pub struct WorkerDriverConfig {
 #[derive(Debug, Clone)]
 pub struct WorkerNotifier {
     requests: mpsc::UnboundedSender<Request>,
+    bells: Option<Arc<Doorbells>>,
 }
 
 impl WorkerNotifier {
@@ -46,7 +56,20 @@ impl WorkerNotifier {
         let (tx, _rx) = oneshot::channel();
         let _ = self.requests.send(Request::Command(cmd, tx));
     }
+
+    /// Wakes the worker for a ring whose pending bit was just set (`hint` is the
+    /// `RingReadable` / `RingWritable` it stands for): through the doorbell, without a
+    /// command line, when the worker has one.
+    pub fn wake(&self, hint: Command) {
+        match &self.bells {
+            Some(b) => b.to_worker.ring(),
+            None => self.notify(hint),
+        }
+    }
 }
+
+/// The pumps the worker's doorbell wakes, by ring.
+pub type PumpWakes = Arc<Mutex<HashMap<RingId, Arc<Notify>>>>;
 
 #[derive(Debug)]
 enum Request {
@@ -65,6 +88,8 @@ enum Line {
 pub struct WorkerDriver {
     requests: mpsc::UnboundedSender<Request>,
     task: tokio::task::JoinHandle<()>,
+    bells: Option<Arc<Doorbells>>,
+    wakes: PumpWakes,
 }
 
 struct Running {
@@ -85,8 +110,18 @@ impl WorkerDriver {
     ) -> (WorkerDriver, mpsc::UnboundedReceiver<CtlOutput>) {
         let (requests, rx) = mpsc::unbounded_channel();
         let (events, events_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(config, arena, rx, events));
-        (WorkerDriver { requests, task }, events_rx)
+        // Without doorbells (no eventfd), wake hints travel as command and event lines.
+        let bells = config.doorbells.then(Doorbells::create).and_then(Result::ok).map(Arc::new);
+        let wakes = PumpWakes::default();
+        let bell = bells.clone().map(|b| (b, Arc::clone(&wakes)));
+        let task = tokio::spawn(run(config, arena, bell, rx, events));
+        (WorkerDriver { requests, task, bells, wakes }, events_rx)
+    }
+
+    /// The pumps the worker's doorbell wakes: a ring's pump registers here when it starts
+    /// and leaves when the ring is detached.
+    pub fn pump_wakes(&self) -> &PumpWakes {
+        &self.wakes
     }
 
     /// Sends a command to the worker through the controller.
@@ -99,7 +134,7 @@ impl WorkerDriver {
     /// A cloneable handle that sends wake hints without waiting for the controller's answer
     /// (for network pumps on the hot path).
     pub fn notifier(&self) -> WorkerNotifier {
-        WorkerNotifier { requests: self.requests.clone() }
+        WorkerNotifier { requests: self.requests.clone(), bells: self.bells.clone() }
     }
 
     /// Asks the worker to stop (graceful or aborting), escalating to kill on timeout.
@@ -114,12 +149,38 @@ impl WorkerDriver {
     }
 }
 
+/// Aborts the doorbell task when the driver ends.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Wakes every registered pump whenever the worker rings: each pump then clears its
+/// ring's pending bit and reloads the cursors (a pump with nothing to do goes back to
+/// sleep), so no ring is missed.
+async fn answer_doorbell(bells: Arc<Doorbells>, wakes: PumpWakes) {
+    let Ok(bell) = AsyncDoorbell::register(bells) else { return };
+    while bell.rung().await.is_ok() {
+        for w in wakes.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            w.notify_one();
+        }
+    }
+}
+
 async fn run(
     config: WorkerDriverConfig,
     arena: Arc<Arena>,
+    bell: Option<(Arc<Doorbells>, PumpWakes)>,
     mut requests: mpsc::UnboundedReceiver<Request>,
     events: mpsc::UnboundedSender<CtlOutput>,
 ) {
+    let bells = bell.as_ref().map(|(b, _)| Arc::clone(b));
+    let _doorbell = AbortOnDrop(bell.map(|(b, w)| tokio::spawn(answer_doorbell(b, w))));
     let mut ctl = WorkerCtl::new(config.ctl);
     ctl.start();
     let (lines_tx, mut lines) = mpsc::unbounded_channel::<(WorkerGeneration, Line)>();
@@ -129,7 +190,7 @@ async fn run(
         while let Some(out) = ctl.poll_output() {
             match out {
                 CtlOutput::Spawn { generation } => {
-                    match spawn(&config, &arena, generation, &lines_tx) {
+                    match spawn(&config, &arena, bells.as_deref(), generation, &lines_tx) {
                         Ok(running) => {
                             worker = Some(running);
                             ctl.spawned(Instant::now());
@@ -230,10 +291,15 @@ async fn sleep_until(deadline: Option<Instant>) {
 fn spawn(
     config: &WorkerDriverConfig,
     arena: &Arena,
+    bells: Option<&Doorbells>,
     generation: WorkerGeneration,
     lines: &mpsc::UnboundedSender<(WorkerGeneration, Line)>,
 ) -> std::io::Result<Running> {
-    let mut child = ProcessCommand::new(&config.exe)
+    let mut command = ProcessCommand::new(&config.exe);
+    if let Some(b) = bells {
+        command.env(DOORBELLS_ENV, b.env_value());
+    }
+    let mut child = command
         .arg("worker")
         .env(ARENA_FD_ENV, arena.fd().to_string())
         .env(ARENA_BYTES_ENV, arena.len().to_string())

@@ -22,3 +22,4 @@ mod tidy;
 mod tokenizer;
 mod weights;
 mod worker;
+mod worker_posted;

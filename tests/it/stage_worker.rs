@@ -110,6 +110,7 @@ async fn start(
             max_restarts: 0,
         },
         threads: 1,
+        doorbells: false,
     };
     let (driver, mut events) = WorkerDriver::start(config, Arc::clone(&arena));
     loop {

@@ -24,27 +24,27 @@ use tokio::sync::mpsc::UnboundedReceiver;
 const ARENA: u64 = 8 << 20;
 const RING: u64 = 64 * 1024;
 const HIDDEN: u32 = 64; // rows of 256 bytes
-const XOR: u8 = 0x5a;
+pub(crate) const XOR: u8 = 0x5a;
 
-type NodeRing = Arc<MappedRing<swactor::arena::memfd::ArenaRegion>>;
+pub(crate) type NodeRing = Arc<MappedRing<swactor::arena::memfd::ArenaRegion>>;
 
-struct Plane {
-    arena: Arc<Arena>,
-    manager: ArenaManager,
-    driver: WorkerDriver,
-    events: UnboundedReceiver<CtlOutput>,
-    pid: u32,
-    spec: ObjectSpec,
+pub(crate) struct Plane {
+    pub(crate) arena: Arc<Arena>,
+    pub(crate) manager: ArenaManager,
+    pub(crate) driver: WorkerDriver,
+    pub(crate) events: UnboundedReceiver<CtlOutput>,
+    pub(crate) pid: u32,
+    pub(crate) spec: ObjectSpec,
 }
 
-async fn next(events: &mut UnboundedReceiver<CtlOutput>) -> CtlOutput {
+pub(crate) async fn next(events: &mut UnboundedReceiver<CtlOutput>) -> CtlOutput {
     tokio::time::timeout(Duration::from_secs(20), events.recv())
         .await
         .expect("worker controller went quiet")
         .expect("driver ended")
 }
 
-async fn start(backend: Backend) -> Plane {
+pub(crate) async fn start(backend: Backend) -> Plane {
     let arena = Arc::new(Arena::create(ARENA).expect("arena"));
     let mut manager = ArenaManager::new(ARENA);
     manager.arena_ready();
@@ -59,6 +59,7 @@ async fn start(backend: Backend) -> Plane {
             max_restarts: 0,
         },
         threads: 1,
+        doorbells: false,
     };
     let (driver, mut events) = WorkerDriver::start(config, Arc::clone(&arena));
     let pid = match next(&mut events).await {
@@ -77,7 +78,7 @@ async fn start(backend: Backend) -> Plane {
 
 impl Plane {
     /// Leases a ring, initializes its header on the node side, installs it in the worker.
-    async fn ring(&mut self, id: u64, direction: Direction) -> (RingLayout, NodeRing) {
+    pub(crate) async fn ring(&mut self, id: u64, direction: Direction) -> (RingLayout, NodeRing) {
         self.manager.lease(LeaseRequest {
             request_id: LeaseRequestId(id),
             edge_id: EdgeId(id),
@@ -117,7 +118,7 @@ impl Plane {
     }
 }
 
-fn object(seq: u64, extent: usize) -> (ObjectHeader, Vec<u8>) {
+pub(crate) fn object(seq: u64, extent: usize) -> (ObjectHeader, Vec<u8>) {
     let payload: Vec<u8> = (0..extent).map(|i| (i as u64 * 31 + seq * 7) as u8).collect();
     let flags = if seq == 0 { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
     (ObjectHeader::new(ObjectId(seq + 1), Sequence(seq), extent as u64, flags), payload)
@@ -654,6 +655,7 @@ async fn a_crashed_worker_is_replaced_by_the_next_generation_when_restarts_are_a
             max_restarts: 1,
         },
         threads: 1,
+        doorbells: false,
     };
     let (driver, mut events) = WorkerDriver::start(config, arena);
     let first = match next(&mut events).await {

@@ -208,10 +208,17 @@ impl StageHost {
     }
 
     fn emit(&self, event: Event) {
+        self.emit_at(event, None);
+    }
+
+    /// Emits `event` stamped `origin_us` on the host's monotonic clock (now when `None`):
+    /// the worker's own stamp of what it reports, so that a hop's latency does not include
+    /// the time its report waited behind a step.
+    fn emit_at(&self, event: Event, origin_us: Option<u64>) {
         if let Some((tx, _, _)) = &self.session {
             let line = EventLine {
                 ts_us: self.t0.elapsed().as_micros() as u64,
-                origin_us: Some(crate::clock::monotonic_us()),
+                origin_us: Some(origin_us.unwrap_or_else(crate::clock::monotonic_us)),
                 event,
             };
             let _ = tx.send(ControlMessage::Event { line });

@@ -8,7 +8,7 @@ use crate::events::{Direction, Event};
 use crate::stage::controller::{StageCommand, StageEvent};
 use crate::wire::reason::{Component, StageFault};
 use crate::wire::{Peer, PortId, ProvisionStage};
-use crate::worker::protocol::{Command, InputBinding, OutputBinding};
+use crate::worker::protocol::{Command, InputBinding, OutputBinding, PostedOutput};
 
 impl StageHost {
     pub(super) async fn stage_command(&mut self, cmd: StageCommand) {
@@ -21,7 +21,6 @@ impl StageHost {
         else {
             return;
         };
-        let node_id = self.node_id;
         let provisioning = |h: &Self| h.controller.as_ref().and_then(|c| c.provisioning()).cloned();
         match cmd {
             StageCommand::ConfigureRole(p) => self.fetch_weights(&p),
@@ -59,6 +58,46 @@ impl StageHost {
                     p.outbound.consumer.clone(),
                 );
             }
+            StageCommand::ExecuteStep { .. } | StageCommand::PostStep { .. } => {
+                self.step_command(cmd, run_id, stage_index, out_edge).await;
+            }
+            StageCommand::WithdrawStep(step_id) => {
+                self.notifier.notify(Command::WithdrawStep { step_id });
+            }
+            StageCommand::StopEdge(edge) => {
+                if let Some(r) = self.records.get_mut(&edge)
+                    && r.state != "failed"
+                {
+                    r.state = "stopping";
+                }
+                self.plane.stop_edge(edge);
+                // An edge already torn down (after a fault) reports stopped at once.
+                if self.plane.is_settled(edge)
+                    && let Some(ctl) = self.controller.as_mut()
+                {
+                    ctl.edge_stopped(edge);
+                }
+            }
+            StageCommand::ResetRole => {
+                self.notifier.notify(Command::ReleaseRole { role_id: STAGE_ROLE });
+            }
+            StageCommand::ReleaseObject(handle) => {
+                self.notifier.notify(Command::ReleaseDeviceObject { handle });
+            }
+        }
+    }
+
+    /// A step decided by the controller: executed now on a loaded input, or posted ahead of
+    /// its input.
+    async fn step_command(
+        &mut self,
+        cmd: StageCommand,
+        run_id: crate::wire::RunId,
+        stage_index: crate::wire::StageIndex,
+        out_edge: crate::wire::EdgeId,
+    ) {
+        let node_id = self.node_id;
+        match cmd {
             StageCommand::ExecuteStep {
                 step_id,
                 input,
@@ -109,26 +148,43 @@ impl StageHost {
                     );
                 }
             }
-            StageCommand::StopEdge(edge) => {
-                if let Some(r) = self.records.get_mut(&edge)
-                    && r.state != "failed"
-                {
-                    r.state = "stopping";
-                }
-                self.plane.stop_edge(edge);
-                // An edge already torn down (after a fault) reports stopped at once.
-                if self.plane.is_settled(edge)
-                    && let Some(ctl) = self.controller.as_mut()
-                {
-                    ctl.edge_stopped(edge);
-                }
+            StageCommand::PostStep {
+                step_id,
+                sequence,
+                output_extent,
+                output_object,
+                output_sequence,
+                output_flags,
+            } => {
+                let in_edge = self.controller.as_ref().and_then(|c| c.provisioning());
+                let in_edge = in_edge.map(|p| p.inbound.edge_id);
+                let rings = in_edge.and_then(|e| Some((e, self.executor.ring_of(e)?)));
+                let (Some((in_edge, in_ring)), Some(out_ring)) =
+                    (rings, self.executor.ring_of(out_edge))
+                else {
+                    self.stage_fault(StageFault::NotProvisioned.into(), Component::StageController);
+                    return;
+                };
+                let post = Command::PostStep {
+                    role_id: STAGE_ROLE,
+                    step_id,
+                    ring_id: in_ring,
+                    edge_id: in_edge,
+                    port: PortId(0),
+                    sequence,
+                    output: PostedOutput {
+                        port: PortId(0),
+                        ring_id: out_ring,
+                        object_id: output_object,
+                        sequence: output_sequence,
+                        extent: output_extent,
+                        flags: output_flags,
+                    },
+                };
+                self.steps.insert(step_id, sequence);
+                self.notifier.notify(post);
             }
-            StageCommand::ResetRole => {
-                self.notifier.notify(Command::ReleaseRole { role_id: STAGE_ROLE });
-            }
-            StageCommand::ReleaseObject(handle) => {
-                self.notifier.notify(Command::ReleaseDeviceObject { handle });
-            }
+            _ => {}
         }
     }
 

@@ -42,18 +42,23 @@ impl RingUser for WorkerUser<'_> {
     }
 
     fn detach(&mut self, ring_id: RingId) -> Option<WorkerQuiet> {
+        self.worker.pump_wakes().lock().unwrap_or_else(|e| e.into_inner()).remove(&ring_id);
         self.notifier.notify(Command::UninstallRing { ring_id, reason: UninstallReason::Stop });
         None
     }
 
     fn drained_hint(&self, ring_id: RingId) -> Hint {
         let notifier = self.notifier.clone();
-        Box::new(move || notifier.notify(Command::RingWritable { ring_id }))
+        Box::new(move || notifier.wake(Command::RingWritable { ring_id }))
     }
 
     fn filled_hint(&self, ring_id: RingId) -> Hint {
         let notifier = self.notifier.clone();
-        Box::new(move || notifier.notify(Command::RingReadable { ring_id }))
+        Box::new(move || notifier.wake(Command::RingReadable { ring_id }))
+    }
+
+    fn pump_started(&mut self, ring_id: RingId, wake: std::sync::Arc<tokio::sync::Notify>) {
+        self.worker.pump_wakes().lock().unwrap_or_else(|e| e.into_inner()).insert(ring_id, wake);
     }
 }
 
@@ -132,50 +137,8 @@ impl StageHost {
                     self.plane.local_quiet(q);
                 }
             }
-            WorkerEvent::ObjectLoaded {
-                ring_id,
-                edge_id,
-                object_id,
-                sequence,
-                extent,
-                handle,
-                ..
-            } => {
-                if let Some((run_id, stage_index)) = self.ids() {
-                    self.emit(Event::ObjectLoaded {
-                        run_id,
-                        node_id,
-                        stage_index,
-                        edge_id,
-                        ring_id,
-                        object_id,
-                        sequence,
-                        extent,
-                        worker_generation: handle.generation,
-                    });
-                }
-                self.count(edge_id, extent);
-                match self.controller.as_mut() {
-                    Some(ctl) => ctl.object_loaded(edge_id, object_id, sequence, extent, handle),
-                    None => self.notifier.notify(Command::ReleaseDeviceObject { handle }),
-                }
-            }
-            WorkerEvent::ObjectProduced {
-                ring_id, edge_id, object_id, sequence, extent, ..
-            } => {
-                if let Some((run_id, stage_index)) = self.ids() {
-                    self.emit(Event::ObjectProduced {
-                        run_id,
-                        node_id,
-                        stage_index,
-                        edge_id,
-                        ring_id,
-                        object_id,
-                        sequence,
-                        extent,
-                    });
-                }
-                self.count(edge_id, extent);
+            WorkerEvent::ObjectLoaded { .. } | WorkerEvent::ObjectProduced { .. } => {
+                self.object_event(e);
             }
             WorkerEvent::ObjectFailed { edge_id, reason, .. } => {
                 if let Some(r) = self.records.get_mut(&edge_id) {
@@ -200,6 +163,12 @@ impl StageHost {
                     ctl.step_completed(step_id);
                 }
             }
+            WorkerEvent::StepWithdrawn { step_id, .. } => {
+                self.steps.remove(&step_id);
+                if let Some(ctl) = self.controller.as_mut() {
+                    ctl.step_withdrawn(step_id);
+                }
+            }
             WorkerEvent::StepFailed { step_id, reason, .. } => {
                 self.steps.remove(&step_id);
                 self.stage_fault(reason.into(), Component::Worker);
@@ -217,6 +186,86 @@ impl StageHost {
             | WorkerEvent::WorkerStopped { .. }
             | WorkerEvent::DeviceObjectReleased { .. }
             | WorkerEvent::ReleaseFailed { .. } => {}
+        }
+    }
+    /// An object the worker loaded or produced: reported with the worker's own stamp, and
+    /// a loaded one handed to the controller.
+    fn object_event(&mut self, e: WorkerEvent) {
+        let node_id = self.node_id;
+        match e {
+            WorkerEvent::ObjectLoaded {
+                ring_id,
+                edge_id,
+                object_id,
+                sequence,
+                extent,
+                handle,
+                taken_by,
+                at_us,
+                ..
+            } => {
+                if let Some((run_id, stage_index)) = self.ids() {
+                    let loaded = Event::ObjectLoaded {
+                        run_id,
+                        node_id,
+                        stage_index,
+                        edge_id,
+                        ring_id,
+                        object_id,
+                        sequence,
+                        extent,
+                        worker_generation: handle.generation,
+                    };
+                    self.emit_at(loaded, at_us);
+                    if let Some(step_id) = taken_by {
+                        // A posted step took the object: it started as the load completed.
+                        let started = Event::ExecuteStepStarted {
+                            run_id,
+                            node_id,
+                            stage_index,
+                            step_id,
+                            sequence,
+                            worker_generation: handle.generation,
+                        };
+                        self.emit_at(started, at_us);
+                    }
+                }
+                self.count(edge_id, extent);
+                match self.controller.as_mut() {
+                    Some(ctl) => {
+                        ctl.object_loaded(edge_id, object_id, sequence, extent, handle, taken_by)
+                    }
+                    None if taken_by.is_none() => {
+                        self.notifier.notify(Command::ReleaseDeviceObject { handle })
+                    }
+                    None => {}
+                }
+            }
+            WorkerEvent::ObjectProduced {
+                ring_id,
+                edge_id,
+                object_id,
+                sequence,
+                extent,
+                at_us,
+                ..
+            } => {
+                if let Some((run_id, stage_index)) = self.ids() {
+                    let produced = Event::ObjectProduced {
+                        run_id,
+                        node_id,
+                        stage_index,
+                        edge_id,
+                        ring_id,
+                        object_id,
+                        sequence,
+                        extent,
+                    };
+                    self.emit_at(produced, at_us);
+                }
+                self.count(edge_id, extent);
+            }
+            _ => {}
         }
     }
 }

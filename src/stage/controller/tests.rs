@@ -75,7 +75,13 @@ fn ready(stage: u32, count: u32) -> StageController {
         events(&mut c)[..],
         [StageEvent::WeightsLoaded { .. }, StageEvent::StageReady { .. }]
     ));
-    cmds(&mut c);
+    assert!(
+        matches!(
+            cmds(&mut c).last(),
+            Some(StageCommand::PostStep { step_id: StepId(1), sequence: Sequence(0), .. })
+        ),
+        "a ready stage posts the prefill's step ahead of its object"
+    );
     c
 }
 
@@ -122,7 +128,14 @@ fn provisioning_from_anyone_but_the_orchestrator_or_inconsistent_is_rejected() {
 #[test]
 fn each_object_in_sequence_gives_exactly_one_step_and_steps_never_overlap() {
     let mut c = ready(1, 3);
-    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 5 * u64::from(HIDDEN) * 4, handle(1));
+    c.object_loaded(
+        EdgeId(2),
+        ObjectId(1),
+        Sequence(0),
+        5 * u64::from(HIDDEN) * 4,
+        handle(1),
+        None,
+    );
     match &cmds(&mut c)[..] {
         [StageCommand::ExecuteStep { sequence, output_extent, input, .. }] => {
             assert_eq!(*sequence, Sequence(0));
@@ -131,18 +144,29 @@ fn each_object_in_sequence_gives_exactly_one_step_and_steps_never_overlap() {
         }
         other => panic!("{other:?}"),
     }
-    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2), None);
     assert!(cmds(&mut c).is_empty(), "one active step at a time");
+    // Step 1 was the post the worker passed (it came after the object): step 2 ran.
     c.step_completed(StepId(1));
-    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { sequence: Sequence(1), .. }]));
+    assert!(cmds(&mut c).is_empty(), "only the active step completes");
     c.step_completed(StepId(2));
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { sequence: Sequence(1), .. }]));
+    c.step_completed(StepId(3));
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::PostStep { sequence: Sequence(2), .. }]));
     assert!(events(&mut c).is_empty());
 }
 
 #[test]
 fn the_last_stage_produces_one_token_per_step() {
     let mut c = ready(2, 3);
-    c.object_loaded(EdgeId(3), ObjectId(1), Sequence(0), 7 * u64::from(HIDDEN) * 4, handle(1));
+    c.object_loaded(
+        EdgeId(3),
+        ObjectId(1),
+        Sequence(0),
+        7 * u64::from(HIDDEN) * 4,
+        handle(1),
+        None,
+    );
     assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { output_extent: 4, .. }]));
 }
 
@@ -150,10 +174,13 @@ fn the_last_stage_produces_one_token_per_step() {
 fn duplicate_skipped_or_regressed_sequences_fault_the_stage() {
     for bad in [0u64, 3] {
         let mut c = ready(0, 2);
-        c.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(1));
-        c.step_completed(StepId(1));
-        cmds(&mut c);
-        c.object_loaded(EdgeId(1), ObjectId(2), Sequence(bad), 4, handle(2));
+        c.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(1), None);
+        c.step_completed(StepId(2));
+        assert!(matches!(
+            cmds(&mut c)[..],
+            [.., StageCommand::PostStep { step_id: StepId(3), .. }]
+        ));
+        c.object_loaded(EdgeId(1), ObjectId(2), Sequence(bad), 4, handle(2), None);
         assert_eq!(
             events(&mut c),
             vec![StageEvent::StageFault {
@@ -162,11 +189,16 @@ fn duplicate_skipped_or_regressed_sequences_fault_the_stage() {
                 reason: FaultReason::Stage(StageFault::SequenceViolation)
             }]
         );
-        c.object_loaded(EdgeId(1), ObjectId(3), Sequence(1), 4, handle(3));
+        c.object_loaded(EdgeId(1), ObjectId(3), Sequence(1), 4, handle(3), None);
         assert_eq!(
             cmds(&mut c),
-            [StageCommand::ReleaseObject(handle(2)), StageCommand::ReleaseObject(handle(3))],
-            "a faulted stage runs nothing; the violating object and later ones are freed"
+            [
+                StageCommand::ReleaseObject(handle(2)),
+                StageCommand::WithdrawStep(StepId(3)),
+                StageCommand::ReleaseObject(handle(3))
+            ],
+            "a faulted stage runs nothing: its post is withdrawn, the violating object and \
+             later ones are freed"
         );
     }
 }
@@ -175,16 +207,16 @@ fn duplicate_skipped_or_regressed_sequences_fault_the_stage() {
 fn every_loaded_object_the_stage_does_not_take_is_released_not_dropped() {
     // Another edge's object, while ready.
     let mut c = ready(1, 3);
-    c.object_loaded(EdgeId(7), ObjectId(1), Sequence(0), 16, handle(1));
+    c.object_loaded(EdgeId(7), ObjectId(1), Sequence(0), 16, handle(1), None);
     assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(1))]);
     assert!(events(&mut c).is_empty(), "a stray object is freed, not a fault");
     // Objects waiting behind the active step are freed by the fault; one arriving while
     // the stage is faulted too.
-    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(2));
-    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), 256, handle(3));
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(2), None);
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), 256, handle(3), None);
     assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { .. }]));
     c.fault(FaultReason::Step(StepFailure::ComputeFailed));
-    c.object_loaded(EdgeId(2), ObjectId(3), Sequence(2), 256, handle(4));
+    c.object_loaded(EdgeId(2), ObjectId(3), Sequence(2), 256, handle(4), None);
     assert_eq!(
         cmds(&mut c),
         [StageCommand::ReleaseObject(handle(3)), StageCommand::ReleaseObject(handle(4))]
@@ -192,11 +224,11 @@ fn every_loaded_object_the_stage_does_not_take_is_released_not_dropped() {
     // While stopping, and once stopped.
     c.stop_run(ORCH, RunId(9));
     cmds(&mut c);
-    c.object_loaded(EdgeId(2), ObjectId(4), Sequence(3), 256, handle(5));
+    c.object_loaded(EdgeId(2), ObjectId(4), Sequence(3), 256, handle(5), None);
     assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(5))]);
     // Never provisioned.
     let mut fresh = StageController::new(ORCH);
-    fresh.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(6));
+    fresh.object_loaded(EdgeId(1), ObjectId(1), Sequence(0), 16, handle(6), None);
     assert_eq!(cmds(&mut fresh), [StageCommand::ReleaseObject(handle(6))]);
 }
 
@@ -206,6 +238,7 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
     c.fault(FaultReason::Step(StepFailure::ComputeFailed));
     c.fault(FaultReason::Object(ObjectFailure::BadMagic));
     assert_eq!(events(&mut c).len(), 1, "only the first fault is reported");
+    assert_eq!(cmds(&mut c), [StageCommand::WithdrawStep(StepId(1))], "the post is withdrawn");
     c.stop_run(NodeId(5), RunId(9));
     c.stop_run(ORCH, RunId(8));
     assert!(cmds(&mut c).is_empty(), "StopRun only from the orchestrator, for this run");
@@ -232,18 +265,33 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
 
 #[test]
 fn the_controller_decides_each_output_object_id_sequence_and_prefill_flag() {
-    let outputs = |c: &mut StageController| match &cmds(c)[..] {
+    let posted = |c: &mut StageController| match &cmds(c)[..] {
+        [StageCommand::PostStep { output_object, output_sequence, output_flags, .. }] => {
+            (*output_object, *output_sequence, *output_flags)
+        }
+        other => panic!("{other:?}"),
+    };
+    let executed = |c: &mut StageController| match &cmds(c)[..] {
         [StageCommand::ExecuteStep { output_object, output_sequence, output_flags, .. }] => {
             (*output_object, *output_sequence, *output_flags)
         }
         other => panic!("{other:?}"),
     };
-    let mut c = ready(1, 3);
-    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 5 * u64::from(HIDDEN) * 4, handle(1));
-    assert_eq!(outputs(&mut c), (ObjectId(1), Sequence(0), ObjectFlags::PREFILL));
+    let mut c = StageController::new(ORCH);
+    c.provision(ORCH, prov(1, 3)).expect("provision");
+    cmds(&mut c);
+    c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
+    c.role_ready();
+    c.edge_ready(EdgeId(2));
+    cmds(&mut c);
+    c.edge_ready(EdgeId(3));
+    assert_eq!(posted(&mut c), (ObjectId(1), Sequence(0), ObjectFlags::PREFILL));
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(1), Some(StepId(1)));
     c.step_completed(StepId(1));
-    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
-    assert_eq!(outputs(&mut c), (ObjectId(2), Sequence(1), ObjectFlags::NONE));
+    assert_eq!(posted(&mut c), (ObjectId(2), Sequence(1), ObjectFlags::NONE));
+    // An untaken object (the post came late) gets the same decision through `ExecuteStep`.
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), 256, handle(2), None);
+    assert_eq!(executed(&mut c), (ObjectId(2), Sequence(1), ObjectFlags::NONE));
 
     // The test-only mislabel: sequence 1's output claims sequence 2.
     let mut c = StageController::new(ORCH).mislabel(Some(Sequence(1)));
@@ -253,13 +301,102 @@ fn the_controller_decides_each_output_object_id_sequence_and_prefill_flag() {
     c.weights_ready(RunId(9), "/m.gguf".into(), 1000);
     c.role_ready();
     c.edge_ready(EdgeId(2));
-    c.edge_ready(EdgeId(3));
     cmds(&mut c);
-    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), u64::from(HIDDEN) * 4, handle(1));
-    assert_eq!(outputs(&mut c).1, Sequence(0));
+    c.edge_ready(EdgeId(3));
+    assert_eq!(posted(&mut c).1, Sequence(0));
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(1), Some(StepId(1)));
     c.step_completed(StepId(1));
-    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), u64::from(HIDDEN) * 4, handle(2));
-    assert_eq!(outputs(&mut c), (ObjectId(3), Sequence(2), ObjectFlags::NONE));
+    assert_eq!(posted(&mut c), (ObjectId(3), Sequence(2), ObjectFlags::NONE));
+}
+
+#[test]
+fn a_posted_step_runs_on_its_object_without_an_execute_step_and_the_next_is_posted_after_it() {
+    let mut c = ready(1, 3);
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 5 * 256, handle(1), Some(StepId(1)));
+    assert!(cmds(&mut c).is_empty(), "no ExecuteStep and no release: the worker owns it");
+    c.step_completed(StepId(1));
+    match &cmds(&mut c)[..] {
+        [StageCommand::PostStep { step_id, sequence, output_extent, .. }] => {
+            assert_eq!((*step_id, *sequence), (StepId(2), Sequence(1)));
+            assert_eq!(
+                output_extent.resolve(3 * u64::from(HIDDEN) * 4),
+                3 * u64::from(HIDDEN) * 4,
+                "same rows out as in"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The last stage posts one token per step, whatever the input's rows.
+    let mut c = ready(2, 3);
+    c.object_loaded(EdgeId(3), ObjectId(1), Sequence(0), 7 * 256, handle(1), Some(StepId(1)));
+    c.step_completed(StepId(1));
+    match &cmds(&mut c)[..] {
+        [StageCommand::PostStep { output_extent, .. }] => {
+            assert_eq!(output_extent.resolve(7 * 256), 4);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(events(&mut c).is_empty());
+}
+
+#[test]
+fn a_stop_or_a_fault_while_a_step_is_posted_withdraws_it_and_releases_nothing_the_worker_owns() {
+    let mut c = ready(1, 3);
+    c.stop_run(ORCH, RunId(9));
+    assert_eq!(
+        cmds(&mut c),
+        [
+            StageCommand::WithdrawStep(StepId(1)),
+            StageCommand::StopEdge(EdgeId(2)),
+            StageCommand::StopEdge(EdgeId(3)),
+            StageCommand::ResetRole
+        ]
+    );
+    // The worker had taken the object before the withdrawal reached it: it runs the step
+    // and frees the input itself.
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(1), Some(StepId(1)));
+    c.step_completed(StepId(1));
+    assert!(cmds(&mut c).is_empty());
+
+    let mut c = ready(1, 3);
+    c.fault(FaultReason::Step(StepFailure::ComputeFailed));
+    assert_eq!(cmds(&mut c), [StageCommand::WithdrawStep(StepId(1))]);
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(1), Some(StepId(1)));
+    assert!(cmds(&mut c).is_empty(), "a taken object is never released by the controller");
+    c.object_loaded(EdgeId(2), ObjectId(2), Sequence(1), 256, handle(2), None);
+    assert_eq!(cmds(&mut c), [StageCommand::ReleaseObject(handle(2))]);
+}
+
+#[test]
+fn a_post_the_worker_drops_on_its_own_or_a_step_taking_the_wrong_object_faults_the_stage() {
+    let post_rejected = FaultReason::Step(StepFailure::PostRejected);
+    let mut c = ready(1, 3);
+    c.step_withdrawn(StepId(1));
+    assert!(matches!(
+        events(&mut c)[..],
+        [StageEvent::StageFault { reason, .. }] if reason == post_rejected
+    ));
+
+    // A post the worker passed because its object came first: the object was executed,
+    // the withdrawal that follows changes nothing.
+    let mut c = ready(1, 3);
+    c.object_loaded(EdgeId(2), ObjectId(1), Sequence(0), 256, handle(1), None);
+    c.step_withdrawn(StepId(1));
+    assert!(events(&mut c).is_empty());
+    assert!(matches!(cmds(&mut c)[..], [StageCommand::ExecuteStep { step_id: StepId(2), .. }]));
+
+    // A step the controller did not post, or its object of another sequence.
+    for (step, seq) in [(StepId(7), 0), (StepId(1), 1)] {
+        let mut c = ready(1, 3);
+        c.object_loaded(EdgeId(2), ObjectId(1), Sequence(seq), 256, handle(1), Some(step));
+        assert!(matches!(
+            events(&mut c)[..],
+            [StageEvent::StageFault {
+                reason: FaultReason::Stage(StageFault::SequenceViolation),
+                ..
+            }]
+        ));
+    }
 }
 
 #[test]
@@ -287,7 +424,11 @@ fn stage_stopped_needs_the_role_released_and_both_edges_stopped_in_any_order() {
     c.stop_run(ORCH, RunId(9));
     assert_eq!(
         cmds(&mut c),
-        [StageCommand::StopEdge(EdgeId(2)), StageCommand::StopEdge(EdgeId(3))],
+        [
+            StageCommand::WithdrawStep(StepId(1)),
+            StageCommand::StopEdge(EdgeId(2)),
+            StageCommand::StopEdge(EdgeId(3))
+        ],
         "no role to release in the new worker"
     );
     c.edge_stopped(EdgeId(2));

@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use crate::arena::Arena;
 use crate::arena::memfd::ArenaRegion;
 use crate::events::Direction;
-use crate::ring::{Consumer, MappedRing, Producer};
+use crate::ring::{Consumer, Doorbells, MappedRing, Producer};
 use crate::wire::reason::{StepFailure, WorkerFatal};
 use crate::wire::{RingId, RoleId, StepId, WorkerGeneration};
 use crate::worker::device::{CpuBridge, DeviceBridge, FaultyBridge};
 use crate::worker::egress::EgressProducer;
 use crate::worker::ingress::IngressParser;
+use crate::worker::posted::{Post, PostOutcome, PostedSteps};
 use crate::worker::protocol::{
     Backend, Command, DeviceHandle, Event, InputBinding, LineError, MAX_LINE, OutputBinding,
     RING_ABI, ShutdownMode, decode_line, encode_line,
@@ -97,6 +98,12 @@ struct Worker {
     events: Vec<Event>,
     /// The live device object count last reported (`DeviceObjects`).
     reported_live: usize,
+    /// Steps posted ahead of their input.
+    posted: PostedSteps,
+    /// The doorbells inherited from the node (`None`: wake hints travel as lines).
+    bells: Option<Arc<Doorbells>>,
+    /// Why the inherited doorbells are unusable (reported at initialization).
+    bells_error: Option<String>,
 }
 
 /// Runs the worker process until it stops; returns its exit status. `spin`: how long it
@@ -109,9 +116,15 @@ pub fn run(spin: Duration) -> u8 {
         return EXIT_ORPHANED;
     }
     let abort = Arc::new(AtomicBool::new(false));
+    let (bells, bells_error) = match Doorbells::from_env() {
+        None => (None, None),
+        Some(Ok(b)) => (Some(Arc::new(b)), None),
+        Some(Err(e)) => (None, Some(e.to_string())),
+    };
     let (tx, rx) = mpsc::channel();
     let reader_abort = Arc::clone(&abort);
-    std::thread::spawn(move || read_commands(tx, reader_abort));
+    let reader_bells = bells.clone();
+    std::thread::spawn(move || read_commands(tx, reader_abort, reader_bells));
 
     let mut worker = Worker {
         abort,
@@ -125,6 +138,9 @@ pub fn run(spin: Duration) -> u8 {
         stopping: None,
         events: Vec::new(),
         reported_live: 0,
+        posted: PostedSteps::new(),
+        bells,
+        bells_error,
     };
     let stdout = std::io::stdout();
     loop {
@@ -133,47 +149,80 @@ pub fn run(spin: Duration) -> u8 {
         if exit.is_none() {
             worker.report_live();
         }
-        let mut out = stdout.lock();
-        for e in worker.events.drain(..) {
-            if out.write_all(encode_line(&e).as_bytes()).is_err() {
-                return EXIT_ORPHANED;
-            }
-        }
-        if out.flush().is_err() {
+        if !worker.write_events(&stdout) {
             return EXIT_ORPHANED;
         }
         if let Some(code) = exit {
             return code;
         }
+        // A step whose posted input was loaded starts only now, once the node was told
+        // (`ObjectLoaded` names the step): its start is observable while it computes.
+        if worker.start_taken() {
+            worker.report_live();
+            if !worker.write_events(&stdout) {
+                return EXIT_ORPHANED;
+            }
+        }
     }
 }
 
 /// The next input: polls for up to `spin` (consuming ingress rings that received bytes
-/// meanwhile), then blocks.
+/// meanwhile), then blocks: on the doorbell when the node gave one (commands and rings
+/// both ring it), else on the command channel.
 #[allow(clippy::disallowed_methods)] // the process loop is a driver: it owns the clock
 fn next_input(rx: &mpsc::Receiver<Input>, worker: &mut Worker, spin: Duration) -> Input {
+    let Some(bells) = worker.bells.clone() else {
+        spin_for_input(rx, worker, spin);
+        return rx.recv().unwrap_or(Input::Eof);
+    };
+    loop {
+        if let Some(input) = spin_for_input(rx, worker, spin) {
+            return input;
+        }
+        match rx.try_recv() {
+            Ok(input) => return input,
+            Err(mpsc::TryRecvError::Disconnected) => return Input::Eof,
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
+        if worker.wake_rings() {
+            return Input::Flush;
+        }
+        if bells.to_worker.wait().is_err() {
+            return Input::Eof;
+        }
+    }
+}
+
+/// Polls commands and ingress rings for up to `spin`; `Some` when there is something to
+/// handle.
+#[allow(clippy::disallowed_methods)] // the process loop is a driver: it owns the clock
+fn spin_for_input(
+    rx: &mpsc::Receiver<Input>,
+    worker: &mut Worker,
+    spin: Duration,
+) -> Option<Input> {
     if !spin.is_zero() {
         let mut deadline = Instant::now() + spin;
         while Instant::now() < deadline {
             match rx.try_recv() {
-                Ok(input) => return input,
-                Err(mpsc::TryRecvError::Disconnected) => return Input::Eof,
+                Ok(input) => return Some(input),
+                Err(mpsc::TryRecvError::Disconnected) => return Some(Input::Eof),
                 Err(mpsc::TryRecvError::Empty) => {}
             }
             if worker.poll_ready_ingress() {
                 if !worker.events.is_empty() {
                     // Report what was loaded without waiting for the next command.
-                    return Input::Flush;
+                    return Some(Input::Flush);
                 }
                 deadline = Instant::now() + spin;
             }
             std::hint::spin_loop();
         }
     }
-    rx.recv().unwrap_or(Input::Eof)
+    None
 }
 
-fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>) {
+fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>, bells: Option<Arc<Doorbells>>) {
     let stdin = std::io::stdin();
     let mut reader = stdin.lock();
     let mut line = Vec::new();
@@ -204,7 +253,11 @@ fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>) {
             }
         };
         let stop = matches!(input, Input::Eof | Input::Bad(_));
-        if tx.send(input).is_err() || stop {
+        let sent = tx.send(input).is_ok();
+        if let Some(b) = &bells {
+            b.to_worker.ring();
+        }
+        if !sent || stop {
             return;
         }
     }
@@ -218,6 +271,33 @@ impl Worker {
     }
 
     fn handle(&mut self, input: Input) -> Option<u8> {
+        self.handle_input(input)
+    }
+
+    /// Starts the steps that took their posted input, unless stopping; returns whether
+    /// one ran.
+    fn start_taken(&mut self) -> bool {
+        if self.stopping.is_some() || self.active.is_some() || self.pending.is_empty() {
+            return false;
+        }
+        self.start_next_step();
+        true
+    }
+
+    /// Rings the node's doorbell for the wake hints, then writes every other event as a
+    /// line; `false` when the node is gone.
+    fn write_events(&mut self, stdout: &std::io::Stdout) -> bool {
+        self.ring_node();
+        let mut out = stdout.lock();
+        for e in self.events.drain(..) {
+            if out.write_all(encode_line(&e).as_bytes()).is_err() {
+                return false;
+            }
+        }
+        out.flush().is_ok()
+    }
+
+    fn handle_input(&mut self, input: Input) -> Option<u8> {
         let cmd = match input {
             Input::Flush => return None,
             Input::Eof => return Some(EXIT_ORPHANED),
@@ -258,6 +338,7 @@ impl Worker {
                 }
             }
             Command::ReleaseRole { role_id } => {
+                self.withdraw_where(|p| p.role_id == role_id);
                 self.roles.remove(&role_id);
                 self.events.push(Event::RoleReleased { role_id });
             }
@@ -299,8 +380,18 @@ impl Worker {
                     self.start_next_step();
                 }
             }
+            Command::PostStep { role_id, step_id, ring_id, edge_id, port, sequence, output } => {
+                let post = Post { role_id, step_id, ring_id, edge_id, port, sequence, output };
+                self.post(post);
+            }
+            Command::WithdrawStep { step_id } => {
+                if let Some(p) = self.posted.withdraw(step_id) {
+                    self.events.push(Event::StepWithdrawn { role_id: p.role_id, step_id });
+                }
+            }
             Command::ReleaseDeviceObject { handle } => self.release_object(handle),
             Command::ShutdownWorker { mode } => {
+                self.withdraw_where(|_| true);
                 self.stopping = Some(mode);
                 if mode == ShutdownMode::AbortInFlight {
                     self.abort_active();
@@ -319,6 +410,10 @@ impl Worker {
     ) -> Option<u8> {
         if ring_abi != RING_ABI {
             return self.fatal(WorkerFatal::AbiMismatch, EXIT_INIT);
+        }
+        if let Some(e) = self.bells_error.take() {
+            eprintln!("swactor worker: {e}");
+            return self.fatal(WorkerFatal::DoorbellUnusable, EXIT_INIT);
         }
         let arena = match Arena::from_env() {
             Ok(a) if a.len() == ceiling => a,
@@ -415,6 +510,7 @@ impl Worker {
     }
 
     fn uninstall(&mut self, ring_id: RingId) {
+        self.withdraw_where(|p| p.ring_id == ring_id);
         if let Some(slot) = self.rings.remove(&ring_id) {
             let ready = self.ready.as_mut();
             match slot {
@@ -441,13 +537,113 @@ impl Worker {
     fn poll_ingress(&mut self, ring_id: RingId) {
         let Some(ready) = self.ready.as_mut() else { return };
         if let Some(Slot::Ingress { consumer, parser }) = self.rings.get_mut(&ring_id) {
-            let events = parser.poll(consumer, ready.bridge.as_mut());
-            for e in &events {
-                if let Event::ObjectLoaded { handle, .. } = e {
+            let mut events = parser.poll(consumer, ready.bridge.as_mut());
+            for e in &mut events {
+                if let Event::ObjectLoaded {
+                    handle,
+                    edge_id,
+                    object_id,
+                    sequence,
+                    extent,
+                    taken_by,
+                    at_us,
+                    ..
+                } = e
+                {
+                    *at_us = Some(crate::clock::monotonic_us());
                     self.origin.insert(*handle, ring_id);
+                    // A step posted for exactly this ring, edge and sequence takes it; it
+                    // starts once this polling is over (see `handle`).
+                    if let Some(p) = self.posted.claim(ring_id, *edge_id, *sequence) {
+                        *taken_by = Some(p.step_id);
+                        self.pending.push_back(PendingStep {
+                            role_id: p.role_id,
+                            step_id: p.step_id,
+                            inputs: vec![InputBinding {
+                                port: p.port,
+                                object_id: *object_id,
+                                sequence: *sequence,
+                                handle: *handle,
+                            }],
+                            outputs: vec![p.output.bind(*extent)],
+                            release_inputs_after: true,
+                        });
+                    }
                 }
             }
             self.events.extend(events);
+        }
+    }
+
+    /// Takes a posted step: it waits for its object, or is answered at once (passed:
+    /// withdrawn; rejected: failed).
+    fn post(&mut self, post: Post) {
+        if self.stopping.is_some() {
+            let (role_id, step_id) = (post.role_id, post.step_id);
+            self.events.push(Event::StepWithdrawn { role_id, step_id });
+            return;
+        }
+        let ring = match self.rings.get(&post.ring_id) {
+            Some(Slot::Ingress { parser, .. }) if !parser.is_faulted() && !parser.is_closed() => {
+                Some((parser.edge_id(), parser.next_sequence()))
+            }
+            _ => None,
+        };
+        let (role_id, step_id) = (post.role_id, post.step_id);
+        match self.posted.post(post, ring) {
+            PostOutcome::Waiting => {}
+            PostOutcome::Passed => self.events.push(Event::StepWithdrawn { role_id, step_id }),
+            PostOutcome::Rejected => {
+                let reason = StepFailure::PostRejected;
+                self.events.push(Event::StepFailed { role_id, step_id, reason });
+            }
+        }
+    }
+
+    /// Withdraws the posts matching `f`, reporting each.
+    fn withdraw_where(&mut self, f: impl FnMut(&Post) -> bool) {
+        for p in self.posted.withdraw_where(f) {
+            self.events.push(Event::StepWithdrawn { role_id: p.role_id, step_id: p.step_id });
+        }
+    }
+
+    /// Handles the rings whose pending bit the node set before it rang the doorbell:
+    /// ingress rings with committed bytes, egress rings with freed space. Returns whether
+    /// there is anything to report.
+    fn wake_rings(&mut self) -> bool {
+        let before = self.events.len();
+        let mut readable = Vec::new();
+        let mut writable = false;
+        for (id, slot) in self.rings.iter_mut() {
+            match slot {
+                Slot::Ingress { consumer, .. } if consumer.readable_pending() => {
+                    let _ = consumer.on_readable();
+                    readable.push(*id);
+                }
+                Slot::Egress { producer, .. } if producer.writable_pending() => {
+                    let _ = producer.on_writable();
+                    writable = true;
+                }
+                _ => {}
+            }
+        }
+        for id in readable {
+            self.poll_ingress(id);
+        }
+        if writable && self.active.is_some() {
+            self.drive_step();
+        }
+        self.events.len() > before || (self.active.is_none() && !self.pending.is_empty())
+    }
+
+    /// Rings the node's doorbell in place of the wake-hint lines, when it gave one.
+    fn ring_node(&mut self) {
+        let Some(bells) = &self.bells else { return };
+        let before = self.events.len();
+        self.events
+            .retain(|e| !matches!(e, Event::RingReadable { .. } | Event::RingWritable { .. }));
+        if self.events.len() != before {
+            bells.to_node.ring();
         }
     }
 

@@ -125,6 +125,7 @@ impl Worker {
                 }
             }
         }
+        stamp_produced(&mut self.events);
         if let Some(reason) = failure {
             self.fail_active(reason);
             return;
@@ -176,6 +177,19 @@ impl Worker {
     pub(super) fn abort_active(&mut self) {
         self.fail_active(StepFailure::Aborted);
         self.abort_pending();
+    }
+}
+
+/// Stamps the objects just produced with the time their last byte was committed.
+fn stamp_produced(events: &mut [Event]) {
+    for e in events.iter_mut().rev() {
+        match e {
+            Event::ObjectProduced { at_us: at @ None, .. } => {
+                *at = Some(crate::clock::monotonic_us());
+            }
+            Event::ObjectProduced { .. } => break,
+            _ => {}
+        }
     }
 }
 

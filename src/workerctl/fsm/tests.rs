@@ -143,6 +143,8 @@ fn worker_events_are_routed_and_tracked() {
         sequence: Sequence(0),
         extent: 4,
         handle: handle(1, 5),
+        taken_by: None,
+        at_us: None,
     };
     c.worker_event(WorkerGeneration(1), loaded.clone());
     assert_eq!(drain(&mut c), vec![CtlOutput::Routed(loaded)]);
@@ -170,6 +172,8 @@ fn a_crash_faults_every_installed_ring_stops_their_pumps_and_invalidates_handles
             sequence: Sequence(0),
             extent: 4,
             handle: handle(1, 1),
+            taken_by: None,
+            at_us: None,
         },
     );
     drain(&mut c);
