@@ -5,6 +5,7 @@
 //!
 //! Its own test binary: it loads every core on purpose, so it must not share the machine
 //! with the other integration tests (cargo runs test binaries one after another).
+#![allow(clippy::disallowed_methods)] // the test measures a minute of wall time
 
 use std::process::Command;
 use std::sync::Arc;
