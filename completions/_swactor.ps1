@@ -374,7 +374,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;ring' {
-            [CompletionResult]::new('--ring-mib', '--ring-mib', [CompletionResultType]::ParameterName, 'Ring data capacity in MiB')
+            [CompletionResult]::new('--ring-mib', '--ring-mib', [CompletionResultType]::ParameterName, 'Ring data capacity in MiB (the planner''s largest activation ring)')
             [CompletionResult]::new('--span-kib', '--span-kib', [CompletionResultType]::ParameterName, 'Bytes the producer writes at a time, in KiB')
             [CompletionResult]::new('--object-mib', '--object-mib', [CompletionResultType]::ParameterName, 'Object size in MiB')
             [CompletionResult]::new('--total-mib', '--total-mib', [CompletionResultType]::ParameterName, 'Bytes to stream in MiB')

@@ -328,7 +328,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
-            cand --ring-mib 'Ring data capacity in MiB'
+            cand --ring-mib 'Ring data capacity in MiB (the planner''s largest activation ring)'
             cand --span-kib 'Bytes the producer writes at a time, in KiB'
             cand --object-mib 'Object size in MiB'
             cand --total-mib 'Bytes to stream in MiB'

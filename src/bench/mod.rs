@@ -67,21 +67,22 @@ fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError(e.to_string())
 }
 
-/// `memcpy` bandwidth in GB/s copying `span` bytes at a time through `buffer` bytes.
-pub fn memcpy_gbps(buffer: usize, span: usize, total: u64) -> f64 {
-    let src: Vec<u8> = (0..buffer).map(|i| i as u8).collect();
-    let mut dst = vec![1u8; buffer];
+/// `memcpy` bandwidth in GB/s moving `total` bytes as `object`-byte objects from one
+/// buffer into another, `span` bytes at a time: the copy a ring replaces (the producer's
+/// object straight into the consumer's), without the ring in between.
+pub fn memcpy_gbps(object: usize, span: usize, total: u64) -> f64 {
+    let src: Vec<u8> = (0..object).map(|i| i as u8).collect();
+    let mut dst = vec![1u8; object];
+    let span = span.clamp(1, object.max(1));
     let start = Instant::now();
     let mut copied = 0u64;
-    let mut at = 0usize;
     while copied < total {
-        if at + span > buffer {
-            at = 0;
+        for at in (0..object).step_by(span) {
+            let end = (at + span).min(object);
+            dst[at..end].copy_from_slice(&src[at..end]);
         }
-        dst[at..at + span].copy_from_slice(&src[at..at + span]);
         std::hint::black_box(&mut dst);
-        at += span;
-        copied += span as u64;
+        copied += object as u64;
     }
     copied as f64 / start.elapsed().as_secs_f64() / 1e9
 }
@@ -279,7 +280,7 @@ pub async fn ring_throughput(
     h.shutdown().await;
     let bytes = objects * (object + HEADER_LEN as u64);
     let ring_gbps = bytes as f64 / elapsed / 1e9;
-    let memcpy = memcpy_gbps(ring as usize, span as usize, total);
+    let memcpy = memcpy_gbps(object as usize, span as usize, total);
     Ok(RingBench {
         bytes,
         span_bytes: span,

@@ -572,11 +572,11 @@ pub struct BenchDecodeArgs {
 /// `swactor bench ring`
 #[derive(Debug, Args)]
 pub struct BenchRingArgs {
-    /// Ring data capacity in MiB.
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    /// Ring data capacity in MiB (the planner's largest activation ring).
+    #[arg(long, default_value_t = 4, value_name = "MIB")]
     pub ring_mib: u64,
     /// Bytes the producer writes at a time, in KiB.
-    #[arg(long, default_value_t = 1024, value_name = "KIB")]
+    #[arg(long, default_value_t = 256, value_name = "KIB")]
     pub span_kib: u64,
     /// Object size in MiB.
     #[arg(long, default_value_t = 16, value_name = "MIB")]

@@ -20,6 +20,10 @@ pub const STREAM_RECEIVE_WINDOW: u32 = 2 * 1024 * 1024;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Keep-alive interval (a quarter of the idle timeout).
 pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
+/// Ack-eliciting packets the peer may receive before it must acknowledge.
+pub const ACK_EVERY: u32 = 16;
+/// How long the peer may delay an acknowledgement.
+pub const ACK_DELAY: Duration = Duration::from_millis(2);
 
 /// Why the endpoint could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +41,19 @@ pub fn transport_config() -> QuicTransportConfig {
         .stream_receive_window(VarInt::from_u32(STREAM_RECEIVE_WINDOW))
         .max_idle_timeout(IdleTimeout::try_from(IDLE_TIMEOUT).ok())
         .keep_alive_interval(KEEP_ALIVE)
+        .ack_frequency_config(Some(ack_frequency()))
         .build()
+}
+
+/// Acknowledgements the peer may delay: one for every [`ACK_EVERY`] ack-eliciting packets
+/// or after [`ACK_DELAY`], whichever comes first. A decode object's packets are then not
+/// answered by an acknowledgement that the receiver sends before it hands their bytes to
+/// the ring, and a streaming prefill is acknowledged less often.
+fn ack_frequency() -> iroh::endpoint::AckFrequencyConfig {
+    let mut c = iroh::endpoint::AckFrequencyConfig::default();
+    c.ack_eliciting_threshold(VarInt::from_u32(ACK_EVERY));
+    c.max_ack_delay(Some(ACK_DELAY));
+    c
 }
 
 /// Binds an offline endpoint for `key` on `listen`, speaking the control and edge ALPNs.

@@ -80,8 +80,9 @@ pub const RING_ALIGNMENT: u64 = 128;
 pub const TOKEN_RING_CAPACITY: u64 = 64 * 1024;
 /// Smallest data capacity of an activation ring.
 pub const MIN_ACTIVATION_RING: u64 = 256 * 1024;
-/// Largest data capacity of an activation ring (larger objects stream through it).
-pub const MAX_ACTIVATION_RING: u64 = 16 * 1024 * 1024;
+/// Largest data capacity of an activation ring: larger objects stream through it, the
+/// producer's writes still in the shared cache when the consumer reads them.
+pub const MAX_ACTIVATION_RING: u64 = 4 * 1024 * 1024;
 
 type Result<T> = std::result::Result<T, PlanError>;
 

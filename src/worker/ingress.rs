@@ -15,6 +15,9 @@ use crate::ring::{Consumer, RingMemory, Wake};
 use crate::wire::reason::{ObjectFailure, RingFault};
 use crate::wire::{EdgeId, HEADER_LEN, ObjectHeader, ObjectSpec, PortId, RingId, Sequence};
 
+/// Payload bytes copied out of the ring before they are released to the producer.
+pub const PAYLOAD_SPAN: u64 = 256 * 1024;
+
 #[derive(Debug)]
 enum State {
     NeedHeader { buf: [u8; HEADER_LEN], have: usize },
@@ -119,8 +122,24 @@ impl IngressParser {
         ring: &mut Consumer<M>,
         bridge: &mut dyn DeviceBridge,
     ) -> Vec<Event> {
+        self.poll_budget(ring, bridge, u64::MAX)
+    }
+
+    /// As [`IngressParser::poll`], but returns once about `budget` bytes were consumed (at
+    /// least one span, released before returning), so the caller can wake the producer
+    /// while it copies the rest.
+    pub fn poll_budget<M: RingMemory>(
+        &mut self,
+        ring: &mut Consumer<M>,
+        bridge: &mut dyn DeviceBridge,
+        budget: u64,
+    ) -> Vec<Event> {
         let mut out = Vec::new();
+        let until = ring.read_total().saturating_add(budget.max(1));
         loop {
+            if ring.read_total() >= until {
+                break;
+            }
             match &mut self.state {
                 State::Faulted | State::Closed => break,
                 State::NeedHeader { buf, have } => {
@@ -176,7 +195,9 @@ impl IngressParser {
                     let (header, handle, start) = (*header, *handle, *copied);
                     let mut offset = start;
                     let mut copy_failed = false;
-                    let read = ring.read_with(header.extent - start, |span| {
+                    // Copied and released a span at a time: the producer refills behind.
+                    let want = (header.extent - start).min(PAYLOAD_SPAN);
+                    let read = ring.read_with(want, |span| {
                         if !copy_failed && bridge.host_to_device(handle, offset, span).is_err() {
                             copy_failed = true;
                         }

@@ -32,6 +32,9 @@ pub const MAX_OUTSTANDING_PER_RING: usize = 2;
 /// Device memory the CPU backend may hold in live objects.
 pub const CPU_DEVICE_LIMIT: u64 = 64 << 30;
 
+/// Bytes an ingress ring's poll consumes before the producer is woken for the space.
+const POLL_BUDGET: u64 = 1 << 20;
+
 /// Exit status after `WorkerStopped`.
 pub const EXIT_STOPPED: u8 = 0;
 /// Exit status when the parent went away (stdin closed).
@@ -534,10 +537,27 @@ impl Worker {
         self.events.push(Event::RingQuiesced { ring_id });
     }
 
+    /// Consumes what the ring holds, a budget at a time, waking the producer (through the
+    /// doorbell) for the space each batch released while the next is copied.
     fn poll_ingress(&mut self, ring_id: RingId) {
+        loop {
+            let read = |w: &Self| match w.rings.get(&ring_id) {
+                Some(Slot::Ingress { consumer, .. }) => Some(consumer.read_total()),
+                _ => None,
+            };
+            let before = read(self);
+            self.poll_ingress_once(ring_id);
+            self.ring_node();
+            if read(self) == before {
+                return;
+            }
+        }
+    }
+
+    fn poll_ingress_once(&mut self, ring_id: RingId) {
         let Some(ready) = self.ready.as_mut() else { return };
         if let Some(Slot::Ingress { consumer, parser }) = self.rings.get_mut(&ring_id) {
-            let mut events = parser.poll(consumer, ready.bridge.as_mut());
+            let mut events = parser.poll_budget(consumer, ready.bridge.as_mut(), POLL_BUDGET);
             for e in &mut events {
                 if let Event::ObjectLoaded {
                     handle,
