@@ -59,6 +59,7 @@ fn lookup(rel: &str) -> Option<u8> {
         ("workerctl/fsm.rs", 2),
         ("worker/ingress.rs", 2),
         ("worker/egress.rs", 2),
+        ("worker/posted.rs", 2),
         ("worker/", 3),
         ("workerctl/", 3),
         ("edge/", 3),
