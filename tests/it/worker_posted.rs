@@ -124,13 +124,19 @@ async fn a_posted_step_never_runs_on_an_object_of_another_sequence_ring_or_edge(
     feed(&plane, &a_ring, a, 1, 3 * ROW as usize).await;
     let seen = until(&mut plane, |e| matches!(e, Event::StepCompleted { .. })).await;
     let loaded = seen.iter().find_map(|e| match e {
-        Event::ObjectLoaded { taken_by, sequence, .. } => Some((*taken_by, *sequence)),
+        Event::ObjectLoaded { taken_by, sequence, handle, .. } => {
+            Some((*taken_by, *sequence, *handle))
+        }
         _ => None,
     });
-    assert_eq!(loaded, Some((Some(StepId(3)), Sequence(1))));
+    let Some((taken_by, sequence, input)) = loaded else { panic!("{seen:?}") };
+    assert_eq!((taken_by, sequence), (Some(StepId(3)), Sequence(1)));
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, Event::DeviceObjectReleased { handle } if *handle == input)),
+        "the step freed its input: {seen:?}"
+    );
     assert!(matches!(seen.last(), Some(Event::StepCompleted { step_id: StepId(3), .. })));
-    // It freed its input and its output: the worker holds nothing.
-    until(&mut plane, |e| matches!(e, Event::DeviceObjects { live: 0 })).await;
     let mut drain = RingDrain::new(out, Arc::clone(&out_ring));
     let mut bytes = vec![0u8; HEADER_LEN + 3 * ROW as usize];
     let (n, _) = drain.pull(&mut bytes).expect("pull");

@@ -14,7 +14,7 @@ use crate::arena::memfd::ArenaRegion;
 use crate::events::Direction;
 use crate::ring::{Consumer, Doorbells, MappedRing, Producer};
 use crate::wire::reason::{StepFailure, WorkerFatal};
-use crate::wire::{RingId, RoleId, StepId, WorkerGeneration};
+use crate::wire::{ObjectFlags, RingId, RoleId, StepId, WorkerGeneration};
 use crate::worker::device::{CpuBridge, DeviceBridge, FaultyBridge};
 use crate::worker::egress::EgressProducer;
 use crate::worker::ingress::IngressParser;
@@ -158,7 +158,7 @@ pub fn run(spin: Duration) -> u8 {
         if let Some(code) = exit {
             return code;
         }
-        // A step whose posted input was loaded starts only now, once the node was told
+        // A prefill whose posted input was loaded starts only now, once the node was told
         // (`ObjectLoaded` names the step): its start is observable while it computes.
         if worker.start_taken() {
             worker.report_live();
@@ -274,7 +274,22 @@ impl Worker {
     }
 
     fn handle(&mut self, input: Input) -> Option<u8> {
-        self.handle_input(input)
+        let exit = self.handle_input(input);
+        if exit.is_none() && !self.announce_first() {
+            // A decode step starts at once: its `ObjectLoaded` is written after it, so the
+            // node (and through it the orchestrator) is not woken while it computes.
+            self.start_taken();
+        }
+        exit
+    }
+
+    /// Whether the next step waiting to start is a prefill (its output flagged
+    /// `PREFILL`): its `ObjectLoaded` is written before it starts, so that a long step's
+    /// start is visible (and can be stopped) while it runs.
+    fn announce_first(&self) -> bool {
+        self.pending
+            .front()
+            .is_some_and(|p| p.outputs.iter().any(|o| o.flags.contains(ObjectFlags::PREFILL)))
     }
 
     /// Starts the steps that took their posted input, unless stopping; returns whether
