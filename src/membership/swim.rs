@@ -317,11 +317,11 @@ pub fn tuned_config(cluster_size: u32) -> Config {
 }
 
 /// How often each member probes one other member.
-pub const PROBE_PERIOD: Duration = Duration::from_millis(200);
+pub const PROBE_PERIOD: Duration = Duration::from_millis(150);
 /// How long a direct probe waits for its answer before indirect probes are sent.
-pub const PROBE_RTT: Duration = Duration::from_millis(80);
+pub const PROBE_RTT: Duration = Duration::from_millis(60);
 /// How long a suspected member has to refute before it is declared down.
-pub const SUSPECT_TO_DOWN: Duration = Duration::from_millis(400);
+pub const SUSPECT_TO_DOWN: Duration = Duration::from_millis(300);
 
 struct Due(Instant, Timer<SwimIdentity>);
 
