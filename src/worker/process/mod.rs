@@ -3,11 +3,11 @@
 //! long step can be interrupted.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::arena::Arena;
 use crate::arena::memfd::ArenaRegion;
@@ -18,14 +18,18 @@ use crate::wire::{ObjectFlags, RingId, RoleId, StepId, WorkerGeneration};
 use crate::worker::device::{CpuBridge, DeviceBridge, FaultyBridge};
 use crate::worker::egress::EgressProducer;
 use crate::worker::ingress::IngressParser;
-use crate::worker::posted::{Post, PostOutcome, PostedSteps};
+use crate::worker::posted::{Post, PostedSteps};
 use crate::worker::protocol::{
-    Backend, Command, DeviceHandle, Event, InputBinding, LineError, MAX_LINE, OutputBinding,
-    RING_ABI, ShutdownMode, decode_line, encode_line,
+    Backend, Command, DeviceHandle, Event, InputBinding, LineError, OutputBinding, RING_ABI,
+    ShutdownMode, encode_line,
 };
 use crate::worker::role;
 
+mod input;
+mod posting;
 mod steps;
+
+use input::{next_input, read_commands};
 
 /// Loaded objects an ingress ring may hold before the worker stops consuming it.
 pub const MAX_OUTSTANDING_PER_RING: usize = 2;
@@ -33,7 +37,7 @@ pub const MAX_OUTSTANDING_PER_RING: usize = 2;
 pub const CPU_DEVICE_LIMIT: u64 = 64 << 30;
 
 /// Bytes an ingress ring's poll consumes before the producer is woken for the space.
-const POLL_BUDGET: u64 = 1 << 20;
+pub const POLL_BUDGET: u64 = 1 << 20;
 
 /// Exit status after `WorkerStopped`.
 pub const EXIT_STOPPED: u8 = 0;
@@ -165,103 +169,6 @@ pub fn run(spin: Duration) -> u8 {
             if !worker.write_events(&stdout) {
                 return EXIT_ORPHANED;
             }
-        }
-    }
-}
-
-/// The next input: polls for up to `spin` (consuming ingress rings that received bytes
-/// meanwhile), then blocks: on the doorbell when the node gave one (commands and rings
-/// both ring it), else on the command channel.
-#[allow(clippy::disallowed_methods)] // the process loop is a driver: it owns the clock
-fn next_input(rx: &mpsc::Receiver<Input>, worker: &mut Worker, spin: Duration) -> Input {
-    let Some(bells) = worker.bells.clone() else {
-        spin_for_input(rx, worker, spin);
-        return rx.recv().unwrap_or(Input::Eof);
-    };
-    loop {
-        if let Some(input) = spin_for_input(rx, worker, spin) {
-            return input;
-        }
-        match rx.try_recv() {
-            Ok(input) => return input,
-            Err(mpsc::TryRecvError::Disconnected) => return Input::Eof,
-            Err(mpsc::TryRecvError::Empty) => {}
-        }
-        if worker.wake_rings() {
-            return Input::Flush;
-        }
-        if bells.to_worker.wait().is_err() {
-            return Input::Eof;
-        }
-    }
-}
-
-/// Polls commands and ingress rings for up to `spin`; `Some` when there is something to
-/// handle.
-#[allow(clippy::disallowed_methods)] // the process loop is a driver: it owns the clock
-fn spin_for_input(
-    rx: &mpsc::Receiver<Input>,
-    worker: &mut Worker,
-    spin: Duration,
-) -> Option<Input> {
-    if !spin.is_zero() {
-        let mut deadline = Instant::now() + spin;
-        while Instant::now() < deadline {
-            match rx.try_recv() {
-                Ok(input) => return Some(input),
-                Err(mpsc::TryRecvError::Disconnected) => return Some(Input::Eof),
-                Err(mpsc::TryRecvError::Empty) => {}
-            }
-            if worker.poll_ready_ingress() {
-                if !worker.events.is_empty() {
-                    // Report what was loaded without waiting for the next command.
-                    return Some(Input::Flush);
-                }
-                deadline = Instant::now() + spin;
-            }
-            std::hint::spin_loop();
-        }
-    }
-    None
-}
-
-fn read_commands(tx: mpsc::Sender<Input>, abort: Arc<AtomicBool>, bells: Option<Arc<Doorbells>>) {
-    let stdin = std::io::stdin();
-    let mut reader = stdin.lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let read =
-            std::io::Read::take(&mut reader, MAX_LINE as u64 + 1).read_until(b'\n', &mut line);
-        let input = match read {
-            Ok(0) | Err(_) => Input::Eof,
-            Ok(_) if line.len() > MAX_LINE && !line.ends_with(b"\n") => {
-                Input::Bad(LineError::TooLong)
-            }
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                match decode_line::<Command>(text.trim_end()) {
-                    Ok(cmd) => {
-                        if matches!(
-                            cmd,
-                            Command::ShutdownWorker { mode: ShutdownMode::AbortInFlight }
-                                | Command::AbortStep
-                        ) {
-                            abort.store(true, Ordering::SeqCst);
-                        }
-                        Input::Command(cmd)
-                    }
-                    Err(e) => Input::Bad(e),
-                }
-            }
-        };
-        let stop = matches!(input, Input::Eof | Input::Bad(_));
-        let sent = tx.send(input).is_ok();
-        if let Some(b) = &bells {
-            b.to_worker.ring();
-        }
-        if !sent || stop {
-            return;
         }
     }
 }
@@ -550,158 +457,6 @@ impl Worker {
         }
         // Answered even for unknown rings: the worker does not touch them either way.
         self.events.push(Event::RingQuiesced { ring_id });
-    }
-
-    /// Consumes what the ring holds, a budget at a time, waking the producer (through the
-    /// doorbell) for the space each batch released while the next is copied.
-    fn poll_ingress(&mut self, ring_id: RingId) {
-        loop {
-            let read = |w: &Self| match w.rings.get(&ring_id) {
-                Some(Slot::Ingress { consumer, .. }) => Some(consumer.read_total()),
-                _ => None,
-            };
-            let before = read(self);
-            self.poll_ingress_once(ring_id);
-            self.ring_node();
-            if read(self) == before {
-                return;
-            }
-        }
-    }
-
-    fn poll_ingress_once(&mut self, ring_id: RingId) {
-        let Some(ready) = self.ready.as_mut() else { return };
-        if let Some(Slot::Ingress { consumer, parser }) = self.rings.get_mut(&ring_id) {
-            let mut events = parser.poll_budget(consumer, ready.bridge.as_mut(), POLL_BUDGET);
-            for e in &mut events {
-                if let Event::ObjectLoaded {
-                    handle,
-                    edge_id,
-                    object_id,
-                    sequence,
-                    extent,
-                    taken_by,
-                    at_us,
-                    ..
-                } = e
-                {
-                    *at_us = Some(crate::clock::monotonic_us());
-                    self.origin.insert(*handle, ring_id);
-                    // A step posted for exactly this ring, edge and sequence takes it; it
-                    // starts once this polling is over (see `handle`).
-                    if let Some(p) = self.posted.claim(ring_id, *edge_id, *sequence) {
-                        *taken_by = Some(p.step_id);
-                        self.pending.push_back(PendingStep {
-                            role_id: p.role_id,
-                            step_id: p.step_id,
-                            inputs: vec![InputBinding {
-                                port: p.port,
-                                object_id: *object_id,
-                                sequence: *sequence,
-                                handle: *handle,
-                            }],
-                            outputs: vec![p.output.bind(*extent)],
-                            release_inputs_after: true,
-                        });
-                    }
-                }
-            }
-            self.events.extend(events);
-        }
-    }
-
-    /// Takes a posted step: it waits for its object, or is answered at once (passed:
-    /// withdrawn; rejected: failed).
-    fn post(&mut self, post: Post) {
-        if self.stopping.is_some() {
-            let (role_id, step_id) = (post.role_id, post.step_id);
-            self.events.push(Event::StepWithdrawn { role_id, step_id });
-            return;
-        }
-        let ring = match self.rings.get(&post.ring_id) {
-            Some(Slot::Ingress { parser, .. }) if !parser.is_faulted() && !parser.is_closed() => {
-                Some((parser.edge_id(), parser.next_sequence()))
-            }
-            _ => None,
-        };
-        let (role_id, step_id) = (post.role_id, post.step_id);
-        match self.posted.post(post, ring) {
-            PostOutcome::Waiting => {}
-            PostOutcome::Passed => self.events.push(Event::StepWithdrawn { role_id, step_id }),
-            PostOutcome::Rejected => {
-                let reason = StepFailure::PostRejected;
-                self.events.push(Event::StepFailed { role_id, step_id, reason });
-            }
-        }
-    }
-
-    /// Withdraws the posts matching `f`, reporting each.
-    fn withdraw_where(&mut self, f: impl FnMut(&Post) -> bool) {
-        for p in self.posted.withdraw_where(f) {
-            self.events.push(Event::StepWithdrawn { role_id: p.role_id, step_id: p.step_id });
-        }
-    }
-
-    /// Handles the rings whose pending bit the node set before it rang the doorbell:
-    /// ingress rings with committed bytes, egress rings with freed space. Returns whether
-    /// there is anything to report.
-    fn wake_rings(&mut self) -> bool {
-        let before = self.events.len();
-        let mut readable = Vec::new();
-        let mut writable = false;
-        for (id, slot) in self.rings.iter_mut() {
-            match slot {
-                Slot::Ingress { consumer, .. } if consumer.readable_pending() => {
-                    let _ = consumer.on_readable();
-                    readable.push(*id);
-                }
-                Slot::Egress { producer, .. } if producer.writable_pending() => {
-                    let _ = producer.on_writable();
-                    writable = true;
-                }
-                _ => {}
-            }
-        }
-        for id in readable {
-            self.poll_ingress(id);
-        }
-        if writable && self.active.is_some() {
-            self.drive_step();
-        }
-        self.events.len() > before || (self.active.is_none() && !self.pending.is_empty())
-    }
-
-    /// Rings the node's doorbell in place of the wake-hint lines, when it gave one.
-    fn ring_node(&mut self) {
-        let Some(bells) = &self.bells else { return };
-        let before = self.events.len();
-        self.events
-            .retain(|e| !matches!(e, Event::RingReadable { .. } | Event::RingWritable { .. }));
-        if self.events.len() != before {
-            bells.to_node.ring();
-        }
-    }
-
-    /// Consumes every ingress ring that has committed bytes the worker has not read yet;
-    /// returns whether any made progress.
-    fn poll_ready_ingress(&mut self) -> bool {
-        let ready: Vec<RingId> = self
-            .rings
-            .iter_mut()
-            .filter_map(|(id, slot)| match slot {
-                Slot::Ingress { consumer, parser }
-                    if !parser.is_faulted() && !parser.is_closed() =>
-                {
-                    consumer.available().is_ok_and(|n| n > 0).then_some(*id)
-                }
-                _ => None,
-            })
-            .collect();
-        let before = self.events.len();
-        for id in &ready {
-            self.poll_ingress(*id);
-        }
-        self.events.len() > before
     }
 
     /// Reports the live device object count if it changed since the last report.
