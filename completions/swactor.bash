@@ -64,6 +64,9 @@ _swactor() {
             swactor__subcmd__bench,ring)
                 cmd="swactor__subcmd__bench__subcmd__ring"
                 ;;
+            swactor__subcmd__bench,serve)
+                cmd="swactor__subcmd__bench__subcmd__serve"
+                ;;
             swactor__subcmd__bench,wake)
                 cmd="swactor__subcmd__bench__subcmd__wake"
                 ;;
@@ -87,6 +90,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,ring)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__ring"
+                ;;
+            swactor__subcmd__bench__subcmd__help,serve)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__serve"
                 ;;
             swactor__subcmd__bench__subcmd__help,wake)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__wake"
@@ -147,6 +153,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,ring)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__ring"
+                ;;
+            swactor__subcmd__help__subcmd__bench,serve)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__serve"
                 ;;
             swactor__subcmd__help__subcmd__bench,wake)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__wake"
@@ -295,7 +304,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode pipeline engine failover help"
+            opts="-h --help ring wake edge decode pipeline engine failover serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -433,7 +442,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode pipeline engine failover help"
+            opts="ring wake edge decode pipeline engine failover serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -544,6 +553,20 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__bench__subcmd__help__subcmd__wake)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -612,6 +635,40 @@ _swactor() {
                     return 0
                     ;;
                 --total-mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__serve)
+            opts="-h --model --stages --tokens --concurrency --requantize --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requantize)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -727,7 +784,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__generate)
-            opts="-h --model --prompt --stages --device --threads --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --model --prompt --stages --device --threads --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -789,6 +846,10 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --max-sequences)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -811,7 +872,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode pipeline engine failover"
+            opts="ring wake edge decode pipeline engine failover serve"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -895,6 +956,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__ring)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1589,7 +1664,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1647,6 +1722,14 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --queue)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --events)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1696,6 +1779,10 @@ _swactor() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-sequences)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1899,7 +1986,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --requests --stream --queue --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1922,6 +2009,14 @@ _swactor() {
                     return 0
                     ;;
                 --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --queue)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1977,6 +2072,10 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --max-sequences)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1985,7 +2084,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__plan)
-            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --help"
+            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2056,6 +2155,10 @@ _swactor() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-sequences)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

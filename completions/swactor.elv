@@ -57,6 +57,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
             cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
@@ -67,6 +68,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --threads 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)'
             cand --arena-bytes 'Arena bytes per node'
             cand --prompt 'The prompt text'
+            cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout'
+            cand --queue 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]'
             cand --events 'Write every event of the run as JSON Lines to this file'
             cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
             cand --token-timeout 'Seconds to wait for each token'
@@ -80,8 +83,10 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
             cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
             cand --node-logs 'Pass the nodes'' logs through to stderr'
             cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)'
+            cand --stream 'With `--requests`: also a JSON line per generated token'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
@@ -112,6 +117,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
             cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
@@ -136,6 +142,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --window-ms 'Convergence window in milliseconds'
             cand --pool-timeout 'Seconds to wait for the pool to be ready'
             cand --prompt 'The prompt text'
+            cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout'
+            cand --queue 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]'
             cand --events 'Write every event of the run as JSON Lines to this file'
             cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
             cand --token-timeout 'Seconds to wait for each token'
@@ -149,7 +157,9 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
             cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
             cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)'
+            cand --stream 'With `--requests`: also a JSON line per generated token'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
@@ -325,6 +335,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
             cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
+            cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
@@ -390,6 +401,16 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;serve'= {
+            cand --model 'The GGUF model'
+            cand --stages 'Stages of the session (one node process and one compute thread each)'
+            cand --tokens 'Tokens each request generates'
+            cand --concurrency 'Concurrency levels'
+            cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0`)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
@@ -398,6 +419,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
             cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
+            cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
@@ -413,6 +435,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;engine'= {
         }
         &'swactor;bench;help;failover'= {
+        }
+        &'swactor;bench;help;serve'= {
         }
         &'swactor;bench;help;help'= {
         }
@@ -482,6 +506,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
             cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
+            cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
         }
         &'swactor;help;bench;ring'= {
         }
@@ -496,6 +521,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;engine'= {
         }
         &'swactor;help;bench;failover'= {
+        }
+        &'swactor;help;bench;serve'= {
         }
         &'swactor;help;help'= {
         }

@@ -35,6 +35,12 @@ pub enum CompletionCause {
     MaxTokens,
     /// The KV caches are full (`max_seq_len` reached).
     ContextFull,
+    /// A stop string appeared in the text (its client stopped the one sequence).
+    Stop,
+    /// The one sequence was cancelled by its client.
+    Cancelled,
+    /// A session of several sequences served every one of them.
+    RequestsDone,
 }
 
 /// The one terminal outcome of a run.

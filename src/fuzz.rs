@@ -375,6 +375,7 @@ fn sample_plan() -> Option<RunPlan> {
             activation_dtype: ActivationDType::F32,
             max_tokens: 8,
             sampling: SamplingPolicy::Greedy,
+            max_sequences: 1,
         },
         prompt_tokens: 4,
     })

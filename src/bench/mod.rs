@@ -236,6 +236,7 @@ pub async fn ring_throughput(
         dtype: WireDType::F32,
         row_elems: row / 4,
         max_extent: object,
+        prefix_bytes: 0,
     };
     let mut h = harness(exe, ring, spec).await?;
     let payload: Vec<u8> = (0..object).map(|i| (i % 253) as u8).collect();
@@ -360,4 +361,5 @@ pub use edge::{EdgeBench, edge};
 
 mod engine;
 pub mod runs;
+pub mod serve;
 pub use engine::{EngineBenchConfig, EngineFigure, bench_prompts, engine_figures};

@@ -233,7 +233,7 @@ impl crate::orchestrator::driver::RunSink for FailoverSink {
         }
     }
 
-    fn token(&mut self, _id: u32, _text: &str) {
+    fn token(&mut self, _request: usize, _id: u32, _text: &str) {
         self.count += 1;
         if self.count == 5
             && let Some(pid) = rustix::process::Pid::from_raw(self.victim as i32)
@@ -276,6 +276,7 @@ pub async fn failover_run(
         activation_dtype: crate::wire::ActivationDType::F32,
         max_tokens: 2000,
         sampling: crate::wire::SamplingPolicy::Greedy,
+        max_sequences: 1,
     };
     let config = OrchestrateConfig {
         pool: pool.pool.clone(),
@@ -285,7 +286,14 @@ pub async fn failover_run(
         advertise: None,
         model: model.clone(),
         source: crate::wire::WeightSource::Local { path: model.display().to_string() },
-        prompt: tokenizer.encode("Once upon a time", true, false),
+        requests: vec![crate::orchestrator::requests::Request {
+            id: "0".into(),
+            prompt: tokenizer.encode("Once upon a time", true, false),
+            max_tokens: runtime.max_tokens,
+            sampling: runtime.sampling,
+            stop: Vec::new(),
+        }],
+        session: Default::default(),
         stages: Some(stages),
         placement: Default::default(),
         runtime,

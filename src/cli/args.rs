@@ -143,7 +143,7 @@ pub enum OrchestrateCommand {
     /// Wait for the pool to be ready, plan, provision every stage, inject the prompt,
     /// stream the generated text, and tear the run down.
     #[command(after_help = EXIT_CODES_HELP)]
-    Pool(OrchestratePoolArgs),
+    Pool(Box<OrchestratePoolArgs>),
 }
 
 /// What to run, shared by `orchestrate pool` and `run local`.
@@ -155,6 +155,18 @@ pub struct PromptArgs {
     /// Wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 style).
     #[arg(long)]
     pub chat: bool,
+    /// Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`,
+    /// `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one
+    /// session; one JSON line per request's result (or error) on stdout.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "chat"])]
+    pub requests: Option<PathBuf>,
+    /// With `--requests`: also a JSON line per generated token.
+    #[arg(long, requires = "requests")]
+    pub stream: bool,
+    /// With `--requests`: requests waiting for a slot at most (more are refused as
+    /// `busy`) [default: every request of the file].
+    #[arg(long, value_name = "N", requires = "requests")]
+    pub queue: Option<usize>,
     /// Write every event of the run as JSON Lines to this file.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
@@ -483,6 +495,34 @@ pub enum BenchCommand {
     /// the time to `run_faulted` and to `run_torn_down`.
     #[command(after_help = EXIT_CODES_HELP)]
     Failover(BenchFailoverArgs),
+    /// Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests
+    /// (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95)
+    /// beside one-sequence `swactor generate` with the same total compute threads.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Serve(BenchServeArgs),
+}
+
+/// `swactor bench serve`
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// Stages of the session (one node process and one compute thread each).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Tokens each request generates.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Concurrency levels.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16", value_name = "LIST")]
+    pub concurrency: Vec<u32>,
+    /// Also measure copies re-quantized to these types (e.g. `q8_0`).
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    pub requantize: Vec<String>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
 }
 
 /// `swactor bench edge`
@@ -740,6 +780,10 @@ pub struct RuntimeArgs {
     /// Seed of the sampler (with `--sampling sample`).
     #[arg(long, value_name = "SEED")]
     pub seed: Option<u64>,
+    /// Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per
+    /// slot [default: 1, or 8 with `--requests`].
+    #[arg(long, value_name = "N")]
+    pub max_sequences: Option<u32>,
 }
 
 /// `swactor run plan`

@@ -347,6 +347,76 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
     Ok(())
 }
 
+/// `swactor bench serve`.
+pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(), CliError> {
+    check_requantize(&args.requantize)?;
+    if args.stages == 0 || args.concurrency.iter().any(|&c| c == 0 || c > 256) {
+        return Err(CliError::new(
+            super::exit::ExitCode::Usage,
+            "usage",
+            color_eyre::eyre::eyre!("--stages must be at least 1 and each concurrency in 1..=256"),
+        ));
+    }
+    let dir = bench::runs::ScratchDir::create().map_err(failed)?;
+    let models =
+        bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
+            .map_err(failed)?;
+    let mut progress = Progress::new(args.output.json);
+    progress.bar((models.len() * (args.concurrency.len() + 1)) as u64, "bench serve");
+    for (dtype, path) in &models {
+        progress.message(format!("bench serve: {dtype}: generate"));
+        let generate = bench::serve::generate_rate_threads(&exe()?, path, args.stages, args.tokens)
+            .map_err(failed)?;
+        progress.step();
+        let mut one_ttft = None;
+        for &c in &args.concurrency {
+            progress.message(format!("bench serve: {dtype}: {c} concurrent"));
+            let mut fig = bench::serve::serve_run(&exe()?, path, args.stages, c, args.tokens, &dir)
+                .map_err(failed)?;
+            progress.step();
+            fig.dtype = dtype.clone();
+            fig.generate_tokens_per_s = generate;
+            fig.ratio = fig.aggregate_tokens_per_s / generate;
+            if c == 1 {
+                one_ttft = Some(fig.ttft_p50_ms);
+            }
+            if args.output.json {
+                out.json("bench_serve", &fig)?;
+            } else {
+                let target = match (c, one_ttft) {
+                    (8, Some(one)) => format!(
+                        "   (targets: ratio >= 3, ttft p50 < 2 x {one:.0} ms = {:.0} ms)",
+                        2.0 * one
+                    ),
+                    (8, None) => "   (target: ratio >= 3)".into(),
+                    _ => String::new(),
+                };
+                progress.suspend(|| {
+                    out.line(format!(
+                        "{:<8} {:>2} concurrent: aggregate {:>6.1} tok/s, generate ({} threads) \
+                         {:>6.1} tok/s, ratio {:.2}; ttft p50 {:.0} ms p95 {:.0} ms; inter-token \
+                         p50 {:.1} ms p95 {:.1} ms; {} tokens, {} failed{target}",
+                        fig.dtype,
+                        c,
+                        fig.aggregate_tokens_per_s,
+                        args.stages,
+                        generate,
+                        fig.ratio,
+                        fig.ttft_p50_ms,
+                        fig.ttft_p95_ms,
+                        fig.itl_p50_ms,
+                        fig.itl_p95_ms,
+                        fig.tokens,
+                        fig.failed
+                    ))
+                })?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
 /// `swactor bench failover`.
 pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Result<(), CliError> {
     if args.stages < 2 {

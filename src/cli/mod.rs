@@ -11,6 +11,7 @@ pub mod orchestrate_cmd;
 pub mod output;
 pub mod plan_cmd;
 pub mod progress;
+pub mod requests;
 pub mod util_cmd;
 
 use clap::Parser;
@@ -109,6 +110,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Decode(args)) => bench_cmd::decode(&args, out),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_cmd::pipeline(&args, out),
         Command::Bench(BenchCommand::Failover(args)) => bench_cmd::failover(&args, out),
+        Command::Bench(BenchCommand::Serve(args)) => bench_cmd::serve(&args, out),
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
         Command::Node(NodeCommand::Id(args)) => node_id(&args, out),
         Command::Node(NodeCommand::Boot(args)) => node_cmd::boot(&args, out),
@@ -139,6 +141,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Bench(BenchCommand::Decode(a)) => a.output.json,
         Command::Bench(BenchCommand::Pipeline(a)) => a.output.json,
         Command::Bench(BenchCommand::Failover(a)) => a.output.json,
+        Command::Bench(BenchCommand::Serve(a)) => a.output.json,
         Command::Bench(BenchCommand::Engine(a)) => a.output.json,
         Command::Node(NodeCommand::Id(a)) => a.output.json,
         Command::Node(NodeCommand::Boot(a)) => a.output.json,

@@ -16,6 +16,7 @@ use super::model_cmd::model_error;
 use super::output::Output;
 use super::plan_cmd::{check_url, plan_error, read_pool, runtime_config, runtime_config_for};
 use super::progress::{Progress, RunProgress};
+use super::requests::{LineError, MAX_REQUESTS_BYTES, parse_requests};
 use crate::events::{EventLine, RunOutcome};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
@@ -25,17 +26,28 @@ use crate::orchestrator::driver::{
     OrchestrateConfig, OrchestrateError, OrchestratorKey, RunReport, RunSink, orchestrate,
 };
 use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
-use crate::orchestrator::run::RunTimeouts;
+use crate::orchestrator::requests::{Request, RequestResult};
+use crate::orchestrator::run::{RunTimeouts, SessionLimits};
 use crate::planner::{Placement, PlanRequest, plan};
 use crate::wire::reason::OperatorStop;
 use crate::wire::{NodeId, RunId, RuntimeConfig, WeightSource};
 
-/// The model side of a run: facts, tokenizer, prompt ids and runtime settings.
+/// The model side of a run: facts, tokenizer, its requests and runtime settings.
 struct Prepared {
     facts: ModelFacts,
     tokenizer: Tokenizer,
-    prompt: Vec<u32>,
+    /// The session's requests (one for `--prompt`).
+    requests: Vec<Request>,
+    /// `--requests`: the lines that could not become requests, with their position among
+    /// all lines (reported first; they never reach the session).
+    batch: Option<Vec<LineError>>,
     runtime: RuntimeConfig,
+}
+
+impl Prepared {
+    fn prompt_tokens(&self) -> usize {
+        self.requests.first().map_or(0, |r| r.prompt.len())
+    }
 }
 
 fn usage(message: String) -> CliError {
@@ -46,11 +58,26 @@ fn prepare(model: &Path, run: &PromptArgs) -> Result<Prepared, CliError> {
     let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
     let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
     let tokenizer = Tokenizer::from_gguf(&content).map_err(|e| model_error(model, e))?;
+    let template =
+        content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok()).cloned();
+    if let Some(path) = &run.requests {
+        let mut args = run.runtime.clone();
+        args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));
+        let runtime = runtime_config(&args, &facts)?;
+        let text = read_requests(path)?;
+        let mut requests = Vec::new();
+        let mut errors = Vec::new();
+        for line in parse_requests(&text, &tokenizer, template.as_deref(), &runtime) {
+            match line {
+                Ok(r) => requests.push(r),
+                Err(e) => errors.push(e),
+            }
+        }
+        return Ok(Prepared { facts, tokenizer, requests, batch: Some(errors), runtime });
+    }
     let runtime = runtime_config(&run.runtime, &facts)?;
     let prompt = if run.chat {
-        let template =
-            content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok());
-        let text = chat_prompt(template.map(String::as_str), &run.prompt)
+        let text = chat_prompt(template.as_deref(), &run.prompt)
             .map_err(|e| usage(format!("--chat: {e}")))?;
         tokenizer.encode(&text, true, true)
     } else {
@@ -66,7 +93,52 @@ fn prepare(model: &Path, run: &PromptArgs) -> Result<Prepared, CliError> {
             runtime.max_seq_len
         )));
     }
-    Ok(Prepared { facts, tokenizer, prompt, runtime })
+    let request = Request {
+        id: "0".into(),
+        prompt,
+        max_tokens: runtime.max_tokens,
+        sampling: runtime.sampling,
+        stop: Vec::new(),
+    };
+    Ok(Prepared { facts, tokenizer, requests: vec![request], batch: None, runtime })
+}
+
+/// Slots of a batch job's session unless `--max-sequences` says otherwise.
+const DEFAULT_BATCH_SEQUENCES: u32 = 8;
+
+/// Reads a `--requests` file (at most [`MAX_REQUESTS_BYTES`]).
+fn read_requests(path: &Path) -> Result<String, CliError> {
+    let io = |e: std::io::Error| {
+        CliError::new(
+            ExitCode::Input,
+            "io",
+            eyre!(e).wrap_err(format!("cannot read --requests {}", path.display())),
+        )
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_REQUESTS_BYTES {
+        return Err(CliError::new(
+            ExitCode::Input,
+            "requests_too_large",
+            eyre!("--requests {}: {len} bytes, at most {MAX_REQUESTS_BYTES}", path.display()),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    String::from_utf8(bytes).map_err(|_| {
+        CliError::new(
+            ExitCode::Input,
+            "invalid_request",
+            eyre!("--requests {}: the file is not UTF-8 text", path.display()),
+        )
+    })
+}
+
+/// Session limits for a run: a batch job's queue holds every request unless `--queue`.
+fn session_limits(run: &PromptArgs, prepared: &Prepared) -> SessionLimits {
+    SessionLimits {
+        queue_capacity: run.queue.unwrap_or(prepared.requests.len().max(1)),
+        ..SessionLimits::default()
+    }
 }
 
 fn timeouts(run: &PromptArgs) -> RunTimeouts {
@@ -164,6 +236,8 @@ fn events_error(path: &Path, e: std::io::Error) -> CliError {
 struct CliSink<'a> {
     out: &'a mut Output,
     json: bool,
+    /// A batch job's request ids (its output is JSON Lines results), and `--stream`.
+    batch: Option<(Vec<String>, bool)>,
     events: Option<&'a mut EventsFile>,
     progress: RunProgress,
     count: usize,
@@ -191,8 +265,16 @@ impl RunSink for CliSink<'_> {
         }
     }
 
-    fn token(&mut self, id: u32, text: &str) {
+    fn token(&mut self, request: usize, id: u32, text: &str) {
         self.progress.token();
+        if let Some((ids, stream)) = &self.batch {
+            if *stream {
+                let line = BatchToken { id: &ids[request], token: id, text };
+                let r = self.out.json("token", &line).and_then(|()| self.out.flush());
+                self.keep(r);
+            }
+            return;
+        }
         let r = if self.json {
             self.out.json("token", &TokenLine { index: self.count, id, text })
         } else {
@@ -205,6 +287,48 @@ impl RunSink for CliSink<'_> {
 
     fn progress(&mut self, message: &str) {
         self.progress.message(message);
+    }
+
+    fn result(&mut self, _request: usize, result: &RequestResult) {
+        if self.batch.is_none() {
+            return;
+        }
+        let r = write_result(self.out, result).and_then(|()| self.out.flush());
+        self.keep(r);
+    }
+}
+
+#[derive(Serialize)]
+struct BatchToken<'a> {
+    id: &'a str,
+    token: u32,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct BatchError<'a> {
+    id: &'a str,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    prompt_tokens: u32,
+    completion_tokens: u32,
+}
+
+/// One `result` line, or an `error` line for a request that failed.
+fn write_result(out: &mut Output, r: &RequestResult) -> std::io::Result<()> {
+    match &r.error {
+        None => out.json("result", r),
+        Some(reason) => out.json(
+            "error",
+            &BatchError {
+                id: &r.id,
+                reason,
+                message: None,
+                prompt_tokens: r.prompt_tokens,
+                completion_tokens: r.completion_tokens,
+            },
+        ),
     }
 }
 
@@ -263,7 +387,27 @@ async fn execute(
     out: &mut Output,
     stop: StopSignal,
 ) -> Result<(), CliError> {
+    let batch = prepared
+        .batch
+        .as_ref()
+        .map(|_| (prepared.requests.iter().map(|r| r.id.clone()).collect(), run.stream));
+    if let Some(errors) = &prepared.batch {
+        for e in errors {
+            out.json(
+                "error",
+                &BatchError {
+                    id: &e.id,
+                    reason: e.reason,
+                    message: Some(&e.message),
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                },
+            )?;
+        }
+        out.flush()?;
+    }
     let mut sink = CliSink {
+        batch,
         json: run.output.json,
         events: events.as_mut(),
         progress: RunProgress::new(Progress::new(run.output.json)),
@@ -293,7 +437,65 @@ async fn execute(
             CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e))
         }
     })?;
-    finish(report, prepared.prompt.len(), run, out)
+    match &prepared.batch {
+        Some(errors) => finish_batch(report, errors.len(), run, out),
+        None => finish(report, prepared.prompt_tokens(), run, out),
+    }
+}
+
+#[derive(Serialize)]
+struct BatchSummary {
+    run_id: RunId,
+    outcome: RunOutcome,
+    reason: Option<String>,
+    stages: usize,
+    requests: usize,
+    failed: usize,
+    completion_tokens: u64,
+    pool_ready_ms: f64,
+    decode_tokens_per_s: f64,
+}
+
+/// A batch job's summary (stderr, or a `run` line with `--json`) and exit code: the
+/// session's outcome decides it; requests that failed alone are in their lines.
+fn finish_batch(
+    report: RunReport,
+    bad_lines: usize,
+    run: &PromptArgs,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let tokens: u64 = report.results.iter().map(|r| u64::from(r.completion_tokens)).sum();
+    let decode = report.decode_time.as_secs_f64();
+    let summary = BatchSummary {
+        run_id: report.plan.run_id,
+        outcome: report.outcome,
+        reason: report.fault.map(|f| f.reason.to_string()),
+        stages: report.plan.stages.len(),
+        requests: report.results.len() + bad_lines,
+        failed: report.results.iter().filter(|r| r.is_error()).count() + bad_lines,
+        completion_tokens: tokens,
+        pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
+        decode_tokens_per_s: if decode > 0.0 { tokens as f64 / decode } else { 0.0 },
+    };
+    if run.output.json {
+        out.json("run", &summary)?;
+        out.flush()?;
+    } else {
+        eprintln!(
+            "{}: {} requests ({} failed) on {} stages, {} tokens generated, {:.1} tokens/s",
+            match summary.outcome {
+                RunOutcome::Completed => "completed",
+                RunOutcome::Faulted => "faulted",
+                RunOutcome::OperatorStopped => "stopped by the operator",
+            },
+            summary.requests,
+            summary.failed,
+            summary.stages,
+            summary.completion_tokens,
+            summary.decode_tokens_per_s
+        );
+    }
+    finish_outcome(&report)
 }
 
 fn finish(
@@ -343,6 +545,10 @@ fn finish(
             summary.stages, summary.prompt_tokens, summary.tokens, summary.decode_tokens_per_s
         );
     }
+    finish_outcome(&report)
+}
+
+fn finish_outcome(report: &RunReport) -> Result<(), CliError> {
     match report.outcome {
         RunOutcome::Completed => Ok(()),
         RunOutcome::Faulted => {
@@ -402,7 +608,12 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
         stages: args.stages,
         placement: placement.clone(),
         runtime: prepared.runtime,
-        prompt_tokens: (prepared.prompt.len() as u32).min(prepared.runtime.max_seq_len),
+        prompt_tokens: match &prepared.requests[..] {
+            [one] if prepared.batch.is_none() => {
+                (one.prompt.len() as u32).min(prepared.runtime.max_seq_len)
+            }
+            _ => 0,
+        },
     })
     .map_err(plan_error)?;
     let config = OrchestrateConfig {
@@ -413,7 +624,8 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
         advertise: args.advertise,
         model: args.model.clone(),
         source,
-        prompt: prepared.prompt.clone(),
+        requests: prepared.requests.clone(),
+        session: session_limits(&args.run, &prepared),
         stages: args.stages,
         placement,
         runtime: prepared.runtime,
@@ -524,7 +736,8 @@ async fn local_run(
         advertise: None,
         model: model.clone(),
         source: WeightSource::Local { path: absolute(&model) },
-        prompt: prepared.prompt.clone(),
+        requests: prepared.requests.clone(),
+        session: session_limits(&args.run, &prepared),
         stages: Some(args.stages),
         placement: Placement::default(),
         runtime: prepared.runtime,

@@ -60,6 +60,7 @@ pub fn runtime_config_for(
         activation_dtype: args.activation_dtype.into(),
         max_tokens: args.max_tokens,
         sampling,
+        max_sequences: args.max_sequences.unwrap_or(1),
     };
     check_runtime_config(&runtime, context_length).map_err(plan_error)?;
     Ok(RuntimeConfig { sampling: runtime.sampling.normalized(), ..runtime })

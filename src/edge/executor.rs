@@ -268,6 +268,14 @@ impl PlaneExecutor {
             self.router.forget(e);
         }
     }
+
+    /// Drops the cached edge connections (a stage stopped): the next run dials its peers
+    /// afresh, so a peer that restarted with the same key and address since is never
+    /// sent to over a connection to its dead predecessor (which would look open until
+    /// its idle timeout).
+    pub fn forget_connections(&self) {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }
 
 /// The cached connection to `peer` on the edge ALPN, or a new one.

@@ -254,6 +254,79 @@ impl LlamaStage {
         }
     }
 
+    /// Sets the number of sequence slots (KV caches), each starting empty. The candle
+    /// backend holds one sequence only.
+    pub fn set_slots(&mut self, n: usize) -> Result<(), StageError> {
+        match &mut self.backend {
+            Backend::Engine(s) => {
+                s.set_slots(n);
+                Ok(())
+            }
+            Backend::Candle(_) if n <= 1 => Ok(()),
+            Backend::Candle(_) => Err(StageError::BadInput(format!(
+                "{n} sequence slots need the CPU engine (candle stages hold one sequence)"
+            ))),
+        }
+    }
+
+    /// Sequence slots.
+    pub fn slots(&self) -> usize {
+        match &self.backend {
+            Backend::Engine(s) => s.slots(),
+            Backend::Candle(_) => 1,
+        }
+    }
+
+    /// Tokens cached in `slot` (0 for a slot that does not exist).
+    pub fn slot_position(&self, slot: usize) -> usize {
+        match &self.backend {
+            Backend::Engine(s) if slot < s.slots() => s.len(slot),
+            Backend::Candle(s) if slot == 0 => s.position(),
+            _ => 0,
+        }
+    }
+
+    /// Empties one slot's KV cache (a new sequence starts in it).
+    pub fn reset_slot(&mut self, slot: usize) {
+        match &mut self.backend {
+            Backend::Engine(s) if slot < s.slots() => s.reset(slot),
+            Backend::Candle(s) if slot == 0 => s.reset(),
+            _ => {}
+        }
+    }
+
+    /// Runs the stage over rows of several sequences at once: `slots[i]` is row `i`'s
+    /// slot, each slot's rows contiguous and continuing its cache. The last stage returns
+    /// the logits of each slot's last row, in row order (`[slots in the batch, vocab]`).
+    /// A row's values never depend on the other rows of the batch.
+    pub fn forward_rows(
+        &mut self,
+        slots: &[usize],
+        input: StageInput<'_>,
+        abort: &AtomicBool,
+    ) -> Result<StageOutput, StageError> {
+        match &mut self.backend {
+            Backend::Candle(_) => {
+                if slots.iter().any(|&s| s != 0) {
+                    return Err(StageError::BadInput(
+                        "candle stages hold one sequence (slot 0)".into(),
+                    ));
+                }
+                self.forward_abortable(input, abort)
+            }
+            Backend::Engine(s) => {
+                let input = match input {
+                    StageInput::Tokens(ids) => swactor_engine::llama::Input::Tokens(ids),
+                    StageInput::Hidden(h) => swactor_engine::llama::Input::Hidden(h),
+                };
+                Ok(match s.forward(slots, input, abort)? {
+                    swactor_engine::llama::Output::Hidden(h) => StageOutput::Hidden(h),
+                    swactor_engine::llama::Output::Logits(l) => StageOutput::Logits(l),
+                })
+            }
+        }
+    }
+
     /// Runs the stage over `n` new tokens (prefill when `n > 1`, decode when 1).
     pub fn forward(&mut self, input: StageInput<'_>) -> Result<StageOutput, StageError> {
         self.forward_abortable(input, &AtomicBool::new(false))

@@ -539,19 +539,45 @@ impl<'a> Detokenizer<'a> {
 /// (`<|start_header_id|>`) and Llama 2 / Mistral (`[INST]`). The result is meant to be
 /// encoded with special tokens parsed. Other templates are refused with a description.
 pub fn chat_prompt(template: Option<&str>, user: &str) -> Result<String, String> {
+    chat_messages(template, &[("user", user)])
+}
+
+/// Writes a conversation (`(role, content)` pairs, roles `system`, `user`, `assistant`)
+/// in the chat format of [`chat_prompt`], ending where the assistant's next turn begins.
+pub fn chat_messages(template: Option<&str>, messages: &[(&str, &str)]) -> Result<String, String> {
     let Some(t) = template else {
         return Err("the model has no tokenizer.chat_template".into());
     };
-    if t.contains("<|im_start|>") {
-        Ok(format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"))
-    } else if t.contains("<|start_header_id|>") {
-        Ok(format!(
-            "<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>\
-             <|start_header_id|>assistant<|end_header_id|>\n\n"
-        ))
-    } else if t.contains("[INST]") {
-        Ok(format!("[INST] {user} [/INST]"))
-    } else {
-        Err("the model's chat template is not ChatML, Llama 3 or Llama 2 style".into())
+    if let Some((role, _)) =
+        messages.iter().find(|(r, _)| !matches!(*r, "system" | "user" | "assistant"))
+    {
+        return Err(format!("unknown role {role:?} (system, user or assistant)"));
     }
+    let mut out = String::new();
+    if t.contains("<|im_start|>") {
+        for (role, content) in messages {
+            out.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
+        }
+        out.push_str("<|im_start|>assistant\n");
+    } else if t.contains("<|start_header_id|>") {
+        for (role, content) in messages {
+            out.push_str(&format!(
+                "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>"
+            ));
+        }
+        out.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+    } else if t.contains("[INST]") {
+        let mut system = String::new();
+        for (role, content) in messages {
+            match *role {
+                "system" => system = format!("<<SYS>>\n{content}\n<</SYS>>\n\n"),
+                "user" => out
+                    .push_str(&format!("[INST] {}{content} [/INST]", std::mem::take(&mut system))),
+                _ => out.push_str(&format!(" {content} ")),
+            }
+        }
+    } else {
+        return Err("the model's chat template is not ChatML, Llama 3 or Llama 2 style".into());
+    }
+    Ok(out)
 }

@@ -7,9 +7,17 @@
 //!   stage, all at once, and the local token endpoints.
 //! - The readiness barrier passes when every stage reported `StageReady` (duplicates count
 //!   once; a report for another run or an unknown stage is refused) and both token
-//!   endpoints are ready. The prompt (sequence 0) is the only start.
-//! - Sequence k + 1 is injected only after token k was consumed; EOS, `max_tokens` or a
-//!   full context (feeding the token back would pass `max_seq_len`) ends the run. A token out of order or outside the vocabulary faults it.
+//!   endpoints are ready. Nothing is injected before it.
+//! - A run is a **session**: its token loop is the [`Scheduler`]'s. Requests are submitted
+//!   at any time (admitted into slots or queued, or refused with a typed [`Refusal`]);
+//!   after the barrier every micro-batch the scheduler forms is injected as the next
+//!   token-in object, and every token-out object (in order; its sequence is the next
+//!   expected) is handed back to it. A session whose input is closed completes when its
+//!   last sequence finished (`run_completed`: with one sequence, its reason; else
+//!   `requests_done`). A token-out object out of order, malformed, with another table
+//!   than the one sent, or with a token outside the vocabulary faults the session.
+//! - Every sequence live when the session faults or is stopped ends with `fault`, its
+//!   token log (prompt and generated ids) in its [`SeqOutput::Finished`].
 //! - Faults from any source: the first cause is kept. A consequence (a broken edge stream,
 //!   a lost control session) that arrives first decides the outcome at once but is held
 //!   for [`SETTLE`]: a cause arriving meanwhile is reported instead; without one the
@@ -24,7 +32,11 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::scheduler::{
+    FinishReason, Refusal, Scheduler, SchedulerConfig, SeqId, SeqOutput, SeqRequest,
+};
 use crate::events::{CompletionCause, Event, RunOutcome, TeardownPart};
+use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags};
 use crate::wire::reason::{
     Component, ControlFault, FaultReason, OperatorStop, StreamFault, Timeout, TokenFault,
 };
@@ -43,8 +55,10 @@ pub enum RunCommand {
         object_id: ObjectId,
         /// Its sequence.
         sequence: Sequence,
-        /// The token ids.
-        tokens: Vec<u32>,
+        /// Its payload: a micro-batch (table, then token ids).
+        payload: Vec<u8>,
+        /// Whether it carries a prompt chunk.
+        prefill: bool,
     },
     /// Send `StopRun` to a stage.
     StopRun(StageIndex),
@@ -82,8 +96,8 @@ enum State {
         deadline: Instant,
     },
     Running {
-        awaiting: Sequence,
-        deadline: Instant,
+        /// Set while micro-batches are in flight: the next token-out object is due.
+        deadline: Option<Instant>,
     },
     /// Faulted by a consequence: waiting until `deadline` for its cause.
     Settling {
@@ -127,20 +141,43 @@ struct HeldFault {
     edge_id: Option<EdgeId>,
 }
 
-/// One run, from provisioning to teardown.
+/// How a session's scheduler is sized beyond what the plan fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Requests waiting for a slot at most (a full queue refuses with `busy`).
+    pub queue_capacity: usize,
+    /// Rows per micro-batch at most (prompt chunks fill what decoding leaves).
+    pub batch_tokens: u32,
+    /// Micro-batches in flight at most (`0`: one more than the stages, at most the slots).
+    pub groups: u16,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits { queue_capacity: 64, batch_tokens: DEFAULT_BATCH_TOKENS, groups: 0 }
+    }
+}
+
+/// Rows per micro-batch by default.
+pub const DEFAULT_BATCH_TOKENS: u32 = 512;
+
+/// One run (a session), from provisioning to teardown.
 #[derive(Debug)]
 pub struct RunFsm {
     run_id: RunId,
     stages: Vec<(StageIndex, NodeId)>,
     token_in: EdgeId,
     token_out: EdgeId,
-    eos: Option<u32>,
-    vocab: u32,
-    max_tokens: u32,
-    max_seq_len: u32,
-    prompt_len: u64,
     timeouts: RunTimeouts,
-    prompt: Vec<u32>,
+    sched: Scheduler,
+    limits: BatchLimits,
+    /// More requests may come (a served session); closed: complete when idle.
+    input_open: bool,
+    next_in: Sequence,
+    next_out: Sequence,
+    /// Sequences that finished, and the last one's reason.
+    served: u64,
+    last_reason: Option<FinishReason>,
     generated: u64,
     state: State,
     /// Stages whose node was lost (settled for teardown, never reported stopped for them).
@@ -149,24 +186,47 @@ pub struct RunFsm {
     cause: Option<CompletionCause>,
     commands: VecDeque<RunCommand>,
     events: VecDeque<Event>,
+    outputs: VecDeque<SeqOutput>,
 }
 
 impl RunFsm {
-    /// Starts a run of a committed plan with `prompt` (token ids, non-empty).
-    pub fn start(now: Instant, plan: &RunPlan, prompt: Vec<u32>, timeouts: RunTimeouts) -> RunFsm {
+    /// Starts a session of a committed plan (no request yet; see [`RunFsm::submit`] and
+    /// [`RunFsm::close_input`]).
+    pub fn start(
+        now: Instant,
+        plan: &RunPlan,
+        limits: SessionLimits,
+        timeouts: RunTimeouts,
+    ) -> RunFsm {
         let stages: Vec<(StageIndex, NodeId)> =
             plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
+        let capacity = plan.runtime.table_capacity();
+        let groups = if limits.groups == 0 {
+            (stages.len() as u16).saturating_add(1)
+        } else {
+            limits.groups
+        };
+        let sched = Scheduler::new(SchedulerConfig {
+            max_sequences: capacity,
+            groups,
+            queue_capacity: limits.queue_capacity,
+            batch_tokens: limits.batch_tokens.min(plan.runtime.max_seq_len),
+            max_seq_len: plan.runtime.max_seq_len,
+            eos: plan.model.eos_token_id,
+            vocab: plan.model.vocab_size,
+        });
         let mut fsm = RunFsm {
             run_id: plan.run_id,
             token_in: plan.edges.first().map(|e| e.edge_id).unwrap_or_default(),
             token_out: plan.edges.last().map(|e| e.edge_id).unwrap_or_default(),
-            eos: plan.model.eos_token_id,
-            vocab: plan.model.vocab_size,
-            max_tokens: plan.runtime.max_tokens,
-            max_seq_len: plan.runtime.max_seq_len,
-            prompt_len: prompt.len() as u64,
             timeouts,
-            prompt,
+            sched,
+            limits: BatchLimits { capacity, max_seq_len: plan.runtime.max_seq_len },
+            input_open: true,
+            next_in: Sequence(0),
+            next_out: Sequence(0),
+            served: 0,
+            last_reason: None,
             generated: 0,
             state: State::Provisioning {
                 ready: BTreeSet::new(),
@@ -178,6 +238,7 @@ impl RunFsm {
             cause: None,
             commands: VecDeque::new(),
             events: VecDeque::new(),
+            outputs: VecDeque::new(),
             stages,
         };
         fsm.events.push_back(Event::RunPlanned {
@@ -195,6 +256,88 @@ impl RunFsm {
         }
         fsm.commands.push_back(RunCommand::StartTokenEndpoints);
         fsm
+    }
+
+    /// A run of one prompt with the plan's `max_tokens` and sampling: a session with one
+    /// request whose input is closed.
+    pub fn start_one(
+        now: Instant,
+        plan: &RunPlan,
+        prompt: Vec<u32>,
+        timeouts: RunTimeouts,
+    ) -> RunFsm {
+        let mut fsm = RunFsm::start(now, plan, SessionLimits::default(), timeouts);
+        // A refused prompt (checked by the planner already) leaves an empty session.
+        let _ = fsm.submit(
+            now,
+            SeqRequest {
+                prompt,
+                max_tokens: plan.runtime.max_tokens,
+                sampling: plan.runtime.sampling,
+            },
+        );
+        fsm.close_input(now);
+        fsm
+    }
+
+    /// Submits a request: admitted, queued, or refused (nothing changes). Refused once
+    /// the session has an outcome.
+    pub fn submit(&mut self, now: Instant, req: SeqRequest) -> Result<SeqId, Refusal> {
+        if self.outcome.is_some() || !self.input_open {
+            return Err(Refusal::Busy(self.sched.queued()));
+        }
+        let id = self.sched.submit(req)?;
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// Cancels a sequence (`Cancelled`, or `Stop` when the session's client found a stop
+    /// string); see [`Scheduler::cancel`].
+    pub fn cancel(&mut self, now: Instant, id: SeqId, reason: FinishReason) {
+        if self.outcome.is_none() {
+            self.sched.cancel(id, reason);
+            self.pump(now);
+        }
+    }
+
+    /// No more requests: the session completes once its sequences finished.
+    pub fn close_input(&mut self, now: Instant) {
+        self.input_open = false;
+        self.pump(now);
+    }
+
+    /// Injects what the scheduler forms, moves its outputs out, and completes a closed,
+    /// idle session.
+    fn pump(&mut self, now: Instant) {
+        if let State::Running { deadline } = self.state {
+            let mut deadline = deadline;
+            while let Some(batch) = self.sched.next_batch() {
+                self.inject(batch.table, &batch.tokens);
+                deadline.get_or_insert(now + self.timeouts.token);
+            }
+            self.state = State::Running { deadline };
+        }
+        while let Some(o) = self.sched.poll_output() {
+            if let SeqOutput::Finished { reason, .. } = &o {
+                self.served += 1;
+                self.last_reason = Some(*reason);
+            }
+            if let SeqOutput::Token { .. } = &o {
+                self.generated += 1;
+            }
+            self.outputs.push_back(o);
+        }
+        if matches!(self.state, State::Running { .. }) && !self.input_open && self.sched.is_idle() {
+            let cause = match (self.served, self.last_reason) {
+                (1, Some(FinishReason::Eos)) => CompletionCause::Eos,
+                (1, Some(FinishReason::MaxTokens)) => CompletionCause::MaxTokens,
+                (1, Some(FinishReason::ContextFull)) => CompletionCause::ContextFull,
+                (1, Some(FinishReason::Stop)) => CompletionCause::Stop,
+                (1, Some(FinishReason::Cancelled)) => CompletionCause::Cancelled,
+                _ => CompletionCause::RequestsDone,
+            };
+            self.finish(now, RunOutcome::Completed, Some(cause), None);
+        }
     }
 
     fn node_of(&self, stage: StageIndex) -> Option<NodeId> {
@@ -256,15 +399,20 @@ impl RunFsm {
         };
         if all {
             self.events.push_back(Event::ReadinessBarrierPassed { run_id: self.run_id });
-            let tokens = std::mem::take(&mut self.prompt);
-            self.inject(Sequence(0), tokens);
-            self.state =
-                State::Running { awaiting: Sequence(0), deadline: now + self.timeouts.token };
+            self.state = State::Running { deadline: None };
+            self.pump(now);
         }
     }
 
-    fn inject(&mut self, sequence: Sequence, tokens: Vec<u32>) {
+    fn inject(&mut self, table: BatchTable, tokens: &[u32]) {
+        let sequence = self.next_in;
+        self.next_in = sequence.next();
         let object_id = ObjectId(sequence.0 + 1);
+        let prefill = table.entries().iter().any(|e| {
+            e.tokens > 1
+                || e.flags.contains(EntryFlags::RESET)
+                || !e.flags.contains(EntryFlags::SAMPLE)
+        });
         self.events.push_back(Event::PromptInjected {
             run_id: self.run_id,
             edge_id: self.token_in,
@@ -272,64 +420,65 @@ impl RunFsm {
             sequence,
             tokens: tokens.len() as u32,
         });
-        self.commands.push_back(RunCommand::Inject { object_id, sequence, tokens });
+        let mut payload = table.encode();
+        payload.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+        self.commands.push_back(RunCommand::Inject { object_id, sequence, payload, prefill });
     }
 
-    /// The token-out endpoint consumed a token object.
+    /// The token-out endpoint consumed an object: the next micro-batch in flight came
+    /// back with its tokens.
     pub fn token_received(
         &mut self,
         now: Instant,
         object_id: ObjectId,
         sequence: Sequence,
-        token: u32,
+        payload: &[u8],
     ) {
-        let State::Running { awaiting, .. } = self.state else { return };
-        if sequence != awaiting {
+        let State::Running { .. } = self.state else { return };
+        let edge = Some(self.token_out);
+        if sequence != self.next_out {
             self.fault(
                 now,
                 TokenFault::OutOfOrder.into(),
                 Component::TokenEndpoint,
                 None,
                 None,
-                Some(self.token_out),
+                edge,
             );
             return;
         }
-        if token >= self.vocab {
-            self.fault(
-                now,
-                TokenFault::OutOfVocab.into(),
-                Component::TokenEndpoint,
-                None,
-                None,
-                Some(self.token_out),
-            );
+        let returned = BatchTable::split_tokens(payload, self.limits)
+            .map_err(|_| TokenFault::Malformed)
+            .and_then(|(table, tokens)| {
+                self.sched.batch_returned(&table, &tokens).map_err(|e| match e {
+                    super::scheduler::ReturnError::OutOfVocab(_) => TokenFault::OutOfVocab,
+                    _ => TokenFault::Malformed,
+                })
+            });
+        if let Err(reason) = returned {
+            self.fault(now, reason.into(), Component::TokenEndpoint, None, None, edge);
             return;
         }
+        self.next_out = sequence.next();
         self.events.push_back(Event::TokenReceived {
             run_id: self.run_id,
             edge_id: self.token_out,
             object_id,
             sequence,
         });
-        if Some(token) == self.eos {
-            self.finish(now, RunOutcome::Completed, Some(CompletionCause::Eos), None);
-            return;
-        }
-        self.generated += 1;
-        if self.generated >= u64::from(self.max_tokens) {
-            self.finish(now, RunOutcome::Completed, Some(CompletionCause::MaxTokens), None);
-            return;
-        }
-        // Feeding this token back would put the KV caches past `max_seq_len`: the context
-        // is full, a normal completion, decided before the step that would overflow.
-        if self.prompt_len + self.generated > u64::from(self.max_seq_len) {
-            self.finish(now, RunOutcome::Completed, Some(CompletionCause::ContextFull), None);
-            return;
-        }
-        let next = sequence.next();
-        self.inject(next, vec![token]);
-        self.state = State::Running { awaiting: next, deadline: now + self.timeouts.token };
+        let deadline = (self.sched.in_flight() > 0).then(|| now + self.timeouts.token);
+        self.state = State::Running { deadline };
+        self.pump(now);
+    }
+
+    /// The next output of a sequence (its tokens, its end).
+    pub fn poll_output(&mut self) -> Option<SeqOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// Requests waiting for a slot, sequences holding one, micro-batches in flight.
+    pub fn load(&self) -> (usize, usize, usize) {
+        (self.sched.queued(), self.sched.live(), self.sched.in_flight())
     }
 
     /// A fault from any source. The first cause counts: a consequence (see
@@ -357,6 +506,14 @@ impl RunFsm {
                 self.outcome = Some(RunOutcome::Faulted);
                 self.report_fault(now, fault);
             }
+        }
+    }
+
+    /// Ends every live sequence (the session has an outcome).
+    fn end_sequences(&mut self) {
+        self.sched.fail_all(FinishReason::Fault);
+        while let Some(o) = self.sched.poll_output() {
+            self.outputs.push_back(o);
         }
     }
 
@@ -407,6 +564,7 @@ impl RunFsm {
 
     /// `StopRun` to every stage, the token endpoints stopped: `TearingDown`.
     fn teardown(&mut self, now: Instant) {
+        self.end_sequences();
         for &(stage_index, node_id) in &self.stages {
             self.commands.push_back(RunCommand::StopRun(stage_index));
             self.events.push_back(Event::StopRunSent { run_id: self.run_id, node_id, stage_index });
@@ -533,9 +691,9 @@ impl RunFsm {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Provisioning { deadline, .. }
-            | State::Running { deadline, .. }
             | State::Settling { deadline, .. }
             | State::TearingDown { deadline, .. } => Some(deadline),
+            State::Running { deadline } => deadline,
             State::Done => None,
         }
     }
@@ -553,7 +711,7 @@ impl RunFsm {
                     None,
                 );
             }
-            State::Running { deadline, .. } if now >= deadline => {
+            State::Running { deadline: Some(deadline) } if now >= deadline => {
                 self.fault(
                     now,
                     Timeout::TokenWait.into(),

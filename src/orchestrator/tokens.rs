@@ -1,8 +1,9 @@
 //! The orchestrator's token endpoints, on its own arena rings with the same edge semantics
-//! as stages: the token-in producer writes one object per injection (u32 token ids behind
-//! an object header), and the token-out consumer parses objects with the same ingress
-//! parser the workers use (host memory as its "device"), so a malformed or out-of-order
-//! token object is rejected with the same typed reasons.
+//! as stages: the token-in producer writes one object per injection (a micro-batch: its
+//! table and u32 token ids, behind an object header), and the token-out consumer parses
+//! objects with the same ingress parser the workers use (host memory as its "device"), so
+//! a malformed or out-of-order token object is rejected with the same typed reasons. What
+//! a token-out payload means (its table and tokens) is the session's to judge.
 
 use crate::ring::{Consumer, RingError, RingFeeder, RingMemory, Wake};
 use crate::wire::reason::{FaultReason, ObjectFailure, TokenFault};
@@ -33,18 +34,20 @@ impl<M: RingMemory> TokenIn<M> {
         TokenIn { feeder: RingFeeder::new(ring_id, memory), pending: Vec::new() }
     }
 
-    /// Queues one object (`tokens` as little-endian u32 behind its header) and writes what
-    /// fits. Returns whether to wake the ring's consumer.
+    /// Queues one object (`payload` behind its header) and writes what fits. Returns
+    /// whether to wake the ring's consumer. `prefill` marks an object that carries prompt
+    /// chunks.
     pub fn inject(
         &mut self,
         object_id: ObjectId,
         sequence: Sequence,
-        tokens: &[u32],
+        payload: &[u8],
+        prefill: bool,
     ) -> Result<Wake, RingError> {
-        let flags = if sequence == Sequence(0) { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
-        let header = ObjectHeader::new(object_id, sequence, tokens.len() as u64 * 4, flags);
+        let flags = if prefill { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
+        let header = ObjectHeader::new(object_id, sequence, payload.len() as u64, flags);
         self.pending.extend_from_slice(&header.encode());
-        self.pending.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+        self.pending.extend_from_slice(payload);
         self.flush()
     }
 
@@ -70,14 +73,14 @@ impl<M: RingMemory> TokenIn<M> {
 /// What the token-out consumer found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenOutEvent {
-    /// A token object.
-    Token {
+    /// A token-out object.
+    Object {
         /// Its object id.
         object_id: ObjectId,
         /// Its sequence.
         sequence: Sequence,
-        /// The sampled token id.
-        token: u32,
+        /// Its payload (a micro-batch table and one token per entry).
+        payload: Vec<u8>,
     },
     /// The token-out stream is broken: the run faults with this reason.
     Fault(FaultReason),
@@ -101,12 +104,12 @@ impl<M: RingMemory> TokenOut<M> {
         crate::wire::evidence::WorkerQuiet::endpoint_stopped(self.ring_id)
     }
 
-    /// A consumer on the token-out ring of `edge_id`.
-    pub fn new(ring_id: RingId, edge_id: EdgeId, memory: M) -> TokenOut<M> {
+    /// A consumer on the token-out ring of `edge_id`, whose objects follow `spec`.
+    pub fn new(ring_id: RingId, edge_id: EdgeId, spec: ObjectSpec, memory: M) -> TokenOut<M> {
         TokenOut {
             ring_id,
             consumer: Consumer::attach(memory),
-            parser: IngressParser::new(ring_id, edge_id, PortId(0), ObjectSpec::token_ids(1), 1),
+            parser: IngressParser::new(ring_id, edge_id, PortId(0), spec, 1),
             host: CpuBridge::new(WorkerGeneration(0), 1 << 20),
         }
     }
@@ -123,17 +126,12 @@ impl<M: RingMemory> TokenOut<M> {
             for e in events {
                 match e {
                     Event::ObjectLoaded { object_id, sequence, handle, .. } => {
-                        let token = self
-                            .host
-                            .view(handle)
-                            .ok()
-                            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                            .map(u32::from_le_bytes);
+                        let payload = self.host.view(handle).ok().map(<[u8]>::to_vec);
                         let _ = self.host.free(handle);
                         self.parser.object_released();
-                        match token {
-                            Some(token) => {
-                                out.push(TokenOutEvent::Token { object_id, sequence, token })
+                        match payload {
+                            Some(payload) => {
+                                out.push(TokenOutEvent::Object { object_id, sequence, payload })
                             }
                             None => out.push(TokenOutEvent::Fault(TokenFault::Malformed.into())),
                         }
@@ -167,12 +165,16 @@ mod tests {
         Arc::new(MappedRing::init(region, &layout).expect("init"))
     }
 
+    fn ids(t: &[u32]) -> Vec<u8> {
+        t.iter().flat_map(|t| t.to_le_bytes()).collect()
+    }
+
     #[test]
-    fn injected_prompts_and_tokens_are_well_formed_objects() {
+    fn injected_objects_carry_their_payload_in_order() {
         let r = ring();
         let mut tin = TokenIn::new(RingId(1), Arc::clone(&r));
-        tin.inject(ObjectId(1), Sequence(0), &[5, 6, 7]).expect("inject");
-        tin.inject(ObjectId(2), Sequence(1), &[9]).expect("inject");
+        tin.inject(ObjectId(1), Sequence(0), &ids(&[5, 6, 7]), true).expect("inject");
+        tin.inject(ObjectId(2), Sequence(1), &ids(&[9]), false).expect("inject");
         let mut p =
             IngressParser::new(RingId(1), EdgeId(1), PortId(0), ObjectSpec::token_ids(16), 8);
         let mut host = CpuBridge::new(WorkerGeneration(0), 1 << 20);
@@ -187,40 +189,45 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(loaded.len(), 2);
-        assert_eq!(
-            loaded[0].1,
-            [5u32, 6, 7].iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<_>>()
-        );
-        assert_eq!(loaded[1], (Sequence(1), 9u32.to_le_bytes().to_vec()));
+        assert_eq!(loaded, vec![(Sequence(0), ids(&[5, 6, 7])), (Sequence(1), ids(&[9])),]);
     }
 
     #[test]
     fn token_objects_are_read_in_order_and_a_skipped_sequence_is_out_of_order() {
         let r = ring();
         let mut producer = TokenIn::new(RingId(1), Arc::clone(&r)); // stands in for the last stage
-        let mut tout = TokenOut::new(RingId(1), EdgeId(4), Arc::clone(&r));
-        producer.inject(ObjectId(1), Sequence(0), &[42]).expect("write");
-        producer.inject(ObjectId(2), Sequence(1), &[43]).expect("write");
+        let mut tout =
+            TokenOut::new(RingId(1), EdgeId(4), ObjectSpec::token_ids(1), Arc::clone(&r));
+        producer.inject(ObjectId(1), Sequence(0), &ids(&[42]), false).expect("write");
+        producer.inject(ObjectId(2), Sequence(1), &ids(&[43]), false).expect("write");
         let got: Vec<TokenOutEvent> =
             tout.poll().into_iter().filter(|e| !matches!(e, TokenOutEvent::Writable)).collect();
         assert_eq!(
             got,
             vec![
-                TokenOutEvent::Token { object_id: ObjectId(1), sequence: Sequence(0), token: 42 },
-                TokenOutEvent::Token { object_id: ObjectId(2), sequence: Sequence(1), token: 43 },
+                TokenOutEvent::Object {
+                    object_id: ObjectId(1),
+                    sequence: Sequence(0),
+                    payload: ids(&[42])
+                },
+                TokenOutEvent::Object {
+                    object_id: ObjectId(2),
+                    sequence: Sequence(1),
+                    payload: ids(&[43])
+                },
             ]
         );
-        producer.inject(ObjectId(4), Sequence(3), &[44]).expect("write");
+        producer.inject(ObjectId(4), Sequence(3), &ids(&[44]), false).expect("write");
         assert!(tout.poll().contains(&TokenOutEvent::Fault(TokenFault::OutOfOrder.into())));
     }
 
     #[test]
-    fn a_token_object_of_more_than_one_id_is_malformed() {
+    fn a_token_object_larger_than_its_edge_allows_is_malformed() {
         let r = ring();
         let mut producer = TokenIn::new(RingId(1), Arc::clone(&r));
-        let mut tout = TokenOut::new(RingId(1), EdgeId(4), Arc::clone(&r));
-        producer.inject(ObjectId(1), Sequence(0), &[1, 2]).expect("write");
+        let mut tout =
+            TokenOut::new(RingId(1), EdgeId(4), ObjectSpec::token_ids(1), Arc::clone(&r));
+        producer.inject(ObjectId(1), Sequence(0), &ids(&[1, 2]), false).expect("write");
         assert!(tout.poll().contains(&TokenOutEvent::Fault(TokenFault::Malformed.into())));
     }
 }

@@ -111,7 +111,13 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
             check_ranges(layers, model.block_count)?;
             layers.clone()
         }
-        None => balance(model, req.runtime.max_seq_len, req.runtime.kv_cache, &nodes),
+        None => balance(
+            model,
+            req.runtime.max_seq_len,
+            req.runtime.kv_cache,
+            req.runtime.table_capacity(),
+            &nodes,
+        ),
     };
 
     let rings = RingSet::for_model(model, &req.runtime);
@@ -165,7 +171,8 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
         let outbound = edges[i as usize + 1];
         let weight_bytes = stage_weight_bytes(model, *range, first, last);
         let kv_cache_bytes = u64::from(range.len())
-            * model.kv_bytes_per_block(req.runtime.max_seq_len, req.runtime.kv_cache);
+            * model.kv_bytes_per_block(req.runtime.max_seq_len, req.runtime.kv_cache)
+            * u64::from(req.runtime.table_capacity());
         let ring_bytes = ring_arena_bytes(&inbound.ring) + ring_arena_bytes(&outbound.ring);
         // The arena manager aligns every lease to a page.
         let page = crate::arena::manager::LEASE_PAGE;
@@ -271,7 +278,7 @@ pub fn split_evenly(model: &ModelFacts, stages: u32) -> Option<Vec<LayerRange>> 
         device: None,
     };
     let nodes: Vec<&PoolNode> = (0..stages).map(|_| &node).collect();
-    Some(balance(model, 0, Default::default(), &nodes))
+    Some(balance(model, 0, Default::default(), 1, &nodes))
 }
 
 /// Bytes of the tensors a stage loads.
@@ -305,13 +312,19 @@ impl RingSet {
             model.hidden_size,
             runtime.activation_dtype,
         );
-        let act_capacity = (act.max_extent + HEADER_LEN as u64)
+        let act_capacity = (act.max_extent
+            + crate::wire::batch::table_bytes(runtime.table_capacity())
+            + HEADER_LEN as u64)
             .next_power_of_two()
             .clamp(MIN_ACTIVATION_RING, MAX_ACTIVATION_RING);
+        let cap = runtime.table_capacity();
         RingSet {
-            token_in: (ObjectSpec::token_ids(runtime.max_seq_len), token_ring),
-            activation: (act, RingSpec { capacity: act_capacity, alignment: RING_ALIGNMENT }),
-            token_out: (ObjectSpec::token_ids(1), token_ring),
+            token_in: (ObjectSpec::token_ids(runtime.max_seq_len).with_table(cap), token_ring),
+            activation: (
+                act.with_table(cap),
+                RingSpec { capacity: act_capacity, alignment: RING_ALIGNMENT },
+            ),
+            token_out: (ObjectSpec::token_ids(u32::from(cap)).with_table(cap), token_ring),
         }
     }
 }
@@ -348,6 +361,10 @@ pub fn check_runtime_config(rt: &RuntimeConfig, context_length: u32) -> Result<(
     }
     if rt.max_tokens == 0 {
         return bad("max_tokens must be at least 1".into());
+    }
+    let most = u32::from(crate::wire::batch::MAX_CAPACITY);
+    if rt.max_sequences == 0 || rt.max_sequences > most {
+        return bad(format!("max_sequences {} must lie in 1..={most}", rt.max_sequences));
     }
     rt.sampling.validate().or_else(|m| bad(format!("sampling: {m}")))
 }
@@ -533,11 +550,12 @@ fn balance(
     model: &ModelFacts,
     max_seq_len: u32,
     kv_cache: crate::wire::KvCacheDType,
+    slots: u16,
     nodes: &[&PoolNode],
 ) -> Vec<LayerRange> {
     let n = nodes.len();
     let l = model.block_count as usize;
-    let kv = model.kv_bytes_per_block(max_seq_len, kv_cache);
+    let kv = model.kv_bytes_per_block(max_seq_len, kv_cache) * u64::from(slots);
     let mut prefix = vec![0u64; l + 1];
     for i in 0..l {
         prefix[i + 1] = prefix[i] + model.bytes.per_block[i] + kv;
@@ -733,12 +751,14 @@ pub fn validate_plan(plan: &RunPlan) -> Result<()> {
                     format!("edge {} dtype differs from the run's activation dtype", e.edge_id),
                 ));
             }
-            let want = u64::from(plan.runtime.max_seq_len) * e.object.row_bytes();
+            let want = crate::wire::batch::table_bytes(plan.runtime.table_capacity())
+                + u64::from(plan.runtime.max_seq_len) * e.object.row_bytes();
             if e.object.max_extent != want {
                 return Err(PlanError::new(
                     PlanRejection::InvalidExtent,
                     format!(
-                        "edge {} max extent {} should be max_seq_len * hidden * width = {want}",
+                        "edge {} max extent {} should be the micro-batch table plus \
+                         max_seq_len * hidden * width = {want}",
                         e.edge_id, e.object.max_extent
                     ),
                 ));

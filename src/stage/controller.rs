@@ -285,6 +285,7 @@ impl StageController {
             kv_cache: p.runtime.kv_cache,
             activation_dtype: p.runtime.activation_dtype,
             sampling: p.runtime.sampling,
+            max_sequences: p.runtime.max_sequences,
         }));
     }
 
@@ -399,16 +400,21 @@ impl StageController {
         let step_id = StepId(self.next_step);
         let in_row = p.inbound.object.row_bytes().max(1);
         let out_row = p.outbound.object.row_bytes();
-        let head = p.head;
+        let prefix = p.inbound.object.prefix_bytes;
+        // The last stage writes one fixed-size token-out object.
+        let head = p.head.then_some(p.outbound.object.max_extent);
         let Some(l) = self.waiting.pop_front() else {
             // Nothing waits: decide the next step ahead of its object.
             self.next_step += 1;
             let sequence = self.next;
             let (output_object, output_sequence, output_flags) = self.output_of(sequence);
-            let output_extent = if head {
-                OutputExtent::Fixed { bytes: out_row }
-            } else {
-                OutputExtent::PerRow { input_row_bytes: in_row, output_row_bytes: out_row }
+            let output_extent = match head {
+                Some(bytes) => OutputExtent::Fixed { bytes },
+                None => OutputExtent::PerRow {
+                    input_row_bytes: in_row,
+                    output_row_bytes: out_row,
+                    prefix_bytes: prefix,
+                },
             };
             self.commands.push_back(StageCommand::PostStep {
                 step_id,
@@ -422,7 +428,15 @@ impl StageController {
             return;
         };
         self.next_step += 1;
-        let output_extent = if head { out_row } else { (l.extent / in_row) * out_row };
+        let output_extent = match head {
+            Some(bytes) => bytes,
+            None => OutputExtent::PerRow {
+                input_row_bytes: in_row,
+                output_row_bytes: out_row,
+                prefix_bytes: prefix,
+            }
+            .resolve(l.extent),
+        };
         let (output_object, output_sequence, output_flags) = self.output_of(l.sequence);
         self.commands.push_back(StageCommand::ExecuteStep {
             step_id,

@@ -146,7 +146,7 @@ impl ObjectHeader {
             return Err(HeaderError::EmptyObject);
         }
         let row = spec.row_bytes();
-        if row == 0 || !self.extent.is_multiple_of(row) {
+        if spec.rows_of(self.extent).is_none() {
             return Err(HeaderError::ExtentMisaligned { extent: self.extent, row_bytes: row });
         }
         if self.sequence != expected {

@@ -4,6 +4,7 @@
 //! Everything here is pure data plus validation. Nothing performs IO or reads a clock, so
 //! every role (node, worker, orchestrator) and every test shares the same definitions.
 
+pub mod batch;
 pub mod evidence;
 pub mod header;
 pub mod ids;

@@ -262,8 +262,23 @@ pub struct RuntimeConfig {
     pub activation_dtype: ActivationDType,
     /// Most tokens to generate.
     pub max_tokens: u32,
-    /// Token selection on the last stage.
+    /// Token selection on the last stage (the default of a request that names none).
     pub sampling: SamplingPolicy,
+    /// Sequences in the pipeline at once: the slots every stage holds a KV cache for and
+    /// the entries of every micro-batch table (1 to 256).
+    #[serde(default = "one")]
+    pub max_sequences: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl RuntimeConfig {
+    /// The micro-batch table capacity (`max_sequences`, at least 1).
+    pub fn table_capacity(&self) -> u16 {
+        self.max_sequences.clamp(1, u32::from(crate::wire::batch::MAX_CAPACITY)) as u16
+    }
 }
 
 /// Where a stage gets the GGUF file.

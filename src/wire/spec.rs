@@ -62,8 +62,10 @@ pub enum PayloadKind {
 /// The contract for every object on one edge: payload kind, element type, row shape and
 /// the largest extent a consumer must accept.
 ///
-/// An object's extent is a whole number of rows: `extent % row_bytes() == 0`, `extent > 0`
-/// and `extent <= max_extent`.
+/// An object's extent is a fixed prefix (a session's micro-batch entry table,
+/// [`crate::wire::batch`]; none on other edges) followed by a whole number of rows:
+/// `(extent - prefix_bytes) % row_bytes() == 0`, `extent > prefix_bytes` and
+/// `extent <= max_extent`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectSpec {
     /// What the payload holds.
@@ -72,8 +74,16 @@ pub struct ObjectSpec {
     pub dtype: WireDType,
     /// Elements per row: the hidden size for activations, 1 for token ids.
     pub row_elems: u32,
-    /// Largest accepted payload in bytes (`max_rows * row_bytes`).
+    /// Largest accepted payload in bytes (`prefix_bytes + max_rows * row_bytes`).
     pub max_extent: u64,
+    /// Bytes in front of the rows of every object (the micro-batch table); 0 when the
+    /// edge carries plain rows.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prefix_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl ObjectSpec {
@@ -84,7 +94,26 @@ impl ObjectSpec {
             dtype: WireDType::U32,
             row_elems: 1,
             max_extent: u64::from(max_tokens) * 4,
+            prefix_bytes: 0,
         }
+    }
+
+    /// The same spec for objects that begin with a micro-batch table of `capacity`
+    /// entries ([`crate::wire::batch::table_bytes`]).
+    pub fn with_table(self, capacity: u16) -> ObjectSpec {
+        let prefix = crate::wire::batch::table_bytes(capacity);
+        ObjectSpec {
+            max_extent: self.max_extent - self.prefix_bytes + prefix,
+            prefix_bytes: prefix,
+            ..self
+        }
+    }
+
+    /// Whole rows of an object of `extent` bytes (after the prefix), if it is one.
+    pub fn rows_of(&self, extent: u64) -> Option<u64> {
+        let row = self.row_bytes();
+        let body = extent.checked_sub(self.prefix_bytes)?;
+        (row > 0 && body > 0 && body.is_multiple_of(row)).then(|| body / row)
     }
 
     /// A spec for activation objects `[tokens <= max_seq_len, hidden]`.
@@ -95,6 +124,7 @@ impl ObjectSpec {
             dtype,
             row_elems: hidden,
             max_extent: u64::from(max_seq_len) * u64::from(hidden) * u64::from(dtype.width()),
+            prefix_bytes: 0,
         }
     }
 
@@ -119,7 +149,9 @@ impl ObjectSpec {
         if self.max_extent == 0 {
             return Err(SpecError::ZeroExtent);
         }
-        if !self.max_extent.is_multiple_of(self.row_bytes()) {
+        if self.max_extent <= self.prefix_bytes
+            || !(self.max_extent - self.prefix_bytes).is_multiple_of(self.row_bytes())
+        {
             return Err(SpecError::ExtentNotWholeRows {
                 max_extent: self.max_extent,
                 row_bytes: self.row_bytes(),

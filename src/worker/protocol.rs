@@ -76,8 +76,11 @@ pub enum RoleConfig {
         kv_cache: crate::wire::KvCacheDType,
         /// Activation dtype on the wire.
         activation_dtype: ActivationDType,
-        /// Token selection (last stage).
+        /// The session's default token selection (every micro-batch entry carries its own).
         sampling: SamplingPolicy,
+        /// Sequence slots: a KV cache each, and the capacity of every micro-batch table.
+        #[serde(default = "one_slot")]
+        max_sequences: u32,
     },
     /// A built-in test role: every output byte `i` is `input[i % input_len] ^ xor`, for the
     /// output extent the step declares. It exercises the data plane without a model.
@@ -152,12 +155,16 @@ pub enum OutputExtent {
         /// Payload bytes.
         bytes: u64,
     },
-    /// One output row per whole input row (activations: `rows * output_row_bytes`).
+    /// One output row per whole input row (activations: `rows * output_row_bytes`),
+    /// behind the same prefix (a micro-batch table passes through a stage unchanged).
     PerRow {
         /// Bytes of one input row.
         input_row_bytes: u64,
         /// Bytes of one output row.
         output_row_bytes: u64,
+        /// Bytes in front of the rows, on both sides (0: none).
+        #[serde(default)]
+        prefix_bytes: u64,
     },
 }
 
@@ -166,8 +173,9 @@ impl OutputExtent {
     pub fn resolve(self, input_extent: u64) -> u64 {
         match self {
             OutputExtent::Fixed { bytes } => bytes,
-            OutputExtent::PerRow { input_row_bytes, output_row_bytes } => {
-                (input_extent / input_row_bytes.max(1)).saturating_mul(output_row_bytes)
+            OutputExtent::PerRow { input_row_bytes, output_row_bytes, prefix_bytes } => {
+                let rows = input_extent.saturating_sub(prefix_bytes) / input_row_bytes.max(1);
+                prefix_bytes.saturating_add(rows.saturating_mul(output_row_bytes))
             }
         }
     }
@@ -520,4 +528,8 @@ pub fn decode_line<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, LineEr
         return Err(LineError::TooLong);
     }
     serde_json::from_str(line).map_err(|e| LineError::Malformed(e.to_string()))
+}
+
+fn one_slot() -> u32 {
+    1
 }

@@ -10,6 +10,7 @@ use crate::model::llama::{
     LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
 use crate::model::sampling::Sampler;
+use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags, MAX_CAPACITY, NO_TOKEN};
 use crate::wire::reason::{FaultReason, StepFailure};
 use crate::wire::{ActivationDType, Sequence};
 
@@ -25,14 +26,16 @@ pub enum Role {
         /// Sequence whose step fails.
         fail_on_sequence: Option<Sequence>,
     },
-    /// One stage of a llama-family model.
+    /// One stage of a llama-family model, computing micro-batches of several sequences.
     Llama {
-        /// The loaded stage.
+        /// The loaded stage (one KV cache per slot).
         stage: Box<LlamaStage>,
         /// Activation dtype on the wire.
         dtype: ActivationDType,
-        /// The sampler (last stage).
-        sampler: Sampler,
+        /// Each slot's sampler (last stage), made when the slot is reset.
+        samplers: Vec<Option<Sampler>>,
+        /// What every micro-batch table is checked against.
+        limits: BatchLimits,
     },
 }
 
@@ -51,7 +54,8 @@ impl Role {
                 max_seq_len,
                 kv_cache,
                 activation_dtype,
-                sampling,
+                sampling: _,
+                max_sequences,
             } => {
                 let spec = StageSpec {
                     layers,
@@ -62,11 +66,15 @@ impl Role {
                     device,
                     threads: compute_threads(),
                 };
-                match LlamaStage::load(std::path::Path::new(&weights), spec) {
+                let capacity = max_sequences.clamp(1, u32::from(MAX_CAPACITY)) as u16;
+                let loaded = LlamaStage::load(std::path::Path::new(&weights), spec)
+                    .and_then(|mut stage| stage.set_slots(usize::from(capacity)).map(|()| stage));
+                match loaded {
                     Ok(stage) => Ok(Role::Llama {
                         stage: Box::new(stage),
                         dtype: activation_dtype,
-                        sampler: Sampler::new(sampling),
+                        samplers: vec![None; usize::from(capacity)],
+                        limits: BatchLimits { capacity, max_seq_len },
                     }),
                     Err(StageError::Weights { reason, detail }) => {
                         eprintln!("swactor worker: weights: {detail}");
@@ -110,36 +118,21 @@ impl Role {
                 let len = usize::try_from(extent).map_err(|_| StepFailure::ComputeFailed)?;
                 Ok(transform(input.unwrap_or(&[]), *xor, len))
             }
-            Role::Llama { stage, dtype, sampler } => {
+            Role::Llama { stage, dtype, samplers, limits } => {
                 let input = input.ok_or(StepFailure::MissingInput)?;
                 if sequence == Sequence(0) {
                     stage.reset();
+                    samplers.iter_mut().for_each(|s| *s = None);
                 }
-                let hidden = stage.facts().hidden_size as usize;
-                let out = if stage.spec().embedding {
-                    if !input.len().is_multiple_of(4) {
-                        return Err(StepFailure::ComputeFailed);
-                    }
-                    let ids: Vec<u32> = input
-                        .chunks_exact(4)
-                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect();
-                    stage.forward_abortable(StageInput::Tokens(&ids), abort)
-                } else {
-                    decode_hidden(input, hidden, *dtype)
-                        .and_then(|h| stage.forward_abortable(StageInput::Hidden(&h), abort))
-                };
-                let bytes = match out {
-                    Ok(StageOutput::Logits(logits)) => {
-                        sampler.sample(&logits).to_le_bytes().to_vec()
-                    }
-                    Ok(StageOutput::Hidden(h)) => encode_hidden(&h, *dtype),
-                    Err(StageError::Aborted) => return Err(StepFailure::Aborted),
-                    Err(e) => {
-                        eprintln!("swactor worker: step {}: {e}", sequence.0);
-                        return Err(StepFailure::ComputeFailed);
-                    }
-                };
+                let bytes = llama_step(stage, *dtype, samplers, *limits, input, abort).map_err(
+                    |e| match e {
+                        StepError::Aborted => StepFailure::Aborted,
+                        StepError::Failed(m) => {
+                            eprintln!("swactor worker: step {}: {m}", sequence.0);
+                            StepFailure::ComputeFailed
+                        }
+                    },
+                )?;
                 if bytes.len() as u64 != extent {
                     eprintln!(
                         "swactor worker: step {} produced {} bytes, {extent} declared",
@@ -152,6 +145,78 @@ impl Role {
             }
         }
     }
+}
+
+enum StepError {
+    Aborted,
+    Failed(String),
+}
+
+/// One micro-batch through a llama stage: the table is checked (slots, positions that
+/// continue each slot's cache), reset slots are emptied, one batched forward runs over
+/// every row, and the output is the same table followed by the hidden rows or, on the
+/// last stage, one token per table entry (sampled with the entry's own sampler).
+fn llama_step(
+    stage: &mut LlamaStage,
+    dtype: ActivationDType,
+    samplers: &mut [Option<Sampler>],
+    limits: BatchLimits,
+    input: &[u8],
+    abort: &AtomicBool,
+) -> Result<Vec<u8>, StepError> {
+    let fail = |m: String| StepError::Failed(m);
+    let hidden = stage.facts().hidden_size as usize;
+    let embedding = stage.spec().embedding;
+    let row_bytes = if embedding { 4 } else { (hidden * dtype.wire().width() as usize) as u64 };
+    let (table, rows) = BatchTable::split_rows(input, limits, row_bytes)
+        .map_err(|e| fail(format!("micro-batch {}: {e}", e.code())))?;
+    for e in table.entries() {
+        let slot = e.slot as usize;
+        if e.flags.contains(EntryFlags::RESET) {
+            stage.reset_slot(slot);
+            samplers[slot] = Some(Sampler::new(e.sampling.policy()));
+        }
+        let at = stage.slot_position(slot);
+        if e.first_position as usize != at {
+            return Err(fail(format!(
+                "slot {slot} holds {at} positions, the micro-batch continues at {}",
+                e.first_position
+            )));
+        }
+    }
+    let slots: Vec<usize> = table
+        .entries()
+        .iter()
+        .flat_map(|e| std::iter::repeat_n(e.slot as usize, e.tokens as usize))
+        .collect();
+    let out = if embedding {
+        let ids: Vec<u32> =
+            rows.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        stage.forward_rows(&slots, StageInput::Tokens(&ids), abort)
+    } else {
+        decode_hidden(rows, hidden, dtype)
+            .and_then(|h| stage.forward_rows(&slots, StageInput::Hidden(&h), abort))
+    };
+    let mut bytes = table.encode();
+    match out {
+        Ok(StageOutput::Logits(logits)) => {
+            let vocab = logits.len() / table.entries().len().max(1);
+            let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
+            for (i, e) in table.entries().iter().enumerate() {
+                if !e.flags.contains(EntryFlags::SAMPLE) {
+                    continue;
+                }
+                let sampler = samplers[e.slot as usize]
+                    .get_or_insert_with(|| Sampler::new(e.sampling.policy()));
+                tokens[i] = sampler.sample(&logits[i * vocab..(i + 1) * vocab]);
+            }
+            bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+        }
+        Ok(StageOutput::Hidden(h)) => bytes.extend_from_slice(&encode_hidden(&h, dtype)),
+        Err(StageError::Aborted) => return Err(StepError::Aborted),
+        Err(e) => return Err(fail(e.to_string())),
+    }
+    Ok(bytes)
 }
 
 /// The worker's compute thread count: `SWACTOR_WORKER_THREADS`, which the node's worker

@@ -15,6 +15,7 @@ mod net;
 mod planner;
 mod pool;
 mod run;
+mod session;
 mod stage_worker;
 mod support;
 mod synth;

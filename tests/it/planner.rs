@@ -56,6 +56,7 @@ fn runtime() -> RuntimeConfig {
         activation_dtype: ActivationDType::F32,
         max_tokens: 64,
         sampling: SamplingPolicy::Greedy,
+        max_sequences: 1,
     }
 }
 
@@ -144,30 +145,76 @@ fn edges_chain_the_orchestrator_through_every_stage_and_back() {
 fn every_edge_has_an_object_spec_and_a_ring_spec_of_the_documented_shape() {
     let model = facts(6);
     let pool = pool(3);
-    for (dtype, width) in [(ActivationDType::F32, 4u64), (ActivationDType::F16, 2)] {
+    for (dtype, width, slots) in [
+        (ActivationDType::F32, 4u64, 1u16),
+        (ActivationDType::F16, 2, 1),
+        (ActivationDType::F32, 4, 8),
+    ] {
         let mut req = request(&model, &pool, Some(3));
         req.runtime.activation_dtype = dtype;
+        req.runtime.max_sequences = u32::from(slots);
         let p = plan(&req).expect("plan");
+        // Every object begins with the micro-batch table of `max_sequences` entries.
+        let table = swactor::wire::batch::table_bytes(slots);
         for e in &p.edges {
             assert!(e.ring.alignment.is_power_of_two());
             assert!(e.ring.capacity > 0 && e.ring.capacity % e.ring.alignment == 0);
+            assert_eq!(e.object.prefix_bytes, table);
             match e.kind {
                 EdgeKind::Activation { .. } => {
                     assert_eq!(e.object.payload, PayloadKind::Activations);
                     assert_eq!(u64::from(e.object.dtype.width()), width);
                     assert_eq!(
                         e.object.max_extent,
-                        1024 * 256 * width,
-                        "max_seq_len * hidden * width"
+                        table + 1024 * 256 * width,
+                        "table + max_seq_len * hidden * width"
+                    );
+                }
+                EdgeKind::TokenOut => {
+                    assert_eq!(e.object.payload, PayloadKind::TokenIds);
+                    assert_eq!(
+                        e.object.max_extent,
+                        table + 4 * u64::from(slots),
+                        "a token per entry"
                     );
                 }
                 _ => {
                     assert_eq!(e.object.payload, PayloadKind::TokenIds);
                     assert_eq!(e.object.dtype, WireDType::U32);
+                    assert_eq!(e.object.max_extent, table + 1024 * 4);
                 }
             }
         }
     }
+}
+
+#[test]
+fn the_kv_cache_prediction_counts_every_slot_and_too_many_slots_are_rejected() {
+    let model = facts(6);
+    let pool = pool(3);
+    let one = plan(&request(&model, &pool, Some(3))).expect("plan");
+    let mut req = request(&model, &pool, Some(3));
+    req.runtime.max_sequences = 4;
+    let four = plan(&req).expect("plan");
+    for (a, b) in one.stages.iter().zip(&four.stages) {
+        assert_eq!(b.prediction.kv_cache_bytes, 4 * a.prediction.kv_cache_bytes);
+    }
+    // A node too small for eight slots' caches is refused as exceeding its memory.
+    let need = four.stages[0].prediction.total_bytes;
+    let small = Pool {
+        nodes: pool
+            .nodes
+            .iter()
+            .map(|n| swactor::planner::pool::PoolNode { memory_bytes: need, ..n.clone() })
+            .collect(),
+        ..pool.clone()
+    };
+    let mut req = request(&model, &small, Some(3));
+    req.runtime.max_sequences = 64;
+    let err = plan(&req).expect_err("too many slots");
+    assert_eq!(err.reason, PlanRejection::ExceedsNodeMemory, "{err}");
+    req.runtime.max_sequences = 0;
+    assert_eq!(plan(&req).expect_err("zero").reason, PlanRejection::InvalidRuntime);
 }
 
 #[test]

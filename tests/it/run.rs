@@ -15,19 +15,19 @@ use serde_json::Value;
 
 use crate::support::{Partition, port_of, scratch, synth_model};
 
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn exe() -> PathBuf {
+pub(crate) fn exe() -> PathBuf {
     assert_cmd::cargo::cargo_bin("swactor")
 }
 
-fn signal(pid: u32, sig: rustix::process::Signal) {
+pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
     rustix::process::kill_process(pid, sig).expect("signal");
 }
 
 /// Three booted nodes, an orchestrator key and the pool file naming them.
-struct Nodes {
+pub(crate) struct Nodes {
     dir: PathBuf,
     /// Each node's SWIM and QUIC ports.
     ports: Vec<[u16; 2]>,
@@ -47,7 +47,11 @@ impl Drop for Nodes {
 
 impl Nodes {
     /// Boots `n` nodes; `env(i)` adds environment variables to node `i`.
-    fn boot(name: &str, n: u32, env: impl Fn(u32) -> Vec<(&'static str, String)>) -> Nodes {
+    pub(crate) fn boot(
+        name: &str,
+        n: u32,
+        env: impl Fn(u32) -> Vec<(&'static str, String)>,
+    ) -> Nodes {
         let dir = scratch().join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
@@ -102,16 +106,58 @@ impl Nodes {
         nodes
     }
 
-    fn admin(&self, i: u32) -> PathBuf {
+    /// Boots node `i` again after it died: the same key, the same addresses (the pool
+    /// file stays true), joining through another node.
+    pub(crate) fn restart(&mut self, i: u32) {
+        let slot = (i - 1) as usize;
+        let _ = self.children[slot].kill();
+        let _ = self.children[slot].wait();
+        let other = if i == 1 { 1 } else { 0 };
+        let seed = format!("127.0.0.1:{}", self.ports[other][0]);
+        let orch = {
+            let out = Command::new(exe())
+                .args(["node", "id", "--key"])
+                .arg(&self.key)
+                .output()
+                .expect("id");
+            String::from_utf8(out.stdout).expect("utf8").trim().to_string()
+        };
+        let _ = std::fs::remove_file(self.admin(i));
+        let mut child = Command::new(exe())
+            .args(["node", "boot", "--json", "--node-id", &i.to_string()])
+            .args(["--listen", &format!("127.0.0.1:{}", self.ports[slot][1])])
+            .args(["--swim", &format!("127.0.0.1:{}", self.ports[slot][0])])
+            .arg("--key")
+            .arg(self.dir.join(format!("n{i}.key")))
+            .arg("--admin")
+            .arg(self.admin(i))
+            .arg("--cache")
+            .arg(self.dir.join(format!("cache{i}")))
+            .args(["--orchestrator", &orch, "--join", &seed])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn node");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        lines
+            .by_ref()
+            .map(|l| serde_json::from_str::<Value>(&l.expect("read")).expect("json"))
+            .find(|v| v["type"] == "node_available")
+            .expect("node_available line");
+        std::thread::spawn(move || for _ in lines {});
+        self.children[slot] = child;
+    }
+
+    pub(crate) fn admin(&self, i: u32) -> PathBuf {
         self.dir.join(format!("n{i}.sock"))
     }
 
-    fn pid(&self, i: u32) -> u32 {
+    pub(crate) fn pid(&self, i: u32) -> u32 {
         self.children[(i - 1) as usize].id()
     }
 
     /// `orchestrate pool` on this pool, as a child with its stdout lines on a channel.
-    fn orchestrate(&self, model: &Path, extra: &[&str]) -> Running {
+    pub(crate) fn orchestrate(&self, model: &Path, extra: &[&str]) -> Running {
         let mut child = Command::new(exe())
             .args(["orchestrate", "pool", "--json", "--listen", "127.0.0.1:0"])
             .args(["--swim", "127.0.0.1:0", "--window-ms", "300", "--pool-timeout", "30"])
@@ -147,7 +193,7 @@ impl Nodes {
     }
 
     /// What the node's admin socket shows.
-    fn inspect(&self, i: u32) -> Value {
+    pub(crate) fn inspect(&self, i: u32) -> Value {
         let out = Command::new(exe())
             .args(["edge", "inspect", "--json", "--node"])
             .arg(self.admin(i))
@@ -157,7 +203,7 @@ impl Nodes {
     }
 
     /// Waits until node `i` holds no arena lease, no installed ring and no device object.
-    fn assert_clean(&self, i: u32) {
+    pub(crate) fn assert_clean(&self, i: u32) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let v = self.inspect(i);
@@ -171,8 +217,8 @@ impl Nodes {
 }
 
 /// A running orchestrator.
-struct Running {
-    child: Child,
+pub(crate) struct Running {
+    pub(crate) child: Child,
     rx: mpsc::Receiver<Value>,
     lines: Vec<Value>,
     stderr: Option<std::thread::JoinHandle<String>>,
@@ -180,7 +226,7 @@ struct Running {
 
 impl Running {
     /// Waits for a line matching `pred` (keeping every line seen).
-    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
+    pub(crate) fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -198,7 +244,7 @@ impl Running {
     }
 
     /// Waits for the exit; returns the exit code and every line.
-    fn finish(mut self) -> (i32, Vec<Value>, String) {
+    pub(crate) fn finish(mut self) -> (i32, Vec<Value>, String) {
         let deadline = Instant::now() + Duration::from_secs(90);
         let status = loop {
             if let Some(s) = self.child.try_wait().expect("wait") {
@@ -218,7 +264,7 @@ impl Running {
     }
 }
 
-fn events<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn events<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
     lines.iter().filter(|v| v["type"] == kind).collect()
 }
 
@@ -229,7 +275,7 @@ fn position(lines: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
 /// Exactly one terminal outcome, `run_torn_down` last of the events, every stage of
 /// `stages` reported stopped before it, and every part confirmed its teardown (nothing
 /// `unconfirmed`: the deadline did not end it).
-fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64]) {
+pub(crate) fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, stages: &[u64]) {
     let terminal: Vec<&Value> = lines
         .iter()
         .filter(|v| {
@@ -359,7 +405,7 @@ fn a_three_stage_run_reproduces_the_reference_tokens_with_every_event_in_contrac
 }
 
 /// File descriptors, threads, arena leases and child processes of a node.
-fn footprint(nodes: &Nodes, i: u32) -> (usize, usize, u64, usize) {
+pub(crate) fn footprint(nodes: &Nodes, i: u32) -> (usize, usize, u64, usize) {
     let pid = nodes.pid(i);
     let count = |p: String| std::fs::read_dir(p).map(|d| d.count()).unwrap_or(0);
     let children = std::fs::read_dir("/proc")
@@ -568,7 +614,7 @@ fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
 
 /// Stage `stage` of node `node` was reported lost, never stopped, and the teardown counted
 /// it as lost.
-fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {
+pub(crate) fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {
     let lost = events(lines, "stage_lost");
     assert!(
         lost.iter().any(|v| v["stage_index"] == stage && v["node_id"] == node),

@@ -13,6 +13,9 @@ use swactor::model::llama::ComputeDevice;
 use swactor::model::sampling::Sampler;
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
+use swactor::wire::batch::{
+    BatchEntry, BatchLimits, BatchTable, EntryFlags, EntrySampling, table_bytes, token_out_bytes,
+};
 use swactor::wire::reason::{FaultReason, WeightsFailure};
 use swactor::wire::{
     ActivationDType, EdgeId, HEADER_LEN, LayerRange, ObjectFlags, ObjectHeader, ObjectId,
@@ -87,8 +90,12 @@ fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
         kv_cache: Default::default(),
         activation_dtype: ActivationDType::F32,
         sampling: SamplingPolicy::Greedy,
+        max_sequences: u32::from(SLOTS),
     }
 }
+
+/// Sequence slots of every stage in these tests (two sequences share each micro-batch).
+const SLOTS: u16 = 2;
 
 /// Starts a worker, configures its role (the weights load), installs an ingress and an
 /// egress ring. A role that fails to configure returns its reason.
@@ -270,9 +277,13 @@ impl Worker {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_tokens() {
-    let prompt: Vec<u32> = (0..9).map(|i| (i * 29 + 3) % 290).collect();
+    // Two sequences of different lengths share every micro-batch; each must get exactly
+    // the tokens the one-process run gives its prompt alone.
+    let prompts: [Vec<u32>; 2] = [
+        (0..9).map(|i| (i * 29 + 3) % 290).collect(),
+        (0..4).map(|i| (i * 13 + 7) % 290).collect(),
+    ];
     let steps = 8u32;
-    let mut reference = Vec::new();
     let mut whole = LocalPipeline::load(
         &model(),
         &[LayerRange::new(0, 6)],
@@ -283,23 +294,50 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         1,
     )
     .expect("load");
-    generate(&mut whole, &prompt, steps, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
-        reference.push(t)
-    })
-    .expect("generate");
+    let reference: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| {
+            let mut out = Vec::new();
+            whole.reset();
+            generate(&mut whole, p, steps, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
+                out.push(t)
+            })
+            .expect("generate");
+            out
+        })
+        .collect();
 
-    let act = ObjectSpec::activations(MAX_SEQ, HIDDEN, ActivationDType::F32);
-    let mut a =
-        start(stage(LayerRange::new(0, 2), true, false), ObjectSpec::token_ids(MAX_SEQ), act)
-            .await
-            .expect("stage 0");
-    let mut b = start(stage(LayerRange::new(2, 6), false, true), act, ObjectSpec::token_ids(1))
-        .await
-        .expect("stage 1");
-    let mut tokens = Vec::new();
-    let mut input = prompt.clone();
+    let act = ObjectSpec::activations(MAX_SEQ, HIDDEN, ActivationDType::F32).with_table(SLOTS);
+    let mut a = start(
+        stage(LayerRange::new(0, 2), true, false),
+        ObjectSpec::token_ids(MAX_SEQ).with_table(SLOTS),
+        act,
+    )
+    .await
+    .expect("stage 0");
+    let out_spec = ObjectSpec::token_ids(u32::from(SLOTS)).with_table(SLOTS);
+    let mut b =
+        start(stage(LayerRange::new(2, 6), false, true), act, out_spec).await.expect("stage 1");
+    let mut tokens: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut inputs = prompts.clone();
+    let mut positions = [0u32; 2];
     for seq in 0..u64::from(steps) {
-        let payload: Vec<u8> = input.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let entries: Vec<BatchEntry> = (0..2)
+            .map(|s| BatchEntry {
+                slot: s as u32,
+                first_position: positions[s],
+                tokens: inputs[s].len() as u32,
+                flags: if seq == 0 {
+                    EntryFlags::RESET | EntryFlags::SAMPLE
+                } else {
+                    EntryFlags::SAMPLE
+                },
+                sampling: EntrySampling::default(),
+            })
+            .collect();
+        let table = BatchTable::new(SLOTS, entries);
+        let mut payload = table.encode();
+        payload.extend(inputs.iter().flatten().flat_map(|t| t.to_le_bytes()));
         let flags = if seq == 0 { ObjectFlags::PREFILL } else { ObjectFlags::NONE };
         let mut object =
             ObjectHeader::new(ObjectId(seq + 1), Sequence(seq), payload.len() as u64, flags)
@@ -308,23 +346,30 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         object.extend_from_slice(&payload);
         a.push_all(&object).await;
         let (h, _) = a.loaded().await;
-        let act_extent = (input.len() * HIDDEN as usize * 4) as u64;
+        let rows: usize = inputs.iter().map(Vec::len).sum();
+        let act_extent = table_bytes(SLOTS) + (rows * HIDDEN as usize * 4) as u64;
         a.execute(seq, h, act_extent).await;
         // Byte-blind hop: whatever stage 0 committed goes to stage 1 unchanged.
         let hop = a.pull_exact(HEADER_LEN + act_extent as usize).await;
         b.push_all(&hop).await;
         let (h, extent) = b.loaded().await;
         assert_eq!(extent, act_extent);
-        b.execute(seq, h, 4).await;
-        let out = b.pull_exact(HEADER_LEN + 4).await;
+        let out_extent = token_out_bytes(SLOTS);
+        b.execute(seq, h, out_extent).await;
+        let out = b.pull_exact(HEADER_LEN + out_extent as usize).await;
         let header =
             ObjectHeader::decode(out[..HEADER_LEN].try_into().expect("header")).expect("valid");
-        assert_eq!((header.sequence, header.extent), (Sequence(seq), 4));
-        let token = u32::from_le_bytes(out[HEADER_LEN..].try_into().expect("token"));
-        tokens.push(token);
-        input = vec![token];
+        assert_eq!((header.sequence, header.extent), (Sequence(seq), out_extent));
+        let limits = BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ };
+        let (back, sampled) = BatchTable::split_tokens(&out[HEADER_LEN..], limits).expect("tokens");
+        assert_eq!(back, table, "the table passes through every stage unchanged");
+        for s in 0..2 {
+            positions[s] += inputs[s].len() as u32;
+            tokens[s].push(sampled[s]);
+            inputs[s] = vec![sampled[s]];
+        }
     }
-    assert_eq!(tokens, reference);
+    assert_eq!(tokens.to_vec(), reference);
     a.stop().await;
     b.stop().await;
 }

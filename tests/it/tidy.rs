@@ -56,6 +56,8 @@ fn lookup(rel: &str) -> Option<u8> {
         ("stage/controller.rs", 2),
         ("orchestrator/run.rs", 2),
         ("orchestrator/tokens.rs", 2),
+        ("orchestrator/scheduler.rs", 2),
+        ("orchestrator/requests.rs", 2),
         ("workerctl/fsm.rs", 2),
         ("worker/ingress.rs", 2),
         ("worker/egress.rs", 2),

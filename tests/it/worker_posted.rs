@@ -35,7 +35,11 @@ fn post(step: u64, ring: RingId, edge: u64, seq: u64, out: RingId) -> Command {
             ring_id: out,
             object_id: ObjectId(100 + seq),
             sequence: Sequence(seq),
-            extent: OutputExtent::PerRow { input_row_bytes: ROW, output_row_bytes: ROW },
+            extent: OutputExtent::PerRow {
+                input_row_bytes: ROW,
+                output_row_bytes: ROW,
+                prefix_bytes: 0,
+            },
             flags: ObjectFlags::NONE,
         },
     }

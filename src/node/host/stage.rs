@@ -247,6 +247,7 @@ impl StageHost {
             }
             StageEvent::StageStopped { run_id, stage_index } => {
                 self.executor.forget_routes(self.records.keys().copied());
+                self.executor.forget_connections();
                 for r in self.records.values_mut() {
                     if r.state != "failed" {
                         r.state = "stopped";

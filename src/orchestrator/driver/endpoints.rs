@@ -26,14 +26,14 @@ impl RingUser for TokenUser {
         edge_id: EdgeId,
         direction: Direction,
         layout: RingLayout,
-        _object: ObjectSpec,
+        object: ObjectSpec,
         ring: Ring,
     ) -> Result<bool, AttachFault> {
         let ring_id = layout.ring_id;
         match direction {
             Direction::Send => self.token_in = Some((ring_id, TokenIn::new(ring_id, ring))),
             Direction::Recv => {
-                self.token_out = Some((ring_id, TokenOut::new(ring_id, edge_id, ring)))
+                self.token_out = Some((ring_id, TokenOut::new(ring_id, edge_id, object, ring)))
             }
         }
         Ok(true)

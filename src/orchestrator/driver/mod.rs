@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use iroh::Endpoint;
 
 use super::pool_phase::{PoolNotice, PoolPhase, Role};
-use super::run::RunTimeouts;
+use super::requests::{Request, RequestResult};
+use super::run::{RunTimeouts, SessionLimits};
 use crate::events::{Event, EventLine, RunOutcome};
 use crate::membership::auth::RejectRecord;
 use crate::membership::pool_gate::GateEvent;
@@ -58,8 +59,10 @@ pub struct OrchestrateConfig {
     pub model: PathBuf,
     /// Where stages get the weights.
     pub source: WeightSource,
-    /// Prompt token ids.
-    pub prompt: Vec<u32>,
+    /// The session's requests (a run of one prompt is a session of one request).
+    pub requests: Vec<Request>,
+    /// How the session's scheduler is sized beyond the plan.
+    pub session: SessionLimits,
     /// Stage count (`None`: one per node).
     pub stages: Option<u32>,
     /// Placement.
@@ -80,8 +83,13 @@ pub struct OrchestrateConfig {
 pub trait RunSink {
     /// One event line of the ordered stream.
     fn event(&mut self, line: &EventLine);
-    /// A generated token and its text (possibly empty while a character is incomplete).
-    fn token(&mut self, id: u32, text: &str);
+    /// A generated token of request `request` (its index in the config) and its text
+    /// (possibly empty while a character is incomplete).
+    fn token(&mut self, request: usize, id: u32, text: &str);
+    /// What became of request `request`: its result or error (once per request).
+    fn result(&mut self, request: usize, result: &RequestResult) {
+        let _ = (request, result);
+    }
     /// A progress message while the pool converges and weights load.
     fn progress(&mut self, message: &str);
 }
@@ -95,10 +103,12 @@ pub struct RunReport {
     pub stop: Option<crate::events::CompletionCause>,
     /// The first fault, for a faulted run.
     pub fault: Option<RunFault>,
-    /// Generated token ids (EOS excluded).
+    /// Generated token ids of the first request (EOS excluded).
     pub tokens: Vec<u32>,
-    /// Text left in the detokenizer at the end.
+    /// Text left in the first request's detokenizer at the end.
     pub tail: String,
+    /// Every request's result or error, in request order.
+    pub results: Vec<RequestResult>,
     /// The plan that ran.
     pub plan: RunPlan,
     /// From start to the pool being ready.
@@ -208,7 +218,11 @@ async fn run_on(
         stages: config.stages,
         placement: config.placement.clone(),
         runtime: config.runtime,
-        prompt_tokens: (config.prompt.len() as u32).min(config.runtime.max_seq_len),
+        // One prompt is checked by the planner; a session refuses each request itself.
+        prompt_tokens: match &config.requests[..] {
+            [one] => (one.prompt.len() as u32).min(config.runtime.max_seq_len),
+            _ => 0,
+        },
     };
     let plan = plan(&request).map_err(OrchestrateError::Plan)?;
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));

@@ -21,10 +21,12 @@ use crate::edge::executor::{PlaneExecutor, PumpNotice};
 use crate::edge::plane::{EdgePlane, PlaneEvent};
 use crate::events::{Direction, Event, EventLine, RunOutcome};
 use crate::membership::pool_gate::GateEvent;
-use crate::model::tokenizer::{Detokenizer, Tokenizer};
+use crate::model::tokenizer::Tokenizer;
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
+use crate::orchestrator::requests::RequestBook;
 use crate::orchestrator::run::{RunCommand, RunFsm};
+use crate::orchestrator::scheduler::{FinishReason, SeqOutput, SeqRequest};
 use crate::orchestrator::tokens::TokenOutEvent;
 use crate::ring::Wake as RingWake;
 use crate::wire::reason::{
@@ -55,8 +57,13 @@ pub(super) struct RunLoop<'t> {
     wakes: mpsc::UnboundedReceiver<Wake>,
     refusals: mpsc::UnboundedReceiver<Refusal>,
     node_of: HashMap<StageIndex, NodeId>,
-    detok: Detokenizer<'t>,
+    /// Every request's text and result.
+    book: RequestBook<'t>,
+    /// Refusals not yet given to the sink.
+    unsent: Vec<usize>,
+    /// The first request's tokens and detokenizer tail (a run of one prompt).
     tokens: Vec<u32>,
+    tail: String,
     first_token_at: Option<Instant>,
     last_token_at: Instant,
     fault: Option<RunFault>,
@@ -93,10 +100,32 @@ impl<'t> RunLoop<'t> {
         let executor = PlaneExecutor::new(endpoint.clone(), router, arena, move |edge, n| {
             let _ = notices.send(Wake::Pump(edge, n));
         });
+        let now = Instant::now();
+        let mut fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
+        let mut book = RequestBook::new(tokenizer, config.requests.clone());
+        let mut unsent = Vec::new();
+        for (index, r) in config.requests.iter().enumerate() {
+            let req = SeqRequest {
+                prompt: r.prompt.clone(),
+                max_tokens: r.max_tokens,
+                sampling: r.sampling,
+            };
+            match fsm.submit(now, req) {
+                Ok(seq) => book.admitted(index, seq),
+                Err(refusal) => {
+                    book.refused(index, refusal.code());
+                    unsent.push(index);
+                }
+            }
+        }
+        fsm.close_input(now);
         Ok(RunLoop {
             t0,
             me: config.pool.orchestrator.node_id,
-            fsm: RunFsm::start(Instant::now(), &plan, config.prompt.clone(), config.timeouts),
+            fsm,
+            book,
+            unsent,
+            tail: String::new(),
             node_of: plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect(),
             plan,
             plane: EdgePlane::new(manager, Component::TokenEndpoint),
@@ -104,7 +133,6 @@ impl<'t> RunLoop<'t> {
             user: TokenUser { token_in: None, token_out: None, wakes: tx },
             wakes,
             refusals,
-            detok: Detokenizer::new(tokenizer),
             tokens: Vec::new(),
             first_token_at: None,
             last_token_at: t0,
@@ -178,11 +206,23 @@ impl<'t> RunLoop<'t> {
                 if let Event::RunTornDown { .. } = ev {
                     self.torn_down = true;
                 }
+                if let Event::ReadinessBarrierPassed { .. } = ev {
+                    self.book.serving(Instant::now());
+                }
                 emit(sink, self.t0, ev);
             }
             while let Some(cmd) = self.fsm.poll_command() {
                 progressed = true;
                 self.command(cmd, phase, sink);
+            }
+            while let Some(out) = self.fsm.poll_output() {
+                progressed = true;
+                self.output(out, sink);
+            }
+            for index in std::mem::take(&mut self.unsent) {
+                if let Some(r) = self.book.result(index) {
+                    sink.result(index, r);
+                }
             }
             progressed |= self.executor.drive(&mut self.plane, &mut self.user).await;
             while let Some(ev) = self.plane.poll_event() {
@@ -228,9 +268,9 @@ impl<'t> RunLoop<'t> {
                 }
             }
             RunCommand::StartTokenEndpoints => self.start_token_endpoints(sink),
-            RunCommand::Inject { object_id, sequence, tokens } => {
+            RunCommand::Inject { object_id, sequence, payload, prefill } => {
                 let Some((_, tin)) = self.user.token_in.as_mut() else { return };
-                match tin.inject(object_id, sequence, &tokens) {
+                match tin.inject(object_id, sequence, &payload, prefill) {
                     Ok(RingWake::Send) => self.executor.wake(self.token_in_edge()),
                     Ok(_) => {}
                     Err(_) => {
@@ -401,27 +441,17 @@ impl<'t> RunLoop<'t> {
         }
     }
 
-    /// Reads every token the token-out ring holds into the run FSM.
-    fn tokens(&mut self, sink: &mut dyn RunSink) {
+    /// Reads every token-out object the ring holds into the run FSM.
+    fn tokens(&mut self, _sink: &mut dyn RunSink) {
         let now = Instant::now();
         let events = match self.user.token_out.as_mut() {
             Some((_, tout)) => tout.poll(),
             None => Vec::new(),
         };
-        let (eos, vocab) = (self.plan.model.eos_token_id, self.plan.model.vocab_size);
         for ev in events {
             match ev {
-                TokenOutEvent::Token { object_id, sequence, token } => {
-                    let before = self.fsm.outcome();
-                    self.fsm.token_received(now, object_id, sequence, token);
-                    let kept = matches!(self.fsm.outcome(), None | Some(RunOutcome::Completed));
-                    if before.is_none() && kept && Some(token) != eos && token < vocab {
-                        self.first_token_at.get_or_insert(now);
-                        self.last_token_at = now;
-                        self.tokens.push(token);
-                        let text = self.detok.push(token);
-                        sink.token(token, &text);
-                    }
+                TokenOutEvent::Object { object_id, sequence, payload } => {
+                    self.fsm.token_received(now, object_id, sequence, &payload);
                 }
                 TokenOutEvent::Fault(reason) => {
                     let edge = Some(self.token_out_edge());
@@ -432,8 +462,42 @@ impl<'t> RunLoop<'t> {
         }
     }
 
+    /// A sequence's token or end: its text to the sink; a stop string cancels it.
+    fn output(&mut self, out: SeqOutput, sink: &mut dyn RunSink) {
+        let now = Instant::now();
+        match out {
+            SeqOutput::Token { id, token } => {
+                let Some(note) = self.book.token(now, id, token) else { return };
+                self.first_token_at.get_or_insert(now);
+                self.last_token_at = now;
+                if note.index == 0 {
+                    self.tokens.push(token);
+                }
+                sink.token(note.index, token, &note.piece);
+                if note.stop {
+                    self.fsm.cancel(now, id, FinishReason::Stop);
+                }
+            }
+            SeqOutput::Finished { id, reason, prompt, generated } => {
+                let fault = match (self.fault, self.fsm.outcome()) {
+                    (Some(f), _) => f.reason.to_string(),
+                    (None, Some(RunOutcome::OperatorStopped)) => "operator.stopped".into(),
+                    _ => "session.ended".into(),
+                };
+                if let Some((index, result, tail)) =
+                    self.book.finished(id, reason, &prompt, generated, &fault)
+                {
+                    sink.result(index, result);
+                    if index == 0 {
+                        self.tail = tail;
+                    }
+                }
+            }
+        }
+    }
+
     /// How the run ended.
-    pub(super) fn report(mut self, pool_ready_after: Duration) -> RunReport {
+    pub(super) fn report(self, pool_ready_after: Duration) -> RunReport {
         let outcome = self.fsm.outcome().unwrap_or(RunOutcome::Faulted);
         let fault = match (outcome, self.fault) {
             (RunOutcome::Faulted, None) => Some(RunFault {
@@ -450,7 +514,8 @@ impl<'t> RunLoop<'t> {
             stop: self.fsm.cause(),
             fault,
             tokens: self.tokens,
-            tail: self.detok.finish(),
+            tail: self.tail,
+            results: self.book.into_results(),
             plan: self.plan,
             pool_ready_after,
             first_token_after: self.first_token_at.map(|t| t - self.t0),

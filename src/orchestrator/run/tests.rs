@@ -67,10 +67,50 @@ fn the_plan(max_tokens: u32) -> RunPlan {
             activation_dtype: ActivationDType::F32,
             max_tokens,
             sampling: SamplingPolicy::Greedy,
+            max_sequences: 1,
         },
         prompt_tokens: 4,
     })
     .expect("plan")
+}
+
+/// The table the session sends for step `k` of its one request (a prompt of
+/// `prompt_len`), in slot 0.
+fn table_for(prompt_len: u32, k: u64) -> BatchTable {
+    use crate::wire::batch::{BatchEntry, EntrySampling};
+    let (first, tokens, flags) = if k == 0 {
+        (0, prompt_len, EntryFlags::RESET | EntryFlags::SAMPLE)
+    } else {
+        (prompt_len + k as u32 - 1, 1, EntryFlags::SAMPLE)
+    };
+    BatchTable::new(
+        1,
+        vec![BatchEntry {
+            slot: 0,
+            first_position: first,
+            tokens,
+            flags,
+            sampling: EntrySampling::default(),
+        }],
+    )
+}
+
+fn inject_for(prompt_len: u32, k: u64, tokens: &[u32]) -> RunCommand {
+    let mut payload = table_for(prompt_len, k).encode();
+    payload.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    RunCommand::Inject {
+        object_id: ObjectId(k + 1),
+        sequence: Sequence(k),
+        payload,
+        prefill: k == 0,
+    }
+}
+
+/// The token-out payload of step `k` of `running`'s request (a 4-token prompt).
+fn out(seq: Sequence, token: u32) -> Vec<u8> {
+    let mut payload = table_for(4, seq.0).encode();
+    payload.extend_from_slice(&token.to_le_bytes());
+    payload
 }
 
 const T: RunTimeouts = RunTimeouts {
@@ -88,7 +128,7 @@ fn drain(f: &mut RunFsm) -> (Vec<RunCommand>, Vec<Event>) {
 
 fn running(max_tokens: u32) -> (RunFsm, Instant) {
     let now = Instant::now();
-    let mut f = RunFsm::start(now, &the_plan(max_tokens), vec![10, 11, 12, 13], T);
+    let mut f = RunFsm::start_one(now, &the_plan(max_tokens), vec![10, 11, 12, 13], T);
     drain(&mut f);
     for s in 0..3u32 {
         f.stage_ready(now, RunId(5), StageIndex(s), NodeId(u64::from(s) + 1)).expect("ready");
@@ -105,7 +145,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
 #[test]
 fn provisioning_goes_to_every_stage_at_once_and_the_prompt_waits_for_the_barrier() {
     let now = Instant::now();
-    let mut f = RunFsm::start(now, &the_plan(8), vec![10, 11], T);
+    let mut f = RunFsm::start_one(now, &the_plan(8), vec![10, 11], T);
     let (cmds, events) = drain(&mut f);
     assert_eq!(
         cmds,
@@ -145,14 +185,7 @@ fn provisioning_goes_to_every_stage_at_once_and_the_prompt_waits_for_the_barrier
     assert!(drain(&mut f).0.is_empty(), "no injection before every stage is ready");
     f.stage_ready(now, RunId(5), StageIndex(2), NodeId(3)).expect("ready");
     let (cmds, events) = drain(&mut f);
-    assert_eq!(
-        cmds,
-        vec![RunCommand::Inject {
-            object_id: ObjectId(1),
-            sequence: Sequence(0),
-            tokens: vec![10, 11]
-        }]
-    );
+    assert_eq!(cmds, vec![inject_for(2, 0, &[10, 11])]);
     assert_eq!(kinds(&events), ["stage_ready", "readiness_barrier_passed", "prompt_injected"]);
 }
 
@@ -160,18 +193,11 @@ fn provisioning_goes_to_every_stage_at_once_and_the_prompt_waits_for_the_barrier
 fn each_token_is_injected_back_only_after_it_arrived_and_max_tokens_completes() {
     let (mut f, now) = running(3);
     for (k, tok) in [(0u64, 50u32), (1, 51)] {
-        f.token_received(now, ObjectId(k + 1), Sequence(k), tok);
+        f.token_received(now, ObjectId(k + 1), Sequence(k), &out(Sequence(k), tok));
         let (cmds, _) = drain(&mut f);
-        assert_eq!(
-            cmds,
-            vec![RunCommand::Inject {
-                object_id: ObjectId(k + 2),
-                sequence: Sequence(k + 1),
-                tokens: vec![tok]
-            }]
-        );
+        assert_eq!(cmds, vec![inject_for(4, k + 1, &[tok])]);
     }
-    f.token_received(now, ObjectId(3), Sequence(2), 52);
+    f.token_received(now, ObjectId(3), Sequence(2), &out(Sequence(2), 52));
     let (cmds, events) = drain(&mut f);
     assert!(!cmds.iter().any(|c| matches!(c, RunCommand::Inject { .. })));
     assert!(events.contains(&Event::RunCompleted {
@@ -185,7 +211,7 @@ fn each_token_is_injected_back_only_after_it_arrived_and_max_tokens_completes() 
 #[test]
 fn eos_completes_and_teardown_ends_with_one_run_torn_down_last() {
     let (mut f, now) = running(10);
-    f.token_received(now, ObjectId(1), Sequence(0), EOS);
+    f.token_received(now, ObjectId(1), Sequence(0), &out(Sequence(0), EOS));
     let (cmds, events) = drain(&mut f);
     assert_eq!(
         cmds,
@@ -237,7 +263,7 @@ fn the_first_fault_is_kept_and_there_is_one_terminal_outcome() {
     );
     f.fault(now, StreamFault::WriteFailed.into(), Component::Driver, None, None, None);
     f.operator_stop(now, OperatorStop::Interrupt);
-    f.token_received(now, ObjectId(1), Sequence(0), 5);
+    f.token_received(now, ObjectId(1), Sequence(0), &out(Sequence(0), 5));
     let (_, events) = drain(&mut f);
     let terminal: Vec<&Event> = events.iter().filter(|e| e.is_terminal_outcome()).collect();
     assert_eq!(terminal.len(), 1);
@@ -250,13 +276,13 @@ fn the_first_fault_is_kept_and_there_is_one_terminal_outcome() {
 #[test]
 fn an_out_of_order_or_out_of_vocabulary_token_faults_the_run() {
     let (mut f, now) = running(10);
-    f.token_received(now, ObjectId(2), Sequence(1), 7);
+    f.token_received(now, ObjectId(2), Sequence(1), &out(Sequence(1), 7));
     assert!(drain(&mut f).1.iter().any(|e| matches!(
         e,
         Event::RunFaulted { reason: FaultReason::Token(TokenFault::OutOfOrder), .. }
     )));
     let (mut f, now) = running(10);
-    f.token_received(now, ObjectId(1), Sequence(0), 300);
+    f.token_received(now, ObjectId(1), Sequence(0), &out(Sequence(0), 300));
     assert!(drain(&mut f).1.iter().any(|e| matches!(
         e,
         Event::RunFaulted { reason: FaultReason::Token(TokenFault::OutOfVocab), .. }
@@ -287,7 +313,7 @@ fn operator_stop_and_timeouts_end_in_teardown_even_if_stages_never_answer() {
     );
 
     let now = Instant::now();
-    let mut f = RunFsm::start(now, &the_plan(4), vec![1], T);
+    let mut f = RunFsm::start_one(now, &the_plan(4), vec![1], T);
     drain(&mut f);
     f.handle_timeout(now + T.readiness);
     assert!(drain(&mut f).1.iter().any(|e| matches!(
@@ -302,14 +328,14 @@ fn a_full_context_completes_the_run_before_the_step_that_would_overflow_it() {
     // 125th is still delivered, but feeding it would overflow, so the run completes.
     let (mut f, now) = running(1000);
     for k in 0..124u64 {
-        f.token_received(now, ObjectId(k + 1), Sequence(k), 50);
+        f.token_received(now, ObjectId(k + 1), Sequence(k), &out(Sequence(k), 50));
         let (cmds, _) = drain(&mut f);
         assert!(
             matches!(cmds.as_slice(), [RunCommand::Inject { sequence, .. }] if *sequence == Sequence(k + 1)),
             "token {k} is fed back: {cmds:?}"
         );
     }
-    f.token_received(now, ObjectId(125), Sequence(124), 50);
+    f.token_received(now, ObjectId(125), Sequence(124), &out(Sequence(124), 50));
     let (cmds, events) = drain(&mut f);
     assert!(!cmds.iter().any(|c| matches!(c, RunCommand::Inject { .. })), "{cmds:?}");
     assert!(events.contains(&Event::RunCompleted {
@@ -323,7 +349,7 @@ fn a_full_context_completes_the_run_before_the_step_that_would_overflow_it() {
 #[test]
 fn run_torn_down_waits_for_the_token_endpoints_and_every_stage_in_any_order() {
     let (mut f, now) = running(10);
-    f.token_received(now, ObjectId(1), Sequence(0), EOS);
+    f.token_received(now, ObjectId(1), Sequence(0), &out(Sequence(0), EOS));
     drain(&mut f);
     f.token_endpoints_stopped();
     f.stage_stopped(RunId(5), StageIndex(0), NodeId(1)).expect("stopped");
@@ -425,7 +451,7 @@ fn a_consequence_that_comes_first_gives_way_to_its_cause_within_the_settle_windo
     assert_eq!(drain(&mut f), (vec![], vec![]), "nothing is reported or stopped yet");
     assert_eq!(f.poll_timeout(), Some(now + SETTLE));
     // Meanwhile the pipeline is broken: a token or a stop changes nothing.
-    f.token_received(now, ObjectId(1), Sequence(0), 5);
+    f.token_received(now, ObjectId(1), Sequence(0), &out(Sequence(0), 5));
     f.operator_stop(now, OperatorStop::Interrupt);
     f.fault(now, ControlFault::ConnectionLost.into(), Component::ControlChannel, None, None, None);
     assert_eq!(drain(&mut f), (vec![], vec![]));

@@ -34,6 +34,7 @@ fn prov(stage: u32, count: u32) -> ProvisionStage {
             activation_dtype: ActivationDType::F32,
             max_tokens: 16,
             sampling: SamplingPolicy::Greedy,
+            max_sequences: 1,
         },
         inbound: RecvEdgeProvision {
             edge_id: EdgeId(u64::from(stage) + 1),

@@ -1,0 +1,192 @@
+//! `swactor bench serve`: a `run local` session serving N concurrent greedy requests
+//! (a batch job), measured from its stream: aggregate decode tokens/s, time to first
+//! token and inter-token latency (p50 / p95), beside one-sequence `swactor generate` with
+//! the same total thread budget, measured in the same run.
+#![allow(clippy::disallowed_methods)] // a benchmark owns the clock
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{BenchError, err};
+
+/// Story openings: request `i` uses prompt `i % len`.
+const PROMPTS: [&str; 16] = [
+    "Once upon a time there was a little girl named Lily.",
+    "The old lighthouse keeper looked out at the sea and",
+    "In a small village at the edge of the forest,",
+    "Tom found a strange key in his grandmother's attic.",
+    "The robot woke up one morning and decided to",
+    "Every summer the family went to the lake, where",
+    "The dragon had not left its cave for a hundred years, until",
+    "Mia wanted to learn how to paint the stars, so she",
+    "On the first day of school, Ben was nervous because",
+    "The baker made a cake so big that",
+    "Deep under the ocean lived a curious little fish who",
+    "The wind whispered through the trees as the children",
+    "A tiny mouse lived inside the walls of the library and",
+    "When the snow finally melted, the garden",
+    "The king announced a contest to find",
+    "Sam and his dog walked along the river until they",
+];
+
+/// One concurrency level's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServeFigure {
+    /// The model (its weight type, or the re-quantized type).
+    pub dtype: String,
+    /// Requests served at once (slots and requests).
+    pub concurrency: u32,
+    /// Stages of the pipeline.
+    pub stages: u32,
+    /// Tokens generated in all.
+    pub tokens: u64,
+    /// Aggregate decode tokens/s: tokens after each request's first, over the window from
+    /// the first first-token to the last token.
+    pub aggregate_tokens_per_s: f64,
+    /// One-sequence `swactor generate` with the same total compute threads.
+    pub generate_tokens_per_s: f64,
+    /// Aggregate over generate.
+    pub ratio: f64,
+    /// Time to first token (from the session being ready), p50 and p95, ms.
+    pub ttft_p50_ms: f64,
+    /// p95 of the same.
+    pub ttft_p95_ms: f64,
+    /// Inter-token latency within a request, p50, ms.
+    pub itl_p50_ms: f64,
+    /// p95 of the same.
+    pub itl_p95_ms: f64,
+    /// Requests that failed.
+    pub failed: u64,
+}
+
+/// The value at quantile `q` of sorted `v` (0 when empty).
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// A session of `concurrency` requests of `tokens` tokens through `stages` stages of
+/// `model` (one compute thread per stage), requests written to `dir`.
+pub fn serve_run(
+    exe: &Path,
+    model: &Path,
+    stages: u32,
+    concurrency: u32,
+    tokens: u32,
+    dir: &Path,
+) -> Result<ServeFigure, BenchError> {
+    let file = dir.join(format!("requests-{concurrency}.jsonl"));
+    let lines: String = (0..concurrency as usize)
+        .map(|i| {
+            let r = serde_json::json!({
+                "id": format!("r{i}"),
+                "prompt": PROMPTS[i % PROMPTS.len()],
+                "max_tokens": tokens,
+            });
+            format!("{r}\n")
+        })
+        .collect();
+    std::fs::write(&file, lines).map_err(err)?;
+    let mut child = std::process::Command::new(exe)
+        .args(["run", "local", "--stream", "--requests"])
+        .arg(&file)
+        .arg("--model")
+        .arg(model)
+        .args(["--stages", &stages.to_string(), "--threads", "1"])
+        .args(["--max-sequences", &concurrency.to_string(), "--max-seq-len", "512"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let stdout = child.stdout.take().ok_or_else(|| err("no stdout"))?;
+    let mut arrivals: HashMap<String, Vec<Instant>> = HashMap::new();
+    let mut ttft = Vec::new();
+    let mut failed = 0u64;
+    for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        let now = Instant::now();
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        let id = v["id"].as_str().unwrap_or_default().to_string();
+        match v["type"].as_str() {
+            Some("token") => arrivals.entry(id).or_default().push(now),
+            Some("result") => ttft.extend(v["ttft_ms"].as_f64()),
+            Some("error") => failed += 1,
+            _ => {}
+        }
+    }
+    let status = child.wait().map_err(err)?;
+    if !status.success() {
+        return Err(err(format!("swactor run local --requests failed ({status})")));
+    }
+    let total: u64 = arrivals.values().map(|a| a.len() as u64).sum();
+    let first = arrivals.values().filter_map(|a| a.first()).min().copied();
+    let last = arrivals.values().filter_map(|a| a.last()).max().copied();
+    let after_first: u64 = arrivals.values().map(|a| a.len().saturating_sub(1) as u64).sum();
+    let window = match (first, last) {
+        (Some(f), Some(l)) => (l - f).as_secs_f64(),
+        _ => 0.0,
+    };
+    let mut itl: Vec<f64> = arrivals
+        .values()
+        .flat_map(|a| a.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3))
+        .collect();
+    itl.sort_by(f64::total_cmp);
+    ttft.sort_by(f64::total_cmp);
+    Ok(ServeFigure {
+        dtype: String::new(),
+        concurrency,
+        stages,
+        tokens: total,
+        aggregate_tokens_per_s: if window > 0.0 { after_first as f64 / window } else { 0.0 },
+        generate_tokens_per_s: 0.0,
+        ratio: 0.0,
+        ttft_p50_ms: quantile(&ttft, 0.5),
+        ttft_p95_ms: quantile(&ttft, 0.95),
+        itl_p50_ms: quantile(&itl, 0.5),
+        itl_p95_ms: quantile(&itl, 0.95),
+        failed,
+    })
+}
+
+/// One-sequence `swactor generate` at `threads` compute threads: decode tokens/s.
+pub fn generate_rate_threads(
+    exe: &Path,
+    model: &Path,
+    threads: u32,
+    tokens: u32,
+) -> Result<f64, BenchError> {
+    let output = std::process::Command::new(exe)
+        .args(["generate", "--json", "--prompt", PROMPTS[0]])
+        .arg("--model")
+        .arg(model)
+        .args(["--max-tokens", &tokens.to_string(), "--max-seq-len", "512"])
+        .args(["--threads", &threads.to_string()])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(err)?;
+    if !output.status.success() {
+        return Err(err(format!("swactor generate failed ({})", output.status)));
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "generation")
+        .and_then(|v| v["decode_tokens_per_s"].as_f64())
+        .ok_or_else(|| err("no generation summary"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_pick_the_nearest_rank_of_sorted_values() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.95), quantile(&[], 0.5)), (3.0, 5.0, 0.0));
+    }
+}

@@ -1,0 +1,492 @@
+//! The session scheduler (SERVING.md), sans-IO: which sequences run, in which slot, in
+//! which micro-batch. No clock, no IO: the session feeds it requests, returned token-out
+//! micro-batches and cancellations, and takes micro-batches to inject and per-sequence
+//! outputs.
+//!
+//! Rules:
+//! - **Admission**: a request takes a free slot, or waits in a bounded queue; a full queue
+//!   is [`Refusal::Busy`]. An empty prompt, or one that does not fit the context, is
+//!   refused before it takes a slot or a queue place.
+//! - **Groups**: each admitted sequence joins the group with the fewest sequences; a group
+//!   has at most one micro-batch in flight, so a sequence never has two. With more groups
+//!   than stages every stage has work.
+//! - **Continuous batching with chunked prefill**: a group's micro-batch takes the next
+//!   token of each of its decoding sequences, then chunks of its prefilling prompts within
+//!   the token budget. The first chunk of a sequence resets its slot (in order, through
+//!   every stage); the chunk that ends the prompt samples.
+//! - **Stops**: EOS, `max_tokens`, a full context, a cancellation (a stop string is one the
+//!   session found in the text). A sequence cancelled while in flight ends when its
+//!   micro-batch returns. A finished sequence frees its slot and the queue moves up.
+//! - Returned micro-batches come back in injection order and must carry the table that was
+//!   sent; anything else is a typed [`ReturnError`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::wire::SamplingPolicy;
+use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, NO_TOKEN};
+
+/// A sequence's id within one session (assigned at submission, increasing from 0).
+pub type SeqId = u64;
+
+/// How the scheduler is sized (fixed by the plan for the whole session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Slots: sequences in the pipeline at once (`max_sequences`).
+    pub max_sequences: u16,
+    /// Groups (micro-batches in flight at most).
+    pub groups: u16,
+    /// Requests waiting for a slot at most.
+    pub queue_capacity: usize,
+    /// Rows per micro-batch at most (raised to `max_sequences` if below).
+    pub batch_tokens: u32,
+    /// Positions per slot.
+    pub max_seq_len: u32,
+    /// The end-of-sequence token.
+    pub eos: Option<u32>,
+    /// Vocabulary size (a returned token at or above it is refused).
+    pub vocab: u32,
+}
+
+/// One request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeqRequest {
+    /// Prompt token ids.
+    pub prompt: Vec<u32>,
+    /// Tokens to generate at most (0 counts as 1).
+    pub max_tokens: u32,
+    /// How its tokens are picked.
+    pub sampling: SamplingPolicy,
+}
+
+/// Why a request was refused (nothing changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Every slot is taken and the queue is full.
+    #[error("busy: every slot is taken and {0} requests already wait")]
+    Busy(usize),
+    /// The prompt does not fit the context.
+    #[error("a prompt of {prompt} tokens does not fit max_seq_len {max}")]
+    TooLong {
+        /// Prompt tokens.
+        prompt: usize,
+        /// The context.
+        max: u32,
+    },
+    /// The prompt has no tokens.
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// The sampling parameters are out of range.
+    #[error("invalid sampling parameters")]
+    BadSampling,
+}
+
+impl Refusal {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::Busy(_) => "busy",
+            Refusal::TooLong { .. } => "prompt_too_long",
+            Refusal::EmptyPrompt => "empty_prompt",
+            Refusal::BadSampling => "invalid_sampling",
+        }
+    }
+}
+
+/// Why a sequence ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model produced EOS.
+    Eos,
+    /// `max_tokens` were generated.
+    MaxTokens,
+    /// The context is full.
+    ContextFull,
+    /// A stop string appeared in the text.
+    Stop,
+    /// The client cancelled it.
+    Cancelled,
+    /// The session faulted or was stopped while it was live.
+    Fault,
+}
+
+/// What the scheduler tells the session about a sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeqOutput {
+    /// A generated token (EOS is never one).
+    Token {
+        /// The sequence.
+        id: SeqId,
+        /// The token.
+        token: u32,
+    },
+    /// The sequence ended; its slot is free.
+    Finished {
+        /// The sequence.
+        id: SeqId,
+        /// Why.
+        reason: FinishReason,
+        /// Its token log: the prompt.
+        prompt: Vec<u32>,
+        /// Its token log: the tokens generated (EOS excluded).
+        generated: Vec<u32>,
+    },
+}
+
+/// One planned micro-batch for the token-in edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedBatch {
+    /// Its group.
+    pub group: u16,
+    /// The entry table.
+    pub table: BatchTable,
+    /// The token ids of its rows, in table order.
+    pub tokens: Vec<u32>,
+}
+
+/// Why a returned micro-batch was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReturnError {
+    /// Nothing is in flight.
+    #[error("a micro-batch came back that was never sent")]
+    Unexpected,
+    /// Its table is not the one sent.
+    #[error("the returned table is not the one sent")]
+    TableMismatch,
+    /// A token outside the vocabulary.
+    #[error("token {0} is outside the vocabulary")]
+    OutOfVocab(u32),
+    /// A sampling entry without a token, or the other way round.
+    #[error("the tokens do not match the sampling entries")]
+    Malformed,
+}
+
+#[derive(Debug)]
+struct Seq {
+    slot: u16,
+    group: u16,
+    prompt: Vec<u32>,
+    /// Prompt tokens already sent.
+    prefilled: usize,
+    generated: Vec<u32>,
+    max_tokens: u32,
+    sampling: EntrySampling,
+    in_flight: bool,
+    /// Cancelled while in flight: finish with this when its micro-batch returns.
+    cancelled: Option<FinishReason>,
+}
+
+impl Seq {
+    fn has_work(&self) -> bool {
+        !self.in_flight && self.cancelled.is_none()
+    }
+}
+
+#[derive(Debug)]
+struct InFlight {
+    group: u16,
+    table: BatchTable,
+    ids: Vec<SeqId>,
+}
+
+/// The scheduler of one session.
+#[derive(Debug)]
+pub struct Scheduler {
+    cfg: SchedulerConfig,
+    queue: VecDeque<(SeqId, SeqRequest)>,
+    live: BTreeMap<SeqId, Seq>,
+    free_slots: BTreeSet<u16>,
+    group_busy: Vec<bool>,
+    group_size: Vec<usize>,
+    in_flight: VecDeque<InFlight>,
+    next_id: SeqId,
+    cursor: u16,
+    outputs: VecDeque<SeqOutput>,
+}
+
+impl Scheduler {
+    /// An idle scheduler.
+    pub fn new(cfg: SchedulerConfig) -> Scheduler {
+        let cfg = SchedulerConfig {
+            max_sequences: cfg.max_sequences.max(1),
+            groups: cfg.groups.clamp(1, cfg.max_sequences.max(1)),
+            batch_tokens: cfg.batch_tokens.max(u32::from(cfg.max_sequences.max(1))),
+            ..cfg
+        };
+        Scheduler {
+            queue: VecDeque::new(),
+            live: BTreeMap::new(),
+            free_slots: (0..cfg.max_sequences).collect(),
+            group_busy: vec![false; usize::from(cfg.groups)],
+            group_size: vec![0; usize::from(cfg.groups)],
+            in_flight: VecDeque::new(),
+            next_id: 0,
+            cursor: 0,
+            outputs: VecDeque::new(),
+            cfg,
+        }
+    }
+
+    /// The configuration in force (after its clamps).
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    /// Submits a request: it is admitted into a free slot or queued, or refused.
+    pub fn submit(&mut self, req: SeqRequest) -> Result<SeqId, Refusal> {
+        if req.prompt.is_empty() {
+            return Err(Refusal::EmptyPrompt);
+        }
+        if req.prompt.len() > self.cfg.max_seq_len as usize {
+            return Err(Refusal::TooLong { prompt: req.prompt.len(), max: self.cfg.max_seq_len });
+        }
+        if req.sampling.validate().is_err() {
+            return Err(Refusal::BadSampling);
+        }
+        if self.free_slots.is_empty() && self.queue.len() >= self.cfg.queue_capacity {
+            return Err(Refusal::Busy(self.queue.len()));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.queue.push_back((id, req));
+        self.admit();
+        Ok(id)
+    }
+
+    fn admit(&mut self) {
+        while !self.queue.is_empty() {
+            let Some(slot) = self.free_slots.pop_first() else { return };
+            let Some((id, req)) = self.queue.pop_front() else { return };
+            let group = (0..self.cfg.groups)
+                .min_by_key(|&g| (self.group_size[usize::from(g)], g))
+                .unwrap_or(0);
+            self.group_size[usize::from(group)] += 1;
+            self.live.insert(
+                id,
+                Seq {
+                    slot,
+                    group,
+                    prompt: req.prompt,
+                    prefilled: 0,
+                    generated: Vec::new(),
+                    max_tokens: req.max_tokens.max(1),
+                    sampling: EntrySampling::from_policy(req.sampling),
+                    in_flight: false,
+                    cancelled: None,
+                },
+            );
+        }
+    }
+
+    /// Ends a sequence on the client's word (`Cancelled`, or `Stop` for a stop string):
+    /// at once when nothing of it is in flight, else when its micro-batch returns (its
+    /// token is dropped). An unknown or finished id changes nothing.
+    pub fn cancel(&mut self, id: SeqId, reason: FinishReason) {
+        if let Some(at) = self.queue.iter().position(|(q, _)| *q == id) {
+            if let Some((_, req)) = self.queue.remove(at) {
+                self.outputs.push_back(SeqOutput::Finished {
+                    id,
+                    reason,
+                    prompt: req.prompt,
+                    generated: Vec::new(),
+                });
+            }
+            return;
+        }
+        let Some(seq) = self.live.get_mut(&id) else { return };
+        if seq.in_flight {
+            seq.cancelled.get_or_insert(reason);
+        } else {
+            self.finish(id, reason);
+        }
+    }
+
+    /// Ends every sequence, queued or live, with `reason` (the session faulted or is
+    /// stopping); nothing will return.
+    pub fn fail_all(&mut self, reason: FinishReason) {
+        self.in_flight.clear();
+        for (id, req) in std::mem::take(&mut self.queue) {
+            self.outputs.push_back(SeqOutput::Finished {
+                id,
+                reason,
+                prompt: req.prompt,
+                generated: Vec::new(),
+            });
+        }
+        let ids: Vec<SeqId> = self.live.keys().copied().collect();
+        for id in ids {
+            self.finish(id, reason);
+        }
+        self.group_busy.iter_mut().for_each(|b| *b = false);
+    }
+
+    fn finish(&mut self, id: SeqId, reason: FinishReason) {
+        let Some(seq) = self.live.remove(&id) else { return };
+        self.free_slots.insert(seq.slot);
+        self.group_size[usize::from(seq.group)] -= 1;
+        self.outputs.push_back(SeqOutput::Finished {
+            id,
+            reason,
+            prompt: seq.prompt,
+            generated: seq.generated,
+        });
+        self.admit();
+    }
+
+    /// The next micro-batch to inject, if a group without one in flight has work.
+    pub fn next_batch(&mut self) -> Option<PlannedBatch> {
+        for k in 0..self.cfg.groups {
+            let group = (self.cursor + k) % self.cfg.groups;
+            if self.group_busy[usize::from(group)] {
+                continue;
+            }
+            if let Some(batch) = self.form(group) {
+                self.cursor = (group + 1) % self.cfg.groups;
+                return Some(batch);
+            }
+        }
+        None
+    }
+
+    fn form(&mut self, group: u16) -> Option<PlannedBatch> {
+        let mut entries = Vec::new();
+        let mut tokens = Vec::new();
+        let mut ids = Vec::new();
+        let mut budget = self.cfg.batch_tokens as usize;
+        // Decoding sequences first (one row each), then prompt chunks within the budget.
+        for decoding in [true, false] {
+            for (&id, seq) in self.live.iter_mut() {
+                if seq.group != group || !seq.has_work() || budget == 0 {
+                    continue;
+                }
+                let prefilling = seq.prefilled < seq.prompt.len();
+                if prefilling == decoding {
+                    continue;
+                }
+                let (first, rows, mut flags): (usize, &[u32], EntryFlags) = if decoding {
+                    let Some(last) = seq.generated.len().checked_sub(1) else { continue };
+                    (seq.prompt.len() + last, &seq.generated[last..], EntryFlags::SAMPLE)
+                } else {
+                    let n = (seq.prompt.len() - seq.prefilled).min(budget);
+                    let chunk = &seq.prompt[seq.prefilled..seq.prefilled + n];
+                    let flags = if seq.prefilled + n == seq.prompt.len() {
+                        EntryFlags::SAMPLE
+                    } else {
+                        EntryFlags::NONE
+                    };
+                    (seq.prefilled, chunk, flags)
+                };
+                if first == 0 {
+                    flags = flags | EntryFlags::RESET;
+                }
+                budget -= rows.len();
+                tokens.extend_from_slice(rows);
+                entries.push(BatchEntry {
+                    slot: u32::from(seq.slot),
+                    first_position: first as u32,
+                    tokens: rows.len() as u32,
+                    flags,
+                    sampling: seq.sampling,
+                });
+                if !decoding {
+                    seq.prefilled += rows.len();
+                }
+                seq.in_flight = true;
+                ids.push(id);
+            }
+        }
+        if entries.is_empty() {
+            return None;
+        }
+        let table = BatchTable::new(self.cfg.max_sequences, entries);
+        self.group_busy[usize::from(group)] = true;
+        self.in_flight.push_back(InFlight { group, table: table.clone(), ids });
+        Some(PlannedBatch { group, table, tokens })
+    }
+
+    /// The oldest micro-batch in flight came back with `tokens` (one per table entry of
+    /// the capacity, [`NO_TOKEN`] where the entry does not sample). Its sequences take
+    /// their tokens and may finish.
+    pub fn batch_returned(
+        &mut self,
+        table: &BatchTable,
+        tokens: &[u32],
+    ) -> Result<(), ReturnError> {
+        let Some(sent) = self.in_flight.front() else { return Err(ReturnError::Unexpected) };
+        if sent.table != *table {
+            return Err(ReturnError::TableMismatch);
+        }
+        for (i, e) in table.entries().iter().enumerate() {
+            let t = tokens.get(i).copied().unwrap_or(NO_TOKEN);
+            if e.flags.contains(EntryFlags::SAMPLE) == (t == NO_TOKEN) {
+                return Err(ReturnError::Malformed);
+            }
+            if t != NO_TOKEN && t >= self.cfg.vocab {
+                return Err(ReturnError::OutOfVocab(t));
+            }
+        }
+        let Some(done) = self.in_flight.pop_front() else { return Err(ReturnError::Unexpected) };
+        self.group_busy[usize::from(done.group)] = false;
+        for (i, id) in done.ids.iter().copied().enumerate() {
+            let samples = table.entries()[i].flags.contains(EntryFlags::SAMPLE);
+            let Some(seq) = self.live.get_mut(&id) else { continue };
+            seq.in_flight = false;
+            if let Some(reason) = seq.cancelled {
+                self.finish(id, reason);
+                continue;
+            }
+            if !samples {
+                continue;
+            }
+            let token = tokens[i];
+            if Some(token) == self.cfg.eos {
+                self.finish(id, FinishReason::Eos);
+                continue;
+            }
+            seq.generated.push(token);
+            self.outputs.push_back(SeqOutput::Token { id, token });
+            let generated = seq.generated.len();
+            // Feeding the token back would pass the context: full, decided before the step.
+            let full = seq.prompt.len() + generated > self.cfg.max_seq_len as usize;
+            if generated >= seq.max_tokens as usize {
+                self.finish(id, FinishReason::MaxTokens);
+            } else if full {
+                self.finish(id, FinishReason::ContextFull);
+            }
+        }
+        Ok(())
+    }
+
+    /// The next output.
+    pub fn poll_output(&mut self) -> Option<SeqOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// Micro-batches in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Sequences holding a slot.
+    pub fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Requests waiting for a slot.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Nothing queued, live or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.live.is_empty() && self.in_flight.is_empty()
+    }
+
+    /// Free slots.
+    pub fn free_slots(&self) -> usize {
+        self.free_slots.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

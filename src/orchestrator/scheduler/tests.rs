@@ -1,0 +1,347 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+
+use super::*;
+
+const EOS: u32 = 2;
+
+fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerConfig {
+    SchedulerConfig {
+        max_sequences,
+        groups,
+        queue_capacity: queue,
+        batch_tokens: budget,
+        max_seq_len: 32,
+        eos: Some(EOS),
+        vocab: 100,
+    }
+}
+
+fn req(len: usize, max_tokens: u32) -> SeqRequest {
+    SeqRequest {
+        prompt: (10..10 + len as u32).collect(),
+        max_tokens,
+        sampling: SamplingPolicy::Greedy,
+    }
+}
+
+/// The token-out of `b` with `token` for every sampling entry.
+fn answer(b: &PlannedBatch, token: u32) -> Vec<u32> {
+    let mut out = vec![NO_TOKEN; usize::from(b.table.capacity())];
+    for (i, e) in b.table.entries().iter().enumerate() {
+        if e.flags.contains(EntryFlags::SAMPLE) {
+            out[i] = token;
+        }
+    }
+    out
+}
+
+fn drain(s: &mut Scheduler) -> Vec<SeqOutput> {
+    std::iter::from_fn(|| s.poll_output()).collect()
+}
+
+#[test]
+fn a_request_takes_a_free_slot_and_its_first_chunk_resets_it_and_samples() {
+    let mut s = Scheduler::new(cfg(2, 2, 4, 64));
+    let id = s.submit(req(5, 3)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.tokens, vec![10, 11, 12, 13, 14]);
+    let e = b.table.entries()[0];
+    assert_eq!((e.first_position, e.tokens), (0, 5));
+    assert!(e.flags.contains(EntryFlags::RESET | EntryFlags::SAMPLE));
+    assert!(s.next_batch().is_none(), "a sequence never has two micro-batches in flight");
+    s.batch_returned(&b.table, &answer(&b, 50)).unwrap();
+    assert_eq!(drain(&mut s), vec![SeqOutput::Token { id, token: 50 }]);
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.tokens, vec![50]);
+    let e = b.table.entries()[0];
+    assert_eq!((e.first_position, e.tokens, e.flags), (5, 1, EntryFlags::SAMPLE));
+}
+
+#[test]
+fn a_sequence_ends_at_eos_max_tokens_or_a_full_context_and_frees_its_slot() {
+    let mut s = Scheduler::new(cfg(1, 1, 0, 64));
+    let a = s.submit(req(3, 2)).unwrap();
+    for token in [40, 41] {
+        let b = s.next_batch().unwrap();
+        s.batch_returned(&b.table, &answer(&b, token)).unwrap();
+    }
+    let out = drain(&mut s);
+    assert!(matches!(
+        out.last(),
+        Some(SeqOutput::Finished { id, reason: FinishReason::MaxTokens, generated, .. })
+            if *id == a && generated == &vec![40, 41]
+    ));
+    assert_eq!(s.free_slots(), 1);
+
+    let b_id = s.submit(req(3, 9)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, EOS)).unwrap();
+    assert!(matches!(
+        drain(&mut s).last(),
+        Some(SeqOutput::Finished { id, reason: FinishReason::Eos, generated, .. })
+            if *id == b_id && generated.is_empty()
+    ));
+
+    // 31 prompt tokens in a context of 32: the second token would not fit.
+    let c = s.submit(req(31, 9)).unwrap();
+    for token in [40, 41] {
+        let b = s.next_batch().unwrap();
+        s.batch_returned(&b.table, &answer(&b, token)).unwrap();
+    }
+    assert!(matches!(
+        drain(&mut s).last(),
+        Some(SeqOutput::Finished { id, reason: FinishReason::ContextFull, .. }) if *id == c
+    ));
+    assert!(s.is_idle());
+}
+
+#[test]
+fn requests_are_refused_when_busy_too_long_or_empty_and_nothing_changes() {
+    let mut s = Scheduler::new(cfg(1, 1, 1, 64));
+    s.submit(req(3, 2)).unwrap();
+    s.submit(req(3, 2)).unwrap(); // queued
+    assert_eq!(s.submit(req(3, 2)), Err(Refusal::Busy(1)));
+    assert_eq!(s.submit(req(33, 2)), Err(Refusal::TooLong { prompt: 33, max: 32 }));
+    assert_eq!(s.submit(req(0, 2)), Err(Refusal::EmptyPrompt));
+    let hot = SeqRequest {
+        sampling: SamplingPolicy::Sample { temperature: -1.0, top_k: None, top_p: None, seed: 0 },
+        ..req(3, 2)
+    };
+    assert_eq!(s.submit(hot), Err(Refusal::BadSampling));
+    assert_eq!((s.live(), s.queued()), (1, 1));
+}
+
+#[test]
+fn a_long_prompt_is_prefilled_in_chunks_beside_the_decoding_sequences() {
+    let mut s = Scheduler::new(cfg(2, 1, 4, 4));
+    let a = s.submit(req(2, 9)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 40)).unwrap();
+    let long = s.submit(req(7, 9)).unwrap();
+    // Budget 4: a's decode row, then 3 rows of the long prompt (no sample yet).
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries();
+    assert_eq!(e.len(), 2);
+    assert_eq!((e[0].slot, e[0].tokens, e[0].flags), (0, 1, EntryFlags::SAMPLE));
+    assert_eq!((e[1].first_position, e[1].tokens, e[1].flags), (0, 3, EntryFlags::RESET));
+    s.batch_returned(&b.table, &answer(&b, 41)).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries();
+    assert_eq!((e[1].first_position, e[1].tokens, e[1].flags), (3, 3, EntryFlags::NONE));
+    s.batch_returned(&b.table, &answer(&b, 42)).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries();
+    assert_eq!((e[1].first_position, e[1].tokens, e[1].flags), (6, 1, EntryFlags::SAMPLE));
+    s.batch_returned(&b.table, &answer(&b, 43)).unwrap();
+    let tokens: Vec<(SeqId, u32)> = drain(&mut s)
+        .into_iter()
+        .filter_map(|o| match o {
+            SeqOutput::Token { id, token } => Some((id, token)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens, vec![(a, 40), (a, 41), (a, 42), (a, 43), (long, 43)]);
+}
+
+#[test]
+fn sequences_spread_over_the_groups_so_several_micro_batches_fly_at_once() {
+    let mut s = Scheduler::new(cfg(6, 3, 0, 64));
+    for _ in 0..6 {
+        s.submit(req(2, 9)).unwrap();
+    }
+    let batches: Vec<PlannedBatch> = std::iter::from_fn(|| s.next_batch()).collect();
+    assert_eq!(batches.len(), 3);
+    assert!(batches.iter().all(|b| b.table.entries().len() == 2));
+    assert_eq!(s.in_flight(), 3);
+    // They come back in order; the group of the first may go again, the others wait.
+    s.batch_returned(&batches[0].table, &answer(&batches[0], 40)).unwrap();
+    let again = s.next_batch().unwrap();
+    assert_eq!(again.group, batches[0].group);
+    assert!(s.next_batch().is_none());
+}
+
+#[test]
+fn a_cancelled_sequence_ends_now_or_when_its_micro_batch_returns() {
+    let mut s = Scheduler::new(cfg(2, 2, 2, 64));
+    let a = s.submit(req(3, 9)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.cancel(a, FinishReason::Cancelled);
+    assert!(drain(&mut s).is_empty(), "in flight: not yet");
+    s.batch_returned(&b.table, &answer(&b, 40)).unwrap();
+    assert_eq!(
+        drain(&mut s),
+        vec![SeqOutput::Finished {
+            id: a,
+            reason: FinishReason::Cancelled,
+            prompt: vec![10, 11, 12],
+            generated: vec![],
+        }]
+    );
+    let c = s.submit(req(3, 9)).unwrap();
+    s.cancel(c, FinishReason::Stop);
+    assert!(matches!(drain(&mut s)[..], [SeqOutput::Finished { reason: FinishReason::Stop, .. }]));
+    assert!(s.is_idle());
+    assert_eq!(s.free_slots(), 2);
+}
+
+#[test]
+fn a_reused_slot_is_reset_by_the_first_chunk_of_its_new_sequence() {
+    let mut s = Scheduler::new(cfg(1, 1, 1, 64));
+    s.submit(req(3, 1)).unwrap();
+    let waiting = s.submit(req(4, 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 40)).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert_eq!((e.slot, e.first_position, e.tokens), (0, 0, 4));
+    assert!(e.flags.contains(EntryFlags::RESET));
+    s.batch_returned(&b.table, &answer(&b, 41)).unwrap();
+    assert!(drain(&mut s).iter().any(
+        |o| matches!(o, SeqOutput::Finished { id, reason: FinishReason::MaxTokens, .. } if *id == waiting)
+    ));
+}
+
+#[test]
+fn a_returned_batch_must_be_the_oldest_sent_with_tokens_for_its_sampling_entries() {
+    let mut s = Scheduler::new(cfg(2, 2, 0, 64));
+    assert_eq!(s.batch_returned(&BatchTable::new(2, vec![]), &[]), Err(ReturnError::Unexpected));
+    s.submit(req(3, 9)).unwrap();
+    s.submit(req(4, 9)).unwrap();
+    let first = s.next_batch().unwrap();
+    let second = s.next_batch().unwrap();
+    assert_eq!(
+        s.batch_returned(&second.table, &answer(&second, 40)),
+        Err(ReturnError::TableMismatch)
+    );
+    assert_eq!(
+        s.batch_returned(&first.table, &answer(&first, 100)),
+        Err(ReturnError::OutOfVocab(100))
+    );
+    assert_eq!(
+        s.batch_returned(&first.table, &answer(&first, NO_TOKEN)),
+        Err(ReturnError::Malformed)
+    );
+    s.batch_returned(&first.table, &answer(&first, 40)).unwrap();
+}
+
+#[test]
+fn a_failed_session_ends_every_queued_and_live_sequence_with_its_token_log() {
+    let mut s = Scheduler::new(cfg(1, 1, 2, 64));
+    let a = s.submit(req(3, 9)).unwrap();
+    let q = s.submit(req(2, 9)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 40)).unwrap();
+    s.next_batch().unwrap();
+    drain(&mut s);
+    s.fail_all(FinishReason::Fault);
+    let out = drain(&mut s);
+    assert!(out.contains(&SeqOutput::Finished {
+        id: q,
+        reason: FinishReason::Fault,
+        prompt: vec![10, 11],
+        generated: vec![],
+    }));
+    assert!(out.contains(&SeqOutput::Finished {
+        id: a,
+        reason: FinishReason::Fault,
+        prompt: vec![10, 11, 12],
+        generated: vec![40],
+    }));
+    assert!(s.is_idle());
+    assert_eq!((s.in_flight(), s.free_slots()), (0, 1));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit(usize, u32),
+    Cancel(u64),
+    Inject,
+    Return(u32),
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1usize..40, 0u32..6).prop_map(|(l, m)| Op::Submit(l, m)),
+        (0u64..30).prop_map(Op::Cancel),
+        Just(Op::Inject),
+        (0u32..8).prop_map(Op::Return),
+    ]
+}
+
+proptest! {
+    /// Random arrivals, cancellations and lengths: a sequence never has two micro-batches
+    /// in flight, its rows continue its positions, no sequence is lost or finished twice,
+    /// and when everything has drained every slot is free.
+    #[test]
+    fn random_traffic_never_doubles_a_sequence_loses_one_or_leaks_a_slot(
+        ops in prop::collection::vec(arb_op(), 1..120),
+        slots in 1u16..5, groups in 1u16..4, budget in 1u32..12,
+    ) {
+        let mut s = Scheduler::new(cfg(slots, groups, 3, budget));
+        let mut flying: std::collections::VecDeque<PlannedBatch> = Default::default();
+        let mut accepted = BTreeSet::new();
+        let mut finished = BTreeSet::new();
+        // slot -> next position expected
+        let mut next_pos: BTreeMap<u32, u32> = BTreeMap::new();
+        let check = |b: &PlannedBatch, flying: &std::collections::VecDeque<PlannedBatch>,
+                     next_pos: &mut BTreeMap<u32, u32>| -> Result<(), TestCaseError> {
+            let limits = crate::wire::batch::BatchLimits { capacity: slots, max_seq_len: 32 };
+            prop_assert!(b.table.check(limits).is_ok());
+            prop_assert!(b.table.total_tokens() <= u64::from(budget.max(u32::from(slots))));
+            prop_assert_eq!(b.table.total_tokens() as usize, b.tokens.len());
+            for e in b.table.entries() {
+                for f in flying {
+                    prop_assert!(f.table.entries().iter().all(|o| o.slot != e.slot),
+                        "slot {} twice in flight", e.slot);
+                }
+                let expect = if e.flags.contains(EntryFlags::RESET) { 0 }
+                    else { *next_pos.get(&e.slot).unwrap_or(&u32::MAX) };
+                prop_assert_eq!(e.first_position, expect);
+                next_pos.insert(e.slot, e.first_position + e.tokens);
+            }
+            Ok(())
+        };
+        let mut step = |s: &mut Scheduler, op: &Op, flying: &mut std::collections::VecDeque<PlannedBatch>,
+                        next_pos: &mut BTreeMap<u32, u32>| -> Result<(), TestCaseError> {
+            match *op {
+                Op::Submit(len, max) => {
+                    if let Ok(id) = s.submit(req(len, max)) {
+                        accepted.insert(id);
+                    }
+                }
+                Op::Cancel(id) => s.cancel(id, FinishReason::Cancelled),
+                Op::Inject => {
+                    if let Some(b) = s.next_batch() {
+                        check(&b, flying, next_pos)?;
+                        flying.push_back(b);
+                    }
+                }
+                Op::Return(t) => {
+                    if let Some(b) = flying.pop_front() {
+                        s.batch_returned(&b.table, &answer(&b, t + 1)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    }
+                }
+            }
+            for o in std::iter::from_fn(|| s.poll_output()) {
+                if let SeqOutput::Finished { id, .. } = o {
+                    prop_assert!(finished.insert(id), "{} finished twice", id);
+                }
+            }
+            Ok(())
+        };
+        for op in &ops {
+            step(&mut s, op, &mut flying, &mut next_pos)?;
+        }
+        // Drain: keep injecting and returning until idle.
+        for _ in 0..10_000 {
+            if s.is_idle() { break; }
+            step(&mut s, &Op::Inject, &mut flying, &mut next_pos)?;
+            step(&mut s, &Op::Return(3), &mut flying, &mut next_pos)?;
+        }
+        prop_assert!(s.is_idle());
+        prop_assert_eq!(&accepted, &finished);
+        prop_assert_eq!(s.free_slots(), usize::from(slots));
+    }
+}

@@ -1,0 +1,692 @@
+//! The micro-batch: the payload of every object on a session's activation path.
+//!
+//! A micro-batch carries several sequences at once. Its payload begins with an **entry
+//! table** of a fixed size per edge (the plan's `max_sequences` entries, used or not),
+//! followed by the rows of its entries in table order:
+//!
+//! - token-in: one `u32` token id per row;
+//! - activation edges: one hidden-state row per token;
+//! - token-out: one `u32` per table entry (the sampled token of a sampling entry, or
+//!   [`NO_TOKEN`]), `capacity` of them, whatever the entry count.
+//!
+//! Every stage copies the table unchanged from its input to its output, so the token-out
+//! object names the slots its tokens belong to. Layout (little-endian):
+//!
+//! ```text
+//! table header, 16 bytes: magic "SWMB" u32 | version u16 | capacity u16 | count u16
+//!                         | reserved u16 = 0 | total tokens u32
+//! entry, 40 bytes each:   slot u32 | first position u32 | tokens u32 | flags u32
+//!                         | temperature f32 | top_p f32 | top_k u32 | reserved u32 = 0
+//!                         | seed u64
+//! ```
+//!
+//! Unused entries (index >= count) are all zero. Decoding is total: any byte string
+//! either decodes into a table that satisfies every rule below or yields a typed
+//! [`BatchError`]; nothing an untrusted table says is allocated before it is checked.
+
+use thiserror::Error;
+
+use super::plan::SamplingPolicy;
+
+/// `"SWMB"` little-endian.
+pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"SWMB");
+/// The one table version this build reads and writes.
+pub const BATCH_VERSION: u16 = 1;
+/// Bytes of the table header.
+pub const TABLE_HEADER_BYTES: u64 = 16;
+/// Bytes of one entry.
+pub const ENTRY_BYTES: u64 = 40;
+/// The token-out value of an entry that does not sample.
+pub const NO_TOKEN: u32 = u32::MAX;
+/// The most entries a table may have (the plan's `max_sequences` is at most this).
+pub const MAX_CAPACITY: u16 = 256;
+
+/// Bytes of a table with `capacity` entries.
+pub const fn table_bytes(capacity: u16) -> u64 {
+    TABLE_HEADER_BYTES + ENTRY_BYTES * capacity as u64
+}
+
+/// Flags of one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EntryFlags(pub u32);
+
+impl EntryFlags {
+    /// No flags.
+    pub const NONE: EntryFlags = EntryFlags(0);
+    /// Empty the slot's KV cache before this entry's rows (the first entry of a new
+    /// sequence in the slot; its first position is 0).
+    pub const RESET: EntryFlags = EntryFlags(1);
+    /// The last stage samples a token from this entry's last row.
+    pub const SAMPLE: EntryFlags = EntryFlags(2);
+    /// Every defined bit.
+    pub const KNOWN: EntryFlags = EntryFlags(3);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: EntryFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for EntryFlags {
+    type Output = EntryFlags;
+    fn bitor(self, rhs: EntryFlags) -> EntryFlags {
+        EntryFlags(self.0 | rhs.0)
+    }
+}
+
+/// How one entry's token is picked, as the table carries it: a temperature of 0 is
+/// greedy, a `top_k` of 0 and a `top_p` of 0 mean "no restriction".
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EntrySampling {
+    /// Softmax temperature, finite and >= 0.
+    pub temperature: f32,
+    /// Keep the smallest set of tokens whose probability reaches this, in `(0, 1]`; 0: off.
+    pub top_p: f32,
+    /// Keep the `top_k` most likely tokens; 0: off.
+    pub top_k: u32,
+    /// The sequence's sampler seed.
+    pub seed: u64,
+}
+
+impl EntrySampling {
+    /// The table form of a plan's policy.
+    pub fn from_policy(policy: SamplingPolicy) -> EntrySampling {
+        match policy.normalized() {
+            SamplingPolicy::Greedy => EntrySampling::default(),
+            SamplingPolicy::Sample { temperature, top_k, top_p, seed } => EntrySampling {
+                temperature,
+                top_p: top_p.unwrap_or(0.0),
+                top_k: top_k.unwrap_or(0),
+                seed,
+            },
+        }
+    }
+
+    /// The policy the last stage samples with.
+    pub fn policy(self) -> SamplingPolicy {
+        if self.temperature == 0.0 {
+            return SamplingPolicy::Greedy;
+        }
+        SamplingPolicy::Sample {
+            temperature: self.temperature,
+            top_k: (self.top_k > 0).then_some(self.top_k),
+            top_p: (self.top_p > 0.0).then_some(self.top_p),
+            seed: self.seed,
+        }
+    }
+
+    fn valid(&self) -> bool {
+        self.temperature.is_finite()
+            && self.temperature >= 0.0
+            && self.top_p.is_finite()
+            && (0.0..=1.0).contains(&self.top_p)
+    }
+}
+
+/// One sequence's part of a micro-batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchEntry {
+    /// The sequence's slot (names its KV cache on every stage).
+    pub slot: u32,
+    /// The position of the entry's first row in its sequence.
+    pub first_position: u32,
+    /// Rows (tokens) of this entry, at least 1.
+    pub tokens: u32,
+    /// Reset / sample flags.
+    pub flags: EntryFlags,
+    /// Sampling parameters (meaningful on sampling entries).
+    pub sampling: EntrySampling,
+}
+
+/// What a decoder must check a table against: the edge's capacity and the plan's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// Entries in every table of the session (`max_sequences`).
+    pub capacity: u16,
+    /// Positions per slot (`max_seq_len`).
+    pub max_seq_len: u32,
+}
+
+/// A decoded or to-be-encoded entry table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchTable {
+    capacity: u16,
+    entries: Vec<BatchEntry>,
+}
+
+/// Why a table was rejected (each with a stable code, [`BatchError::code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum BatchError {
+    /// Fewer bytes than the table takes.
+    #[error("{found} bytes cannot hold a table of {capacity} entries ({need} bytes)")]
+    Truncated {
+        /// Bytes there.
+        found: u64,
+        /// Bytes needed.
+        need: u64,
+        /// The capacity expected.
+        capacity: u16,
+    },
+    /// The magic is not `SWMB`.
+    #[error("bad micro-batch magic {0:#x}")]
+    BadMagic(u32),
+    /// Another table version.
+    #[error("unsupported micro-batch version {0}")]
+    UnsupportedVersion(u16),
+    /// The capacity differs from the edge's.
+    #[error("table capacity {found}, the session has {expected}")]
+    CapacityMismatch {
+        /// In the table.
+        found: u16,
+        /// The session's.
+        expected: u16,
+    },
+    /// More entries than the capacity, or none.
+    #[error("{count} entries in a table of {capacity}")]
+    BadCount {
+        /// Entries claimed.
+        count: u16,
+        /// Capacity.
+        capacity: u16,
+    },
+    /// A reserved field or an unused entry is not zero.
+    #[error("reserved micro-batch bytes are not zero")]
+    ReservedNonZero,
+    /// Undefined flag bits.
+    #[error("unknown entry flags {0:#x}")]
+    UnknownFlags(u32),
+    /// A slot at or above the capacity.
+    #[error("slot {slot} outside 0..{capacity}")]
+    SlotOutOfRange {
+        /// The slot.
+        slot: u32,
+        /// Capacity.
+        capacity: u16,
+    },
+    /// Two entries name one slot.
+    #[error("slot {0} appears twice")]
+    DuplicateSlot(u32),
+    /// An entry of no rows.
+    #[error("an entry of slot {0} has no rows")]
+    EmptyEntry(u32),
+    /// An entry's positions pass the context.
+    #[error("slot {slot}: positions {first}..{end} pass max_seq_len {max}")]
+    PastContext {
+        /// The slot.
+        slot: u32,
+        /// First position.
+        first: u32,
+        /// One past the last.
+        end: u64,
+        /// The context.
+        max: u32,
+    },
+    /// A reset entry that does not start at position 0.
+    #[error("slot {0} is reset at a position other than 0")]
+    ResetNotAtStart(u32),
+    /// Sampling parameters out of range.
+    #[error("slot {0} has invalid sampling parameters")]
+    BadSampling(u32),
+    /// The header's total is not the sum of the entries' rows.
+    #[error("total {total} is not the entries' {sum} rows")]
+    TotalMismatch {
+        /// Claimed.
+        total: u32,
+        /// Summed.
+        sum: u64,
+    },
+    /// The rows after the table are not the table's.
+    #[error("{found} payload bytes after the table, {expected} expected")]
+    PayloadMismatch {
+        /// Bytes there.
+        found: u64,
+        /// Bytes the table implies.
+        expected: u64,
+    },
+}
+
+impl BatchError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BatchError::Truncated { .. } => "truncated",
+            BatchError::BadMagic(_) => "bad_magic",
+            BatchError::UnsupportedVersion(_) => "unsupported_version",
+            BatchError::CapacityMismatch { .. } => "capacity_mismatch",
+            BatchError::BadCount { .. } => "bad_count",
+            BatchError::ReservedNonZero => "reserved_nonzero",
+            BatchError::UnknownFlags(_) => "unknown_flags",
+            BatchError::SlotOutOfRange { .. } => "slot_out_of_range",
+            BatchError::DuplicateSlot(_) => "duplicate_slot",
+            BatchError::EmptyEntry(_) => "empty_entry",
+            BatchError::PastContext { .. } => "past_context",
+            BatchError::ResetNotAtStart(_) => "reset_not_at_start",
+            BatchError::BadSampling(_) => "bad_sampling",
+            BatchError::TotalMismatch { .. } => "total_mismatch",
+            BatchError::PayloadMismatch { .. } => "payload_mismatch",
+        }
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+impl BatchTable {
+    /// A table of `capacity` entries holding `entries` (in row order). Checked by
+    /// [`BatchTable::check`] before use; [`BatchTable::encode`] writes it as given.
+    pub fn new(capacity: u16, entries: Vec<BatchEntry>) -> BatchTable {
+        BatchTable { capacity, entries }
+    }
+
+    /// The capacity (entries the encoded table has room for).
+    pub fn capacity(&self) -> u16 {
+        self.capacity
+    }
+
+    /// The entries, in row order.
+    pub fn entries(&self) -> &[BatchEntry] {
+        &self.entries
+    }
+
+    /// Rows of all entries.
+    pub fn total_tokens(&self) -> u64 {
+        self.entries.iter().map(|e| u64::from(e.tokens)).sum()
+    }
+
+    /// The encoded table's size.
+    pub fn encoded_len(&self) -> u64 {
+        table_bytes(self.capacity)
+    }
+
+    /// Appends the encoded table (exactly [`BatchTable::encoded_len`] bytes) to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&BATCH_MAGIC.to_le_bytes());
+        out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.capacity.to_le_bytes());
+        out.extend_from_slice(&(self.entries.len() as u16).to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&(self.total_tokens().min(u64::from(u32::MAX)) as u32).to_le_bytes());
+        for e in &self.entries {
+            out.extend_from_slice(&e.slot.to_le_bytes());
+            out.extend_from_slice(&e.first_position.to_le_bytes());
+            out.extend_from_slice(&e.tokens.to_le_bytes());
+            out.extend_from_slice(&e.flags.0.to_le_bytes());
+            out.extend_from_slice(&e.sampling.temperature.to_le_bytes());
+            out.extend_from_slice(&e.sampling.top_p.to_le_bytes());
+            out.extend_from_slice(&e.sampling.top_k.to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
+            out.extend_from_slice(&e.sampling.seed.to_le_bytes());
+        }
+        out.resize(start + table_bytes(self.capacity) as usize, 0);
+    }
+
+    /// The encoded table.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len() as usize);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Checks the table against `limits`: capacity, count, slots, positions, sampling.
+    pub fn check(&self, limits: BatchLimits) -> Result<(), BatchError> {
+        if self.capacity != limits.capacity {
+            return Err(BatchError::CapacityMismatch {
+                found: self.capacity,
+                expected: limits.capacity,
+            });
+        }
+        let count = self.entries.len();
+        if count == 0 || count > usize::from(self.capacity) {
+            return Err(BatchError::BadCount {
+                count: count.min(usize::from(u16::MAX)) as u16,
+                capacity: self.capacity,
+            });
+        }
+        let mut seen = vec![false; usize::from(self.capacity)];
+        for e in &self.entries {
+            if e.flags.0 & !EntryFlags::KNOWN.0 != 0 {
+                return Err(BatchError::UnknownFlags(e.flags.0 & !EntryFlags::KNOWN.0));
+            }
+            let Some(mark) = seen.get_mut(e.slot as usize) else {
+                return Err(BatchError::SlotOutOfRange { slot: e.slot, capacity: self.capacity });
+            };
+            if std::mem::replace(mark, true) {
+                return Err(BatchError::DuplicateSlot(e.slot));
+            }
+            if e.tokens == 0 {
+                return Err(BatchError::EmptyEntry(e.slot));
+            }
+            let end = u64::from(e.first_position) + u64::from(e.tokens);
+            if end > u64::from(limits.max_seq_len) {
+                return Err(BatchError::PastContext {
+                    slot: e.slot,
+                    first: e.first_position,
+                    end,
+                    max: limits.max_seq_len,
+                });
+            }
+            if e.flags.contains(EntryFlags::RESET) && e.first_position != 0 {
+                return Err(BatchError::ResetNotAtStart(e.slot));
+            }
+            if !e.sampling.valid() {
+                return Err(BatchError::BadSampling(e.slot));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes and checks the table at the front of `payload` (which may go on with the
+    /// rows). Total: every input yields a checked table or a typed error.
+    pub fn decode(payload: &[u8], limits: BatchLimits) -> Result<BatchTable, BatchError> {
+        let need = table_bytes(limits.capacity);
+        if (payload.len() as u64) < TABLE_HEADER_BYTES {
+            return Err(BatchError::Truncated {
+                found: payload.len() as u64,
+                need,
+                capacity: limits.capacity,
+            });
+        }
+        let magic = u32_at(payload, 0);
+        if magic != BATCH_MAGIC {
+            return Err(BatchError::BadMagic(magic));
+        }
+        let version = u16_at(payload, 4);
+        if version != BATCH_VERSION {
+            return Err(BatchError::UnsupportedVersion(version));
+        }
+        let capacity = u16_at(payload, 6);
+        if capacity != limits.capacity {
+            return Err(BatchError::CapacityMismatch {
+                found: capacity,
+                expected: limits.capacity,
+            });
+        }
+        if (payload.len() as u64) < need {
+            return Err(BatchError::Truncated { found: payload.len() as u64, need, capacity });
+        }
+        let count = u16_at(payload, 8);
+        if count == 0 || count > capacity {
+            return Err(BatchError::BadCount { count, capacity });
+        }
+        if u16_at(payload, 10) != 0 {
+            return Err(BatchError::ReservedNonZero);
+        }
+        let total = u32_at(payload, 12);
+        let mut entries = Vec::with_capacity(usize::from(count));
+        for i in 0..usize::from(capacity) {
+            let at = (TABLE_HEADER_BYTES + ENTRY_BYTES * i as u64) as usize;
+            let raw = &payload[at..at + ENTRY_BYTES as usize];
+            if i >= usize::from(count) {
+                if raw.iter().any(|&b| b != 0) {
+                    return Err(BatchError::ReservedNonZero);
+                }
+                continue;
+            }
+            if u32_at(raw, 28) != 0 {
+                return Err(BatchError::ReservedNonZero);
+            }
+            entries.push(BatchEntry {
+                slot: u32_at(raw, 0),
+                first_position: u32_at(raw, 4),
+                tokens: u32_at(raw, 8),
+                flags: EntryFlags(u32_at(raw, 12)),
+                sampling: EntrySampling {
+                    temperature: f32::from_le_bytes(raw[16..20].try_into().unwrap_or([0; 4])),
+                    top_p: f32::from_le_bytes(raw[20..24].try_into().unwrap_or([0; 4])),
+                    top_k: u32_at(raw, 24),
+                    seed: u64_at(raw, 32),
+                },
+            });
+        }
+        let table = BatchTable { capacity, entries };
+        table.check(limits)?;
+        let sum = table.total_tokens();
+        if u64::from(total) != sum {
+            return Err(BatchError::TotalMismatch { total, sum });
+        }
+        Ok(table)
+    }
+
+    /// Decodes the table and checks that exactly `row_bytes` per row follow it (token-in
+    /// and activation objects). Returns the table and the rows.
+    pub fn split_rows(
+        payload: &[u8],
+        limits: BatchLimits,
+        row_bytes: u64,
+    ) -> Result<(BatchTable, &[u8]), BatchError> {
+        let table = BatchTable::decode(payload, limits)?;
+        let rows = &payload[table.encoded_len() as usize..];
+        let expected = table.total_tokens().saturating_mul(row_bytes);
+        if rows.len() as u64 != expected {
+            return Err(BatchError::PayloadMismatch { found: rows.len() as u64, expected });
+        }
+        Ok((table, rows))
+    }
+
+    /// Decodes a token-out payload: the table, then one `u32` per table entry of the
+    /// capacity. Returns the table and each entry's token ([`NO_TOKEN`] where it does not
+    /// sample); a sampling entry without a token, or a token on an entry that does not
+    /// sample, is a [`BatchError::PayloadMismatch`].
+    pub fn split_tokens(
+        payload: &[u8],
+        limits: BatchLimits,
+    ) -> Result<(BatchTable, Vec<u32>), BatchError> {
+        let table = BatchTable::decode(payload, limits)?;
+        let rest = &payload[table.encoded_len() as usize..];
+        let expected = u64::from(table.capacity) * 4;
+        if rest.len() as u64 != expected {
+            return Err(BatchError::PayloadMismatch { found: rest.len() as u64, expected });
+        }
+        let tokens: Vec<u32> = rest.chunks_exact(4).map(|c| u32_at(c, 0)).collect();
+        for (i, &t) in tokens.iter().enumerate() {
+            let samples =
+                table.entries.get(i).is_some_and(|e| e.flags.contains(EntryFlags::SAMPLE));
+            if samples == (t == NO_TOKEN) {
+                return Err(BatchError::PayloadMismatch { found: rest.len() as u64, expected });
+            }
+        }
+        Ok((table, tokens))
+    }
+}
+
+/// Bytes of a token-out payload for `capacity` entries (table plus one `u32` each).
+pub const fn token_out_bytes(capacity: u16) -> u64 {
+    table_bytes(capacity) + 4 * capacity as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMITS: BatchLimits = BatchLimits { capacity: 4, max_seq_len: 64 };
+
+    fn entry(slot: u32, first: u32, tokens: u32, flags: EntryFlags) -> BatchEntry {
+        BatchEntry {
+            slot,
+            first_position: first,
+            tokens,
+            flags,
+            sampling: EntrySampling::default(),
+        }
+    }
+
+    #[test]
+    fn a_table_round_trips_through_its_bytes() {
+        let t = BatchTable::new(
+            4,
+            vec![
+                entry(2, 0, 5, EntryFlags::RESET | EntryFlags::SAMPLE),
+                BatchEntry {
+                    sampling: EntrySampling { temperature: 0.7, top_p: 0.9, top_k: 40, seed: 7 },
+                    ..entry(0, 9, 1, EntryFlags::SAMPLE)
+                },
+            ],
+        );
+        let bytes = t.encode();
+        assert_eq!(bytes.len() as u64, table_bytes(4));
+        assert_eq!(BatchTable::decode(&bytes, LIMITS), Ok(t));
+    }
+
+    #[test]
+    fn rows_after_the_table_must_be_exactly_the_tables_rows() {
+        let t = BatchTable::new(4, vec![entry(1, 0, 3, EntryFlags::RESET)]);
+        let mut bytes = t.encode();
+        bytes.extend_from_slice(&[0; 12]);
+        let (back, rows) = BatchTable::split_rows(&bytes, LIMITS, 4).unwrap();
+        assert_eq!((back, rows.len()), (t, 12));
+        bytes.push(0);
+        assert_eq!(
+            BatchTable::split_rows(&bytes, LIMITS, 4).unwrap_err().code(),
+            "payload_mismatch"
+        );
+    }
+
+    #[test]
+    fn token_out_names_a_token_for_exactly_the_sampling_entries() {
+        let t = BatchTable::new(
+            4,
+            vec![entry(0, 0, 3, EntryFlags::RESET), entry(1, 4, 1, EntryFlags::SAMPLE)],
+        );
+        let mut bytes = t.encode();
+        for tok in [NO_TOKEN, 17, NO_TOKEN, NO_TOKEN] {
+            bytes.extend_from_slice(&tok.to_le_bytes());
+        }
+        assert_eq!(bytes.len() as u64, token_out_bytes(4));
+        let (_, tokens) = BatchTable::split_tokens(&bytes, LIMITS).unwrap();
+        assert_eq!(tokens, vec![NO_TOKEN, 17, NO_TOKEN, NO_TOKEN]);
+        bytes[table_bytes(4) as usize..][..4].copy_from_slice(&5u32.to_le_bytes());
+        assert!(BatchTable::split_tokens(&bytes, LIMITS).is_err());
+    }
+
+    #[test]
+    fn each_broken_rule_has_its_own_code() {
+        let cases: Vec<(BatchTable, &str)> = vec![
+            (BatchTable::new(4, vec![]), "bad_count"),
+            (BatchTable::new(4, vec![entry(4, 0, 1, EntryFlags::NONE)]), "slot_out_of_range"),
+            (
+                BatchTable::new(
+                    4,
+                    vec![entry(1, 0, 1, EntryFlags::NONE), entry(1, 1, 1, EntryFlags::NONE)],
+                ),
+                "duplicate_slot",
+            ),
+            (BatchTable::new(4, vec![entry(1, 0, 0, EntryFlags::NONE)]), "empty_entry"),
+            (BatchTable::new(4, vec![entry(1, 60, 5, EntryFlags::NONE)]), "past_context"),
+            (BatchTable::new(4, vec![entry(1, 3, 1, EntryFlags::RESET)]), "reset_not_at_start"),
+            (BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags(8))]), "unknown_flags"),
+            (
+                BatchTable::new(
+                    4,
+                    vec![BatchEntry {
+                        sampling: EntrySampling { temperature: f32::NAN, ..Default::default() },
+                        ..entry(1, 0, 1, EntryFlags::SAMPLE)
+                    }],
+                ),
+                "bad_sampling",
+            ),
+            (BatchTable::new(3, vec![entry(1, 0, 1, EntryFlags::NONE)]), "capacity_mismatch"),
+        ];
+        for (t, code) in cases {
+            assert_eq!(t.check(LIMITS).unwrap_err().code(), code, "{t:?}");
+            assert_eq!(BatchTable::decode(&t.encode(), LIMITS).unwrap_err().code(), code);
+        }
+        let good = BatchTable::new(4, vec![entry(1, 0, 2, EntryFlags::NONE)]).encode();
+        let mut b = good.clone();
+        b[0] ^= 1;
+        assert_eq!(BatchTable::decode(&b, LIMITS).unwrap_err().code(), "bad_magic");
+        let mut b = good.clone();
+        b[4] = 9;
+        assert_eq!(BatchTable::decode(&b, LIMITS).unwrap_err().code(), "unsupported_version");
+        let mut b = good.clone();
+        b[12] = 3;
+        assert_eq!(BatchTable::decode(&b, LIMITS).unwrap_err().code(), "total_mismatch");
+        let mut b = good.clone();
+        *b.last_mut().unwrap() = 1;
+        assert_eq!(BatchTable::decode(&b, LIMITS).unwrap_err().code(), "reserved_nonzero");
+        assert_eq!(BatchTable::decode(&good[..20], LIMITS).unwrap_err().code(), "truncated");
+    }
+
+    #[test]
+    fn a_policy_survives_the_tables_sampling_form() {
+        let p = SamplingPolicy::Sample { temperature: 0.8, top_k: Some(5), top_p: None, seed: 3 };
+        assert_eq!(EntrySampling::from_policy(p).policy(), p);
+        assert_eq!(
+            EntrySampling::from_policy(SamplingPolicy::Greedy).policy(),
+            SamplingPolicy::Greedy
+        );
+    }
+
+    fn arb_entry() -> impl Strategy<Value = BatchEntry> {
+        (0u32..6, 0u32..70, 0u32..10, 0u32..5, prop::bool::ANY, any::<u64>()).prop_map(
+            |(slot, first, tokens, flags, hot, seed)| BatchEntry {
+                slot,
+                first_position: first,
+                tokens,
+                flags: EntryFlags(flags),
+                sampling: EntrySampling {
+                    temperature: if hot { 0.5 } else { 0.0 },
+                    top_p: 0.0,
+                    top_k: 0,
+                    seed,
+                },
+            },
+        )
+    }
+
+    proptest! {
+        /// Decoding is total: any bytes give a checked table or a typed error, never a
+        /// panic; and whatever decodes re-encodes to the same bytes.
+        #[test]
+        fn decoding_any_bytes_is_total(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            if let Ok(t) = BatchTable::decode(&bytes, LIMITS) {
+                prop_assert!(t.check(LIMITS).is_ok());
+                prop_assert_eq!(&t.encode()[..], &bytes[..t.encoded_len() as usize]);
+            }
+        }
+
+        /// A table decodes back to itself exactly when it passes the check.
+        #[test]
+        fn encode_then_decode_agrees_with_check(
+            entries in prop::collection::vec(arb_entry(), 0..6),
+        ) {
+            let t = BatchTable::new(4, entries);
+            if t.entries().len() > 4 {
+                return Ok(());
+            }
+            let decoded = BatchTable::decode(&t.encode(), LIMITS);
+            match t.check(LIMITS) {
+                Ok(()) => prop_assert_eq!(decoded, Ok(t)),
+                Err(e) => prop_assert_eq!(decoded, Err(e)),
+            }
+        }
+
+        /// Flipped bits, cut or extended bytes of a valid table never panic the decoder.
+        #[test]
+        fn mutated_valid_tables_decode_or_fail_typed(
+            flip in 0usize..176, bit in 0u8..8, cut in 0usize..200,
+        ) {
+            let t = BatchTable::new(4, vec![entry(1, 0, 3, EntryFlags::RESET | EntryFlags::SAMPLE)]);
+            let mut b = t.encode();
+            let n = b.len();
+            b[flip % n] ^= 1 << bit;
+            let _ = BatchTable::decode(&b, LIMITS);
+            let _ = BatchTable::decode(&b[..cut.min(b.len())], LIMITS);
+            b.extend_from_slice(&[0xFF; 9]);
+            let _ = BatchTable::split_rows(&b, LIMITS, 4);
+            let _ = BatchTable::split_tokens(&b, LIMITS);
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! Sessions with real processes on loopback: a batch job (`--requests`) serves many
+//! sequences at once through one resident pipeline. Every greedy request's tokens equal
+//! `swactor generate` on its prompt alone (batch invariance end to end, through 1, 2 and 3
+//! stages); what cannot run is refused as that request's error; a killed stage node ends
+//! every sequence in flight with the fault; sessions in a row leak nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::run::{
+    Nodes, SERIAL, assert_lost_not_stopped, assert_one_outcome_and_teardown, events, exe,
+    footprint, signal,
+};
+use crate::support::{scratch, synth_model};
+
+/// Prompts of different lengths (so micro-batches mix prefill chunks and decode rows).
+const PROMPTS: [&str; 8] = [
+    "Once upon a time",
+    "The cat",
+    "A long story about a dragon who lived in the mountains and collected shiny stones",
+    "Hello",
+    "She said that the weather would be fine tomorrow",
+    "One two three four five six",
+    "In the beginning",
+    "Why is the sky blue? Because the light",
+];
+
+/// `swactor generate --json` on `prompt` alone: its token ids and its stop reason.
+fn reference(model: &Path, prompt: &str, max_tokens: u32) -> (Vec<u64>, String) {
+    let out = Command::new(exe())
+        .args(["generate", "--json", "--model"])
+        .arg(model)
+        .args(["--prompt", prompt, "--max-tokens", &max_tokens.to_string()])
+        .output()
+        .expect("generate");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = parse(&out.stdout);
+    let ids = lines.iter().filter(|v| v["type"] == "token").map(|v| v["id"].as_u64().expect("id"));
+    let stop = lines.iter().find(|v| v["type"] == "generation").expect("summary")["stop"]
+        .as_str()
+        .expect("stop")
+        .to_string();
+    (ids.collect(), stop)
+}
+
+fn parse(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+fn requests_file(name: &str, lines: &[Value]) -> PathBuf {
+    let path = scratch().join(format!("{name}.jsonl"));
+    let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&path, text).expect("requests");
+    path
+}
+
+/// `run local --requests FILE --stream --json` on `model`; the exit code, lines, stderr.
+fn run_local_batch(
+    model: &Path,
+    stages: u32,
+    file: &Path,
+    extra: &[&str],
+) -> (i32, Vec<Value>, String) {
+    let out = Command::new(exe())
+        .args(["run", "local", "--json", "--stream", "--stages", &stages.to_string()])
+        .arg("--model")
+        .arg(model)
+        .arg("--requests")
+        .arg(file)
+        .args(extra)
+        .output()
+        .expect("run local");
+    (
+        out.status.code().unwrap_or(-1),
+        parse(&out.stdout),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Each request's streamed token ids, by request id.
+fn streamed(lines: &[Value]) -> BTreeMap<String, Vec<u64>> {
+    let mut by_id: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for v in lines.iter().filter(|v| v["type"] == "token" && v.get("token").is_some()) {
+        by_id
+            .entry(v["id"].as_str().expect("id").to_string())
+            .or_default()
+            .push(v["token"].as_u64().expect("token"));
+    }
+    by_id
+}
+
+fn results(lines: &[Value]) -> BTreeMap<String, Value> {
+    lines
+        .iter()
+        // The command's own error line (its exit reason) names no request.
+        .filter(|v| (v["type"] == "result" || v["type"] == "error") && v["id"].is_string())
+        .map(|v| (v["id"].as_str().expect("id").to_string(), v.clone()))
+        .collect()
+}
+
+#[test]
+fn eight_concurrent_greedy_requests_each_get_generates_tokens_through_one_two_and_three_stages() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let lines: Vec<Value> = PROMPTS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| json!({"id": format!("r{i}"), "prompt": p, "max_tokens": 6 + 2 * i}))
+        .collect();
+    let file = requests_file("session-eight", &lines);
+    let want: BTreeMap<String, (Vec<u64>, String)> = PROMPTS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("r{i}"), reference(&model, p, 6 + 2 * i as u32)))
+        .collect();
+    for stages in 1..=3 {
+        let (code, out, err) = run_local_batch(&model, stages, &file, &["--max-sequences", "8"]);
+        assert_eq!(code, 0, "{stages} stages: {err}");
+        assert_one_outcome_and_teardown(
+            &out,
+            "completed",
+            &(0..u64::from(stages)).collect::<Vec<_>>(),
+        );
+        let got = streamed(&out);
+        let done = results(&out);
+        assert_eq!(done.len(), 8, "{stages} stages: one result per request: {done:?}");
+        for (id, (ids, stop)) in &want {
+            assert_eq!(got.get(id), Some(ids), "{stages} stages, request {id}");
+            let r = &done[id];
+            assert_eq!(r["type"], "result", "{r}");
+            assert_eq!(r["finish_reason"], stop.as_str(), "{stages} stages, {id}: {r}");
+            assert_eq!(r["completion_tokens"], ids.len(), "{r}");
+            assert!(r["ttft_ms"].as_f64().is_some_and(|t| t >= 0.0), "{r}");
+        }
+        // Several sequences really shared micro-batches: fewer token-in objects than
+        // tokens generated.
+        let injected = events(&out, "prompt_injected").len();
+        let tokens: usize = want.values().map(|(ids, _)| ids.len()).sum();
+        assert!(injected < tokens, "{stages} stages: {injected} objects for {tokens} tokens");
+        let run = out.iter().find(|v| v["type"] == "run").expect("summary");
+        assert_eq!((run["requests"].as_u64(), run["failed"].as_u64()), (Some(8), Some(0)), "{run}");
+    }
+}
+
+#[test]
+fn a_batch_job_refuses_what_cannot_run_as_that_requests_error_and_serves_the_rest() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    // A stop string taken from the middle of what the model says to "Once upon a time".
+    let (ids, _) = reference(&model, "Once upon a time", 12);
+    assert!(ids.len() >= 6, "the synthesized model says enough");
+    let text = {
+        let out = Command::new(exe())
+            .args(["generate", "--model"])
+            .arg(&model)
+            .args(["--prompt", "Once upon a time", "--max-tokens", "12"])
+            .output()
+            .expect("generate");
+        String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_string()
+    };
+    let cut = text.char_indices().map(|(i, _)| i).find(|&i| i >= text.len() / 2).unwrap_or(0);
+    let stop: String = text[cut..].chars().take(3).collect();
+    let prefix = &text[..text.find(&stop).expect("stop in text")];
+    let long = "word ".repeat(200);
+    let lines = [
+        json!({"id": "first", "prompt": "The cat", "max_tokens": 8}),
+        json!({"id": "stop", "prompt": "Once upon a time", "max_tokens": 12, "stop": [stop]}),
+        json!({"id": "queued", "prompt": "Hello", "max_tokens": 4}),
+        json!({"id": "busy", "prompt": "Hello again", "max_tokens": 4}),
+        json!({"id": "long", "prompt": long, "max_tokens": 4}),
+        json!({"id": "both", "prompt": "a", "messages": []}),
+        json!({"id": "hot", "prompt": "a", "temperature": -1}),
+    ];
+    let mut file_text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    file_text.push_str("this is not json\n");
+    let file = scratch().join("session-refusals.jsonl");
+    std::fs::write(&file, file_text).expect("requests");
+    let args = ["--max-sequences", "1", "--queue", "2", "--max-seq-len", "64"];
+    let (code, out, err) = run_local_batch(&model, 2, &file, &args);
+    assert_eq!(code, 0, "the session completes: {err}");
+    let done = results(&out);
+    assert_eq!(done["first"]["type"], "result", "{:?}", done["first"]);
+    assert_eq!(done["queued"]["type"], "result", "admitted when a slot freed");
+    assert_eq!(done["stop"]["finish_reason"], "stop", "{:?}", done["stop"]);
+    assert_eq!(done["stop"]["text"], prefix, "the text ends before the stop string");
+    assert_eq!(done["busy"]["reason"], "busy", "{:?}", done["busy"]);
+    assert_eq!(done["long"]["reason"], "prompt_too_long", "{:?}", done["long"]);
+    assert_eq!(done["both"]["reason"], "invalid_request");
+    assert_eq!(done["hot"]["reason"], "invalid_sampling");
+    assert_eq!(done["8"]["reason"], "invalid_request", "a bad line is named by its number");
+    let run = out.iter().find(|v| v["type"] == "run").expect("summary");
+    assert_eq!((run["requests"].as_u64(), run["failed"].as_u64()), (Some(8), Some(5)), "{run}");
+}
+
+#[test]
+fn a_stage_node_killed_with_eight_requests_in_flight_ends_each_with_the_fault_and_a_new_session_serves()
+ {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let mut nodes = Nodes::boot("session-kill", 3, |_| vec![]);
+    let lines: Vec<Value> = (0..8)
+        .map(|i| json!({"id": format!("k{i}"), "prompt": PROMPTS[i], "max_tokens": 1000}))
+        .collect();
+    let file = requests_file("session-kill", &lines);
+    let args = ["--max-seq-len", "1100", "--max-sequences", "8", "--stream", "--requests"];
+    let mut args: Vec<&str> = args.to_vec();
+    let path = file.display().to_string();
+    args.push(&path);
+    let mut run = nodes.orchestrate(&model, &args);
+    run.wait_for("every request decoding", |v| {
+        v["type"] == "token" && v["id"] == "k7" && v.get("token").is_some()
+    });
+    signal(nodes.pid(2), rustix::process::Signal::KILL);
+    let (code, out, err) = run.finish();
+    assert_eq!(code, 7, "{err}");
+    let done = results(&out);
+    assert_eq!(done.len(), 8, "{done:?}");
+    for (id, r) in &done {
+        assert_eq!(r["type"], "error", "{id}: {r}");
+        assert_eq!(r["reason"], "membership.node_down", "{id}: {r}");
+        assert!(r["completion_tokens"].as_u64().is_some_and(|n| n > 0), "{id}: {r}");
+    }
+    assert_one_outcome_and_teardown(&out, "faulted", &[0, 2]);
+    assert_lost_not_stopped(&out, 1, 2);
+    nodes.assert_clean(1);
+    nodes.assert_clean(3);
+
+    // The pool recovers (node 2 boots again with its key) and serves a new session.
+    nodes.restart(2);
+    let small: Vec<Value> = (0..4)
+        .map(|i| json!({"id": format!("n{i}"), "prompt": PROMPTS[i], "max_tokens": 5}))
+        .collect();
+    let again = requests_file("session-kill-again", &small);
+    let path = again.display().to_string();
+    let args = ["--requests", &path, "--max-sequences", "4", "--run-id", "2"];
+    let run = nodes.orchestrate(&model, &args);
+    let (code, out, err) = run.finish();
+    assert_eq!(code, 0, "{err}: {:?}", events(&out, "run_faulted"));
+    let done = results(&out);
+    assert!(done.values().all(|r| r["type"] == "result"), "{done:?}");
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
+fn ten_sessions_of_sixteen_requests_on_one_pool_leak_no_descriptor_thread_lease_or_process() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("session-ten", 3, |_| vec![]);
+    let lines: Vec<Value> = (0..16)
+        .map(|i| json!({"id": format!("s{i}"), "prompt": PROMPTS[i % 8], "max_tokens": 4 + i % 5}))
+        .collect();
+    let file = requests_file("session-ten", &lines);
+    let path = file.display().to_string();
+    let mut after = Vec::new();
+    for session in 1..=10 {
+        let id = session.to_string();
+        let args = ["--requests", &path, "--max-sequences", "8", "--run-id", &id];
+        let (code, out, err) = nodes.orchestrate(&model, &args).finish();
+        assert_eq!(code, 0, "session {session}: {err}");
+        let done = results(&out);
+        assert_eq!(done.len(), 16, "session {session}");
+        assert!(done.values().all(|r| r["type"] == "result"), "session {session}: {done:?}");
+        for i in 1..=3 {
+            nodes.assert_clean(i);
+        }
+        if session == 2 || session == 10 {
+            after.push((1..=3).map(|i| footprint(&nodes, i)).collect::<Vec<_>>());
+        }
+    }
+    for (i, (warm, last)) in after[0].iter().zip(&after[1]).enumerate() {
+        assert!(last.0 <= warm.0, "node {}: open descriptors grew {warm:?} -> {last:?}", i + 1);
+        assert!(last.1 <= warm.1 + 1, "node {}: threads grew {warm:?} -> {last:?}", i + 1);
+        assert_eq!(last.2, 0, "node {}: arena leases left", i + 1);
+        assert_eq!(last.3, 1, "node {}: exactly one worker process", i + 1);
+    }
+}
+
+#[test]
+fn smollm2_serves_four_prompts_at_once_each_as_generate_says_it_alone() {
+    let Some(model) = crate::cli::smollm2() else { return };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let prompts = [
+        "Once upon a time there was a little girl named Lily.",
+        "The capital of France is",
+        "def fibonacci(n):",
+        "Water boils at",
+    ];
+    let lines: Vec<Value> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| json!({"id": format!("p{i}"), "prompt": p, "max_tokens": 12}))
+        .collect();
+    let file = requests_file("session-smollm2", &lines);
+    let (code, out, err) =
+        run_local_batch(&model, 3, &file, &["--max-sequences", "4", "--max-seq-len", "256"]);
+    assert_eq!(code, 0, "{err}");
+    let got = streamed(&out);
+    for (i, p) in prompts.iter().enumerate() {
+        let (ids, _) = reference(&model, p, 12);
+        assert_eq!(got.get(&format!("p{i}")), Some(&ids), "prompt {p:?}");
+    }
+}
