@@ -284,27 +284,28 @@ fn ten_sessions_of_sixteen_requests_on_one_pool_leak_no_descriptor_thread_lease_
 }
 
 #[test]
-fn smollm2_serves_four_prompts_at_once_each_as_generate_says_it_alone() {
+fn readmes_batch_job_serves_sixteen_smollm2_stories_each_as_generate_says_it_alone() {
     let Some(model) = crate::cli::smollm2() else { return };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let prompts = [
-        "Once upon a time there was a little girl named Lily.",
-        "The capital of France is",
-        "def fibonacci(n):",
-        "Water boils at",
-    ];
-    let lines: Vec<Value> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| json!({"id": format!("p{i}"), "prompt": p, "max_tokens": 12}))
-        .collect();
-    let file = requests_file("session-smollm2", &lines);
-    let (code, out, err) =
-        run_local_batch(&model, 3, &file, &["--max-sequences", "4", "--max-seq-len", "256"]);
+    let (content, _) = swactor::model::gguf::read_content(&model).expect("header");
+    let tok = swactor::model::tokenizer::Tokenizer::from_gguf(&content).expect("tokenizer");
+    // README's command: 16 requests, 8 slots (so slots are reset and reused), 3 stages.
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/stories.jsonl");
+    let (code, out, err) = run_local_batch(&model, 3, &file, &["--max-seq-len", "256"]);
     assert_eq!(code, 0, "{err}");
     let got = streamed(&out);
-    for (i, p) in prompts.iter().enumerate() {
-        let (ids, _) = reference(&model, p, 12);
-        assert_eq!(got.get(&format!("p{i}")), Some(&ids), "prompt {p:?}");
+    let done = results(&out);
+    let requests = std::fs::read_to_string(&file).expect("stories");
+    let mut checked = 0;
+    for line in requests.lines() {
+        let r: Value = serde_json::from_str(line).expect("request");
+        let id = r["id"].as_str().expect("id");
+        let (ids, stop) = reference(&model, r["prompt"].as_str().expect("prompt"), 32);
+        assert_eq!(got.get(id), Some(&ids), "request {id}");
+        let ids32: Vec<u32> = ids.iter().map(|&t| t as u32).collect();
+        assert_eq!(done[id]["text"], tok.decode(&ids32), "request {id}: the same text");
+        assert_eq!(done[id]["finish_reason"], stop.as_str(), "request {id}");
+        checked += 1;
     }
+    assert_eq!(checked, 16);
 }
