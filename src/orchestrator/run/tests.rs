@@ -13,6 +13,11 @@ use crate::wire::{ActivationDType, RuntimeConfig, SamplingPolicy, WeightSource};
 const EOS: u32 = 2;
 
 fn the_plan(max_tokens: u32) -> RunPlan {
+    plan_with(max_tokens, 1)
+}
+
+/// The plan of a 3-stage session with `slots` sequence slots.
+fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
     let facts = ModelFacts {
         architecture: "llama".into(),
         name: None,
@@ -67,7 +72,7 @@ fn the_plan(max_tokens: u32) -> RunPlan {
             activation_dtype: ActivationDType::F32,
             max_tokens,
             sampling: SamplingPolicy::Greedy,
-            max_sequences: 1,
+            max_sequences: slots,
         },
         prompt_tokens: 4,
     })
@@ -491,4 +496,124 @@ fn a_cause_is_reported_at_once_and_no_later_fault_replaces_it() {
     f.fault(now, TokenFault::OutOfOrder.into(), Component::TokenEndpoint, None, None, None);
     assert_eq!(reported_faults(&drain(&mut f).1), [(crashed, Component::WorkerCtl)]);
     assert!(is_consequence(write_failed) && !is_consequence(crashed));
+}
+
+fn session_plan(slots: u32) -> RunPlan {
+    plan_with(4, slots)
+}
+
+fn ready_session(plan: &RunPlan) -> (RunFsm, Instant) {
+    let now = Instant::now();
+    let mut f = RunFsm::start(now, plan, SessionLimits::default(), T);
+    drain(&mut f);
+    for s in 0..3u32 {
+        f.stage_ready(now, RunId(5), StageIndex(s), NodeId(u64::from(s) + 1)).expect("ready");
+    }
+    f.token_endpoints_ready(now);
+    drain(&mut f);
+    (f, now)
+}
+
+/// Answers an injected micro-batch with `token` for each sampling entry.
+fn answer(cmd: &RunCommand, capacity: u16, token: u32) -> (ObjectId, Sequence, Vec<u8>) {
+    let RunCommand::Inject { object_id, sequence, payload, .. } = cmd else {
+        panic!("not an injection: {cmd:?}")
+    };
+    let limits = BatchLimits { capacity, max_seq_len: 128 };
+    let (table, _) = BatchTable::split_rows(payload, limits, 4).expect("a valid micro-batch");
+    let mut out = table.encode();
+    for i in 0..usize::from(capacity) {
+        let samples = table.entries().get(i).is_some_and(|e| e.flags.contains(EntryFlags::SAMPLE));
+        let t = if samples { token } else { crate::wire::batch::NO_TOKEN };
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    (*object_id, *sequence, out)
+}
+
+fn req(len: u32, max_tokens: u32) -> SeqRequest {
+    SeqRequest { prompt: (10..10 + len).collect(), max_tokens, sampling: SamplingPolicy::Greedy }
+}
+
+#[test]
+fn a_session_serves_several_requests_at_once_and_completes_when_its_closed_input_is_served() {
+    let plan = session_plan(4);
+    let (mut f, now) = ready_session(&plan);
+    let ids: Vec<SeqId> = (0..3).map(|i| f.submit(now, req(3 + i, 2)).expect("admitted")).collect();
+    // Nothing is injected twice for one sequence; every group flies at once.
+    let (cmds, _) = drain(&mut f);
+    assert_eq!(cmds.len(), 3, "stages + 1 groups, three sequences: {cmds:?}");
+    assert_eq!(f.poll_timeout(), Some(now + T.token), "the token deadline runs while in flight");
+    f.close_input(now);
+    let mut tokens = 0;
+    let mut pending: std::collections::VecDeque<RunCommand> = cmds.into();
+    while let Some(cmd) = pending.pop_front() {
+        let (object, sequence, out) = answer(&cmd, 4, 50);
+        f.token_received(now, object, sequence, &out);
+        let (more, events) = drain(&mut f);
+        pending.extend(more.into_iter().filter(|c| matches!(c, RunCommand::Inject { .. })));
+        if let Some(Event::RunCompleted { tokens: n, cause, .. }) =
+            events.iter().find(|e| e.kind() == "run_completed")
+        {
+            assert_eq!((*n, *cause), (6, CompletionCause::RequestsDone));
+        }
+        tokens += 1;
+    }
+    let outs: Vec<SeqOutput> = std::iter::from_fn(|| f.poll_output()).collect();
+    for id in ids {
+        assert!(outs.contains(&SeqOutput::Finished {
+            id,
+            reason: FinishReason::MaxTokens,
+            prompt: (10..10 + 3 + id as u32).collect(),
+            generated: vec![50, 50],
+        }));
+    }
+    assert_eq!(tokens, 6, "three sequences, two steps each, one object per step each");
+    assert_eq!(f.outcome(), Some(RunOutcome::Completed));
+}
+
+#[test]
+fn a_session_fault_ends_every_live_sequence_with_its_token_log_and_refuses_new_requests() {
+    let plan = session_plan(2);
+    let (mut f, now) = ready_session(&plan);
+    let a = f.submit(now, req(3, 9)).expect("a");
+    let b = f.submit(now, req(2, 9)).expect("b");
+    let queued = f.submit(now, req(2, 9)).expect("queued");
+    let (cmds, _) = drain(&mut f);
+    let (object, sequence, out) = answer(&cmds[0], 2, 70);
+    f.token_received(now, object, sequence, &out);
+    drain(&mut f);
+    let crashed = FaultReason::Ring(RingFault::WorkerCrashed);
+    f.fault(now, crashed, Component::WorkerCtl, Some(NodeId(2)), None, None);
+    let outs: Vec<SeqOutput> = std::iter::from_fn(|| f.poll_output()).collect();
+    let ended: Vec<(SeqId, FinishReason, usize)> = outs
+        .iter()
+        .filter_map(|o| match o {
+            SeqOutput::Finished { id, reason, generated, .. } => {
+                Some((*id, *reason, generated.len()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(ended.contains(&(queued, FinishReason::Fault, 0)), "{ended:?}");
+    assert!(
+        ended.contains(&(a, FinishReason::Fault, 1))
+            || ended.contains(&(b, FinishReason::Fault, 1))
+    );
+    assert_eq!(ended.len(), 3);
+    assert_eq!(f.submit(now, req(2, 9)), Err(Refusal::Busy(0)), "a faulted session takes nothing");
+}
+
+#[test]
+fn a_token_out_object_with_another_table_than_the_one_sent_faults_the_session_as_malformed() {
+    let plan = session_plan(2);
+    let (mut f, now) = ready_session(&plan);
+    f.submit(now, req(3, 9)).expect("a");
+    let (cmds, _) = drain(&mut f);
+    let (object, sequence, mut out) = answer(&cmds[0], 2, 70);
+    out[16 + 4] ^= 1; // the entry's first position
+    f.token_received(now, object, sequence, &out);
+    assert!(drain(&mut f).1.iter().any(|e| matches!(
+        e,
+        Event::RunFaulted { reason: FaultReason::Token(TokenFault::Malformed), .. }
+    )));
 }
