@@ -79,6 +79,7 @@ pub fn serve_run(
     stages: u32,
     concurrency: u32,
     tokens: u32,
+    groups: Option<u16>,
     dir: &Path,
 ) -> Result<ServeFigure, BenchError> {
     let file = dir.join(format!("requests-{concurrency}.jsonl"));
@@ -100,6 +101,7 @@ pub fn serve_run(
         .arg(model)
         .args(["--stages", &stages.to_string(), "--threads", "1"])
         .args(["--max-sequences", &concurrency.to_string(), "--max-seq-len", "512"])
+        .args(groups.map(|g| format!("--groups={g}")))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -167,6 +167,10 @@ pub struct PromptArgs {
     /// `busy`) [default: every request of the file].
     #[arg(long, value_name = "N", requires = "requests")]
     pub queue: Option<usize>,
+    /// With `--requests`: micro-batches in flight at most (the sequences are spread over
+    /// this many groups) [default: one per stage, at most `--max-sequences`].
+    #[arg(long, value_name = "N", requires = "requests")]
+    pub groups: Option<u16>,
     /// Write every event of the run as JSON Lines to this file.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
@@ -520,6 +524,9 @@ pub struct BenchServeArgs {
     /// Also measure copies re-quantized to these types (e.g. `q8_0`).
     #[arg(long, value_delimiter = ',', value_name = "TYPES")]
     pub requantize: Vec<String>,
+    /// Micro-batches in flight at most (`run local --groups`) [default: the session's].
+    #[arg(long, value_name = "N")]
+    pub groups: Option<u16>,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

@@ -371,8 +371,16 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
         let mut one_ttft = None;
         for &c in &args.concurrency {
             progress.message(format!("bench serve: {dtype}: {c} concurrent"));
-            let mut fig = bench::serve::serve_run(&exe()?, path, args.stages, c, args.tokens, &dir)
-                .map_err(failed)?;
+            let mut fig = bench::serve::serve_run(
+                &exe()?,
+                path,
+                args.stages,
+                c,
+                args.tokens,
+                args.groups,
+                &dir,
+            )
+            .map_err(failed)?;
             progress.step();
             fig.dtype = dtype.clone();
             fig.generate_tokens_per_s = generate;

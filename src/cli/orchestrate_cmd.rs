@@ -137,6 +137,7 @@ fn read_requests(path: &Path) -> Result<String, CliError> {
 fn session_limits(run: &PromptArgs, prepared: &Prepared) -> SessionLimits {
     SessionLimits {
         queue_capacity: run.queue.unwrap_or(prepared.requests.len().max(1)),
+        groups: run.groups.unwrap_or(0),
         ..SessionLimits::default()
     }
 }

@@ -148,7 +148,7 @@ pub struct SessionLimits {
     pub queue_capacity: usize,
     /// Rows per micro-batch at most (prompt chunks fill what decoding leaves).
     pub batch_tokens: u32,
-    /// Micro-batches in flight at most (`0`: one more than the stages, at most the slots).
+    /// Micro-batches in flight at most (`0`: one per stage, at most the slots).
     pub groups: u16,
 }
 
@@ -201,11 +201,7 @@ impl RunFsm {
         let stages: Vec<(StageIndex, NodeId)> =
             plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         let capacity = plan.runtime.table_capacity();
-        let groups = if limits.groups == 0 {
-            (stages.len() as u16).saturating_add(1)
-        } else {
-            limits.groups
-        };
+        let groups = if limits.groups == 0 { stages.len() as u16 } else { limits.groups };
         let sched = Scheduler::new(SchedulerConfig {
             max_sequences: capacity,
             groups,

@@ -541,7 +541,7 @@ fn a_session_serves_several_requests_at_once_and_completes_when_its_closed_input
     let ids: Vec<SeqId> = (0..3).map(|i| f.submit(now, req(3 + i, 2)).expect("admitted")).collect();
     // Nothing is injected twice for one sequence; every group flies at once.
     let (cmds, _) = drain(&mut f);
-    assert_eq!(cmds.len(), 3, "stages + 1 groups, three sequences: {cmds:?}");
+    assert_eq!(cmds.len(), 3, "one group per stage, three sequences: {cmds:?}");
     assert_eq!(f.poll_timeout(), Some(now + T.token), "the token deadline runs while in flight");
     f.close_input(now);
     let mut tokens = 0;
