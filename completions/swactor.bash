@@ -646,7 +646,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__serve)
-            opts="-h --model --stages --tokens --concurrency --requantize --json --help"
+            opts="-h --model --stages --tokens --concurrency --requantize --groups --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -669,6 +669,10 @@ _swactor() {
                     return 0
                     ;;
                 --requantize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --groups)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1664,7 +1668,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1727,6 +1731,10 @@ _swactor() {
                     return 0
                     ;;
                 --queue)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --groups)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1986,7 +1994,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --requests --stream --queue --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --requests --stream --queue --groups --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2017,6 +2025,10 @@ _swactor() {
                     return 0
                     ;;
                 --queue)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --groups)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -69,6 +69,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l prompt -d 'The prompt text' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l requests -d 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request\'s result (or error) on stdout' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l queue -d 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l groups -d 'With `--requests`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l token-timeout -d 'Seconds to wait for each token' -r
@@ -132,6 +133,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l prompt -d 'The prompt text' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l requests -d 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request\'s result (or error) on stdout' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l queue -d 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l groups -d 'With `--requests`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l token-timeout -d 'Seconds to wait for each token' -r
@@ -300,6 +302,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l tokens -d 'Tokens each request generates' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l concurrency -d 'Concurrency levels' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most (`run local --groups`) [default: the session\'s]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "ring" -d 'Cross-process ring throughput (node producer -> ingress ring -> a real worker\'s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
