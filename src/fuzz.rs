@@ -40,17 +40,20 @@ pub enum Target {
     Pool,
     /// A run plan (JSON) and its validation.
     Plan,
+    /// A micro-batch: its entry table and the rows or tokens after it.
+    MicroBatch,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 6] = [
+    pub const ALL: [Target; 7] = [
         Target::Header,
         Target::Control,
         Target::WorkerLine,
         Target::Gguf,
         Target::Pool,
         Target::Plan,
+        Target::MicroBatch,
     ];
 }
 
@@ -174,7 +177,40 @@ fn decode(target: Target, input: &[u8]) -> bool {
         }
         Target::Plan => serde_json::from_slice::<RunPlan>(input)
             .is_ok_and(|p| crate::planner::validate_plan(&p).is_ok()),
+        Target::MicroBatch => {
+            use crate::wire::batch::BatchTable;
+            let rows = BatchTable::split_rows(input, BATCH_LIMITS, 4).is_ok();
+            BatchTable::split_tokens(input, BATCH_LIMITS).is_ok() || rows
+        }
     }
+}
+
+/// The session the micro-batch target decodes for: 4 slots, a context of 64.
+const BATCH_LIMITS: crate::wire::batch::BatchLimits =
+    crate::wire::batch::BatchLimits { capacity: 4, max_seq_len: 64 };
+
+/// A token-in micro-batch and a token-out one.
+fn batch_corpus() -> Vec<Vec<u8>> {
+    use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, NO_TOKEN};
+    let entry = |slot, first, tokens, flags| BatchEntry {
+        slot,
+        first_position: first,
+        tokens,
+        flags,
+        sampling: EntrySampling { temperature: 0.7, top_p: 0.9, top_k: 40, seed: 3 },
+    };
+    let table = BatchTable::new(
+        BATCH_LIMITS.capacity,
+        vec![
+            entry(2, 0, 3, EntryFlags::RESET | EntryFlags::SAMPLE),
+            entry(0, 9, 1, EntryFlags::SAMPLE),
+        ],
+    );
+    let mut token_in = table.encode();
+    token_in.extend([5u32, 6, 7, 8].iter().flat_map(|t| t.to_le_bytes()));
+    let mut token_out = table.encode();
+    token_out.extend([11u32, 12, NO_TOKEN, NO_TOKEN].iter().flat_map(|t| t.to_le_bytes()));
+    vec![token_in, token_out]
 }
 
 /// Applies one to three random mutations to `base` (`other` for splices).
@@ -249,6 +285,7 @@ fn corpus(target: Target) -> Vec<Vec<u8>> {
         Target::Gguf => vec![gguf_sample().0.clone()],
         Target::Pool => vec![pool_text().into_bytes()],
         Target::Plan => plan_corpus(),
+        Target::MicroBatch => batch_corpus(),
     }
 }
 

@@ -617,3 +617,48 @@ fn a_token_out_object_with_another_table_than_the_one_sent_faults_the_session_as
         Event::RunFaulted { reason: FaultReason::Token(TokenFault::Malformed), .. }
     )));
 }
+
+#[test]
+fn a_request_arriving_while_others_decode_joins_and_a_cancelled_one_ends_when_its_batch_returns() {
+    let plan = session_plan(4);
+    let (mut f, now) = ready_session(&plan);
+    let a = f.submit(now, req(3, 9)).expect("a");
+    let (cmds, _) = drain(&mut f);
+    let (object, sequence, out) = answer(&cmds[0], 4, 50);
+    f.token_received(now, object, sequence, &out);
+    let (cmds, _) = drain(&mut f);
+    assert_eq!(cmds.len(), 1, "a decodes");
+    // A new request while a's next micro-batch is in flight: injected in another group.
+    let b = f.submit(now, req(2, 9)).expect("b");
+    let (more, _) = drain(&mut f);
+    assert_eq!(more.len(), 1, "b's prefill flies beside a's decode");
+    // a is cancelled while in flight: it ends when its micro-batch returns, its token dropped.
+    f.cancel(now, a, FinishReason::Cancelled);
+    assert!(
+        !std::iter::from_fn(|| f.poll_output()).any(|o| matches!(o, SeqOutput::Finished { .. }))
+    );
+    let (object, sequence, out) = answer(&cmds[0], 4, 51);
+    f.token_received(now, object, sequence, &out);
+    let outs: Vec<SeqOutput> = std::iter::from_fn(|| f.poll_output()).collect();
+    assert_eq!(
+        outs,
+        vec![SeqOutput::Finished {
+            id: a,
+            reason: FinishReason::Cancelled,
+            prompt: vec![10, 11, 12],
+            generated: vec![50],
+        }]
+    );
+    // b goes on (its next micro-batch flies at once); a stop string cancels it, and it
+    // ends when that micro-batch returns.
+    let (object, sequence, out) = answer(&more[0], 4, 60);
+    f.token_received(now, object, sequence, &out);
+    let (next, _) = drain(&mut f);
+    let _ = std::iter::from_fn(|| f.poll_output()).count();
+    f.cancel(now, b, FinishReason::Stop);
+    let (object, sequence, out) = answer(&next[0], 4, 61);
+    f.token_received(now, object, sequence, &out);
+    assert!(std::iter::from_fn(|| f.poll_output()).any(
+        |o| matches!(o, SeqOutput::Finished { id, reason: FinishReason::Stop, .. } if id == b)
+    ));
+}
