@@ -35,6 +35,7 @@ pub mod node;
 pub mod orchestrator;
 pub mod planner;
 pub mod ring;
+pub mod sim;
 pub mod stage;
 pub mod wire;
 pub mod worker;

@@ -687,6 +687,10 @@ pub enum UtilCommand {
     /// GGUF header, pool file, plan) seeded mutations of valid inputs; report panics and
     /// slow inputs (exit 1 when any is found).
     Fuzz(FuzzArgs),
+    /// Run the seeded simulation of a whole session (the real run FSM, scheduler and stage
+    /// controllers in a simulated world with faults) for many seeds; print a summary, and
+    /// for a seed that broke an invariant the command that replays it and its trace.
+    Simulate(SimulateArgs),
     /// Test helper: a hostile SWIM participant that claims someone else's node id and
     /// endpoint id and sends to `--target` until killed. Prints its address first.
     SwimImpostor {
@@ -720,6 +724,29 @@ pub struct FuzzArgs {
     /// Seed of the first run (a finding names the seed that replays it).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `swactor util simulate`
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Seeds to run.
+    #[arg(long, default_value_t = 1000)]
+    pub seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    /// Traffic only: no faults injected.
+    #[arg(long)]
+    pub no_faults: bool,
+    /// Plant a known bug (to check that the checks find it).
+    #[arg(long, value_enum)]
+    pub plant: Option<crate::sim::Planted>,
+    /// Print every seed's trace, not only a failing one's.
+    #[arg(long)]
+    pub trace: bool,
     /// Output format.
     #[command(flatten)]
     pub output: JsonFlag,

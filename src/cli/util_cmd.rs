@@ -51,7 +51,90 @@ pub fn run(cmd: UtilCommand, out: &mut Output) -> Result<(), CliError> {
             swim_impostor(mode, node_id, endpoint_id, target, listen, out)
         }
         UtilCommand::Fuzz(args) => fuzz(&args, out),
+        UtilCommand::Simulate(args) => simulate(&args, out),
     }
+}
+
+#[derive(serde::Serialize)]
+struct SimSummary {
+    seeds: u64,
+    from: u64,
+    faults_by_class: std::collections::BTreeMap<&'static str, u64>,
+    outcomes: std::collections::BTreeMap<String, u64>,
+    failing_seeds: Vec<u64>,
+    violations: u64,
+}
+
+/// `swactor util simulate`.
+#[allow(clippy::disallowed_methods)] // the simulated clock starts at one real instant
+fn simulate(args: &super::args::SimulateArgs, out: &mut Output) -> Result<(), CliError> {
+    use crate::sim::{SimConfig, simulate};
+    let base = std::time::Instant::now();
+    let mut summary = SimSummary {
+        seeds: args.seeds,
+        from: args.from,
+        faults_by_class: Default::default(),
+        outcomes: Default::default(),
+        failing_seeds: Vec::new(),
+        violations: 0,
+    };
+    for seed in args.from..args.from.saturating_add(args.seeds) {
+        let cfg = SimConfig { seed, faults: !args.no_faults, planted: args.plant };
+        let r = simulate(base, cfg);
+        for f in &r.faults {
+            *summary.faults_by_class.entry(f).or_default() += 1;
+        }
+        let outcome = r.outcome.map_or("none".to_string(), |o| format!("{o:?}").to_lowercase());
+        *summary.outcomes.entry(outcome).or_default() += 1;
+        let failed = !r.violations.is_empty();
+        if args.output.json && (failed || args.trace) {
+            out.json("simulation", &r)?;
+        }
+        if (failed || args.trace) && !args.output.json {
+            let plant = args.plant.and_then(|p| clap::ValueEnum::to_possible_value(&p));
+            let replay = format!(
+                "swactor util simulate --seeds 1 --from {seed}{}{} --trace",
+                if args.no_faults { " --no-faults" } else { "" },
+                plant.map_or(String::new(), |p| format!(" --plant {}", p.get_name()))
+            );
+            out.line(format!(
+                "seed {seed}: {} violation(s); replay: {replay}",
+                r.violations.len()
+            ))?;
+            for v in &r.violations {
+                out.line(format!("  violated: {v}"))?;
+            }
+            for t in &r.trace {
+                out.line(format!("  {t}"))?;
+            }
+        }
+        if failed {
+            summary.violations += r.violations.len() as u64;
+            summary.failing_seeds.push(seed);
+        }
+    }
+    if args.output.json {
+        out.json("simulation_summary", &summary)?;
+    } else {
+        out.line(format!(
+            "{} seeds from {}: {} with violations {:?}; outcomes {:?}; faults injected {:?}",
+            summary.seeds,
+            summary.from,
+            summary.failing_seeds.len(),
+            summary.failing_seeds.iter().take(20).collect::<Vec<_>>(),
+            summary.outcomes,
+            summary.faults_by_class
+        ))?;
+    }
+    out.flush()?;
+    if !summary.failing_seeds.is_empty() {
+        return Err(CliError::new(
+            ExitCode::Internal,
+            "simulation_violations",
+            eyre!("{} seed(s) broke an invariant", summary.failing_seeds.len()),
+        ));
+    }
+    Ok(())
 }
 
 fn fuzz(args: &super::args::FuzzArgs, out: &mut Output) -> Result<(), CliError> {

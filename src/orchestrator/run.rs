@@ -296,6 +296,12 @@ impl RunFsm {
         }
     }
 
+    /// Test-only: plants a known bug in the scheduler (see
+    /// [`Scheduler::plant_early_slot_release`]) so the simulation can show it finds it.
+    pub fn plant_early_slot_release(&mut self) {
+        self.sched.plant_early_slot_release();
+    }
+
     /// No more requests: the session completes once its sequences finished.
     pub fn close_input(&mut self, now: Instant) {
         self.input_open = false;

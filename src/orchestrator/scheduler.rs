@@ -202,6 +202,7 @@ pub struct Scheduler {
     next_id: SeqId,
     cursor: u16,
     outputs: VecDeque<SeqOutput>,
+    planted_early_release: bool,
 }
 
 impl Scheduler {
@@ -223,8 +224,16 @@ impl Scheduler {
             next_id: 0,
             cursor: 0,
             outputs: VecDeque::new(),
+            planted_early_release: false,
             cfg,
         }
+    }
+
+    /// Test-only: plants a bug: a sequence cancelled while in flight frees its slot at once
+    /// (the slot can then be given to a new sequence while the old micro-batch still
+    /// flies). Never set outside the simulation's self-check.
+    pub fn plant_early_slot_release(&mut self) {
+        self.planted_early_release = true;
     }
 
     /// The configuration in force (after its clamps).
@@ -294,7 +303,7 @@ impl Scheduler {
             return;
         }
         let Some(seq) = self.live.get_mut(&id) else { return };
-        if seq.in_flight {
+        if seq.in_flight && !self.planted_early_release {
             seq.cancelled.get_or_insert(reason);
         } else {
             self.finish(id, reason);

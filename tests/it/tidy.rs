@@ -58,6 +58,7 @@ fn lookup(rel: &str) -> Option<u8> {
         ("orchestrator/tokens.rs", 2),
         ("orchestrator/scheduler.rs", 2),
         ("orchestrator/requests.rs", 2),
+        ("sim/", 2),
         ("workerctl/fsm.rs", 2),
         ("worker/ingress.rs", 2),
         ("worker/egress.rs", 2),

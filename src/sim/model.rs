@@ -1,0 +1,157 @@
+//! The simulation's stand-in for a model: a tiny deterministic "network" with the shape of
+//! the real one — per-slot state that grows with every position (a KV cache), rows that
+//! depend only on their own sequence (batch invariance by construction), a last stage that
+//! samples — so that a micro-batch through the real stage controllers and the real
+//! scheduler must give exactly the tokens of the one-sequence reference.
+
+use crate::wire::batch::{BatchError, BatchLimits, BatchTable, EntryFlags, NO_TOKEN};
+
+/// splitmix64's finaliser: a cheap, well-mixed hash step.
+pub fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One slot of one stage: its "KV cache" (positions and a running state) and, on the last
+/// stage, its sampler's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlotState {
+    /// Positions cached.
+    pub positions: u32,
+    /// The running state (every row of the sequence so far).
+    pub state: u64,
+    /// The sampler's state (seeded at the slot's reset).
+    pub rng: u64,
+}
+
+/// One row through stage `stage` at position `pos` of a slot: the slot's state takes the
+/// row, the row's output depends on it.
+pub fn row(stage: u32, slot: &mut SlotState, x: u32, pos: u32) -> u32 {
+    slot.state = mix(slot.state ^ u64::from(stage), u64::from(x) << 32 | u64::from(pos));
+    slot.positions += 1;
+    (mix(slot.state, u64::from(stage)) >> 16) as u32
+}
+
+/// The token a sampling entry's last row gives: greedy is the row's value, a temperature
+/// above 0 draws from the slot's seeded stream.
+pub fn sample(slot: &mut SlotState, y: u32, temperature: f32, vocab: u32) -> u32 {
+    if temperature > 0.0 {
+        slot.rng = mix(slot.rng, 1);
+        ((u64::from(y) ^ slot.rng) % u64::from(vocab)) as u32
+    } else {
+        y % vocab
+    }
+}
+
+/// What a stage's step failed on (the real worker fails the step: `compute_failed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComputeError {
+    /// The table or rows are malformed.
+    Batch(BatchError),
+    /// An entry does not continue its slot.
+    Position {
+        /// The slot.
+        slot: u32,
+        /// Positions it holds.
+        holds: u32,
+        /// Where the entry starts.
+        starts: u32,
+    },
+}
+
+/// One micro-batch through stage `stage` (`last`: it samples) whose rows are `row_bytes`
+/// wide (the value in the first four bytes): the same table, then the output rows or one
+/// token per table entry.
+#[allow(clippy::too_many_arguments)]
+pub fn step(
+    stage: u32,
+    last: bool,
+    slots: &mut [SlotState],
+    limits: BatchLimits,
+    row_bytes: u64,
+    out_row_bytes: u64,
+    vocab: u32,
+    input: &[u8],
+) -> Result<Vec<u8>, ComputeError> {
+    let (table, rows) =
+        BatchTable::split_rows(input, limits, row_bytes).map_err(ComputeError::Batch)?;
+    let mut out = table.encode();
+    let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
+    let mut at = 0usize;
+    for (i, e) in table.entries().iter().enumerate() {
+        let slot = &mut slots[e.slot as usize];
+        if e.flags.contains(EntryFlags::RESET) {
+            *slot = SlotState { rng: mix(e.sampling.seed, 7), ..SlotState::default() };
+        }
+        if slot.positions != e.first_position {
+            return Err(ComputeError::Position {
+                slot: e.slot,
+                holds: slot.positions,
+                starts: e.first_position,
+            });
+        }
+        let mut y = 0;
+        for k in 0..e.tokens {
+            let x = u32::from_le_bytes(rows[at..at + 4].try_into().unwrap_or([0; 4]));
+            at += row_bytes as usize;
+            y = row(stage, slot, x, e.first_position + k);
+            if !last {
+                out.extend_from_slice(&y.to_le_bytes());
+                out.resize(out.len() + out_row_bytes as usize - 4, 0);
+            }
+        }
+        if last && e.flags.contains(EntryFlags::SAMPLE) {
+            tokens[i] = sample(slot, y, e.sampling.temperature, vocab);
+        }
+    }
+    if last {
+        out.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    }
+    Ok(out)
+}
+
+/// The one-sequence reference: `prompt` through `stages` stages, then up to `max_tokens`
+/// tokens fed back one at a time (stopping at `eos`, and before the context overflows,
+/// as the scheduler does). Returns the generated tokens (EOS excluded).
+#[allow(clippy::too_many_arguments)]
+pub fn reference(
+    stages: u32,
+    prompt: &[u32],
+    max_tokens: u32,
+    temperature: f32,
+    seed: u64,
+    vocab: u32,
+    eos: Option<u32>,
+    max_seq_len: u32,
+) -> Vec<u32> {
+    let mut slots: Vec<SlotState> =
+        (0..stages).map(|_| SlotState { rng: mix(seed, 7), ..SlotState::default() }).collect();
+    let mut out = Vec::new();
+    let mut input = prompt.to_vec();
+    let mut pos = 0u32;
+    loop {
+        let mut ys = input.clone();
+        for s in 0..stages {
+            ys = ys
+                .iter()
+                .enumerate()
+                .map(|(k, &x)| row(s, &mut slots[s as usize], x, pos + k as u32))
+                .collect();
+        }
+        pos += input.len() as u32;
+        let last = *ys.last().unwrap_or(&0);
+        let token = sample(&mut slots[stages as usize - 1], last, temperature, vocab);
+        if Some(token) == eos {
+            return out;
+        }
+        out.push(token);
+        if out.len() >= max_tokens.max(1) as usize
+            || prompt.len() + out.len() > max_seq_len as usize
+        {
+            return out;
+        }
+        input = vec![token];
+    }
+}

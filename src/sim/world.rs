@@ -1,0 +1,1089 @@
+//! The simulated world: an event queue in simulated time, the real state machines, and
+//! the checks.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+
+use super::model::{self, SlotState};
+use crate::events::{Event, RunOutcome};
+use crate::model::{ModelBytes, ModelFacts, RopeFacts};
+use crate::orchestrator::run::{RunCommand, RunFsm, RunTimeouts, SessionLimits};
+use crate::orchestrator::scheduler::{FinishReason, SeqId, SeqOutput, SeqRequest};
+use crate::planner::pool::{OrchestratorEntry, PoolNode};
+use crate::planner::{Placement, PlanRequest, Pool, plan};
+use crate::stage::controller::{StageCommand, StageController, StageEvent};
+use crate::wire::batch::{BatchLimits, BatchTable};
+use crate::wire::reason::{
+    Component, ControlFault, FaultReason, MembershipLoss, ObjectFailure, OperatorStop, RingFault,
+    StepFailure, StreamFault, Timeout,
+};
+use crate::wire::{
+    ActivationDType, EdgeId, NodeId, ObjectId, RunId, RunPlan, RuntimeConfig, SamplingPolicy,
+    Sequence, StageIndex, StepId, WeightSource, WorkerGeneration,
+};
+use crate::worker::protocol::{DeviceHandle, OutputExtent};
+
+const ORCH: NodeId = NodeId(100);
+const RUN: RunId = RunId(1);
+const VOCAB: u32 = 300;
+const EOS: u32 = 2;
+const HIDDEN: u32 = 16;
+const MAX_SEQ: u32 = 48;
+/// Failure detection (SWIM's probe, answer and suspicion windows).
+const DETECT: Duration = Duration::from_millis(500);
+/// Simulated time after which a run that has not torn down has hung.
+const HORIZON: Duration = Duration::from_secs(600);
+
+/// A bug planted on purpose, to show the checks find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Planted {
+    /// The scheduler frees a cancelled sequence's slot at once, while its micro-batch is
+    /// still in flight.
+    EarlySlotRelease,
+}
+
+/// One simulation.
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    /// Everything follows from it.
+    pub seed: u64,
+    /// Inject faults (else only traffic: arrivals and cancellations).
+    pub faults: bool,
+    /// A planted bug.
+    pub planted: Option<Planted>,
+}
+
+/// What one simulation saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimReport {
+    /// The seed.
+    pub seed: u64,
+    /// Stages of its pool.
+    pub stages: u32,
+    /// Requests submitted.
+    pub requests: usize,
+    /// Fault classes injected.
+    pub faults: Vec<&'static str>,
+    /// The run's outcome.
+    pub outcome: Option<RunOutcome>,
+    /// The reported fault.
+    pub reason: Option<String>,
+    /// Events handled.
+    pub steps: u64,
+    /// Simulated time at the end, ms.
+    pub sim_ms: u64,
+    /// Every broken invariant.
+    pub violations: Vec<String>,
+    /// What happened, one line per event (kept for replays).
+    #[serde(skip)]
+    pub trace: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum OrchIn {
+    StageReady(usize),
+    StageFault(usize, FaultReason, Component),
+    StageStopped(usize),
+    TokenOut(ObjectId, Sequence, Vec<u8>),
+    EndpointsReady,
+    EndpointsStopped,
+    NodeLost(usize, FaultReason, Component),
+    Submit(usize),
+    Cancel(usize),
+    CloseInput,
+    Stop,
+}
+
+#[derive(Debug, Clone)]
+enum NodeIn {
+    Provision,
+    StopRun,
+    Object(ObjectId, Sequence, Vec<u8>),
+    WeightsReady,
+    RoleReady,
+    EdgeReady(EdgeId),
+    EdgeStopped(EdgeId),
+    RoleReleased,
+    StepDone(StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
+}
+
+#[derive(Debug, Clone)]
+enum Fault {
+    Crash(usize),
+    WorkerCrash(usize),
+    Pause(usize, Duration),
+    ControlDrop(usize),
+    EdgeError(usize),
+    Slow(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    Orch(OrchIn),
+    Node(usize, NodeIn),
+    Fault(Fault),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Post {
+    step: StepId,
+    sequence: Sequence,
+    extent: OutputExtent,
+    object: ObjectId,
+    out_sequence: Sequence,
+}
+
+struct Node {
+    ctl: StageController,
+    /// Gone for good (crashed, or lost to a long pause).
+    dead: bool,
+    /// Processes nothing before this time (paused or partitioned).
+    paused_until: Duration,
+    slots: Vec<SlotState>,
+    posted: Option<Post>,
+    loaded: HashMap<u64, (ObjectId, Sequence, Vec<u8>)>,
+    next_handle: u64,
+    next_in: u64,
+    executed: Vec<u64>,
+    edges: BTreeSet<EdgeId>,
+    busy_until: Duration,
+    slow: u32,
+}
+
+struct Req {
+    id: Option<SeqId>,
+    prompt: Vec<u32>,
+    max_tokens: u32,
+    temperature: f32,
+    seed: u64,
+}
+
+struct World {
+    rng: StdRng,
+    base: Instant,
+    now: Duration,
+    queue: BinaryHeap<Reverse<(Duration, u64, usize)>>,
+    evs: HashMap<usize, Ev>,
+    next_ev: usize,
+    order: u64,
+    plan: RunPlan,
+    fsm: RunFsm,
+    nodes: Vec<Node>,
+    reqs: Vec<Req>,
+    tokens: BTreeMap<SeqId, Vec<u32>>,
+    finished: BTreeMap<SeqId, FinishReason>,
+    inflight: VecDeque<Vec<u32>>,
+    events: Vec<Event>,
+    torn_down: bool,
+    faulty: bool,
+    possible: std::collections::HashSet<FaultReason>,
+    report: SimReport,
+    jitter: bool,
+    /// The last delivery time on each ordered link (QUIC streams and the control stream
+    /// deliver in order).
+    links: HashMap<Link, Duration>,
+}
+
+/// An ordered channel of the simulated world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Link {
+    /// Orchestrator to node (control).
+    Control(usize),
+    /// Node to orchestrator (control).
+    Report(usize),
+    /// Into node `i` (its inbound edge); `nodes.len()` is the token-out edge.
+    Edge(usize),
+    /// A node's own components (worker, pumps, weights).
+    Local(usize),
+    /// The orchestrator's own components (token endpoints, membership).
+    Orch,
+}
+
+/// Runs one simulation; `base` is the instant simulated time starts at.
+pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
+    let mut w = World::new(base, cfg);
+    w.run();
+    w.check_end();
+    w.report.outcome = w.fsm.outcome();
+    w.report.sim_ms = w.now.as_millis() as u64;
+    w.report
+}
+
+fn the_plan(stages: u32, slots: u32) -> RunPlan {
+    let facts = ModelFacts {
+        architecture: "llama".into(),
+        name: None,
+        block_count: 6,
+        hidden_size: HIDDEN,
+        feed_forward_length: None,
+        head_count: 4,
+        head_count_kv: 2,
+        head_dim: 4,
+        context_length: 512,
+        vocab_size: VOCAB,
+        bos_token_id: None,
+        eos_token_id: Some(EOS),
+        tokenizer_model: None,
+        tokenizer_pre: None,
+        rope: RopeFacts { freq_base: 10000.0, dimension_count: 4 },
+        rms_norm_eps: 1e-5,
+        tied_embeddings: true,
+        bytes: ModelBytes {
+            per_block: vec![1 << 12; 6],
+            embedding: 1 << 12,
+            head: 1 << 12,
+            tensors: 1 << 16,
+            file: 1 << 16,
+        },
+        tensor_types: BTreeMap::new(),
+    };
+    let pool = Pool {
+        orchestrator: OrchestratorEntry { node_id: ORCH, endpoint_id: None, addrs: vec![] },
+        nodes: (1..=u64::from(stages))
+            .map(|i| PoolNode {
+                node_id: NodeId(i),
+                endpoint_id: format!("{i:064x}"),
+                addrs: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 1000 + i as u16))],
+                memory_bytes: 1 << 33,
+                device: None,
+                arena_bytes: None,
+            })
+            .collect(),
+        placement: None,
+    };
+    let runtime = RuntimeConfig {
+        max_seq_len: MAX_SEQ,
+        kv_cache: Default::default(),
+        activation_dtype: ActivationDType::F32,
+        max_tokens: 8,
+        sampling: SamplingPolicy::Greedy,
+        max_sequences: slots,
+    };
+    let req = PlanRequest {
+        run_id: RUN,
+        model: &facts,
+        source: WeightSource::Local { path: "/sim".into() },
+        pool: &pool,
+        stages: Some(stages),
+        placement: Placement::default(),
+        runtime,
+        prompt_tokens: 0,
+    };
+    plan(&req).unwrap_or_else(|e| panic!("the simulation's plan is valid: {e}"))
+}
+
+impl World {
+    fn new(base: Instant, cfg: SimConfig) -> World {
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let stages = rng.random_range(1..=3u32);
+        let slots = rng.random_range(1..=4u32);
+        let plan = the_plan(stages, slots);
+        let timeouts = RunTimeouts {
+            readiness: Duration::from_secs(10),
+            token: Duration::from_secs(5),
+            teardown: Duration::from_secs(3),
+        };
+        let limits = SessionLimits {
+            queue_capacity: rng.random_range(1..=8usize),
+            batch_tokens: rng.random_range(1..=16u32),
+            groups: rng.random_range(0..=3u16),
+        };
+        let mut fsm = RunFsm::start(base, &plan, limits, timeouts);
+        if cfg.planted == Some(Planted::EarlySlotRelease) {
+            fsm.plant_early_slot_release();
+        }
+        let nodes = (0..stages)
+            .map(|_| Node {
+                ctl: StageController::new(ORCH),
+                dead: false,
+                paused_until: Duration::ZERO,
+                slots: Vec::new(),
+                posted: None,
+                loaded: HashMap::new(),
+                next_handle: 1,
+                next_in: 0,
+                executed: Vec::new(),
+                edges: BTreeSet::new(),
+                busy_until: Duration::ZERO,
+                slow: 1,
+            })
+            .collect();
+        let mut w = World {
+            rng,
+            base,
+            now: Duration::ZERO,
+            queue: BinaryHeap::new(),
+            evs: HashMap::new(),
+            next_ev: 0,
+            order: 0,
+            plan,
+            fsm,
+            nodes,
+            reqs: Vec::new(),
+            tokens: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            inflight: VecDeque::new(),
+            events: Vec::new(),
+            torn_down: false,
+            faulty: false,
+            possible: Default::default(),
+            report: SimReport {
+                seed: cfg.seed,
+                stages,
+                requests: 0,
+                faults: Vec::new(),
+                outcome: None,
+                reason: None,
+                steps: 0,
+                sim_ms: 0,
+                violations: Vec::new(),
+                trace: Vec::new(),
+            },
+            jitter: false,
+            links: HashMap::new(),
+        };
+        w.traffic();
+        if cfg.faults {
+            w.faults();
+        }
+        w
+    }
+
+    /// Requests arriving over the first half second, some cancelled, then the input closes.
+    fn traffic(&mut self) {
+        let n = self.rng.random_range(1..=16usize);
+        let mut last = Duration::ZERO;
+        for i in 0..n {
+            let len = self.rng.random_range(1..=MAX_SEQ as usize + 4);
+            let prompt: Vec<u32> = (0..len).map(|_| self.rng.random_range(3..VOCAB)).collect();
+            let hot = self.rng.random_bool(0.3);
+            self.reqs.push(Req {
+                id: None,
+                prompt,
+                max_tokens: self.rng.random_range(1..=24u32),
+                temperature: if hot { 0.8 } else { 0.0 },
+                seed: self.rng.random(),
+            });
+            let at = Duration::from_micros(self.rng.random_range(0..300_000));
+            last = last.max(at);
+            self.at(at, Ev::Orch(OrchIn::Submit(i)));
+            if self.rng.random_bool(0.5) {
+                let later = at + Duration::from_micros(self.rng.random_range(0..60_000));
+                self.at(later, Ev::Orch(OrchIn::Cancel(i)));
+            }
+        }
+        self.report.requests = n;
+        self.at(last + Duration::from_millis(1), Ev::Orch(OrchIn::CloseInput));
+    }
+
+    fn faults(&mut self) {
+        let stages = self.nodes.len();
+        for _ in 0..self.rng.random_range(0..=3u32) {
+            let at = Duration::from_micros(self.rng.random_range(0..1_500_000));
+            let i = self.rng.random_range(0..stages);
+            let fault = match self.rng.random_range(0..8u32) {
+                0 => Fault::Crash(i),
+                1 => Fault::WorkerCrash(i),
+                2 => Fault::Pause(i, Duration::from_millis(self.rng.random_range(10..200))),
+                3 => Fault::Pause(i, Duration::from_millis(self.rng.random_range(600..2000))),
+                4 => Fault::ControlDrop(i),
+                5 => Fault::EdgeError(i),
+                6 => Fault::Slow(i),
+                _ => {
+                    self.report.faults.push("operator_stop");
+                    self.at(at, Ev::Orch(OrchIn::Stop));
+                    continue;
+                }
+            };
+            self.at(at, Ev::Fault(fault));
+        }
+        if self.rng.random_bool(0.5) {
+            self.jitter = true;
+            self.report.faults.push("timer_jitter");
+        }
+    }
+
+    fn at(&mut self, at: Duration, ev: Ev) {
+        let id = self.next_ev;
+        self.next_ev += 1;
+        self.order += 1;
+        self.evs.insert(id, ev);
+        self.queue.push(Reverse((at, self.order, id)));
+    }
+
+    /// Delivers `ev` on `link` after a random delay, never before what the link carries
+    /// already.
+    fn send(&mut self, link: Link, lo_us: u64, hi_us: u64, ev: Ev) {
+        let d = Duration::from_micros(self.rng.random_range(lo_us..=hi_us));
+        let last = self.links.get(&link).copied().unwrap_or_default();
+        let at = (self.now + d).max(last);
+        self.links.insert(link, at);
+        self.at(at, ev);
+    }
+
+    fn instant(&self) -> Instant {
+        self.base + self.now
+    }
+
+    fn violation(&mut self, what: String) {
+        self.report.trace.push(format!("{:>9.3} ms VIOLATION {what}", self.ms()));
+        self.report.violations.push(what);
+    }
+
+    fn ms(&self) -> f64 {
+        self.now.as_secs_f64() * 1e3
+    }
+
+    fn trace(&mut self, what: String) {
+        let line = format!("{:>9.3} ms {what}", self.ms());
+        self.report.trace.push(line);
+    }
+
+    fn run(&mut self) {
+        self.pump_orch();
+        loop {
+            let deadline = self.fsm.poll_timeout().map(|t| t.saturating_duration_since(self.base));
+            let next = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            match (next, deadline) {
+                (None, Some(d)) | (Some(_), Some(d)) if next.is_none_or(|n| d < n) => {
+                    // A timer: sometimes late, sometimes (harmlessly) early as well.
+                    let late = if self.jitter {
+                        Duration::from_micros(self.rng.random_range(0..20_000))
+                    } else {
+                        Duration::ZERO
+                    };
+                    if self.jitter && d > Duration::from_millis(1) {
+                        self.now = self.now.max(d - Duration::from_millis(1));
+                        self.fsm.handle_timeout(self.instant());
+                        self.pump_orch();
+                    }
+                    self.now = self.now.max(d + late);
+                    self.trace("timer".into());
+                    self.fsm.handle_timeout(self.instant());
+                    self.pump_orch();
+                }
+                (Some(_), _) | (None, Some(_)) => {
+                    let Some(Reverse((t, _, id))) = self.queue.pop() else { break };
+                    self.now = self.now.max(t);
+                    let Some(ev) = self.evs.remove(&id) else { continue };
+                    self.report.steps += 1;
+                    self.handle(ev);
+                }
+                (None, None) => break,
+            }
+            if self.now > HORIZON || self.report.steps > 500_000 {
+                self.violation(format!("no progress: still running at {:.0} ms", self.ms()));
+                break;
+            }
+            if self.torn_down && self.queue.is_empty() {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Orch(m) => self.orch(m),
+            Ev::Node(i, m) => {
+                let node = &self.nodes[i];
+                if node.dead {
+                    return;
+                }
+                if node.paused_until > self.now {
+                    // Paused or partitioned: everything waits for the heal (QUIC and the
+                    // control stream retransmit), in order.
+                    let until = node.paused_until;
+                    self.at(until, Ev::Node(i, m));
+                    return;
+                }
+                self.node(i, m);
+                self.pump_node(i);
+            }
+            Ev::Fault(f) => self.fault(f),
+        }
+        self.pump_orch();
+    }
+
+    fn orch(&mut self, m: OrchIn) {
+        let now = self.instant();
+        let run = RUN;
+        match m {
+            OrchIn::StageReady(i) => {
+                let _ = self.fsm.stage_ready(now, run, StageIndex(i as u32), NodeId(i as u64 + 1));
+            }
+            OrchIn::StageFault(i, reason, component) => {
+                let (node, stage) = (NodeId(i as u64 + 1), StageIndex(i as u32));
+                self.fsm.fault(now, reason, component, Some(node), Some(stage), None);
+            }
+            OrchIn::StageStopped(i) => {
+                let _ = self.fsm.stage_stopped(run, StageIndex(i as u32), NodeId(i as u64 + 1));
+            }
+            OrchIn::TokenOut(object, sequence, payload) => {
+                self.inflight.pop_front();
+                self.fsm.token_received(now, object, sequence, &payload);
+            }
+            OrchIn::EndpointsReady => self.fsm.token_endpoints_ready(now),
+            OrchIn::EndpointsStopped => self.fsm.token_endpoints_stopped(),
+            OrchIn::NodeLost(i, reason, component) => {
+                self.fsm.node_lost(now, NodeId(i as u64 + 1), reason, component);
+            }
+            OrchIn::Submit(k) => {
+                let r = &self.reqs[k];
+                let req = SeqRequest {
+                    prompt: r.prompt.clone(),
+                    max_tokens: r.max_tokens,
+                    sampling: if r.temperature > 0.0 {
+                        SamplingPolicy::Sample {
+                            temperature: r.temperature,
+                            top_k: None,
+                            top_p: None,
+                            seed: r.seed,
+                        }
+                    } else {
+                        SamplingPolicy::Greedy
+                    },
+                };
+                let got = self.fsm.submit(now, req);
+                self.trace(format!("submit request {k}: {got:?}"));
+                self.reqs[k].id = got.ok();
+            }
+            OrchIn::Cancel(k) => {
+                if let Some(id) = self.reqs[k].id {
+                    self.trace(format!("cancel sequence {id}"));
+                    self.fsm.cancel(now, id, FinishReason::Cancelled);
+                }
+            }
+            OrchIn::CloseInput => self.fsm.close_input(now),
+            OrchIn::Stop => {
+                self.faulty = true;
+                self.fsm.operator_stop(now, OperatorStop::Interrupt);
+            }
+        }
+    }
+
+    /// Executes what the run FSM asks and checks what it reports.
+    fn pump_orch(&mut self) {
+        while let Some(cmd) = self.fsm.poll_command() {
+            match cmd {
+                RunCommand::Provision(s) => self.send(
+                    Link::Control(s.0 as usize),
+                    500,
+                    5000,
+                    Ev::Node(s.0 as usize, NodeIn::Provision),
+                ),
+                RunCommand::StartTokenEndpoints => {
+                    self.send(Link::Orch, 100, 2000, Ev::Orch(OrchIn::EndpointsReady));
+                }
+                RunCommand::Inject { object_id, sequence, payload, .. } => {
+                    let limits = self.limits();
+                    match BatchTable::split_rows(&payload, limits, 4) {
+                        Ok((table, _)) => {
+                            let slots: Vec<u32> = table.entries().iter().map(|e| e.slot).collect();
+                            let busy: Vec<u32> = slots
+                                .iter()
+                                .copied()
+                                .filter(|s| self.inflight.iter().any(|f| f.contains(s)))
+                                .collect();
+                            if !busy.is_empty() {
+                                self.violation(format!(
+                                    "micro-batch {} touches slots {busy:?} already in flight",
+                                    sequence.0
+                                ));
+                            }
+                            self.inflight.push_back(slots);
+                        }
+                        Err(e) => self.violation(format!("injected a bad micro-batch: {e}")),
+                    }
+                    self.send(
+                        Link::Edge(0),
+                        50,
+                        1000,
+                        Ev::Node(0, NodeIn::Object(object_id, sequence, payload)),
+                    );
+                }
+                RunCommand::StopRun(s) => self.send(
+                    Link::Control(s.0 as usize),
+                    500,
+                    5000,
+                    Ev::Node(s.0 as usize, NodeIn::StopRun),
+                ),
+                RunCommand::StopTokenEndpoints => {
+                    self.send(Link::Orch, 100, 3000, Ev::Orch(OrchIn::EndpointsStopped));
+                }
+            }
+        }
+        while let Some(ev) = self.fsm.poll_event() {
+            if self.torn_down {
+                self.violation(format!("{} after run_torn_down", ev.kind()));
+            }
+            match &ev {
+                Event::RunTornDown { .. } => self.torn_down = true,
+                Event::RunFaulted { reason, .. } => self.report.reason = Some(reason.to_string()),
+                _ => {}
+            }
+            self.trace(format!("event {}", ev.kind()));
+            self.events.push(ev);
+        }
+        while let Some(out) = self.fsm.poll_output() {
+            match out {
+                SeqOutput::Token { id, token } => self.tokens.entry(id).or_default().push(token),
+                SeqOutput::Finished { id, reason, generated, .. } => {
+                    self.trace(format!("sequence {id} finished: {reason:?}"));
+                    if self.finished.insert(id, reason).is_some() {
+                        self.violation(format!("sequence {id} finished twice"));
+                    }
+                    if generated != *self.tokens.get(&id).unwrap_or(&Vec::new()) {
+                        self.violation(format!(
+                            "sequence {id}'s token log differs from its tokens"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn limits(&self) -> BatchLimits {
+        BatchLimits { capacity: self.plan.runtime.table_capacity(), max_seq_len: MAX_SEQ }
+    }
+
+    fn node(&mut self, i: usize, m: NodeIn) {
+        let n = &mut self.nodes[i];
+        match m {
+            NodeIn::Provision => {
+                if let Some(p) = self.plan.provision(StageIndex(i as u32)) {
+                    let _ = n.ctl.provision(ORCH, p);
+                }
+            }
+            NodeIn::StopRun => n.ctl.stop_run(ORCH, RUN),
+            NodeIn::WeightsReady => n.ctl.weights_ready(RUN, "/sim".into(), 1 << 12),
+            NodeIn::RoleReady => n.ctl.role_ready(),
+            NodeIn::EdgeReady(e) => n.ctl.edge_ready(e),
+            NodeIn::EdgeStopped(e) => {
+                n.edges.remove(&e);
+                n.ctl.edge_stopped(e);
+            }
+            NodeIn::RoleReleased => {
+                n.slots.clear();
+                n.ctl.role_released();
+            }
+            NodeIn::Object(object, sequence, payload) => self.arrive(i, object, sequence, payload),
+            NodeIn::StepDone(step, sequence, result, out_object, out_sequence) => {
+                self.done(i, step, sequence, result, out_object, out_sequence);
+            }
+        }
+    }
+
+    /// An object reaches node `i`'s ingress: checked in sequence, taken by the posted step
+    /// or loaded for the controller.
+    fn arrive(&mut self, i: usize, object: ObjectId, sequence: Sequence, payload: Vec<u8>) {
+        let n = &mut self.nodes[i];
+        let Some(edge) = n.ctl.provisioning().map(|p| p.inbound.edge_id) else { return };
+        if !n.edges.contains(&edge) {
+            return;
+        }
+        if sequence.0 != n.next_in {
+            let want = n.next_in;
+            n.ctl.fault(FaultReason::Object(ObjectFailure::SequenceViolation));
+            self.violation(format!("node {i}: object {} arrived, {want} expected", sequence.0));
+            return;
+        }
+        n.next_in += 1;
+        let handle = DeviceHandle { generation: WorkerGeneration(1), id: n.next_handle };
+        n.next_handle += 1;
+        let extent = payload.len() as u64;
+        match n.posted {
+            Some(p) if p.sequence == sequence => {
+                n.posted = None;
+                n.ctl.object_loaded(edge, object, sequence, extent, handle, Some(p.step));
+                let want = p.extent.resolve(extent);
+                self.compute(i, p.step, sequence, payload, want, p.object, p.out_sequence);
+            }
+            _ => {
+                n.loaded.insert(handle.id, (object, sequence, payload));
+                n.ctl.object_loaded(edge, object, sequence, extent, handle, None);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn compute(
+        &mut self,
+        i: usize,
+        step: StepId,
+        sequence: Sequence,
+        payload: Vec<u8>,
+        extent: u64,
+        out_object: ObjectId,
+        out_sequence: Sequence,
+    ) {
+        let last = i + 1 == self.nodes.len();
+        let limits = self.limits();
+        let row = if i == 0 { 4 } else { u64::from(HIDDEN) * 4 };
+        let n = &mut self.nodes[i];
+        let result = model::step(
+            i as u32,
+            last,
+            &mut n.slots,
+            limits,
+            row,
+            u64::from(HIDDEN) * 4,
+            VOCAB,
+            &payload,
+        )
+        .map_err(|e| format!("{e:?}"))
+        .and_then(|out| {
+            if out.len() as u64 == extent {
+                Ok(out)
+            } else {
+                Err(format!("{} bytes produced, {extent} declared", out.len()))
+            }
+        });
+        let cost = Duration::from_micros(self.rng.random_range(200..3000) * u64::from(n.slow));
+        n.busy_until = n.busy_until.max(self.now) + cost;
+        let at = n.busy_until;
+        self.at(
+            at,
+            Ev::Node(i, NodeIn::StepDone(step, sequence, result, out_object, out_sequence)),
+        );
+    }
+
+    fn done(
+        &mut self,
+        i: usize,
+        step: StepId,
+        sequence: Sequence,
+        result: Result<Vec<u8>, String>,
+        out_object: ObjectId,
+        out_sequence: Sequence,
+    ) {
+        let n = &mut self.nodes[i];
+        if n.executed.last().is_some_and(|&s| s >= sequence.0)
+            || (n.executed.is_empty() && sequence.0 != 0)
+        {
+            let seen = n.executed.clone();
+            self.violation(format!("node {i}: step of sequence {} after {seen:?}", sequence.0));
+        }
+        self.nodes[i].executed.push(sequence.0);
+        match result {
+            Err(e) => {
+                if !self.faulty {
+                    self.violation(format!("node {i}: step {} failed: {e}", sequence.0));
+                }
+                self.nodes[i].ctl.fault(FaultReason::Step(StepFailure::ComputeFailed));
+            }
+            Ok(out) => {
+                let dest = if i + 1 == self.nodes.len() {
+                    Ev::Orch(OrchIn::TokenOut(out_object, out_sequence, out))
+                } else {
+                    Ev::Node(i + 1, NodeIn::Object(out_object, out_sequence, out))
+                };
+                let outbound = self.nodes[i].ctl.provisioning().map(|p| p.outbound.edge_id);
+                if outbound.is_some_and(|e| self.nodes[i].edges.contains(&e)) {
+                    self.send(Link::Edge(i + 1), 50, 1500, dest);
+                }
+                self.nodes[i].ctl.step_completed(step);
+            }
+        }
+    }
+
+    /// Executes what node `i`'s controller asks, and forwards what it reports.
+    fn pump_node(&mut self, i: usize) {
+        while let Some(cmd) = self.nodes[i].ctl.poll_command() {
+            match cmd {
+                StageCommand::ConfigureRole(_) => {
+                    self.send(Link::Local(i), 1000, 10_000, Ev::Node(i, NodeIn::WeightsReady))
+                }
+                StageCommand::LoadRole(cfg) => {
+                    if let crate::worker::protocol::RoleConfig::LlamaStage {
+                        max_sequences, ..
+                    } = cfg
+                    {
+                        self.nodes[i].slots =
+                            vec![SlotState::default(); max_sequences.max(1) as usize];
+                    }
+                    self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
+                }
+                StageCommand::ProvisionRx(e) | StageCommand::ProvisionTx(e) => {
+                    self.nodes[i].edges.insert(e);
+                    self.send(Link::Local(i), 200, 5000, Ev::Node(i, NodeIn::EdgeReady(e)));
+                }
+                StageCommand::PostStep {
+                    step_id,
+                    sequence,
+                    output_extent,
+                    output_object,
+                    output_sequence,
+                    ..
+                } => {
+                    self.nodes[i].posted = Some(Post {
+                        step: step_id,
+                        sequence,
+                        extent: output_extent,
+                        object: output_object,
+                        out_sequence: output_sequence,
+                    });
+                }
+                StageCommand::ExecuteStep {
+                    step_id,
+                    input,
+                    sequence,
+                    output_extent,
+                    output_object,
+                    output_sequence,
+                    ..
+                } => match self.nodes[i].loaded.remove(&input.id) {
+                    Some((_, s, payload)) if s == sequence => {
+                        self.compute(
+                            i,
+                            step_id,
+                            sequence,
+                            payload,
+                            output_extent,
+                            output_object,
+                            output_sequence,
+                        );
+                    }
+                    other => {
+                        self.violation(format!(
+                            "node {i}: step {} on a missing or other input {:?}",
+                            sequence.0,
+                            other.map(|o| o.1)
+                        ));
+                    }
+                },
+                StageCommand::WithdrawStep(step) => {
+                    if self.nodes[i].posted.is_some_and(|p| p.step == step) {
+                        self.nodes[i].posted = None;
+                    }
+                }
+                StageCommand::StopEdge(e) => {
+                    self.send(Link::Local(i), 100, 3000, Ev::Node(i, NodeIn::EdgeStopped(e)))
+                }
+                StageCommand::ResetRole => {
+                    self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::RoleReleased))
+                }
+                StageCommand::ReleaseObject(h) => {
+                    self.nodes[i].loaded.remove(&h.id);
+                }
+            }
+        }
+        while let Some(ev) = self.nodes[i].ctl.poll_event() {
+            let to = match ev {
+                StageEvent::StageReady { .. } => OrchIn::StageReady(i),
+                StageEvent::StageFault { reason, .. } => {
+                    OrchIn::StageFault(i, reason, Component::StageController)
+                }
+                StageEvent::StageStopped { .. } => OrchIn::StageStopped(i),
+                StageEvent::ProvisionStarted { .. } | StageEvent::WeightsLoaded { .. } => continue,
+            };
+            self.send(Link::Report(i), 500, 5000, Ev::Orch(to));
+        }
+    }
+
+    fn fault(&mut self, f: Fault) {
+        if self.torn_down {
+            return;
+        }
+        // A slow consumer is no fault: the run must still complete.
+        self.faulty |= !matches!(f, Fault::Slow(_));
+        self.trace(format!("fault {f:?}"));
+        let lost = |w: &mut World, i: usize| {
+            let reason = FaultReason::Membership(MembershipLoss::NodeDown);
+            w.possible.insert(reason);
+            let d = DETECT.as_micros() as u64;
+            w.send(
+                Link::Orch,
+                d / 2,
+                d,
+                Ev::Orch(OrchIn::NodeLost(i, reason, Component::Membership)),
+            );
+        };
+        match f {
+            Fault::Crash(i) => {
+                self.report.faults.push("node_crash");
+                if !self.nodes[i].dead {
+                    self.nodes[i].dead = true;
+                    lost(self, i);
+                    self.neighbours_see_broken_streams(i);
+                }
+            }
+            Fault::WorkerCrash(i) => {
+                self.report.faults.push("worker_crash");
+                let reason = FaultReason::Ring(RingFault::WorkerCrashed);
+                self.possible.insert(reason);
+                let n = &mut self.nodes[i];
+                n.posted = None;
+                n.loaded.clear();
+                n.slots.clear();
+                n.ctl.fault(reason);
+                self.pump_node(i);
+                self.neighbours_see_broken_streams(i);
+            }
+            Fault::Pause(i, d) => {
+                self.report.faults.push(if d > DETECT { "long_pause" } else { "short_pause" });
+                let until = self.now + d;
+                self.nodes[i].paused_until = self.nodes[i].paused_until.max(until);
+                if d > DETECT {
+                    // SWIM declares it down; when it wakes its session is gone and it
+                    // tears its stage down by itself (modelled as a node that is gone).
+                    lost(self, i);
+                    self.nodes[i].dead = true;
+                    self.neighbours_see_broken_streams(i);
+                }
+            }
+            Fault::ControlDrop(i) => {
+                self.report.faults.push("control_drop");
+                let reason = FaultReason::Control(ControlFault::ConnectionLost);
+                self.possible.insert(reason);
+                self.send(
+                    Link::Orch,
+                    100,
+                    5000,
+                    Ev::Orch(OrchIn::NodeLost(i, reason, Component::ControlChannel)),
+                );
+                // Without its session the node tears its stage down by itself.
+                self.nodes[i].dead = true;
+            }
+            Fault::EdgeError(i) => {
+                self.report.faults.push("edge_error");
+                let reason = FaultReason::Stream(StreamFault::WriteFailed);
+                self.possible.insert(reason);
+                self.nodes[i].ctl.fault(reason);
+                self.pump_node(i);
+                if i + 1 < self.nodes.len() && !self.nodes[i + 1].dead {
+                    let r = FaultReason::Stream(StreamFault::ReadFailed);
+                    self.possible.insert(r);
+                    self.nodes[i + 1].ctl.fault(r);
+                    self.pump_node(i + 1);
+                }
+            }
+            Fault::Slow(i) => {
+                self.report.faults.push("slow_consumer");
+                self.nodes[i].slow = self.rng.random_range(5..40);
+            }
+        }
+    }
+
+    /// The stages next to a vanished one see their edge streams break.
+    fn neighbours_see_broken_streams(&mut self, i: usize) {
+        for (j, reason) in [
+            (i.checked_sub(1), StreamFault::WriteFailed),
+            (Some(i + 1).filter(|&j| j < self.nodes.len()), StreamFault::ReadFailed),
+        ] {
+            let Some(j) = j else { continue };
+            if self.nodes[j].dead {
+                continue;
+            }
+            let r = FaultReason::Stream(reason);
+            self.possible.insert(r);
+            self.nodes[j].ctl.fault(r);
+            self.pump_node(j);
+        }
+    }
+
+    /// The checks at the end (see `specs/simulation.md`).
+    fn check_end(&mut self) {
+        let terminal = self.events.iter().filter(|e| e.is_terminal_outcome()).count();
+        if terminal != 1 {
+            self.violation(format!("{terminal} terminal outcomes"));
+        }
+        let torn: Vec<&Event> =
+            self.events.iter().filter(|e| matches!(e, Event::RunTornDown { .. })).collect();
+        if torn.len() != 1 {
+            self.violation(format!("run_torn_down {} times", torn.len()));
+        } else if !matches!(self.events.last(), Some(Event::RunTornDown { .. })) {
+            self.violation("run_torn_down is not the last event".into());
+        }
+        // Every admitted request ends exactly once; its tokens are the reference's (all of
+        // them when it ended by itself, a prefix when it was cut short).
+        let mut checks = Vec::new();
+        for (k, r) in self.reqs.iter().enumerate() {
+            let Some(id) = r.id else { continue };
+            let reference = model::reference(
+                self.nodes.len() as u32,
+                &r.prompt,
+                r.max_tokens,
+                r.temperature,
+                r.seed,
+                VOCAB,
+                Some(EOS),
+                MAX_SEQ,
+            );
+            let got = self.tokens.get(&id).cloned().unwrap_or_default();
+            match self.finished.get(&id) {
+                None => checks.push(format!("request {k} (sequence {id}) never finished")),
+                Some(FinishReason::Eos | FinishReason::MaxTokens | FinishReason::ContextFull) => {
+                    if got != reference {
+                        checks
+                            .push(format!("request {k}: tokens {got:?}, reference {reference:?}"));
+                    }
+                }
+                Some(_) => {
+                    if !reference.starts_with(&got) {
+                        checks.push(format!(
+                            "request {k}: tokens {got:?} not a prefix of {reference:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        for c in checks {
+            self.violation(c);
+        }
+        // What the run reports.
+        match self.fsm.outcome() {
+            Some(RunOutcome::Completed) => {}
+            Some(RunOutcome::Faulted) => {
+                let reported = self.events.iter().find_map(|e| match e {
+                    Event::RunFaulted { reason, .. } => Some(*reason),
+                    _ => None,
+                });
+                let stalled = FaultReason::Timeout(Timeout::TokenWait);
+                if let Some(r) = reported
+                    && !self.possible.contains(&r)
+                    && !(self.faulty && r == stalled)
+                {
+                    self.violation(format!("run faulted with {r}, which no injected fault causes"));
+                }
+            }
+            Some(RunOutcome::OperatorStopped) if !self.faulty => {
+                self.violation("stopped without an operator stop".into());
+            }
+            Some(RunOutcome::OperatorStopped) => {}
+            None => self.violation("the run has no outcome".into()),
+        }
+        if !self.faulty && self.fsm.outcome() != Some(RunOutcome::Completed) {
+            self.violation(format!("without faults the run ended {:?}", self.fsm.outcome()));
+        }
+        // Nothing is left on the nodes that lived: every stage stopped, every edge stopped,
+        // no device object held, no step posted.
+        let mut kept = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.dead || n.ctl.provisioning().is_none() {
+                continue;
+            }
+            let mut left = Vec::new();
+            if !n.ctl.is_stopped() {
+                left.push("its stage".to_string());
+            }
+            if !n.edges.is_empty() {
+                left.push(format!("edges {:?}", n.edges));
+            }
+            if !n.loaded.is_empty() {
+                left.push(format!("{} device objects", n.loaded.len()));
+            }
+            if !left.is_empty() {
+                kept.push(format!("node {i} kept {}", left.join(", ")));
+            }
+        }
+        for k in kept {
+            self.violation(k);
+        }
+    }
+}
