@@ -469,11 +469,11 @@ impl World {
                     self.pump_orch();
                 }
                 (Some(_), _) | (None, Some(_)) => {
-                    let Some(Reverse((t, _, id))) = self.queue.pop() else { break };
+                    let Some(Reverse((t, order, id))) = self.queue.pop() else { break };
                     self.now = self.now.max(t);
                     let Some(ev) = self.evs.remove(&id) else { continue };
                     self.report.steps += 1;
-                    self.handle(ev);
+                    self.handle(ev, order);
                 }
                 (None, None) => break,
             }
@@ -487,7 +487,9 @@ impl World {
         }
     }
 
-    fn handle(&mut self, ev: Ev) {
+    /// Handles one event; `order` is its place in sending order (kept when a paused node
+    /// defers it, so deferred events keep the order of their links).
+    fn handle(&mut self, ev: Ev, order: u64) {
         match ev {
             Ev::Orch(m) => self.orch(m),
             Ev::Node(i, m) => {
@@ -499,7 +501,10 @@ impl World {
                     // Paused or partitioned: everything waits for the heal (QUIC and the
                     // control stream retransmit), in order.
                     let until = node.paused_until;
-                    self.at(until, Ev::Node(i, m));
+                    let id = self.next_ev;
+                    self.next_ev += 1;
+                    self.evs.insert(id, Ev::Node(i, m));
+                    self.queue.push(Reverse((until, order, id)));
                     return;
                 }
                 self.node(i, m);
