@@ -4,6 +4,7 @@
 mod cli;
 mod dataplane;
 mod events;
+mod faults;
 mod fuzz;
 mod generated;
 mod header;

@@ -19,13 +19,13 @@ fn exe() -> PathBuf {
 }
 
 /// Network namespaces on one bridge; removed on drop (with every process in them).
-struct Net {
+pub(crate) struct Net {
     /// The switch namespace (holds the bridge) and one per host, in that order.
-    namespaces: Vec<String>,
+    pub(crate) namespaces: Vec<String>,
 }
 
 impl Net {
-    fn ip(args: &[&str]) -> bool {
+    pub(crate) fn ip(args: &[&str]) -> bool {
         Command::new("ip")
             .args(args)
             .stdout(Stdio::null())
@@ -36,7 +36,7 @@ impl Net {
 
     /// Namespaces `<tag>-<i>` for each address in `addrs` (a /24), linked to one bridge.
     /// `None` when they cannot be made (not root, no `ip`).
-    fn up(tag: &str, addrs: &[&str]) -> Option<Net> {
+    pub(crate) fn up(tag: &str, addrs: &[&str]) -> Option<Net> {
         let switch = format!("{tag}-sw");
         let mut net = Net { namespaces: vec![switch.clone()] };
         if !Net::ip(&["netns", "add", &switch]) {
@@ -77,7 +77,7 @@ impl Net {
     }
 
     /// `swactor ARGS` inside host `i`'s namespace.
-    fn swactor(&self, i: usize) -> Command {
+    pub(crate) fn swactor(&self, i: usize) -> Command {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.namespaces[i + 1]]).arg(exe());
         cmd
@@ -99,7 +99,7 @@ impl Drop for Net {
 }
 
 /// Children killed and reaped on drop (after a failure; a clean run stops them itself).
-struct Reap(Vec<Child>);
+pub(crate) struct Reap(pub(crate) Vec<Child>);
 
 impl Drop for Reap {
     fn drop(&mut self) {
@@ -111,7 +111,7 @@ impl Drop for Reap {
 }
 
 /// Waits until `file` holds a JSON line of `kind`; returns it.
-fn wait_for_line(file: &Path, kind: &str, child: &mut Child) -> serde_json::Value {
+pub(crate) fn wait_for_line(file: &Path, kind: &str, child: &mut Child) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = std::fs::read_to_string(file).unwrap_or_default();
