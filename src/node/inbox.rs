@@ -102,14 +102,45 @@ pub(super) struct Inbox {
 /// How long a peer other than the orchestrator has to present an observer's delegation.
 const OBSERVE_HELLO: Duration = Duration::from_secs(5);
 
+/// Control sessions the authorized orchestrator may hold open at once; more are closed at
+/// once with `too_many_sessions` (a run needs one; a restarted orchestrator's old ones end
+/// with their connections).
+pub const MAX_CONTROL_SESSIONS: usize = 8;
+
+/// How long the orchestrator has to send its `Hello` on a new control session.
+const CONTROL_HELLO: Duration = Duration::from_secs(10);
+
+/// Counts an open control session; uncounted when dropped.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Counted {
+    /// Counts one more session unless `MAX_CONTROL_SESSIONS` are open.
+    fn try_new(open: &Arc<std::sync::atomic::AtomicUsize>) -> Option<Counted> {
+        use std::sync::atomic::Ordering;
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_CONTROL_SESSIONS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Counted(Arc::clone(open)))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// Accepts connections: edge streams go to the router; control sessions only from the
 /// configured orchestrator, which first receives this node's `NodeAvailable`; the session
 /// then carries run work both ways. A peer with the orchestrator's delegation gets a
 /// read-only observer session. Anything else is refused and reported.
 pub(super) async fn accept(endpoint: Endpoint, inbox: Inbox) {
     let sessions = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let open_sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while let Some(incoming) = endpoint.accept().await {
         let (inbox, sessions) = (inbox.clone(), sessions.clone());
+        let open_sessions = Arc::clone(&open_sessions);
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
             if conn.alpn() == EDGE_ALPN {
@@ -123,6 +154,13 @@ pub(super) async fn accept(endpoint: Endpoint, inbox: Inbox) {
                     }
                     return;
                 }
+                let Some(_counted) = Counted::try_new(&open_sessions) else {
+                    eprintln!(
+                        "swactor node: refused a control session: {MAX_CONTROL_SESSIONS} are open"
+                    );
+                    conn.close(3u32.into(), b"too_many_sessions");
+                    return;
+                };
                 let session = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 // No guard: the node is stopping, and the session will not be served.
                 let Some(open) = inbox.open.upgrade() else { return };
@@ -193,7 +231,9 @@ async fn control_session(
 ) {
     let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
     let mut decoder = FrameDecoder::new();
-    let orchestrator = match control::read_message(&mut recv, &mut decoder).await {
+    let hello_msg =
+        tokio::time::timeout(CONTROL_HELLO, control::read_message(&mut recv, &mut decoder));
+    let orchestrator = match hello_msg.await.ok().flatten() {
         Some(Ok(ControlMessage::Hello { orchestrator, members })) => {
             // The authorized orchestrator names the pool: only its members take part in
             // SWIM from now on. (An older orchestrator that names nobody leaves the roster

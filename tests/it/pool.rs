@@ -697,3 +697,70 @@ fn pool_init_writes_a_pool_file_from_what_the_nodes_printed_and_the_pool_is_read
     assert!(status.success());
     drop(children);
 }
+
+#[test]
+fn the_authorized_orchestrator_holds_at_most_eight_control_sessions_and_the_node_serves_on() {
+    use swactor::control::{ControlMessage, FrameDecoder, read_message, write_message};
+    use swactor::net::endpoint::{CTL_ALPN, bind};
+    use swactor::net::identity::NodeKey;
+    let dir = scratch().join("session-cap");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch_key = dir.join("orch.key");
+    let orch = orchestrator_id(&orch_key);
+    let key = dir.join("n1.key");
+    let (child, report) = boot_node(
+        &[os("--node-id"), os("1"), os("--orchestrator"), os(&orch), os("--key"), key.as_os_str()],
+        &[],
+    );
+    let _children = Kill(vec![child]);
+    let node_id: iroh::EndpointId =
+        report["endpoint_id"].as_str().expect("id").parse().expect("endpoint id");
+    let node_addr: std::net::SocketAddr =
+        report["addrs"][0].as_str().expect("addr").parse().expect("addr");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    rt.block_on(async {
+        let me = NodeKey::load_or_create(&orch_key).expect("orchestrator key");
+        let endpoint = bind(&me, "127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+        // Opens a session and says hello; `Some` with the connection when the node answers
+        // with its `node_available`, `None` with the close reason otherwise.
+        let open = |endpoint: iroh::Endpoint| async move {
+            let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
+            let conn = endpoint.connect(addr, CTL_ALPN).await.expect("connect");
+            let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+            let hello =
+                ControlMessage::Hello { orchestrator: swactor::wire::NodeId(100), members: vec![] };
+            let _ = write_message(&mut send, &hello).await;
+            let mut decoder = FrameDecoder::new();
+            match read_message(&mut recv, &mut decoder).await {
+                Some(Ok(ControlMessage::NodeAvailable { .. })) => Ok((conn, send, recv)),
+                _ => Err(format!("{:?}", conn.closed().await)),
+            }
+        };
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            held.push(open(endpoint.clone()).await.expect("one of the first eight sessions"));
+        }
+        for _ in 0..4 {
+            let refused = open(endpoint.clone()).await.err().expect("a ninth session is refused");
+            assert!(refused.contains("too_many_sessions"), "{refused}");
+        }
+        // The sessions end; the node serves the orchestrator again.
+        for (conn, _, _) in held.drain(..) {
+            conn.close(0u32.into(), b"done");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match open(endpoint.clone()).await {
+                Ok(_) => break,
+                Err(e) => assert!(Instant::now() < deadline, "the node never served again: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        endpoint.close().await;
+    });
+}

@@ -1172,3 +1172,67 @@ fn run_local_refuses_bad_runtime_flags_before_starting_any_node() {
         assert!(!node_processes_left(&tmp), "{bad:?}: no node process");
     }
 }
+
+/// A tmpfs of `bytes` mounted at `dir` (made empty first); unmounted on drop.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, bytes: u64) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_disk_that_fills_during_a_weights_download_faults_the_run_typed_and_the_node_serves_on() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let bytes = std::fs::read(&model).expect("model");
+    let (url, _, _) = crate::weights::serve(bytes.clone(), 200, false);
+    // Node 2's weights cache is a 64 KiB disk: the download cannot fit.
+    let disk = std::cell::RefCell::new(None);
+    let cache = scratch().join("run-full-disk").join("cache2");
+    let nodes = Nodes::boot("run-full-disk", 3, |i| {
+        if i == 2 {
+            *disk.borrow_mut() = SmallDisk::mount(&cache, 64 << 10);
+        }
+        vec![]
+    });
+    let Some(_disk) = disk.into_inner() else {
+        assert!(std::env::var_os("CI").is_none(), "CI must be able to mount a tmpfs");
+        eprintln!("note: full-disk test skipped: mounting a tmpfs needs root");
+        return;
+    };
+    assert!(bytes.len() > 64 << 10, "the model is larger than the disk");
+    let (code, lines, err) =
+        nodes.orchestrate(&model, &["--max-tokens", "4", "--weights-url", &url]).finish();
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert!(
+        f["reason"].as_str().is_some_and(|r| r.starts_with("weights.")),
+        "a typed weights fault: {f}"
+    );
+    assert_eq!((f["node_id"].as_u64(), f["component"].as_str()), (Some(2), Some("weights")));
+    eprintln!("full disk during a download: {}", f["reason"]);
+    assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+    // The node serves on: the next run (weights from the local path) completes.
+    let (code, lines, err) =
+        nodes.orchestrate(&model, &["--max-tokens", "4", "--run-id", "2"]).finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tokens(&lines).len(), 4);
+}

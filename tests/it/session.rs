@@ -313,3 +313,75 @@ fn readmes_batch_job_serves_sixteen_smollm2_stories_each_as_generate_says_it_alo
     }
     assert_eq!(checked, 16);
 }
+
+/// Resident memory of `pid`, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "soak: 100 runs and 10 sessions, minutes; `cargo test --test it -- --ignored soak --nocapture`"]
+fn soak_a_hundred_runs_and_ten_sessions_on_one_pool_grow_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("session-soak", 3, |_| vec![]);
+    let lines: Vec<Value> = (0..32)
+        .map(|i| json!({"id": format!("q{i}"), "prompt": PROMPTS[i % 8], "max_tokens": 8}))
+        .collect();
+    let file = requests_file("session-soak", &lines);
+    let path = file.display().to_string();
+    let snapshot = |label: &str| {
+        let rows: Vec<(usize, usize, u64, usize, u64)> = (1..=3)
+            .map(|i| {
+                let (fds, threads, leases, children) = footprint(&nodes, i);
+                (fds, threads, leases, children, rss_kib(nodes.pid(i)))
+            })
+            .collect();
+        for (i, r) in rows.iter().enumerate() {
+            eprintln!(
+                "soak {label}: node {}: {} descriptors, {} threads, {} leases, {} workers, {} KiB resident",
+                i + 1,
+                r.0,
+                r.1,
+                r.2,
+                r.3,
+                r.4
+            );
+        }
+        rows
+    };
+    let mut warm = Vec::new();
+    for run in 1..=110 {
+        let id = run.to_string();
+        let (code, out, err) = if run <= 100 {
+            nodes.orchestrate(&model, &["--max-tokens", "8", "--run-id", &id]).finish()
+        } else {
+            let args = ["--requests", &path, "--max-sequences", "8", "--run-id", &id];
+            nodes.orchestrate(&model, &args).finish()
+        };
+        assert_eq!(code, 0, "run {run}: {err}");
+        if run > 100 {
+            assert!(results(&out).values().all(|r| r["type"] == "result"), "session {run}");
+        }
+        if run == 5 {
+            warm = snapshot("after 5 runs");
+        }
+    }
+    for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+    let last = snapshot("after 100 runs and 10 sessions of 32 requests");
+    for (i, (w, l)) in warm.iter().zip(&last).enumerate() {
+        assert!(l.0 <= w.0, "node {}: descriptors grew {w:?} -> {l:?}", i + 1);
+        assert!(l.1 <= w.1 + 1, "node {}: threads grew {w:?} -> {l:?}", i + 1);
+        assert_eq!((l.2, l.3), (0, 1), "node {}: leases and workers", i + 1);
+        assert!(l.4 < w.4 + 32 * 1024, "node {}: resident memory grew {w:?} -> {l:?}", i + 1);
+    }
+}
