@@ -10,6 +10,9 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 use super::model::{self, SlotState};
+use crate::arena::ArenaManager;
+use crate::edge::establisher::{EdgeEnd, EdgeProvision};
+use crate::edge::plane::{EdgePlane, PlaneCommand, PlaneEvent};
 use crate::events::{Event, RunOutcome};
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::orchestrator::run::{RunCommand, RunFsm, RunTimeouts, SessionLimits};
@@ -18,6 +21,7 @@ use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
 use crate::stage::controller::{StageCommand, StageController, StageEvent};
 use crate::wire::batch::{BatchLimits, BatchTable};
+use crate::wire::evidence::{PumpStopped, WorkerQuiet};
 use crate::wire::reason::{
     Component, ControlFault, FaultReason, MembershipLoss, ObjectFailure, OperatorStop, RingFault,
     StepFailure, StreamFault, Timeout,
@@ -34,6 +38,8 @@ const VOCAB: u32 = 300;
 const EOS: u32 = 2;
 const HIDDEN: u32 = 16;
 const MAX_SEQ: u32 = 48;
+/// Each simulated node's arena (the manager's bookkeeping only: nothing is mapped).
+const ARENA: u64 = 64 << 20;
 /// Failure detection (SWIM's probe, answer and suspicion windows).
 const DETECT: Duration = Duration::from_millis(500);
 /// Simulated time after which a run that has not torn down has hung.
@@ -107,8 +113,10 @@ enum NodeIn {
     Object(ObjectId, Sequence, Vec<u8>),
     WeightsReady,
     RoleReady,
-    EdgeReady(EdgeId),
-    EdgeStopped(EdgeId),
+    RingInstalled(crate::wire::RingId),
+    PumpReady(EdgeId),
+    PumpEnded(EdgeId, crate::wire::RingId),
+    Quiet(crate::wire::RingId),
     RoleReleased,
     StepDone(StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
 }
@@ -141,6 +149,12 @@ struct Post {
 
 struct Node {
     ctl: StageController,
+    /// The node's real edge plane (its arena manager and edge establisher).
+    plane: EdgePlane,
+    /// Installed rings and their edges.
+    rings: HashMap<crate::wire::RingId, EdgeId>,
+    /// Pumps that ended on their own (a stream error): nothing more to stop.
+    ended: BTreeSet<EdgeId>,
     /// Gone for good (crashed, or lost to a long pause).
     dead: bool,
     /// Processes nothing before this time (paused or partitioned).
@@ -301,6 +315,13 @@ impl World {
         let nodes = (0..stages)
             .map(|_| Node {
                 ctl: StageController::new(ORCH),
+                plane: {
+                    let mut manager = ArenaManager::new(ARENA);
+                    manager.arena_ready();
+                    EdgePlane::new(manager, Component::EdgeEstablisher)
+                },
+                rings: HashMap::new(),
+                ended: BTreeSet::new(),
                 dead: false,
                 paused_until: Duration::ZERO,
                 slots: Vec::new(),
@@ -668,10 +689,12 @@ impl World {
             NodeIn::StopRun => n.ctl.stop_run(ORCH, RUN),
             NodeIn::WeightsReady => n.ctl.weights_ready(RUN, "/sim".into(), 1 << 12),
             NodeIn::RoleReady => n.ctl.role_ready(),
-            NodeIn::EdgeReady(e) => n.ctl.edge_ready(e),
-            NodeIn::EdgeStopped(e) => {
-                n.edges.remove(&e);
-                n.ctl.edge_stopped(e);
+            NodeIn::RingInstalled(r) => n.plane.ring_installed(r),
+            NodeIn::PumpReady(e) => n.plane.pump_ready(e),
+            NodeIn::PumpEnded(e, r) => n.plane.pump_ended(e, PumpStopped::observed(r), None),
+            NodeIn::Quiet(r) => {
+                n.rings.remove(&r);
+                n.plane.local_quiet(WorkerQuiet::reported(r, false));
             }
             NodeIn::RoleReleased => {
                 n.slots.clear();
@@ -797,87 +820,114 @@ impl World {
         }
     }
 
+    /// Executes one command of node `i`'s stage controller.
+    fn ctl_command(&mut self, i: usize, cmd: StageCommand) {
+        match cmd {
+            StageCommand::ConfigureRole(_) => {
+                self.send(Link::Local(i), 1000, 10_000, Ev::Node(i, NodeIn::WeightsReady))
+            }
+            StageCommand::LoadRole(cfg) => {
+                if let crate::worker::protocol::RoleConfig::LlamaStage { max_sequences, .. } = cfg {
+                    self.nodes[i].slots = vec![SlotState::default(); max_sequences.max(1) as usize];
+                }
+                self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
+            }
+            StageCommand::ProvisionRx(e) | StageCommand::ProvisionTx(e) => {
+                let Some(p) = self.nodes[i].ctl.provisioning().cloned() else { return };
+                let prov = if p.inbound.edge_id == e {
+                    EdgeProvision {
+                        edge_id: e,
+                        end: EdgeEnd::Recv { producer: p.inbound.producer.clone() },
+                        object: p.inbound.object,
+                        ring: p.inbound.ring,
+                    }
+                } else {
+                    EdgeProvision {
+                        edge_id: e,
+                        end: EdgeEnd::Send { consumer: p.outbound.consumer.clone() },
+                        object: p.outbound.object,
+                        ring: p.outbound.ring,
+                    }
+                };
+                self.nodes[i].edges.insert(e);
+                if let Err(err) = self.nodes[i].plane.provision(prov) {
+                    self.violation(format!("node {i}: edge {e} refused: {err}"));
+                }
+            }
+            StageCommand::PostStep {
+                step_id,
+                sequence,
+                output_extent,
+                output_object,
+                output_sequence,
+                ..
+            } => {
+                self.nodes[i].posted = Some(Post {
+                    step: step_id,
+                    sequence,
+                    extent: output_extent,
+                    object: output_object,
+                    out_sequence: output_sequence,
+                });
+            }
+            StageCommand::ExecuteStep {
+                step_id,
+                input,
+                sequence,
+                output_extent,
+                output_object,
+                output_sequence,
+                ..
+            } => match self.nodes[i].loaded.remove(&input.id) {
+                Some((_, s, payload)) if s == sequence => {
+                    self.compute(
+                        i,
+                        step_id,
+                        sequence,
+                        payload,
+                        output_extent,
+                        output_object,
+                        output_sequence,
+                    );
+                }
+                other => {
+                    self.violation(format!(
+                        "node {i}: step {} on a missing or other input {:?}",
+                        sequence.0,
+                        other.map(|o| o.1)
+                    ));
+                }
+            },
+            StageCommand::WithdrawStep(step) => {
+                if self.nodes[i].posted.is_some_and(|p| p.step == step) {
+                    self.nodes[i].posted = None;
+                }
+            }
+            StageCommand::StopEdge(e) => {
+                let n = &mut self.nodes[i];
+                n.plane.stop_edge(e);
+                // As the node's host does: an edge already torn down (after a fault)
+                // reports stopped at once.
+                if n.plane.is_settled(e) {
+                    n.edges.remove(&e);
+                    n.ctl.edge_stopped(e);
+                }
+            }
+            StageCommand::ResetRole => {
+                self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::RoleReleased))
+            }
+            StageCommand::ReleaseObject(h) => {
+                self.nodes[i].loaded.remove(&h.id);
+            }
+        }
+    }
+
     /// Executes what node `i`'s controller asks, and forwards what it reports.
     fn pump_node(&mut self, i: usize) {
         while let Some(cmd) = self.nodes[i].ctl.poll_command() {
-            match cmd {
-                StageCommand::ConfigureRole(_) => {
-                    self.send(Link::Local(i), 1000, 10_000, Ev::Node(i, NodeIn::WeightsReady))
-                }
-                StageCommand::LoadRole(cfg) => {
-                    if let crate::worker::protocol::RoleConfig::LlamaStage {
-                        max_sequences, ..
-                    } = cfg
-                    {
-                        self.nodes[i].slots =
-                            vec![SlotState::default(); max_sequences.max(1) as usize];
-                    }
-                    self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
-                }
-                StageCommand::ProvisionRx(e) | StageCommand::ProvisionTx(e) => {
-                    self.nodes[i].edges.insert(e);
-                    self.send(Link::Local(i), 200, 5000, Ev::Node(i, NodeIn::EdgeReady(e)));
-                }
-                StageCommand::PostStep {
-                    step_id,
-                    sequence,
-                    output_extent,
-                    output_object,
-                    output_sequence,
-                    ..
-                } => {
-                    self.nodes[i].posted = Some(Post {
-                        step: step_id,
-                        sequence,
-                        extent: output_extent,
-                        object: output_object,
-                        out_sequence: output_sequence,
-                    });
-                }
-                StageCommand::ExecuteStep {
-                    step_id,
-                    input,
-                    sequence,
-                    output_extent,
-                    output_object,
-                    output_sequence,
-                    ..
-                } => match self.nodes[i].loaded.remove(&input.id) {
-                    Some((_, s, payload)) if s == sequence => {
-                        self.compute(
-                            i,
-                            step_id,
-                            sequence,
-                            payload,
-                            output_extent,
-                            output_object,
-                            output_sequence,
-                        );
-                    }
-                    other => {
-                        self.violation(format!(
-                            "node {i}: step {} on a missing or other input {:?}",
-                            sequence.0,
-                            other.map(|o| o.1)
-                        ));
-                    }
-                },
-                StageCommand::WithdrawStep(step) => {
-                    if self.nodes[i].posted.is_some_and(|p| p.step == step) {
-                        self.nodes[i].posted = None;
-                    }
-                }
-                StageCommand::StopEdge(e) => {
-                    self.send(Link::Local(i), 100, 3000, Ev::Node(i, NodeIn::EdgeStopped(e)))
-                }
-                StageCommand::ResetRole => {
-                    self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::RoleReleased))
-                }
-                StageCommand::ReleaseObject(h) => {
-                    self.nodes[i].loaded.remove(&h.id);
-                }
-            }
+            self.ctl_command(i, cmd);
         }
+        self.pump_plane(i);
         while let Some(ev) = self.nodes[i].ctl.poll_event() {
             let to = match ev {
                 StageEvent::StageReady { .. } => OrchIn::StageReady(i),
@@ -888,6 +938,76 @@ impl World {
                 StageEvent::ProvisionStarted { .. } | StageEvent::WeightsLoaded { .. } => continue,
             };
             self.send(Link::Report(i), 500, 5000, Ev::Orch(to));
+        }
+    }
+
+    /// Executes what node `i`'s edge plane asks (the simulated executor: rings, pumps and
+    /// the worker's hold on rings) and hands its events to the stage controller.
+    fn pump_plane(&mut self, i: usize) {
+        loop {
+            let mut any = false;
+            while let Some(cmd) = self.nodes[i].plane.poll_command() {
+                any = true;
+                self.trace(format!("node {i} plane: {cmd:?}"));
+                match cmd {
+                    PlaneCommand::InstallRing { edge_id, layout, .. } => {
+                        self.nodes[i].rings.insert(layout.ring_id, edge_id);
+                        let ev = Ev::Node(i, NodeIn::RingInstalled(layout.ring_id));
+                        self.send(Link::Local(i), 100, 3000, ev);
+                    }
+                    PlaneCommand::StartSend { edge_id, .. }
+                    | PlaneCommand::StartRecv { edge_id, .. } => {
+                        self.send(
+                            Link::Local(i),
+                            200,
+                            5000,
+                            Ev::Node(i, NodeIn::PumpReady(edge_id)),
+                        );
+                    }
+                    PlaneCommand::StopPump { edge_id } => {
+                        if self.nodes[i].ended.contains(&edge_id) {
+                            continue;
+                        }
+                        let ring = self.nodes[i]
+                            .rings
+                            .iter()
+                            .find(|(_, e)| **e == edge_id)
+                            .map(|(r, _)| *r);
+                        if let Some(r) = ring {
+                            self.send(
+                                Link::Local(i),
+                                100,
+                                3000,
+                                Ev::Node(i, NodeIn::PumpEnded(edge_id, r)),
+                            );
+                        }
+                    }
+                    PlaneCommand::DetachRing { ring_id } => {
+                        self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::Quiet(ring_id)));
+                    }
+                    PlaneCommand::ForgetRing { .. } => {}
+                }
+            }
+            while let Some(ev) = self.nodes[i].plane.poll_event() {
+                any = true;
+                self.trace(format!("node {i} plane event: {ev:?}"));
+                let n = &mut self.nodes[i];
+                match ev {
+                    PlaneEvent::EdgeReady { edge_id, .. } => n.ctl.edge_ready(edge_id),
+                    PlaneEvent::EdgeFailed { reason, .. } => n.ctl.fault(reason),
+                    PlaneEvent::EdgeStopped { edge_id } => {
+                        n.edges.remove(&edge_id);
+                        n.ctl.edge_stopped(edge_id);
+                    }
+                }
+            }
+            if !any {
+                return;
+            }
+            // The controller may have answered with more plane work.
+            while let Some(cmd) = self.nodes[i].ctl.poll_command() {
+                self.ctl_command(i, cmd);
+            }
         }
     }
 
@@ -926,6 +1046,11 @@ impl World {
                 n.posted = None;
                 n.loaded.clear();
                 n.slots.clear();
+                // The worker controller synthesizes a fault on each of its rings.
+                let rings: Vec<crate::wire::RingId> = n.rings.keys().copied().collect();
+                for r in rings {
+                    n.plane.ring_fault(r, RingFault::WorkerCrashed, Component::WorkerCtl);
+                }
                 n.ctl.fault(reason);
                 self.pump_node(i);
                 self.neighbours_see_broken_streams(i);
@@ -956,22 +1081,33 @@ impl World {
                 self.nodes[i].dead = true;
             }
             Fault::EdgeError(i) => {
+                // The stream of node i's outbound edge breaks: both pumps end with it.
                 self.report.faults.push("edge_error");
-                let reason = FaultReason::Stream(StreamFault::WriteFailed);
-                self.possible.insert(reason);
-                self.nodes[i].ctl.fault(reason);
-                self.pump_node(i);
+                self.possible.insert(FaultReason::Stream(StreamFault::WriteFailed));
+                self.possible.insert(FaultReason::Stream(StreamFault::ReadFailed));
+                let edge = self.nodes[i].ctl.provisioning().map(|p| p.outbound.edge_id);
+                let Some(edge) = edge else { return };
+                self.pump_failed(i, edge, StreamFault::WriteFailed);
                 if i + 1 < self.nodes.len() && !self.nodes[i + 1].dead {
-                    let r = FaultReason::Stream(StreamFault::ReadFailed);
-                    self.possible.insert(r);
-                    self.nodes[i + 1].ctl.fault(r);
-                    self.pump_node(i + 1);
+                    self.pump_failed(i + 1, edge, StreamFault::ReadFailed);
                 }
             }
             Fault::Slow(i) => {
                 self.report.faults.push("slow_consumer");
                 self.nodes[i].slow = self.rng.random_range(5..40);
             }
+        }
+    }
+
+    /// Node `i`'s pump of `edge` ends with `fault` (if the edge has a ring there).
+    fn pump_failed(&mut self, i: usize, edge: EdgeId, fault: StreamFault) {
+        let n = &mut self.nodes[i];
+        let ring = n.rings.iter().find(|(_, e)| **e == edge).map(|(r, _)| *r);
+        if let Some(r) = ring
+            && n.ended.insert(edge)
+        {
+            n.plane.pump_ended(edge, PumpStopped::observed(r), Some(fault));
+            self.pump_node(i);
         }
     }
 
@@ -1082,6 +1218,13 @@ impl World {
             }
             if !n.loaded.is_empty() {
                 left.push(format!("{} device objects", n.loaded.len()));
+            }
+            if n.plane.live_leases() > 0 || n.plane.live_edges() > 0 {
+                left.push(format!(
+                    "{} leases and {} live edges in its plane",
+                    n.plane.live_leases(),
+                    n.plane.live_edges()
+                ));
             }
             if !left.is_empty() {
                 kept.push(format!("node {i} kept {}", left.join(", ")));

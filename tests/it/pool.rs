@@ -746,7 +746,9 @@ fn the_authorized_orchestrator_holds_at_most_eight_control_sessions_and_the_node
             held.push(open(endpoint.clone()).await.expect("one of the first eight sessions"));
         }
         for _ in 0..4 {
-            let refused = open(endpoint.clone()).await.err().expect("a ninth session is refused");
+            let Err(refused) = open(endpoint.clone()).await else {
+                panic!("a ninth session is refused");
+            };
             assert!(refused.contains("too_many_sessions"), "{refused}");
         }
         // The sessions end; the node serves the orchestrator again.

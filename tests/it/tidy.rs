@@ -367,8 +367,9 @@ fn the_checker_catches_an_upward_import_through_a_re_export() {
 
 /// Where each piece of ring evidence may be minted (files relative to `src/`).
 const MINTS: &[(&str, &[&str])] = &[
-    ("PumpStopped::observed", &["ring/ends.rs", "edge/establisher.rs"]),
-    ("WorkerQuiet::reported", &["workerctl/fsm.rs"]),
+    // The simulation's world observes its simulated pumps and worker.
+    ("PumpStopped::observed", &["ring/ends.rs", "edge/establisher.rs", "sim/world.rs"]),
+    ("WorkerQuiet::reported", &["workerctl/fsm.rs", "sim/world.rs"]),
     ("WorkerQuiet::reaped", &["workerctl/fsm.rs"]),
     ("WorkerQuiet::endpoint_stopped", &["orchestrator/tokens.rs"]),
 ];
