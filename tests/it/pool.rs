@@ -730,8 +730,11 @@ fn the_authorized_orchestrator_holds_at_most_eight_control_sessions_and_the_node
         // with its `node_available`, `None` with the close reason otherwise.
         let open = |endpoint: iroh::Endpoint| async move {
             let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
-            let conn = endpoint.connect(addr, CTL_ALPN).await.expect("connect");
-            let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+            let conn = endpoint.connect(addr, CTL_ALPN).await.map_err(|e| e.to_string())?;
+            let (mut send, mut recv) = match conn.open_bi().await {
+                Ok(s) => s,
+                Err(e) => return Err(format!("{e:?}")),
+            };
             let hello =
                 ControlMessage::Hello { orchestrator: swactor::wire::NodeId(100), members: vec![] };
             let _ = write_message(&mut send, &hello).await;
