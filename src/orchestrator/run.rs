@@ -302,6 +302,11 @@ impl RunFsm {
         self.sched.plant_early_slot_release();
     }
 
+    /// Test-only: plants a known bug in the scheduler (see [`Scheduler::plant_skip_reset`]).
+    pub fn plant_skip_reset(&mut self) {
+        self.sched.plant_skip_reset();
+    }
+
     /// No more requests: the session completes once its sequences finished.
     pub fn close_input(&mut self, now: Instant) {
         self.input_open = false;

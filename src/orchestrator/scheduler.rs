@@ -203,6 +203,9 @@ pub struct Scheduler {
     cursor: u16,
     outputs: VecDeque<SeqOutput>,
     planted_early_release: bool,
+    planted_skip_reset: bool,
+    /// Slots that held a sequence before (for the planted skipped reset).
+    used_slots: BTreeSet<u16>,
 }
 
 impl Scheduler {
@@ -225,6 +228,8 @@ impl Scheduler {
             cursor: 0,
             outputs: VecDeque::new(),
             planted_early_release: false,
+            planted_skip_reset: false,
+            used_slots: BTreeSet::new(),
             cfg,
         }
     }
@@ -234,6 +239,12 @@ impl Scheduler {
     /// flies). Never set outside the simulation's self-check.
     pub fn plant_early_slot_release(&mut self) {
         self.planted_early_release = true;
+    }
+
+    /// Test-only: plants a bug: a slot that held a sequence before is not reset for its
+    /// next one. Never set outside the simulation's self-check.
+    pub fn plant_skip_reset(&mut self) {
+        self.planted_skip_reset = true;
     }
 
     /// The configuration in force (after its clamps).
@@ -385,9 +396,11 @@ impl Scheduler {
                     };
                     (seq.prefilled, chunk, flags)
                 };
-                if first == 0 {
+                let skip = self.planted_skip_reset && self.used_slots.contains(&seq.slot);
+                if first == 0 && !skip {
                     flags = flags | EntryFlags::RESET;
                 }
+                self.used_slots.insert(seq.slot);
                 budget -= rows.len();
                 tokens.extend_from_slice(rows);
                 entries.push(BatchEntry {

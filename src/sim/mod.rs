@@ -5,7 +5,8 @@
 //! control messages and edge objects with seeded delays, the token endpoints, SWIM's
 //! verdicts and a simulated clock. One process, no threads, no sockets, no real clock.
 //!
-//! The seed chooses the pool (1-3 stages, 1-4 slots), the requests (lengths, limits,
+//! Each node boots through its real boot machine and the orchestrator's real pool gate
+//! decides when the session starts. The seed chooses the pool (1-3 stages, 1-4 slots), the requests (lengths, limits,
 //! sampling, arrival times, cancellations) and, when faults are on, up to three faults:
 //! a node crash, a worker crash, a pause or partition (shorter or longer than failure
 //! detection), a lost control session, an edge stream error, a slow consumer, late and
@@ -51,7 +52,7 @@ mod tests {
             classes.extend(r.faults.iter().copied());
             faulted += usize::from(r.outcome == Some(crate::events::RunOutcome::Faulted));
         }
-        assert_eq!(classes.len(), 9, "every fault class was injected: {classes:?}");
+        assert_eq!(classes.len(), 10, "every fault class was injected: {classes:?}");
         assert!(faulted > 100, "faults really end runs: {faulted}");
     }
 
@@ -64,14 +65,22 @@ mod tests {
         assert!(a.trace.len() > 20);
     }
 
-    #[test]
-    fn the_checks_find_a_planted_early_slot_release_within_a_thousand_seeds() {
+    /// The first seed below `within` whose run breaks an invariant naming `symptom`.
+    fn finds(planted: Planted, within: u64, symptom: &str) -> Option<u64> {
         let base = base();
-        let found = (0..1000u64).find(|&seed| {
-            let cfg = SimConfig { seed, faults: false, planted: Some(Planted::EarlySlotRelease) };
-            let r = simulate(base, cfg);
-            r.violations.iter().any(|v| v.contains("already in flight"))
-        });
-        assert!(found.is_some(), "the planted bug went unnoticed");
+        (0..within).find(|&seed| {
+            let r = simulate(base, SimConfig { seed, faults: false, planted: Some(planted) });
+            r.violations.iter().any(|v| v.contains(symptom))
+        })
+    }
+
+    #[test]
+    fn the_checks_find_a_planted_skipped_slot_reset_within_ten_seeds() {
+        assert!(finds(Planted::SkipReset, 10, "failed: Position").is_some());
+    }
+
+    #[test]
+    fn the_checks_find_a_planted_early_slot_release_within_three_thousand_seeds() {
+        assert!(finds(Planted::EarlySlotRelease, 3000, "already in flight").is_some());
     }
 }

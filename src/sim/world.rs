@@ -14,7 +14,9 @@ use crate::arena::ArenaManager;
 use crate::edge::establisher::{EdgeEnd, EdgeProvision};
 use crate::edge::plane::{EdgePlane, PlaneCommand, PlaneEvent};
 use crate::events::{Event, RunOutcome};
+use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent, PoolGate};
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
+use crate::node::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use crate::orchestrator::run::{RunCommand, RunFsm, RunTimeouts, SessionLimits};
 use crate::orchestrator::scheduler::{FinishReason, SeqId, SeqOutput, SeqRequest};
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
@@ -23,8 +25,8 @@ use crate::stage::controller::{StageCommand, StageController, StageEvent};
 use crate::wire::batch::{BatchLimits, BatchTable};
 use crate::wire::evidence::{PumpStopped, WorkerQuiet};
 use crate::wire::reason::{
-    Component, ControlFault, FaultReason, MembershipLoss, ObjectFailure, OperatorStop, RingFault,
-    StepFailure, StreamFault, Timeout,
+    BootFault, Component, ControlFault, FaultReason, MembershipLoss, ObjectFailure, OperatorStop,
+    RingFault, StepFailure, StreamFault, Timeout,
 };
 use crate::wire::{
     ActivationDType, EdgeId, NodeId, ObjectId, RunId, RunPlan, RuntimeConfig, SamplingPolicy,
@@ -42,6 +44,10 @@ const MAX_SEQ: u32 = 48;
 const ARENA: u64 = 64 << 20;
 /// Failure detection (SWIM's probe, answer and suspicion windows).
 const DETECT: Duration = Duration::from_millis(500);
+/// The pool gate's convergence window.
+const WINDOW: Duration = Duration::from_millis(300);
+/// How long the orchestrator waits for the pool (the driver's `--pool-timeout`).
+const POOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Simulated time after which a run that has not torn down has hung.
 const HORIZON: Duration = Duration::from_secs(600);
 
@@ -52,6 +58,8 @@ pub enum Planted {
     /// The scheduler frees a cancelled sequence's slot at once, while its micro-batch is
     /// still in flight.
     EarlySlotRelease,
+    /// The scheduler does not reset a reused slot for its next sequence.
+    SkipReset,
 }
 
 /// One simulation.
@@ -104,6 +112,21 @@ enum OrchIn {
     Cancel(usize),
     CloseInput,
     Stop,
+    /// A node's `node_available` (its boot finished) over its control session.
+    Available(usize),
+    /// A node's boot fault.
+    BootFaulted(usize, BootFault),
+    /// SWIM's view of a member.
+    Member(usize, Membership),
+    /// The orchestrator stops waiting for the pool.
+    PoolTimeout,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Membership {
+    Up,
+    Suspect,
+    Down,
 }
 
 #[derive(Debug, Clone)]
@@ -119,10 +142,13 @@ enum NodeIn {
     Quiet(crate::wire::RingId),
     RoleReleased,
     StepDone(StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
+    /// One boot fact established (or, with a reason, failed).
+    Boot(BootFact, Option<BootFault>),
 }
 
 #[derive(Debug, Clone)]
 enum Fault {
+    BootFail(usize),
     Crash(usize),
     WorkerCrash(usize),
     Pause(usize, Duration),
@@ -148,6 +174,7 @@ struct Post {
 }
 
 struct Node {
+    boot: NodeBoot,
     ctl: StageController,
     /// The node's real edge plane (its arena manager and edge establisher).
     plane: EdgePlane,
@@ -187,7 +214,13 @@ struct World {
     next_ev: usize,
     order: u64,
     plan: RunPlan,
-    fsm: RunFsm,
+    /// The session, once the pool gate said ready.
+    fsm: Option<RunFsm>,
+    session: (SessionLimits, RunTimeouts, Option<Planted>),
+    gate: PoolGate,
+    /// Requests, cancellations, the input's close and a stop that came before the session.
+    early: (Vec<usize>, Vec<usize>, bool, bool),
+    boot_faulted: bool,
     nodes: Vec<Node>,
     reqs: Vec<Req>,
     tokens: BTreeMap<SeqId, Vec<u32>>,
@@ -224,7 +257,7 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     let mut w = World::new(base, cfg);
     w.run();
     w.check_end();
-    w.report.outcome = w.fsm.outcome();
+    w.report.outcome = w.outcome();
     w.report.sim_ms = w.now.as_millis() as u64;
     w.report
 }
@@ -308,12 +341,17 @@ impl World {
             batch_tokens: rng.random_range(1..=16u32),
             groups: rng.random_range(0..=3u16),
         };
-        let mut fsm = RunFsm::start(base, &plan, limits, timeouts);
-        if cfg.planted == Some(Planted::EarlySlotRelease) {
-            fsm.plant_early_slot_release();
-        }
+        let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
         let nodes = (0..stages)
-            .map(|_| Node {
+            .map(|i| Node {
+                boot: NodeBoot::new(
+                    base,
+                    BootConfig {
+                        node_id: NodeId(u64::from(i) + 1),
+                        worker: WorkerPolicy::Eager,
+                        timeout: Duration::from_secs(10),
+                    },
+                ),
                 ctl: StageController::new(ORCH),
                 plane: {
                     let mut manager = ArenaManager::new(ARENA);
@@ -344,7 +382,11 @@ impl World {
             next_ev: 0,
             order: 0,
             plan,
-            fsm,
+            fsm: None,
+            session: (limits, timeouts, cfg.planted),
+            gate,
+            early: (Vec::new(), Vec::new(), false, false),
+            boot_faulted: false,
             nodes,
             reqs: Vec::new(),
             tokens: BTreeMap::new(),
@@ -369,6 +411,13 @@ impl World {
             jitter: false,
             links: HashMap::new(),
         };
+        // Every node boots: its facts come in bring-up order, each after a short delay.
+        for i in 0..w.nodes.len() {
+            for fact in w.nodes[i].boot.missing() {
+                w.send(Link::Local(i), 100, 3000, Ev::Node(i, NodeIn::Boot(fact, None)));
+            }
+        }
+        w.at(POOL_TIMEOUT, Ev::Orch(OrchIn::PoolTimeout));
         w.traffic();
         if cfg.faults {
             w.faults();
@@ -391,7 +440,7 @@ impl World {
                 temperature: if hot { 0.8 } else { 0.0 },
                 seed: self.rng.random(),
             });
-            let at = Duration::from_micros(self.rng.random_range(0..300_000));
+            let at = Duration::from_micros(self.rng.random_range(300_000..450_000));
             last = last.max(at);
             self.at(at, Ev::Orch(OrchIn::Submit(i)));
             if self.rng.random_bool(0.5) {
@@ -408,7 +457,13 @@ impl World {
         for _ in 0..self.rng.random_range(0..=3u32) {
             let at = Duration::from_micros(self.rng.random_range(0..1_500_000));
             let i = self.rng.random_range(0..stages);
-            let fault = match self.rng.random_range(0..8u32) {
+            let fault = match self.rng.random_range(0..9u32) {
+                8 => {
+                    // During boot (before the first fact is in).
+                    let at = Duration::from_micros(self.rng.random_range(0..90));
+                    self.at(at, Ev::Fault(Fault::BootFail(i)));
+                    continue;
+                }
                 0 => Fault::Crash(i),
                 1 => Fault::WorkerCrash(i),
                 2 => Fault::Pause(i, Duration::from_millis(self.rng.random_range(10..200))),
@@ -466,10 +521,85 @@ impl World {
         self.report.trace.push(line);
     }
 
+    fn outcome(&self) -> Option<RunOutcome> {
+        self.fsm.as_ref().and_then(RunFsm::outcome)
+    }
+
+    /// Every timer that is due (an early call changes nothing).
+    fn timers(&mut self) {
+        let now = self.instant();
+        if let Some(fsm) = self.fsm.as_mut() {
+            fsm.handle_timeout(now);
+        }
+        self.gate.handle_timeout(now);
+        self.pump_gate();
+        self.pump_orch();
+    }
+
+    /// Carries the pool gate's verdicts: the session starts at `PoolReady`; a required node
+    /// lost after provisioning began goes to the session.
+    fn pump_gate(&mut self) {
+        while let Some(ev) = self.gate.poll_event() {
+            self.trace(format!("gate {ev:?}"));
+            let now = self.instant();
+            match ev {
+                GateEvent::PoolReady { .. } if self.fsm.is_none() && !self.early.3 => {
+                    self.start_session();
+                }
+                GateEvent::RequiredNodeLost { node, reason } => {
+                    if let Some(fsm) = self.fsm.as_mut() {
+                        if reason == MembershipLoss::NodeDown {
+                            fsm.node_lost(now, node, reason.into(), Component::Membership);
+                        } else {
+                            fsm.fault(
+                                now,
+                                reason.into(),
+                                Component::Membership,
+                                Some(node),
+                                None,
+                                None,
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The pool is ready: the session starts, and what its clients sent meanwhile goes in.
+    fn start_session(&mut self) {
+        let now = self.instant();
+        let (limits, timeouts, planted) = self.session;
+        let mut fsm = RunFsm::start(now, &self.plan, limits, timeouts);
+        match planted {
+            Some(Planted::EarlySlotRelease) => fsm.plant_early_slot_release(),
+            Some(Planted::SkipReset) => fsm.plant_skip_reset(),
+            None => {}
+        }
+        self.fsm = Some(fsm);
+        self.gate.provisioning_started();
+        let (submits, cancels, closed, _) = std::mem::take(&mut self.early);
+        for k in submits {
+            self.orch(OrchIn::Submit(k));
+        }
+        for k in cancels {
+            self.orch(OrchIn::Cancel(k));
+        }
+        if closed {
+            self.orch(OrchIn::CloseInput);
+        }
+    }
+
     fn run(&mut self) {
         self.pump_orch();
         loop {
-            let deadline = self.fsm.poll_timeout().map(|t| t.saturating_duration_since(self.base));
+            let deadline =
+                [self.fsm.as_ref().and_then(RunFsm::poll_timeout), self.gate.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .map(|t| t.saturating_duration_since(self.base));
             let next = self.queue.peek().map(|Reverse((t, _, _))| *t);
             match (next, deadline) {
                 (None, Some(d)) | (Some(_), Some(d)) if next.is_none_or(|n| d < n) => {
@@ -481,13 +611,11 @@ impl World {
                     };
                     if self.jitter && d > Duration::from_millis(1) {
                         self.now = self.now.max(d - Duration::from_millis(1));
-                        self.fsm.handle_timeout(self.instant());
-                        self.pump_orch();
+                        self.timers();
                     }
                     self.now = self.now.max(d + late);
                     self.trace("timer".into());
-                    self.fsm.handle_timeout(self.instant());
-                    self.pump_orch();
+                    self.timers();
                 }
                 (Some(_), _) | (None, Some(_)) => {
                     let Some(Reverse((t, order, id))) = self.queue.pop() else { break };
@@ -539,25 +667,76 @@ impl World {
     fn orch(&mut self, m: OrchIn) {
         let now = self.instant();
         let run = RUN;
+        // The pool phase needs no session.
+        let m = match m {
+            OrchIn::Available(i) => {
+                let identity = DataPlaneIdentity {
+                    endpoint_id: format!("{:064x}", i + 1),
+                    addrs: vec![format!("127.0.0.1:{}", 1001 + i)],
+                };
+                self.gate.node_available(now, NodeId(i as u64 + 1), identity);
+                return self.pump_gate();
+            }
+            OrchIn::BootFaulted(i, reason) => {
+                self.gate.node_faulted(now, NodeId(i as u64 + 1), reason);
+                return self.pump_gate();
+            }
+            OrchIn::Member(i, state) => {
+                let node = NodeId(i as u64 + 1);
+                match state {
+                    Membership::Up => self.gate.member_up(now, node),
+                    Membership::Suspect => self.gate.member_suspect(now, node),
+                    Membership::Down => self.gate.member_down(now, node),
+                }
+                return self.pump_gate();
+            }
+            OrchIn::PoolTimeout => {
+                if self.fsm.is_none() {
+                    self.trace("the pool did not become ready: no session".into());
+                    self.early.3 = true;
+                }
+                return;
+            }
+            m => m,
+        };
+        // Before the session, its clients' inputs wait for it.
+        let Some(mut fsm) = self.fsm.take() else {
+            match m {
+                OrchIn::Submit(k) => self.early.0.push(k),
+                OrchIn::Cancel(k) => self.early.1.push(k),
+                OrchIn::CloseInput => self.early.2 = true,
+                OrchIn::Stop => {
+                    self.faulty = true;
+                    self.early.3 = true;
+                }
+                // A session lost before the run: the node is no longer available.
+                OrchIn::NodeLost(i, _, _) => {
+                    self.gate.node_unavailable(now, NodeId(i as u64 + 1));
+                    self.pump_gate();
+                }
+                _ => {}
+            }
+            return;
+        };
         match m {
             OrchIn::StageReady(i) => {
-                let _ = self.fsm.stage_ready(now, run, StageIndex(i as u32), NodeId(i as u64 + 1));
+                let _ = fsm.stage_ready(now, run, StageIndex(i as u32), NodeId(i as u64 + 1));
             }
             OrchIn::StageFault(i, reason, component) => {
                 let (node, stage) = (NodeId(i as u64 + 1), StageIndex(i as u32));
-                self.fsm.fault(now, reason, component, Some(node), Some(stage), None);
+                fsm.fault(now, reason, component, Some(node), Some(stage), None);
             }
             OrchIn::StageStopped(i) => {
-                let _ = self.fsm.stage_stopped(run, StageIndex(i as u32), NodeId(i as u64 + 1));
+                let _ = fsm.stage_stopped(run, StageIndex(i as u32), NodeId(i as u64 + 1));
             }
             OrchIn::TokenOut(object, sequence, payload) => {
                 self.inflight.pop_front();
-                self.fsm.token_received(now, object, sequence, &payload);
+                fsm.token_received(now, object, sequence, &payload);
             }
-            OrchIn::EndpointsReady => self.fsm.token_endpoints_ready(now),
-            OrchIn::EndpointsStopped => self.fsm.token_endpoints_stopped(),
+            OrchIn::EndpointsReady => fsm.token_endpoints_ready(now),
+            OrchIn::EndpointsStopped => fsm.token_endpoints_stopped(),
             OrchIn::NodeLost(i, reason, component) => {
-                self.fsm.node_lost(now, NodeId(i as u64 + 1), reason, component);
+                fsm.node_lost(now, NodeId(i as u64 + 1), reason, component);
             }
             OrchIn::Submit(k) => {
                 let r = &self.reqs[k];
@@ -575,27 +754,29 @@ impl World {
                         SamplingPolicy::Greedy
                     },
                 };
-                let got = self.fsm.submit(now, req);
+                let got = fsm.submit(now, req);
                 self.trace(format!("submit request {k}: {got:?}"));
                 self.reqs[k].id = got.ok();
             }
             OrchIn::Cancel(k) => {
                 if let Some(id) = self.reqs[k].id {
                     self.trace(format!("cancel sequence {id}"));
-                    self.fsm.cancel(now, id, FinishReason::Cancelled);
+                    fsm.cancel(now, id, FinishReason::Cancelled);
                 }
             }
-            OrchIn::CloseInput => self.fsm.close_input(now),
+            OrchIn::CloseInput => fsm.close_input(now),
             OrchIn::Stop => {
                 self.faulty = true;
-                self.fsm.operator_stop(now, OperatorStop::Interrupt);
+                fsm.operator_stop(now, OperatorStop::Interrupt);
             }
+            _ => {}
         }
+        self.fsm = Some(fsm);
     }
 
     /// Executes what the run FSM asks and checks what it reports.
     fn pump_orch(&mut self) {
-        while let Some(cmd) = self.fsm.poll_command() {
+        while let Some(cmd) = self.fsm.as_mut().and_then(RunFsm::poll_command) {
             match cmd {
                 RunCommand::Provision(s) => self.send(
                     Link::Control(s.0 as usize),
@@ -644,7 +825,7 @@ impl World {
                 }
             }
         }
-        while let Some(ev) = self.fsm.poll_event() {
+        while let Some(ev) = self.fsm.as_mut().and_then(RunFsm::poll_event) {
             if self.torn_down {
                 self.violation(format!("{} after run_torn_down", ev.kind()));
             }
@@ -656,7 +837,7 @@ impl World {
             self.trace(format!("event {}", ev.kind()));
             self.events.push(ev);
         }
-        while let Some(out) = self.fsm.poll_output() {
+        while let Some(out) = self.fsm.as_mut().and_then(RunFsm::poll_output) {
             match out {
                 SeqOutput::Token { id, token } => self.tokens.entry(id).or_default().push(token),
                 SeqOutput::Finished { id, reason, generated, .. } => {
@@ -701,6 +882,34 @@ impl World {
                 n.ctl.role_released();
             }
             NodeIn::Object(object, sequence, payload) => self.arrive(i, object, sequence, payload),
+            NodeIn::Boot(fact, failed) => {
+                match failed {
+                    None => n.boot.fact_ready(fact),
+                    Some(reason) => n.boot.resource_failed(reason),
+                }
+                while let Some(ev) = self.nodes[i].boot.poll_event() {
+                    match ev {
+                        BootEvent::NodeAvailable { .. } => {
+                            self.send(Link::Report(i), 200, 3000, Ev::Orch(OrchIn::Available(i)));
+                            self.send(
+                                Link::Orch,
+                                100,
+                                100_000,
+                                Ev::Orch(OrchIn::Member(i, Membership::Up)),
+                            );
+                        }
+                        BootEvent::BootFaulted { reason, .. } => {
+                            self.send(
+                                Link::Report(i),
+                                200,
+                                3000,
+                                Ev::Orch(OrchIn::BootFaulted(i, reason)),
+                            );
+                        }
+                        BootEvent::Started { .. } => {}
+                    }
+                }
+            }
             NodeIn::StepDone(step, sequence, result, out_object, out_sequence) => {
                 self.done(i, step, sequence, result, out_object, out_sequence);
             }
@@ -1015,21 +1224,42 @@ impl World {
         if self.torn_down {
             return;
         }
+        let target = match f {
+            Fault::BootFail(i)
+            | Fault::Crash(i)
+            | Fault::WorkerCrash(i)
+            | Fault::Pause(i, _)
+            | Fault::ControlDrop(i)
+            | Fault::EdgeError(i)
+            | Fault::Slow(i) => i,
+        };
+        if self.nodes[target].dead {
+            return; // nothing happens to a node that is gone
+        }
         // A slow consumer is no fault: the run must still complete.
         self.faulty |= !matches!(f, Fault::Slow(_));
         self.trace(format!("fault {f:?}"));
+        // SWIM suspects the member, then declares it down (through the pool gate).
         let lost = |w: &mut World, i: usize| {
             let reason = FaultReason::Membership(MembershipLoss::NodeDown);
             w.possible.insert(reason);
             let d = DETECT.as_micros() as u64;
-            w.send(
-                Link::Orch,
-                d / 2,
-                d,
-                Ev::Orch(OrchIn::NodeLost(i, reason, Component::Membership)),
-            );
+            w.send(Link::Orch, d / 4, d / 2, Ev::Orch(OrchIn::Member(i, Membership::Suspect)));
+            w.send(Link::Orch, d / 2, d, Ev::Orch(OrchIn::Member(i, Membership::Down)));
         };
         match f {
+            Fault::BootFail(i) => {
+                // Before it is available: its worker does not come up in time.
+                self.report.faults.push("boot_fault");
+                if !self.nodes[i].boot.is_available() {
+                    self.boot_faulted = true;
+                    let ev = Ev::Node(
+                        i,
+                        NodeIn::Boot(BootFact::Worker, Some(BootFault::WorkerInitTimeout)),
+                    );
+                    self.send(Link::Local(i), 0, 10, ev);
+                }
+            }
             Fault::Crash(i) => {
                 self.report.faults.push("node_crash");
                 if !self.nodes[i].dead {
@@ -1065,6 +1295,21 @@ impl World {
                     lost(self, i);
                     self.nodes[i].dead = true;
                     self.neighbours_see_broken_streams(i);
+                } else if d > DETECT / 4 {
+                    // Suspected, then refuted when it wakes.
+                    let us = d.as_micros() as u64;
+                    self.send(
+                        Link::Orch,
+                        us / 2,
+                        us / 2,
+                        Ev::Orch(OrchIn::Member(i, Membership::Suspect)),
+                    );
+                    self.send(
+                        Link::Orch,
+                        us,
+                        us + 50_000,
+                        Ev::Orch(OrchIn::Member(i, Membership::Up)),
+                    );
                 }
             }
             Fault::ControlDrop(i) => {
@@ -1130,6 +1375,19 @@ impl World {
 
     /// The checks at the end (see `specs/simulation.md`).
     fn check_end(&mut self) {
+        if self.fsm.is_none() {
+            // No session: only a node that failed its boot (the pool never became ready)
+            // or an operator stop before the pool was ready may explain it, and nothing
+            // was provisioned anywhere.
+            if !self.boot_faulted && !self.faulty {
+                self.violation("the pool never became ready, and nothing explains it".into());
+            }
+            let provisioned = self.nodes.iter().filter(|n| n.ctl.provisioning().is_some()).count();
+            if provisioned > 0 {
+                self.violation(format!("{provisioned} stages provisioned without a session"));
+            }
+            return;
+        }
         let terminal = self.events.iter().filter(|e| e.is_terminal_outcome()).count();
         if terminal != 1 {
             self.violation(format!("{terminal} terminal outcomes"));
@@ -1178,7 +1436,7 @@ impl World {
             self.violation(c);
         }
         // What the run reports.
-        match self.fsm.outcome() {
+        match self.outcome() {
             Some(RunOutcome::Completed) => {}
             Some(RunOutcome::Faulted) => {
                 let reported = self.events.iter().find_map(|e| match e {
@@ -1199,8 +1457,8 @@ impl World {
             Some(RunOutcome::OperatorStopped) => {}
             None => self.violation("the run has no outcome".into()),
         }
-        if !self.faulty && self.fsm.outcome() != Some(RunOutcome::Completed) {
-            self.violation(format!("without faults the run ended {:?}", self.fsm.outcome()));
+        if !self.faulty && self.outcome() != Some(RunOutcome::Completed) {
+            self.violation(format!("without faults the run ended {:?}", self.outcome()));
         }
         // Nothing is left on the nodes that lived: every stage stopped, every edge stopped,
         // no device object held, no step posted.
