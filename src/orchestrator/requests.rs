@@ -228,8 +228,11 @@ mod tests {
         assert_eq!(find_stop("anything", &[]), None);
     }
 
-    fn tokenizer() -> Tokenizer {
-        let path = std::env::temp_dir().join(format!("swactor-book-{}.gguf", std::process::id()));
+    /// The synthesized model's tokenizer, through a file of the calling test's own (tests
+    /// run in parallel in one process).
+    fn tokenizer(test: &str) -> Tokenizer {
+        let name = format!("swactor-book-{}-{test}.gguf", std::process::id());
+        let path = std::env::temp_dir().join(name);
         crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
             .expect("synth");
         let (content, _) = crate::model::gguf::read_content(&path).expect("read");
@@ -240,7 +243,7 @@ mod tests {
     #[test]
     #[allow(clippy::disallowed_methods)] // a test owns the clock
     fn a_request_stops_at_its_stop_string_drops_later_tokens_and_keeps_the_text_before_it() {
-        let tok = tokenizer();
+        let tok = tokenizer("stop");
         let ids = tok.encode("hello world, goodbye", false, false);
         let req = Request {
             id: "a".into(),
@@ -270,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_sequence_ended_by_the_sessions_fault_is_an_error_naming_it_and_unrun_ones_say_so() {
-        let tok = tokenizer();
+        let tok = tokenizer("fault");
         let req = |id: &str| Request {
             id: id.into(),
             prompt: vec![1],

@@ -23,7 +23,7 @@ use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
 use crate::stage::controller::{StageCommand, StageController, StageEvent};
 use crate::wire::batch::{BatchLimits, BatchTable};
-use crate::wire::evidence::{PumpStopped, WorkerQuiet};
+use crate::wire::evidence::PumpStopped;
 use crate::wire::reason::{
     BootFault, Component, ControlFault, FaultReason, MembershipLoss, ObjectFailure, OperatorStop,
     RingFault, StepFailure, StreamFault, Timeout,
@@ -32,7 +32,9 @@ use crate::wire::{
     ActivationDType, EdgeId, NodeId, ObjectId, RunId, RunPlan, RuntimeConfig, SamplingPolicy,
     Sequence, StageIndex, StepId, WeightSource, WorkerGeneration,
 };
+use crate::worker::protocol::{Backend, Command, Event as WorkerEvent, RING_ABI};
 use crate::worker::protocol::{DeviceHandle, OutputExtent};
+use crate::workerctl::{CtlConfig, CtlOutput, WorkerCtl};
 
 const ORCH: NodeId = NodeId(100);
 const RUN: RunId = RunId(1);
@@ -136,10 +138,16 @@ enum NodeIn {
     Object(ObjectId, Sequence, Vec<u8>),
     WeightsReady,
     RoleReady,
-    RingInstalled(crate::wire::RingId),
     PumpReady(EdgeId),
     PumpEnded(EdgeId, crate::wire::RingId),
-    Quiet(crate::wire::RingId),
+    /// The worker process of a generation was spawned.
+    Spawned(WorkerGeneration),
+    /// A command line reaches the simulated worker process of a generation.
+    Worker(WorkerGeneration, Command),
+    /// An event line of a generation reaches the worker controller.
+    FromWorker(WorkerGeneration, WorkerEvent),
+    /// The worker process of a generation exited (and was reaped).
+    Exited(WorkerGeneration),
     RoleReleased,
     StepDone(StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
     /// One boot fact established (or, with a reason, failed).
@@ -175,6 +183,10 @@ struct Post {
 
 struct Node {
     boot: NodeBoot,
+    /// The node's real worker controller (spawn, init, ring commands, crashes, restarts).
+    wctl: WorkerCtl,
+    /// The simulated worker never answers its initialization (a boot fault).
+    mute: bool,
     ctl: StageController,
     /// The node's real edge plane (its arena manager and edge establisher).
     plane: EdgePlane,
@@ -352,6 +364,14 @@ impl World {
                         timeout: Duration::from_secs(10),
                     },
                 ),
+                wctl: WorkerCtl::new(CtlConfig {
+                    arena_ceiling: ARENA,
+                    backend: Backend::Cpu,
+                    init_timeout: Duration::from_secs(2),
+                    stop_timeout: Duration::from_secs(2),
+                    max_restarts: 3,
+                }),
+                mute: false,
                 ctl: StageController::new(ORCH),
                 plane: {
                     let mut manager = ArenaManager::new(ARENA);
@@ -414,8 +434,13 @@ impl World {
         // Every node boots: its facts come in bring-up order, each after a short delay.
         for i in 0..w.nodes.len() {
             for fact in w.nodes[i].boot.missing() {
-                w.send(Link::Local(i), 100, 3000, Ev::Node(i, NodeIn::Boot(fact, None)));
+                // The worker's fact is its controller's `Ready`.
+                if fact != BootFact::Worker {
+                    w.send(Link::Local(i), 100, 3000, Ev::Node(i, NodeIn::Boot(fact, None)));
+                }
             }
+            w.nodes[i].wctl.start();
+            w.pump_wctl(i);
         }
         w.at(POOL_TIMEOUT, Ev::Orch(OrchIn::PoolTimeout));
         w.traffic();
@@ -532,6 +557,16 @@ impl World {
             fsm.handle_timeout(now);
         }
         self.gate.handle_timeout(now);
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].dead {
+                continue;
+            }
+            self.nodes[i].wctl.handle_timeout(now);
+            self.nodes[i].boot.handle_timeout(now);
+            self.pump_wctl(i);
+            self.boot_events(i);
+            self.pump_node(i);
+        }
         self.pump_gate();
         self.pump_orch();
     }
@@ -594,9 +629,15 @@ impl World {
     fn run(&mut self) {
         self.pump_orch();
         loop {
+            let nodes = self
+                .nodes
+                .iter()
+                .filter(|n| !n.dead)
+                .flat_map(|n| [n.wctl.poll_timeout(), n.boot.poll_timeout()]);
             let deadline =
                 [self.fsm.as_ref().and_then(RunFsm::poll_timeout), self.gate.poll_timeout()]
                     .into_iter()
+                    .chain(nodes)
                     .flatten()
                     .min()
                     .map(|t| t.saturating_duration_since(self.base));
@@ -615,6 +656,7 @@ impl World {
                     }
                     self.now = self.now.max(d + late);
                     self.trace("timer".into());
+                    self.report.steps += 1;
                     self.timers();
                 }
                 (Some(_), _) | (None, Some(_)) => {
@@ -657,6 +699,7 @@ impl World {
                     return;
                 }
                 self.node(i, m);
+                self.pump_wctl(i);
                 self.pump_node(i);
             }
             Ev::Fault(f) => self.fault(f),
@@ -870,13 +913,16 @@ impl World {
             NodeIn::StopRun => n.ctl.stop_run(ORCH, RUN),
             NodeIn::WeightsReady => n.ctl.weights_ready(RUN, "/sim".into(), 1 << 12),
             NodeIn::RoleReady => n.ctl.role_ready(),
-            NodeIn::RingInstalled(r) => n.plane.ring_installed(r),
             NodeIn::PumpReady(e) => n.plane.pump_ready(e),
             NodeIn::PumpEnded(e, r) => n.plane.pump_ended(e, PumpStopped::observed(r), None),
-            NodeIn::Quiet(r) => {
-                n.rings.remove(&r);
-                n.plane.local_quiet(WorkerQuiet::reported(r, false));
+            NodeIn::Spawned(g) => {
+                if g == n.wctl.generation() {
+                    n.wctl.spawned(self.base + self.now);
+                }
             }
+            NodeIn::Worker(g, cmd) => self.worker_process(i, g, cmd),
+            NodeIn::FromWorker(g, ev) => n.wctl.worker_event(g, ev),
+            NodeIn::Exited(g) => n.wctl.worker_exited(g),
             NodeIn::RoleReleased => {
                 n.slots.clear();
                 n.ctl.role_released();
@@ -887,31 +933,31 @@ impl World {
                     None => n.boot.fact_ready(fact),
                     Some(reason) => n.boot.resource_failed(reason),
                 }
-                while let Some(ev) = self.nodes[i].boot.poll_event() {
-                    match ev {
-                        BootEvent::NodeAvailable { .. } => {
-                            self.send(Link::Report(i), 200, 3000, Ev::Orch(OrchIn::Available(i)));
-                            self.send(
-                                Link::Orch,
-                                100,
-                                100_000,
-                                Ev::Orch(OrchIn::Member(i, Membership::Up)),
-                            );
-                        }
-                        BootEvent::BootFaulted { reason, .. } => {
-                            self.send(
-                                Link::Report(i),
-                                200,
-                                3000,
-                                Ev::Orch(OrchIn::BootFaulted(i, reason)),
-                            );
-                        }
-                        BootEvent::Started { .. } => {}
-                    }
-                }
+                self.boot_events(i);
             }
             NodeIn::StepDone(step, sequence, result, out_object, out_sequence) => {
                 self.done(i, step, sequence, result, out_object, out_sequence);
+            }
+        }
+    }
+
+    /// Carries node `i`'s boot events to the orchestrator.
+    fn boot_events(&mut self, i: usize) {
+        while let Some(ev) = self.nodes[i].boot.poll_event() {
+            match ev {
+                BootEvent::NodeAvailable { .. } => {
+                    self.send(Link::Report(i), 200, 3000, Ev::Orch(OrchIn::Available(i)));
+                    self.send(
+                        Link::Orch,
+                        100,
+                        100_000,
+                        Ev::Orch(OrchIn::Member(i, Membership::Up)),
+                    );
+                }
+                BootEvent::BootFaulted { reason, .. } => {
+                    self.send(Link::Report(i), 200, 3000, Ev::Orch(OrchIn::BootFaulted(i, reason)));
+                }
+                BootEvent::Started { .. } => {}
             }
         }
     }
@@ -1159,10 +1205,22 @@ impl World {
                 any = true;
                 self.trace(format!("node {i} plane: {cmd:?}"));
                 match cmd {
-                    PlaneCommand::InstallRing { edge_id, layout, .. } => {
+                    PlaneCommand::InstallRing { edge_id, direction, layout, object } => {
                         self.nodes[i].rings.insert(layout.ring_id, edge_id);
-                        let ev = Ev::Node(i, NodeIn::RingInstalled(layout.ring_id));
-                        self.send(Link::Local(i), 100, 3000, ev);
+                        let cmd = Command::InstallRing {
+                            ring_id: layout.ring_id,
+                            edge_id,
+                            port_id: crate::wire::PortId(0),
+                            direction,
+                            layout,
+                            object_spec: object,
+                        };
+                        if self.nodes[i].wctl.command(cmd).is_err() {
+                            let r = layout.ring_id;
+                            let w = RingFault::WorkerCrashed;
+                            self.nodes[i].plane.ring_fault(r, w, Component::WorkerCtl);
+                        }
+                        self.pump_wctl(i);
                     }
                     PlaneCommand::StartSend { edge_id, .. }
                     | PlaneCommand::StartRecv { edge_id, .. } => {
@@ -1192,9 +1250,15 @@ impl World {
                         }
                     }
                     PlaneCommand::DetachRing { ring_id } => {
-                        self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::Quiet(ring_id)));
+                        let reason = crate::worker::protocol::UninstallReason::Stop;
+                        // A worker that is gone answers for its rings by being reaped.
+                        let _ =
+                            self.nodes[i].wctl.command(Command::UninstallRing { ring_id, reason });
+                        self.pump_wctl(i);
                     }
-                    PlaneCommand::ForgetRing { .. } => {}
+                    PlaneCommand::ForgetRing { ring_id, .. } => {
+                        self.nodes[i].rings.remove(&ring_id);
+                    }
                 }
             }
             while let Some(ev) = self.nodes[i].plane.poll_event() {
@@ -1216,6 +1280,97 @@ impl World {
             // The controller may have answered with more plane work.
             while let Some(cmd) = self.nodes[i].ctl.poll_command() {
                 self.ctl_command(i, cmd);
+            }
+        }
+    }
+
+    /// The simulated worker process of generation `g` on node `i` reads one command line.
+    fn worker_process(&mut self, i: usize, g: WorkerGeneration, cmd: Command) {
+        let reply = match cmd {
+            Command::InitializeWorker { generation, .. } if !self.nodes[i].mute => {
+                Some(WorkerEvent::WorkerReady {
+                    pid: 1000 + i as u32,
+                    generation,
+                    ring_abi: RING_ABI,
+                    backend: Backend::Cpu,
+                })
+            }
+            Command::InstallRing { ring_id, .. } => Some(WorkerEvent::RingInstalled { ring_id }),
+            Command::UninstallRing { ring_id, .. } => Some(WorkerEvent::RingQuiesced { ring_id }),
+            Command::ShutdownWorker { .. } => {
+                self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::Exited(g)));
+                None
+            }
+            _ => None,
+        };
+        if let Some(ev) = reply {
+            self.send(Link::Local(i), 50, 1500, Ev::Node(i, NodeIn::FromWorker(g, ev)));
+        }
+    }
+
+    /// Executes what node `i`'s worker controller asks and carries what it reports, as the
+    /// node's host does.
+    fn pump_wctl(&mut self, i: usize) {
+        while let Some(out) = self.nodes[i].wctl.poll_output() {
+            let quiet = out.quiet_evidence();
+            let g = self.nodes[i].wctl.generation();
+            let n = &mut self.nodes[i];
+            match out {
+                CtlOutput::Spawn { generation } => {
+                    self.send(Link::Local(i), 500, 5000, Ev::Node(i, NodeIn::Spawned(generation)));
+                }
+                CtlOutput::ToWorker(cmd) => {
+                    self.send(Link::Local(i), 50, 1000, Ev::Node(i, NodeIn::Worker(g, cmd)));
+                }
+                CtlOutput::Kill => {
+                    self.send(Link::Local(i), 100, 1000, Ev::Node(i, NodeIn::Exited(g)));
+                }
+                CtlOutput::Ready { .. } => {
+                    n.slots.clear();
+                    if !n.boot.is_available() {
+                        n.boot.fact_ready(BootFact::Worker);
+                        self.boot_events(i);
+                    }
+                }
+                CtlOutput::Routed(WorkerEvent::RingInstalled { ring_id }) => {
+                    n.plane.ring_installed(ring_id);
+                }
+                CtlOutput::Routed(WorkerEvent::RingQuiesced { .. }) => {
+                    if let Some(q) = quiet {
+                        n.plane.local_quiet(q);
+                    }
+                }
+                CtlOutput::Routed(_) | CtlOutput::Stopped => {}
+                CtlOutput::RingFault { ring_id, reason, .. } => {
+                    n.plane.ring_fault(ring_id, reason, Component::WorkerCtl);
+                    if let Some(q) = quiet {
+                        n.plane.local_quiet(q);
+                    }
+                }
+                CtlOutput::StopPump { ring_id } => {
+                    if let Some(&edge) = n.rings.get(&ring_id)
+                        && n.ended.insert(edge)
+                    {
+                        let ev = Ev::Node(i, NodeIn::PumpEnded(edge, ring_id));
+                        self.send(Link::Local(i), 100, 2000, ev);
+                    }
+                }
+                CtlOutput::Restarting { .. } => {
+                    // The crashed worker took the stage's role with it.
+                    n.posted = None;
+                    n.loaded.clear();
+                    n.slots.clear();
+                    n.ctl.worker_reaped();
+                }
+                CtlOutput::Failed { reason } => {
+                    if n.boot.is_available() {
+                        n.ctl.fault(reason.into());
+                        n.ctl.worker_reaped();
+                    } else {
+                        n.boot.resource_failed(BootFault::WorkerInitTimeout);
+                        self.boot_events(i);
+                    }
+                }
             }
         }
     }
@@ -1252,12 +1407,9 @@ impl World {
                 // Before it is available: its worker does not come up in time.
                 self.report.faults.push("boot_fault");
                 if !self.nodes[i].boot.is_available() {
+                    // Its worker never answers: the controller's init timeout fails it.
                     self.boot_faulted = true;
-                    let ev = Ev::Node(
-                        i,
-                        NodeIn::Boot(BootFact::Worker, Some(BootFault::WorkerInitTimeout)),
-                    );
-                    self.send(Link::Local(i), 0, 10, ev);
+                    self.nodes[i].mute = true;
                 }
             }
             Fault::Crash(i) => {
@@ -1269,20 +1421,14 @@ impl World {
                 }
             }
             Fault::WorkerCrash(i) => {
+                // The worker process dies: its controller reaps it, faults its rings and
+                // restarts it.
                 self.report.faults.push("worker_crash");
-                let reason = FaultReason::Ring(RingFault::WorkerCrashed);
-                self.possible.insert(reason);
-                let n = &mut self.nodes[i];
-                n.posted = None;
-                n.loaded.clear();
-                n.slots.clear();
-                // The worker controller synthesizes a fault on each of its rings.
-                let rings: Vec<crate::wire::RingId> = n.rings.keys().copied().collect();
-                for r in rings {
-                    n.plane.ring_fault(r, RingFault::WorkerCrashed, Component::WorkerCtl);
-                }
-                n.ctl.fault(reason);
-                self.pump_node(i);
+                self.possible.insert(FaultReason::Ring(RingFault::WorkerCrashed));
+                self.possible.insert(FaultReason::Worker(crate::wire::reason::WorkerFatal::Exited));
+                let g = self.nodes[i].wctl.generation();
+                self.nodes[i].wctl.worker_exited(g);
+                self.pump_wctl(i);
                 self.neighbours_see_broken_streams(i);
             }
             Fault::Pause(i, d) => {

@@ -245,6 +245,16 @@ impl WorkerCtl {
     /// lifecycle commands, and for handles of another generation.
     pub fn command(&mut self, cmd: Command) -> Result<(), CtlError> {
         if self.state != CtlState::Running {
+            // A ring that reaches no worker (it is restarting, or gone) is held by none:
+            // it faults, with that as its quiescence evidence, or its edge could never be
+            // torn down (found by the simulation: a lease that was never released).
+            if let Command::InstallRing { ring_id, .. } = &cmd {
+                self.out.push_back(CtlOutput::RingFault {
+                    ring_id: *ring_id,
+                    reason: RingFault::WorkerCrashed,
+                    generation: self.generation,
+                });
+            }
             return Err(CtlError::NotRunning);
         }
         let current = self.generation;

@@ -367,9 +367,9 @@ fn the_checker_catches_an_upward_import_through_a_re_export() {
 
 /// Where each piece of ring evidence may be minted (files relative to `src/`).
 const MINTS: &[(&str, &[&str])] = &[
-    // The simulation's world observes its simulated pumps and worker.
+    // The simulation's world observes its simulated pumps.
     ("PumpStopped::observed", &["ring/ends.rs", "edge/establisher.rs", "sim/world.rs"]),
-    ("WorkerQuiet::reported", &["workerctl/fsm.rs", "sim/world.rs"]),
+    ("WorkerQuiet::reported", &["workerctl/fsm.rs"]),
     ("WorkerQuiet::reaped", &["workerctl/fsm.rs"]),
     ("WorkerQuiet::endpoint_stopped", &["orchestrator/tokens.rs"]),
 ];

@@ -83,7 +83,8 @@ fn commands_are_refused_before_the_worker_is_ready() {
     c.spawned(Instant::now());
     drain(&mut c);
     assert_eq!(c.command(install(1)), Err(CtlError::NotRunning));
-    assert!(drain(&mut c).is_empty(), "nothing was sent");
+    let out = drain(&mut c);
+    assert!(!out.iter().any(|o| matches!(o, CtlOutput::ToWorker(_))), "nothing was sent: {out:?}");
 }
 
 #[test]
@@ -319,4 +320,20 @@ fn an_unparseable_event_line_kills_the_worker_and_fails_the_controller() {
         generation: WorkerGeneration(1)
     }));
     assert_eq!(out.last(), Some(&CtlOutput::Failed { reason: WorkerFatal::MalformedEvent }));
+}
+
+#[test]
+fn a_ring_install_that_reaches_no_worker_faults_the_ring_with_evidence_that_none_holds_it() {
+    let (mut c, _) = running(1);
+    // The worker dies; while its replacement starts, an edge installs a ring.
+    c.worker_exited(WorkerGeneration(1));
+    drain(&mut c);
+    assert_eq!(c.command(install(9)), Err(CtlError::NotRunning));
+    let out = drain(&mut c);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(matches!(
+        out[0],
+        CtlOutput::RingFault { ring_id: RingId(9), reason: RingFault::WorkerCrashed, .. }
+    ));
+    assert_eq!(out[0].quiet_evidence().map(|q| q.ring_id()), Some(RingId(9)));
 }
