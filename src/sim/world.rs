@@ -480,7 +480,7 @@ impl World {
     fn faults(&mut self) {
         let stages = self.nodes.len();
         for _ in 0..self.rng.random_range(0..=3u32) {
-            let at = Duration::from_micros(self.rng.random_range(0..1_500_000));
+            let at = Duration::from_micros(self.rng.random_range(200_000..1_700_000));
             let i = self.rng.random_range(0..stages);
             let fault = match self.rng.random_range(0..9u32) {
                 8 => {
