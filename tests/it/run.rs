@@ -481,7 +481,16 @@ fn ten_runs_in_a_row_on_one_pool_leak_no_descriptor_thread_lease_device_object_o
             after.push((1..=3).map(|i| footprint(&nodes, i)).collect::<Vec<_>>());
         }
     }
-    for (i, (warm, last)) in after[0].iter().zip(&after[1]).enumerate() {
+    assert_no_growth(&after[0], &after[1]);
+}
+
+/// Each node's footprint `last` against `warm`: no more descriptors, at most one more
+/// thread, no lease, exactly one worker process.
+pub(crate) fn assert_no_growth(
+    warm: &[(usize, usize, u64, usize)],
+    last: &[(usize, usize, u64, usize)],
+) {
+    for (i, (warm, last)) in warm.iter().zip(last).enumerate() {
         assert!(last.0 <= warm.0, "node {}: open descriptors grew {warm:?} -> {last:?}", i + 1);
         assert!(last.1 <= warm.1 + 1, "node {}: threads grew {warm:?} -> {last:?}", i + 1);
         assert_eq!(last.2, 0, "node {}: arena leases left", i + 1);

@@ -11,8 +11,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::run::{
-    Nodes, SERIAL, assert_lost_not_stopped, assert_one_outcome_and_teardown, events, exe,
-    footprint, signal,
+    Nodes, SERIAL, assert_lost_not_stopped, assert_no_growth, assert_one_outcome_and_teardown,
+    events, exe, footprint, signal,
 };
 use crate::support::{scratch, synth_model};
 
@@ -279,12 +279,7 @@ fn ten_sessions_of_sixteen_requests_on_one_pool_leak_no_descriptor_thread_lease_
             after.push((1..=3).map(|i| footprint(&nodes, i)).collect::<Vec<_>>());
         }
     }
-    for (i, (warm, last)) in after[0].iter().zip(&after[1]).enumerate() {
-        assert!(last.0 <= warm.0, "node {}: open descriptors grew {warm:?} -> {last:?}", i + 1);
-        assert!(last.1 <= warm.1 + 1, "node {}: threads grew {warm:?} -> {last:?}", i + 1);
-        assert_eq!(last.2, 0, "node {}: arena leases left", i + 1);
-        assert_eq!(last.3, 1, "node {}: exactly one worker process", i + 1);
-    }
+    assert_no_growth(&after[0], &after[1]);
 }
 
 #[test]
