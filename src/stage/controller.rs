@@ -220,6 +220,13 @@ impl StageController {
         }
     }
 
+    /// Numbers this stage's steps from `first` (a node gives each run's stage its own
+    /// range, so step ids never repeat on a node).
+    pub fn first_step(mut self, first: u64) -> StageController {
+        self.next_step = first.max(1);
+        self
+    }
+
     /// Test-only fault injection, configured at the CLI edge: the output of `sequence` is
     /// labelled with the next sequence (a skipped sequence downstream).
     pub fn mislabel(mut self, sequence: Option<Sequence>) -> StageController {

@@ -22,10 +22,14 @@ impl StageHost {
                 let result = if busy {
                     Err(StageFault::AlreadyProvisioned)
                 } else {
-                    let mut ctl = StageController::new(orchestrator).mislabel(self.skip_sequence);
+                    let base = self.step_base + (1 << 32);
+                    let mut ctl = StageController::new(orchestrator)
+                        .mislabel(self.skip_sequence)
+                        .first_step(base);
                     let r = ctl.provision(orchestrator, p);
                     if r.is_ok() {
                         self.controller = Some(ctl);
+                        self.step_base = base;
                         self.fault_component = None;
                         self.records.clear();
                         self.steps.clear();

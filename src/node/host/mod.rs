@@ -127,6 +127,10 @@ pub struct StageHost {
     records: BTreeMap<EdgeId, EdgeRecord>,
     fault_component: Option<Component>,
     steps: HashMap<StepId, Sequence>,
+    /// The first step id of the current stage: each provisioning numbers its steps from
+    /// a base of its own (`runs << 32`), so a late answer about a step of an earlier run
+    /// is never taken for one of this run's.
+    step_base: u64,
     /// Test-only fault injection (configured by the CLI): the stage controller labels the
     /// output of this sequence with the next one, as a broken stage would.
     skip_sequence: Option<Sequence>,
@@ -170,6 +174,7 @@ impl StageHost {
             records: BTreeMap::new(),
             fault_component: None,
             steps: HashMap::new(),
+            step_base: 0,
             skip_sequence,
             device_objects: 0,
         }

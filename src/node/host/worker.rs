@@ -146,6 +146,14 @@ impl StageHost {
                 }
                 self.stage_fault(reason.into(), Component::IngressParser);
             }
+            WorkerEvent::StepCompleted { step_id, .. }
+            | WorkerEvent::StepWithdrawn { step_id, .. }
+            | WorkerEvent::StepFailed { step_id, .. }
+                if step_id.0 >> 32 != self.step_base >> 32 =>
+            {
+                // About a step of an earlier run (answered after its stage stopped).
+                eprintln!("swactor node: ignored a late answer about step {step_id:?}");
+            }
             WorkerEvent::StepCompleted { step_id, .. } => {
                 if let (Some((run_id, stage_index)), Some(sequence)) =
                     (self.ids(), self.steps.remove(&step_id))
