@@ -483,11 +483,6 @@ impl RunFsm {
         self.outputs.pop_front()
     }
 
-    /// Requests waiting for a slot, sequences holding one, micro-batches in flight.
-    pub fn load(&self) -> (usize, usize, usize) {
-        (self.sched.queued(), self.sched.live(), self.sched.in_flight())
-    }
-
     /// A fault from any source. The first cause counts: a consequence (see
     /// [`is_consequence`]) that comes first decides the outcome (faulted) at once but waits
     /// [`SETTLE`] for its cause, which replaces it; without one it is reported when the

@@ -396,11 +396,11 @@ impl Scheduler {
                     };
                     (seq.prefilled, chunk, flags)
                 };
-                let skip = self.planted_skip_reset && self.used_slots.contains(&seq.slot);
+                // The planted bug alone needs to know which slots were used before.
+                let skip = self.planted_skip_reset && !self.used_slots.insert(seq.slot);
                 if first == 0 && !skip {
                     flags = flags | EntryFlags::RESET;
                 }
-                self.used_slots.insert(seq.slot);
                 budget -= rows.len();
                 tokens.extend_from_slice(rows);
                 entries.push(BatchEntry {
