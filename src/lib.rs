@@ -20,23 +20,21 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub use swactor_core::{events, planner, sim, wire};
+
 pub mod arena;
 pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod control;
 pub mod edge;
-pub mod events;
 pub mod fuzz;
 pub mod membership;
 pub mod model;
 pub mod net;
 pub mod node;
 pub mod orchestrator;
-pub mod planner;
 pub mod ring;
-pub mod sim;
 pub mod stage;
-pub mod wire;
 pub mod worker;
 pub mod workerctl;

@@ -75,7 +75,7 @@ pub fn engine_figures(
 
     let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
     let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::Tokenizer::from_gguf(&content).map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
     let (lily, long) = bench_prompts(&tokenizer, config.prompt_tokens);
     let max_seq = 512u32.max(config.prompt_tokens as u32 + 1);
     let spec = |device| StageSpec {

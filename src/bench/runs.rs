@@ -269,7 +269,7 @@ pub async fn failover_run(
         .map_err(err)?;
     let (content, len) = crate::model::gguf::read_content(&model).map_err(err)?;
     let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::Tokenizer::from_gguf(&content).map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
     let runtime = crate::wire::RuntimeConfig {
         max_seq_len: 2048,
         kv_cache: Default::default(),

@@ -742,7 +742,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub no_faults: bool,
     /// Plant a known bug (to check that the checks find it).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = planted_parser())]
     pub plant: Option<crate::sim::Planted>,
     /// Print every seed's trace, not only a failing one's.
     #[arg(long)]
@@ -960,4 +960,11 @@ fn parse_node_device(text: &str) -> Result<crate::worker::protocol::Backend, Str
             .map(|ordinal| Backend::Cuda { ordinal })
             .ok_or_else(|| format!("expected `cpu` or `cuda:N`, not `{text}`")),
     }
+}
+
+/// `--plant`: the core's planted bugs by name, listed in help and completions.
+fn planted_parser() -> impl clap::builder::TypedValueParser<Value = crate::sim::Planted> {
+    use clap::builder::TypedValueParser;
+    let names = crate::sim::Planted::ALL.map(crate::sim::Planted::name);
+    clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<crate::sim::Planted>())
 }

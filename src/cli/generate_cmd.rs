@@ -15,7 +15,7 @@ use crate::model::generate::{LocalPipeline, StopReason, even_split, generate as 
 use crate::model::gguf::read_content;
 use crate::model::llama::{ComputeDevice, StageError};
 use crate::model::sampling::Sampler;
-use crate::model::tokenizer::{Detokenizer, Tokenizer};
+use crate::model::tokenizer::{Detokenizer, tokenizer_from_gguf};
 use crate::model::{facts::ModelError, facts::facts_from_content};
 
 #[derive(Serialize)]
@@ -64,7 +64,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let (content, len) = read_content(&args.model).map_err(|e| model_error(&args.model, e))?;
     let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
     let tokenizer =
-        Tokenizer::from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
+        tokenizer_from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
     let runtime = runtime_config(&args.runtime, &facts)?;
     if args.stages == 0 || args.stages > facts.block_count {
         return Err(CliError::new(

@@ -265,7 +265,7 @@ async fn stop_signal() {
 
 /// `swactor pool watch`.
 pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
-    use crate::membership::watch::{WatchConfig, WatchError, watch as run_watch};
+    use crate::orchestrator::watch::{WatchConfig, WatchError, watch as run_watch};
     use std::ops::ControlFlow;
     let pool = super::plan_cmd::read_pool(&args.pool)?;
     let config = WatchConfig {

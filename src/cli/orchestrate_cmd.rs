@@ -21,7 +21,7 @@ use crate::events::{EventLine, RunOutcome};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
 use crate::model::gguf::read_content;
-use crate::model::tokenizer::{Tokenizer, chat_prompt};
+use crate::model::tokenizer::{Tokenizer, chat_prompt, tokenizer_from_gguf};
 use crate::orchestrator::driver::{
     OrchestrateConfig, OrchestrateError, OrchestratorKey, RunReport, RunSink, orchestrate,
 };
@@ -57,7 +57,7 @@ fn usage(message: String) -> CliError {
 fn prepare(model: &Path, run: &PromptArgs) -> Result<Prepared, CliError> {
     let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
     let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
-    let tokenizer = Tokenizer::from_gguf(&content).map_err(|e| model_error(model, e))?;
+    let tokenizer = tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?;
     let template =
         content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok()).cloned();
     if let Some(path) = &run.requests {

@@ -91,11 +91,10 @@ fn simulate(args: &super::args::SimulateArgs, out: &mut Output) -> Result<(), Cl
             out.json("simulation", &r)?;
         }
         if (failed || args.trace) && !args.output.json {
-            let plant = args.plant.and_then(|p| clap::ValueEnum::to_possible_value(&p));
             let replay = format!(
                 "swactor util simulate --seeds 1 --from {seed}{}{} --trace",
                 if args.no_faults { " --no-faults" } else { "" },
-                plant.map_or(String::new(), |p| format!(" --plant {}", p.get_name()))
+                args.plant.map_or(String::new(), |p| format!(" --plant {}", p.name()))
             );
             out.line(format!(
                 "seed {seed}: {} violation(s); replay: {replay}",

@@ -1,11 +1,5 @@
-//! Edges: the node-local establishment of each edge end ([`establisher`]).
-//! The iroh driver and its pumps come with the network plane.
+//! Edge ends: the plane and the establisher are the core crate's; [`executor`] drives them.
 
-pub mod establisher;
+pub use swactor_core::edge::*;
+
 pub mod executor;
-pub mod plane;
-
-pub use establisher::{
-    EdgeEnd, EdgeEstablisher, EdgeProvision, EstablisherCommand, EstablisherEvent,
-};
-pub use plane::{EdgePlane, PlaneCommand, PlaneEvent};

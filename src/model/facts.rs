@@ -1,163 +1,11 @@
-//! [`ModelFacts`]: what a GGUF header says about a model, checked for consistency.
+//! Reads [`ModelFacts`] from a parsed GGUF header, checked for consistency.
 //!
 //! Pure: works on an already parsed [`Content`] and the file's length.
 
 use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use thiserror::Error;
 
-/// Rotary embedding settings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RopeFacts {
-    /// Frequency base (theta).
-    pub freq_base: f32,
-    /// Dimensions of each head that are rotated.
-    pub dimension_count: u32,
-}
-
-/// Bytes the model's tensors take, grouped the way stages load them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelBytes {
-    /// Bytes of each block's tensors, indexed by block.
-    pub per_block: Vec<u64>,
-    /// Bytes of the token embedding (loaded by stage 0).
-    pub embedding: u64,
-    /// Bytes of the final norm and output head (loaded by the last stage); with tied
-    /// embeddings the head is the token embedding, counted again here.
-    pub head: u64,
-    /// Bytes of every tensor in the file.
-    pub tensors: u64,
-    /// Size of the file.
-    pub file: u64,
-}
-
-/// What a GGUF header says about a model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelFacts {
-    /// `general.architecture` (for example `llama`).
-    pub architecture: String,
-    /// `general.name`, if present.
-    pub name: Option<String>,
-    /// Transformer blocks.
-    pub block_count: u32,
-    /// Hidden size (`embedding_length`).
-    pub hidden_size: u32,
-    /// Feed-forward inner size, if present.
-    pub feed_forward_length: Option<u32>,
-    /// Attention heads.
-    pub head_count: u32,
-    /// Key/value heads (grouped-query attention).
-    pub head_count_kv: u32,
-    /// Dimensions per head.
-    pub head_dim: u32,
-    /// Trained context length.
-    pub context_length: u32,
-    /// Vocabulary size.
-    pub vocab_size: u32,
-    /// Beginning-of-sequence token id.
-    pub bos_token_id: Option<u32>,
-    /// End-of-sequence token id.
-    pub eos_token_id: Option<u32>,
-    /// `tokenizer.ggml.model` (`gpt2`, `llama`, ...).
-    pub tokenizer_model: Option<String>,
-    /// `tokenizer.ggml.pre` (pre-tokenizer name).
-    pub tokenizer_pre: Option<String>,
-    /// Rotary embedding settings.
-    pub rope: RopeFacts,
-    /// RMSNorm epsilon.
-    pub rms_norm_eps: f32,
-    /// Whether the output head reuses the token embedding (no `output.weight`).
-    pub tied_embeddings: bool,
-    /// Tensor byte sizes.
-    pub bytes: ModelBytes,
-    /// Number of tensors of each GGML type (`q4_1`, `f32`, ...).
-    pub tensor_types: BTreeMap<String, u32>,
-}
-
-impl ModelFacts {
-    /// Bytes of one block's KV cache at `seq_len` tokens, its values kept as `kv`.
-    pub fn kv_bytes_per_block(&self, seq_len: u32, kv: crate::wire::KvCacheDType) -> u64 {
-        2 * u64::from(seq_len)
-            * u64::from(self.head_count_kv)
-            * u64::from(self.head_dim)
-            * kv.bytes()
-    }
-}
-
-/// Why a file's model facts could not be read. [`ModelError::code`] is a stable reason.
-#[derive(Debug, Error)]
-pub enum ModelError {
-    /// The file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file does not start with the GGUF magic.
-    #[error("not a GGUF file (starts with {found:02x?})")]
-    NotGguf {
-        /// The first bytes found.
-        found: Vec<u8>,
-    },
-    /// The file ends before its header or tensor data does.
-    #[error("truncated GGUF file: {detail}")]
-    Truncated {
-        /// What is missing.
-        detail: String,
-    },
-    /// The header could not be parsed.
-    #[error("malformed GGUF header: {detail}")]
-    Malformed {
-        /// The parser's message.
-        detail: String,
-    },
-    /// A tensor has a type this build cannot read.
-    #[error("unsupported tensor type: {detail}")]
-    UnsupportedTensorType {
-        /// The parser's message.
-        detail: String,
-    },
-    /// A required metadata key is absent.
-    #[error("missing GGUF metadata key `{key}`")]
-    MissingKey {
-        /// The key.
-        key: String,
-    },
-    /// A metadata key has the wrong type or an out-of-range value.
-    #[error("GGUF metadata key `{key}` is not {expected}")]
-    WrongKeyType {
-        /// The key.
-        key: String,
-        /// What was expected.
-        expected: &'static str,
-    },
-    /// The facts contradict each other or the tensors.
-    #[error("inconsistent model: {detail}")]
-    Inconsistent {
-        /// What is inconsistent.
-        detail: String,
-    },
-}
-
-impl ModelError {
-    /// A stable `snake_case` code for this error class.
-    pub const fn code(&self) -> &'static str {
-        match self {
-            ModelError::Io { .. } => "io",
-            ModelError::NotGguf { .. } => "not_gguf",
-            ModelError::Truncated { .. } => "truncated",
-            ModelError::Malformed { .. } => "malformed",
-            ModelError::UnsupportedTensorType { .. } => "unsupported_tensor_type",
-            ModelError::MissingKey { .. } => "missing_key",
-            ModelError::WrongKeyType { .. } => "wrong_key_type",
-            ModelError::Inconsistent { .. } => "inconsistent",
-        }
-    }
-}
+pub use swactor_core::model::facts::*;
 
 /// Typed access to GGUF metadata.
 struct Meta<'a> {
@@ -231,13 +79,6 @@ impl Meta<'_> {
 pub fn dtype_name(dtype: candle_core::quantized::GgmlDType) -> String {
     format!("{dtype:?}").to_lowercase()
 }
-
-/// Largest hidden size a model may declare (the largest models today use 16384); it also
-/// keeps every KV-cache size computed from the facts inside 64 bits.
-pub const MAX_HIDDEN_SIZE: u32 = 1 << 20;
-
-/// Largest RMSNorm epsilon a model may declare (real models use 1e-6 to 1e-5).
-pub const MAX_RMS_NORM_EPS: f32 = 0.1;
 
 /// Builds and checks the facts of a parsed GGUF header. `file_len` is the file's size,
 /// used to check that every tensor's data lies inside the file. Every size is computed

@@ -5,15 +5,15 @@
 //! [`llama`] runs a stage (on the CPU through [`engine`], which binds the mapped file to
 //! the `swactor-engine` crate; on CUDA or as the reference through [`candle_stage`]).
 
+pub use swactor_core::model::{ModelBytes, ModelError, ModelFacts, RopeFacts, sampling};
+
 pub mod candle_stage;
 pub mod engine;
 pub mod facts;
 pub mod generate;
 pub mod gguf;
 pub mod llama;
-pub mod sampling;
 pub mod synth;
 pub mod tokenizer;
 
-pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts};
 pub use gguf::read_facts;

@@ -15,6 +15,8 @@ use std::io::BufWriter;
 use std::path::Path;
 use thiserror::Error;
 
+pub use super::tokenizer::byte_to_unicode;
+
 /// Weight storage type of a synthesized model's matrices (norms are always f32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -168,25 +170,6 @@ pub struct BpeVocab {
     pub merges: Vec<String>,
     /// The end-of-text token (also used as beginning of text).
     pub eot_id: u32,
-}
-
-/// GPT-2's reversible map from bytes to printable characters.
-pub fn byte_to_unicode() -> [char; 256] {
-    let mut out = ['\0'; 256];
-    let mut extra = 0u32;
-    for b in 0u32..256 {
-        let printable = (u32::from('!')..=u32::from('~')).contains(&b)
-            || (0xA1..=0xAC).contains(&b)
-            || (0xAE..=0xFF).contains(&b);
-        let cp = if printable {
-            b
-        } else {
-            extra += 1;
-            255 + extra
-        };
-        out[b as usize] = char::from_u32(cp).unwrap_or('?');
-    }
-    out
 }
 
 /// Original English text the merges are learned from.

@@ -554,7 +554,7 @@ async fn serve(
                     if !running.host.worker_output(out).await {
                         eprintln!("swactor node: the worker is gone for good; stopping");
                         if let Some(reason) = failed {
-                            running.host.node_faulted(reason);
+                            running.host.node_faulted(reason).await;
                             running.view.send_modify(|v| v.faulted = Some(reason));
                             fault = Some(reason);
                         }

@@ -3,11 +3,10 @@
 //! [`host`] runs a provisioned stage, [`admin`] keeps
 //! the admin socket.
 
+pub use swactor_core::node::*;
+
 pub mod admin;
-pub mod boot;
 pub mod driver;
 mod facts;
 pub mod host;
 pub mod inbox;
-
-pub use boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};

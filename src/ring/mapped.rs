@@ -129,62 +129,6 @@ impl<R: RawRegion> RingMemory for MappedRing<R> {
     }
 }
 
-/// Forwards [`RingMemory`] through a pointer type to the memory it points at.
-macro_rules! forward_ring_memory {
-    ($($ptr:ty),+) => {$(
-        impl<T: RingMemory + ?Sized> RingMemory for $ptr {
-            fn capacity(&self) -> u64 {
-                (**self).capacity()
-            }
-            fn load_commit(&self) -> u64 {
-                (**self).load_commit()
-            }
-            fn store_commit(&self, value: u64) {
-                (**self).store_commit(value)
-            }
-            fn load_consume(&self) -> u64 {
-                (**self).load_consume()
-            }
-            fn store_consume(&self, value: u64) {
-                (**self).store_consume(value)
-            }
-            fn wake_set(&self, bits: u64) -> u64 {
-                (**self).wake_set(bits)
-            }
-            fn wake_clear(&self, bits: u64) -> u64 {
-                (**self).wake_clear(bits)
-            }
-            fn load_wake(&self) -> u64 {
-                (**self).load_wake()
-            }
-            fn state_set(&self, bits: u64) -> u64 {
-                (**self).state_set(bits)
-            }
-            fn load_state(&self) -> u64 {
-                (**self).load_state()
-            }
-            unsafe fn write_data(&self, at: u64, src: &[u8]) {
-                // SAFETY: forwarded with the caller's guarantees.
-                unsafe { (**self).write_data(at, src) }
-            }
-            unsafe fn read_data(&self, at: u64, dst: &mut [u8]) {
-                // SAFETY: forwarded with the caller's guarantees.
-                unsafe { (**self).read_data(at, dst) }
-            }
-            unsafe fn with_data(&self, at: u64, len: usize, f: &mut dyn FnMut(&[u8])) {
-                // SAFETY: forwarded with the caller's guarantees.
-                unsafe { (**self).with_data(at, len, f) }
-            }
-            unsafe fn with_data_mut(&self, at: u64, len: usize, f: &mut dyn FnMut(&mut [u8])) {
-                // SAFETY: forwarded with the caller's guarantees.
-                unsafe { (**self).with_data_mut(at, len, f) }
-            }
-        }
-    )+};
-}
-
-forward_ring_memory!(std::sync::Arc<T>, &T);
-
 /// A zeroed, page-aligned heap block standing in for an arena lease in tests and benches.
 #[derive(Debug)]
 pub struct HeapRegion {

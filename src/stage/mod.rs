@@ -1,6 +1,5 @@
 //! The stage role's control path. [`controller`] is the sans-IO StageController.
 
-pub mod controller;
-pub mod weights;
+pub use swactor_core::stage::*;
 
-pub use controller::{StageCommand, StageController, StageEvent};
+pub mod weights;

@@ -10,12 +10,9 @@
 //! - [`role`]: what a step computes.
 //! - [`process`]: the process's event loop.
 
+pub use swactor_core::worker::*;
+
 #[cfg(feature = "gpu-bridge")]
 pub mod cuda;
-pub mod device;
-pub mod egress;
-pub mod ingress;
-pub mod posted;
 pub mod process;
-pub mod protocol;
 pub mod role;

@@ -4,8 +4,8 @@
 //! route events, crash handling, restart, graceful stop with escalation to kill);
 //! [`driver`] is the tokio task that owns the child process and shuttles IO for it.
 
+pub use swactor_core::workerctl::*;
+
 pub mod driver;
-pub mod fsm;
 
 pub use driver::{WorkerDriver, WorkerDriverConfig, WorkerNotifier};
-pub use fsm::{CtlConfig, CtlError, CtlOutput, CtlState, WorkerCtl};

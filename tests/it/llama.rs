@@ -9,7 +9,7 @@ use swactor::model::gguf::read_content;
 use swactor::model::llama::{ComputeDevice, LlamaStage, StageError, StageSpec};
 use swactor::model::sampling::{Sampler, argmax};
 use swactor::model::synth::{SynthSpec, write_model};
-use swactor::model::tokenizer::Tokenizer;
+use swactor::model::tokenizer::tokenizer_from_gguf;
 use swactor::wire::reason::WeightsFailure;
 use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
 
@@ -172,7 +172,7 @@ fn each_weights_failure_has_its_own_reason() {
 fn smollm2_continues_the_lily_prompt_through_a_three_stage_split_with_either_kv_cache() {
     let Some(model) = crate::cli::smollm2() else { return };
     let (content, _) = read_content(&model).expect("header");
-    let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
+    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
     let prompt = tok.encode("Once upon a time there was a little girl named Lily.", true, false);
     let ranges = even_split(30, 3);
     for kv in [KvCacheDType::F32, KvCacheDType::F16] {

@@ -287,7 +287,7 @@ fn readmes_batch_job_serves_sixteen_smollm2_stories_each_as_generate_says_it_alo
     let Some(model) = crate::cli::smollm2() else { return };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (content, _) = swactor::model::gguf::read_content(&model).expect("header");
-    let tok = swactor::model::tokenizer::Tokenizer::from_gguf(&content).expect("tokenizer");
+    let tok = swactor::model::tokenizer::tokenizer_from_gguf(&content).expect("tokenizer");
     // README's command: 16 requests, 8 slots (so slots are reset and reused), 3 stages.
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/stories.jsonl");
     let (code, out, err) = run_local_batch(&model, 3, &file, &["--max-seq-len", "256"]);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::support::synth_model;
 use swactor::model::gguf::read_content;
-use swactor::model::tokenizer::{Detokenizer, Tokenizer};
+use swactor::model::tokenizer::{Detokenizer, Tokenizer, tokenizer_from_gguf};
 
 fn vocab_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache/vocab")
@@ -13,7 +13,7 @@ fn vocab_dir() -> PathBuf {
 
 fn tokenizer(path: &std::path::Path) -> Tokenizer {
     let (content, _) = read_content(path).expect("gguf header");
-    Tokenizer::from_gguf(&content).expect("tokenizer")
+    tokenizer_from_gguf(&content).expect("tokenizer")
 }
 
 /// Checks every case of llama.cpp's `ggml-vocab-NAME.gguf.inp/.out` pair.
@@ -154,7 +154,7 @@ fn chat_prompts_follow_the_template_family_and_unknown_templates_are_refused() {
 fn smollm2_chat_prompt_encodes_its_special_tokens_as_single_ids() {
     let Some(path) = crate::cli::smollm2() else { return };
     let (content, _) = read_content(&path).expect("read");
-    let tok = Tokenizer::from_gguf(&content).expect("tokenizer");
+    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
     let template = content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok());
     let text = swactor::model::tokenizer::chat_prompt(template.map(String::as_str), "Hi")
         .expect("SmolLM2 ships a ChatML template");

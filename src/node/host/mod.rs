@@ -1,43 +1,35 @@
-//! The node's stage host: the driver that runs one provisioned stage. It joins the
-//! [`StageController`] (control path), the [`EdgePlane`] (edge ends: arena leases, rings,
-//! pumps and their evidence) through the shared [`PlaneExecutor`], the worker controller's
-//! driver, and forwards every stage event to the orchestrator over the control session.
+//! The node's stage host: the executor of the core's [`StageNode`], as [`PlaneExecutor`] is
+//! of an edge plane. It feeds the node its inputs (control messages, weights, the worker
+//! controller's outputs, pump notices), executes the [`NodeAction`]s it queues (messages
+//! and events to the orchestrator, worker commands, weights resolution, pump wakes), and
+//! runs the node's plane through the shared executor.
 //!
-//! It decides nothing itself: every input is fed to one of the state machines, and every
-//! command they emit is executed. Its parts: `control` (control messages and weights),
-//! `worker` (the worker's outputs, and the worker as the rings' local user), `stage`
-//! (the stage controller's commands and events, and the plane's events).
+//! It decides nothing itself. Its parts: `control` (weights resolution off the loop),
+//! `worker` (the worker as the rings' local user).
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
 mod control;
-mod stage;
 mod worker;
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use iroh::Endpoint;
-use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::edge::executor::{PlaneExecutor, PumpNotice};
 use crate::edge::plane::EdgePlane;
-use crate::events::{Direction, Event, EventLine};
+use crate::events::EventLine;
 use crate::net::edge::EdgeRouter;
-use crate::stage::controller::StageController;
+pub use crate::node::stage_node::{EdgeRecord, EdgeState, HostSnapshot, STAGE_ROLE};
+use crate::node::stage_node::{NodeAction, StageNode, WeightsNotice, WeightsUnavailable};
 use crate::stage::weights::{WeightsError, WeightsProgress};
-use crate::wire::reason::{Component, ControlFault, FaultReason};
-use crate::wire::{
-    EdgeId, NodeId, RingId, RoleId, RunId, Sequence, StageIndex, StepId, WorkerGeneration,
-};
-use crate::workerctl::{WorkerDriver, WorkerNotifier};
-
-/// The one role a node's worker runs for its stage.
-pub const STAGE_ROLE: RoleId = RoleId(1);
+use crate::wire::reason::{Component, FaultReason};
+use crate::wire::{EdgeId, NodeId, RunId, Sequence, WorkerGeneration};
+use crate::workerctl::{CtlOutput, WorkerDriver, WorkerNotifier};
 
 /// Inputs the host's tasks report back to the node loop.
 #[derive(Debug)]
@@ -65,77 +57,17 @@ pub enum HostInput {
     Pump(EdgeId, PumpNotice),
 }
 
-/// One edge end as `edge inspect` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct EdgeRecord {
-    /// The run.
-    pub run_id: RunId,
-    /// The edge.
-    pub edge_id: EdgeId,
-    /// `send` or `recv`.
-    pub direction: Direction,
-    /// The other end's node.
-    pub peer: NodeId,
-    /// The other end's endpoint id.
-    pub peer_endpoint: Option<String>,
-    /// `provisioning`, `ready`, `stopping`, `stopped` or `failed`.
-    pub state: &'static str,
-    /// The ring backing this end, once leased.
-    pub ring_id: Option<RingId>,
-    /// Object headers plus payload moved through the ring.
-    pub bytes: u64,
-    /// Objects moved.
-    pub objects: u64,
-    /// Times the pump waited (ring full on receive, ring empty on send).
-    pub stalls: u64,
-    /// Bytes the network pump moved.
-    pub pump_bytes: u64,
-    /// The last fault, `class.code`.
-    pub last_fault: Option<FaultReason>,
-}
-
-/// What the admin socket shows of the host.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
-pub struct HostSnapshot {
-    /// Live arena leases.
-    pub arena_leases: usize,
-    /// Rings installed in the worker.
-    pub installed_rings: usize,
-    /// Edge records of the current (or last) run.
-    pub edges: Vec<serde_json::Value>,
-    /// The stage, if one was provisioned.
-    pub stage: Option<serde_json::Value>,
-    /// Device objects the worker holds.
-    #[serde(default)]
-    pub device_objects: u64,
-}
-
 /// The stage host. See the module docs.
 pub struct StageHost {
-    node_id: NodeId,
-    plane: EdgePlane,
+    node: StageNode,
     executor: PlaneExecutor,
-    controller: Option<StageController>,
     worker: WorkerDriver,
     notifier: WorkerNotifier,
-    generation: WorkerGeneration,
     inputs: mpsc::UnboundedSender<HostInput>,
-    session: Option<(mpsc::UnboundedSender<ControlMessage>, NodeId, u64)>,
+    /// The open control session's sender and number.
+    session: Option<(mpsc::UnboundedSender<ControlMessage>, u64)>,
     cache: PathBuf,
     t0: Instant,
-    installed: std::collections::BTreeSet<RingId>,
-    records: BTreeMap<EdgeId, EdgeRecord>,
-    fault_component: Option<Component>,
-    steps: HashMap<StepId, Sequence>,
-    /// The first step id of the current stage: each provisioning numbers its steps from
-    /// a base of its own (`runs << 32`), so a late answer about a step of an earlier run
-    /// is never taken for one of this run's.
-    step_base: u64,
-    /// Test-only fault injection (configured by the CLI): the stage controller labels the
-    /// output of this sequence with the next one, as a broken stage would.
-    skip_sequence: Option<Sequence>,
-    /// Device objects the worker holds, as it last reported.
-    device_objects: u64,
 }
 
 impl StageHost {
@@ -158,25 +90,16 @@ impl StageHost {
         let executor = PlaneExecutor::new(endpoint, router, arena, move |edge, notice| {
             let _ = notices.send(HostInput::Pump(edge, notice));
         });
+        let plane = EdgePlane::new(manager, Component::EdgeEstablisher);
         StageHost {
-            node_id,
-            plane: EdgePlane::new(manager, Component::EdgeEstablisher),
+            node: StageNode::new(node_id, plane, generation).mislabel(skip_sequence),
             executor,
-            controller: None,
             worker,
             notifier,
-            generation,
             inputs,
             session: None,
             cache,
             t0: Instant::now(),
-            installed: Default::default(),
-            records: BTreeMap::new(),
-            fault_component: None,
-            steps: HashMap::new(),
-            step_base: 0,
-            skip_sequence,
-            device_objects: 0,
         }
     }
 
@@ -187,173 +110,113 @@ impl StageHost {
 
     /// What `edge inspect` shows.
     pub fn snapshot(&self) -> HostSnapshot {
-        HostSnapshot {
-            arena_leases: self.plane.live_leases(),
-            installed_rings: self.installed.len(),
-            device_objects: self.device_objects,
-            edges: self
-                .records
-                .values()
-                .map(|r| serde_json::to_value(r).unwrap_or_default())
-                .collect(),
-            stage: self.controller.as_ref().and_then(|c| c.provisioning()).map(|p| {
-                serde_json::json!({
-                    "run_id": p.run_id,
-                    "stage_index": p.stage_index,
-                    "layers": p.layers.to_string(),
-                    "stopped": self.controller.as_ref().is_some_and(StageController::is_stopped),
-                })
-            }),
-        }
-    }
-
-    fn ids(&self) -> Option<(RunId, StageIndex)> {
-        let p = self.controller.as_ref()?.provisioning()?;
-        Some((p.run_id, p.stage_index))
-    }
-
-    fn emit(&self, event: Event) {
-        self.emit_at(event, None);
-    }
-
-    /// Emits `event` stamped `origin_us` on the host's monotonic clock (now when `None`):
-    /// the worker's own stamp of what it reports, so that a hop's latency does not include
-    /// the time its report waited behind a step.
-    fn emit_at(&self, event: Event, origin_us: Option<u64>) {
-        if let Some((tx, _, _)) = &self.session {
-            let line = EventLine {
-                ts_us: self.t0.elapsed().as_micros() as u64,
-                origin_us: Some(origin_us.unwrap_or_else(crate::clock::monotonic_us)),
-                event,
-            };
-            let _ = tx.send(ControlMessage::Event { line });
-        }
-    }
-
-    fn send(&self, msg: ControlMessage) {
-        if let Some((tx, _, _)) = &self.session {
-            let _ = tx.send(msg);
-        }
+        self.node.snapshot()
     }
 
     /// The node faulted and stops (its worker failed for good): tells the orchestrator,
     /// and lets go of the session so that everything sent is delivered before the node
     /// closes.
-    pub fn node_faulted(&mut self, reason: crate::wire::reason::BootFault) {
-        self.send(ControlMessage::NodeFaulted { node_id: self.node_id, reason });
-        self.session = None;
+    pub async fn node_faulted(&mut self, reason: crate::wire::reason::BootFault) {
+        self.node.node_faulted(reason);
+        self.drain().await;
     }
 
-    /// Feeds a fault with the component that detected it (the first one is kept).
-    fn stage_fault(&mut self, reason: FaultReason, component: Component) {
-        if let Some(ctl) = self.controller.as_mut() {
-            self.fault_component.get_or_insert(component);
-            ctl.fault(reason);
-        }
+    /// Handles one output of the worker controller. Returns `false` when the worker failed
+    /// for good (the node cannot compute any more).
+    pub async fn worker_output(&mut self, out: CtlOutput) -> bool {
+        let alive = self.node.worker_output(out);
+        self.drain().await;
+        alive
     }
 
     /// Handles one input from the node's tasks.
     pub async fn input(&mut self, input: HostInput) {
         match input {
             HostInput::SessionOpened { tx, orchestrator, session } => {
-                self.session = Some((tx, orchestrator, session));
+                self.session = Some((tx, session));
+                self.node.session_opened(orchestrator, session);
             }
-            HostInput::SessionClosed(session) => {
-                if self.session.as_ref().is_none_or(|s| s.2 != session) {
-                    return;
-                }
-                self.session = None;
-                // Nobody will send StopRun: tear the stage down ourselves.
-                if let Some((run, _)) = self.ids()
-                    && let Some(ctl) = self.controller.as_mut()
-                    && !ctl.is_stopped()
-                {
-                    self.fault_component.get_or_insert(Component::ControlChannel);
-                    ctl.fault(ControlFault::ConnectionLost.into());
-                    let from = ctl.provisioning().map(|p| p.orchestrator).unwrap_or_default();
-                    ctl.stop_run(from, run);
-                }
-            }
-            HostInput::ForeignControl(peer) => {
-                eprintln!("swactor node: refused a control session from {peer}");
-                if self.controller.as_ref().is_some_and(|c| !c.is_stopped()) {
-                    self.stage_fault(
-                        ControlFault::UnauthorizedOrchestrator.into(),
-                        Component::ControlChannel,
-                    );
-                }
-            }
-            HostInput::Control(session, msg) => {
-                if self.session.as_ref().is_some_and(|s| s.2 == session) {
-                    self.control(msg);
-                }
-            }
+            HostInput::SessionClosed(session) => self.node.session_closed(session),
+            HostInput::ForeignControl(peer) => self.node.foreign_control(&peer),
+            HostInput::Control(session, msg) => self.node.control(session, msg),
             HostInput::Weights(run, progress) => {
-                if let Some((r, stage_index)) = self.ids()
-                    && r == run
-                {
-                    let node_id = self.node_id;
-                    self.emit(match progress {
-                        WeightsProgress::Started { bytes, .. } => Event::WeightsDownloadStarted {
-                            run_id: run,
-                            node_id,
-                            stage_index,
-                            bytes,
-                        },
-                        WeightsProgress::Downloaded { bytes } => {
-                            Event::WeightsDownloaded { run_id: run, node_id, stage_index, bytes }
-                        }
-                    });
-                }
+                let notice = match progress {
+                    WeightsProgress::Started { bytes, .. } => WeightsNotice::Started { bytes },
+                    WeightsProgress::Downloaded { bytes } => WeightsNotice::Downloaded { bytes },
+                };
+                self.node.weights_progress(run, notice);
             }
-            HostInput::WeightsResolved(run, result) => self.weights_resolved(run, result),
+            HostInput::WeightsResolved(run, result) => {
+                let result = result
+                    .map(|(path, bytes)| (path.display().to_string(), bytes))
+                    .map_err(|e| WeightsUnavailable { reason: e.reason, detail: e.to_string() });
+                self.node.weights_resolved(run, result);
+            }
             HostInput::Pump(edge, notice) => {
                 let fault = match &notice {
                     PumpNotice::Ended(crate::net::edge::PumpEnd::Faulted(reason, ..)) => {
-                        Some(*reason)
+                        Some(FaultReason::from(*reason))
                     }
                     _ => None,
                 };
-                if let Some(stats) = self.executor.notice(&mut self.plane, edge, notice)
-                    && let Some(r) = self.records.get_mut(&edge)
-                {
-                    r.stalls += stats.stalls;
-                    r.pump_bytes += stats.bytes;
-                    if let Some(reason) = fault {
-                        r.last_fault = Some(reason.into());
-                    }
+                if let Some(stats) = self.executor.notice(self.node.plane_mut(), edge, notice) {
+                    self.node.pump_counted(edge, stats.bytes, stats.stalls, fault);
                 }
             }
         }
         self.drain().await;
     }
 
-    fn count(&mut self, edge: EdgeId, extent: u64) {
-        if let Some(r) = self.records.get_mut(&edge) {
-            r.objects += 1;
-            r.bytes += extent + crate::wire::HEADER_LEN as u64;
+    /// Executes one action of the node.
+    async fn execute(&mut self, action: NodeAction) {
+        match action {
+            NodeAction::Send(msg) => {
+                if let Some((tx, _)) = &self.session {
+                    let _ = tx.send(msg);
+                }
+            }
+            NodeAction::Emit { event, origin_us } => {
+                if let Some((tx, _)) = &self.session {
+                    let line = EventLine {
+                        ts_us: self.t0.elapsed().as_micros() as u64,
+                        origin_us: Some(origin_us.unwrap_or_else(crate::clock::monotonic_us)),
+                        event,
+                    };
+                    let _ = tx.send(ControlMessage::Event { line });
+                }
+            }
+            NodeAction::WorkerSend { command, lost } => {
+                if let Err(e) = self.worker.send(command).await {
+                    eprintln!("swactor node: a command did not reach the worker: {e}");
+                    self.node.worker_unreachable(lost);
+                }
+            }
+            NodeAction::WorkerNotify(command) => self.notifier.notify(command),
+            NodeAction::FetchWeights(p) => {
+                control::fetch_weights(&p, self.cache.clone(), self.inputs.clone());
+            }
+            NodeAction::StopRingPump(ring) => self.executor.stop_ring_pump(ring),
+            NodeAction::WakeRing(ring) => self.executor.wake_ring(ring),
+            NodeAction::ForgetEdges(edges) => {
+                self.executor.forget_routes(edges);
+                self.executor.forget_connections();
+            }
+            NodeAction::CloseSession => self.session = None,
+            NodeAction::Log(line) => eprintln!("swactor node: {line}"),
         }
     }
 
-    /// Runs every state machine's queued commands and events to a fixed point.
+    /// Runs the node's actions and the plane's commands to a fixed point.
     async fn drain(&mut self) {
         loop {
-            let mut progressed = false;
-            while let Some(ev) = self.controller.as_mut().and_then(StageController::poll_event) {
+            let mut progressed = self.node.advance();
+            while let Some(action) = self.node.poll_action() {
                 progressed = true;
-                self.stage_event(ev);
-            }
-            while let Some(cmd) = self.controller.as_mut().and_then(StageController::poll_command) {
-                progressed = true;
-                self.stage_command(cmd).await;
+                self.execute(action).await;
             }
             let mut user =
                 worker::WorkerUser { worker: &mut self.worker, notifier: &self.notifier };
-            progressed |= self.executor.drive(&mut self.plane, &mut user).await;
-            while let Some(ev) = self.plane.poll_event() {
-                progressed = true;
-                self.plane_event(ev);
-            }
+            progressed |= self.executor.drive(self.node.plane_mut(), &mut user).await;
             if !progressed {
                 return;
             }

@@ -228,16 +228,15 @@ mod tests {
         assert_eq!(find_stop("anything", &[]), None);
     }
 
-    /// The synthesized model's tokenizer, through a file of the calling test's own (tests
-    /// run in parallel in one process).
-    fn tokenizer(test: &str) -> Tokenizer {
-        let name = format!("swactor-book-{}-{test}.gguf", std::process::id());
-        let path = std::env::temp_dir().join(name);
-        crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
-            .expect("synth");
-        let (content, _) = crate::model::gguf::read_content(&path).expect("read");
-        let _ = std::fs::remove_file(&path);
-        Tokenizer::from_gguf(&content).expect("tokenizer")
+    /// A byte-level BPE tokenizer without merges: one token per byte.
+    fn tokenizer(_test: &str) -> Tokenizer {
+        use crate::model::tokenizer::{Kind, byte_to_unicode, pre_tokenizer};
+        let tokens: Vec<String> = byte_to_unicode().iter().map(|c| c.to_string()).collect();
+        let n = tokens.len();
+        let (pre, ignore_merges) = pre_tokenizer("default").expect("the default pre-tokenizer");
+        let kind = Kind::Bpe { pre: pre.into_iter().map(String::from).collect(), ignore_merges };
+        Tokenizer::new(kind, tokens, vec![1; n], vec![0.0; n], &[], None, None, false)
+            .expect("tokenizer")
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Evidence that nobody touches a ring any more: the values the arena manager needs before
-//! it takes a ring's range back. They live at the bottom so every layer can carry them;
-//! each is minted only where the fact was observed (a tidy test holds the minting sites:
-//! the ring ends' `stop`, the worker controller's view of what the worker reported or of
-//! its reaping, the orchestrator's token endpoints' `stop`, the establisher for a pump it
-//! never started).
+//! it takes a ring's range back. They live at the bottom so every layer can carry them.
+//! Every type is opaque and its constructors are private to this crate, so no code outside
+//! the core can make a proof without the observation (a type rule); inside it, a tidy test
+//! holds the minting sites: the ring ends' `stop`, the worker controller's view of what the
+//! worker reported or of its reaping, the orchestrator's token endpoints' `stop`, the
+//! establisher for a pump it never started.
 
 use super::{RingId, WorkerGeneration};
 
@@ -25,68 +26,62 @@ impl PumpStopped {
     }
 }
 
-/// Evidence that the local user of a ring (the worker, or the orchestrator's token
-/// endpoint) is quiet.
+/// How the local user of a ring was seen to be quiet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerQuiet {
+pub enum QuietCause {
     /// The worker reported `RingQuiesced` for the ring.
-    RingQuiesced {
-        /// The ring.
-        ring_id: RingId,
-    },
+    RingQuiesced,
     /// The worker reported a fault of the ring (it detaches a faulted ring).
-    RingFaulted {
-        /// The ring.
-        ring_id: RingId,
-    },
+    RingFaulted,
     /// The worker process that had the ring installed was reaped.
     WorkerReaped {
-        /// The ring.
-        ring_id: RingId,
         /// The reaped worker's generation.
         generation: WorkerGeneration,
     },
     /// The orchestrator's token endpoint on the ring was stopped (consumed).
-    EndpointStopped {
-        /// The ring.
-        ring_id: RingId,
-    },
+    EndpointStopped,
+}
+
+/// Evidence that the local user of a ring (the worker, or the orchestrator's token
+/// endpoint) is quiet. Opaque: only the code that observes the fact can make one (the
+/// worker controller, the token endpoints' `stop`); everyone else can only read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerQuiet {
+    ring_id: RingId,
+    cause: QuietCause,
 }
 
 impl WorkerQuiet {
     /// The ring.
     pub fn ring_id(&self) -> RingId {
-        match *self {
-            WorkerQuiet::RingQuiesced { ring_id }
-            | WorkerQuiet::RingFaulted { ring_id }
-            | WorkerQuiet::WorkerReaped { ring_id, .. }
-            | WorkerQuiet::EndpointStopped { ring_id } => ring_id,
-        }
+        self.ring_id
+    }
+
+    /// How the quiet was observed.
+    pub fn cause(&self) -> QuietCause {
+        self.cause
     }
 
     /// The worker said so (`RingQuiesced`, or `RingFault` when `faulted`).
     pub(crate) fn reported(ring_id: RingId, faulted: bool) -> WorkerQuiet {
-        if faulted {
-            WorkerQuiet::RingFaulted { ring_id }
-        } else {
-            WorkerQuiet::RingQuiesced { ring_id }
-        }
+        let cause = if faulted { QuietCause::RingFaulted } else { QuietCause::RingQuiesced };
+        WorkerQuiet { ring_id, cause }
     }
 
     /// The worker that had the ring was reaped.
     pub(crate) fn reaped(ring_id: RingId, generation: WorkerGeneration) -> WorkerQuiet {
-        WorkerQuiet::WorkerReaped { ring_id, generation }
+        WorkerQuiet { ring_id, cause: QuietCause::WorkerReaped { generation } }
     }
 
     /// The token endpoint on the ring was consumed by its `stop`.
     pub(crate) fn endpoint_stopped(ring_id: RingId) -> WorkerQuiet {
-        WorkerQuiet::EndpointStopped { ring_id }
+        WorkerQuiet { ring_id, cause: QuietCause::EndpointStopped }
     }
 
     /// Test evidence: the worker quiesced the ring.
     #[cfg(test)]
     pub(crate) fn quiesced(ring_id: RingId) -> WorkerQuiet {
-        WorkerQuiet::RingQuiesced { ring_id }
+        WorkerQuiet { ring_id, cause: QuietCause::RingQuiesced }
     }
 }
 

@@ -158,11 +158,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::ring::{HeapRegion, MappedRing};
+    use crate::ring::HeapRing;
 
-    fn ring() -> Arc<MappedRing<HeapRegion>> {
-        let (region, layout) = HeapRegion::for_ring(1, 4096);
-        Arc::new(MappedRing::init(region, &layout).expect("init"))
+    fn ring() -> Arc<HeapRing> {
+        Arc::new(HeapRing::new(4096))
     }
 
     fn ids(t: &[u32]) -> Vec<u8> {

@@ -11,17 +11,17 @@ use serde::Serialize;
 
 use super::model::{self, SlotState};
 use crate::arena::ArenaManager;
-use crate::edge::establisher::{EdgeEnd, EdgeProvision};
-use crate::edge::plane::{EdgePlane, PlaneCommand, PlaneEvent};
+use crate::control::ControlMessage;
+use crate::edge::plane::{EdgePlane, PlaneCommand};
 use crate::events::{Event, RunOutcome};
 use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent, PoolGate};
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::node::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
+use crate::node::stage_node::{EdgeState, NodeAction, PlantedNodeBug, STAGE_ROLE, StageNode};
 use crate::orchestrator::run::{RunCommand, RunFsm, RunTimeouts, SessionLimits};
 use crate::orchestrator::scheduler::{FinishReason, SeqId, SeqOutput, SeqRequest};
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
-use crate::stage::controller::{StageCommand, StageController, StageEvent};
 use crate::wire::batch::{BatchLimits, BatchTable};
 use crate::wire::evidence::PumpStopped;
 use crate::wire::reason::{
@@ -53,8 +53,11 @@ const POOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Simulated time after which a run that has not torn down has hung.
 const HORIZON: Duration = Duration::from_secs(600);
 
+/// The control session every simulated node has with the orchestrator.
+const SESSION: u64 = 1;
+
 /// A bug planted on purpose, to show the checks find it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Planted {
     /// The scheduler frees a cancelled sequence's slot at once, while its micro-batch is
@@ -62,6 +65,34 @@ pub enum Planted {
     EarlySlotRelease,
     /// The scheduler does not reset a reused slot for its next sequence.
     SkipReset,
+    /// The stage node takes a late answer about an earlier run's step for this run's.
+    NoLateAnswerFilter,
+}
+
+impl Planted {
+    /// Every planted bug, in the order the command line lists them.
+    pub const ALL: [Planted; 3] =
+        [Planted::EarlySlotRelease, Planted::SkipReset, Planted::NoLateAnswerFilter];
+
+    /// The bug's name on the command line (`early-slot-release`, `skip-reset`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Planted::EarlySlotRelease => "early-slot-release",
+            Planted::SkipReset => "skip-reset",
+            Planted::NoLateAnswerFilter => "no-late-answer-filter",
+        }
+    }
+}
+
+impl std::str::FromStr for Planted {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Planted, String> {
+        Planted::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("no planted bug `{s}`"))
+    }
 }
 
 /// One simulation.
@@ -149,6 +180,8 @@ enum NodeIn {
     /// The worker process of a generation exited (and was reaped).
     Exited(WorkerGeneration),
     RoleReleased,
+    /// A late answer of the worker about a step of an earlier run.
+    Late(WorkerEvent),
     StepDone(StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
     /// One boot fact established (or, with a reason, failed).
     Boot(BootFact, Option<BootFault>),
@@ -187,9 +220,9 @@ struct Node {
     wctl: WorkerCtl,
     /// The simulated worker never answers its initialization (a boot fault).
     mute: bool,
-    ctl: StageController,
-    /// The node's real edge plane (its arena manager and edge establisher).
-    plane: EdgePlane,
+    /// The node's real stage side: its stage controller, edge plane (arena manager and
+    /// edge establisher), step numbering, late-answer filter and edge records.
+    stage: StageNode,
     /// Installed rings and their edges.
     rings: HashMap<crate::wire::RingId, EdgeId>,
     /// Pumps that ended on their own (a stream error): nothing more to stop.
@@ -204,7 +237,6 @@ struct Node {
     next_handle: u64,
     next_in: u64,
     executed: Vec<u64>,
-    edges: BTreeSet<EdgeId>,
     busy_until: Duration,
     slow: u32,
 }
@@ -372,11 +404,17 @@ impl World {
                     max_restarts: 3,
                 }),
                 mute: false,
-                ctl: StageController::new(ORCH),
-                plane: {
+                stage: {
                     let mut manager = ArenaManager::new(ARENA);
                     manager.arena_ready();
-                    EdgePlane::new(manager, Component::EdgeEstablisher)
+                    let plane = EdgePlane::new(manager, Component::EdgeEstablisher);
+                    let mut stage =
+                        StageNode::new(NodeId(u64::from(i) + 1), plane, WorkerGeneration(1));
+                    stage.session_opened(ORCH, SESSION);
+                    if cfg.planted == Some(Planted::NoLateAnswerFilter) {
+                        stage.plant(PlantedNodeBug::NoLateAnswerFilter);
+                    }
+                    stage
                 },
                 rings: HashMap::new(),
                 ended: BTreeSet::new(),
@@ -388,7 +426,6 @@ impl World {
                 next_handle: 1,
                 next_in: 0,
                 executed: Vec::new(),
-                edges: BTreeSet::new(),
                 busy_until: Duration::ZERO,
                 slow: 1,
             })
@@ -444,10 +481,32 @@ impl World {
         }
         w.at(POOL_TIMEOUT, Ev::Orch(OrchIn::PoolTimeout));
         w.traffic();
+        w.late_answers(cfg.seed);
         if cfg.faults {
             w.faults();
         }
         w
+    }
+
+    /// Late answers of the workers about steps of an earlier run (a node that served one
+    /// before may still hold them): each node, in half the seeds, gets one while the session
+    /// runs. Drawn from a generator of their own, so the rest of a seed's world is as before.
+    fn late_answers(&mut self, seed: u64) {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x1a7e_a25e_e25c_0de5);
+        for i in 0..self.nodes.len() {
+            if !rng.random_bool(0.5) {
+                continue;
+            }
+            let step_id = StepId(rng.random_range(1..64));
+            let ev = if rng.random_bool(0.5) {
+                let reason = StepFailure::PostRejected;
+                WorkerEvent::StepFailed { role_id: STAGE_ROLE, step_id, reason }
+            } else {
+                WorkerEvent::StepCompleted { role_id: STAGE_ROLE, step_id }
+            };
+            let at = Duration::from_micros(rng.random_range(350_000..900_000));
+            self.at(at, Ev::Node(i, NodeIn::Late(ev)));
+        }
     }
 
     /// Requests arriving over the first half second, some cancelled, then the input closes.
@@ -610,7 +669,7 @@ impl World {
         match planted {
             Some(Planted::EarlySlotRelease) => fsm.plant_early_slot_release(),
             Some(Planted::SkipReset) => fsm.plant_skip_reset(),
-            None => {}
+            Some(Planted::NoLateAnswerFilter) | None => {}
         }
         self.fsm = Some(fsm);
         self.gate.provisioning_started();
@@ -907,14 +966,20 @@ impl World {
         match m {
             NodeIn::Provision => {
                 if let Some(p) = self.plan.provision(StageIndex(i as u32)) {
-                    let _ = n.ctl.provision(ORCH, p);
+                    let provision = Box::new(p);
+                    n.stage.control(SESSION, ControlMessage::ProvisionStage { provision });
                 }
             }
-            NodeIn::StopRun => n.ctl.stop_run(ORCH, RUN),
-            NodeIn::WeightsReady => n.ctl.weights_ready(RUN, "/sim".into(), 1 << 12),
-            NodeIn::RoleReady => n.ctl.role_ready(),
-            NodeIn::PumpReady(e) => n.plane.pump_ready(e),
-            NodeIn::PumpEnded(e, r) => n.plane.pump_ended(e, PumpStopped::observed(r), None),
+            NodeIn::StopRun => n.stage.control(SESSION, ControlMessage::StopRun { run_id: RUN }),
+            NodeIn::WeightsReady => n.stage.weights_resolved(RUN, Ok(("/sim".into(), 1 << 12))),
+            NodeIn::RoleReady => {
+                let ev = WorkerEvent::RoleConfigured { role_id: STAGE_ROLE };
+                n.stage.worker_output(CtlOutput::Routed(ev));
+            }
+            NodeIn::PumpReady(e) => n.stage.plane_mut().pump_ready(e),
+            NodeIn::PumpEnded(e, r) => {
+                n.stage.plane_mut().pump_ended(e, PumpStopped::observed(r), None);
+            }
             NodeIn::Spawned(g) => {
                 if g == n.wctl.generation() {
                     n.wctl.spawned(self.base + self.now);
@@ -925,7 +990,11 @@ impl World {
             NodeIn::Exited(g) => n.wctl.worker_exited(g),
             NodeIn::RoleReleased => {
                 n.slots.clear();
-                n.ctl.role_released();
+                let ev = WorkerEvent::RoleReleased { role_id: STAGE_ROLE };
+                n.stage.worker_output(CtlOutput::Routed(ev));
+            }
+            NodeIn::Late(ev) => {
+                n.stage.worker_output(CtlOutput::Routed(ev));
             }
             NodeIn::Object(object, sequence, payload) => self.arrive(i, object, sequence, payload),
             NodeIn::Boot(fact, failed) => {
@@ -966,13 +1035,24 @@ impl World {
     /// or loaded for the controller.
     fn arrive(&mut self, i: usize, object: ObjectId, sequence: Sequence, payload: Vec<u8>) {
         let n = &mut self.nodes[i];
-        let Some(edge) = n.ctl.provisioning().map(|p| p.inbound.edge_id) else { return };
-        if !n.edges.contains(&edge) {
+        let Some(edge) = n.stage.provisioning().map(|p| p.inbound.edge_id) else { return };
+        if n.stage.plane().is_settled(edge) {
             return;
         }
+        let ring_id =
+            n.rings.iter().find(|(_, e)| **e == edge).map_or(crate::wire::RingId(0), |(r, _)| *r);
         if sequence.0 != n.next_in {
             let want = n.next_in;
-            n.ctl.fault(FaultReason::Object(ObjectFailure::SequenceViolation));
+            let reason = ObjectFailure::SequenceViolation;
+            let failed = WorkerEvent::ObjectFailed {
+                ring_id,
+                edge_id: edge,
+                port_id: crate::wire::PortId(0),
+                object_id: Some(object),
+                sequence: Some(sequence),
+                reason,
+            };
+            n.stage.worker_output(CtlOutput::Routed(failed));
             self.violation(format!("node {i}: object {} arrived, {want} expected", sequence.0));
             return;
         }
@@ -980,16 +1060,27 @@ impl World {
         let handle = DeviceHandle { generation: WorkerGeneration(1), id: n.next_handle };
         n.next_handle += 1;
         let extent = payload.len() as u64;
+        let loaded = |taken_by| WorkerEvent::ObjectLoaded {
+            ring_id,
+            edge_id: edge,
+            port_id: crate::wire::PortId(0),
+            object_id: object,
+            sequence,
+            extent,
+            handle,
+            taken_by,
+            at_us: None,
+        };
         match n.posted {
             Some(p) if p.sequence == sequence => {
                 n.posted = None;
-                n.ctl.object_loaded(edge, object, sequence, extent, handle, Some(p.step));
+                n.stage.worker_output(CtlOutput::Routed(loaded(Some(p.step))));
                 let want = p.extent.resolve(extent);
                 self.compute(i, p.step, sequence, payload, want, p.object, p.out_sequence);
             }
             _ => {
                 n.loaded.insert(handle.id, (object, sequence, payload));
-                n.ctl.object_loaded(edge, object, sequence, extent, handle, None);
+                n.stage.worker_output(CtlOutput::Routed(loaded(None)));
             }
         }
     }
@@ -1058,7 +1149,9 @@ impl World {
                 if !self.faulty {
                     self.violation(format!("node {i}: step {} failed: {e}", sequence.0));
                 }
-                self.nodes[i].ctl.fault(FaultReason::Step(StepFailure::ComputeFailed));
+                let reason = StepFailure::ComputeFailed;
+                let failed = WorkerEvent::StepFailed { role_id: STAGE_ROLE, step_id: step, reason };
+                self.nodes[i].stage.worker_output(CtlOutput::Routed(failed));
             }
             Ok(out) => {
                 let dest = if i + 1 == self.nodes.len() {
@@ -1066,142 +1159,133 @@ impl World {
                 } else {
                     Ev::Node(i + 1, NodeIn::Object(out_object, out_sequence, out))
                 };
-                let outbound = self.nodes[i].ctl.provisioning().map(|p| p.outbound.edge_id);
-                if outbound.is_some_and(|e| self.nodes[i].edges.contains(&e)) {
+                let stage = &self.nodes[i].stage;
+                let outbound = stage.provisioning().map(|p| p.outbound.edge_id);
+                if outbound.is_some_and(|e| !stage.plane().is_settled(e)) {
                     self.send(Link::Edge(i + 1), 50, 1500, dest);
                 }
-                self.nodes[i].ctl.step_completed(step);
+                let done = WorkerEvent::StepCompleted { role_id: STAGE_ROLE, step_id: step };
+                self.nodes[i].stage.worker_output(CtlOutput::Routed(done));
             }
         }
     }
 
-    /// Executes one command of node `i`'s stage controller.
-    fn ctl_command(&mut self, i: usize, cmd: StageCommand) {
-        match cmd {
-            StageCommand::ConfigureRole(_) => {
+    /// Executes one action of node `i`'s stage side, as the node's host does; the
+    /// simulated worker process carries out the commands meant for the worker.
+    fn node_action(&mut self, i: usize, action: NodeAction) {
+        match action {
+            NodeAction::Send(msg) => {
+                let to = match msg {
+                    ControlMessage::StageReady { .. } => OrchIn::StageReady(i),
+                    ControlMessage::StageFault { reason, component, .. } => {
+                        OrchIn::StageFault(i, reason, component)
+                    }
+                    ControlMessage::StageStopped { .. } => OrchIn::StageStopped(i),
+                    _ => return,
+                };
+                self.send(Link::Report(i), 500, 5000, Ev::Orch(to));
+            }
+            NodeAction::FetchWeights(_) => {
                 self.send(Link::Local(i), 1000, 10_000, Ev::Node(i, NodeIn::WeightsReady))
             }
-            StageCommand::LoadRole(cfg) => {
-                if let crate::worker::protocol::RoleConfig::LlamaStage { max_sequences, .. } = cfg {
+            NodeAction::WorkerSend { command, .. } | NodeAction::WorkerNotify(command) => {
+                self.worker_step_command(i, command);
+            }
+            NodeAction::StopRingPump(ring_id) => {
+                let n = &mut self.nodes[i];
+                if let Some(&edge) = n.rings.get(&ring_id)
+                    && n.ended.insert(edge)
+                {
+                    let ev = Ev::Node(i, NodeIn::PumpEnded(edge, ring_id));
+                    self.send(Link::Local(i), 100, 2000, ev);
+                }
+            }
+            NodeAction::Log(line) => self.trace(format!("node {i}: {line}")),
+            NodeAction::Emit { .. }
+            | NodeAction::WakeRing(_)
+            | NodeAction::ForgetEdges(_)
+            | NodeAction::CloseSession => {}
+        }
+    }
+
+    /// The simulated worker process takes a command about its role or its steps.
+    fn worker_step_command(&mut self, i: usize, command: Command) {
+        match command {
+            Command::ConfigureRole { config, .. } => {
+                if let crate::worker::protocol::RoleConfig::LlamaStage { max_sequences, .. } =
+                    config
+                {
                     self.nodes[i].slots = vec![SlotState::default(); max_sequences.max(1) as usize];
                 }
                 self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
             }
-            StageCommand::ProvisionRx(e) | StageCommand::ProvisionTx(e) => {
-                let Some(p) = self.nodes[i].ctl.provisioning().cloned() else { return };
-                let prov = if p.inbound.edge_id == e {
-                    EdgeProvision {
-                        edge_id: e,
-                        end: EdgeEnd::Recv { producer: p.inbound.producer.clone() },
-                        object: p.inbound.object,
-                        ring: p.inbound.ring,
-                    }
-                } else {
-                    EdgeProvision {
-                        edge_id: e,
-                        end: EdgeEnd::Send { consumer: p.outbound.consumer.clone() },
-                        object: p.outbound.object,
-                        ring: p.outbound.ring,
-                    }
-                };
-                self.nodes[i].edges.insert(e);
-                if let Err(err) = self.nodes[i].plane.provision(prov) {
-                    self.violation(format!("node {i}: edge {e} refused: {err}"));
-                }
-            }
-            StageCommand::PostStep {
-                step_id,
-                sequence,
-                output_extent,
-                output_object,
-                output_sequence,
-                ..
-            } => {
+            Command::PostStep { step_id, sequence, output, .. } => {
                 self.nodes[i].posted = Some(Post {
                     step: step_id,
                     sequence,
-                    extent: output_extent,
-                    object: output_object,
-                    out_sequence: output_sequence,
+                    extent: output.extent,
+                    object: output.object_id,
+                    out_sequence: output.sequence,
                 });
             }
-            StageCommand::ExecuteStep {
-                step_id,
-                input,
-                sequence,
-                output_extent,
-                output_object,
-                output_sequence,
-                ..
-            } => match self.nodes[i].loaded.remove(&input.id) {
-                Some((_, s, payload)) if s == sequence => {
-                    self.compute(
-                        i,
-                        step_id,
-                        sequence,
-                        payload,
-                        output_extent,
-                        output_object,
-                        output_sequence,
-                    );
+            Command::ExecuteStep { step_id, inputs, outputs, .. } => {
+                let (Some(input), Some(output)) = (inputs.first(), outputs.first()) else {
+                    self.violation(format!("node {i}: a step without input or output"));
+                    return;
+                };
+                let sequence = input.sequence;
+                match self.nodes[i].loaded.remove(&input.handle.id) {
+                    Some((_, s, payload)) if s == sequence => {
+                        let extent = output.extent;
+                        let (object, out_sequence) = (output.object_id, output.sequence);
+                        self.compute(i, step_id, sequence, payload, extent, object, out_sequence);
+                    }
+                    other => {
+                        self.violation(format!(
+                            "node {i}: step {} on a missing or other input {:?}",
+                            sequence.0,
+                            other.map(|o| o.1)
+                        ));
+                    }
                 }
-                other => {
-                    self.violation(format!(
-                        "node {i}: step {} on a missing or other input {:?}",
-                        sequence.0,
-                        other.map(|o| o.1)
-                    ));
-                }
-            },
-            StageCommand::WithdrawStep(step) => {
-                if self.nodes[i].posted.is_some_and(|p| p.step == step) {
+            }
+            Command::WithdrawStep { step_id } => {
+                if self.nodes[i].posted.is_some_and(|p| p.step == step_id) {
                     self.nodes[i].posted = None;
                 }
             }
-            StageCommand::StopEdge(e) => {
-                let n = &mut self.nodes[i];
-                n.plane.stop_edge(e);
-                // As the node's host does: an edge already torn down (after a fault)
-                // reports stopped at once.
-                if n.plane.is_settled(e) {
-                    n.edges.remove(&e);
-                    n.ctl.edge_stopped(e);
-                }
-            }
-            StageCommand::ResetRole => {
+            Command::ReleaseRole { .. } => {
                 self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::RoleReleased))
             }
-            StageCommand::ReleaseObject(h) => {
-                self.nodes[i].loaded.remove(&h.id);
+            Command::ReleaseDeviceObject { handle } => {
+                self.nodes[i].loaded.remove(&handle.id);
             }
+            _ => {}
         }
     }
 
-    /// Executes what node `i`'s controller asks, and forwards what it reports.
+    /// Runs node `i`'s stage side to a fixed point: its actions, and its plane's commands
+    /// through the simulated executor.
     fn pump_node(&mut self, i: usize) {
-        while let Some(cmd) = self.nodes[i].ctl.poll_command() {
-            self.ctl_command(i, cmd);
-        }
-        self.pump_plane(i);
-        while let Some(ev) = self.nodes[i].ctl.poll_event() {
-            let to = match ev {
-                StageEvent::StageReady { .. } => OrchIn::StageReady(i),
-                StageEvent::StageFault { reason, .. } => {
-                    OrchIn::StageFault(i, reason, Component::StageController)
-                }
-                StageEvent::StageStopped { .. } => OrchIn::StageStopped(i),
-                StageEvent::ProvisionStarted { .. } | StageEvent::WeightsLoaded { .. } => continue,
-            };
-            self.send(Link::Report(i), 500, 5000, Ev::Orch(to));
+        loop {
+            let mut progressed = self.nodes[i].stage.advance();
+            while let Some(action) = self.nodes[i].stage.poll_action() {
+                progressed = true;
+                self.node_action(i, action);
+            }
+            progressed |= self.pump_plane(i);
+            if !progressed {
+                return;
+            }
         }
     }
 
     /// Executes what node `i`'s edge plane asks (the simulated executor: rings, pumps and
-    /// the worker's hold on rings) and hands its events to the stage controller.
-    fn pump_plane(&mut self, i: usize) {
-        loop {
-            let mut any = false;
-            while let Some(cmd) = self.nodes[i].plane.poll_command() {
+    /// the worker's hold on rings). Returns whether it did anything.
+    fn pump_plane(&mut self, i: usize) -> bool {
+        let mut any = false;
+        {
+            while let Some(cmd) = self.nodes[i].stage.plane_mut().poll_command() {
                 any = true;
                 self.trace(format!("node {i} plane: {cmd:?}"));
                 match cmd {
@@ -1218,7 +1302,7 @@ impl World {
                         if self.nodes[i].wctl.command(cmd).is_err() {
                             let r = layout.ring_id;
                             let w = RingFault::WorkerCrashed;
-                            self.nodes[i].plane.ring_fault(r, w, Component::WorkerCtl);
+                            self.nodes[i].stage.plane_mut().ring_fault(r, w, Component::WorkerCtl);
                         }
                         self.pump_wctl(i);
                     }
@@ -1261,27 +1345,8 @@ impl World {
                     }
                 }
             }
-            while let Some(ev) = self.nodes[i].plane.poll_event() {
-                any = true;
-                self.trace(format!("node {i} plane event: {ev:?}"));
-                let n = &mut self.nodes[i];
-                match ev {
-                    PlaneEvent::EdgeReady { edge_id, .. } => n.ctl.edge_ready(edge_id),
-                    PlaneEvent::EdgeFailed { reason, .. } => n.ctl.fault(reason),
-                    PlaneEvent::EdgeStopped { edge_id } => {
-                        n.edges.remove(&edge_id);
-                        n.ctl.edge_stopped(edge_id);
-                    }
-                }
-            }
-            if !any {
-                return;
-            }
-            // The controller may have answered with more plane work.
-            while let Some(cmd) = self.nodes[i].ctl.poll_command() {
-                self.ctl_command(i, cmd);
-            }
         }
+        any
     }
 
     /// The simulated worker process of generation `g` on node `i` reads one command line.
@@ -1308,11 +1373,10 @@ impl World {
         }
     }
 
-    /// Executes what node `i`'s worker controller asks and carries what it reports, as the
-    /// node's host does.
+    /// Executes what node `i`'s worker controller asks and carries what it reports to the
+    /// node's boot and stage side, as the node's driver does.
     fn pump_wctl(&mut self, i: usize) {
         while let Some(out) = self.nodes[i].wctl.poll_output() {
-            let quiet = out.quiet_evidence();
             let g = self.nodes[i].wctl.generation();
             let n = &mut self.nodes[i];
             match out {
@@ -1327,32 +1391,10 @@ impl World {
                 }
                 CtlOutput::Ready { .. } => {
                     n.slots.clear();
+                    n.stage.worker_output(out);
                     if !n.boot.is_available() {
                         n.boot.fact_ready(BootFact::Worker);
                         self.boot_events(i);
-                    }
-                }
-                CtlOutput::Routed(WorkerEvent::RingInstalled { ring_id }) => {
-                    n.plane.ring_installed(ring_id);
-                }
-                CtlOutput::Routed(WorkerEvent::RingQuiesced { .. }) => {
-                    if let Some(q) = quiet {
-                        n.plane.local_quiet(q);
-                    }
-                }
-                CtlOutput::Routed(_) | CtlOutput::Stopped => {}
-                CtlOutput::RingFault { ring_id, reason, .. } => {
-                    n.plane.ring_fault(ring_id, reason, Component::WorkerCtl);
-                    if let Some(q) = quiet {
-                        n.plane.local_quiet(q);
-                    }
-                }
-                CtlOutput::StopPump { ring_id } => {
-                    if let Some(&edge) = n.rings.get(&ring_id)
-                        && n.ended.insert(edge)
-                    {
-                        let ev = Ev::Node(i, NodeIn::PumpEnded(edge, ring_id));
-                        self.send(Link::Local(i), 100, 2000, ev);
                     }
                 }
                 CtlOutput::Restarting { .. } => {
@@ -1360,16 +1402,14 @@ impl World {
                     n.posted = None;
                     n.loaded.clear();
                     n.slots.clear();
-                    n.ctl.worker_reaped();
+                    n.stage.worker_output(out);
                 }
-                CtlOutput::Failed { reason } => {
-                    if n.boot.is_available() {
-                        n.ctl.fault(reason.into());
-                        n.ctl.worker_reaped();
-                    } else {
-                        n.boot.resource_failed(BootFault::WorkerInitTimeout);
-                        self.boot_events(i);
-                    }
+                CtlOutput::Failed { .. } if !n.boot.is_available() => {
+                    n.boot.resource_failed(BootFault::WorkerInitTimeout);
+                    self.boot_events(i);
+                }
+                out => {
+                    n.stage.worker_output(out);
                 }
             }
         }
@@ -1476,7 +1516,7 @@ impl World {
                 self.report.faults.push("edge_error");
                 self.possible.insert(FaultReason::Stream(StreamFault::WriteFailed));
                 self.possible.insert(FaultReason::Stream(StreamFault::ReadFailed));
-                let edge = self.nodes[i].ctl.provisioning().map(|p| p.outbound.edge_id);
+                let edge = self.nodes[i].stage.provisioning().map(|p| p.outbound.edge_id);
                 let Some(edge) = edge else { return };
                 self.pump_failed(i, edge, StreamFault::WriteFailed);
                 if i + 1 < self.nodes.len() && !self.nodes[i + 1].dead {
@@ -1497,7 +1537,7 @@ impl World {
         if let Some(r) = ring
             && n.ended.insert(edge)
         {
-            n.plane.pump_ended(edge, PumpStopped::observed(r), Some(fault));
+            n.stage.plane_mut().pump_ended(edge, PumpStopped::observed(r), Some(fault));
             self.pump_node(i);
         }
     }
@@ -1514,7 +1554,18 @@ impl World {
             }
             let r = FaultReason::Stream(reason);
             self.possible.insert(r);
-            self.nodes[j].ctl.fault(r);
+            // The edge between the two: node j's outbound (i after j) or inbound (i before).
+            let edge = self.nodes[j]
+                .stage
+                .provisioning()
+                .map(|p| if j < i { p.outbound.edge_id } else { p.inbound.edge_id });
+            if let Some(edge) = edge {
+                self.nodes[j].stage.plane_mut().stream_fault(
+                    edge,
+                    reason,
+                    Component::EdgeEstablisher,
+                );
+            }
             self.pump_node(j);
         }
     }
@@ -1528,7 +1579,8 @@ impl World {
             if !self.boot_faulted && !self.faulty {
                 self.violation("the pool never became ready, and nothing explains it".into());
             }
-            let provisioned = self.nodes.iter().filter(|n| n.ctl.provisioning().is_some()).count();
+            let provisioned =
+                self.nodes.iter().filter(|n| n.stage.provisioning().is_some()).count();
             if provisioned > 0 {
                 self.violation(format!("{provisioned} stages provisioned without a session"));
             }
@@ -1610,24 +1662,31 @@ impl World {
         // no device object held, no step posted.
         let mut kept = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.dead || n.ctl.provisioning().is_none() {
+            if n.dead || n.stage.provisioning().is_none() {
                 continue;
             }
             let mut left = Vec::new();
-            if !n.ctl.is_stopped() {
+            if !n.stage.is_idle() {
                 left.push("its stage".to_string());
             }
-            if !n.edges.is_empty() {
-                left.push(format!("edges {:?}", n.edges));
+            let edges: Vec<EdgeId> = n
+                .stage
+                .records()
+                .filter(|r| !matches!(r.state, EdgeState::Stopped | EdgeState::Failed))
+                .map(|r| r.edge_id)
+                .collect();
+            if !edges.is_empty() {
+                left.push(format!("edges {edges:?}"));
             }
             if !n.loaded.is_empty() {
                 left.push(format!("{} device objects", n.loaded.len()));
             }
-            if n.plane.live_leases() > 0 || n.plane.live_edges() > 0 {
+            let plane = n.stage.plane();
+            if plane.live_leases() > 0 || plane.live_edges() > 0 {
                 left.push(format!(
                     "{} leases and {} live edges in its plane",
-                    n.plane.live_leases(),
-                    n.plane.live_edges()
+                    plane.live_leases(),
+                    plane.live_edges()
                 ));
             }
             if !left.is_empty() {

@@ -81,6 +81,13 @@ mod tests {
     }
 
     #[test]
+    fn the_checks_find_a_stage_node_without_its_late_answer_filter_within_ten_seeds() {
+        // A late answer about an earlier run's step, taken for this run's, faults the stage
+        // of a run that nothing else disturbed.
+        assert!(finds(Planted::NoLateAnswerFilter, 10, "without faults the run ended").is_some());
+    }
+
+    #[test]
     fn the_checks_find_a_planted_early_slot_release_within_ten_thousand_seeds() {
         assert!(finds(Planted::EarlySlotRelease, 10_000, "already in flight").is_some());
     }

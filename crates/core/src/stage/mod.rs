@@ -1,0 +1,5 @@
+//! The stage controller (sans-IO).
+
+pub mod controller;
+
+pub use controller::{StageCommand, StageController, StageEvent};
