@@ -19,6 +19,7 @@
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub use swactor_core::{events, planner, sim, wire};
 
