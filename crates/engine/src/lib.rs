@@ -26,12 +26,15 @@
 // layouts are written; iterator chains would hide that correspondence.
 #![allow(clippy::needless_range_loop)]
 
+mod acts;
+mod format;
 pub mod isa;
 pub mod kernels;
 pub mod llama;
 pub mod matmul;
 pub mod pool;
 pub mod quant;
+mod simd;
 
 pub use isa::Isa;
 pub use matmul::{Bytes, Matrix};

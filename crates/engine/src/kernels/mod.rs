@@ -9,8 +9,9 @@
 //! [`select`] picks the kernel for a format and an [`Isa`]; an instruction set this CPU
 //! does not run falls back to the scalar reference, so a kernel is never run unchecked.
 
+pub use crate::acts::Acts;
+use crate::format::WeightFormat;
 use crate::isa::Isa;
-use crate::quant::{Q8KRows, Q8Rows, WeightFormat};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -19,50 +20,6 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub mod packed;
 pub mod scalar;
-
-/// Activation rows in every form a product may need, all quantized from the same f32 rows.
-#[derive(Debug, Default, Clone)]
-pub struct Acts {
-    /// Elements per row.
-    pub cols: usize,
-    /// Rows.
-    pub rows: usize,
-    /// The f32 values, row-major.
-    pub f32: Vec<f32>,
-    /// 8-bit blocks of 32 (filled when a Q4/Q5/Q8 matrix reads these rows).
-    pub q8: Q8Rows,
-    /// 8-bit blocks of 256 (filled when a K-quant matrix reads these rows).
-    pub q8k: Q8KRows,
-}
-
-impl Acts {
-    /// Takes `rows` rows of `cols` values from `x` (reusing the buffers) and quantizes them
-    /// for each of `formats`.
-    pub fn load(&mut self, x: &[f32], cols: usize, formats: &[WeightFormat]) {
-        self.cols = cols;
-        self.rows = x.len() / cols;
-        self.f32.clear();
-        self.f32.extend_from_slice(x);
-        self.quantize_for(formats);
-    }
-
-    /// Quantizes the current f32 rows for each of `formats`.
-    pub fn quantize_for(&mut self, formats: &[WeightFormat]) {
-        use crate::quant::ActKind;
-        if formats.iter().any(|f| f.act_kind() == ActKind::Q8) {
-            self.q8.quantize(&self.f32, self.cols);
-        }
-        if formats.iter().any(|f| f.act_kind() == ActKind::Q8K) {
-            self.q8k.quantize(&self.f32, self.cols);
-        }
-    }
-
-    /// Row `r` of the f32 values.
-    #[inline(always)]
-    pub fn f32_row(&self, r: usize) -> &[f32] {
-        &self.f32[r * self.cols..(r + 1) * self.cols]
-    }
-}
 
 /// A kernel: `w` is one weight row, `rows` the activation rows it meets.
 pub type DotFn<const R: usize> = fn(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R];
@@ -108,7 +65,7 @@ macro_rules! rows_loop {
         let n = $n;
         for i in 0..n {
             if (i + 4) * $rb <= $w.len() {
-                super::prefetch_row(&$w[(i + 3) * $rb..(i + 4) * $rb]);
+                $crate::simd::prefetch_row(&$w[(i + 3) * $rb..(i + 4) * $rb]);
             }
             let v = $f::<R>(&$w[i * $rb..(i + 1) * $rb], $a, $rows);
             $out[i * $stride..i * $stride + R].copy_from_slice(&v);
@@ -203,42 +160,6 @@ macro_rules! simd_widths {
 }
 #[cfg(target_arch = "x86_64")]
 pub(crate) use simd_widths;
-
-/// Rounds one activation block of 32 values, `x[i] * id`, into `q` with SIMD where the
-/// CPU has it, bitwise as the scalar rounding does; `false` (nothing written) where the
-/// caller must round it itself.
-#[inline]
-pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return avx512::round_block(x, id, q);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (x, id, q);
-        false
-    }
-}
-
-/// The largest magnitude of one activation block of 32 values with SIMD where the CPU
-/// has it (the same value as the scalar fold); `None` where the caller must fold it.
-#[inline]
-pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
-    #[cfg(target_arch = "x86_64")]
-    return avx512::amax_block(x);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = x;
-        None
-    }
-}
-
-/// Hints the CPU to bring a weight row into the cache.
-#[inline]
-pub(crate) fn prefetch_row(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    avx2::prefetch(bytes);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 impl std::fmt::Debug for Kernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
