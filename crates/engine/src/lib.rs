@@ -28,6 +28,7 @@
 
 mod acts;
 mod format;
+mod formats;
 pub mod isa;
 pub mod kernels;
 pub mod llama;

@@ -80,7 +80,7 @@ pub(crate) fn tile_fits(w: &[u8], m: usize, rb: usize, nb: usize, bb: usize) -> 
 }
 
 /// Rounds `x[i] * id` half away from zero into `q[i]` for one block of 32 values, as
-/// `quant::round_i8` does (bitwise the same: the same multiply, truncation and exact
+/// `acts::round_i8` does (bitwise the same: the same multiply, truncation and exact
 /// fraction test). `false`, writing nothing, when a value is NaN or `x * id` could leave
 /// the i8 range: the caller's scalar loop handles those blocks.
 pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
