@@ -48,6 +48,8 @@ pub(crate) mod avx512 {
     /// activations' precomputed `-c * sum` of each 4 values.
     macro_rules! symmetric {
         ($name:ident, $bb:expr, $neg:ident, $values:ident, $one:ident) => {
+            /// The dot products of `M` weight rows (`rb` bytes apart) with `R` activation
+            /// rows.
             #[inline]
             #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
             pub(crate) fn $name<const M: usize, const R: usize>(

@@ -34,6 +34,7 @@ pub(crate) mod avx2 {
     use crate::acts::Acts;
     use crate::simd::avx2::*;
 
+    /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {

@@ -38,6 +38,7 @@ pub(crate) mod avx2 {
     use crate::format::QK;
     use crate::simd::avx2::*;
 
+    /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
@@ -87,6 +88,7 @@ pub(crate) mod avx512 {
     use crate::simd::avx2::{f16_at, hsum, load128, load256};
     use crate::simd::avx512::*;
 
+    /// The 64 nibbles of the two blocks at byte `o` (`$bb` apart), unsigned (`q = w + 8`).
     macro_rules! q4_0_pair {
         ($w:ident, $o:expr, $bb:expr) => {{
             // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
@@ -97,6 +99,7 @@ pub(crate) mod avx512 {
         }};
     }
 
+    /// The 32 nibbles of the block at byte `o`, unsigned (`q = w + 8`).
     macro_rules! q4_0_one {
         ($w:ident, $o:expr) => {{
             // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
@@ -104,6 +107,5 @@ pub(crate) mod avx512 {
         }};
     }
 
-    // The tile kernel.
     symmetric!(tile, 18, neg8, q4_0_pair, q4_0_one);
 }

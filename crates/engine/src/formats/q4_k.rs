@@ -67,6 +67,7 @@ pub(crate) mod avx2 {
     use crate::format::QK_K;
     use crate::simd::avx2::*;
 
+    /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
@@ -102,9 +103,12 @@ pub(crate) mod avx2 {
                 let (a, b) = super::scale_min_k4(j, &blk[4..16]);
                 (*s, *m) = (i16::from(a), i32::from(b));
             }
-            // SAFETY: Q5_K's qh is bytes 16..48 of its 176-byte block (unused for Q4_K).
-            let qh =
-                if Q5 { unsafe { load256(blk.as_ptr().add(16)) } } else { _mm256_setzero_si256() };
+            let qh = if Q5 {
+                // SAFETY: Q5_K's qh is bytes 16..48 of its 176-byte block (unused for Q4_K).
+                unsafe { load256(blk.as_ptr().add(16)) }
+            } else {
+                _mm256_setzero_si256()
+            };
             let mut sumi = [_mm256_setzero_si256(); R];
             for j in 0..4 {
                 // SAFETY: qs[32 j..32 j + 32] lies inside the block (qs_at + 128 bytes).

@@ -36,6 +36,7 @@ pub(crate) mod avx2 {
     use crate::format::QK;
     use crate::simd::avx2::*;
 
+    /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
@@ -81,6 +82,7 @@ pub(crate) mod avx512 {
     use crate::simd::avx2::{f16_at, hsum, load256};
     use crate::simd::avx512::*;
 
+    /// The 64 bytes of the two blocks at byte `o` (`$bb` apart), plus 128 (unsigned).
     macro_rules! q8_0_pair {
         ($w:ident, $o:expr, $bb:expr) => {{
             // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
@@ -93,6 +95,7 @@ pub(crate) mod avx512 {
         }};
     }
 
+    /// The 32 bytes of the block at byte `o`, plus 128 (unsigned).
     macro_rules! q8_0_one {
         ($w:ident, $o:expr) => {{
             // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
@@ -101,6 +104,5 @@ pub(crate) mod avx512 {
         }};
     }
 
-    // The tile kernel.
     symmetric!(tile, 34, neg128, q8_0_pair, q8_0_one);
 }
