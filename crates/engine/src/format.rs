@@ -44,9 +44,9 @@ pub enum WeightFormat {
 pub enum ActKind {
     /// The f32 rows as they are.
     F32,
-    /// [`Q8Rows`]: 8-bit blocks of 32.
+    /// `Q8Rows`: 8-bit blocks of 32.
     Q8,
-    /// [`Q8KRows`]: 8-bit blocks of 256.
+    /// `Q8KRows`: 8-bit blocks of 256.
     Q8K,
 }
 

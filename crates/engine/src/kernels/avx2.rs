@@ -1,6 +1,6 @@
 //! The AVX2 + FMA + F16C kernels (256-bit) of every format: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 //! and every K-quant on 8-bit activations with `maddubs` integer products, and F32 / F16 /
-//! BF16 on f32 activations. The bodies live in the format modules ([`crate::formats`],
+//! BF16 on f32 activations. The bodies live in the format modules (`formats/`,
 //! each one's `avx2` submodule); this is their table.
 //!
 //! Every kernel is a safe `#[target_feature]` function; [`select`] is only reached when

@@ -1,6 +1,6 @@
 //! The portable reference kernels: each format's scalar decoding and integer dot products
 //! per (sub)block, one float multiply-add per block (the bodies live in the format
-//! modules, [`crate::formats`]; this is their table).
+//! modules, `formats/`; this is their table).
 
 use super::table::{Kernels, kernels};
 use crate::acts::Acts;
