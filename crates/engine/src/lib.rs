@@ -5,15 +5,20 @@
 //!
 //! - [`quant`]: the GGUF block formats, their scalar decoding, and activation
 //!   quantization into 8-bit blocks (once per product, shared by every matrix that reads
-//!   the same input).
+//!   the same input). Behind it, one module per format (`formats/`: block layout, scalar
+//!   reference, AVX2 and AVX-512 kernels), the activation rows (`acts`), the format table
+//!   (`format`) and the SIMD helpers every format shares (`simd/`).
 //! - [`kernels`]: dot products of one weight row with up to four activation rows, a
 //!   scalar reference for every format and SIMD versions (AVX2+FMA, AVX-512 with VNNI)
-//!   chosen at run time ([`Isa`]).
+//!   chosen at run time ([`Isa`]): the per-instruction-set tables over the format modules.
 //! - [`matmul`]: weight matrices as views over the mapped file and the matrix products,
 //!   split across output rows on a [`ThreadPool`].
 //! - [`pool`]: the persistent thread pool (no spawn and no allocation per product).
 //! - [`llama`]: RMSNorm, rotary embedding, attention over a KV cache, SwiGLU and the head:
 //!   the blocks of one stage, for any number of sequences at once.
+//!
+//! Modules depend downwards only: `isa` and `format`, then `simd`, then `acts`, then
+//! `formats`, then the dispatch (`quant`, then `kernels`), then `matmul`, then `llama`.
 //!
 //! **Batch invariance.** A row's result never depends on what else is in the batch or on
 //! the thread count: every output element is one dot product computed by the same
@@ -22,16 +27,21 @@
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 // Block decoding and kernels index several arrays by the same position, as GGML's block
 // layouts are written; iterator chains would hide that correspondence.
 #![allow(clippy::needless_range_loop)]
 
+mod acts;
+mod format;
+mod formats;
 pub mod isa;
 pub mod kernels;
 pub mod llama;
 pub mod matmul;
 pub mod pool;
 pub mod quant;
+mod simd;
 
 pub use isa::Isa;
 pub use matmul::{Bytes, Matrix};

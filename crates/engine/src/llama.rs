@@ -285,7 +285,6 @@ impl Stage {
         abort: &AtomicBool,
     ) -> Result<Output, ForwardError> {
         let n = slots.len();
-        let d = self.cfg.hidden;
         if n == 0 {
             return Err(ForwardError::BadInput("no rows".into()));
         }
@@ -308,6 +307,34 @@ impl Stage {
                 });
             }
         }
+        self.take_input(input, n)?;
+        for &s in slots {
+            let slot = &mut self.slots[s];
+            if slot.k.is_empty() {
+                let size = self.w.layers.len()
+                    * self.cfg.kv_heads
+                    * self.cfg.max_seq_len
+                    * self.cfg.head_dim;
+                slot.k = Cache::new(self.cfg.kv, size);
+                slot.v = Cache::new(self.cfg.kv, size);
+            }
+        }
+        for l in 0..self.w.layers.len() {
+            if abort.load(Ordering::Relaxed) {
+                return Err(ForwardError::Aborted);
+            }
+            self.layer(l, slots);
+        }
+        for &s in slots {
+            self.slots[s].len += 1;
+        }
+        Ok(self.output(slots))
+    }
+
+    /// Fills `self.s.x` with the `n` rows of `input` (embedded token ids on the first stage,
+    /// hidden states on the others).
+    fn take_input(&mut self, input: Input<'_>, n: usize) -> Result<(), ForwardError> {
+        let d = self.cfg.hidden;
         self.s.x.resize(n * d, 0.0);
         match (input, &self.w.embedding) {
             (Input::Tokens(ids), Some(emb)) => {
@@ -344,26 +371,14 @@ impl Stage {
                 return Err(ForwardError::BadInput("hidden states for the first stage".into()));
             }
         }
-        for &s in slots {
-            let slot = &mut self.slots[s];
-            if slot.k.is_empty() {
-                let size = self.w.layers.len()
-                    * self.cfg.kv_heads
-                    * self.cfg.max_seq_len
-                    * self.cfg.head_dim;
-                slot.k = Cache::new(self.cfg.kv, size);
-                slot.v = Cache::new(self.cfg.kv, size);
-            }
-        }
-        for l in 0..self.w.layers.len() {
-            if abort.load(Ordering::Relaxed) {
-                return Err(ForwardError::Aborted);
-            }
-            self.layer(l, slots);
-        }
-        for &s in slots {
-            self.slots[s].len += 1;
-        }
+        Ok(())
+    }
+
+    /// What the stage hands on after its blocks: on the last stage the logits of each
+    /// slot's last row (final norm, head), on the others the hidden states.
+    fn output(&mut self, slots: &[usize]) -> Output {
+        let n = slots.len();
+        let d = self.cfg.hidden;
         match (&self.w.norm, &self.w.head) {
             (Some(norm), Some(head)) => {
                 let last: Vec<usize> =
@@ -391,12 +406,14 @@ impl Stage {
                         logits[j * vocab + o] = logits_t[o * k + j];
                     }
                 }
-                Ok(Output::Logits(logits))
+                Output::Logits(logits)
             }
-            _ => Ok(Output::Hidden(self.s.x.clone())),
+            _ => Output::Hidden(self.s.x.clone()),
         }
     }
 
+    /// Block `l` over the rows in `self.s.x` (`slots[i]` is row `i`'s slot): attention and
+    /// feed-forward, each added to the residual.
     fn layer(&mut self, l: usize, slots: &[usize]) {
         let c = self.cfg;
         let n = slots.len();
@@ -406,86 +423,17 @@ impl Stage {
         let s = &mut self.s;
 
         // Attention norm and the fused q / k / v product.
-        s.acts.f32.resize(n * d, 0.0);
-        for i in 0..n {
-            rms_norm(
-                &s.x[i * d..(i + 1) * d],
-                &lw.attn_norm,
-                c.eps,
-                &mut s.acts.f32[i * d..(i + 1) * d],
-            );
-        }
-        s.acts.cols = d;
-        s.acts.rows = n;
+        norm_rows(&mut s.acts, &s.x, &lw.attn_norm, c.eps, n, d);
         s.acts.quantize_for(&[lw.wq.format(), lw.wk.format(), lw.wv.format()]);
         s.out_t.resize((qd + 2 * kd) * n, 0.0);
         matmul_t(&self.pool, &[&lw.wq, &lw.wk, &lw.wv], &s.acts, &mut s.out_t);
 
         // Rope, and the new keys and values into each row's slot.
-        s.q.resize(n * qd, 0.0);
-        let half = hd / 2;
-        for i in 0..n {
-            let p = s.pos[i];
-            let (cos, sin) =
-                (&self.cos[p * half..(p + 1) * half], &self.sin[p * half..(p + 1) * half]);
-            let q = &mut s.q[i * qd..(i + 1) * qd];
-            for (j, q) in q.iter_mut().enumerate() {
-                *q = s.out_t[j * n + i];
-            }
-            for h in q.chunks_exact_mut(hd) {
-                rope(h, cos, sin);
-            }
-            let slot = &mut self.slots[slots[i]];
-            s.kv.resize(hd, 0.0);
-            for kh in 0..c.kv_heads {
-                let at = ((l * c.kv_heads + kh) * c.max_seq_len + p) * hd;
-                for (j, k) in s.kv.iter_mut().enumerate() {
-                    *k = s.out_t[(qd + kh * hd + j) * n + i];
-                }
-                rope(&mut s.kv, cos, sin);
-                slot.k.store(at, &s.kv);
-                for (j, v) in s.kv.iter_mut().enumerate() {
-                    *v = s.out_t[(qd + kd + kh * hd + j) * n + i];
-                }
-                slot.v.store(at, &s.kv);
-            }
-        }
+        let rope_tables = (self.cos.as_slice(), self.sin.as_slice());
+        rope_and_cache(&c, l, s, rope_tables, &mut self.slots, slots);
 
-        // Attention: one task per (row, head); each owns its output, a row buffer (for an
-        // f16 cache's values read back as f32) and its scores.
-        let ctx = s.pos.iter().max().map_or(0, |p| p + 1);
-        let chunk = 2 * hd + ctx;
-        s.att.resize(n * c.heads * chunk, 0.0);
-        let scale = 1.0 / (hd as f32).sqrt();
-        let group = c.heads / c.kv_heads;
-        {
-            let (q, pos, caches) = (&s.q, &s.pos, &self.slots);
-            self.pool.for_each_chunk(&mut s.att, chunk, &|t, buf| {
-                let (i, h) = (t / c.heads, t % c.heads);
-                let p = pos[i];
-                let slot = &caches[slots[i]];
-                let base = (l * c.kv_heads + h / group) * c.max_seq_len * hd;
-                let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-                let (y, rest) = buf.split_at_mut(hd);
-                let (row, sc) = rest.split_at_mut(hd);
-                let sc = &mut sc[..=p];
-                for (t, s) in sc.iter_mut().enumerate() {
-                    *s = dot(q, slot.k.read(base + t * hd, row)) * scale;
-                }
-                softmax(sc);
-                y.fill(0.0);
-                for (t, &pt) in sc.iter().enumerate() {
-                    let v = slot.v.read(base + t * hd, row);
-                    for (y, &v) in y.iter_mut().zip(v) {
-                        *y += pt * v;
-                    }
-                }
-            });
-        }
-        s.y.resize(n * qd, 0.0);
-        for t in 0..n * c.heads {
-            s.y[t * hd..(t + 1) * hd].copy_from_slice(&s.att[t * chunk..t * chunk + hd]);
-        }
+        // Attention over each row's cache.
+        attention(&c, l, s, &self.pool, &self.slots, slots);
 
         // Output projection, residual.
         s.acts.f32.clear();
@@ -497,34 +445,136 @@ impl Stage {
         matmul_t(&self.pool, &[&lw.wo], &s.acts, &mut s.out_t);
         add_transposed(&mut s.x, &s.out_t, n, d);
 
-        // Feed-forward: norm, SwiGLU fused into gate / up, down, residual.
-        s.acts.f32.resize(n * d, 0.0);
-        for i in 0..n {
-            rms_norm(
-                &s.x[i * d..(i + 1) * d],
-                &lw.ffn_norm,
-                c.eps,
-                &mut s.acts.f32[i * d..(i + 1) * d],
-            );
-        }
-        s.acts.cols = d;
-        s.acts.quantize_for(&[lw.gate.format(), lw.up.format()]);
-        s.out_t.resize(c.ffn * n, 0.0);
-        swiglu_t(&self.pool, &lw.gate, &lw.up, &s.acts, &mut s.out_t);
-        s.acts.f32.resize(n * c.ffn, 0.0);
-        for i in 0..n {
-            for o in 0..c.ffn {
-                s.acts.f32[i * c.ffn + o] = s.out_t[o * n + i];
-            }
-        }
-        s.acts.cols = c.ffn;
-        s.acts.quantize_for(&[lw.down.format()]);
-        s.out_t.resize(d * n, 0.0);
-        matmul_t(&self.pool, &[&lw.down], &s.acts, &mut s.out_t);
-        add_transposed(&mut s.x, &s.out_t, n, d);
+        feed_forward(&c, lw, s, &self.pool, n);
     }
 }
 
+/// `acts` becomes the `n` rows of `x` (each `d` wide) normalized by `w`, not yet
+/// quantized.
+fn norm_rows(acts: &mut Acts, x: &[f32], w: &[f32], eps: f32, n: usize, d: usize) {
+    acts.f32.resize(n * d, 0.0);
+    for i in 0..n {
+        rms_norm(&x[i * d..(i + 1) * d], w, eps, &mut acts.f32[i * d..(i + 1) * d]);
+    }
+    acts.cols = d;
+    acts.rows = n;
+}
+
+/// Takes each row's queries out of the q / k / v product (`s.out_t`, transposed) into
+/// `s.q` with rope applied, and stores its keys (with rope) and values at its position in
+/// its slot's cache for block `l`.
+fn rope_and_cache(
+    c: &Config,
+    l: usize,
+    s: &mut Scratch,
+    (cos, sin): (&[f32], &[f32]),
+    caches: &mut [Slot],
+    slots: &[usize],
+) {
+    let n = slots.len();
+    let hd = c.head_dim;
+    let (qd, kd) = (c.heads * hd, c.kv_heads * hd);
+    s.q.resize(n * qd, 0.0);
+    let half = hd / 2;
+    for i in 0..n {
+        let p = s.pos[i];
+        let (cos, sin) = (&cos[p * half..(p + 1) * half], &sin[p * half..(p + 1) * half]);
+        let q = &mut s.q[i * qd..(i + 1) * qd];
+        for (j, q) in q.iter_mut().enumerate() {
+            *q = s.out_t[j * n + i];
+        }
+        for h in q.chunks_exact_mut(hd) {
+            rope(h, cos, sin);
+        }
+        let slot = &mut caches[slots[i]];
+        s.kv.resize(hd, 0.0);
+        for kh in 0..c.kv_heads {
+            let at = ((l * c.kv_heads + kh) * c.max_seq_len + p) * hd;
+            for (j, k) in s.kv.iter_mut().enumerate() {
+                *k = s.out_t[(qd + kh * hd + j) * n + i];
+            }
+            rope(&mut s.kv, cos, sin);
+            slot.k.store(at, &s.kv);
+            for (j, v) in s.kv.iter_mut().enumerate() {
+                *v = s.out_t[(qd + kd + kh * hd + j) * n + i];
+            }
+            slot.v.store(at, &s.kv);
+        }
+    }
+}
+
+/// Attention of every row's queries (`s.q`) over its slot's cache for block `l`, into
+/// `s.y` (`[row][head][head dim]`).
+fn attention(
+    c: &Config,
+    l: usize,
+    s: &mut Scratch,
+    pool: &ThreadPool,
+    caches: &[Slot],
+    slots: &[usize],
+) {
+    let n = slots.len();
+    let hd = c.head_dim;
+    let qd = c.heads * hd;
+    // One task per (row, head); each owns its output, a row buffer (for an f16 cache's
+    // values read back as f32) and its scores.
+    let ctx = s.pos.iter().max().map_or(0, |p| p + 1);
+    let chunk = 2 * hd + ctx;
+    s.att.resize(n * c.heads * chunk, 0.0);
+    let scale = 1.0 / (hd as f32).sqrt();
+    let group = c.heads / c.kv_heads;
+    {
+        let (q, pos) = (&s.q, &s.pos);
+        pool.for_each_chunk(&mut s.att, chunk, &|t, buf| {
+            let (i, h) = (t / c.heads, t % c.heads);
+            let p = pos[i];
+            let slot = &caches[slots[i]];
+            let base = (l * c.kv_heads + h / group) * c.max_seq_len * hd;
+            let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
+            let (y, rest) = buf.split_at_mut(hd);
+            let (row, sc) = rest.split_at_mut(hd);
+            let sc = &mut sc[..=p];
+            for (t, s) in sc.iter_mut().enumerate() {
+                *s = dot(q, slot.k.read(base + t * hd, row)) * scale;
+            }
+            softmax(sc);
+            y.fill(0.0);
+            for (t, &pt) in sc.iter().enumerate() {
+                let v = slot.v.read(base + t * hd, row);
+                for (y, &v) in y.iter_mut().zip(v) {
+                    *y += pt * v;
+                }
+            }
+        });
+    }
+    s.y.resize(n * qd, 0.0);
+    for t in 0..n * c.heads {
+        s.y[t * hd..(t + 1) * hd].copy_from_slice(&s.att[t * chunk..t * chunk + hd]);
+    }
+}
+
+/// The feed-forward half of a block over the `n` rows of `s.x`: norm, SwiGLU fused into
+/// gate / up, down, residual.
+fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: usize) {
+    let d = c.hidden;
+    norm_rows(&mut s.acts, &s.x, &lw.ffn_norm, c.eps, n, d);
+    s.acts.quantize_for(&[lw.gate.format(), lw.up.format()]);
+    s.out_t.resize(c.ffn * n, 0.0);
+    swiglu_t(pool, &lw.gate, &lw.up, &s.acts, &mut s.out_t);
+    s.acts.f32.resize(n * c.ffn, 0.0);
+    for i in 0..n {
+        for o in 0..c.ffn {
+            s.acts.f32[i * c.ffn + o] = s.out_t[o * n + i];
+        }
+    }
+    s.acts.cols = c.ffn;
+    s.acts.quantize_for(&[lw.down.format()]);
+    s.out_t.resize(d * n, 0.0);
+    matmul_t(pool, &[&lw.down], &s.acts, &mut s.out_t);
+    add_transposed(&mut s.x, &s.out_t, n, d);
+}
+
+/// `x[i][j] += t[j][i]` for `n` rows of `d`.
 fn add_transposed(x: &mut [f32], t: &[f32], n: usize, d: usize) {
     for i in 0..n {
         for j in 0..d {

@@ -1,84 +1,25 @@
-//! AVX-512 kernels with VNNI (`vpdpbusd`): Q4_0, Q4_1 and Q8_0 two blocks (64 values) per
-//! instruction, an odd last block through the 256-bit form. The other formats use the
-//! AVX2 kernels on these CPUs.
+//! The AVX-512 kernels with VNNI (`vpdpbusd`): Q4_0, Q4_1 and Q8_0 (their tile bodies live
+//! in the format modules' `avx512` submodules); the other formats use the AVX2 kernels on
+//! these CPUs. Here the loop that runs a format's tile over the weight rows, and the
+//! table.
 //!
 //! Signed weights meet `vpdpbusd`'s unsigned operand through an offset that is removed
 //! exactly in the integer lanes (`sum((w + c) * a) - sum(c * a)`), so the integer part of
 //! every block is exact, as in the reference.
 #![allow(unsafe_code)]
 
-use std::arch::x86_64::*;
-
-use super::avx2::{f16_at, hsum, load128, load256, prefetch};
-use super::{Acts, Kernels};
-use crate::quant::{QK, WeightFormat};
-
-/// The nibbles of two 16-byte blocks as 64 values in element order: block 0's low and
-/// high nibbles, then block 1's.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn nibbles2(q0: __m128i, q1: __m128i) -> __m512i {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let q = _mm256_set_m128i(q1, q0);
-    let lo = _mm256_and_si256(q, m4);
-    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-    let t = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
-    // 128-bit lanes [lo0, lo1, hi0, hi1] -> [lo0, hi0, lo1, hi1].
-    _mm512_shuffle_i64x2::<0xD8>(t, t)
-}
-
-/// The nibbles of one block as 32 values in element order.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn nibbles1(q: __m128i) -> __m256i {
-    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F))
-}
-
-/// Lanes 0..8 get lane 0 of `p`, lanes 8..16 lane `HI` of `p`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn spread<const HI: i32>(p: __m128) -> __m512 {
-    let idx = _mm512_set_epi32(HI, HI, HI, HI, HI, HI, HI, HI, 0, 0, 0, 0, 0, 0, 0, 0);
-    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p))
-}
-
-/// 64 activation bytes of row `qs` starting at value `at`.
-///
-/// # Safety
-/// `qs[at..at + 64]` must exist.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn load512(qs: &[i8], at: usize) -> __m512i {
-    // SAFETY: the caller guarantees 64 values from `at`.
-    unsafe { _mm512_loadu_si512(qs.as_ptr().add(at).cast()) }
-}
-
-#[inline]
-fn u32_at(w: &[u8], at: usize) -> i32 {
-    i32::from_le_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
-}
-
-#[inline]
-fn u16_at(w: &[u8], at: usize) -> i32 {
-    i32::from(u16::from_le_bytes([w[at], w[at + 1]]))
-}
-
-/// Weight rows per tile: each activation block loaded serves this many weight rows.
-const TILE: usize = 4;
-
-/// The sum of 16 lanes in a fixed order (halves, then [`hsum`]'s order).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn hsum512(v: __m512) -> f32 {
-    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-    hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi))
-}
+use super::table::Kernels;
+use crate::acts::Acts;
+use crate::format::WeightFormat;
+use crate::formats as fm;
+use crate::simd::avx2::prefetch;
+use crate::simd::avx512::TILE;
 
 /// [`Kernels`] from a tile function `$tile::<M, R>(w, row_bytes, a, rows)`, which returns
 /// `[[f32; R]; M]` for weight rows `w[m * row_bytes..]`; only for a CPU with the
 /// features of this module.
 macro_rules! tiled_kernels {
-    ($tile:ident) => {{
+    ($($tile:ident)::+) => {{
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         fn many<const R: usize>(
             w: &[u8],
@@ -98,7 +39,7 @@ macro_rules! tiled_kernels {
                 let wi = &w[i * rb..];
                 macro_rules! put {
                     ($m:literal) => {{
-                        let v = $tile::<$m, R>(wi, rb, a, rows);
+                        let v = $($tile)::+::<$m, R>(wi, rb, a, rows);
                         for (k, v) in v.iter().enumerate() {
                             out[(i + k) * stride..(i + k) * stride + R].copy_from_slice(v);
                         }
@@ -115,304 +56,23 @@ macro_rules! tiled_kernels {
         }
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         fn one<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-            $tile::<1, R>(w, w.len(), a, rows)[0]
+            $($tile)::+::<1, R>(w, w.len(), a, rows)[0]
         }
-        super::simd_widths!(one, many)
+        super::table::simd_widths!(one, many)
     }};
 }
-
-/// Checks a tile's bounds: `M` rows of `nb` blocks of `bb` bytes, `rb` apart.
-#[inline]
-fn tile_fits(w: &[u8], m: usize, rb: usize, nb: usize, bb: usize) -> bool {
-    m >= 1 && nb * bb <= rb && (m - 1) * rb + nb * bb <= w.len()
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn q4_1<const M: usize, const R: usize>(
-    w: &[u8],
-    rb: usize,
-    a: &Acts,
-    rows: [usize; R],
-) -> [[f32; R]; M] {
-    const BB: usize = 20;
-    let nb = a.cols / QK;
-    assert!(tile_fits(w, M, rb, nb, BB));
-    let x = rows.map(|r| a.q8.row(r));
-    assert!(x.iter().all(|x| {
-        x.qs.len() >= nb * QK && x.ds.len() >= 2 * nb && x.dv.len() >= 8 * nb && x.s.len() >= nb
-    }));
-    let zero = _mm512_setzero_si512();
-    let mut acc = [[_mm512_setzero_ps(); R]; M];
-    let mut accm = [[_mm_setzero_ps(); R]; M];
-    let mut b = 0;
-    while b + 2 <= nb {
-        let mut v = [zero; M];
-        let mut dw = [_mm512_setzero_ps(); M];
-        let mut mw = [_mm_setzero_ps(); M];
-        for m in 0..M {
-            let o = m * rb + b * BB;
-            // SAFETY: blocks b and b + 1 of row m lie inside w (checked above).
-            let (q0, q1) =
-                unsafe { (load128(w.as_ptr().add(o + 4)), load128(w.as_ptr().add(o + BB + 4))) };
-            v[m] = nibbles2(q0, q1);
-            // [d0, m0, d1, m1]
-            let dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, u32_at(w, o + BB), u32_at(w, o)));
-            dw[m] = spread::<2>(dm);
-            // [m0, m1, m0, m1]
-            mw[m] = _mm_shuffle_ps::<0b11_01_11_01>(dm, dm);
-        }
-        for r in 0..R {
-            // SAFETY: values 32 b..32 b + 64, spread scales 8 b..8 b + 16 and sums
-            // b..b + 2 lie inside the row (checked above).
-            let (y, da, sa) = unsafe {
-                (
-                    load512(x[r].qs, b * QK),
-                    _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
-                    _mm_castpd_ps(_mm_load_sd(x[r].s.as_ptr().add(b).cast())),
-                )
-            };
-            for m in 0..M {
-                let dp = _mm512_dpbusd_epi32(zero, v[m], y);
-                acc[m][r] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dw[m], da), acc[m][r]);
-                accm[m][r] = _mm_add_ps(accm[m][r], _mm_mul_ps(mw[m], sa));
-            }
-        }
-        b += 2;
-    }
-    let mut out = [[0f32; R]; M];
-    for m in 0..M {
-        let mut tail = [0f32; R];
-        if b < nb {
-            let o = m * rb + b * BB;
-            let (d, mn) = (f16_at(w, o), f16_at(w, o + 2));
-            // SAFETY: block b of row m lies inside w (checked above).
-            let v = nibbles1(unsafe { load128(w.as_ptr().add(o + 4)) });
-            for r in 0..R {
-                // SAFETY: values 32 b..32 b + 32 lie inside the row (checked above).
-                let y = unsafe { load256(x[r].qs.as_ptr().add(b * QK).cast()) };
-                let dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, y);
-                tail[r] =
-                    hsum(_mm256_mul_ps(_mm256_set1_ps(d * x[r].ds[2 * b]), _mm256_cvtepi32_ps(dp)))
-                        + mn * x[r].ds[2 * b + 1];
-            }
-        }
-        for r in 0..R {
-            let mut s = [0f32; 4];
-            // SAFETY: `s` has room for 4 floats.
-            unsafe { _mm_storeu_ps(s.as_mut_ptr(), accm[m][r]) };
-            out[m][r] = hsum512(acc[m][r]) + (s[0] + s[1]) + tail[r];
-        }
-    }
-    out
-}
-
-/// Q4_0 and Q8_0: symmetric blocks, one f16 scale at the block's start; `$values!(w, o)`
-/// gives the 64 unsigned bytes of the two blocks at byte `o` and `$one!(w, o)` the 32 of
-/// the block at `o`, each offset by a constant c (so `w = byte - c`), and `$neg` names the
-/// activations' precomputed `-c * sum` of each 4 values.
-macro_rules! symmetric {
-    ($name:ident, $bb:expr, $neg:ident, $values:ident, $one:ident) => {
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        fn $name<const M: usize, const R: usize>(
-            w: &[u8],
-            rb: usize,
-            a: &Acts,
-            rows: [usize; R],
-        ) -> [[f32; R]; M] {
-            const BB: usize = $bb;
-            let nb = a.cols / QK;
-            assert!(tile_fits(w, M, rb, nb, BB));
-            let x = rows.map(|r| a.q8.row(r));
-            assert!(x.iter().all(|x| {
-                x.qs.len() >= nb * QK
-                    && x.ds.len() >= 2 * nb
-                    && x.dv.len() >= 8 * nb
-                    && x.$neg.len() >= 8 * nb
-            }));
-            let mut acc = [[_mm512_setzero_ps(); R]; M];
-            let mut b = 0;
-            while b + 2 <= nb {
-                let mut v = [_mm512_setzero_si512(); M];
-                let mut dw = [_mm512_setzero_ps(); M];
-                for m in 0..M {
-                    let o = m * rb + b * BB;
-                    v[m] = $values!(w, o, BB);
-                    // [d0, 0, d1, 0], spread to [d0 x 8, d1 x 8]
-                    let dd = _mm_cvtph_ps(_mm_set_epi32(0, 0, u16_at(w, o + BB), u16_at(w, o)));
-                    dw[m] = spread::<2>(dd);
-                }
-                for r in 0..R {
-                    // SAFETY: values 32 b..32 b + 64, spread scales and offsets
-                    // 8 b..8 b + 16 lie inside the row (checked above).
-                    let (y, da, neg) = unsafe {
-                        (
-                            load512(x[r].qs, b * QK),
-                            _mm512_loadu_ps(x[r].dv.as_ptr().add(8 * b)),
-                            _mm512_loadu_si512(x[r].$neg.as_ptr().add(8 * b).cast()),
-                        )
-                    };
-                    for m in 0..M {
-                        // sum((w + c) a) - c sum(a), exactly, in one instruction.
-                        let dp = _mm512_dpbusd_epi32(neg, v[m], y);
-                        acc[m][r] = _mm512_fmadd_ps(
-                            _mm512_cvtepi32_ps(dp),
-                            _mm512_mul_ps(dw[m], da),
-                            acc[m][r],
-                        );
-                    }
-                }
-                b += 2;
-            }
-            let mut out = [[0f32; R]; M];
-            for m in 0..M {
-                let mut tail = [0f32; R];
-                if b < nb {
-                    let o = m * rb + b * BB;
-                    let d = f16_at(w, o);
-                    let v = $one!(w, o);
-                    for r in 0..R {
-                        // SAFETY: values 32 b..32 b + 32 and offsets 8 b..8 b + 8 lie inside
-                        // the row (checked above).
-                        let (y, neg) = unsafe {
-                            (
-                                load256(x[r].qs.as_ptr().add(b * QK).cast()),
-                                _mm256_loadu_si256(x[r].$neg.as_ptr().add(8 * b).cast()),
-                            )
-                        };
-                        let dp = _mm256_dpbusd_epi32(neg, v, y);
-                        tail[r] = hsum(_mm256_mul_ps(
-                            _mm256_set1_ps(d * x[r].ds[2 * b]),
-                            _mm256_cvtepi32_ps(dp),
-                        ));
-                    }
-                }
-                for r in 0..R {
-                    out[m][r] = hsum512(acc[m][r]) + tail[r];
-                }
-            }
-            out
-        }
-    };
-}
-
-macro_rules! q4_0_pair {
-    ($w:ident, $o:expr, $bb:expr) => {{
-        // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
-        let (q0, q1) =
-            unsafe { (load128($w.as_ptr().add($o + 2)), load128($w.as_ptr().add($o + $bb + 2))) };
-        nibbles2(q0, q1)
-    }};
-}
-
-macro_rules! q4_0_one {
-    ($w:ident, $o:expr) => {{
-        // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
-        nibbles1(unsafe { load128($w.as_ptr().add($o + 2)) })
-    }};
-}
-
-macro_rules! q8_0_pair {
-    ($w:ident, $o:expr, $bb:expr) => {{
-        // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
-        let v = unsafe {
-            let p = $w.as_ptr().add($o + 2);
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(p)), load256(p.add($bb)))
-        };
-        // w + 128 as unsigned bytes.
-        _mm512_xor_si512(v, _mm512_set1_epi8(-128))
-    }};
-}
-
-macro_rules! q8_0_one {
-    ($w:ident, $o:expr) => {{
-        // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
-        let v = unsafe { load256($w.as_ptr().add($o + 2)) };
-        _mm256_xor_si256(v, _mm256_set1_epi8(-128))
-    }};
-}
-
-symmetric!(q4_0, 18, neg8, q4_0_pair, q4_0_one);
-symmetric!(q8_0, 34, neg128, q8_0_pair, q8_0_one);
 
 /// The AVX-512 kernels of `fmt`, if it has any.
 pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
     macro_rules! k {
-        ($f:ident) => {
-            Some(tiled_kernels!($f))
+        ($($f:ident)::+) => {
+            Some(tiled_kernels!($($f)::+))
         };
     }
     match fmt {
-        WeightFormat::Q4_0 => k!(q4_0),
-        WeightFormat::Q4_1 => k!(q4_1),
-        WeightFormat::Q8_0 => k!(q8_0),
+        WeightFormat::Q4_0 => k!(fm::q4_0::avx512::tile),
+        WeightFormat::Q4_1 => k!(fm::q4_1::avx512::tile),
+        WeightFormat::Q8_0 => k!(fm::q8_0::avx512::tile),
         _ => None,
     }
-}
-
-/// Rounds `x[i] * id` half away from zero into `q[i]` for one block of 32 values, as
-/// `quant::round_i8` does (bitwise the same: the same multiply, truncation and exact
-/// fraction test). `false`, writing nothing, when a value is NaN or `x * id` could leave
-/// the i8 range: the caller's scalar loop handles those blocks.
-pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
-    if !crate::Isa::Avx512.is_available() || x.len() != 32 || q.len() != 32 || !id.is_finite() {
-        return false;
-    }
-    // SAFETY: AVX-512 is available (checked above).
-    unsafe { round_block_avx512(x, id, q) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn round_block_avx512(x: &[f32], id: f32, q: &mut [i8]) -> bool {
-    // SAFETY: `x` holds 32 floats (checked by the caller).
-    let v = unsafe { [_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))] };
-    let limit = _mm512_set1_ps(127.5);
-    let mut out = [_mm_setzero_si128(); 2];
-    for (i, &v) in v.iter().enumerate() {
-        let y = _mm512_mul_ps(v, _mm512_set1_ps(id));
-        // NaN, or a magnitude that the scalar path would saturate: not here.
-        let abs = _mm512_abs_ps(y);
-        if _mm512_cmp_ps_mask::<_CMP_LT_OQ>(abs, limit) != 0xFFFF {
-            return false;
-        }
-        let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
-        let f = _mm512_sub_ps(y, t);
-        let one = _mm512_set1_ps(1.0);
-        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(f, _mm512_set1_ps(0.5));
-        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(f, _mm512_set1_ps(-0.5));
-        let t = _mm512_mask_add_ps(t, up, t, one);
-        let t = _mm512_mask_sub_ps(t, down, t, one);
-        let t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-128.0)), _mm512_set1_ps(127.0));
-        out[i] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t));
-    }
-    // SAFETY: `q` has room for 32 bytes (checked by the caller).
-    unsafe {
-        _mm_storeu_si128(q.as_mut_ptr().cast(), out[0]);
-        _mm_storeu_si128(q.as_mut_ptr().add(16).cast(), out[1]);
-    }
-    true
-}
-
-/// The largest magnitude of one block of 32 values, as the scalar fold computes it;
-/// `None` when the CPU lacks AVX-512 or a value is NaN (the fold skips NaN; the caller
-/// folds such a block itself).
-pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
-    if !crate::Isa::Avx512.is_available() || x.len() != 32 {
-        return None;
-    }
-    // SAFETY: AVX-512 is available (checked above).
-    unsafe { amax_block_avx512(x) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn amax_block_avx512(x: &[f32]) -> Option<f32> {
-    // SAFETY: `x` holds 32 floats (checked by the caller).
-    let (a, b) = unsafe { (_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))) };
-    if _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b) != 0 {
-        return None;
-    }
-    // Maximum is exact in any order once no value is NaN.
-    Some(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))))
 }

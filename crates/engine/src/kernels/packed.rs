@@ -21,8 +21,8 @@
 
 use std::arch::x86_64::*;
 
-use super::Acts;
-use crate::quant::{QK, WeightFormat};
+use crate::acts::Acts;
+use crate::format::{QK, WeightFormat};
 
 /// Rows per group.
 pub const GROUP: usize = 16;

@@ -1,0 +1,299 @@
+//! Activation quantization: the rows a product reads, once as f32 and once quantized into
+//! the 8-bit blocks the weight formats pair with: [`Q8Rows`] (blocks of 32, for Q4_0 /
+//! Q4_1 / Q5_0 / Q5_1 / Q8_0) or [`Q8KRows`] (blocks of 256 with 16-element sums, for the
+//! K-quants). F32, F16 and BF16 weights take the f32 rows as they are. Quantized once per
+//! product and shared by every matrix that reads the same input ([`Acts`]).
+//!
+//! Below the formats: every format's kernels read an [`Acts`]; this module uses only the
+//! format table ([`crate::format`]) and the shared SIMD helpers ([`crate::simd`]).
+
+use half::f16;
+
+use crate::format::{ActKind, QK, QK_K, WeightFormat};
+
+/// Activation rows in every form a product may need, all quantized from the same f32 rows.
+#[derive(Debug, Default, Clone)]
+pub struct Acts {
+    /// Elements per row.
+    pub cols: usize,
+    /// Rows.
+    pub rows: usize,
+    /// The f32 values, row-major.
+    pub f32: Vec<f32>,
+    /// 8-bit blocks of 32 (filled when a Q4/Q5/Q8 matrix reads these rows).
+    pub q8: Q8Rows,
+    /// 8-bit blocks of 256 (filled when a K-quant matrix reads these rows).
+    pub q8k: Q8KRows,
+}
+
+impl Acts {
+    /// Takes `rows` rows of `cols` values from `x` (reusing the buffers) and quantizes them
+    /// for each of `formats`.
+    pub fn load(&mut self, x: &[f32], cols: usize, formats: &[WeightFormat]) {
+        self.cols = cols;
+        self.rows = x.len() / cols;
+        self.f32.clear();
+        self.f32.extend_from_slice(x);
+        self.quantize_for(formats);
+    }
+
+    /// Quantizes the current f32 rows for each of `formats`.
+    pub fn quantize_for(&mut self, formats: &[WeightFormat]) {
+        if formats.iter().any(|f| f.act_kind() == ActKind::Q8) {
+            self.q8.quantize(&self.f32, self.cols);
+        }
+        if formats.iter().any(|f| f.act_kind() == ActKind::Q8K) {
+            self.q8k.quantize(&self.f32, self.cols);
+        }
+    }
+
+    /// Row `r` of the f32 values.
+    #[inline(always)]
+    pub fn f32_row(&self, r: usize) -> &[f32] {
+        &self.f32[r * self.cols..(r + 1) * self.cols]
+    }
+}
+
+/// `x` rounded to f16 precision, or `x` itself where f16 cannot hold it.
+#[inline]
+fn f16_precision(x: f32) -> f32 {
+    let r = f16::from_f32(x).to_f32();
+    if r.is_finite() { r } else { x }
+}
+
+/// `x.round() as i8` (half away from zero, saturating) without a libm call.
+#[inline]
+fn round_i8(x: f32) -> i8 {
+    let t = x as i32;
+    let f = x - t as f32;
+    (t + i32::from(f >= 0.5) - i32::from(f <= -0.5)).clamp(-128, 127) as i8
+}
+
+/// Activation rows quantized into 8-bit blocks of 32 (GGML's Q8_0 / Q8_1: scale and sum
+/// at f16 precision), struct of arrays so that SIMD loads of consecutive blocks are
+/// contiguous: `qs[row * cols + i]`, and per block `d` (scale), `s = d * sum(q)` (for the
+/// formats with a min).
+#[derive(Debug, Default, Clone)]
+pub struct Q8Rows {
+    /// Elements per row.
+    pub cols: usize,
+    /// The 8-bit values.
+    pub qs: Vec<i8>,
+    /// Scale per block.
+    pub d: Vec<f32>,
+    /// `d * sum(q)` per block.
+    pub s: Vec<f32>,
+    /// `d` and `s` interleaved (`[d0, s0, d1, s1, ...]`), for SIMD loads.
+    pub ds: Vec<f32>,
+    /// Each block's `d` repeated 8 times (one lane per 4 values), for 512-bit kernels.
+    pub dv: Vec<f32>,
+    /// `-8 *` the sum of each 4 values (the offset of Q4_0's unsigned nibbles).
+    pub neg8: Vec<i32>,
+    /// `-128 *` the sum of each 4 values (the offset of Q8_0's bytes made unsigned).
+    pub neg128: Vec<i32>,
+    /// The integer sum of each block's values (for the repacked kernels' offsets).
+    pub isum: Vec<i32>,
+}
+
+/// One row of [`Q8Rows`].
+#[derive(Debug, Clone, Copy)]
+pub struct Q8Row<'a> {
+    /// The 8-bit values.
+    pub qs: &'a [i8],
+    /// Scale per block.
+    pub d: &'a [f32],
+    /// `d * sum(q)` per block.
+    pub s: &'a [f32],
+    /// `d` and `s` interleaved.
+    pub ds: &'a [f32],
+    /// Each block's `d` repeated 8 times.
+    pub dv: &'a [f32],
+    /// `-8 *` the sum of each 4 values.
+    pub neg8: &'a [i32],
+    /// `-128 *` the sum of each 4 values.
+    pub neg128: &'a [i32],
+    /// The integer sum of each block's values.
+    pub isum: &'a [i32],
+}
+
+impl Q8Rows {
+    /// Quantizes `rows` rows of `cols` f32 values (`cols` a multiple of 32), reusing the
+    /// buffers.
+    pub fn quantize(&mut self, x: &[f32], cols: usize) {
+        let rows = x.len() / cols;
+        let nb = rows * cols / QK;
+        self.cols = cols;
+        self.qs.resize(rows * cols, 0);
+        self.d.resize(nb, 0.0);
+        self.s.resize(nb, 0.0);
+        self.ds.resize(2 * nb, 0.0);
+        self.dv.resize(8 * nb, 0.0);
+        self.neg8.resize(8 * nb, 0);
+        self.neg128.resize(8 * nb, 0);
+        self.isum.resize(nb, 0);
+        for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
+            let amax = crate::simd::amax_block(xb)
+                .unwrap_or_else(|| xb.iter().fold(0f32, |m, v| m.max(v.abs())));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            if !crate::simd::round_block(xb, id, qb) {
+                for (q, &v) in qb.iter_mut().zip(xb.iter()) {
+                    *q = round_i8(v * id);
+                }
+            }
+            let sum: i32 = qb.iter().map(|&v| i32::from(v)).sum();
+            // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks
+            // keep them, so that the products round as llama.cpp's do (beyond f16's range
+            // they stay f32 rather than overflow).
+            let s = f16_precision(d * sum as f32);
+            let d = f16_precision(d);
+            self.d[b] = d;
+            self.s[b] = s;
+            self.ds[2 * b] = d;
+            self.ds[2 * b + 1] = s;
+            self.dv[8 * b..8 * b + 8].fill(d);
+            self.isum[b] = sum;
+            for (g, q) in qb.chunks_exact(4).enumerate() {
+                let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
+                self.neg8[8 * b + g] = -8 * sum;
+                self.neg128[8 * b + g] = -128 * sum;
+            }
+        }
+    }
+
+    /// Row `r`.
+    #[inline(always)]
+    pub fn row(&self, r: usize) -> Q8Row<'_> {
+        let nb = self.cols / QK;
+        Q8Row {
+            qs: &self.qs[r * self.cols..(r + 1) * self.cols],
+            d: &self.d[r * nb..(r + 1) * nb],
+            s: &self.s[r * nb..(r + 1) * nb],
+            ds: &self.ds[2 * r * nb..2 * (r + 1) * nb],
+            dv: &self.dv[8 * r * nb..8 * (r + 1) * nb],
+            neg8: &self.neg8[8 * r * nb..8 * (r + 1) * nb],
+            neg128: &self.neg128[8 * r * nb..8 * (r + 1) * nb],
+            isum: &self.isum[r * nb..(r + 1) * nb],
+        }
+    }
+}
+
+/// Activation rows quantized into 8-bit blocks of 256 (GGML's Q8_K): values, one scale
+/// per block and the sum of every 16 values.
+#[derive(Debug, Default, Clone)]
+pub struct Q8KRows {
+    /// Elements per row.
+    pub cols: usize,
+    /// The 8-bit values.
+    pub qs: Vec<i8>,
+    /// Scale per block.
+    pub d: Vec<f32>,
+    /// Sum of each 16 values.
+    pub bsums: Vec<i16>,
+}
+
+/// One row of [`Q8KRows`].
+#[derive(Debug, Clone, Copy)]
+pub struct Q8KRow<'a> {
+    /// The 8-bit values.
+    pub qs: &'a [i8],
+    /// Scale per block.
+    pub d: &'a [f32],
+    /// Sum of each 16 values.
+    pub bsums: &'a [i16],
+}
+
+impl Q8KRows {
+    /// Quantizes rows of `cols` values (`cols` a multiple of 256), reusing the buffers.
+    pub fn quantize(&mut self, x: &[f32], cols: usize) {
+        let rows = x.len() / cols;
+        let nb = rows * cols / QK_K;
+        self.cols = cols;
+        self.qs.resize(rows * cols, 0);
+        self.d.resize(nb, 0.0);
+        self.bsums.resize(nb * 16, 0);
+        for (b, (xb, qb)) in x.chunks_exact(QK_K).zip(self.qs.chunks_exact_mut(QK_K)).enumerate() {
+            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            for (q, &v) in qb.iter_mut().zip(xb) {
+                *q = round_i8(v * id);
+            }
+            for g in 0..16 {
+                self.bsums[b * 16 + g] =
+                    qb[16 * g..16 * g + 16].iter().map(|&q| i16::from(q)).sum();
+            }
+            self.d[b] = d;
+        }
+    }
+
+    /// Row `r`.
+    #[inline(always)]
+    pub fn row(&self, r: usize) -> Q8KRow<'_> {
+        let nb = self.cols / QK_K;
+        Q8KRow {
+            qs: &self.qs[r * self.cols..(r + 1) * self.cols],
+            d: &self.d[r * nb..(r + 1) * nb],
+            bsums: &self.bsums[r * nb * 16..(r + 1) * nb * 16],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_rounding_is_half_away_from_zero() {
+        for i in -1275..=1275 {
+            let x = i as f32 / 10.0;
+            assert_eq!(round_i8(x), x.round() as i8, "{x}");
+        }
+        for x in [0.5f32, -0.5, 1.5, -1.5, 126.5, -126.5, 0.49999997, -0.49999997, 127.0] {
+            assert_eq!(round_i8(x), x.round() as i8, "{x}");
+        }
+    }
+
+    #[test]
+    fn simd_block_rounding_gives_the_scalar_rounding_bits() {
+        // Blocks whose largest value is 127 steps: every tie, near-tie and sign, plus
+        // random values, zeros and a block holding NaN or an infinity (those take the
+        // scalar path and must still quantize).
+        let mut seed = 7u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let mut x: Vec<f32> = Vec::new();
+        for i in -1275..=1275 {
+            x.push(i as f32 / 10.0);
+        }
+        x.extend([0.49999997f32, -0.49999997, 126.49999, -126.50001, 127.0, -127.0]);
+        while !x.len().is_multiple_of(QK) {
+            x.push(0.0);
+        }
+        x.extend((0..64 * QK).map(|_| next() * 3.0));
+        x.extend([0.0; QK]);
+        let mut nan = vec![1.0f32; QK];
+        nan[3] = f32::NAN;
+        let mut inf = vec![1.0f32; QK];
+        inf[9] = f32::INFINITY;
+        x.extend(nan);
+        x.extend(inf);
+        let mut q = Q8Rows::default();
+        q.quantize(&x, QK);
+        for (b, xb) in x.chunks_exact(QK).enumerate() {
+            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            assert_eq!(q.d[b], f16_precision(d), "block {b} scale");
+            for (i, &v) in xb.iter().enumerate() {
+                assert_eq!(q.qs[b * QK + i], round_i8(v * id), "block {b} value {i}: {v}");
+            }
+            let sum: i32 = xb.iter().map(|&v| i32::from(round_i8(v * id))).sum();
+            assert_eq!(q.isum[b], sum, "block {b}");
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! F32 weights: 4 little-endian bytes a value, multiplying the f32 activations as they are.
+
+use crate::acts::Acts;
+
+/// Dequantizes (copies) a row into `out`.
+pub(crate) fn dequantize(row: &[u8], out: &mut [f32]) {
+    for (o, c) in out.iter_mut().zip(row.chunks_exact(4)) {
+        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+/// The scalar reference dot product with f32 activation rows.
+pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+    let mut out = [0f32; R];
+    for (r, o) in rows.iter().zip(out.iter_mut()) {
+        let x = a.f32_row(*r);
+        let mut acc = 0f32;
+        for (c, &v) in w.chunks_exact(4).zip(x) {
+            acc += f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * v;
+        }
+        *o = acc;
+    }
+    out
+}
+
+/// The AVX2 + FMA + F16C kernel (`#[target_feature]`: selected only on a CPU with them;
+/// raw loads read inside ranges checked at the kernel's entry).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::simd::avx2::*;
+
+    /// The dot products of one weight row with `R` activation rows.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        fn scalar_weight(w: &[u8], j: usize) -> f32 {
+            f32::from_le_bytes([w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]])
+        }
+        // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+        float_dot!(w, a, rows, 4, |i: usize| unsafe {
+            _mm256_loadu_ps(w.as_ptr().add(4 * i).cast())
+        })
+    }
+}

@@ -1,0 +1,166 @@
+//! AVX2 + FMA + F16C helpers (256-bit) shared by every format's AVX2 kernels and by the
+//! AVX-512 kernels' 256-bit tails: loads, horizontal sums, the F16C scalar conversion,
+//! nibble and high-bit unpacking, `maddubs` products, prefetch, and the block-loop and
+//! float-dot templates (macros, expanded inside each kernel).
+//!
+//! Every `#[target_feature]` helper here is reached only from kernels compiled for (and
+//! selected on) a CPU with these features.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+/// Hints the CPU to bring `bytes` into the cache (one hint per 64-byte line).
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8]) {
+    for off in (0..bytes.len()).step_by(64) {
+        // SAFETY: SSE is part of the x86_64 baseline; a prefetch reads nothing itself and
+        // the address is inside `bytes`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes[off..].as_ptr().cast()) };
+    }
+}
+
+/// The horizontal sum of 8 lanes in a fixed order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// The f16 at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_at(w: &[u8], at: usize) -> f32 {
+    let bits = u16::from_le_bytes([w[at], w[at + 1]]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// 16 bytes at `p`.
+///
+/// # Safety
+/// `p..p + 16` must be readable.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load128(p: *const u8) -> __m128i {
+    // SAFETY: the caller guarantees 16 readable bytes.
+    unsafe { _mm_loadu_si128(p.cast()) }
+}
+
+/// 32 bytes at `p`.
+///
+/// # Safety
+/// `p..p + 32` must be readable.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 32 readable bytes.
+    unsafe { _mm256_loadu_si256(p.cast()) }
+}
+
+/// The 32 nibbles of a 16-byte block, low nibbles first: bytes 0..16 are elements 0..16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn nibbles(q: __m128i) -> __m256i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), m4)
+}
+
+/// Sum of `u8 * i8` products, in 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+/// The 32 bits of `qh` as 32 bytes: 0x10 where the bit is set, 0 elsewhere.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn high_bits(qh: u32) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0x0000_0000_0000_0000,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), shuf);
+    let bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    let set = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// The sum of the eight lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// Runs `$block!(b, acc)` over every block, alternating two accumulator sets (the
+/// pattern depends on the block count alone).
+macro_rules! over_blocks {
+    ($nb:expr, $acc0:ident, $acc1:ident, $block:ident) => {
+        let mut b = 0;
+        while b + 2 <= $nb {
+            $block!(b, $acc0);
+            $block!(b + 1, $acc1);
+            b += 2;
+        }
+        if b < $nb {
+            $block!(b, $acc0);
+        }
+    };
+}
+
+pub(crate) use over_blocks;
+
+/// Shared body of the float kernels: `load(i)` gives weights `8 i..8 i + 8` as f32.
+macro_rules! float_dot {
+    ($w:ident, $a:ident, $rows:ident, $width:expr, $load:expr) => {{
+        let n = $a.cols;
+        assert!($w.len() >= n * $width);
+        let x = $rows.map(|r| $a.f32_row(r));
+        let mut acc = [[_mm256_setzero_ps(); R]; 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for k in 0..4 {
+                let wv = $load(i + 8 * k);
+                for r in 0..R {
+                    assert!(x[r].len() >= i + 32);
+                    // SAFETY: 8 values inside the row (checked above).
+                    let xv = unsafe { _mm256_loadu_ps(x[r].as_ptr().add(i + 8 * k)) };
+                    acc[k][r] = _mm256_fmadd_ps(wv, xv, acc[k][r]);
+                }
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            let wv = $load(i);
+            for r in 0..R {
+                assert!(x[r].len() >= i + 8);
+                // SAFETY: 8 values inside the row (checked above).
+                let xv = unsafe { _mm256_loadu_ps(x[r].as_ptr().add(i)) };
+                acc[0][r] = _mm256_fmadd_ps(wv, xv, acc[0][r]);
+            }
+            i += 8;
+        }
+        let tail = i;
+        std::array::from_fn(|r| {
+            let v = _mm256_add_ps(
+                _mm256_add_ps(acc[0][r], acc[1][r]),
+                _mm256_add_ps(acc[2][r], acc[3][r]),
+            );
+            let mut s = hsum(v);
+            for j in tail..n {
+                s += scalar_weight($w, j) * x[r][j];
+            }
+            s
+        })
+    }};
+}
+
+pub(crate) use float_dot;

@@ -1,0 +1,145 @@
+//! AVX-512 (F/BW/VL with VNNI) helpers shared by the formats' 512-bit kernels: nibble
+//! unpacking of block pairs, scale spreading, 512-bit loads and sums, tile bounds; and the
+//! 512-bit rounding and magnitude of activation blocks used by activation quantization.
+//!
+//! Every `#[target_feature]` helper here is reached only from kernels compiled for (and
+//! selected on) a CPU with these features, or behind a run-time check.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use super::avx2::hsum;
+
+/// The nibbles of two 16-byte blocks as 64 values in element order: block 0's low and
+/// high nibbles, then block 1's.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn nibbles2(q0: __m128i, q1: __m128i) -> __m512i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let q = _mm256_set_m128i(q1, q0);
+    let lo = _mm256_and_si256(q, m4);
+    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+    let t = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    // 128-bit lanes [lo0, lo1, hi0, hi1] -> [lo0, hi0, lo1, hi1].
+    _mm512_shuffle_i64x2::<0xD8>(t, t)
+}
+
+/// The nibbles of one block as 32 values in element order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn nibbles1(q: __m128i) -> __m256i {
+    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F))
+}
+
+/// Lanes 0..8 get lane 0 of `p`, lanes 8..16 lane `HI` of `p`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn spread<const HI: i32>(p: __m128) -> __m512 {
+    let idx = _mm512_set_epi32(HI, HI, HI, HI, HI, HI, HI, HI, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(p))
+}
+
+/// 64 activation bytes of row `qs` starting at value `at`.
+///
+/// # Safety
+/// `qs[at..at + 64]` must exist.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn load512(qs: &[i8], at: usize) -> __m512i {
+    // SAFETY: the caller guarantees 64 values from `at`.
+    unsafe { _mm512_loadu_si512(qs.as_ptr().add(at).cast()) }
+}
+
+/// The little-endian 32 bits at `w[at..]`, as an i32.
+#[inline]
+pub(crate) fn u32_at(w: &[u8], at: usize) -> i32 {
+    i32::from_le_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
+}
+
+/// The little-endian 16 bits at `w[at..]`, as an i32.
+#[inline]
+pub(crate) fn u16_at(w: &[u8], at: usize) -> i32 {
+    i32::from(u16::from_le_bytes([w[at], w[at + 1]]))
+}
+
+/// Weight rows per tile: each activation block loaded serves this many weight rows.
+pub(crate) const TILE: usize = 4;
+
+/// The sum of 16 lanes in a fixed order (halves, then [`hsum`]'s order).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn hsum512(v: __m512) -> f32 {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi))
+}
+
+/// Checks a tile's bounds: `M` rows of `nb` blocks of `bb` bytes, `rb` apart.
+#[inline]
+pub(crate) fn tile_fits(w: &[u8], m: usize, rb: usize, nb: usize, bb: usize) -> bool {
+    m >= 1 && nb * bb <= rb && (m - 1) * rb + nb * bb <= w.len()
+}
+
+/// Rounds `x[i] * id` half away from zero into `q[i]` for one block of 32 values, as
+/// `acts::round_i8` does (bitwise the same: the same multiply, truncation and exact
+/// fraction test). `false`, writing nothing, when a value is NaN or `x * id` could leave
+/// the i8 range: the caller's scalar loop handles those blocks.
+pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
+    if !crate::Isa::Avx512.is_available() || x.len() != 32 || q.len() != 32 || !id.is_finite() {
+        return false;
+    }
+    // SAFETY: AVX-512 is available (checked above).
+    unsafe { round_block_avx512(x, id, q) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn round_block_avx512(x: &[f32], id: f32, q: &mut [i8]) -> bool {
+    // SAFETY: `x` holds 32 floats (checked by the caller).
+    let v = unsafe { [_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))] };
+    let limit = _mm512_set1_ps(127.5);
+    let mut out = [_mm_setzero_si128(); 2];
+    for (i, &v) in v.iter().enumerate() {
+        let y = _mm512_mul_ps(v, _mm512_set1_ps(id));
+        // NaN, or a magnitude that the scalar path would saturate: not here.
+        let abs = _mm512_abs_ps(y);
+        if _mm512_cmp_ps_mask::<_CMP_LT_OQ>(abs, limit) != 0xFFFF {
+            return false;
+        }
+        let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
+        let f = _mm512_sub_ps(y, t);
+        let one = _mm512_set1_ps(1.0);
+        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(f, _mm512_set1_ps(0.5));
+        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(f, _mm512_set1_ps(-0.5));
+        let t = _mm512_mask_add_ps(t, up, t, one);
+        let t = _mm512_mask_sub_ps(t, down, t, one);
+        let t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-128.0)), _mm512_set1_ps(127.0));
+        out[i] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t));
+    }
+    // SAFETY: `q` has room for 32 bytes (checked by the caller).
+    unsafe {
+        _mm_storeu_si128(q.as_mut_ptr().cast(), out[0]);
+        _mm_storeu_si128(q.as_mut_ptr().add(16).cast(), out[1]);
+    }
+    true
+}
+
+/// The largest magnitude of one block of 32 values, as the scalar fold computes it;
+/// `None` when the CPU lacks AVX-512 or a value is NaN (the fold skips NaN; the caller
+/// folds such a block itself).
+pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
+    if !crate::Isa::Avx512.is_available() || x.len() != 32 {
+        return None;
+    }
+    // SAFETY: AVX-512 is available (checked above).
+    unsafe { amax_block_avx512(x) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn amax_block_avx512(x: &[f32]) -> Option<f32> {
+    // SAFETY: `x` holds 32 floats (checked by the caller).
+    let (a, b) = unsafe { (_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))) };
+    if _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b) != 0 {
+        return None;
+    }
+    // Maximum is exact in any order once no value is NaN.
+    Some(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))))
+}
