@@ -125,6 +125,11 @@ impl RosterHandle {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `key` (an endpoint's public key) is a member of the roster.
+    pub fn is_member(&self, key: &[u8; 32]) -> bool {
+        self.lock().roster.node_of(key).is_some()
+    }
+
     /// Replaces the roster; the participant announces itself to its seeds again.
     pub fn set(&self, roster: Roster) {
         self.lock().roster = roster;

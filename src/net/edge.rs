@@ -252,16 +252,24 @@ pub struct Refusal {
     pub reason: StreamFault,
 }
 
+/// Which peers may open an edge stream before this node knows the edge's producer.
+pub type EarlyPeers = Arc<dyn Fn(&EndpointId) -> bool + Send + Sync>;
+
 #[derive(Default)]
 struct RouterState {
     expected: HashMap<EdgeId, EndpointId>,
     pending: HashMap<EdgeId, (EndpointId, RecvStream)>,
     waiting: HashMap<EdgeId, oneshot::Sender<RecvStream>>,
     /// Streams for edges this node has not been provisioned with yet (the producer's
-    /// provisioning may overtake ours): held unread for [`UNCLAIMED_TIMEOUT`], then refused.
-    /// The number tells a hold from a later one of the same edge id.
-    unclaimed: HashMap<EdgeId, (EndpointId, RecvStream, u64)>,
+    /// provisioning may overtake ours), by edge and peer: held unread for
+    /// [`UNCLAIMED_TIMEOUT`], then refused. A peer's stream never displaces another
+    /// peer's. The number tells a hold from a later one of the same edge and peer.
+    unclaimed: HashMap<(EdgeId, EndpointId), (RecvStream, u64)>,
     holds: u64,
+    /// Who may open a stream early (the pool's members); `None` admits any peer.
+    early: Option<EarlyPeers>,
+    /// Edges whose stream was handed to their receive end (until the edge is forgotten).
+    claimed: std::collections::HashSet<EdgeId>,
 }
 
 /// Accepts edge streams for one node and pairs them with their receive edges.
@@ -284,17 +292,57 @@ impl EdgeRouter {
         (EdgeRouter { state: Arc::default(), refusals: tx }, rx)
     }
 
-    /// Authorizes streams for `edge_id` from `producer` (the active plan's edge). A stream
-    /// that arrived early for this edge is routed now, or refused if another peer opened it.
+    /// Admits early streams (for edges not provisioned here yet) only from peers `early`
+    /// accepts: a node passes its pool's members, so a stranger's stream is refused at once
+    /// (`unauthorized_peer`, counted) and never held.
+    pub fn admit_early(&self, early: EarlyPeers) {
+        self.lock().early = Some(early);
+    }
+
+    /// Authorizes streams for `edge_id` from `producer` (the active plan's edge). The
+    /// producer's stream that arrived early for this edge is routed now; any other peer's
+    /// held for it is refused.
     pub fn expect(&self, edge_id: EdgeId, producer: EndpointId) {
-        let early = {
+        let (own, others) = {
             let mut s = self.lock();
             s.expected.insert(edge_id, producer);
-            s.unclaimed.remove(&edge_id)
+            let keys: Vec<(EdgeId, EndpointId)> =
+                s.unclaimed.keys().filter(|(e, _)| *e == edge_id).copied().collect();
+            let mut own = None;
+            let mut others = Vec::new();
+            for key in keys {
+                let Some((stream, _)) = s.unclaimed.remove(&key) else { continue };
+                if key.1 == producer {
+                    own = Some(stream);
+                } else {
+                    others.push((key.1, stream));
+                }
+            }
+            (own, others)
         };
-        if let Some((peer, stream, _)) = early {
-            self.route(peer, edge_id, stream);
+        for (peer, stream) in others {
+            self.refuse(peer, Some(edge_id), stream, StreamFault::UnauthorizedPeer);
         }
+        if let Some(stream) = own {
+            self.route(producer, edge_id, stream);
+        }
+    }
+
+    /// Stops `stream` with the code of `reason` and reports the refusal.
+    fn refuse(
+        &self,
+        peer: EndpointId,
+        edge_id: Option<EdgeId>,
+        mut stream: RecvStream,
+        reason: StreamFault,
+    ) {
+        let code = match reason {
+            StreamFault::UnauthorizedPeer => STOP_UNAUTHORIZED,
+            StreamFault::ProtocolError => STOP_PROTOCOL,
+            _ => STOP_UNKNOWN_EDGE,
+        };
+        let _ = stream.stop(VarInt::from_u32(code));
+        let _ = self.refusals.send(Refusal { edge_id, peer, reason });
     }
 
     /// Forgets an edge (its run ended). Edge ids repeat from run to run, so a stream that
@@ -305,13 +353,15 @@ impl EdgeRouter {
         let mut s = self.lock();
         s.expected.remove(&edge_id);
         s.waiting.remove(&edge_id);
+        s.claimed.remove(&edge_id);
         if let Some((peer, stream)) = s.pending.remove(&edge_id) {
             self.hold(s, peer, edge_id, stream);
         }
     }
 
-    /// Holds `stream` unread as unclaimed for [`UNCLAIMED_TIMEOUT`] (refusing an older one
-    /// held for the same edge), then refuses it unless `expect` claimed it.
+    /// Holds `stream` unread as unclaimed for [`UNCLAIMED_TIMEOUT`], then refuses it
+    /// unless `expect` claimed it. Only a peer the router admits early is held; a peer's
+    /// later stream for the same edge replaces only its own earlier one.
     fn hold(
         &self,
         mut s: std::sync::MutexGuard<'_, RouterState>,
@@ -319,45 +369,36 @@ impl EdgeRouter {
         edge_id: EdgeId,
         stream: RecvStream,
     ) {
-        if s.unclaimed.len() >= MAX_UNCLAIMED && !s.unclaimed.contains_key(&edge_id) {
+        if s.early.as_ref().is_some_and(|admits| !admits(&peer)) {
             drop(s);
-            let mut stream = stream;
-            let _ = stream.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
-            let _ = self.refusals.send(Refusal {
-                edge_id: Some(edge_id),
-                peer,
-                reason: StreamFault::UnknownEdge,
-            });
+            self.refuse(peer, Some(edge_id), stream, StreamFault::UnauthorizedPeer);
+            return;
+        }
+        let key = (edge_id, peer);
+        if s.unclaimed.len() >= MAX_UNCLAIMED && !s.unclaimed.contains_key(&key) {
+            drop(s);
+            self.refuse(peer, Some(edge_id), stream, StreamFault::UnknownEdge);
             return;
         }
         s.holds += 1;
         let hold = s.holds;
-        if let Some((old_peer, mut old, _)) = s.unclaimed.insert(edge_id, (peer, stream, hold)) {
-            let _ = old.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
-            let _ = self.refusals.send(Refusal {
-                edge_id: Some(edge_id),
-                peer: old_peer,
-                reason: StreamFault::UnknownEdge,
-            });
-        }
+        let replaced = s.unclaimed.insert(key, (stream, hold));
         drop(s);
+        if let Some((old, _)) = replaced {
+            self.refuse(peer, Some(edge_id), old, StreamFault::UnknownEdge);
+        }
         let router = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(UNCLAIMED_TIMEOUT).await;
             let expired = {
                 let mut s = router.lock();
-                match s.unclaimed.get(&edge_id) {
-                    Some((_, _, h)) if *h == hold => s.unclaimed.remove(&edge_id),
+                match s.unclaimed.get(&key) {
+                    Some((_, h)) if *h == hold => s.unclaimed.remove(&key),
                     _ => None,
                 }
             };
-            if let Some((peer, mut stream, _)) = expired {
-                let _ = stream.stop(VarInt::from_u32(STOP_UNKNOWN_EDGE));
-                let _ = router.refusals.send(Refusal {
-                    edge_id: Some(edge_id),
-                    peer,
-                    reason: StreamFault::UnknownEdge,
-                });
+            if let Some((stream, _)) = expired {
+                router.refuse(peer, Some(edge_id), stream, StreamFault::UnknownEdge);
             }
         });
     }
@@ -373,6 +414,7 @@ impl EdgeRouter {
         let mut s = self.lock();
         match s.pending.remove(&edge_id) {
             Some((_, stream)) => {
+                s.claimed.insert(edge_id);
                 let _ = tx.send(stream);
             }
             None => {
@@ -382,29 +424,37 @@ impl EdgeRouter {
         rx
     }
 
-    fn route(&self, peer: EndpointId, edge_id: EdgeId, mut stream: RecvStream) {
+    fn route(&self, peer: EndpointId, edge_id: EdgeId, stream: RecvStream) {
         let mut s = self.lock();
-        let refuse = match s.expected.get(&edge_id) {
+        match s.expected.get(&edge_id) {
             None => {
                 // Not (yet) ours: hold it unread; refuse it if nobody claims it in time.
                 self.hold(s, peer, edge_id, stream);
                 return;
             }
-            Some(p) if *p != peer => Some((StreamFault::UnauthorizedPeer, STOP_UNAUTHORIZED)),
-            Some(_) => None,
-        };
-        if let Some((reason, code)) = refuse {
-            drop(s);
-            let _ = stream.stop(VarInt::from_u32(code));
-            let _ = self.refusals.send(Refusal { edge_id: Some(edge_id), peer, reason });
+            Some(p) if *p != peer => {
+                drop(s);
+                self.refuse(peer, Some(edge_id), stream, StreamFault::UnauthorizedPeer);
+                return;
+            }
+            Some(_) => {}
+        }
+        if s.pending.contains_key(&edge_id) || s.claimed.contains(&edge_id) {
+            // The edge has its stream: a later one (the next run's, whose producer got here
+            // before this run's teardown) is held for the next provisioning and never
+            // displaces it.
+            self.hold(s, peer, edge_id, stream);
             return;
         }
         match s.waiting.remove(&edge_id) {
-            Some(tx) => {
-                if let Err(stream) = tx.send(stream) {
+            Some(tx) => match tx.send(stream) {
+                Ok(()) => {
+                    s.claimed.insert(edge_id);
+                }
+                Err(stream) => {
                     s.pending.insert(edge_id, (peer, stream));
                 }
-            }
+            },
             None => {
                 s.pending.insert(edge_id, (peer, stream));
             }
@@ -419,14 +469,7 @@ impl EdgeRouter {
             let read = tokio::time::timeout(PREAMBLE_TIMEOUT, stream.read_exact(&mut pre)).await;
             match read.ok().and_then(|r| r.ok()).and_then(|()| parse_preamble(&pre)) {
                 Some(edge_id) => self.route(peer, edge_id, stream),
-                None => {
-                    let _ = stream.stop(VarInt::from_u32(STOP_PROTOCOL));
-                    let _ = self.refusals.send(Refusal {
-                        edge_id: None,
-                        peer,
-                        reason: StreamFault::ProtocolError,
-                    });
-                }
+                None => self.refuse(peer, None, stream, StreamFault::ProtocolError),
             }
         }
     }

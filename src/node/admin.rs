@@ -136,10 +136,17 @@ pub fn claim(path: &Path) -> Result<(AdminSocket, UnixListener), ClaimError> {
     Ok((socket, listener))
 }
 
-/// Answers every connection with one JSON line of `inspect`'s current state, each on its
-/// own task, so a client that never reads holds up nobody else and is dropped after
-/// [`ADMIN_WRITE_TIMEOUT`].
-pub async fn serve(listener: UnixListener, inspect: Arc<Mutex<EdgeInspect>>) {
+/// Asks the node's loop to bring the admin view up to date; it answers once it has.
+pub type Refresh = tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>;
+
+/// How long a client waits for the node's loop to bring the view up to date before it is
+/// answered with the view as it is (a loop busy for that long is itself worth seeing).
+const REFRESH_WAIT: Duration = Duration::from_secs(1);
+
+/// Answers every connection with one JSON line of `inspect`'s state, brought up to date by
+/// the node's loop first (`refresh`), each answer written on its own task, so a client that
+/// never reads holds up nobody else and is dropped after [`ADMIN_WRITE_TIMEOUT`].
+pub async fn serve(listener: UnixListener, inspect: Arc<Mutex<EdgeInspect>>, refresh: Refresh) {
     loop {
         let mut stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -150,6 +157,11 @@ pub async fn serve(listener: UnixListener, inspect: Arc<Mutex<EdgeInspect>>) {
                 continue;
             }
         };
+        // The view is current when it is read: what the node did just before is in it.
+        let (done, updated) = tokio::sync::oneshot::channel();
+        if refresh.send(done).is_ok() {
+            let _ = tokio::time::timeout(REFRESH_WAIT, updated).await;
+        }
         let body = {
             let state = inspect.lock().unwrap_or_else(|e| e.into_inner());
             let mut body = serde_json::to_string(&*state).unwrap_or_default();

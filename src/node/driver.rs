@@ -189,6 +189,8 @@ struct Running {
     /// The membership view observers are sent.
     view: tokio::sync::watch::Sender<MemberView>,
     inspect: Arc<std::sync::Mutex<EdgeInspect>>,
+    /// The admin socket's requests to bring `inspect` up to date before it answers.
+    refreshes: mpsc::UnboundedReceiver<tokio::sync::oneshot::Sender<()>>,
     admin: AdminSocket,
     swim_addr: SocketAddr,
     /// The advertised iroh addresses.
@@ -359,9 +361,14 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         arena_leases: manager.live_count(),
         ..EdgeInspect::default()
     }));
-    tokio::spawn(admin::serve(admin_listener, Arc::clone(&inspect)));
+    let (refresh, refreshes) = mpsc::unbounded_channel();
+    tokio::spawn(admin::serve(admin_listener, Arc::clone(&inspect), refresh));
 
     let (router, refusals) = EdgeRouter::new();
+    // Only the pool's members (the roster the orchestrator's `Hello` names) may open an
+    // edge stream before this node is provisioned with its edge: a stranger's is refused.
+    let pool = roster.clone();
+    router.admit_early(Arc::new(move |peer| pool.is_member(peer.as_bytes())));
     let (inputs, host_inputs) = mpsc::unbounded_channel();
     let host = StageHost::new(
         config.node_id,
@@ -414,6 +421,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         members,
         view,
         inspect,
+        refreshes,
         admin,
         swim_addr,
         addrs,
@@ -517,23 +525,20 @@ async fn serve(
     let mut fault = None;
     tokio::pin!(shutdown);
     // The admin snapshot is refreshed on a tick, not on every hot-path event.
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut dirty = true;
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            _ = tick.tick() => {
-                if std::mem::take(&mut dirty) {
-                    let snap = running.host.snapshot();
-                    let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
-                    s.arena_leases = snap.arena_leases;
-                    s.installed_rings = snap.installed_rings;
-                    s.device_objects = snap.device_objects;
-                    s.edges = snap.edges;
-                    s.stage = snap.stage;
-                }
-                continue;
+            Some(done) = running.refreshes.recv() => {
+                // The admin socket reads the view now: it shows what the node did last.
+                let snap = running.host.snapshot();
+                let mut s = running.inspect.lock().unwrap_or_else(|e| e.into_inner());
+                s.arena_leases = snap.arena_leases;
+                s.installed_rings = snap.installed_rings;
+                s.device_objects = snap.device_objects;
+                s.edges = snap.edges;
+                s.stage = snap.stage;
+                drop(s);
+                let _ = done.send(());
             }
             ev = running.members.recv() => match ev {
                 Some(ev @ (MembershipEvent::Up(_) | MembershipEvent::Suspect(_) | MembershipEvent::Down(_))) => {
@@ -579,7 +584,6 @@ async fn serve(
                 running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
             }
         }
-        dirty = true;
     }
     // Observer sessions end (after their last words) once the view is gone.
     drop(running.view);

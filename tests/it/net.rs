@@ -211,3 +211,69 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
     next.read_exact(&mut buf).await.expect("read");
     assert_eq!(&buf, b"payload");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_early_streams_are_refused_at_once_and_never_displace_the_producers() {
+    let (a, b, c) = (node(21).await, node(22).await, node(23).await);
+    let (router, mut refusals) = EdgeRouter::new();
+    // The pool's members may open streams before this node is provisioned; c is no member.
+    let member = a.id();
+    router.admit_early(Arc::new(move |peer| *peer == member));
+    tokio::spawn(router.clone().accept_loop(b.clone()));
+    let open = |from: &Endpoint, edge: u64, payload: &'static [u8]| {
+        let (from, to) = (from.clone(), addr(&b));
+        async move {
+            let conn = from.connect(to, EDGE_ALPN).await.expect("connect");
+            let mut s = conn.open_uni().await.expect("open");
+            s.write_all(&preamble(EdgeId(edge))).await.expect("preamble");
+            s.write_all(payload).await.expect("payload");
+            (conn, s)
+        }
+    };
+    // The stranger floods early streams for the plan's small, predictable edge ids.
+    let mut flood = Vec::new();
+    for edge in [1, 2, 3, 7, 7, 7] {
+        flood.push(open(&c, edge, b"forged!").await);
+    }
+    // The producer's own early stream, then more of the stranger's for the same edge.
+    let _mine = open(&a, 7, b"payload").await;
+    for _ in 0..3 {
+        flood.push(open(&c, 7, b"forged!").await);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.len() < 9 && std::time::Instant::now() < deadline {
+        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(200), refusals.recv()).await
+        {
+            seen.push(r);
+        }
+    }
+    assert_eq!(seen.len(), 9, "every stranger's stream refused at once: {seen:?}");
+    assert!(
+        seen.iter().all(|r| r.peer == c.id() && r.reason == StreamFault::UnauthorizedPeer),
+        "{seen:?}"
+    );
+    // Provisioning comes: the producer's stream is the one routed, with its own bytes.
+    router.expect(EdgeId(7), a.id());
+    let mut stream = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
+        .await
+        .expect("rendezvous")
+        .expect("stream");
+    let mut buf = [0u8; 7];
+    stream.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"payload");
+    // A later stream of the producer's own never displaces the claimed one: it is held for
+    // the next run's provisioning of the same edge id.
+    let (_conn2, _s2) = open(&a, 7, b"nextrun").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(refusals.try_recv().is_err(), "held, not refused");
+    stream.read_exact(&mut [0u8; 0]).await.expect("the claimed stream still reads");
+    router.forget(EdgeId(7));
+    router.expect(EdgeId(7), a.id());
+    let mut next = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
+        .await
+        .expect("the next run's rendezvous")
+        .expect("stream");
+    next.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"nextrun");
+}

@@ -31,6 +31,8 @@ pub(crate) struct Nodes {
     dir: PathBuf,
     /// Each node's SWIM and QUIC ports.
     ports: Vec<[u16; 2]>,
+    /// Each node's endpoint id and QUIC addresses, as it reported them.
+    pub(crate) endpoints: Vec<(String, Vec<String>)>,
     children: Vec<Child>,
     pool: PathBuf,
     key: PathBuf,
@@ -61,6 +63,7 @@ impl Nodes {
         let mut nodes = Nodes {
             dir: dir.clone(),
             ports: Vec::new(),
+            endpoints: Vec::new(),
             children: Vec::new(),
             pool: dir.join("pool.toml"),
             key,
@@ -96,6 +99,9 @@ impl Nodes {
             std::thread::spawn(move || for _ in lines {});
             seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
             nodes.ports.push([port_of(&v["swim_addr"]), port_of(&v["addrs"][0])]);
+            let addrs = v["addrs"].as_array().into_iter().flatten();
+            let addrs = addrs.filter_map(|a| a.as_str().map(String::from)).collect();
+            nodes.endpoints.push((v["endpoint_id"].as_str().expect("id").to_string(), addrs));
             pool.push_str(&format!(
                 "[[nodes]]\nnode_id = {i}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
                 v["endpoint_id"].as_str().expect("id"),
@@ -698,6 +704,83 @@ fn a_foreign_orchestrator_is_refused_and_faults_the_run_it_tried_to_take_over() 
     assert_eq!(f["component"], "control_channel");
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 1, 2]);
     for i in 1..=3 {
+        nodes.assert_clean(i);
+    }
+}
+
+/// Opens early edge streams for the plan's small edge ids on every node from an endpoint
+/// of its own, again and again, until `stop` is raised. Returns how many it opened.
+fn flood_edge_streams(
+    nodes: &[(String, Vec<String>)],
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    let nodes = nodes.to_vec();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        rt.block_on(async move {
+            let key = swactor::net::identity::NodeKey::from_bytes(&[77; 32]);
+            let stranger = swactor::net::endpoint::bind(&key, "127.0.0.1:0".parse().expect("addr"))
+                .await
+                .expect("bind");
+            let mut conns = Vec::new();
+            for (id, addrs) in &nodes {
+                let id: iroh::EndpointId = id.parse().expect("endpoint id");
+                let mut addr = iroh::EndpointAddr::new(id);
+                for a in addrs {
+                    addr = addr.with_ip_addr(a.parse().expect("socket address"));
+                }
+                let conn = stranger.connect(addr, swactor::net::endpoint::EDGE_ALPN).await;
+                conns.push(conn.expect("the stranger reaches the node"));
+            }
+            let mut opened = 0;
+            let mut streams = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for conn in &conns {
+                    for edge in 1..=4u64 {
+                        // The node grants streams as it refuses them: never wait for one.
+                        let wait = Duration::from_millis(50);
+                        let Ok(Ok(mut s)) = tokio::time::timeout(wait, conn.open_uni()).await
+                        else {
+                            continue;
+                        };
+                        let preamble = swactor::net::edge::preamble(swactor::wire::EdgeId(edge));
+                        if let Ok(Ok(())) = tokio::time::timeout(wait, s.write_all(&preamble)).await
+                        {
+                            opened += 1;
+                            streams.push(s);
+                        }
+                    }
+                    streams.truncate(64);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            opened
+        })
+    })
+}
+
+#[test]
+fn a_stranger_flooding_early_edge_streams_during_provisioning_is_refused_and_the_run_completes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("run-edge-flood", 2, |_| vec![]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = flood_edge_streams(&nodes.endpoints, std::sync::Arc::clone(&stop));
+    let r = nodes.orchestrate(&model, &["--max-tokens", "12"]);
+    let (code, lines, err) = r.finish();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let opened = flood.join().expect("flood");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tokens(&lines).len(), 12);
+    assert_one_outcome_and_teardown(&lines, "completed", &[0, 1]);
+    assert!(opened > 0);
+    for i in 1..=2 {
+        let v = nodes.inspect(i);
+        let refused = v["refused"]["unauthorized_peer"].as_u64().unwrap_or(0);
+        assert!(refused > 0, "node {i} counted the stranger's streams: {v}");
+        // Refused at once, never held: no stream of the stranger's displaced another or
+        // waited to be refused as an unknown edge.
+        assert_eq!(v["refused"].get("unknown_edge"), None, "node {i}: {v}");
         nodes.assert_clean(i);
     }
 }

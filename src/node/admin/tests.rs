@@ -2,7 +2,7 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{ClaimError, claim, serve};
+use super::{ClaimError, Refresh, claim, serve};
 use crate::node::driver::{EdgeInspect, REFUSALS_KEPT};
 use crate::wire::reason::BootFault;
 
@@ -87,7 +87,9 @@ fn a_client_that_never_reads_does_not_hold_up_the_next_one() {
         claim(&path).expect("claim")
     };
     let (_socket, listener) = listener;
-    rt.spawn(serve(listener, Arc::new(Mutex::new(inspect))));
+    let inspect = Arc::new(Mutex::new(inspect));
+    let refresh = refresher(&rt, Arc::clone(&inspect), |_| {});
+    rt.spawn(serve(listener, inspect, refresh));
     let _stuck = std::os::unix::net::UnixStream::connect(&path).expect("connect");
     let mut second = std::os::unix::net::UnixStream::connect(&path).expect("connect");
     second.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
@@ -95,6 +97,44 @@ fn a_client_that_never_reads_does_not_hold_up_the_next_one() {
     second.read_to_string(&mut body).expect("the second client is answered");
     let state: EdgeInspect = serde_json::from_str(body.trim()).expect("json");
     assert_eq!(state.edges.len(), 4000);
+}
+
+/// A stand-in for the node's loop: answers each refresh after applying `update`.
+fn refresher(
+    rt: &tokio::runtime::Runtime,
+    inspect: Arc<Mutex<EdgeInspect>>,
+    update: impl Fn(&mut EdgeInspect) + Send + 'static,
+) -> Refresh {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+    rt.spawn(async move {
+        while let Some(done) = rx.recv().await {
+            update(&mut inspect.lock().unwrap_or_else(|e| e.into_inner()));
+            let _ = done.send(());
+        }
+    });
+    tx
+}
+
+#[test]
+fn each_answer_shows_the_view_as_the_node_loop_brought_it_up_to_date_for_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("admin.sock");
+    let rt = runtime();
+    let (_socket, listener) = {
+        let _guard = rt.enter();
+        claim(&path).expect("claim")
+    };
+    let inspect = Arc::new(Mutex::new(EdgeInspect::default()));
+    let refresh = refresher(&rt, Arc::clone(&inspect), |s| s.arena_leases += 1);
+    rt.spawn(serve(listener, inspect, refresh));
+    for want in 1..=3 {
+        let mut client = std::os::unix::net::UnixStream::connect(&path).expect("connect");
+        client.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut body = String::new();
+        client.read_to_string(&mut body).expect("answered");
+        let state: EdgeInspect = serde_json::from_str(body.trim()).expect("json");
+        assert_eq!(state.arena_leases, want, "refreshed before answer {want}");
+    }
 }
 
 #[test]

@@ -94,6 +94,16 @@ impl<'t> RunLoop<'t> {
         let mut manager = ArenaManager::new(arena_bytes);
         manager.arena_ready();
         let (router, refusals) = EdgeRouter::new();
+        // Only the plan's nodes may open an edge stream here before the token-out edge is
+        // provisioned; anyone else's is refused at once.
+        let planned: std::collections::HashSet<[u8; 32]> = plan
+            .nodes
+            .iter()
+            .filter_map(|p| {
+                p.endpoint_id.as_deref().and_then(crate::membership::auth::parse_key_hex)
+            })
+            .collect();
+        router.admit_early(Arc::new(move |peer| planned.contains(peer.as_bytes())));
         tokio::spawn(router.clone().accept_loop(endpoint.clone()));
         let (tx, wakes) = mpsc::unbounded_channel();
         let notices = tx.clone();
