@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::events::TeardownPart;
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
