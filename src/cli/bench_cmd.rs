@@ -107,8 +107,7 @@ pub fn wake(args: &BenchWakeArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// The most common non-f32 tensor type of a model (what it "is": `q4_1`, `q8_0`, ...).
 fn model_label(path: &std::path::Path) -> Result<String, CliError> {
-    let facts =
-        crate::model::read_facts(path).map_err(|e| super::model_cmd::model_error(path, e))?;
+    let facts = crate::model::read_facts(path).map_err(|e| super::exit::model_error(path, e))?;
     Ok(facts
         .tensor_types
         .iter()
@@ -186,7 +185,7 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
 /// `swactor bench decode`.
 pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
     let facts = crate::model::read_facts(&args.model)
-        .map_err(|e| super::model_cmd::model_error(&args.model, e))?;
+        .map_err(|e| super::exit::model_error(&args.model, e))?;
     let shipped = facts
         .tensor_types
         .iter()

@@ -13,7 +13,8 @@
 //! | 8    | pool not ready in time (which nodes are missing is printed) |
 //! | 9    | run stopped by the operator (Ctrl-C or SIGTERM), torn down |
 
-use color_eyre::Report;
+use color_eyre::eyre::eyre;
+use color_eyre::{Report, Section};
 use std::fmt;
 
 /// The documented, stable exit codes.
@@ -109,4 +110,36 @@ impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
         CliError::internal(e)
     }
+}
+
+/// Maps a model-reading error onto an input error with a hint.
+pub fn model_error(path: &std::path::Path, e: crate::model::ModelError) -> CliError {
+    let hint = match &e {
+        crate::model::ModelError::Io { .. } => "check the path and its permissions",
+        crate::model::ModelError::NotGguf { .. } => {
+            "the file must be a GGUF model (llama.cpp's format)"
+        }
+        crate::model::ModelError::Truncated { .. } => {
+            "the file is incomplete or corrupt: download or copy it again"
+        }
+        crate::model::ModelError::Malformed { .. } => {
+            "the file is corrupt (its header breaks the GGUF format): download or copy it again"
+        }
+        crate::model::ModelError::UnsupportedTensorType { .. } => {
+            "re-quantize the model to a supported type (F32, F16, BF16, Q4_0..Q8_1, K-quants)"
+        }
+        _ => "the file's metadata does not describe a supported transformer",
+    };
+    let code = e.code();
+    CliError::new(
+        ExitCode::Input,
+        code,
+        eyre!(e).wrap_err(format!("cannot use model {}", path.display())).suggestion(hint),
+    )
+}
+
+/// Maps a plan rejection onto its exit code.
+pub fn plan_error(e: crate::planner::PlanError) -> CliError {
+    let reason = e.reason.as_str().to_string();
+    CliError::new(ExitCode::PlanRejected, reason, eyre!(e).wrap_err("the run cannot be planned"))
 }

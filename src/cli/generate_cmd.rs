@@ -7,10 +7,10 @@ use color_eyre::eyre::eyre;
 use serde::Serialize;
 
 use super::args::GenerateArgs;
+use super::config::runtime::runtime_config;
+use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
-use super::model_cmd::model_error;
 use super::output::Output;
-use super::plan_cmd::runtime_config;
 use crate::model::generate::{LocalPipeline, StopReason, even_split, generate as run};
 use crate::model::gguf::read_content;
 use crate::model::llama::{ComputeDevice, StageError};

@@ -1,8 +1,11 @@
-//! The command-line interface: parsing ([`args`]), validation into configs, dispatch, and
-//! output formatting ([`output`]). Exit codes are documented in [`exit`].
+//! The command-line interface: parsing ([`args`]), validation into configs ([`config`]),
+//! dispatch, and output formatting ([`output`]). Exit codes are documented in [`exit`].
+//! Each `*_cmd` file parses, configures, calls and prints.
 
 pub mod args;
 pub mod bench_cmd;
+pub mod config;
+pub mod edge_inspect_cmd;
 pub mod exit;
 pub mod generate_cmd;
 pub mod model_cmd;
@@ -10,8 +13,13 @@ pub mod node_cmd;
 pub mod orchestrate_cmd;
 pub mod output;
 pub mod plan_cmd;
+pub mod pool_init_cmd;
+pub mod pool_watch_cmd;
 pub mod progress;
 pub mod requests;
+pub mod run_report;
+pub mod run_sink;
+pub mod signals;
 pub mod util_cmd;
 
 use clap::Parser;
@@ -55,7 +63,7 @@ pub fn main() -> std::process::ExitCode {
         let spin = std::time::Duration::from_micros(spin_us);
         return std::process::ExitCode::from(crate::worker::process::run(spin));
     }
-    let json = wants_json(&cli.command);
+    let json = cli.command.output().is_some_and(|o| o.json);
     let mut out = Output::default();
     let result = run(cli.command, &mut out).and_then(|()| out.flush().map_err(CliError::from));
     match result {
@@ -112,11 +120,11 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Failover(args)) => bench_cmd::failover(&args, out),
         Command::Bench(BenchCommand::Serve(args)) => bench_cmd::serve(&args, out),
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
-        Command::Node(NodeCommand::Id(args)) => node_id(&args, out),
+        Command::Node(NodeCommand::Id(args)) => node_cmd::node_id(&args, out),
         Command::Node(NodeCommand::Boot(args)) => node_cmd::boot(&args, out),
-        Command::Edge(EdgeCommand::Inspect(args)) => node_cmd::inspect(&args, out),
-        Command::Pool(PoolCommand::Watch(args)) => node_cmd::watch(&args, out),
-        Command::Pool(PoolCommand::Init(args)) => node_cmd::pool_init(&args, out),
+        Command::Edge(EdgeCommand::Inspect(args)) => edge_inspect_cmd::inspect(&args, out),
+        Command::Pool(PoolCommand::Watch(args)) => pool_watch_cmd::watch(&args, out),
+        Command::Pool(PoolCommand::Init(args)) => pool_init_cmd::pool_init(&args, out),
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Bench(BenchCommand::Edge(args)) => bench_cmd::edge(&args, out),
@@ -127,46 +135,6 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
             color_eyre::eyre::eyre!("the worker role is started by `swactor node boot`"),
         )),
     }
-}
-
-fn wants_json(command: &Command) -> bool {
-    match command {
-        Command::Run(RunCommand::Plan(a)) => a.output.json,
-        Command::Run(RunCommand::Local(a)) => a.run.output.json,
-        Command::Orchestrate(OrchestrateCommand::Pool(a)) => a.run.output.json,
-        Command::Generate(a) => a.output.json,
-        Command::Model(ModelCommand::Inspect(a)) => a.output.json,
-        Command::Model(ModelCommand::Synth(a)) => a.output.json,
-        Command::Model(ModelCommand::Quantize(a)) => a.output.json,
-        Command::Bench(BenchCommand::Decode(a)) => a.output.json,
-        Command::Bench(BenchCommand::Pipeline(a)) => a.output.json,
-        Command::Bench(BenchCommand::Failover(a)) => a.output.json,
-        Command::Bench(BenchCommand::Serve(a)) => a.output.json,
-        Command::Bench(BenchCommand::Engine(a)) => a.output.json,
-        Command::Node(NodeCommand::Id(a)) => a.output.json,
-        Command::Node(NodeCommand::Boot(a)) => a.output.json,
-        Command::Edge(EdgeCommand::Inspect(a)) => a.output.json,
-        Command::Pool(PoolCommand::Watch(a)) => a.output.json,
-        Command::Pool(PoolCommand::Init(_)) => false,
-        Command::Bench(BenchCommand::Ring(a)) => a.output.json,
-        Command::Bench(BenchCommand::Wake(a)) => a.output.json,
-        Command::Bench(BenchCommand::Edge(a)) => a.output.json,
-        Command::Util(_) | Command::Worker => false,
-    }
-}
-
-/// `swactor node id`.
-fn node_id(args: &args::NodeIdArgs, out: &mut Output) -> Result<(), CliError> {
-    let key = crate::net::identity::NodeKey::load_or_create(&args.key).map_err(|e| {
-        CliError::new(ExitCode::Input, "identity_invalid", color_eyre::eyre::eyre!(e))
-    })?;
-    if args.output.json {
-        let record = serde_json::json!({ "key": args.key.display().to_string(), "endpoint_id": key.endpoint_id_hex() });
-        out.json("node_identity", &record)?;
-    } else {
-        out.line(key.endpoint_id_hex())?;
-    }
-    Ok(())
 }
 
 /// Installs color-eyre's report printer, in plain text unless stderr is a terminal.

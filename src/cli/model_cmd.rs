@@ -1,38 +1,13 @@
 //! `swactor model inspect` and `swactor model synth`.
 
-use color_eyre::Section;
 use color_eyre::eyre::eyre;
 use serde::Serialize;
 
 use super::args::{InspectArgs, QuantizeArgs, SynthArgs};
-use super::exit::{CliError, ExitCode};
+use super::exit::{CliError, ExitCode, model_error};
 use super::output::{Output, human_bytes, table};
 use crate::model::synth::{SynthError, SynthSpec, parse_quant, quantize_file, write_model};
-use crate::model::{ModelError, ModelFacts, read_facts};
-
-/// Maps a model-reading error onto an input error with a hint.
-pub fn model_error(path: &std::path::Path, e: ModelError) -> CliError {
-    let hint = match &e {
-        ModelError::Io { .. } => "check the path and its permissions",
-        ModelError::NotGguf { .. } => "the file must be a GGUF model (llama.cpp's format)",
-        ModelError::Truncated { .. } => {
-            "the file is incomplete or corrupt: download or copy it again"
-        }
-        ModelError::Malformed { .. } => {
-            "the file is corrupt (its header breaks the GGUF format): download or copy it again"
-        }
-        ModelError::UnsupportedTensorType { .. } => {
-            "re-quantize the model to a supported type (F32, F16, BF16, Q4_0..Q8_1, K-quants)"
-        }
-        _ => "the file's metadata does not describe a supported transformer",
-    };
-    let code = e.code();
-    CliError::new(
-        ExitCode::Input,
-        code,
-        eyre!(e).wrap_err(format!("cannot use model {}", path.display())).suggestion(hint),
-    )
-}
+use crate::model::{ModelFacts, read_facts};
 
 #[derive(Serialize)]
 struct FactsRecord<'a> {

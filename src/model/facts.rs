@@ -86,27 +86,107 @@ pub fn dtype_name(dtype: candle_core::quantized::GgmlDType) -> String {
 /// file always gives the same error.
 pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts, ModelError> {
     let meta = Meta { content };
+    let shape = read_shape(&meta, content.tensor_infos.len())?;
+    let arch = |suffix: &str| format!("{}.{suffix}", shape.architecture);
+    let rope = read_rope(&meta, &arch, shape.head_dim)?;
+    let rms_norm_eps = read_rms_norm_eps(&meta, &arch)?;
+    let (bos_token_id, eos_token_id) = read_token_ids(&meta, shape.vocab_size)?;
+    let tally = tally_tensors(content, file_len, &shape)?;
+    let bytes = bytes_by_role(tally, file_len)?;
+    Ok(ModelFacts {
+        name: meta.string_opt("general.name")?,
+        block_count: shape.block_count,
+        hidden_size: shape.hidden_size,
+        feed_forward_length: shape.feed_forward_length,
+        head_count: shape.head_count,
+        head_count_kv: shape.head_count_kv,
+        head_dim: shape.head_dim,
+        context_length: shape.context_length,
+        vocab_size: shape.vocab_size,
+        bos_token_id,
+        eos_token_id,
+        tokenizer_model: meta.string_opt("tokenizer.ggml.model")?,
+        tokenizer_pre: meta.string_opt("tokenizer.ggml.pre")?,
+        rope,
+        rms_norm_eps,
+        tied_embeddings: bytes.tied_embeddings,
+        bytes: bytes.bytes,
+        tensor_types: bytes.tensor_types,
+        architecture: shape.architecture,
+    })
+}
+
+/// The error of a header whose facts contradict each other.
+fn inconsistent<T>(detail: String) -> Result<T, ModelError> {
+    Err(ModelError::Inconsistent { detail })
+}
+
+/// The model's shape: architecture, blocks, hidden size, heads, context and vocabulary.
+struct Shape {
+    architecture: String,
+    block_count: u32,
+    hidden_size: u32,
+    head_count: u32,
+    head_count_kv: u32,
+    head_dim: u32,
+    context_length: u32,
+    feed_forward_length: Option<u32>,
+    vocab_size: u32,
+}
+
+/// Reads the shape and heads, checks them ([`check_shape`]), then reads the vocabulary
+/// size. `tensor_count` bounds the block count.
+fn read_shape(meta: &Meta<'_>, tensor_count: usize) -> Result<Shape, ModelError> {
     let architecture = meta
         .string_opt("general.architecture")?
         .ok_or_else(|| ModelError::MissingKey { key: "general.architecture".into() })?;
     let arch = |suffix: &str| format!("{architecture}.{suffix}");
-
     let block_count = meta.u32_req(&arch("block_count"))?;
     let hidden_size = meta.u32_req(&arch("embedding_length"))?;
     let head_count = meta.u32_req(&arch("attention.head_count"))?;
     let head_count_kv = meta.u32_opt(&arch("attention.head_count_kv"))?.unwrap_or(head_count);
     let context_length = meta.u32_req(&arch("context_length"))?;
     let feed_forward_length = meta.u32_opt(&arch("feed_forward_length"))?;
-    let inconsistent = |detail: String| Err(ModelError::Inconsistent { detail });
+    let mut shape = Shape {
+        block_count,
+        hidden_size,
+        head_count,
+        head_count_kv,
+        head_dim: 0,
+        context_length,
+        feed_forward_length,
+        vocab_size: 0,
+        architecture: architecture.clone(),
+    };
+    shape.head_dim = check_shape(&shape, tensor_count)?;
+    shape.vocab_size = match meta.u32_opt(&arch("vocab_size"))? {
+        Some(v) => v,
+        None => match meta.array_len("tokenizer.ggml.tokens")? {
+            Some(n) => u32::try_from(n).map_err(|_| ModelError::WrongKeyType {
+                key: "tokenizer.ggml.tokens".into(),
+                expected: "an array of at most 2^32 tokens",
+            })?,
+            None => return Err(ModelError::MissingKey { key: arch("vocab_size") }),
+        },
+    };
+    if shape.vocab_size == 0 {
+        return inconsistent("the vocabulary is empty".into());
+    }
+    Ok(shape)
+}
+
+/// Checks the shape read so far (everything but the vocabulary) and returns the head
+/// dimension.
+fn check_shape(shape: &Shape, tensor_count: usize) -> Result<u32, ModelError> {
+    let Shape { block_count, hidden_size, head_count, head_count_kv, .. } = *shape;
     if block_count == 0 {
         return inconsistent("block_count is 0".into());
     }
     // Every block has tensors of its own, so there cannot be more blocks than tensors
     // (checked before anything is sized by the block count).
-    if block_count as usize > content.tensor_infos.len() {
+    if block_count as usize > tensor_count {
         return inconsistent(format!(
-            "block_count {block_count} but the file has only {} tensors",
-            content.tensor_infos.len()
+            "block_count {block_count} but the file has only {tensor_count} tensors"
         ));
     }
     if hidden_size == 0 || head_count == 0 || head_count_kv == 0 {
@@ -133,25 +213,21 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
             "head dimension {head_dim} is odd (rotary pairs need it even)"
         ));
     }
-    if context_length == 0 {
+    if shape.context_length == 0 {
         return inconsistent("context_length is 0".into());
     }
-    if feed_forward_length == Some(0) {
+    if shape.feed_forward_length == Some(0) {
         return inconsistent("feed_forward_length is 0".into());
     }
-    let vocab_size = match meta.u32_opt(&arch("vocab_size"))? {
-        Some(v) => v,
-        None => match meta.array_len("tokenizer.ggml.tokens")? {
-            Some(n) => u32::try_from(n).map_err(|_| ModelError::WrongKeyType {
-                key: "tokenizer.ggml.tokens".into(),
-                expected: "an array of at most 2^32 tokens",
-            })?,
-            None => return Err(ModelError::MissingKey { key: arch("vocab_size") }),
-        },
-    };
-    if vocab_size == 0 {
-        return inconsistent("the vocabulary is empty".into());
-    }
+    Ok(head_dim)
+}
+
+/// Reads and checks the rotary embedding's base and dimension count.
+fn read_rope(
+    meta: &Meta<'_>,
+    arch: &dyn Fn(&str) -> String,
+    head_dim: u32,
+) -> Result<RopeFacts, ModelError> {
     let rope = RopeFacts {
         freq_base: meta.f32_opt(&arch("rope.freq_base"))?.unwrap_or(10_000.0),
         dimension_count: meta.u32_opt(&arch("rope.dimension_count"))?.unwrap_or(head_dim),
@@ -168,12 +244,25 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
             rope.dimension_count
         ));
     }
+    Ok(rope)
+}
+
+/// Reads and checks the RMSNorm epsilon.
+fn read_rms_norm_eps(meta: &Meta<'_>, arch: &dyn Fn(&str) -> String) -> Result<f32, ModelError> {
     let rms_norm_eps = meta.f32_opt(&arch("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5);
     if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0 && rms_norm_eps <= MAX_RMS_NORM_EPS) {
         return inconsistent(format!(
             "RMSNorm epsilon {rms_norm_eps} must be finite and lie in (0, {MAX_RMS_NORM_EPS}]"
         ));
     }
+    Ok(rms_norm_eps)
+}
+
+/// Reads the tokenizer's bos and eos ids, each inside the vocabulary.
+fn read_token_ids(
+    meta: &Meta<'_>,
+    vocab_size: u32,
+) -> Result<(Option<u32>, Option<u32>), ModelError> {
     let bos_token_id = meta.u32_opt("tokenizer.ggml.bos_token_id")?;
     let eos_token_id = meta.u32_opt("tokenizer.ggml.eos_token_id")?;
     for (what, id) in [("bos", bos_token_id), ("eos", eos_token_id)] {
@@ -185,23 +274,42 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
             ));
         }
     }
+    Ok((bos_token_id, eos_token_id))
+}
 
-    // Tensor bytes, grouped the way stages load them. Extents first (in offset order), so
-    // a truncated file always names the same tensor.
+/// Every tensor's bytes, summed per block, per type and in all.
+struct Tally<'a> {
+    per_block: Vec<u64>,
+    tensors_total: u64,
+    tensor_types: BTreeMap<String, u32>,
+    tensor_bytes: BTreeMap<&'a str, u64>,
+}
+
+/// Tensor bytes, grouped the way stages load them, each tensor's shape checked against the
+/// model's constants. Extents first (in offset order), so a truncated file always names
+/// the same tensor.
+fn tally_tensors<'a>(
+    content: &'a Content,
+    file_len: u64,
+    shape: &Shape,
+) -> Result<Tally<'a>, ModelError> {
     super::gguf::check_tensor_extents(content, file_len)?;
     let alignment = super::gguf::alignment(&content.metadata)?;
     let mut order: Vec<(&String, &TensorInfo)> = content.tensor_infos.iter().collect();
     order.sort_by(|a, b| a.1.offset.cmp(&b.1.offset).then_with(|| a.0.cmp(b.0)));
     let shapes = ExpectedShapes {
-        hidden: hidden_size as usize,
-        kv: (head_count_kv * head_dim) as usize,
-        vocab: vocab_size as usize,
-        ffn: feed_forward_length.map(|f| f as usize),
+        hidden: shape.hidden_size as usize,
+        kv: (shape.head_count_kv * shape.head_dim) as usize,
+        vocab: shape.vocab_size as usize,
+        ffn: shape.feed_forward_length.map(|f| f as usize),
     };
-    let mut per_block = vec![0u64; block_count as usize];
-    let mut tensors_total = 0u64;
-    let mut tensor_types = BTreeMap::new();
-    let mut tensor_bytes = BTreeMap::new();
+    let block_count = shape.block_count;
+    let mut tally = Tally {
+        per_block: vec![0u64; block_count as usize],
+        tensors_total: 0,
+        tensor_types: BTreeMap::new(),
+        tensor_bytes: BTreeMap::new(),
+    };
     for (name, info) in order {
         let (_, bytes) =
             super::gguf::tensor_extent(name, info, content.tensor_data_offset, alignment)?;
@@ -214,14 +322,15 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
             ));
         }
         // Each tensor lies inside the file, so the sum of their sizes cannot overflow.
-        tensors_total = tensors_total.saturating_add(bytes);
-        *tensor_types.entry(dtype_name(info.ggml_dtype)).or_insert(0u32) += 1;
-        tensor_bytes.insert(name.as_str(), bytes);
+        tally.tensors_total = tally.tensors_total.saturating_add(bytes);
+        *tally.tensor_types.entry(dtype_name(info.ggml_dtype)).or_insert(0u32) += 1;
+        tally.tensor_bytes.insert(name.as_str(), bytes);
         if let Some(rest) = name.strip_prefix("blk.") {
             let idx = rest.split('.').next().and_then(|i| i.parse::<u32>().ok());
             match idx {
                 Some(i) if i < block_count => {
-                    per_block[i as usize] = per_block[i as usize].saturating_add(bytes);
+                    let block = &mut tally.per_block[i as usize];
+                    *block = block.saturating_add(bytes);
                 }
                 _ => {
                     return inconsistent(format!(
@@ -231,38 +340,40 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
             }
         }
     }
-    if let Some(empty) = per_block.iter().position(|&b| b == 0) {
+    Ok(tally)
+}
+
+/// The bytes of each block, the embedding and the head, and whether the head reuses the
+/// embedding.
+struct RoleBytes {
+    bytes: ModelBytes,
+    tensor_types: BTreeMap<String, u32>,
+    tied_embeddings: bool,
+}
+
+/// Checks that every block has tensors and that the embedding exists, and sizes the head.
+fn bytes_by_role(tally: Tally<'_>, file_len: u64) -> Result<RoleBytes, ModelError> {
+    if let Some(empty) = tally.per_block.iter().position(|&b| b == 0) {
         return inconsistent(format!("block {empty} has no tensors"));
     }
-    let Some(&embedding) = tensor_bytes.get("token_embd.weight") else {
+    let Some(&embedding) = tally.tensor_bytes.get("token_embd.weight") else {
         return inconsistent("no `token_embd.weight` tensor".into());
     };
-    let norm = tensor_bytes.get("output_norm.weight").copied().unwrap_or(0);
-    let (tied_embeddings, head) = match tensor_bytes.get("output.weight") {
+    let norm = tally.tensor_bytes.get("output_norm.weight").copied().unwrap_or(0);
+    let (tied_embeddings, head) = match tally.tensor_bytes.get("output.weight") {
         Some(&out) => (false, norm.saturating_add(out)),
         None => (true, norm.saturating_add(embedding)),
     };
-
-    Ok(ModelFacts {
-        name: meta.string_opt("general.name")?,
-        block_count,
-        hidden_size,
-        feed_forward_length,
-        head_count,
-        head_count_kv,
-        head_dim,
-        context_length,
-        vocab_size,
-        bos_token_id,
-        eos_token_id,
-        tokenizer_model: meta.string_opt("tokenizer.ggml.model")?,
-        tokenizer_pre: meta.string_opt("tokenizer.ggml.pre")?,
-        rope,
-        rms_norm_eps,
+    Ok(RoleBytes {
+        bytes: ModelBytes {
+            per_block: tally.per_block,
+            embedding,
+            head,
+            tensors: tally.tensors_total,
+            file: file_len,
+        },
+        tensor_types: tally.tensor_types,
         tied_embeddings,
-        bytes: ModelBytes { per_block, embedding, head, tensors: tensors_total, file: file_len },
-        tensor_types,
-        architecture,
     })
 }
 

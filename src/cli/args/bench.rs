@@ -1,0 +1,208 @@
+//! `swactor bench ...`.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+use super::flags::OutputFlags;
+use crate::cli::exit::EXIT_CODES_HELP;
+
+/// `swactor bench ...`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Cross-process ring throughput (node producer -> ingress ring -> a real worker's
+    /// device copy) as a ratio of plain memcpy bandwidth measured in the same run.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Ring(BenchRingArgs),
+    /// Wake round trip: a small object written into an ingress ring until the worker's
+    /// `ObjectLoaded` line is read back (median and p99).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Wake(BenchWakeArgs),
+    /// Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring)
+    /// beside raw iroh stream throughput, and the hop latency of a decode-sized object.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Edge(BenchEdgeArgs),
+    /// Decode tokens/s of `swactor generate` at one compute thread: the whole model
+    /// against the same model split into in-process stages, for the model and re-quantized
+    /// copies of it.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Decode(BenchDecodeArgs),
+    /// Decode tokens/s of a `run local` pipeline (one node process per stage, one compute
+    /// thread each) against `swactor generate` at one thread, and the time from `run
+    /// local`'s start to its first token.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pipeline(BenchDecodeArgs),
+    /// The CPU engine on one or more models (and re-quantized copies): decode and
+    /// prefill tokens/s at each thread count, aggregate decode at several batch sizes,
+    /// and stage load time (mapped, against candle's copying load).
+    /// `scripts/bench-llama-cpp.py` runs it beside llama.cpp.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Engine(BenchEngineArgs),
+    /// Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures
+    /// the time to `run_faulted` and to `run_torn_down`.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Failover(BenchFailoverArgs),
+    /// Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests
+    /// (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95)
+    /// beside one-sequence `swactor generate` with the same total compute threads.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Serve(BenchServeArgs),
+}
+
+/// `swactor bench ring`
+#[derive(Debug, Args)]
+pub struct BenchRingArgs {
+    /// Ring data capacity in MiB (the planner's largest activation ring).
+    #[arg(long, default_value_t = 4, value_name = "MIB")]
+    pub ring_mib: u64,
+    /// Bytes the producer writes at a time, in KiB.
+    #[arg(long, default_value_t = 256, value_name = "KIB")]
+    pub span_kib: u64,
+    /// Object size in MiB.
+    #[arg(long, default_value_t = 16, value_name = "MIB")]
+    pub object_mib: u64,
+    /// Bytes to stream in MiB.
+    #[arg(long, default_value_t = 2048, value_name = "MIB")]
+    pub total_mib: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor bench wake`
+#[derive(Debug, Args)]
+pub struct BenchWakeArgs {
+    /// Round trips to measure.
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub samples: usize,
+    /// Object payload bytes (a multiple of 4).
+    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    pub bytes: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor bench edge`
+#[derive(Debug, Args)]
+pub struct BenchEdgeArgs {
+    /// MiB to stream in each throughput run.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    pub mib: u64,
+    /// Object size of the latency run (a decode-sized activation by default).
+    #[arg(long, default_value_t = 2344, value_name = "BYTES")]
+    pub object_bytes: u64,
+    /// Latency samples.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub samples: usize,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor bench decode` and `swactor bench pipeline`
+#[derive(Debug, Args)]
+pub struct BenchDecodeArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// Stages of the split run.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Tokens to generate per run.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`).
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    pub requantize: Vec<String>,
+    /// Runs of each configuration (the best is kept).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub repeat: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor bench engine`
+#[derive(Debug, Args)]
+pub struct BenchEngineArgs {
+    /// A GGUF model (repeatable).
+    #[arg(long, value_name = "GGUF", required = true)]
+    pub model: Vec<PathBuf>,
+    /// Also measure copies of the first model re-quantized to these types (e.g.
+    /// `q8_0,q4_0,q4_k`).
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    pub requantize: Vec<String>,
+    /// Compute thread counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,...")]
+    pub threads: Vec<u32>,
+    /// Tokens decoded per run.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Length of the prefill prompt.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub prompt_tokens: usize,
+    /// Batch sizes of the aggregate decode.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_name = "N,...")]
+    pub batch: Vec<usize>,
+    /// Runs of each measurement (the best is kept).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub repeat: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor bench failover`
+#[derive(Debug, Args)]
+pub struct BenchFailoverArgs {
+    /// Stages of the local pipeline (node 2 is killed).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Runs (each on a fresh local pool).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor bench serve`
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// Stages of the session (one node process and one compute thread each).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Tokens each request generates.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Concurrency levels.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16", value_name = "LIST")]
+    pub concurrency: Vec<u32>,
+    /// Also measure copies re-quantized to these types (e.g. `q8_0`).
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    pub requantize: Vec<String>,
+    /// Micro-batches in flight at most (`run local --groups`) [default: the session's].
+    #[arg(long, value_name = "N")]
+    pub groups: Option<u16>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+impl BenchCommand {
+    /// The command's output flags.
+    pub fn output(&self) -> &OutputFlags {
+        match self {
+            BenchCommand::Ring(a) => &a.output,
+            BenchCommand::Wake(a) => &a.output,
+            BenchCommand::Edge(a) => &a.output,
+            BenchCommand::Decode(a) | BenchCommand::Pipeline(a) => &a.output,
+            BenchCommand::Engine(a) => &a.output,
+            BenchCommand::Failover(a) => &a.output,
+            BenchCommand::Serve(a) => &a.output,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Flag groups shared by several commands, each declared once and flattened where used
+//! (`#[command(flatten)]`): output ([`OutputFlags`]), placement ([`PlacementFlags`]),
+//! runtime and sampling ([`RuntimeArgs`], [`SamplingFlags`]) and pool ([`PoolFlags`]).
+
+use clap::{Args, ValueEnum};
+
+use crate::wire::{ActivationDType, LayerRange, NodeId};
+
+/// Flags shared by every command that prints data.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct OutputFlags {
+    /// Print JSON Lines (one object per line with a `type` tag) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runtime settings shared by planning and running.
+#[derive(Debug, Args, Clone)]
+pub struct RuntimeArgs {
+    /// Longest sequence (prompt + generated tokens) the KV caches hold [default: the
+    /// model's context length, at most 2048].
+    #[arg(long, value_name = "N")]
+    pub max_seq_len: Option<u32>,
+    /// Element type of the KV caches: f16 halves their memory (the values are rounded to
+    /// f16 as they are stored; the CPU engine only).
+    #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
+    pub kv_cache: KvCacheArg,
+    /// Element type of activations between stages (f32 is bit-exact with one process).
+    #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
+    pub activation_dtype: ActivationArg,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_tokens: u32,
+    /// How the last stage picks tokens.
+    #[command(flatten)]
+    pub sampler: SamplingFlags,
+    /// Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per
+    /// slot [default: 1, or 8 with `--requests`].
+    #[arg(long, value_name = "N")]
+    pub max_sequences: Option<u32>,
+}
+
+/// Where the stages of a run go: shared by `run plan` and `orchestrate pool`.
+#[derive(Debug, Args, Clone)]
+pub struct PlacementFlags {
+    /// Number of stages [default: one per placement node, or per pool node].
+    #[arg(long, value_name = "N")]
+    pub stages: Option<u32>,
+    /// Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`.
+    #[arg(long, value_delimiter = ',', value_name = "RANGES")]
+    pub layers: Option<Vec<LayerRange>>,
+    /// Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order].
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub nodes: Option<Vec<u64>>,
+}
+
+impl PlacementFlags {
+    /// The explicit node order, as node ids.
+    pub fn node_ids(&self) -> Option<Vec<NodeId>> {
+        self.nodes.as_ref().map(|n| n.iter().copied().map(NodeId).collect())
+    }
+}
+
+/// How the last stage picks tokens: part of [`RuntimeArgs`].
+#[derive(Debug, Args, Clone)]
+pub struct SamplingFlags {
+    /// How the last stage picks tokens.
+    #[arg(long, value_enum, default_value = "greedy", value_name = "MODE")]
+    pub sampling: SamplingMode,
+    /// Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy.
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+    /// Keep only the K most likely tokens (with `--sampling sample`).
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<u32>,
+    /// Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`).
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f32>,
+    /// Seed of the sampler (with `--sampling sample`).
+    #[arg(long, value_name = "SEED")]
+    pub seed: Option<u64>,
+}
+
+/// How an orchestrator joins a pool (its addresses) and waits for it to be ready.
+#[derive(Debug, Args, Clone)]
+pub struct PoolFlags {
+    /// iroh listen address (must be reachable by the nodes).
+    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// SWIM listen address.
+    #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
+    pub swim: std::net::SocketAddr,
+    /// The address other hosts reach this one at, when listening on an unspecified address
+    /// (default: the local address of the route toward the pool's nodes / join seeds; never
+    /// `0.0.0.0`).
+    #[arg(long, value_name = "IP")]
+    pub advertise: Option<std::net::IpAddr>,
+    /// Convergence window in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub window_ms: u64,
+    /// Seconds to wait for the pool to be ready.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub pool_timeout: u64,
+}
+
+/// Token selection mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SamplingMode {
+    /// The most likely token, always.
+    Greedy,
+    /// Temperature sampling with optional top-k / top-p, seeded.
+    Sample,
+}
+
+/// Activation dtype as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ActivationArg {
+    /// 32-bit floats (bit-exact with one process).
+    F32,
+    /// 16-bit floats (half the bytes per hop).
+    F16,
+}
+
+impl From<ActivationArg> for ActivationDType {
+    fn from(a: ActivationArg) -> Self {
+        match a {
+            ActivationArg::F32 => ActivationDType::F32,
+            ActivationArg::F16 => ActivationDType::F16,
+        }
+    }
+}
+
+/// KV cache element type as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KvCacheArg {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (half the KV cache memory).
+    F16,
+}
+
+impl From<KvCacheArg> for crate::wire::KvCacheDType {
+    fn from(a: KvCacheArg) -> Self {
+        match a {
+            KvCacheArg::F32 => crate::wire::KvCacheDType::F32,
+            KvCacheArg::F16 => crate::wire::KvCacheDType::F16,
+        }
+    }
+}

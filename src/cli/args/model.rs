@@ -1,0 +1,160 @@
+//! `swactor generate` and `swactor model inspect|synth|quantize`.
+
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+use super::flags::{OutputFlags, RuntimeArgs};
+use crate::cli::exit::EXIT_CODES_HELP;
+use crate::model::synth::SynthDType;
+
+/// `swactor generate`
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The prompt text.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: String,
+    /// Split the model into this many stages in this process (activations cross each
+    /// boundary as wire bytes, as in a pipeline).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub stages: u32,
+    /// Where to compute: `cpu` (swactor's engine), `candle` (candle's CPU ops, the
+    /// reference), or `cuda:N` in a build with the `cuda` feature.
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    pub device: String,
+    /// Compute threads (the in-process stages share them) [default: the CPUs available].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Runtime settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output format: JSON Lines with one `token` line per token and a `generation` summary.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor model ...`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Inspect(InspectArgs),
+    /// Write a deterministic tiny llama model with random weights and a real BPE vocabulary.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Synth(SynthArgs),
+    /// Re-quantize a model's weight matrices (norms stay f32).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Quantize(QuantizeArgs),
+}
+
+/// `swactor model inspect`
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The GGUF file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Show the layers and weight bytes of each of N stages (the planner's balance over
+    /// nodes of equal memory) [default: 2, or 1 for a one-block model].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stages: Option<u32>,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor model synth`
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Where to write the GGUF file.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Transformer blocks.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub blocks: u32,
+    /// Hidden size.
+    #[arg(long, default_value_t = 256, value_name = "H")]
+    pub hidden: u32,
+    /// Attention heads.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub heads: u32,
+    /// Key/value heads (grouped-query attention).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub kv_heads: u32,
+    /// Feed-forward inner size.
+    #[arg(long, default_value_t = 512, value_name = "F")]
+    pub ffn: u32,
+    /// Vocabulary size (at least 257: 256 bytes and an end-of-text token).
+    #[arg(long, default_value_t = 512, value_name = "V")]
+    pub vocab: u32,
+    /// Context length recorded in the file.
+    #[arg(long, default_value_t = 2048, value_name = "N")]
+    pub context: u32,
+    /// Storage type of the weight matrices.
+    #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
+    pub dtype: SynthDTypeArg,
+    /// Reuse the token embedding as the output head (no `output.weight`).
+    #[arg(long)]
+    pub tied_embeddings: bool,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor model quantize`
+#[derive(Debug, Args)]
+pub struct QuantizeArgs {
+    /// The GGUF model to read.
+    #[arg(long = "in", value_name = "GGUF")]
+    pub input: PathBuf,
+    /// Where to write the re-quantized model.
+    #[arg(long, value_name = "GGUF")]
+    pub out: PathBuf,
+    /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k.
+    #[arg(long, value_name = "TYPE")]
+    pub dtype: String,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// Weight storage type as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SynthDTypeArg {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats.
+    F16,
+    /// 8-bit blocks of 32.
+    #[value(name = "q8_0")]
+    Q8_0,
+    /// 4-bit blocks of 32.
+    #[value(name = "q4_0")]
+    Q4_0,
+}
+
+impl From<SynthDTypeArg> for SynthDType {
+    fn from(a: SynthDTypeArg) -> Self {
+        match a {
+            SynthDTypeArg::F32 => SynthDType::F32,
+            SynthDTypeArg::F16 => SynthDType::F16,
+            SynthDTypeArg::Q8_0 => SynthDType::Q8_0,
+            SynthDTypeArg::Q4_0 => SynthDType::Q4_0,
+        }
+    }
+}
+
+impl ModelCommand {
+    /// The command's output flags.
+    pub fn output(&self) -> &OutputFlags {
+        match self {
+            ModelCommand::Inspect(a) => &a.output,
+            ModelCommand::Synth(a) => &a.output,
+            ModelCommand::Quantize(a) => &a.output,
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! `swactor run plan|local` and `swactor orchestrate pool`: what to run and where.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs};
+use crate::cli::exit::EXIT_CODES_HELP;
+
+/// `swactor run ...`
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Plan a run over a pool and predict its resources, without running anything.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Plan(PlanArgs),
+    /// Run a whole pipeline on this machine: N `swactor node boot` children on loopback,
+    /// the orchestrator in this process; prints the generated text and cleans up.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Local(LocalArgs),
+}
+
+/// `swactor orchestrate ...`
+#[derive(Debug, Subcommand)]
+pub enum OrchestrateCommand {
+    /// Wait for the pool to be ready, plan, provision every stage, inject the prompt,
+    /// stream the generated text, and tear the run down.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Pool(Box<OrchestratePoolArgs>),
+}
+
+/// `swactor run plan`
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The GGUF model to plan for.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The pool file (TOML inventory of nodes).
+    #[arg(long, value_name = "POOL")]
+    pub pool: PathBuf,
+    /// Stage count, layers and nodes.
+    #[command(flatten)]
+    pub placement: PlacementFlags,
+    /// Prompt length assumed for the prefill predictions.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub prompt_tokens: u32,
+    /// Nodes download the weights from this `http(s)://host[:port]/path` URL instead of
+    /// reading `--model`'s path; the plan carries the size and sha256 of the local
+    /// `--model` file to check them against.
+    #[arg(long, value_name = "URL")]
+    pub weights_url: Option<String>,
+    /// The run id to write into the plan.
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub run_id: u64,
+    /// Runtime settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// What to run, shared by `orchestrate pool` and `run local`.
+#[derive(Debug, Args, Clone)]
+pub struct PromptArgs {
+    /// The prompt text.
+    #[arg(long, value_name = "TEXT", default_value = "Once upon a time")]
+    pub prompt: String,
+    /// Wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 style).
+    #[arg(long)]
+    pub chat: bool,
+    /// Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`,
+    /// `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one
+    /// session; one JSON line per request's result (or error) on stdout.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "chat"])]
+    pub requests: Option<PathBuf>,
+    /// With `--requests`: also a JSON line per generated token.
+    #[arg(long, requires = "requests")]
+    pub stream: bool,
+    /// With `--requests`: requests waiting for a slot at most (more are refused as
+    /// `busy`) [default: every request of the file].
+    #[arg(long, value_name = "N", requires = "requests")]
+    pub queue: Option<usize>,
+    /// With `--requests`: micro-batches in flight at most (the sequences are spread over
+    /// this many groups) [default: one per stage, at most `--max-sequences`].
+    #[arg(long, value_name = "N", requires = "requests")]
+    pub groups: Option<u16>,
+    /// Write every event of the run as JSON Lines to this file.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// Seconds to wait for every stage to be ready (weights loaded, edges up).
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub readiness_timeout: u64,
+    /// Seconds to wait for each token.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub token_timeout: u64,
+    /// The run id.
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub run_id: u64,
+    /// Runtime settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output format: JSON Lines with every event, one `token` line per token and a `run`
+    /// summary.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// `swactor orchestrate pool`
+#[derive(Debug, Args)]
+pub struct OrchestratePoolArgs {
+    /// The pool file.
+    #[arg(long, value_name = "POOL")]
+    pub pool: PathBuf,
+    /// The GGUF model (the orchestrator's copy: tokenizer and plan come from it).
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The orchestrator's key file (nodes were started with its endpoint id).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Stage count, layers and nodes.
+    #[command(flatten)]
+    pub placement: PlacementFlags,
+    /// Nodes download the weights from this `http(s)://host[:port]/path` URL (checked
+    /// against `--model`'s size and sha256) instead of reading `--model`'s path on their
+    /// own disk.
+    #[arg(long, value_name = "URL")]
+    pub weights_url: Option<String>,
+    /// How this orchestrator joins the pool and waits for it.
+    #[command(flatten)]
+    pub join: PoolFlags,
+    /// What to run.
+    #[command(flatten)]
+    pub run: PromptArgs,
+}
+
+/// `swactor run local`
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// Number of stages (one node process each).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// The GGUF model [default: a small synthesized model, written to a temporary file].
+    #[arg(long, value_name = "GGUF")]
+    pub model: Option<PathBuf>,
+    /// Compute threads of each stage worker (the nodes share this host; `--worker-threads`
+    /// is an older name).
+    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
+    pub worker_threads: u32,
+    /// Arena bytes per node.
+    #[arg(long, default_value_t = 256 << 20, value_name = "N")]
+    pub arena_bytes: u64,
+    /// Pass the nodes' logs through to stderr.
+    #[arg(long)]
+    pub node_logs: bool,
+    /// What to run.
+    #[command(flatten)]
+    pub run: PromptArgs,
+}
+
+impl RunCommand {
+    /// The command's output flags.
+    pub fn output(&self) -> &OutputFlags {
+        match self {
+            RunCommand::Plan(a) => &a.output,
+            RunCommand::Local(a) => &a.run.output,
+        }
+    }
+}
+
+impl OrchestrateCommand {
+    /// The command's output flags.
+    pub fn output(&self) -> &OutputFlags {
+        match self {
+            OrchestrateCommand::Pool(a) => &a.run.output,
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The args-to-config step: what was typed ([`super::args`]) becomes one checked config
+//! per role, each built in one function, before a command calls the library. Commands
+//! only parse, configure, call and print.
+//!
+//! - [`runtime`]: runtime and sampling flags -> [`crate::wire::RuntimeConfig`];
+//! - [`source`]: pool file, placement and weight source, shared by planning and running;
+//! - [`plan`]: `run plan` -> [`plan::PlanConfig`];
+//! - [`run`]: what every run needs from its prompt flags (model, requests, limits);
+//! - [`orchestrate`]: `orchestrate pool` -> [`orchestrate::PoolRun`];
+//! - [`local`]: `run local` -> [`local::LocalRun`].
+
+pub mod local;
+pub mod orchestrate;
+pub mod plan;
+pub mod run;
+pub mod runtime;
+pub mod source;

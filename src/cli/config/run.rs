@@ -1,0 +1,173 @@
+//! What every run needs from its `PromptArgs`: the model side ([`RunInputs`]: facts,
+//! tokenizer, requests, runtime settings), the session limits, the timeouts and how the
+//! run is printed.
+
+use color_eyre::eyre::eyre;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::cli::args::PromptArgs;
+use crate::cli::exit::{CliError, ExitCode, model_error};
+use crate::cli::requests::{LineError, MAX_REQUESTS_BYTES, parse_requests};
+use crate::model::ModelFacts;
+use crate::model::facts::facts_from_content;
+use crate::model::gguf::read_content;
+use crate::model::tokenizer::{Tokenizer, chat_prompt, tokenizer_from_gguf};
+use crate::orchestrator::requests::Request;
+use crate::orchestrator::run::{RunTimeouts, SessionLimits};
+use crate::wire::RuntimeConfig;
+
+use super::runtime::runtime_config;
+
+/// Slots of a batch job's session unless `--max-sequences` says otherwise.
+const DEFAULT_BATCH_SEQUENCES: u32 = 8;
+
+/// The model side of a run: facts, tokenizer, its requests and runtime settings.
+pub struct RunInputs {
+    /// The model's facts.
+    pub facts: ModelFacts,
+    /// The model's tokenizer.
+    pub tokenizer: Tokenizer,
+    /// The session's requests (one for `--prompt`).
+    pub requests: Vec<Request>,
+    /// `--requests`: the lines that could not become requests, with their position among
+    /// all lines (reported first; they never reach the session).
+    pub batch: Option<Vec<LineError>>,
+    /// The runtime settings, checked.
+    pub runtime: RuntimeConfig,
+}
+
+impl RunInputs {
+    /// Reads `model` and turns the prompt or the `--requests` file into requests.
+    pub fn read(model: &Path, run: &PromptArgs) -> Result<RunInputs, CliError> {
+        let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
+        let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
+        let tokenizer = tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?;
+        let template = content
+            .metadata
+            .get("tokenizer.chat_template")
+            .and_then(|v| v.to_string().ok())
+            .cloned();
+        if let Some(path) = &run.requests {
+            let mut args = run.runtime.clone();
+            args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));
+            let runtime = runtime_config(&args, &facts)?;
+            let text = read_requests(path)?;
+            let mut requests = Vec::new();
+            let mut errors = Vec::new();
+            for line in parse_requests(&text, &tokenizer, template.as_deref(), &runtime) {
+                match line {
+                    Ok(r) => requests.push(r),
+                    Err(e) => errors.push(e),
+                }
+            }
+            return Ok(RunInputs { facts, tokenizer, requests, batch: Some(errors), runtime });
+        }
+        let runtime = runtime_config(&run.runtime, &facts)?;
+        let request = prompt_request(run, &tokenizer, template.as_deref(), &runtime)?;
+        Ok(RunInputs { facts, tokenizer, requests: vec![request], batch: None, runtime })
+    }
+
+    /// The prompt's length in tokens (0 for a batch job without requests).
+    pub fn prompt_tokens(&self) -> usize {
+        self.requests.first().map_or(0, |r| r.prompt.len())
+    }
+}
+
+/// A usage error (exit 2).
+pub fn usage(message: String) -> CliError {
+    CliError::new(ExitCode::Usage, "usage", eyre!(message))
+}
+
+/// `--prompt` (and `--chat`) as the one request of the session.
+fn prompt_request(
+    run: &PromptArgs,
+    tokenizer: &Tokenizer,
+    template: Option<&str>,
+    runtime: &RuntimeConfig,
+) -> Result<Request, CliError> {
+    let prompt = if run.chat {
+        let text = chat_prompt(template, &run.prompt).map_err(|e| usage(format!("--chat: {e}")))?;
+        tokenizer.encode(&text, true, true)
+    } else {
+        tokenizer.encode(&run.prompt, true, false)
+    };
+    if prompt.is_empty() {
+        return Err(usage("the prompt is empty".into()));
+    }
+    if prompt.len() >= runtime.max_seq_len as usize {
+        return Err(usage(format!(
+            "the prompt has {} tokens; max_seq_len is {}",
+            prompt.len(),
+            runtime.max_seq_len
+        )));
+    }
+    Ok(Request {
+        id: "0".into(),
+        prompt,
+        max_tokens: runtime.max_tokens,
+        sampling: runtime.sampling,
+        stop: Vec::new(),
+    })
+}
+
+/// Reads a `--requests` file (at most [`MAX_REQUESTS_BYTES`]).
+fn read_requests(path: &Path) -> Result<String, CliError> {
+    let io = |e: std::io::Error| {
+        CliError::new(
+            ExitCode::Input,
+            "io",
+            eyre!(e).wrap_err(format!("cannot read --requests {}", path.display())),
+        )
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_REQUESTS_BYTES {
+        return Err(CliError::new(
+            ExitCode::Input,
+            "requests_too_large",
+            eyre!("--requests {}: {len} bytes, at most {MAX_REQUESTS_BYTES}", path.display()),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    String::from_utf8(bytes).map_err(|_| {
+        CliError::new(
+            ExitCode::Input,
+            "invalid_request",
+            eyre!("--requests {}: the file is not UTF-8 text", path.display()),
+        )
+    })
+}
+
+/// Session limits for a run: a batch job's queue holds every request unless `--queue`.
+pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
+    SessionLimits {
+        queue_capacity: run.queue.unwrap_or(inputs.requests.len().max(1)),
+        groups: run.groups.unwrap_or(0),
+        ..SessionLimits::default()
+    }
+}
+
+/// The run's timeouts: `--readiness-timeout`, `--token-timeout`, and 10 s to tear down.
+pub fn timeouts(run: &PromptArgs) -> RunTimeouts {
+    RunTimeouts {
+        readiness: Duration::from_secs(run.readiness_timeout),
+        token: Duration::from_secs(run.token_timeout),
+        teardown: Duration::from_secs(10),
+    }
+}
+
+/// How a run is printed.
+#[derive(Debug, Clone, Copy)]
+pub struct PrintConfig {
+    /// `--json`: JSON Lines with every event, a `token` line per token and a `run` summary.
+    pub json: bool,
+    /// `--stream` (with `--requests`): a JSON line per generated token.
+    pub stream: bool,
+}
+
+impl PrintConfig {
+    /// From the run's flags.
+    pub fn of(run: &PromptArgs) -> PrintConfig {
+        PrintConfig { json: run.output.json, stream: run.stream }
+    }
+}

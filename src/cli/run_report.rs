@@ -1,0 +1,151 @@
+//! How a run ends: its summary (stderr, or a `run` line with `--json`) and its exit code.
+
+use color_eyre::eyre::eyre;
+use serde::Serialize;
+
+use super::config::run::PrintConfig;
+use super::exit::{CliError, ExitCode};
+use super::output::Output;
+use crate::events::RunOutcome;
+use crate::orchestrator::driver::RunReport;
+use crate::wire::RunId;
+
+#[derive(Serialize)]
+struct Summary {
+    run_id: RunId,
+    outcome: RunOutcome,
+    /// Why a completed run stopped, named as `generate` names it.
+    stop: Option<crate::events::CompletionCause>,
+    reason: Option<String>,
+    component: Option<String>,
+    stages: usize,
+    prompt_tokens: usize,
+    tokens: usize,
+    pool_ready_ms: f64,
+    time_to_first_token_ms: Option<f64>,
+    decode_tokens_per_s: f64,
+}
+
+#[derive(Serialize)]
+struct BatchSummary {
+    run_id: RunId,
+    outcome: RunOutcome,
+    reason: Option<String>,
+    stages: usize,
+    requests: usize,
+    failed: usize,
+    completion_tokens: u64,
+    pool_ready_ms: f64,
+    decode_tokens_per_s: f64,
+}
+
+/// A batch job's summary (stderr, or a `run` line with `--json`) and exit code: the
+/// session's outcome decides it; requests that failed alone are in their lines.
+pub fn finish_batch(
+    report: RunReport,
+    bad_lines: usize,
+    print: PrintConfig,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let tokens: u64 = report.results.iter().map(|r| u64::from(r.completion_tokens)).sum();
+    let decode = report.decode_time.as_secs_f64();
+    let summary = BatchSummary {
+        run_id: report.plan.run_id,
+        outcome: report.outcome,
+        reason: report.fault.map(|f| f.reason.to_string()),
+        stages: report.plan.stages.len(),
+        requests: report.results.len() + bad_lines,
+        failed: report.results.iter().filter(|r| r.is_error()).count() + bad_lines,
+        completion_tokens: tokens,
+        pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
+        decode_tokens_per_s: if decode > 0.0 { tokens as f64 / decode } else { 0.0 },
+    };
+    if print.json {
+        out.json("run", &summary)?;
+        out.flush()?;
+    } else {
+        eprintln!(
+            "{}: {} requests ({} failed) on {} stages, {} tokens generated, {:.1} tokens/s",
+            match summary.outcome {
+                RunOutcome::Completed => "completed",
+                RunOutcome::Faulted => "faulted",
+                RunOutcome::OperatorStopped => "stopped by the operator",
+            },
+            summary.requests,
+            summary.failed,
+            summary.stages,
+            summary.completion_tokens,
+            summary.decode_tokens_per_s
+        );
+    }
+    finish_outcome(&report)
+}
+
+/// A prompt run's summary (stderr after the text, or a `run` line with `--json`) and exit
+/// code.
+pub fn finish(
+    report: RunReport,
+    prompt_tokens: usize,
+    print: PrintConfig,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let decode = report.decode_time.as_secs_f64();
+    let summary = Summary {
+        run_id: report.plan.run_id,
+        outcome: report.outcome,
+        stop: report.stop,
+        reason: report.fault.map(|f| f.reason.to_string()),
+        component: report.fault.map(|f| f.component.to_string()),
+        stages: report.plan.stages.len(),
+        prompt_tokens,
+        tokens: report.tokens.len(),
+        pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
+        time_to_first_token_ms: report.first_token_after.map(|d| d.as_secs_f64() * 1e3),
+        decode_tokens_per_s: if report.tokens.len() > 1 && decode > 0.0 {
+            (report.tokens.len() - 1) as f64 / decode
+        } else {
+            0.0
+        },
+    };
+    if print.json {
+        out.json("run", &summary)?;
+    } else {
+        out.write_str(&report.tail)?;
+        out.line("")?;
+        out.flush()?;
+        let outcome = match (summary.outcome, &summary.stop) {
+            (RunOutcome::Completed, Some(stop)) => {
+                format!("completed ({})", super::output::stop_words(stop))
+            }
+            (RunOutcome::Completed, None) => "completed".into(),
+            (RunOutcome::Faulted, _) => "faulted".into(),
+            (RunOutcome::OperatorStopped, _) => "stopped by the operator".into(),
+        };
+        let first = match summary.time_to_first_token_ms {
+            Some(ms) => format!("first token after {ms:.0} ms"),
+            None => "no token".into(),
+        };
+        eprintln!(
+            "{outcome}: {} stages, {} prompt tokens, {} generated; {first}, decode {:.1} tokens/s",
+            summary.stages, summary.prompt_tokens, summary.tokens, summary.decode_tokens_per_s
+        );
+    }
+    finish_outcome(&report)
+}
+
+/// The exit of a run: success, 7 for a fault, 9 for an operator stop.
+fn finish_outcome(report: &RunReport) -> Result<(), CliError> {
+    match report.outcome {
+        RunOutcome::Completed => Ok(()),
+        RunOutcome::Faulted => {
+            let reason = report.fault.map_or_else(|| "unknown".into(), |f| f.reason.to_string());
+            let what = report.fault.map_or_else(|| "unknown".into(), |f| f.to_string());
+            Err(CliError::new(ExitCode::RunFaulted, reason, eyre!("the run faulted: {what}")))
+        }
+        RunOutcome::OperatorStopped => Err(CliError::new(
+            ExitCode::Stopped,
+            "operator.stopped",
+            eyre!("the run was stopped by the operator and torn down"),
+        )),
+    }
+}
