@@ -478,7 +478,12 @@ const MINTS: &[(&str, &[&str])] = &[
     // The simulation's world observes its simulated pumps.
     (
         "PumpStopped::observed",
-        &["core/ring/ends.rs", "core/edge/establisher.rs", "core/sim/world.rs"],
+        &[
+            "core/ring/ends.rs",
+            "core/edge/establisher.rs",
+            "core/sim/world/node.rs",
+            "core/sim/world/faults.rs",
+        ],
     ),
     ("WorkerQuiet::reported", &["core/workerctl/fsm.rs"]),
     ("WorkerQuiet::reaped", &["core/workerctl/fsm.rs"]),
