@@ -46,7 +46,8 @@ pub const DIR_PREFIX: &str = "swactor-local-";
 pub struct LocalPool {
     dir: PathBuf,
     children: Vec<Child>,
-    /// The pool file's content (also written as `pool.toml` in the pool's directory).
+    /// The pool, in memory only (nothing of it is written: a killed supervisor leaves no
+    /// pool file behind).
     pub pool: Pool,
     /// The orchestrator's key (the nodes accept only it), held only in memory.
     pub orchestrator_key: NodeKey,
@@ -253,8 +254,6 @@ impl LocalPool {
                 arena_bytes: None,
             });
         }
-        let toml = toml::to_string(&self.pool).map_err(|e| e.to_string())?;
-        std::fs::write(self.dir.join("pool.toml"), toml).map_err(|e| e.to_string())?;
         Ok(())
     }
 

@@ -1002,6 +1002,10 @@ fn a_killed_run_local_leaves_no_key_and_the_next_run_local_removes_what_it_left(
         .filter(|p| p.extension().is_some_and(|e| e == "key"))
         .collect();
     assert!(keys.is_empty(), "private keys outlived the run: {keys:?}");
+    // The pool it ran is in memory only: no pool file (addresses, endpoint ids) is left.
+    let pools: Vec<PathBuf> =
+        files_under(&dir).into_iter().filter(|p| p.ends_with("pool.toml")).collect();
+    assert!(pools.is_empty(), "a pool file outlived the run: {pools:?}");
 
     let out = Command::new(exe())
         .env("TMPDIR", &tmp)
