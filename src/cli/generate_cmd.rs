@@ -11,7 +11,7 @@ use super::config::runtime::runtime_config;
 use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
-use crate::model::generate::{LocalPipeline, StopReason, even_split, generate as run};
+use crate::model::generate::{LocalPipeline, StopReason, even_split, generate_until as run};
 use crate::model::gguf::read_content;
 use crate::model::llama::{ComputeDevice, StageError};
 use crate::model::sampling::Sampler;
@@ -60,6 +60,7 @@ pub(crate) fn compute_threads(threads: Option<u32>) -> Result<u32, CliError> {
 
 /// `swactor generate`.
 pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
+    let signals = super::signals::StopFlag::install();
     let t_load = Instant::now();
     let (content, len) = read_content(&args.model).map_err(|e| model_error(&args.model, e))?;
     let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
@@ -135,10 +136,20 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             write_err.get_or_insert(e);
         }
         count += 1;
+        signals.stopped().is_none()
     })
     .map_err(stage_error)?;
     if let Some(e) = write_err {
         return Err(e.into());
+    }
+    if let Some(how) = signals.stopped() {
+        let _ = out.write_str(&detok.finish());
+        let _ = out.line("");
+        return Err(CliError::new(
+            ExitCode::Stopped,
+            crate::wire::reason::FaultReason::Operator(how).to_string(),
+            eyre!("stopped by the operator ({how}) after {count} tokens"),
+        ));
     }
     let end = Instant::now();
     let rest = detok.finish();

@@ -96,3 +96,42 @@ pub async fn stdout_closed() {
         std::future::pending::<()>().await;
     }
 }
+
+/// SIGINT / SIGTERM for a command that computes on its own thread: a listener thread (with
+/// a runtime of its own) records the first signal, which the command reads between steps.
+/// Installed first thing; the listener replaces an inherited "ignore" disposition, so a
+/// command started with SIGINT ignored (a background job of a shell) still stops on it.
+#[derive(Clone, Default)]
+pub struct StopFlag(std::sync::Arc<std::sync::Mutex<Option<OperatorStop>>>);
+
+impl StopFlag {
+    /// Starts listening; returns at once.
+    pub fn install() -> StopFlag {
+        let flag = StopFlag::default();
+        let seen = flag.clone();
+        let (ready, installed) = std::sync::mpsc::channel::<()>();
+        let listener = std::thread::Builder::new().name("signals".into()).spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build()
+            else {
+                let _ = ready.send(());
+                return;
+            };
+            rt.block_on(async move {
+                let stop = StopSignal::install();
+                let _ = ready.send(());
+                let how = stop.stopped().await;
+                *seen.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(how);
+            });
+        });
+        if listener.is_ok() {
+            // A signal from now on is caught, not lost to the default disposition.
+            let _ = installed.recv();
+        }
+        flag
+    }
+
+    /// The first signal received, if any.
+    pub fn stopped(&self) -> Option<OperatorStop> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

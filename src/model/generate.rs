@@ -113,6 +113,8 @@ pub enum StopReason {
     MaxTokens,
     /// The KV cache is full.
     ContextFull,
+    /// The caller asked to stop (an operator's signal).
+    Stopped,
 }
 
 /// Generates up to `max_tokens` after `prompt`, calling `on_token` for each new token.
@@ -125,6 +127,22 @@ pub fn generate(
     eos: Option<u32>,
     mut on_token: impl FnMut(u32),
 ) -> Result<StopReason, StageError> {
+    generate_until(pipeline, prompt, max_tokens, sampler, eos, |t| {
+        on_token(t);
+        true
+    })
+}
+
+/// As [`generate`], but `on_token` returns whether to go on (`false` stops with
+/// [`StopReason::Stopped`]).
+pub fn generate_until(
+    pipeline: &mut LocalPipeline,
+    prompt: &[u32],
+    max_tokens: u32,
+    sampler: &mut Sampler,
+    eos: Option<u32>,
+    mut on_token: impl FnMut(u32) -> bool,
+) -> Result<StopReason, StageError> {
     let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
     let mut logits = pipeline.step(prompt)?;
     let mut produced = 0u32;
@@ -133,7 +151,9 @@ pub fn generate(
         if Some(token) == eos {
             return Ok(StopReason::Eos);
         }
-        on_token(token);
+        if !on_token(token) {
+            return Ok(StopReason::Stopped);
+        }
         produced += 1;
         if produced >= max_tokens {
             return Ok(StopReason::MaxTokens);

@@ -1171,3 +1171,47 @@ fn a_node_never_advertises_an_unspecified_address() {
         assert!(addr.as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{available}");
     }
 }
+
+/// Starts `generate` on SmolLM2 with `sig` ignored by inheritance (as a shell's background
+/// job has SIGINT), sends it `sig` once its first token is out, and returns its exit code
+/// and standard error.
+fn generate_stopped_by(sig: rustix::process::Signal, name: &str) -> Option<(Option<i32>, String)> {
+    use std::io::BufRead;
+    let model = smollm2()?;
+    let exe = assert_cmd::cargo::cargo_bin("swactor");
+    let script = format!(
+        "trap '' {name}; exec \"$0\" generate --json --max-tokens 3000 --max-seq-len 4096 \
+         --prompt 'Once upon a time' --model \"$1\""
+    );
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .arg(&exe)
+        .arg(&model)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("generate");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let first = lines.by_ref().map_while(Result::ok).any(|l| l.contains("\"token\""));
+    assert!(first, "a first token");
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, sig).expect("signal");
+    std::thread::spawn(move || for _ in lines {});
+    let mut err = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut err).expect("stderr");
+    let status = child.wait().expect("wait");
+    Some((status.code(), err))
+}
+
+#[test]
+fn generate_stops_on_sigint_or_sigterm_with_exit_9_even_when_started_with_them_ignored() {
+    for (sig, name, reason) in [
+        (rustix::process::Signal::INT, "INT", "(interrupt)"),
+        (rustix::process::Signal::TERM, "TERM", "(terminate)"),
+    ] {
+        let Some((code, err)) = generate_stopped_by(sig, name) else { return };
+        assert_eq!(code, Some(9), "SIG{name}: {err}");
+        assert!(err.contains(reason), "SIG{name}: {err}");
+    }
+}
