@@ -2,6 +2,7 @@
 //! job's `result` and `error` lines), the `--events` file, and progress on a terminal.
 
 use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use color_eyre::eyre::eyre;
@@ -42,6 +43,9 @@ impl EventsFile {
         let existing = std::fs::metadata(path).ok();
         if existing.as_ref().is_some_and(std::fs::Metadata::is_file) {
             return Err(exists());
+        }
+        if existing.as_ref().is_some_and(|m| m.file_type().is_fifo()) {
+            return Self::open_fifo(path);
         }
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -222,4 +226,51 @@ pub fn write_line_errors(out: &mut Output, errors: &[LineError]) -> std::io::Res
         )?;
     }
     out.flush()
+}
+
+/// How long `--events` waits for a reader to open a FIFO before it gives up.
+const FIFO_READER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl EventsFile {
+    /// Opens a FIFO for writing once a reader has it open: waits up to
+    /// [`FIFO_READER_WAIT`] for one, then fails with `events_no_reader` (a plain open
+    /// would block forever, before the run even starts).
+    fn open_fifo(path: &Path) -> Result<EventsFile, CliError> {
+        use rustix::fs::{Mode, OFlags};
+        #[allow(clippy::disallowed_methods)] // a wait with a deadline, not a measurement
+        let deadline = std::time::Instant::now() + FIFO_READER_WAIT;
+        let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = loop {
+            match rustix::fs::open(path, flags, Mode::empty()) {
+                Ok(fd) => break fd,
+                #[allow(clippy::disallowed_methods)] // the deadline above
+                Err(rustix::io::Errno::NXIO) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(rustix::io::Errno::NXIO) => {
+                    return Err(CliError::new(
+                        ExitCode::Input,
+                        "events_no_reader",
+                        eyre!(
+                            "--events {}: a FIFO that nobody reads (waited {} s for a reader)",
+                            path.display(),
+                            FIFO_READER_WAIT.as_secs()
+                        ),
+                    )
+                    .with_suggestion("start its reader first, or give --events a file"));
+                }
+                Err(e) => return Err(events_error(path, e.into())),
+            }
+        };
+        // Writes block again from now on, as on any file.
+        let blocking = rustix::fs::fcntl_getfl(&fd).map(|f| f - OFlags::NONBLOCK);
+        if let Err(e) = blocking.and_then(|f| rustix::fs::fcntl_setfl(&fd, f)) {
+            return Err(events_error(path, e.into()));
+        }
+        Ok(EventsFile {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::new(std::fs::File::from(fd)),
+            error: None,
+        })
+    }
 }

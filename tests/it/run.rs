@@ -1082,6 +1082,22 @@ fn an_unwritable_events_file_fails_before_any_node_starts_and_is_named() {
     assert_eq!(error["reason"], "events_file_exists");
     assert!(stderr.contains("never overwritten"), "{stderr}");
     assert_eq!(std::fs::read(&kept).expect("kept"), b"an earlier run's events\n");
+    // A FIFO that nobody reads: a clear error after a bounded wait, before any node starts
+    // (a plain open would block forever).
+    let fifo = tmp.join("events.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let out = Command::new(exe())
+        .env("TMPDIR", &tmp)
+        .args(["run", "local", "--json", "--arena-bytes", "0", "--events"])
+        .arg(&fifo)
+        .output()
+        .expect("run local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let error: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one error line");
+    assert_eq!(error["reason"], "events_no_reader", "{error}");
+    assert!(stderr.contains("nobody reads"), "{stderr}");
 }
 
 /// Whether any node process that a `run local` with `TMPDIR=tmp` started is still alive
