@@ -73,7 +73,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l token-timeout -d 'Seconds to wait for each token' -r
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l run-id -d 'The run id' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l run-id -d 'The run id (default: a fresh one, from this host\'s clock in microseconds, so no two runs of an orchestrator share one)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
@@ -137,7 +137,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l token-timeout -d 'Seconds to wait for each token' -r
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l run-id -d 'The run id' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l run-id -d 'The run id (default: a fresh one, from this host\'s clock in microseconds, so no two runs of an orchestrator share one)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"

@@ -111,8 +111,7 @@ impl StopFlag {
         let seen = flag.clone();
         let (ready, installed) = std::sync::mpsc::channel::<()>();
         let listener = std::thread::Builder::new().name("signals".into()).spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build()
-            else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                 let _ = ready.send(());
                 return;
             };

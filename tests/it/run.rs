@@ -1348,3 +1348,25 @@ fn a_disk_that_fills_during_a_weights_download_faults_the_run_typed_and_the_node
     assert_eq!(code, 0, "{err}");
     assert_eq!(tokens(&lines).len(), 4);
 }
+
+#[test]
+fn two_runs_of_run_local_get_run_ids_of_their_own() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let run_id = || {
+        let out = Command::new(exe())
+            .args(["run", "local", "--json", "--max-tokens", "1"])
+            .output()
+            .expect("run local");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<Value> = out
+            .stdout
+            .split(|b| *b == b'\n')
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
+        let planned = events(&lines, "run_planned");
+        planned.first().and_then(|e| e["run_id"].as_u64()).expect("run_planned names its run")
+    };
+    let (first, second) = (run_id(), run_id());
+    assert_ne!(first, second);
+    assert!(first < (1 << 53) && second < (1 << 53), "exact in every JSON reader");
+}

@@ -92,9 +92,10 @@ pub struct PromptArgs {
     /// Seconds to wait for each token.
     #[arg(long, default_value_t = 60, value_name = "S")]
     pub token_timeout: u64,
-    /// The run id.
-    #[arg(long, default_value_t = 1, value_name = "ID")]
-    pub run_id: u64,
+    /// The run id (default: a fresh one, from this host's clock in microseconds, so no two
+    /// runs of an orchestrator share one).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<u64>,
     /// Runtime settings.
     #[command(flatten)]
     pub runtime: RuntimeArgs,

@@ -11,7 +11,7 @@ use crate::cli::run_sink::EventsFile;
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
 use crate::planner::Placement;
-use crate::wire::{RunId, WeightSource};
+use crate::wire::WeightSource;
 
 use super::run::{PrintConfig, RunInputs, session_limits, timeouts, usage};
 use super::runtime::runtime_config_for;
@@ -107,7 +107,7 @@ impl LocalRun {
             stages: Some(args.stages),
             placement: Placement::default(),
             runtime: inputs.runtime,
-            run_id: RunId(args.run.run_id),
+            run_id: super::run::run_id(&args.run),
             window: Duration::from_millis(300),
             pool_timeout: Duration::from_secs(60),
             timeouts: timeouts(&args.run),

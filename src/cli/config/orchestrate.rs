@@ -7,7 +7,6 @@ use crate::cli::exit::{CliError, plan_error};
 use crate::cli::run_sink::EventsFile;
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::planner::{PlanRequest, plan};
-use crate::wire::RunId;
 
 use super::run::{PrintConfig, RunInputs, session_limits, timeouts};
 use super::source::{check_url, placement, read_pool, weight_source};
@@ -41,7 +40,7 @@ impl PoolRun {
             inputs.facts.bytes.file,
             "cannot hash the model",
         )?;
-        let run_id = RunId(args.run.run_id);
+        let run_id = super::run::run_id(&args.run);
         // The driver plans again with this orchestrator's own identity.
         plan(&PlanRequest {
             run_id,

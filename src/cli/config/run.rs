@@ -171,3 +171,13 @@ impl PrintConfig {
         PrintConfig { json: run.output.json, stream: run.stream }
     }
 }
+
+/// The run id: `--run-id`, or a fresh one from this host's clock in microseconds (below
+/// 2^53, so it stays exact in every JSON reader), so that no two runs of an orchestrator
+/// share one.
+pub fn run_id(run: &PromptArgs) -> crate::wire::RunId {
+    #[allow(clippy::disallowed_methods)] // an identity, not a measurement
+    let fresh =
+        || std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64).max(1);
+    crate::wire::RunId(run.run_id.unwrap_or_else(fresh))
+}
