@@ -25,7 +25,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
-            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run a whole pipeline on this machine (`run local`), or plan one over a pool (`run plan`)')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('orchestrate', 'orchestrate', [CompletionResultType]::ParameterValue, 'Run a prompt through a pool of `swactor node boot` hosts')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
@@ -508,7 +508,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help' {
-            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Plan runs')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run a whole pipeline on this machine (`run local`), or plan one over a pool (`run plan`)')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate text with a whole model in this one process (the pipeline''s reference)')
             [CompletionResult]::new('orchestrate', 'orchestrate', [CompletionResultType]::ParameterValue, 'Run a prompt through a pool of `swactor node boot` hosts')
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')

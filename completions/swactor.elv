@@ -22,7 +22,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
             cand -V 'Print version'
             cand --version 'Print version'
-            cand run 'Plan runs'
+            cand run 'Run a whole pipeline on this machine (`run local`), or plan one over a pool (`run plan`)'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand orchestrate 'Run a prompt through a pool of `swactor node boot` hosts'
             cand model 'Inspect and synthesize GGUF models'
@@ -444,7 +444,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;help'= {
         }
         &'swactor;help'= {
-            cand run 'Plan runs'
+            cand run 'Run a whole pipeline on this machine (`run local`), or plan one over a pool (`run plan`)'
             cand generate 'Generate text with a whole model in this one process (the pipeline''s reference)'
             cand orchestrate 'Run a prompt through a pool of `swactor node boot` hosts'
             cand model 'Inspect and synthesize GGUF models'

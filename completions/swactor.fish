@@ -26,7 +26,7 @@ end
 
 complete -c swactor -n "__fish_swactor_needs_command" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_needs_command" -s V -l version -d 'Print version'
-complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_needs_command" -f -a "run" -d 'Run a whole pipeline on this machine (`run local`), or plan one over a pool (`run plan`)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "orchestrate" -d 'Run a prompt through a pool of `swactor node boot` hosts'
 complete -c swactor -n "__fish_swactor_needs_command" -f -a "model" -d 'Inspect and synthesize GGUF models'
@@ -314,7 +314,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "failover" -d 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "serve" -d 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "run" -d 'Plan runs'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "run" -d 'Run a whole pipeline on this machine (`run local`), or plan one over a pool (`run plan`)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "generate" -d 'Generate text with a whole model in this one process (the pipeline\'s reference)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "orchestrate" -d 'Run a prompt through a pool of `swactor node boot` hosts'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and not __fish_seen_subcommand_from run generate orchestrate model node edge pool bench help" -f -a "model" -d 'Inspect and synthesize GGUF models'

@@ -49,7 +49,11 @@ impl ExitCode {
     }
 }
 
-/// Help text listing the exit codes (shown in `--help` and the man page).
+/// Where a command's help sends the reader for the exit codes (listed once, in the top
+/// level's help and its man page).
+pub const SEE_EXIT_CODES: &str = "Exit codes: see `swactor --help` or swactor(1).";
+
+/// Help text listing the exit codes (the top level's `--help` and man page).
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success

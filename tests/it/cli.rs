@@ -1215,3 +1215,22 @@ fn generate_stops_on_sigint_or_sigterm_with_exit_9_even_when_started_with_them_i
         assert!(err.contains(reason), "SIG{name}: {err}");
     }
 }
+
+#[test]
+fn the_exit_code_table_is_in_the_top_level_help_and_man_page_only_and_says_what_run_does() {
+    let top = swactor().arg("--help").assert().success().get_output().stdout.clone();
+    let top = String::from_utf8(top).expect("utf8");
+    assert!(top.contains("9  run stopped by the operator"), "{top}");
+    assert!(top.contains("Run a whole pipeline on this machine"), "{top}");
+    for cmd in [&["run", "local"][..], &["orchestrate", "pool"], &["generate"], &["node", "boot"]] {
+        let help = swactor().args(cmd).arg("--help").assert().success().get_output().stdout.clone();
+        let help = String::from_utf8(help).expect("utf8");
+        assert!(!help.contains("9  run stopped"), "{cmd:?} repeats the table: {help}");
+        assert!(help.contains("Exit codes: see `swactor --help`"), "{cmd:?}: {help}");
+    }
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man/man1/swactor.1"),
+    )
+    .expect("man page");
+    assert!(page.contains("run stopped by the operator"), "the table is in swactor(1)");
+}

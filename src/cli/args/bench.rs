@@ -4,47 +4,47 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::flags::OutputFlags;
-use crate::cli::exit::EXIT_CODES_HELP;
+use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor bench ...`
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Cross-process ring throughput (node producer -> ingress ring -> a real worker's
     /// device copy) as a ratio of plain memcpy bandwidth measured in the same run.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Ring(BenchRingArgs),
     /// Wake round trip: a small object written into an ingress ring until the worker's
     /// `ObjectLoaded` line is read back (median and p99).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Wake(BenchWakeArgs),
     /// Edge throughput (egress ring -> send pump -> QUIC -> receive pump -> ingress ring)
     /// beside raw iroh stream throughput, and the hop latency of a decode-sized object.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Edge(BenchEdgeArgs),
     /// Decode tokens/s of `swactor generate` at one compute thread: the whole model
     /// against the same model split into in-process stages, for the model and re-quantized
     /// copies of it.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Decode(BenchDecodeArgs),
     /// Decode tokens/s of a `run local` pipeline (one node process per stage, one compute
     /// thread each) against `swactor generate` at one thread, and the time from `run
     /// local`'s start to its first token.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Pipeline(BenchDecodeArgs),
     /// The CPU engine on one or more models (and re-quantized copies): decode and
     /// prefill tokens/s at each thread count, aggregate decode at several batch sizes,
     /// and stage load time (mapped, against candle's copying load).
     /// `scripts/bench-llama-cpp.py` runs it beside llama.cpp.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Engine(BenchEngineArgs),
     /// Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures
     /// the time to `run_faulted` and to `run_torn_down`.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Failover(BenchFailoverArgs),
     /// Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests
     /// (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95)
     /// beside one-sequence `swactor generate` with the same total compute threads.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Serve(BenchServeArgs),
 }
 

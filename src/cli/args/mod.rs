@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
-use super::exit::EXIT_CODES_HELP;
+use super::exit::{EXIT_CODES_HELP, SEE_EXIT_CODES};
 
 pub mod bench;
 pub mod flags;
@@ -44,11 +44,12 @@ pub struct Cli {
 /// Top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Plan runs.
+    /// Run a whole pipeline on this machine (`run local`), or plan one over a pool
+    /// (`run plan`).
     #[command(subcommand)]
     Run(RunCommand),
     /// Generate text with a whole model in this one process (the pipeline's reference).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Generate(GenerateArgs),
     /// Run a prompt through a pool of `swactor node boot` hosts.
     #[command(subcommand)]

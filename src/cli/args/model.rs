@@ -4,7 +4,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 use super::flags::{OutputFlags, RuntimeArgs};
-use crate::cli::exit::EXIT_CODES_HELP;
+use crate::cli::exit::SEE_EXIT_CODES;
 use crate::model::synth::SynthDType;
 
 /// `swactor generate`
@@ -39,13 +39,13 @@ pub struct GenerateArgs {
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
     /// Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Inspect(InspectArgs),
     /// Write a deterministic tiny llama model with random weights and a real BPE vocabulary.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Synth(SynthArgs),
     /// Re-quantize a model's weight matrices (norms stay f32).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Quantize(QuantizeArgs),
 }
 

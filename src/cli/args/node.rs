@@ -4,18 +4,18 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::flags::OutputFlags;
-use crate::cli::exit::EXIT_CODES_HELP;
+use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor node ...`
 #[derive(Debug, Subcommand)]
 pub enum NodeCommand {
     /// Print this node's identity (endpoint id) from its key file, creating the key (0600)
     /// on first use. The endpoint id is what pool files name.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Id(NodeIdArgs),
     /// Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM,
     /// control inbox, admin socket) and serve until SIGINT or SIGTERM.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Boot(Box<NodeBootArgs>),
 }
 
@@ -113,7 +113,7 @@ fn parse_node_device(text: &str) -> Result<crate::worker::protocol::Backend, Str
 #[derive(Debug, Subcommand)]
 pub enum EdgeCommand {
     /// Show a node's edge records (state, ring, peers) and what it sees of the pool.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Inspect(EdgeInspectArgs),
 }
 

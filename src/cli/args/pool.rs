@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::flags::OutputFlags;
-use crate::cli::exit::EXIT_CODES_HELP;
+use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor pool ...`
 #[derive(Debug, Subcommand)]
@@ -13,12 +13,12 @@ pub enum PoolCommand {
     /// orchestrator's delegation (never as the orchestrator), and report availability,
     /// liveness as the nodes' SWIM sees it, and pool readiness (ready = every node
     /// available, live and unchanged for the convergence window). Safe beside a run.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Watch(PoolWatchArgs),
     /// Write a pool file from what the nodes printed: the `node_available` lines of
     /// `node boot --json` (from files, or standard input), so nobody copies endpoint ids by
     /// hand. Each node's reported memory becomes its `memory_bytes`.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Init(PoolInitArgs),
 }
 

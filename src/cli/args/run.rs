@@ -4,17 +4,17 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs};
-use crate::cli::exit::EXIT_CODES_HELP;
+use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor run ...`
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
     /// Plan a run over a pool and predict its resources, without running anything.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Plan(PlanArgs),
     /// Run a whole pipeline on this machine: N `swactor node boot` children on loopback,
     /// the orchestrator in this process; prints the generated text and cleans up.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Local(LocalArgs),
 }
 
@@ -23,7 +23,7 @@ pub enum RunCommand {
 pub enum OrchestrateCommand {
     /// Wait for the pool to be ready, plan, provision every stage, inject the prompt,
     /// stream the generated text, and tear the run down.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = SEE_EXIT_CODES)]
     Pool(Box<OrchestratePoolArgs>),
 }
 
