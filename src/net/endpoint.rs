@@ -71,7 +71,22 @@ pub async fn bind(key: &NodeKey, listen: SocketAddr) -> Result<Endpoint, BindFai
         .map_err(|e| failed(e.to_string()))?
         .bind()
         .await
-        .map_err(|e| failed(e.to_string()))
+        .map_err(|e| failed(why_unbound(listen).unwrap_or_else(|| e.to_string())))
+}
+
+/// What the OS says about binding a UDP socket on `addr` (iroh's own error does not say),
+/// e.g. "the address is in use (another process listens there)".
+fn why_unbound(addr: SocketAddr) -> Option<String> {
+    match std::net::UdpSocket::bind(addr) {
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            Some("the address is in use (another process listens there)".into())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            Some("the address is not one of this host's".into())
+        }
+        Err(e) => Some(e.to_string()),
+    }
 }
 
 /// The iroh address of a planned peer: its endpoint id (64 hex digits) and its direct

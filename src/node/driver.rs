@@ -479,8 +479,14 @@ async fn join_swim(
     (swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>, swim::RosterHandle, SocketAddr),
     BootFailed,
 > {
-    let socket =
-        UdpSocket::bind(config.swim).await.map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let socket = UdpSocket::bind(config.swim).await.map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::AddrInUse {
+            "the address is in use (another process listens there)".to_string()
+        } else {
+            e.to_string()
+        };
+        failed(BootFault::MembershipJoin, format!("cannot bind SWIM on {}: {why}", config.swim))
+    })?;
     let bound = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
     let swim_addr = advertised(bound, config.advertise, &config.join)
         .map_err(|e| failed(BootFault::MembershipJoin, e))?;

@@ -1234,3 +1234,29 @@ fn the_exit_code_table_is_in_the_top_level_help_and_man_page_only_and_says_what_
     .expect("man page");
     assert!(page.contains("run stopped by the operator"), "the table is in swactor(1)");
 }
+
+#[test]
+fn a_node_whose_listen_or_swim_address_is_taken_says_the_address_is_in_use() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let dir = scratch().join("cli-addr-in-use");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    for (listen, swim) in [(addr.as_str(), "127.0.0.1:0"), ("127.0.0.1:0", addr.as_str())] {
+        let out = swactor()
+            .args(["node", "boot", "--node-id", "1", "--listen", listen, "--swim", swim])
+            .arg("--key")
+            .arg(dir.join("n.key"))
+            .arg("--admin")
+            .arg(dir.join("n.sock"))
+            .args(["--orchestrator", &"0".repeat(64)])
+            .timeout(std::time::Duration::from_secs(30))
+            .assert()
+            .code(6)
+            .get_output()
+            .stderr
+            .clone();
+        let err = String::from_utf8_lossy(&out);
+        assert!(err.contains("in use") && err.contains(&addr), "{err}");
+    }
+}
