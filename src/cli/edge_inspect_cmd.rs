@@ -89,6 +89,11 @@ fn read_answer(args: &EdgeInspectArgs) -> Result<Vec<u8>, CliError> {
 }
 
 /// The answer as text: the node, its stage, a table of its edges, and its refusals.
+/// What the `stalls` column counts, printed under the edge table.
+const STALLS_LEGEND: &str = "stalls: times a pump waited for its ring (receive: the ring was \
+                             full, the stage behind it slower; send: the ring was empty, \
+                             waiting for the stage's output)";
+
 fn print_text(state: &EdgeInspect, out: &mut Output) -> Result<(), CliError> {
     let members: Vec<String> = state.members.iter().map(ToString::to_string).collect();
     let members = if members.is_empty() { "none".to_string() } else { members.join(", ") };
@@ -116,6 +121,7 @@ fn print_text(state: &EdgeInspect, out: &mut Output) -> Result<(), CliError> {
         for line in table(&edge_rows(&state.edges)) {
             out.line(line)?;
         }
+        out.line(STALLS_LEGEND)?;
     }
     if !state.refused.is_empty() {
         let counts: Vec<String> = state.refused.iter().map(|(r, n)| format!("{n} {r}")).collect();

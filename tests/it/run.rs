@@ -563,6 +563,7 @@ fn a_pool_watch_beside_two_runs_sees_the_pool_ready_and_disturbs_neither() {
         "a ring each: {text}"
     );
     assert!(!text.contains('{'), "no JSON in the text form: {text}");
+    assert!(text.contains("stalls: times a pump waited"), "the stalls column is explained: {text}");
 }
 
 #[test]
