@@ -1,6 +1,8 @@
 //! Event stream and reason codes: stable JSON Lines shapes.
 
-use swactor::events::{CompletionCause, Direction, Event, EventLine, RunOutcome, TeardownPart};
+use swactor::events::{
+    CompletionCause, Direction, Event, EventLine, Reporter, RunOutcome, TeardownPart,
+};
 use swactor::wire::reason::*;
 use swactor::wire::{
     EdgeId, LayerRange, NodeId, ObjectId, RingId, RunId, Sequence, StageIndex, StepId,
@@ -31,7 +33,7 @@ fn one_of_each() -> Vec<Event> {
         },
         Event::PoolReady { nodes: vec![NodeId(1), node_id] },
         Event::RunPlanned { run_id, stages: 3, edges: 4 },
-        Event::StageProvisionStarted { run_id, node_id, stage_index },
+        Event::StageProvisionStarted { run_id, node_id, stage_index, by: Reporter::Node },
         Event::WeightsDownloadStarted { run_id, node_id, stage_index, bytes: 10 },
         Event::WeightsDownloaded { run_id, node_id, stage_index, bytes: 10 },
         Event::WeightsLoaded {

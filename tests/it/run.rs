@@ -379,6 +379,14 @@ fn a_three_stage_run_reproduces_the_reference_tokens_with_every_event_in_contrac
     let barrier = at("readiness_barrier_passed");
     for stage in 0..3u64 {
         let node = stage + 1;
+        // Each stage's provisioning is reported twice, told apart by who reports it: the
+        // orchestrator when it asks, then the node when it starts.
+        let by: Vec<&Value> = events(&file, "stage_provision_started")
+            .into_iter()
+            .filter(|v| v["stage_index"] == stage)
+            .map(|v| &v["by"])
+            .collect();
+        assert_eq!(by, vec!["orchestrator", "node"], "stage {stage}");
         let ready = position(&file, |v| v["type"] == "stage_ready" && v["stage_index"] == stage);
         assert!(ready < barrier);
         let loaded = position(&file, |v| v["type"] == "weights_loaded" && v["node_id"] == node);

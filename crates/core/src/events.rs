@@ -25,6 +25,17 @@ pub enum Direction {
     Recv,
 }
 
+/// Who reports a step of provisioning: the orchestrator that asks for it, or the node
+/// that starts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reporter {
+    /// The orchestrator sent the provisioning.
+    Orchestrator,
+    /// The stage's node started it.
+    Node,
+}
+
 /// Why a run completed normally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -132,6 +143,10 @@ pub enum Event {
         node_id: NodeId,
         /// The stage.
         stage_index: StageIndex,
+        /// `orchestrator` when it sent the provisioning, `node` when the node started it
+        /// (each stage has one of each).
+        #[serde(default = "orchestrator_reports")]
+        by: Reporter,
     },
     /// A stage started downloading its weights.
     WeightsDownloadStarted {
@@ -450,4 +465,9 @@ impl EventLine {
     pub fn from_json(line: &str) -> Result<EventLine, serde_json::Error> {
         serde_json::from_str(line)
     }
+}
+
+/// The reporter of a `stage_provision_started` line written before the field existed.
+fn orchestrator_reports() -> Reporter {
+    Reporter::Orchestrator
 }

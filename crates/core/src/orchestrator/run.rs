@@ -250,6 +250,7 @@ impl RunFsm {
                 run_id: fsm.run_id,
                 node_id,
                 stage_index,
+                by: crate::events::Reporter::Orchestrator,
             });
         }
         fsm.commands.push_back(RunCommand::StartTokenEndpoints);

@@ -197,7 +197,8 @@ impl StageNode {
         let node_id = self.node_id;
         match ev {
             StageEvent::ProvisionStarted { run_id, stage_index } => {
-                self.emit(Event::StageProvisionStarted { run_id, node_id, stage_index });
+                let by = crate::events::Reporter::Node;
+                self.emit(Event::StageProvisionStarted { run_id, node_id, stage_index, by });
             }
             StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes } => {
                 self.emit(Event::WeightsLoaded { run_id, node_id, stage_index, layers, bytes });
