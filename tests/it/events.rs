@@ -97,6 +97,7 @@ fn one_of_each() -> Vec<Event> {
             outcome: RunOutcome::Faulted,
             unconfirmed: vec![TeardownPart::Stage { stage_index }, TeardownPart::TokenEndpoints],
             lost: vec![StageIndex(2)],
+            lost_nodes: vec![NodeId(3)],
         },
     ]
 }
@@ -162,6 +163,7 @@ fn run_torn_down_names_the_parts_that_did_not_confirm_and_the_lost_stages() {
             TeardownPart::TokenEndpoints,
         ],
         lost: vec![StageIndex(1)],
+        lost_nodes: vec![NodeId(2)],
     };
     let v: serde_json::Value = serde_json::to_value(&e).expect("json");
     assert_eq!(
@@ -169,6 +171,7 @@ fn run_torn_down_names_the_parts_that_did_not_confirm_and_the_lost_stages() {
         serde_json::json!([{"part": "stage", "stage_index": 2}, {"part": "token_endpoints"}])
     );
     assert_eq!(v["lost"], serde_json::json!([1]));
+    assert_eq!(v["lost_nodes"], serde_json::json!([2]), "the lost stages' nodes are named");
 }
 
 #[test]

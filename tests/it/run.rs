@@ -648,6 +648,7 @@ pub(crate) fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {
         events(lines, "stage_stopped").into_iter().filter(|v| v["stage_index"] == stage).collect();
     assert!(stopped.is_empty(), "nobody confirmed stage {stage} stopped: {stopped:?}");
     assert_eq!(events(lines, "run_torn_down")[0]["lost"], serde_json::json!([stage]));
+    assert_eq!(events(lines, "run_torn_down")[0]["lost_nodes"], serde_json::json!([node]));
 }
 
 /// The worker process of node `i`.

@@ -392,6 +392,9 @@ pub enum Event {
         /// Stages that were lost instead of confirming (see `stage_lost`).
         #[serde(default)]
         lost: Vec<StageIndex>,
+        /// The nodes of those stages, in the same order.
+        #[serde(default)]
+        lost_nodes: Vec<NodeId>,
     },
 }
 

@@ -110,12 +110,15 @@ impl RunFsm {
             State::TearingDown { stopped, .. } => stopped.clone(),
             _ => BTreeSet::new(),
         };
-        let lost = self.lost.difference(&stopped).copied().collect();
+        let lost: Vec<StageIndex> = self.lost.difference(&stopped).copied().collect();
+        let node_of = |s: &StageIndex| self.stages.iter().find(|(i, _)| i == s).map(|(_, n)| *n);
+        let lost_nodes = lost.iter().filter_map(node_of).collect();
         self.events.push_back(Event::RunTornDown {
             run_id: self.run_id,
             outcome,
             unconfirmed,
             lost,
+            lost_nodes,
         });
         self.state = State::Done;
     }

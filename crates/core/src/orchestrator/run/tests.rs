@@ -248,7 +248,8 @@ fn eos_completes_and_teardown_ends_with_one_run_torn_down_last() {
             run_id: RunId(5),
             outcome: RunOutcome::Completed,
             unconfirmed: vec![],
-            lost: vec![]
+            lost: vec![],
+            lost_nodes: vec![]
         }]
     );
     assert!(f.is_done());
@@ -314,7 +315,8 @@ fn operator_stop_and_timeouts_end_in_teardown_even_if_stages_never_answer() {
             run_id: RunId(5),
             outcome: RunOutcome::OperatorStopped,
             unconfirmed: [&all[..], &[TeardownPart::TokenEndpoints]].concat(),
-            lost: vec![]
+            lost: vec![],
+            lost_nodes: vec![]
         }]
     );
 
@@ -409,7 +411,8 @@ fn a_lost_node_is_reported_lost_never_stopped_and_settles_its_stage_for_teardown
             run_id: RunId(5),
             outcome: RunOutcome::Faulted,
             unconfirmed: vec![],
-            lost: vec![StageIndex(1)]
+            lost: vec![StageIndex(1)],
+            lost_nodes: vec![NodeId(2)]
         }),
         "settled before the deadline, the lost stage named"
     );
@@ -431,7 +434,8 @@ fn at_the_teardown_deadline_run_torn_down_names_the_parts_that_did_not_confirm()
             run_id: RunId(5),
             outcome: RunOutcome::OperatorStopped,
             unconfirmed: vec![TeardownPart::TokenEndpoints],
-            lost: vec![]
+            lost: vec![],
+            lost_nodes: vec![]
         }]
     );
 }
