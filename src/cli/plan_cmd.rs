@@ -109,10 +109,17 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
             end(e.consumer, e.consumer_stage),
             object,
             human_bytes(e.object.max_extent),
-            human_bytes(e.ring.capacity),
+            ring_column(e.object.max_extent, e.ring.capacity),
         ]);
     }
     lines.extend(table(&rows));
+    if plan.edges.iter().any(|e| e.object.max_extent > e.ring.capacity) {
+        lines.push(
+            "(streamed: an object larger than its ring passes through it a span at a time; the \
+             ring never holds it whole)"
+                .into(),
+        );
+    }
     let p = &plan.prediction;
     lines.push(String::new());
     lines.push(format!(
@@ -128,4 +135,14 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
         human_bytes(p.total_weight_bytes)
     ));
     lines
+}
+
+/// The ring column: its capacity, marked `streamed` when the edge's largest object does not
+/// fit in it whole.
+fn ring_column(max_object: u64, capacity: u64) -> String {
+    if max_object > capacity {
+        format!("{} (streamed)", human_bytes(capacity))
+    } else {
+        human_bytes(capacity)
+    }
 }

@@ -49,6 +49,7 @@ fn run_plan_prints_three_contiguous_ranges_and_four_edges_for_a_twelve_block_mod
     let activation_rows =
         text.lines().filter(|l| l.split_whitespace().nth(1) == Some("activation")).count();
     assert_eq!(activation_rows, 2, "two activation edges in\n{text}");
+    assert_rings_hold_their_objects_or_say_they_stream(&text);
 
     let out = swactor()
         .args(["run", "plan", "--json", "--model"])
@@ -1259,4 +1260,53 @@ fn a_node_whose_listen_or_swim_address_is_taken_says_the_address_is_in_use() {
         let err = String::from_utf8_lossy(&out);
         assert!(err.contains("in use") && err.contains(&addr), "{err}");
     }
+}
+
+/// Every edge row of `run plan`'s text shows an object no larger than its ring, or says the
+/// object streams through it. Returns how many rows say so.
+fn assert_rings_hold_their_objects_or_say_they_stream(text: &str) -> usize {
+    let bytes = |s: &str| {
+        let (n, unit) = s.trim().split_once(' ').expect("a size");
+        let scale = match unit {
+            "B" => 1.0,
+            "KiB" => 1024.0,
+            "MiB" => 1024.0 * 1024.0,
+            _ => 1024.0 * 1024.0 * 1024.0,
+        };
+        n.parse::<f64>().expect("a number") * scale
+    };
+    let mut streamed = 0;
+    let edge_row = |l: &&str| {
+        let mut cols = l.split_whitespace();
+        cols.next().is_some_and(|c| c.parse::<u64>().is_ok())
+            && cols.next().is_some_and(|k| k == "activation" || k.starts_with("token_"))
+    };
+    for row in text.lines().filter(edge_row) {
+        let cols: Vec<&str> = row.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        let (object, ring) = (cols[cols.len() - 2], cols[cols.len() - 1]);
+        let marked = ring.ends_with("(streamed)");
+        let ring = ring.trim_end_matches("(streamed)");
+        assert!(bytes(object) <= bytes(ring) || marked, "{row}");
+        streamed += usize::from(marked);
+    }
+    streamed
+}
+
+#[test]
+fn run_plan_marks_an_object_larger_than_its_ring_as_streamed() {
+    let Some(model) = smollm2() else { return };
+    let pool = pool_file("cli-pool-stream.toml", &pool(3));
+    let out = swactor()
+        .args(["run", "plan", "--max-seq-len", "2048", "--model"])
+        .arg(&model)
+        .arg("--pool")
+        .arg(&pool)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).expect("utf8");
+    assert_eq!(assert_rings_hold_their_objects_or_say_they_stream(&text), 2, "{text}");
+    assert!(text.contains("never holds it whole"), "{text}");
 }
