@@ -260,7 +260,15 @@ async fn run(
                 if let Some(w) = worker.as_mut() {
                     w.exited = true;
                     w.stdin = None;
-                    if let Ok(status) = status && !status.success() {
+                    // A worker that exits (or is killed) after a stop was asked for is no news.
+                    let asked_to_stop = matches!(
+                        ctl.state(),
+                        CtlState::Stopping { .. } | CtlState::Killing | CtlState::Stopped
+                    );
+                    if let Ok(status) = status
+                        && !status.success()
+                        && !asked_to_stop
+                    {
                         eprintln!("swactor: worker generation {} exited: {status}", w.generation);
                     }
                 }
