@@ -75,12 +75,21 @@ pub struct CliError {
     pub reason: String,
     /// The human report (message, causes, suggestion).
     pub report: Report,
+    /// The command already told the user on stderr (a run's summary line): no `Error:`
+    /// block repeats it (the `--json` error line is still written).
+    pub told: bool,
 }
 
 impl CliError {
     /// An error with an exit code, a reason code and a report.
     pub fn new(code: ExitCode, reason: impl Into<String>, report: impl Into<Report>) -> CliError {
-        CliError { code, reason: reason.into(), report: report.into() }
+        CliError { code, reason: reason.into(), report: report.into(), told: false }
+    }
+
+    /// Marks the error as already told on stderr (see [`CliError::told`]).
+    pub fn already_told(mut self) -> CliError {
+        self.told = true;
+        self
     }
 
     /// An internal error.

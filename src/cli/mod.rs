@@ -78,7 +78,9 @@ pub fn main() -> std::process::ExitCode {
                 });
                 let _ = out.json("error", &line).and_then(|()| out.flush());
             }
-            eprintln!("Error: {:?}", e.report);
+            if !e.told {
+                eprintln!("Error: {:?}", e.report);
+            }
             std::process::ExitCode::from(e.code.code())
         }
     }

@@ -118,7 +118,10 @@ pub fn finish(
                 format!("completed ({})", super::output::stop_words(stop))
             }
             (RunOutcome::Completed, None) => "completed".into(),
-            (RunOutcome::Faulted, _) => "faulted".into(),
+            (RunOutcome::Faulted, _) => match report.fault {
+                Some(f) => format!("faulted ({f})"),
+                None => "faulted".into(),
+            },
             (RunOutcome::OperatorStopped, _) => "stopped by the operator".into(),
         };
         let first = match summary.time_to_first_token_ms {
@@ -129,6 +132,8 @@ pub fn finish(
             "{outcome}: {} stages, {} prompt tokens, {} generated; {first}, decode {:.1} tokens/s",
             summary.stages, summary.prompt_tokens, summary.tokens, summary.decode_tokens_per_s
         );
+        // The summary said how it ended: no `Error:` block repeats it.
+        return finish_outcome(&report).map_err(CliError::already_told);
     }
     finish_outcome(&report)
 }

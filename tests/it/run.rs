@@ -1380,3 +1380,25 @@ fn two_runs_of_run_local_get_run_ids_of_their_own() {
     assert_ne!(first, second);
     assert!(first < (1 << 53) && second < (1 << 53), "exact in every JSON reader");
 }
+
+#[test]
+fn a_run_stopped_in_text_mode_says_so_once_in_its_summary_with_no_error_block_after_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(exe())
+        .args(["run", "local", "--max-tokens", "1000", "--max-seq-len", "1100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run local");
+    // Text streams as it is generated: the run is decoding once some has arrived.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut buf = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut buf).expect("some text");
+    signal(child.id(), rustix::process::Signal::INT);
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{err}");
+    assert_eq!(err.matches("stopped by the operator").count(), 1, "{err}");
+    assert!(!err.contains("Error:"), "the summary said it; nothing repeats it: {err}");
+}
