@@ -296,6 +296,11 @@ pub(crate) fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, st
     assert_eq!(torn[0]["unconfirmed"], serde_json::json!([]), "{}", torn[0]);
     let last_event = lines.iter().rposition(|v| v.get("ts_us").is_some()).expect("events");
     assert_eq!(lines[last_event]["type"], "run_torn_down", "run_torn_down is the last event");
+    if outcome == "completed" {
+        let completed = position(lines, |v| v["type"] == "run_completed");
+        let last_token = lines.iter().rposition(|v| v["type"] == "token");
+        assert!(last_token.is_none_or(|t| t < completed), "every token before run_completed");
+    }
     for s in stages {
         let stopped = position(lines, |v| v["type"] == "stage_stopped" && v["stage_index"] == *s);
         assert!(stopped < last_event);

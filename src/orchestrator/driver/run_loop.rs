@@ -219,6 +219,12 @@ impl<'t> RunLoop<'t> {
                 if let Event::ReadinessBarrierPassed { .. } = ev {
                     self.book.serving(Instant::now());
                 }
+                if let Event::RunCompleted { .. } = ev {
+                    // The tokens (and results) that completed the run come before its end.
+                    while let Some(out) = self.fsm.poll_output() {
+                        self.output(out, sink);
+                    }
+                }
                 emit(sink, self.t0, ev);
             }
             while let Some(cmd) = self.fsm.poll_command() {
