@@ -107,10 +107,16 @@ async fn local_run(
             path
         }
     };
-    let inputs = match inputs {
+    let mut inputs = match inputs {
         Some(inputs) => inputs,
         None => RunInputs::read(&model, &args.run)?,
     };
+    // Without `--model` the requests are judged only now: still, nothing is provisioned.
+    if let Some(batch) = &mut inputs.batch
+        && batch.lines.iter().all(|l| l.is_err())
+    {
+        return nothing_to_run(batch, out);
+    }
     let config = LocalRun::orchestrate(args, pool, &model, &inputs)?;
     execute(config, inputs, print, events, out, stop).await
 }
