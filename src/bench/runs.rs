@@ -313,7 +313,8 @@ pub async fn failover_run(
         torn_down: None,
         count: 0,
     };
-    let result = orchestrate(config, &facts, &tokenizer, &mut sink, std::future::pending()).await;
+    let result =
+        orchestrate(config, None, &facts, &tokenizer, &mut sink, std::future::pending()).await;
     pool.stop().await;
     result.map_err(err)?;
     let (faulted, reason) = sink.faulted.unwrap_or((f64::NAN, "none".into()));

@@ -3,6 +3,7 @@
 //! Each `*_cmd` file parses, configures, calls and prints.
 
 pub mod args;
+pub mod batch_tokens;
 pub mod bench_cmd;
 pub mod config;
 pub mod edge_inspect_cmd;

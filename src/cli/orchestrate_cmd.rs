@@ -4,17 +4,20 @@
 //! calls the orchestrator, and prints ([`super::run_sink`], [`super::run_report`]).
 #![allow(clippy::disallowed_methods)] // the command owns the clock for its timings
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use color_eyre::eyre::eyre;
 
 use super::args::{LocalArgs, OrchestratePoolArgs};
+use super::batch_tokens::{self, Encode};
 use super::config::local::LocalRun;
 use super::config::orchestrate::PoolRun;
 use super::config::run::{PrintConfig, RunInputs};
 use super::exit::{CliError, ExitCode, plan_error};
 use super::output::Output;
 use super::progress::Progress;
+use super::requests::Batch;
 use super::run_report::{finish, finish_batch};
 use super::run_sink::{CliSink, EventsFile, events_error, write_line_errors};
 use super::signals::StopSignal;
@@ -24,11 +27,16 @@ use crate::orchestrator::local::LocalPool;
 /// `swactor orchestrate pool`.
 pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError> {
     // Everything that can be judged without the nodes is judged before waiting for them.
-    let run = PoolRun::from_args(args)?;
+    let mut run = PoolRun::from_args(args)?;
+    if let Some(batch) = &mut run.inputs.batch
+        && batch.lines.iter().all(|l| l.is_err())
+    {
+        return nothing_to_run(batch, out);
+    }
     let rt = runtime()?;
     let result = rt.block_on(async {
         let stop = StopSignal::install();
-        execute(run.orchestrate, &run.inputs, run.print, run.events, out, stop).await
+        execute(run.orchestrate, run.inputs, run.print, run.events, out, stop).await
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
@@ -37,7 +45,12 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
 /// `swactor run local`.
 pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     // Check what can be checked before any node starts.
-    let run = LocalRun::from_args(args)?;
+    let mut run = LocalRun::from_args(args)?;
+    if let Some(batch) = run.inputs.as_mut().and_then(|i| i.batch.as_mut())
+        && batch.lines.iter().all(|l| l.is_err())
+    {
+        return nothing_to_run(batch, out);
+    }
     let rt = runtime()?;
     let result = rt.block_on(async {
         let stop = StopSignal::install();
@@ -51,6 +64,9 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
                     .with_suggestion("run again with --node-logs to see the nodes' logs")
             })?,
             _ = stop.clone().stopped() => {
+                if let Some(inputs) = &run.inputs {
+                    fail_batch(inputs, "operator.stopped", run.print, out)?;
+                }
                 return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped while the nodes started")));
             }
         };
@@ -59,7 +75,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
             eprintln!("swactor: test pause: the nodes started");
             tokio::time::sleep(pause).await;
         }
-        let result = local_run(args, &pool, run.print, run.events, out, stop).await;
+        let result = local_run(args, &pool, run.inputs, run.print, run.events, out, stop).await;
         pool.stop().await;
         result
     });
@@ -72,6 +88,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
 async fn local_run(
     args: &LocalArgs,
     pool: &LocalPool,
+    inputs: Option<RunInputs>,
     print: PrintConfig,
     events: Option<EventsFile>,
     out: &mut Output,
@@ -90,8 +107,18 @@ async fn local_run(
             path
         }
     };
-    let (config, inputs) = LocalRun::orchestrate(args, pool, &model)?;
-    execute(config, &inputs, print, events, out, stop).await
+    let mut inputs = match inputs {
+        Some(inputs) => inputs,
+        None => RunInputs::read(&model, &args.run)?,
+    };
+    // Without `--model` the requests are judged only now: still, nothing is provisioned.
+    if let Some(batch) = &mut inputs.batch
+        && batch.lines.iter().all(|l| l.is_err())
+    {
+        return nothing_to_run(batch, out);
+    }
+    let config = LocalRun::orchestrate(args, pool, &model, &inputs)?;
+    execute(config, inputs, print, events, out, stop).await
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -102,21 +129,33 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 /// created before anything started.
 async fn execute(
     config: OrchestrateConfig,
-    inputs: &RunInputs,
+    mut inputs: RunInputs,
     print: PrintConfig,
     mut events: Option<EventsFile>,
     out: &mut Output,
     stop: StopSignal,
 ) -> Result<(), CliError> {
-    let batch =
-        inputs.batch.as_ref().map(|_| inputs.requests.iter().map(|r| r.id.clone()).collect());
-    if let Some(errors) = &inputs.batch {
-        write_line_errors(out, errors)?;
+    let mut ids = None;
+    let mut arriving = None;
+    if let Some(batch) = &mut inputs.batch {
+        write_line_errors(out, batch.errors())?;
+        let pending = batch.take_pending();
+        ids = Some(pending.iter().map(|p| p.id.clone()).collect());
+        let tokenizer = inputs.tokenizer.clone();
+        let encode: Encode = Arc::new(move |text, chat| tokenizer.encode(text, true, chat));
+        arriving = Some(batch_tokens::spawn(pending, encode));
     }
-    let mut sink = CliSink::new(&mut *out, print, batch, events.as_mut());
+    let mut sink = CliSink::new(&mut *out, print, ids, events.as_mut());
     let result =
-        orchestrate(config, &inputs.facts, &inputs.tokenizer, &mut sink, stop.stopped()).await;
+        orchestrate(config, arriving, &inputs.facts, &inputs.tokenizer, &mut sink, stop.stopped())
+            .await;
     sink.progress.done();
+    let result = result.map_err(orchestrate_error);
+    if let Err(e) = &result {
+        // Every request gets its line, whatever ended the run before it started.
+        let reason = if e.code == ExitCode::Stopped { "operator.stopped" } else { &e.reason };
+        sink.fail_unreported(reason);
+    }
     if let Some(e) = sink.error.take() {
         return Err(e.into());
     }
@@ -125,11 +164,37 @@ async fn execute(
     {
         return Err(events_error(&f.path, e));
     }
-    let report = result.map_err(orchestrate_error)?;
+    let report = result?;
     match &inputs.batch {
-        Some(errors) => finish_batch(report, errors.len(), print, out),
+        Some(batch) => finish_batch(report, batch.error_count(), print, out),
         None => finish(report, inputs.prompt_tokens(), print, out),
     }
+}
+
+/// A batch job whose every line is an error (or that has none): each line's error, and
+/// no pool, node or stage is started. Exit 3, `no_requests`.
+fn nothing_to_run(batch: &Batch, out: &mut Output) -> Result<(), CliError> {
+    write_line_errors(out, batch.errors())?;
+    Err(CliError::new(
+        ExitCode::Input,
+        "no_requests",
+        eyre!("the requests hold no request that can run ({} lines refused)", batch.error_count()),
+    ))
+}
+
+/// A batch job stopped before its session started: each line's error, then every request
+/// an `error` line naming `reason`.
+fn fail_batch(
+    inputs: &RunInputs,
+    reason: &str,
+    print: PrintConfig,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let Some(batch) = &inputs.batch else { return Ok(()) };
+    write_line_errors(out, batch.errors())?;
+    let ids = batch.lines.iter().filter_map(|l| l.as_ref().ok()).map(|p| p.id.clone()).collect();
+    CliSink::new(out, print, Some(ids), None).fail_unreported(reason);
+    Ok(())
 }
 
 /// Maps an orchestrator error onto its exit code.

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 
 use color_eyre::eyre::eyre;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::config::run::PrintConfig;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
 use super::progress::{Progress, RunProgress};
-use super::requests::LineError;
+use super::requests::{LineError, RequestId};
 use crate::events::EventLine;
 use crate::orchestrator::driver::RunSink;
 use crate::orchestrator::requests::RequestResult;
@@ -95,8 +96,8 @@ struct TokenLine<'a> {
 pub struct CliSink<'a> {
     out: &'a mut Output,
     json: bool,
-    /// A batch job's request ids (its output is JSON Lines results), and `--stream`.
-    batch: Option<(Vec<String>, bool)>,
+    /// A batch job's requests (its output is JSON Lines results).
+    batch: Option<BatchOut>,
     events: Option<&'a mut EventsFile>,
     /// The run's progress on stderr.
     pub progress: RunProgress,
@@ -106,15 +107,19 @@ pub struct CliSink<'a> {
 }
 
 impl<'a> CliSink<'a> {
-    /// A sink printing as `print` says; `batch` holds a batch job's request ids.
+    /// A sink printing as `print` says; `batch` holds a batch job's request ids as given.
     pub fn new(
         out: &'a mut Output,
         print: PrintConfig,
-        batch: Option<Vec<String>>,
+        batch: Option<Vec<RequestId>>,
         events: Option<&'a mut EventsFile>,
     ) -> CliSink<'a> {
         CliSink {
-            batch: batch.map(|ids| (ids, print.stream)),
+            batch: batch.map(|ids| BatchOut {
+                reported: vec![false; ids.len()],
+                ids,
+                stream: print.stream,
+            }),
             json: print.json,
             events,
             progress: RunProgress::new(Progress::new(print.json)),
@@ -129,6 +134,37 @@ impl<'a> CliSink<'a> {
             self.error.get_or_insert(e);
         }
     }
+
+    /// A batch job's requests that have no line yet each get an `error` line naming
+    /// `reason` (the run ended before it reached them).
+    pub fn fail_unreported(&mut self, reason: &str) {
+        let Some(batch) = &mut self.batch else { return };
+        let mut r = Ok(());
+        for (id, reported) in batch.ids.iter().zip(&mut batch.reported) {
+            if !std::mem::replace(reported, true) {
+                let line = BatchError {
+                    id,
+                    reason,
+                    message: None,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                };
+                r = r.and_then(|()| self.out.json("error", &line));
+            }
+        }
+        let r = r.and_then(|()| self.out.flush());
+        self.keep(r);
+    }
+}
+
+/// A batch job's requests as the sink prints them.
+struct BatchOut {
+    /// Each request's id as given.
+    ids: Vec<RequestId>,
+    /// Whether each request has its line.
+    reported: Vec<bool>,
+    /// `--stream`.
+    stream: bool,
 }
 
 impl RunSink for CliSink<'_> {
@@ -146,9 +182,9 @@ impl RunSink for CliSink<'_> {
 
     fn token(&mut self, request: usize, id: u32, text: &str) {
         self.progress.token();
-        if let Some((ids, stream)) = &self.batch {
-            if *stream {
-                let line = BatchToken { id: &ids[request], token: id, text };
+        if let Some(batch) = &self.batch {
+            if let Some(rid) = batch.ids.get(request).filter(|_| batch.stream) {
+                let line = BatchToken { id: rid, token: Some(id), text };
                 let r = self.out.json("token", &line).and_then(|()| self.out.flush());
                 self.keep(r);
             }
@@ -168,25 +204,44 @@ impl RunSink for CliSink<'_> {
         self.progress.message(message);
     }
 
-    fn result(&mut self, _request: usize, result: &RequestResult) {
-        if self.batch.is_none() {
+    fn text(&mut self, request: usize, text: &str) {
+        let Some(batch) = &self.batch else { return };
+        if let Some(rid) = batch.ids.get(request).filter(|_| batch.stream) {
+            let line = BatchToken { id: rid, token: None, text };
+            let r = self.out.json("text", &line).and_then(|()| self.out.flush());
+            self.keep(r);
+        }
+    }
+
+    fn result(&mut self, request: usize, result: &RequestResult) {
+        let Some(batch) = &mut self.batch else { return };
+        let Some(id) = batch.ids.get(request) else { return };
+        if std::mem::replace(&mut batch.reported[request], true) {
             return;
         }
-        let r = write_result(self.out, result).and_then(|()| self.out.flush());
+        let r = write_result(self.out, id, result).and_then(|()| self.out.flush());
         self.keep(r);
     }
 }
 
 #[derive(Serialize)]
 struct BatchToken<'a> {
-    id: &'a str,
-    token: u32,
+    id: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<u32>,
     text: &'a str,
 }
 
 #[derive(Serialize)]
+struct BatchResult<'a> {
+    id: &'a RawValue,
+    #[serde(flatten)]
+    result: &'a RequestResult,
+}
+
+#[derive(Serialize)]
 struct BatchError<'a> {
-    id: &'a str,
+    id: &'a RawValue,
     reason: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
@@ -194,14 +249,14 @@ struct BatchError<'a> {
     completion_tokens: u32,
 }
 
-/// One `result` line, or an `error` line for a request that failed.
-fn write_result(out: &mut Output, r: &RequestResult) -> std::io::Result<()> {
+/// One `result` line, or an `error` line for a request that failed; `id` as given.
+fn write_result(out: &mut Output, id: &RawValue, r: &RequestResult) -> std::io::Result<()> {
     match &r.error {
-        None => out.json("result", r),
+        None => out.json("result", &BatchResult { id, result: r }),
         Some(reason) => out.json(
             "error",
             &BatchError {
-                id: &r.id,
+                id,
                 reason,
                 message: None,
                 prompt_tokens: r.prompt_tokens,
@@ -212,7 +267,10 @@ fn write_result(out: &mut Output, r: &RequestResult) -> std::io::Result<()> {
 }
 
 /// A batch job's lines that could not become requests, each as an `error` line, first.
-pub fn write_line_errors(out: &mut Output, errors: &[LineError]) -> std::io::Result<()> {
+pub fn write_line_errors<'e>(
+    out: &mut Output,
+    errors: impl Iterator<Item = &'e LineError>,
+) -> std::io::Result<()> {
     for e in errors {
         out.json(
             "error",

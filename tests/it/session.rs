@@ -380,3 +380,189 @@ fn soak_a_hundred_runs_and_ten_sessions_on_one_pool_grow_nothing() {
         assert!(l.4 < w.4 + 32 * 1024, "node {}: resident memory grew {w:?} -> {l:?}", i + 1);
     }
 }
+
+/// The text `generate` says to `prompt`, and a stop string of three characters from its
+/// middle.
+fn stop_from_the_middle(model: &Path, prompt: &str) -> String {
+    let out = Command::new(exe())
+        .args(["generate", "--model"])
+        .arg(model)
+        .args(["--prompt", prompt, "--max-tokens", "12"])
+        .output()
+        .expect("generate");
+    let text = String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_string();
+    let cut = text.char_indices().map(|(i, _)| i).find(|&i| i >= text.len() / 2).unwrap_or(0);
+    text[cut..].chars().take(3).collect()
+}
+
+#[test]
+fn a_batch_jobs_streamed_text_adds_up_to_each_result_and_ids_come_back_exactly_as_given() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let stop = stop_from_the_middle(&model, "Once upon a time");
+    let many: Vec<String> = (0..17).map(|i| format!("s{i}")).collect();
+    let mut text = [
+        r#"{"id": 12345678901234567890123, "prompt": "Once upon a time", "max_tokens": 12, "stop": [STOP]}"#
+            .replace("STOP", &Value::from(stop.as_str()).to_string()),
+        json!({"id": "plain", "prompt": "The cat", "max_tokens": 6, "stop": "zzzz"}).to_string(),
+        json!({"id": "plain", "prompt": "Hello", "max_tokens": 6}).to_string(),
+        json!({"id": "none", "messages": []}).to_string(),
+        json!({"id": "stops", "prompt": "a", "stop": many}).to_string(),
+        json!({"id": "huge", "prompt": "x".repeat(5000)}).to_string(),
+    ]
+    .join("\n")
+    .into_bytes();
+    text.extend_from_slice(b"\n{\"id\": \"bad byte\", \"prompt\": \"\xff\"}\n");
+    let file = scratch().join("session-stream-ids.jsonl");
+    std::fs::write(&file, text).expect("requests");
+    let out = Command::new(exe())
+        .args(["run", "local", "--json", "--stream", "--stages", "2", "--max-seq-len", "64"])
+        .arg("--model")
+        .arg(&model)
+        .arg("--requests")
+        .arg(&file)
+        .output()
+        .expect("run local");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let result_of = |id: &str| -> Value {
+        stdout
+            .lines()
+            .find(|l| l.contains("\"type\":\"result\"") && l.contains(&format!("\"id\":{id},")))
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("no line for id {id}: {stdout}"))
+    };
+    // A large integer id stays exact (not 1.2345678901234568e+22, not a string).
+    let big = result_of("12345678901234567890123");
+    assert_eq!(big["type"], "result", "{big}");
+    assert_eq!(big["finish_reason"], "stop", "{big}");
+    // What was streamed for each request, concatenated, is its result's text.
+    for (id, result) in [("12345678901234567890123", &big), ("\"plain\"", &result_of("\"plain\""))]
+    {
+        let streamed: String = stdout
+            .lines()
+            .filter(|l| l.contains(&format!("\"id\":{id},")))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["type"] == "token" || v["type"] == "text")
+            .map(|v| v["text"].as_str().expect("text").to_string())
+            .collect();
+        assert_eq!(streamed, result["text"].as_str().expect("text"), "request {id}: {stdout}");
+        assert!(!streamed.contains(&stop) || id != "12345678901234567890123");
+    }
+    let reasons: Vec<(String, String)> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "error" && v.get("reason").is_some() && v.get("id").is_some())
+        .map(|v| (v["id"].to_string(), v["reason"].as_str().unwrap_or("").to_string()))
+        .collect();
+    for (id, reason) in [
+        ("\"plain\"", "duplicate_id"),
+        ("\"none\"", "invalid_messages"),
+        ("\"stops\"", "invalid_stop"),
+        ("\"huge\"", "prompt_too_long"),
+        ("\"7\"", "invalid_utf8"),
+    ] {
+        assert!(
+            reasons.iter().any(|(i, r)| i == id && r == reason),
+            "{id}: {reason} in {reasons:?}"
+        );
+    }
+}
+
+#[test]
+fn a_file_of_only_bad_lines_or_of_none_starts_no_node_and_every_line_gets_its_error() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let bad = scratch().join("session-all-bad.jsonl");
+    std::fs::write(&bad, "not json\n{\"id\": \"e\", \"messages\": []}\n").expect("requests");
+    let empty = scratch().join("session-empty.jsonl");
+    std::fs::write(&empty, "\n\n").expect("requests");
+    for (file, ids) in [(&bad, vec!["\"1\"", "\"e\""]), (&empty, vec![])] {
+        let (code, out, err) = run_local_batch(&model, 2, file, &[]);
+        assert_eq!(code, 3, "nothing can run: {err}");
+        let lines: Vec<String> = out
+            .iter()
+            .filter(|v| v["type"] == "error" && v.get("id").is_some())
+            .map(|v| v["id"].to_string())
+            .collect();
+        assert_eq!(lines, ids, "{out:?}");
+        assert!(out.iter().all(|v| v["type"] == "error"), "no node or stage event: {out:?}");
+        assert!(!err.contains("starting"), "no node was started: {err}");
+        let reason = out.iter().find(|v| v.get("id").is_none()).map(|v| v["reason"].clone());
+        assert_eq!(reason, Some(json!("no_requests")), "{out:?}");
+    }
+}
+
+#[test]
+fn an_operator_stop_before_the_session_starts_still_gives_every_request_its_line() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let lines = [
+        json!({"id": "a", "prompt": "Hello", "max_tokens": 4}),
+        json!({"id": "b", "prompt": "The cat", "max_tokens": 4}),
+        json!({"id": "c", "prompt": "x", "temperature": -1}),
+    ];
+    let file = requests_file("session-stop-early", &lines);
+    let mut child = Command::new(exe())
+        .args(["run", "local", "--json", "--stages", "2", "--model"])
+        .arg(&model)
+        .arg("--requests")
+        .arg(&file)
+        .env("SWACTOR_TEST_PAUSE_AFTER_NODES_MS", "3000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run local");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("test pause: the nodes started") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "run local ended early");
+    }
+    signal(child.id(), rustix::process::Signal::INT);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(9));
+    let done = results(&parse(&out.stdout));
+    assert_eq!(done.len(), 3, "{done:?}");
+    assert_eq!(done["a"]["reason"], "operator.stopped", "{done:?}");
+    assert_eq!(done["b"]["reason"], "operator.stopped", "{done:?}");
+    assert_eq!(done["c"]["reason"], "invalid_sampling", "{done:?}");
+}
+
+#[test]
+fn requests_may_come_on_standard_input_and_zero_groups_is_a_usage_error() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let mut child = Command::new(exe())
+        .args(["run", "local", "--json", "--stages", "1", "--requests", "-", "--model"])
+        .arg(&model)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run local");
+    let requests = "{\"id\": \"in1\", \"prompt\": \"Hello\", \"max_tokens\": 3}\n{\"id\": \"in2\", \
+                    \"prompt\": \"The cat\", \"max_tokens\": 3}\n";
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(requests.as_bytes()).expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let done = results(&parse(&out.stdout));
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done.values().all(|r| r["type"] == "result"), "{done:?}");
+
+    let file = requests_file("session-groups", &[json!({"prompt": "Hello"})]);
+    let out = Command::new(exe())
+        .args(["run", "local", "--groups", "0", "--model"])
+        .arg(&model)
+        .arg("--requests")
+        .arg(&file)
+        .output()
+        .expect("run local");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -69,7 +69,8 @@ pub struct PromptArgs {
     pub chat: bool,
     /// Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`,
     /// `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one
-    /// session; one JSON line per request's result (or error) on stdout.
+    /// session; one JSON line per request's result (or error) on stdout. `-` reads
+    /// standard input.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "chat"])]
     pub requests: Option<PathBuf>,
     /// With `--requests`: also a JSON line per generated token.
@@ -81,7 +82,8 @@ pub struct PromptArgs {
     pub queue: Option<usize>,
     /// With `--requests`: micro-batches in flight at most (the sequences are spread over
     /// this many groups) [default: one per stage, at most `--max-sequences`].
-    #[arg(long, value_name = "N", requires = "requests")]
+    #[arg(long, value_name = "N", requires = "requests",
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub groups: Option<u16>,
     /// Write every event of the run as JSON Lines to this file.
     #[arg(long, value_name = "FILE")]

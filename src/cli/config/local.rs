@@ -34,6 +34,9 @@ pub struct LocalRun {
     pub events: Option<EventsFile>,
     /// How the run is printed.
     pub print: PrintConfig,
+    /// The model side, read before any node starts (`None` without `--model`: the
+    /// synthesized model is written once the pool runs).
+    pub inputs: Option<RunInputs>,
 }
 
 impl LocalRun {
@@ -43,8 +46,9 @@ impl LocalRun {
         if args.stages == 0 {
             return Err(usage("--stages must be at least 1".into()));
         }
-        let blocks = match &args.model {
-            Some(m) => RunInputs::read(m, &args.run)?.facts.block_count,
+        let inputs = args.model.as_deref().map(|m| RunInputs::read(m, &args.run)).transpose()?;
+        let blocks = match &inputs {
+            Some(inputs) => inputs.facts.block_count,
             None => {
                 let synth = crate::model::synth::SynthSpec::default();
                 runtime_config_for(&args.run.runtime, synth.context)?;
@@ -73,6 +77,7 @@ impl LocalRun {
             pause,
             events,
             print: PrintConfig::of(&args.run),
+            inputs,
         })
     }
 
@@ -87,13 +92,13 @@ impl LocalRun {
         })
     }
 
-    /// The session's config over the started `pool`, running `model`.
+    /// The session's config over the started `pool`, running `model` (read as `inputs`).
     pub fn orchestrate(
         args: &LocalArgs,
         pool: &LocalPool,
         model: &Path,
-    ) -> Result<(OrchestrateConfig, RunInputs), CliError> {
-        let inputs = RunInputs::read(model, &args.run)?;
+        inputs: &RunInputs,
+    ) -> Result<OrchestrateConfig, CliError> {
         let config = OrchestrateConfig {
             pool: pool.pool.clone(),
             key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
@@ -103,7 +108,7 @@ impl LocalRun {
             model: model.to_path_buf(),
             source: WeightSource::Local { path: absolute(model) },
             requests: inputs.requests.clone(),
-            session: session_limits(&args.run, &inputs),
+            session: session_limits(&args.run, inputs),
             stages: Some(args.stages),
             placement: Placement::default(),
             runtime: inputs.runtime,
@@ -112,6 +117,6 @@ impl LocalRun {
             pool_timeout: Duration::from_secs(60),
             timeouts: timeouts(&args.run),
         };
-        Ok((config, inputs))
+        Ok(config)
     }
 }

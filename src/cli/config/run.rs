@@ -3,12 +3,14 @@
 //! run is printed.
 
 use color_eyre::eyre::eyre;
+use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::args::PromptArgs;
 use crate::cli::exit::{CliError, ExitCode, model_error};
-use crate::cli::requests::{LineError, MAX_REQUESTS_BYTES, parse_requests};
+use crate::cli::requests::{Batch, MAX_REQUESTS_BYTES, parse_requests};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
 use crate::model::gguf::read_content;
@@ -26,13 +28,13 @@ const DEFAULT_BATCH_SEQUENCES: u32 = 8;
 pub struct RunInputs {
     /// The model's facts.
     pub facts: ModelFacts,
-    /// The model's tokenizer.
-    pub tokenizer: Tokenizer,
-    /// The session's requests (one for `--prompt`).
+    /// The model's tokenizer (shared with the threads that tokenize a batch's prompts).
+    pub tokenizer: Arc<Tokenizer>,
+    /// The session's requests known at the start (`--prompt`'s one; none for a batch).
     pub requests: Vec<Request>,
-    /// `--requests`: the lines that could not become requests, with their position among
-    /// all lines (reported first; they never reach the session).
-    pub batch: Option<Vec<LineError>>,
+    /// `--requests`: every line judged, a pending request (tokenized while the session
+    /// runs) or its error (reported first; it never reaches the session).
+    pub batch: Option<Batch>,
     /// The runtime settings, checked.
     pub runtime: RuntimeConfig,
 }
@@ -42,7 +44,7 @@ impl RunInputs {
     pub fn read(model: &Path, run: &PromptArgs) -> Result<RunInputs, CliError> {
         let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
         let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
-        let tokenizer = tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?;
+        let tokenizer = Arc::new(tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?);
         let template = content
             .metadata
             .get("tokenizer.chat_template")
@@ -52,25 +54,27 @@ impl RunInputs {
             let mut args = run.runtime.clone();
             args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));
             let runtime = runtime_config(&args, &facts)?;
-            let text = read_requests(path)?;
-            let mut requests = Vec::new();
-            let mut errors = Vec::new();
-            for line in parse_requests(&text, &tokenizer, template.as_deref(), &runtime) {
-                match line {
-                    Ok(r) => requests.push(r),
-                    Err(e) => errors.push(e),
-                }
-            }
-            return Ok(RunInputs { facts, tokenizer, requests, batch: Some(errors), runtime });
+            let bytes = read_requests(path)?;
+            let batch = parse_requests(&bytes, template.as_deref(), &runtime);
+            let requests = Vec::new();
+            return Ok(RunInputs { facts, tokenizer, requests, batch: Some(batch), runtime });
         }
         let runtime = runtime_config(&run.runtime, &facts)?;
         let request = prompt_request(run, &tokenizer, template.as_deref(), &runtime)?;
         Ok(RunInputs { facts, tokenizer, requests: vec![request], batch: None, runtime })
     }
 
-    /// The prompt's length in tokens (0 for a batch job without requests).
+    /// The prompt's length in tokens (0 for a batch job).
     pub fn prompt_tokens(&self) -> usize {
         self.requests.first().map_or(0, |r| r.prompt.len())
+    }
+
+    /// How many requests the session will serve (a batch's valid lines).
+    pub fn request_count(&self) -> usize {
+        match &self.batch {
+            Some(b) => b.lines.iter().filter(|l| l.is_ok()).count(),
+            None => self.requests.len(),
+        }
     }
 }
 
@@ -111,8 +115,8 @@ fn prompt_request(
     })
 }
 
-/// Reads a `--requests` file (at most [`MAX_REQUESTS_BYTES`]).
-fn read_requests(path: &Path) -> Result<String, CliError> {
+/// Reads a `--requests` file (at most [`MAX_REQUESTS_BYTES`]; `-` is standard input).
+fn read_requests(path: &Path) -> Result<Vec<u8>, CliError> {
     let io = |e: std::io::Error| {
         CliError::new(
             ExitCode::Input,
@@ -120,28 +124,38 @@ fn read_requests(path: &Path) -> Result<String, CliError> {
             eyre!(e).wrap_err(format!("cannot read --requests {}", path.display())),
         )
     };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_REQUESTS_BYTES {
-        return Err(CliError::new(
+    let too_large = |len: u64| {
+        CliError::new(
             ExitCode::Input,
             "requests_too_large",
             eyre!("--requests {}: {len} bytes, at most {MAX_REQUESTS_BYTES}", path.display()),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(io)?;
-    String::from_utf8(bytes).map_err(|_| {
-        CliError::new(
-            ExitCode::Input,
-            "invalid_request",
-            eyre!("--requests {}: the file is not UTF-8 text", path.display()),
         )
-    })
+    };
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().lock().take(MAX_REQUESTS_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.len() as u64 > MAX_REQUESTS_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        return Ok(bytes);
+    }
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_REQUESTS_BYTES {
+        return Err(too_large(len));
+    }
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_REQUESTS_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_REQUESTS_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// Session limits for a run: a batch job's queue holds every request unless `--queue`.
 pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
     SessionLimits {
-        queue_capacity: run.queue.unwrap_or(inputs.requests.len().max(1)),
+        queue_capacity: run.queue.unwrap_or(inputs.request_count().max(1)),
         groups: run.groups.unwrap_or(0),
         ..SessionLimits::default()
     }

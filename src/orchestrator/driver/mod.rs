@@ -79,6 +79,18 @@ pub struct OrchestrateConfig {
     pub timeouts: RunTimeouts,
 }
 
+/// A batch job's requests arriving while the session runs: their ids, all known at the
+/// start (a request's index is its position here), and each request once it is ready,
+/// `(index, request)`, in any order. The channel closing says no more will come; a
+/// request that never arrived ends with the session's reason.
+#[derive(Debug)]
+pub struct Arriving {
+    /// Every request's id, in request order.
+    pub ids: Vec<String>,
+    /// Each request once it is ready.
+    pub requests: tokio::sync::mpsc::UnboundedReceiver<(usize, Request)>,
+}
+
 /// Where the run's output goes.
 pub trait RunSink {
     /// One event line of the ordered stream.
@@ -86,6 +98,12 @@ pub trait RunSink {
     /// A generated token of request `request` (its index in the config) and its text
     /// (possibly empty while a character is incomplete).
     fn token(&mut self, request: usize, id: u32, text: &str);
+    /// The text of request `request` released when it ended (what was held back as a
+    /// possible stop string, and the detokenizer's tail): its tokens' texts and this,
+    /// concatenated, are its result's text.
+    fn text(&mut self, request: usize, text: &str) {
+        let _ = (request, text);
+    }
     /// What became of request `request`: its result or error (once per request).
     fn result(&mut self, request: usize, result: &RequestResult) {
         let _ = (request, result);
@@ -142,9 +160,11 @@ fn now_us(t0: Instant) -> u64 {
 
 /// Runs one prompt through the pool: waits for the pool, plans, provisions, streams the
 /// tokens to `sink`, tears down. Returns the run's report (whatever its outcome) or why no
-/// run could start. `stop` resolves on Ctrl-C / SIGTERM.
+/// run could start. `stop` resolves on Ctrl-C / SIGTERM. `arriving`: requests that join
+/// the session as they become ready (a batch job's), after `config.requests`.
 pub async fn orchestrate(
     config: OrchestrateConfig,
+    arriving: Option<Arriving>,
     facts: &ModelFacts,
     tokenizer: &Tokenizer,
     sink: &mut dyn RunSink,
@@ -159,7 +179,7 @@ pub async fn orchestrate(
     };
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
-    let result = run_on(&config, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;
+    let result = run_on(&config, arriving, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;
     endpoint.close().await;
     result
 }
@@ -167,6 +187,7 @@ pub async fn orchestrate(
 #[allow(clippy::too_many_arguments)]
 async fn run_on(
     config: &OrchestrateConfig,
+    arriving: Option<Arriving>,
     facts: &ModelFacts,
     tokenizer: &Tokenizer,
     sink: &mut dyn RunSink,
@@ -220,7 +241,9 @@ async fn run_on(
         runtime: config.runtime,
         // One prompt is checked by the planner; a session refuses each request itself.
         prompt_tokens: match &config.requests[..] {
-            [one] => (one.prompt.len() as u32).min(config.runtime.max_seq_len),
+            [one] if arriving.is_none() => {
+                (one.prompt.len() as u32).min(config.runtime.max_seq_len)
+            }
             _ => 0,
         },
     };
@@ -228,7 +251,7 @@ async fn run_on(
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));
 
     // Phase 3: the run.
-    let mut run = run_loop::RunLoop::start(plan, config, endpoint, tokenizer, t0)?;
+    let mut run = run_loop::RunLoop::start(plan, config, arriving, endpoint, tokenizer, t0)?;
     run.run(&mut phase, sink, &mut stop).await;
     Ok(run.report(pool_ready_after))
 }

@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 
 use super::endpoints::TokenUser;
 use super::{
-    OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us, rejected_event,
+    Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
+    rejected_event,
 };
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
@@ -24,7 +25,7 @@ use crate::membership::pool_gate::GateEvent;
 use crate::model::tokenizer::Tokenizer;
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
-use crate::orchestrator::requests::RequestBook;
+use crate::orchestrator::requests::{Request, RequestBook};
 use crate::orchestrator::run::{RunCommand, RunFsm};
 use crate::orchestrator::scheduler::{FinishReason, SeqOutput, SeqRequest};
 use crate::orchestrator::tokens::TokenOutEvent;
@@ -61,6 +62,8 @@ pub(super) struct RunLoop<'t> {
     book: RequestBook<'t>,
     /// Refusals not yet given to the sink.
     unsent: Vec<usize>,
+    /// Requests still arriving (closed: none will come).
+    arriving: Option<mpsc::UnboundedReceiver<(usize, Request)>>,
     /// The first request's tokens and detokenizer tail (a run of one prompt).
     tokens: Vec<u32>,
     tail: String,
@@ -77,6 +80,7 @@ impl<'t> RunLoop<'t> {
     pub(super) fn start(
         plan: RunPlan,
         config: &OrchestrateConfig,
+        arriving: Option<Arriving>,
         endpoint: &Endpoint,
         tokenizer: &'t Tokenizer,
         t0: Instant,
@@ -111,30 +115,22 @@ impl<'t> RunLoop<'t> {
             let _ = notices.send(Wake::Pump(edge, n));
         });
         let now = Instant::now();
-        let mut fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
-        let mut book = RequestBook::new(tokenizer, config.requests.clone());
-        let mut unsent = Vec::new();
-        for (index, r) in config.requests.iter().enumerate() {
-            let req = SeqRequest {
-                prompt: r.prompt.clone(),
-                max_tokens: r.max_tokens,
-                sampling: r.sampling,
-            };
-            match fsm.submit(now, req) {
-                Ok(seq) => book.admitted(index, seq),
-                Err(refusal) => {
-                    book.refused(index, refusal.code());
-                    unsent.push(index);
-                }
+        let fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
+        let (book, rx) = match arriving {
+            Some(a) => {
+                let mut ids: Vec<String> = config.requests.iter().map(|r| r.id.clone()).collect();
+                ids.extend(a.ids);
+                (RequestBook::expecting(tokenizer, ids), Some(a.requests))
             }
-        }
-        fsm.close_input(now);
-        Ok(RunLoop {
+            None => (RequestBook::new(tokenizer, config.requests.clone()), None),
+        };
+        let mut run = RunLoop {
             t0,
             me: config.pool.orchestrator.node_id,
             fsm,
             book,
-            unsent,
+            unsent: Vec::new(),
+            arriving: rx,
             tail: String::new(),
             node_of: plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect(),
             plan,
@@ -150,7 +146,73 @@ impl<'t> RunLoop<'t> {
             torn_down: false,
             endpoints_ready: 0,
             loaded_weights: 0,
-        })
+        };
+        for (index, r) in config.requests.iter().enumerate() {
+            run.book.arrived(index, r.clone());
+            run.submit(index);
+        }
+        if run.arriving.is_none() {
+            run.fsm.close_input(now);
+        }
+        Ok(run)
+    }
+
+    /// Submits request `index` (arrived) to the session, or ends it with the session's
+    /// reason once the session has an outcome.
+    fn submit(&mut self, index: usize) {
+        let now = Instant::now();
+        let Some(r) = self.book.request(index) else { return };
+        if self.fsm.outcome().is_some() {
+            let reason = self.end_reason();
+            self.book.refused(index, &reason);
+            self.unsent.push(index);
+            return;
+        }
+        let req =
+            SeqRequest { prompt: r.prompt.clone(), max_tokens: r.max_tokens, sampling: r.sampling };
+        match self.fsm.submit(now, req) {
+            Ok(seq) => self.book.admitted(index, seq),
+            Err(refusal) => {
+                self.book.refused(index, refusal.code());
+                self.unsent.push(index);
+            }
+        }
+    }
+
+    /// A request arrived (`None`: no more will).
+    fn arrive(&mut self, arrived: Option<(usize, Request)>) {
+        match arrived {
+            Some((index, request)) => {
+                self.book.arrived(index, request);
+                self.submit(index);
+            }
+            None => {
+                self.arriving = None;
+                self.fsm.close_input(Instant::now());
+            }
+        }
+    }
+
+    /// Why a request that did not finish ended: the session's fault, the operator's stop,
+    /// or the session's end.
+    fn end_reason(&self) -> String {
+        match (self.fault, self.fsm.outcome()) {
+            (Some(f), _) => f.reason.to_string(),
+            (None, Some(RunOutcome::OperatorStopped)) => "operator.stopped".into(),
+            _ => "session.ended".into(),
+        }
+    }
+
+    /// After teardown: every request without a result (one that never arrived) ends with
+    /// the session's reason; requests still arriving are no longer awaited.
+    fn resolve_rest(&mut self, sink: &mut dyn RunSink) {
+        self.arriving = None;
+        let reason = self.end_reason();
+        for index in self.book.unresolved() {
+            if let Some(r) = self.book.refused(index, &reason) {
+                sink.result(index, r);
+            }
+        }
     }
 
     /// Runs until the run is torn down (and the token endpoints with it, or a bounded
@@ -165,6 +227,7 @@ impl<'t> RunLoop<'t> {
         loop {
             self.settle(phase, sink).await;
             if self.torn_down && self.plane.live_edges() == 0 {
+                self.resolve_rest(sink);
                 return;
             }
             if self.torn_down && exit_deadline.is_none() {
@@ -179,6 +242,7 @@ impl<'t> RunLoop<'t> {
                 () = async { match deadline { Some(d) => tokio::time::sleep_until(d.into()).await, None => std::future::pending().await } } => {
                     self.fsm.handle_timeout(Instant::now());
                     if self.torn_down {
+                        self.resolve_rest(sink);
                         return;
                     }
                 }
@@ -191,6 +255,7 @@ impl<'t> RunLoop<'t> {
                     }
                 }
                 Some(wake) = self.wakes.recv() => self.wake(wake, sink),
+                arrived = next_arrival(&mut self.arriving) => self.arrive(arrived),
             }
         }
     }
@@ -495,17 +560,16 @@ impl<'t> RunLoop<'t> {
                 }
             }
             SeqOutput::Finished { id, reason, prompt, generated } => {
-                let fault = match (self.fault, self.fsm.outcome()) {
-                    (Some(f), _) => f.reason.to_string(),
-                    (None, Some(RunOutcome::OperatorStopped)) => "operator.stopped".into(),
-                    _ => "session.ended".into(),
-                };
-                if let Some((index, result, tail)) =
+                let fault = self.end_reason();
+                if let Some((index, result, rest)) =
                     self.book.finished(id, reason, &prompt, generated, &fault)
                 {
+                    if !rest.is_empty() {
+                        sink.text(index, &rest);
+                    }
                     sink.result(index, result);
                     if index == 0 {
-                        self.tail = tail;
+                        self.tail = rest;
                     }
                 }
             }
@@ -537,5 +601,15 @@ impl<'t> RunLoop<'t> {
             first_token_after: self.first_token_at.map(|t| t - self.t0),
             decode_time: self.first_token_at.map(|t| self.last_token_at - t).unwrap_or_default(),
         }
+    }
+}
+
+/// The next arriving request (pending forever once none will come).
+async fn next_arrival(
+    rx: &mut Option<mpsc::UnboundedReceiver<(usize, Request)>>,
+) -> Option<(usize, Request)> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }

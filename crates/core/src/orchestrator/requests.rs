@@ -29,7 +29,8 @@ pub struct Request {
 /// What became of one request: a result, or an error with a stable reason.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RequestResult {
-    /// The request's id.
+    /// The request's id (a batch job's output writes it as the request gave it).
+    #[serde(skip)]
     pub id: String,
     /// Its text (cut before a stop string).
     pub text: String,
@@ -58,18 +59,131 @@ impl RequestResult {
     }
 }
 
+/// The most stop strings one request may give (OpenAI allows 4).
+pub const MAX_STOPS: usize = 16;
+/// The longest stop string, in bytes.
+pub const MAX_STOP_BYTES: usize = 256;
+
 /// Where the earliest of `stops` begins in `text`, if one appears.
 pub fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
     stops.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min()
 }
 
+/// The largest char boundary of `text` at or below `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// A request's text as it grows, matched against its stop strings incrementally, with the
+/// text that may still become a stop string held back: what [`StopText::push`] releases,
+/// concatenated, is always a prefix of the final text, and [`StopText::finish`] releases
+/// the rest. Each push searches only the new text and the longest stop string's tail
+/// before it.
+#[derive(Debug, Clone, Default)]
+pub struct StopText {
+    stops: Vec<String>,
+    longest: usize,
+    text: String,
+    released: usize,
+    stopped: bool,
+    scanned: u64,
+}
+
+impl StopText {
+    /// Empty text matched against `stops` (empty ones never match).
+    pub fn new(stops: &[String]) -> StopText {
+        let stops: Vec<String> = stops.iter().filter(|s| !s.is_empty()).cloned().collect();
+        let longest = stops.iter().map(String::len).max().unwrap_or(0);
+        StopText { stops, longest, ..StopText::default() }
+    }
+
+    /// Appends `piece`: the text now safe to release, and whether a stop string appeared
+    /// (the text is cut before it; later pieces are ignored).
+    pub fn push(&mut self, piece: &str) -> (String, bool) {
+        if self.stopped {
+            return (String::new(), true);
+        }
+        let old = self.text.len();
+        self.text.push_str(piece);
+        let from = floor_boundary(&self.text, old.saturating_sub(self.longest.saturating_sub(1)));
+        let window = &self.text[from..];
+        self.scanned += window.len() as u64;
+        if let Some(at) = find_stop(window, &self.stops) {
+            self.text.truncate(from + at);
+            self.stopped = true;
+            return (self.release(self.text.len()), true);
+        }
+        let hold = self.hold_from();
+        (self.release(hold), false)
+    }
+
+    /// The end: the text not released yet (all of it, cut at a stop string).
+    pub fn finish(&mut self) -> String {
+        self.release(self.text.len())
+    }
+
+    /// The whole text so far (cut at a stop string).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether a stop string appeared.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Bytes searched so far (the cost of matching).
+    pub fn scanned(&self) -> u64 {
+        self.scanned
+    }
+
+    /// Where the held-back text begins: the earliest position whose suffix is a proper
+    /// prefix of a stop string (the text's end when none is).
+    fn hold_from(&self) -> usize {
+        let len = self.text.len();
+        let lowest = self.released.max(len.saturating_sub(self.longest.saturating_sub(1)));
+        let mut at = floor_boundary(&self.text, lowest);
+        if at < self.released {
+            at = self.released;
+        }
+        while at < len {
+            if self.text.is_char_boundary(at) {
+                let tail = &self.text[at..];
+                if self.stops.iter().any(|s| s.starts_with(tail)) {
+                    return at;
+                }
+            }
+            at += 1;
+        }
+        len
+    }
+
+    fn release(&mut self, to: usize) -> String {
+        let from = self.released.min(to);
+        self.released = to.max(self.released);
+        self.text[from..to].to_string()
+    }
+}
+
 /// A result for a request that never ran (`error` is its stable reason).
 pub fn error_result(request: &Request, error: String) -> RequestResult {
     RequestResult {
-        id: request.id.clone(),
+        prompt_tokens: request.prompt.len() as u32,
+        ..error_for(request.id.clone(), error)
+    }
+}
+
+/// A result for the request `id` that failed before it was known (`error`, its reason).
+pub fn error_for(id: String, error: String) -> RequestResult {
+    RequestResult {
+        id,
         text: String::new(),
         tokens: Vec::new(),
-        prompt_tokens: request.prompt.len() as u32,
+        prompt_tokens: 0,
         completion_tokens: 0,
         finish_reason: None,
         error: Some(error),
@@ -82,7 +196,8 @@ pub fn error_result(request: &Request, error: String) -> RequestResult {
 pub struct TokenNote {
     /// The request (its index).
     pub index: usize,
-    /// The text the token adds (possibly empty while a character is incomplete).
+    /// The text the token releases: empty while a character is incomplete or while the
+    /// text may still become a stop string (held back until it cannot).
     pub piece: String,
     /// A stop string appeared: cancel the sequence with [`FinishReason::Stop`].
     pub stop: bool,
@@ -91,16 +206,17 @@ pub struct TokenNote {
 struct Live<'t> {
     index: usize,
     detok: Detokenizer<'t>,
-    text: String,
+    text: StopText,
     tokens: u32,
     first_at: Option<Instant>,
-    stopped: bool,
 }
 
-/// Every request of a session: the live ones' text, and every result once known.
+/// Every request of a session: the live ones' text, and every result once known. A
+/// request may be known by its id alone until it arrives ([`RequestBook::expecting`]).
 pub struct RequestBook<'t> {
     tokenizer: &'t Tokenizer,
-    requests: Vec<Request>,
+    ids: Vec<String>,
+    requests: Vec<Option<Request>>,
     live: HashMap<SeqId, Live<'t>>,
     results: Vec<Option<RequestResult>>,
     serving_since: Option<Instant>,
@@ -109,32 +225,70 @@ pub struct RequestBook<'t> {
 impl<'t> RequestBook<'t> {
     /// A book of `requests` (in request order), none live yet.
     pub fn new(tokenizer: &'t Tokenizer, requests: Vec<Request>) -> RequestBook<'t> {
-        let results = vec![None; requests.len()];
-        RequestBook { tokenizer, requests, live: HashMap::new(), results, serving_since: None }
+        let ids = requests.iter().map(|r| r.id.clone()).collect();
+        let mut book = RequestBook::expecting(tokenizer, ids);
+        book.requests = requests.into_iter().map(Some).collect();
+        book
     }
 
-    /// The requests, in order.
-    pub fn requests(&self) -> &[Request] {
-        &self.requests
+    /// A book of requests known so far by their `ids` (in request order): each arrives
+    /// later ([`RequestBook::arrived`]).
+    pub fn expecting(tokenizer: &'t Tokenizer, ids: Vec<String>) -> RequestBook<'t> {
+        let n = ids.len();
+        RequestBook {
+            tokenizer,
+            ids,
+            requests: vec![None; n],
+            live: HashMap::new(),
+            results: vec![None; n],
+            serving_since: None,
+        }
+    }
+
+    /// How many requests the book holds (arrived or not).
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the book holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Request `index` arrived (its id is the book's, whatever `request` says). Ignored
+    /// past the book's requests.
+    pub fn arrived(&mut self, index: usize, request: Request) {
+        if let Some(slot) = self.requests.get_mut(index) {
+            *slot = Some(Request { id: self.ids[index].clone(), ..request });
+        }
+    }
+
+    /// Request `index`, once it arrived.
+    pub fn request(&self, index: usize) -> Option<&Request> {
+        self.requests.get(index).and_then(Option::as_ref)
     }
 
     /// Request `index` became sequence `seq` of the session.
     pub fn admitted(&mut self, index: usize, seq: SeqId) {
+        let stops = self.request(index).map(|r| r.stop.as_slice()).unwrap_or_default();
         let live = Live {
             index,
             detok: Detokenizer::new(self.tokenizer),
-            text: String::new(),
+            text: StopText::new(stops),
             tokens: 0,
             first_at: None,
-            stopped: false,
         };
         self.live.insert(seq, live);
     }
 
-    /// Request `index` was refused (`reason`, a stable code); returns its result.
-    pub fn refused(&mut self, index: usize, reason: &str) -> &RequestResult {
-        let r = error_result(&self.requests[index], reason.to_string());
-        self.results[index].insert(r)
+    /// Request `index` failed before it ran (`reason`, a stable code); returns its result.
+    /// Ignored past the book's requests.
+    pub fn refused(&mut self, index: usize, reason: &str) -> Option<&RequestResult> {
+        let r = match self.request(index) {
+            Some(req) => error_result(req, reason.to_string()),
+            None => error_for(self.ids.get(index)?.clone(), reason.to_string()),
+        };
+        Some(self.results[index].insert(r))
     }
 
     /// The session could serve from `now` on (times to first token count from here).
@@ -142,30 +296,24 @@ impl<'t> RequestBook<'t> {
         self.serving_since.get_or_insert(now);
     }
 
-    /// A token of `seq` at `now`: its text, and whether a stop string ends it. Tokens
-    /// after a stop (already in flight) are dropped (`None`).
+    /// A token of `seq` at `now`: the text it releases, and whether a stop string ends it.
+    /// Tokens after a stop (already in flight) are dropped (`None`).
     pub fn token(&mut self, now: Instant, seq: SeqId, token: u32) -> Option<TokenNote> {
         let live = self.live.get_mut(&seq)?;
-        if live.stopped {
+        if live.text.stopped() {
             return None;
         }
         live.first_at.get_or_insert(now);
         live.tokens += 1;
         let piece = live.detok.push(token);
-        live.text.push_str(&piece);
-        let stop = match find_stop(&live.text, &self.requests[live.index].stop) {
-            Some(at) => {
-                live.text.truncate(at);
-                live.stopped = true;
-                true
-            }
-            None => false,
-        };
+        let (piece, stop) = live.text.push(&piece);
         Some(TokenNote { index: live.index, piece, stop })
     }
 
     /// `seq` ended: its result (an error naming `fault` when the session's fault ended
-    /// it). Returns the request's index and result, and the detokenizer's tail.
+    /// it). Returns the request's index and result, and the text not released yet (the
+    /// detokenizer's tail and what was held back), so that the released pieces and it
+    /// concatenated are the result's text.
     pub fn finished(
         &mut self,
         seq: SeqId,
@@ -176,17 +324,13 @@ impl<'t> RequestBook<'t> {
     ) -> Option<(usize, &RequestResult, String)> {
         let mut live = self.live.remove(&seq)?;
         let tail = live.detok.finish();
-        if !live.stopped {
-            live.text.push_str(&tail);
-            if let Some(at) = find_stop(&live.text, &self.requests[live.index].stop) {
-                live.text.truncate(at);
-            }
-        }
+        let mut rest = live.text.push(&tail).0;
+        rest.push_str(&live.text.finish());
         let since = self.serving_since;
         let failed = reason == FinishReason::Fault;
         let result = RequestResult {
-            id: self.requests[live.index].id.clone(),
-            text: live.text,
+            id: self.ids[live.index].clone(),
+            text: live.text.text().to_string(),
             tokens: generated,
             prompt_tokens: prompt.len() as u32,
             completion_tokens: live.tokens,
@@ -198,7 +342,7 @@ impl<'t> RequestBook<'t> {
                 .map(|(t, s)| t.saturating_duration_since(s).as_secs_f64() * 1e3),
         };
         let index = live.index;
-        Some((index, self.results[index].insert(result), tail))
+        Some((index, self.results[index].insert(result), rest))
     }
 
     /// Request `index`'s result, once it has one.
@@ -206,12 +350,25 @@ impl<'t> RequestBook<'t> {
         self.results.get(index).and_then(Option::as_ref)
     }
 
-    /// Every request's result in order; one that never got one is an error `unfinished`.
+    /// The requests without a result yet, in order.
+    pub fn unresolved(&self) -> Vec<usize> {
+        (0..self.ids.len()).filter(|&i| self.results[i].is_none()).collect()
+    }
+
+    /// Every request's result in order; one that never got one is an error
+    /// `session.ended`.
     pub fn into_results(self) -> Vec<RequestResult> {
+        let mut requests = self.requests.into_iter();
         self.results
             .into_iter()
-            .zip(&self.requests)
-            .map(|(r, req)| r.unwrap_or_else(|| error_result(req, "session.ended".into())))
+            .zip(self.ids)
+            .map(|(r, id)| {
+                let req = requests.next().flatten();
+                r.unwrap_or_else(|| match req {
+                    Some(req) => error_result(&req, "session.ended".into()),
+                    None => error_for(id, "session.ended".into()),
+                })
+            })
             .collect()
     }
 }
@@ -282,7 +439,7 @@ mod tests {
         };
         let mut book = RequestBook::new(&tok, vec![req("a"), req("b"), req("c")]);
         book.admitted(0, 0);
-        assert_eq!(book.refused(1, "busy").error.as_deref(), Some("busy"));
+        assert_eq!(book.refused(1, "busy").and_then(|r| r.error.as_deref()), Some("busy"));
         let (_, r, _) = book
             .finished(0, FinishReason::Fault, &[1], vec![], "membership.node_down")
             .expect("live");
@@ -290,5 +447,81 @@ mod tests {
         assert_eq!(r.finish_reason, None);
         let all = book.into_results();
         assert_eq!(all[2].error.as_deref(), Some("session.ended"));
+    }
+
+    /// Feeds `text` one byte-token at a time; returns the streamed pieces, the rest, and
+    /// the result's text.
+    fn stream(text: &str, stops: &[&str]) -> (Vec<String>, String, String) {
+        let tok = tokenizer("stream");
+        let req = Request {
+            id: "s".into(),
+            prompt: vec![1],
+            max_tokens: 100,
+            sampling: SamplingPolicy::Greedy,
+            stop: stops.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut book = RequestBook::new(&tok, vec![req]);
+        book.admitted(0, 1);
+        #[allow(clippy::disallowed_methods)] // a test owns the clock
+        let now = Instant::now();
+        let mut pieces = Vec::new();
+        for id in tok.encode(text, false, false) {
+            if let Some(note) = book.token(now, 1, id) {
+                pieces.push(note.piece);
+            }
+        }
+        let (_, r, rest) =
+            book.finished(1, FinishReason::MaxTokens, &[1], vec![], "").expect("live");
+        (pieces, rest, r.text.clone())
+    }
+
+    #[test]
+    fn streamed_text_never_contains_what_becomes_a_stop_string_and_adds_up_to_the_result() {
+        let (pieces, rest, text) = stream("hello, the end", &[", the"]);
+        assert_eq!(text, "hello");
+        assert_eq!(pieces.concat() + &rest, text, "the stream says what the result says");
+        assert!(pieces.iter().all(|p| !p.contains(',')), "{pieces:?}");
+    }
+
+    #[test]
+    fn text_held_back_for_a_stop_string_that_never_completes_is_released_at_the_end() {
+        let (pieces, rest, text) = stream("a, th", &[", the", "zz"]);
+        assert_eq!(text, "a, th");
+        assert_eq!(pieces.concat(), "a", "\", th\" may still become \", the\"");
+        assert_eq!(rest, ", th");
+        let (pieces, rest, text) = stream("plain words", &[]);
+        assert_eq!(
+            (pieces.concat(), rest.as_str(), text.as_str()),
+            (text.clone(), "", "plain words")
+        );
+    }
+
+    #[test]
+    fn stop_strings_are_matched_on_the_new_text_and_the_longest_stops_tail_only() {
+        let stops: Vec<String> = vec!["needle".into(), "xyz".into()];
+        let mut text = StopText::new(&stops);
+        let mut released = String::new();
+        for _ in 0..10_000 {
+            let (piece, stop) = text.push("hay ");
+            assert!(!stop);
+            released.push_str(&piece);
+        }
+        // Each push searches its 4 bytes and at most 5 bytes before them.
+        assert!(text.scanned() <= 10_000 * 9, "{} bytes searched", text.scanned());
+        let (piece, stop) = text.push("nee");
+        assert!(!stop && piece.is_empty());
+        let (piece, stop) = text.push("dle and more");
+        assert!(stop && piece.is_empty(), "{piece:?}");
+        assert_eq!(text.text().len(), 40_000);
+        assert_eq!(released + &text.finish(), "hay ".repeat(10_000));
+    }
+
+    #[test]
+    fn a_stop_string_across_multibyte_characters_is_found_and_cut_on_a_boundary() {
+        let stops: Vec<String> = vec!["éé".into()];
+        let mut text = StopText::new(&stops);
+        assert_eq!(text.push("aé"), ("a".to_string(), false));
+        assert_eq!(text.push("éb"), (String::new(), true));
+        assert_eq!(text.text(), "a");
     }
 }
