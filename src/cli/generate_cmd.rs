@@ -58,6 +58,40 @@ pub(crate) fn compute_threads(threads: Option<u32>) -> Result<u32, CliError> {
     }
 }
 
+/// The stages of `generate`'s pipeline, split evenly, loaded on the chosen device.
+fn load_pipeline(
+    args: &GenerateArgs,
+    facts: &crate::model::ModelFacts,
+    runtime: &crate::wire::RuntimeConfig,
+) -> Result<LocalPipeline, CliError> {
+    let ranges = even_split(facts.block_count, args.stages);
+    let device = ComputeDevice::parse(&args.device).ok_or_else(|| {
+        CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--device must be `cpu`, `candle` or `cuda:N`, not `{}`", args.device),
+        )
+    })?;
+    if device != ComputeDevice::Cpu && runtime.kv_cache != crate::wire::KvCacheDType::F32 {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--kv-cache f16 needs the CPU engine, not --device {}", args.device),
+        ));
+    }
+    let threads = compute_threads(args.threads)?;
+    LocalPipeline::load(
+        &args.model,
+        &ranges,
+        runtime.max_seq_len,
+        runtime.kv_cache,
+        runtime.activation_dtype,
+        device,
+        threads,
+    )
+    .map_err(stage_error)
+}
+
 /// `swactor generate`.
 pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let signals = super::signals::StopFlag::install();
@@ -85,32 +119,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             eyre!("the prompt has {} tokens; max_seq_len is {}", prompt.len(), runtime.max_seq_len),
         ));
     }
-    let ranges = even_split(facts.block_count, args.stages);
-    let device = ComputeDevice::parse(&args.device).ok_or_else(|| {
-        CliError::new(
-            ExitCode::Usage,
-            "usage",
-            eyre!("--device must be `cpu`, `candle` or `cuda:N`, not `{}`", args.device),
-        )
-    })?;
-    if device != ComputeDevice::Cpu && runtime.kv_cache != crate::wire::KvCacheDType::F32 {
-        return Err(CliError::new(
-            ExitCode::Usage,
-            "usage",
-            eyre!("--kv-cache f16 needs the CPU engine, not --device {}", args.device),
-        ));
-    }
-    let threads = compute_threads(args.threads)?;
-    let mut pipeline = LocalPipeline::load(
-        &args.model,
-        &ranges,
-        runtime.max_seq_len,
-        runtime.kv_cache,
-        runtime.activation_dtype,
-        device,
-        threads,
-    )
-    .map_err(stage_error)?;
+    let mut pipeline = load_pipeline(args, &facts, &runtime)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     let mut sampler = Sampler::new(runtime.sampling);
