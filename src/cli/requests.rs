@@ -4,12 +4,13 @@
 //!
 //! One object per line: `id` (string or number; default the line number), `prompt`
 //! (text) or `messages` (`[{"role": ..., "content": ...}]`, written with the model's chat
-//! template), `max_tokens`, `temperature` (0 is greedy), `top_p`, `top_k`, `seed`, `stop`
+//! template; a content is text, so one that spells `<|im_start|>` forges no turn),
+//! `max_tokens`, `temperature` (0 is greedy), `top_p`, `top_k`, `seed`, `stop`
 //! (a string or a list of strings). Blank lines are skipped.
 
 use serde::Deserialize;
 
-use crate::model::tokenizer::{Tokenizer, chat_messages};
+use crate::model::tokenizer::Tokenizer;
 use crate::orchestrator::requests::Request;
 use crate::wire::{RuntimeConfig, SamplingPolicy};
 
@@ -106,12 +107,15 @@ fn parse_line(
         Some(Id::Number(n)) => n.to_string(),
         None => fallback,
     };
-    let (text, chat) = match (line.prompt, line.messages) {
-        (Some(p), None) => (p, false),
+    let prompt = match (line.prompt, line.messages) {
+        (Some(p), None) => tokenizer.encode(&p, true, false),
         (None, Some(m)) => {
+            // Contents are text: only the template's markers are special tokens.
             let pairs: Vec<(&str, &str)> =
                 m.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
-            (chat_messages(template, &pairs).map_err(|e| err(&id, "invalid_messages", e))?, true)
+            tokenizer
+                .encode_chat(template, &pairs)
+                .map_err(|e| err(&id, "invalid_messages", e.to_string()))?
         }
         _ => {
             return Err(err(
@@ -121,7 +125,6 @@ fn parse_line(
             ));
         }
     };
-    let prompt = tokenizer.encode(&text, true, chat);
     let sampling = match (line.temperature, line.top_p, line.top_k, line.seed) {
         (None, None, None, None) => runtime.sampling,
         (t, p, k, seed) => SamplingPolicy::Sample {

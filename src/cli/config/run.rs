@@ -12,7 +12,7 @@ use crate::cli::requests::{LineError, MAX_REQUESTS_BYTES, parse_requests};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
 use crate::model::gguf::read_content;
-use crate::model::tokenizer::{Tokenizer, chat_prompt, tokenizer_from_gguf};
+use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::requests::Request;
 use crate::orchestrator::run::{RunTimeouts, SessionLimits};
 use crate::wire::RuntimeConfig;
@@ -87,8 +87,9 @@ fn prompt_request(
     runtime: &RuntimeConfig,
 ) -> Result<Request, CliError> {
     let prompt = if run.chat {
-        let text = chat_prompt(template, &run.prompt).map_err(|e| usage(format!("--chat: {e}")))?;
-        tokenizer.encode(&text, true, true)
+        tokenizer
+            .encode_chat_prompt(template, &run.prompt)
+            .map_err(|e| usage(format!("--chat: {e}")))?
     } else {
         tokenizer.encode(&run.prompt, true, false)
     };
