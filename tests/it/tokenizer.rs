@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::support::synth_model;
+use crate::support::{GgufBuilder, Meta, synth_model};
 use swactor::model::gguf::read_content;
 use swactor::model::tokenizer::{
     ChatError, Detokenizer, Tokenizer, chat_pieces, chat_text, tokenizer_from_gguf,
@@ -235,4 +235,36 @@ fn a_200_000_character_word_tokenizes_quickly_on_real_vocabularies() {
 #[test]
 fn refact_vocabulary_matches_llama_cpp() {
     check_vocab("refact");
+}
+
+#[test]
+fn a_vocabulary_with_malformed_merges_is_refused_when_the_tokenizer_is_built() {
+    let build = |merges: &[&str]| {
+        let path = GgufBuilder::default()
+            .meta("tokenizer.ggml.model", Meta::Str("gpt2".into()))
+            .meta(
+                "tokenizer.ggml.tokens",
+                Meta::StrArray(["a", "b", "ab"].map(String::from).into()),
+            )
+            .meta(
+                "tokenizer.ggml.merges",
+                Meta::StrArray(merges.iter().map(|m| m.to_string()).collect()),
+            )
+            .write(&format!("merges-{}.gguf", merges.join("_").replace(' ', "-")));
+        let (content, _) = read_content(&path).expect("gguf header");
+        tokenizer_from_gguf(&content)
+    };
+    let tok = build(&["a b"]).expect("a valid vocabulary");
+    assert_eq!(tok.encode("ab", false, false), [2]);
+    for (merges, named) in
+        [(&["ab"][..], "\"ab\""), (&["a b", "a z"][..], "\"z\""), (&["b a"][..], "\"ba\"")]
+    {
+        match build(merges) {
+            Err(e) => {
+                assert_eq!(e.code(), "invalid_vocabulary", "{merges:?}");
+                assert!(e.to_string().contains(named), "{merges:?}: {e}");
+            }
+            Ok(_) => panic!("{merges:?} was accepted"),
+        }
+    }
 }
