@@ -16,8 +16,8 @@ pub const LARGE_PROMPT_BYTES: usize = 16 << 10;
 /// Threads that tokenize long prompts.
 pub const WORKERS: usize = 2;
 
-/// Turns a prompt's text into token ids (`chat`: special tokens are parsed).
-pub type Encode = Arc<dyn Fn(&str, bool) -> Vec<u32> + Send + Sync>;
+/// Turns a pending request's prompt into token ids.
+pub type Encode = Arc<dyn Fn(&Pending) -> Vec<u32> + Send + Sync>;
 
 type Sender = mpsc::UnboundedSender<(usize, Request)>;
 
@@ -73,7 +73,7 @@ fn start(name: String, work: impl FnOnce() + Send + 'static) {
 fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
     let request = Request {
         id: p.display_id(),
-        prompt: encode(&p.text, p.chat),
+        prompt: encode(&p),
         max_tokens: p.max_tokens,
         sampling: p.sampling,
         stop: p.stop,
@@ -93,7 +93,7 @@ mod tests {
         Pending {
             id: text_id(id),
             text,
-            chat: false,
+            messages: None,
             max_tokens: 1,
             sampling: SamplingPolicy::Greedy,
             stop: Vec::new(),
@@ -106,7 +106,8 @@ mod tests {
         // 20 s, when tokenizing runs one prompt after another).
         let (arrived_tx, arrived_rx) = std_mpsc::channel::<()>();
         let arrived_rx = Mutex::new(arrived_rx);
-        let encode: Encode = Arc::new(move |text: &str, _| {
+        let encode: Encode = Arc::new(move |p: &Pending| {
+            let text = &p.text;
             if text.len() >= LARGE_PROMPT_BYTES {
                 let _ = arrived_rx.lock().map(|rx| rx.recv_timeout(Duration::from_secs(20)));
             }

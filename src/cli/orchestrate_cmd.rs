@@ -141,8 +141,17 @@ async fn execute(
         write_line_errors(out, batch.errors())?;
         let pending = batch.take_pending();
         ids = Some(pending.iter().map(|p| p.id.clone()).collect());
-        let tokenizer = inputs.tokenizer.clone();
-        let encode: Encode = Arc::new(move |text, chat| tokenizer.encode(text, true, chat));
+        let (tokenizer, template) = (inputs.tokenizer.clone(), inputs.template.clone());
+        let encode: Encode = Arc::new(move |p| match &p.messages {
+            // Only the template's markers are special; each content is text.
+            Some(m) => {
+                let pairs: Vec<(&str, &str)> =
+                    m.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+                // Judged when the line was read: the same messages write the same way.
+                tokenizer.encode_chat(template.as_deref(), &pairs).unwrap_or_default()
+            }
+            None => tokenizer.encode(&p.text, true, false),
+        });
         arriving = Some(batch_tokens::spawn(pending, encode));
     }
     let mut sink = CliSink::new(&mut *out, print, ids, events.as_mut());

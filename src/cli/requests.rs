@@ -6,7 +6,8 @@
 //!
 //! One object per line: `id` (string or number, echoed exactly as given; default the line
 //! number as a string), `prompt` (text) or `messages` (`[{"role": ..., "content": ...}]`,
-//! at least one, written with the model's chat template), `max_tokens`, `temperature` (0 is
+//! at least one, written with the model's chat template; a content is text, so one that
+//! spells `<|im_start|>` forges no turn), `max_tokens`, `temperature` (0 is
 //! greedy), `top_p`, `top_k`, `seed`, `stop` (a string or a list of at most
 //! [`MAX_STOPS`] strings of at most [`MAX_STOP_BYTES`] bytes). Blank lines are skipped.
 
@@ -15,7 +16,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::model::tokenizer::chat_messages;
+use crate::model::tokenizer::{chat_pieces, chat_text};
 use crate::orchestrator::requests::{MAX_STOP_BYTES, MAX_STOPS};
 use crate::wire::{RuntimeConfig, SamplingPolicy};
 
@@ -55,10 +56,11 @@ pub struct LineError {
 pub struct Pending {
     /// Its id as given.
     pub id: RequestId,
-    /// Its prompt text (the chat template applied for `messages`).
+    /// Its prompt text (for `messages`, the conversation as the chat template writes it).
     pub text: String,
-    /// Whether `text` came from `messages` (special tokens are parsed).
-    pub chat: bool,
+    /// `messages` as given, `(role, content)`: tokenized with only the template's markers
+    /// special, each content as text.
+    pub messages: Option<Vec<(String, String)>>,
     /// Tokens to generate at most.
     pub max_tokens: u32,
     /// How its tokens are picked.
@@ -216,15 +218,20 @@ fn parse_line(
         reason,
         message: format!("line {number}: {message}"),
     };
-    let (text, chat) = match (line.prompt, line.messages) {
-        (Some(p), None) => (p, false),
+    let (text, messages) = match (line.prompt, line.messages) {
+        (Some(p), None) => (p, None),
         (None, Some(m)) if m.is_empty() => {
             return Err(err("invalid_messages", "`messages` is empty".into()));
         }
         (None, Some(m)) => {
+            // Contents are text: only the template's markers are special tokens.
             let pairs: Vec<(&str, &str)> =
                 m.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
-            (chat_messages(template, &pairs).map_err(|e| err("invalid_messages", e))?, true)
+            let pieces = chat_pieces(template, &pairs)
+                .map_err(|e| err("invalid_messages", e.to_string()))?;
+            let text = chat_text(&pieces);
+            drop(pieces);
+            (text, Some(m.into_iter().map(|m| (m.role, m.content)).collect()))
         }
         _ => {
             return Err(err(
@@ -272,7 +279,7 @@ fn parse_line(
     if max_tokens == 0 {
         return Err(err("invalid_request", "max_tokens must be at least 1".into()));
     }
-    Ok(Pending { id, text, chat, max_tokens, sampling, stop })
+    Ok(Pending { id, text, messages, max_tokens, sampling, stop })
 }
 
 /// Line `number`'s default id: its number, as a JSON string.

@@ -91,6 +91,7 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
     let rope = read_rope(&meta, &arch, shape.head_dim)?;
     let rms_norm_eps = read_rms_norm_eps(&meta, &arch)?;
     let (bos_token_id, eos_token_id) = read_token_ids(&meta, shape.vocab_size)?;
+    check_embedding_rows(content, shape.vocab_size)?;
     let tally = tally_tensors(content, file_len, &shape)?;
     let bytes = bytes_by_role(tally, file_len)?;
     Ok(ModelFacts {
@@ -140,6 +141,11 @@ fn read_shape(meta: &Meta<'_>, tensor_count: usize) -> Result<Shape, ModelError>
     let architecture = meta
         .string_opt("general.architecture")?
         .ok_or_else(|| ModelError::MissingKey { key: "general.architecture".into() })?;
+    // Refused by name before its keys are read: another architecture's tensors would
+    // otherwise fail a llama shape check with a misleading message.
+    if !SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) {
+        return Err(ModelError::UnsupportedArchitecture { architecture });
+    }
     let arch = |suffix: &str| format!("{architecture}.{suffix}");
     let block_count = meta.u32_req(&arch("block_count"))?;
     let hidden_size = meta.u32_req(&arch("embedding_length"))?;
@@ -159,20 +165,42 @@ fn read_shape(meta: &Meta<'_>, tensor_count: usize) -> Result<Shape, ModelError>
         architecture: architecture.clone(),
     };
     shape.head_dim = check_shape(&shape, tensor_count)?;
-    shape.vocab_size = match meta.u32_opt(&arch("vocab_size"))? {
-        Some(v) => v,
-        None => match meta.array_len("tokenizer.ggml.tokens")? {
-            Some(n) => u32::try_from(n).map_err(|_| ModelError::WrongKeyType {
-                key: "tokenizer.ggml.tokens".into(),
-                expected: "an array of at most 2^32 tokens",
-            })?,
-            None => return Err(ModelError::MissingKey { key: arch("vocab_size") }),
-        },
+    let tokens = match meta.array_len("tokenizer.ggml.tokens")? {
+        Some(n) => Some(u32::try_from(n).map_err(|_| ModelError::WrongKeyType {
+            key: "tokenizer.ggml.tokens".into(),
+            expected: "an array of at most 2^32 tokens",
+        })?),
+        None => None,
+    };
+    shape.vocab_size = match (meta.u32_opt(&arch("vocab_size"))?, tokens) {
+        (Some(v), Some(n)) if v != n => {
+            return inconsistent(format!(
+                "{} is {v} but the tokenizer has {n} tokens",
+                arch("vocab_size")
+            ));
+        }
+        (Some(v), _) => v,
+        (None, Some(n)) => n,
+        (None, None) => return Err(ModelError::MissingKey { key: arch("vocab_size") }),
     };
     if shape.vocab_size == 0 {
         return inconsistent("the vocabulary is empty".into());
     }
     Ok(shape)
+}
+
+/// Checks that the token embedding has one row per token (before the general shape
+/// check, so the error says what is wrong): a token id past the rows would index outside
+/// the embedding, and a row past the tokens could be sampled but never printed.
+fn check_embedding_rows(content: &Content, vocab_size: u32) -> Result<(), ModelError> {
+    let Some(info) = content.tensor_infos.get("token_embd.weight") else { return Ok(()) };
+    // Candle's order: the rows (GGUF's second dimension) come first.
+    match info.shape.dims() {
+        [rows, _] if *rows as u64 != u64::from(vocab_size) => inconsistent(format!(
+            "the vocabulary has {vocab_size} tokens but `token_embd.weight` has {rows} rows"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Checks the shape read so far (everything but the vocabulary) and returns the head

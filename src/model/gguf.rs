@@ -26,6 +26,11 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// Most dimensions a tensor may have (GGML's `GGML_MAX_DIMS`).
 pub const MAX_TENSOR_DIMS: u32 = 4;
 
+/// Largest tensor dimension a file may declare. Real models stay below 2^20 (the largest
+/// vocabularies); a larger one is a corrupt header, not a truncated file, even when its
+/// element count fits in 63 bits.
+pub const MAX_TENSOR_DIMENSION: u64 = 1 << 32;
+
 /// Most bytes the header (metadata and tensor infos) may take; real headers take a few
 /// tens of MiB at most (the vocabulary).
 pub const MAX_HEADER_BYTES: u64 = 256 << 20;
@@ -202,10 +207,10 @@ pub fn tensor_extent(
     let dims = info.shape.dims();
     let mut elems: u64 = 1;
     for &d in dims {
-        let d = u64::try_from(d).ok().filter(|&d| d <= i64::MAX as u64).ok_or_else(|| {
+        let d = u64::try_from(d).ok().filter(|&d| d <= MAX_TENSOR_DIMENSION).ok_or_else(|| {
             malformed(format!(
-                "tensor `{name}` has a dimension of {d}, beyond GGML's limit of 2^63 - 1: \
-                 the file is corrupt"
+                "tensor `{name}` has dimension {d}, more than {MAX_TENSOR_DIMENSION} (2^32; \
+                 real models stay below 2^20): the file is corrupt"
             ))
         })?;
         elems = elems.checked_mul(d).filter(|&e| e <= i64::MAX as u64).ok_or_else(|| {

@@ -157,8 +157,81 @@ fn a_dimension_with_its_high_bit_set_is_malformed_not_allocated() {
     let b = GgufBuilder::llama(2).patch_tensor(1, Some(vec![1 << 32, 1 << 32]), None);
     assert_eq!(code_of(&b.build()), "malformed");
     // A product that fits but whose bytes lie far past the end of the file.
-    let b = GgufBuilder::llama(2).patch_tensor(1, Some(vec![64, 1 << 40]), None);
+    let b = GgufBuilder::llama(2).patch_tensor(1, Some(vec![64, 1 << 30]), None);
     assert_eq!(code_of(&b.build()), "truncated");
+}
+
+#[test]
+fn an_absurd_tensor_dimension_is_malformed_not_a_truncated_file() {
+    // 64 * 2^40 elements fit in 63 bits, but no model has a dimension of 2^40.
+    let b = GgufBuilder::llama(2).patch_tensor(1, Some(vec![64, 1 << 40]), None);
+    match facts_of(&b.build()) {
+        Err(e @ ModelError::Malformed { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("blk.0.attn_q.weight"), "{text}");
+            assert!(text.contains(&format!("dimension {}", 1u64 << 40)), "{text}");
+            assert!(!text.contains("truncated"), "{text}");
+        }
+        other => panic!("expected Malformed, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_architecture_other_than_llama_is_refused_by_name() {
+    let mut b = GgufBuilder::llama(2).meta("general.architecture", Meta::Str("gemma".into()));
+    for (key, value) in [("block_count", 2), ("embedding_length", 64), ("context_length", 256)] {
+        b = b.meta(&format!("gemma.{key}"), Meta::U32(value));
+    }
+    let b = b.meta("gemma.attention.head_count", Meta::U32(4));
+    match facts_of(&b.build()) {
+        Err(e @ ModelError::UnsupportedArchitecture { .. }) => {
+            assert_eq!(e.code(), "unsupported_architecture");
+            let text = e.to_string();
+            assert!(text.contains("`gemma`") && text.contains("llama"), "{text}");
+        }
+        other => panic!("expected UnsupportedArchitecture, got {other:?}"),
+    }
+}
+
+/// [`GgufBuilder::llama`]'s two-block model (300 tokens) with `rows` embedding rows.
+fn llama_with_embedding_rows(rows: u64) -> GgufBuilder {
+    let mut b = GgufBuilder::default();
+    for (k, v) in [("block_count", 2), ("embedding_length", 64), ("context_length", 256)] {
+        b = b.meta(&format!("llama.{k}"), Meta::U32(v));
+    }
+    b.meta("general.architecture", Meta::Str("llama".into()))
+        .meta("llama.attention.head_count", Meta::U32(4))
+        .meta("llama.attention.head_count_kv", Meta::U32(2))
+        .meta("tokenizer.ggml.tokens", Meta::StrArray((0..300).map(|i| format!("t{i}")).collect()))
+        .tensor("token_embd.weight", &[64, rows], 0, 64 * rows * 4)
+        .tensor("blk.0.attn_q.weight", &[64, 64], 0, 64 * 64 * 4)
+        .tensor("blk.1.attn_q.weight", &[64, 64], 0, 64 * 64 * 4)
+}
+
+#[test]
+fn a_token_embedding_without_one_row_per_token_is_inconsistent() {
+    assert!(facts_of(&llama_with_embedding_rows(300).build()).is_ok());
+    let b = llama_with_embedding_rows(310);
+    match facts_of(&b.build()) {
+        Err(e @ ModelError::Inconsistent { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("300 tokens") && text.contains("310 rows"), "{text}");
+        }
+        other => panic!("expected Inconsistent, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_vocab_size_that_is_not_the_token_count_is_inconsistent() {
+    // The key and the embedding agree on 310 rows, but only 300 tokens exist.
+    let b = llama_with_embedding_rows(310).meta("llama.vocab_size", Meta::U32(310));
+    match facts_of(&b.build()) {
+        Err(e @ ModelError::Inconsistent { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("llama.vocab_size is 310") && text.contains("300"), "{text}");
+        }
+        other => panic!("expected Inconsistent, got {other:?}"),
+    }
 }
 
 #[test]

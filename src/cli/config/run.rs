@@ -14,7 +14,7 @@ use crate::cli::requests::{Batch, MAX_REQUESTS_BYTES, parse_requests};
 use crate::model::ModelFacts;
 use crate::model::facts::facts_from_content;
 use crate::model::gguf::read_content;
-use crate::model::tokenizer::{Tokenizer, chat_prompt, tokenizer_from_gguf};
+use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::requests::Request;
 use crate::orchestrator::run::{RunTimeouts, SessionLimits};
 use crate::wire::RuntimeConfig;
@@ -37,6 +37,8 @@ pub struct RunInputs {
     pub batch: Option<Batch>,
     /// The runtime settings, checked.
     pub runtime: RuntimeConfig,
+    /// The model's chat template (`tokenizer.chat_template`), if it has one.
+    pub template: Option<String>,
 }
 
 impl RunInputs {
@@ -57,11 +59,13 @@ impl RunInputs {
             let bytes = read_requests(path)?;
             let batch = parse_requests(&bytes, template.as_deref(), &runtime);
             let requests = Vec::new();
-            return Ok(RunInputs { facts, tokenizer, requests, batch: Some(batch), runtime });
+            let batch = Some(batch);
+            return Ok(RunInputs { facts, tokenizer, requests, batch, runtime, template });
         }
         let runtime = runtime_config(&run.runtime, &facts)?;
         let request = prompt_request(run, &tokenizer, template.as_deref(), &runtime)?;
-        Ok(RunInputs { facts, tokenizer, requests: vec![request], batch: None, runtime })
+        let requests = vec![request];
+        Ok(RunInputs { facts, tokenizer, requests, batch: None, runtime, template })
     }
 
     /// The prompt's length in tokens (0 for a batch job).
@@ -91,8 +95,9 @@ fn prompt_request(
     runtime: &RuntimeConfig,
 ) -> Result<Request, CliError> {
     let prompt = if run.chat {
-        let text = chat_prompt(template, &run.prompt).map_err(|e| usage(format!("--chat: {e}")))?;
-        tokenizer.encode(&text, true, true)
+        tokenizer
+            .encode_chat_prompt(template, &run.prompt)
+            .map_err(|e| usage(format!("--chat: {e}")))?
     } else {
         tokenizer.encode(&run.prompt, true, false)
     };

@@ -139,6 +139,21 @@ pub enum ModelError {
         /// What is inconsistent.
         detail: String,
     },
+    /// `general.architecture` names an architecture this build does not run.
+    #[error(
+        "unsupported architecture `{architecture}` (this build runs {})",
+        SUPPORTED_ARCHITECTURES.join(", ")
+    )]
+    UnsupportedArchitecture {
+        /// The architecture the file names.
+        architecture: String,
+    },
+    /// The tokenizer's vocabulary is malformed (a merge that is not two tokens).
+    #[error("invalid vocabulary: {detail}")]
+    InvalidVocabulary {
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 impl ModelError {
@@ -153,9 +168,14 @@ impl ModelError {
             ModelError::MissingKey { .. } => "missing_key",
             ModelError::WrongKeyType { .. } => "wrong_key_type",
             ModelError::Inconsistent { .. } => "inconsistent",
+            ModelError::UnsupportedArchitecture { .. } => "unsupported_architecture",
+            ModelError::InvalidVocabulary { .. } => "invalid_vocabulary",
         }
     }
 }
+
+/// The values of `general.architecture` this build runs.
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
 
 /// Largest hidden size a model may declare (the largest models today use 16384); it also
 /// keeps every KV-cache size computed from the facts inside 64 bits.

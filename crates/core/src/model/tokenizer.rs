@@ -7,15 +7,28 @@
 //!   adjacent symbols are merged highest score first when the merge is a token; symbols
 //!   that are not tokens fall back to `<0xXX>` byte tokens.
 //!
+//! Merging is `O(n log n)` in a word's length (a queue of candidate pairs over a linked
+//! list of symbols, `merge.rs`), with the ids of the quadratic loop it replaced. Merges
+//! are checked when the tokenizer is built: each is two tokens whose join is a token.
+//!
 //! User-defined tokens are always matched as whole tokens; control tokens only when asked
-//! (`parse_special`). [`Detokenizer`] turns ids back into text without ever emitting a
-//! broken UTF-8 sequence.
+//! (`parse_special`). A chat prompt ([`Tokenizer::encode_chat`]) parses them only in the
+//! template's markers, never in a message's content. [`Detokenizer`] turns ids back into
+//! text without ever emitting a broken UTF-8 sequence.
 
 use std::collections::HashMap;
 
 use fancy_regex::Regex;
 
 use super::facts::ModelError;
+
+mod chat;
+mod merge;
+#[cfg(test)]
+mod tests;
+
+pub use chat::{ChatError, ChatPiece, chat_pieces, chat_text};
+use merge::{MergeTable, merge_bpe, merge_spm};
 
 /// llama.cpp token types.
 pub mod token_type {
@@ -77,7 +90,7 @@ pub struct Tokenizer {
     types: Vec<i32>,
     scores: Vec<f32>,
     ids: HashMap<String, u32>,
-    ranks: HashMap<(String, String), usize>,
+    merges: MergeTable,
     regexes: Vec<Regex>,
     specials: Vec<u32>,
     byte_tokens: [Option<u32>; 256],
@@ -109,7 +122,10 @@ pub fn pre_tokenizer(name: &str) -> Option<(Vec<&'static str>, bool)> {
 }
 
 impl Tokenizer {
-    /// Builds a tokenizer from its parts.
+    /// Builds a tokenizer from its parts. A merge that is not two space-separated symbols,
+    /// or that names (or makes) a text that is not a token, is refused
+    /// ([`ModelError::InvalidVocabulary`]), as is a pre-tokenizer regex that does not
+    /// compile. A NaN score counts as the lowest score.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         kind: Kind,
@@ -123,14 +139,14 @@ impl Tokenizer {
     ) -> Result<Tokenizer, ModelError> {
         types.resize(tokens.len(), token_type::NORMAL);
         scores.resize(tokens.len(), 0.0);
-        let ids: HashMap<String, u32> =
-            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-        let mut ranks = HashMap::with_capacity(merges.len());
-        for (rank, m) in merges.iter().enumerate() {
-            if let Some((a, b)) = m.split_once(' ') {
-                ranks.entry((a.to_string(), b.to_string())).or_insert(rank);
+        for s in &mut scores {
+            if s.is_nan() {
+                *s = f32::NEG_INFINITY;
             }
         }
+        let ids: HashMap<String, u32> =
+            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let merges = merge_table(merges, &ids)?;
         let regexes = match &kind {
             Kind::Bpe { pre, .. } => pre
                 .iter()
@@ -169,7 +185,7 @@ impl Tokenizer {
             types,
             scores,
             ids,
-            ranks,
+            merges,
             regexes,
             specials,
             byte_tokens,
@@ -198,6 +214,17 @@ impl Tokenizer {
     /// Tokenizes `text`. `add_special` prepends `bos` when the vocabulary asks for it;
     /// `parse_special` lets control tokens written in the text (`<|im_start|>`) match.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.encode_fragments(&self.partition(text, parse_special), add_special, &mut 0)
+    }
+
+    /// Tokenizes fragments: tokens as they are, text by the vocabulary's algorithm. `work`
+    /// counts the merge loops' queue operations.
+    fn encode_fragments(
+        &self,
+        frags: &[Fragment<'_>],
+        add_special: bool,
+        work: &mut u64,
+    ) -> Vec<u32> {
         let mut out = Vec::new();
         if add_special
             && self.add_bos
@@ -206,8 +233,8 @@ impl Tokenizer {
             out.push(bos);
         }
         let mut prev_special = true;
-        for fragment in self.partition(text, parse_special) {
-            match fragment {
+        for fragment in frags {
+            match *fragment {
                 Fragment::Token(id) => {
                     out.push(id);
                     prev_special = true;
@@ -215,7 +242,7 @@ impl Tokenizer {
                 Fragment::Text(t) => {
                     match &self.kind {
                         Kind::Bpe { ignore_merges, .. } => {
-                            self.encode_bpe(t, *ignore_merges, &mut out)
+                            self.encode_bpe(t, *ignore_merges, &mut out, work)
                         }
                         Kind::Spm { add_space_prefix } => {
                             let mut s = String::with_capacity(t.len() + 3);
@@ -223,7 +250,7 @@ impl Tokenizer {
                                 s.push(' ');
                             }
                             s.push_str(t);
-                            self.encode_spm(&s.replace(' ', "\u{2581}"), &mut out);
+                            self.encode_spm(&s.replace(' ', "\u{2581}"), &mut out, work);
                         }
                     }
                     prev_special = false;
@@ -294,63 +321,32 @@ impl Tokenizer {
         pieces
     }
 
-    fn encode_bpe(&self, text: &str, ignore_merges: bool, out: &mut Vec<u32>) {
+    /// Byte-level BPE: each pre-tokenized piece is merged on its own.
+    fn encode_bpe(&self, text: &str, ignore_merges: bool, out: &mut Vec<u32>, work: &mut u64) {
         let alphabet = byte_to_unicode();
         for piece in self.pre_split(text) {
-            let word: String = piece.bytes().map(|b| alphabet[b as usize]).collect();
-            if ignore_merges && let Some(&id) = self.ids.get(&word) {
-                out.push(id);
-                continue;
-            }
-            let mut symbols: Vec<String> = word.chars().map(String::from).collect();
-            loop {
-                let best = symbols
-                    .windows(2)
-                    .enumerate()
-                    .filter_map(|(i, w)| {
-                        self.ranks.get(&(w[0].clone(), w[1].clone())).map(|r| (*r, i))
-                    })
-                    .min();
-                let Some((_, i)) = best else { break };
-                merge_at(&mut symbols, i);
-            }
-            for s in symbols {
-                match self.ids.get(&s) {
-                    Some(&id) => out.push(id),
-                    None => {
-                        for c in s.chars() {
-                            if let Some(b) = self.unicode_to_byte.get(&c)
-                                && let Some(id) = self.byte_tokens[*b as usize]
-                            {
-                                out.push(id);
-                            }
-                        }
-                    }
+            if ignore_merges {
+                let word: String = piece.bytes().map(|b| alphabet[b as usize]).collect();
+                if let Some(&id) = self.ids.get(&word) {
+                    out.push(id);
+                    continue;
                 }
             }
+            // Each byte is one symbol (its GPT-2 character); a byte the vocabulary lacks is
+            // dropped, as no merge names it.
+            let initial: Vec<Option<u32>> =
+                piece.bytes().map(|b| self.byte_tokens[b as usize]).collect();
+            out.extend(merge_bpe(&initial, &self.merges, work).into_iter().flatten());
         }
     }
 
-    fn encode_spm(&self, text: &str, out: &mut Vec<u32>) {
-        // Symbols are characters; merge the adjacent pair whose concatenation is the
-        // highest-scoring token (leftmost on ties) until none is a token.
-        let mut symbols: Vec<String> = text.chars().map(String::from).collect();
-        loop {
-            let mut best: Option<(f32, usize)> = None;
-            for i in 0..symbols.len().saturating_sub(1) {
-                let joined = format!("{}{}", symbols[i], symbols[i + 1]);
-                if let Some(&id) = self.ids.get(&joined) {
-                    let score = self.scores[id as usize];
-                    if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, i));
-                    }
-                }
-            }
-            let Some((_, i)) = best else { break };
-            merge_at(&mut symbols, i);
-        }
-        for s in symbols {
-            match self.ids.get(&s) {
+    /// SentencePiece: characters merged by score; a symbol that is not a token falls back
+    /// to its `<0xXX>` byte tokens.
+    fn encode_spm(&self, text: &str, out: &mut Vec<u32>, work: &mut u64) {
+        let score = |s: &str| self.ids.get(s).map(|&id| self.scores[id as usize]);
+        for (start, len) in merge_spm(text, &score, work) {
+            let s = &text[start..start + len];
+            match self.ids.get(s) {
                 Some(&id) => out.push(id),
                 None => {
                     for b in s.bytes() {
@@ -400,12 +396,37 @@ impl Tokenizer {
     }
 }
 
-/// Replaces symbols `i` and `i + 1` by their concatenation.
-fn merge_at(symbols: &mut Vec<String>, i: usize) {
-    let right = symbols.remove(i + 1);
-    symbols[i].push_str(&right);
+/// The merges of a BPE vocabulary, checked: each line is two symbols split at the first
+/// space after the first character (llama.cpp's rule), both tokens, whose join is a token.
+/// A pair listed twice keeps its first rank.
+fn merge_table(merges: &[String], ids: &HashMap<String, u32>) -> Result<MergeTable, ModelError> {
+    let invalid = |detail: String| ModelError::InvalidVocabulary { detail };
+    let mut table = MergeTable::with_capacity(merges.len());
+    for (rank, line) in merges.iter().enumerate() {
+        let split = line.char_indices().skip(1).find(|&(_, c)| c == ' ').map(|(at, _)| at);
+        let Some((a, b)) = split.map(|at| (&line[..at], &line[at + 1..])) else {
+            return Err(invalid(format!(
+                "merge {rank} ({line:?}) is not two space-separated symbols"
+            )));
+        };
+        if b.is_empty() {
+            return Err(invalid(format!(
+                "merge {rank} ({line:?}) is not two space-separated symbols"
+            )));
+        }
+        let id = |s: &str| {
+            ids.get(s).copied().ok_or_else(|| {
+                invalid(format!("merge {rank} ({line:?}) names {s:?}, which is not a token"))
+            })
+        };
+        let (a_id, b_id, joined) = (id(a)?, id(b)?, id(&format!("{a}{b}"))?);
+        table.entry((a_id, b_id)).or_insert((rank, joined));
+    }
+    Ok(table)
 }
 
+/// A piece of text to tokenize: text, or a special token already matched.
+#[derive(Debug, Clone, Copy)]
 enum Fragment<'t> {
     Text(&'t str),
     Token(u32),
@@ -453,52 +474,4 @@ impl<'a> Detokenizer<'a> {
         self.pending.clear();
         out
     }
-}
-
-/// Wraps a user message in the chat format a GGUF's `tokenizer.chat_template` uses, for
-/// the template families seen in practice: ChatML (`<|im_start|>`), Llama 3
-/// (`<|start_header_id|>`) and Llama 2 / Mistral (`[INST]`). The result is meant to be
-/// encoded with special tokens parsed. Other templates are refused with a description.
-pub fn chat_prompt(template: Option<&str>, user: &str) -> Result<String, String> {
-    chat_messages(template, &[("user", user)])
-}
-
-/// Writes a conversation (`(role, content)` pairs, roles `system`, `user`, `assistant`)
-/// in the chat format of [`chat_prompt`], ending where the assistant's next turn begins.
-pub fn chat_messages(template: Option<&str>, messages: &[(&str, &str)]) -> Result<String, String> {
-    let Some(t) = template else {
-        return Err("the model has no tokenizer.chat_template".into());
-    };
-    if let Some((role, _)) =
-        messages.iter().find(|(r, _)| !matches!(*r, "system" | "user" | "assistant"))
-    {
-        return Err(format!("unknown role {role:?} (system, user or assistant)"));
-    }
-    let mut out = String::new();
-    if t.contains("<|im_start|>") {
-        for (role, content) in messages {
-            out.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
-        }
-        out.push_str("<|im_start|>assistant\n");
-    } else if t.contains("<|start_header_id|>") {
-        for (role, content) in messages {
-            out.push_str(&format!(
-                "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>"
-            ));
-        }
-        out.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
-    } else if t.contains("[INST]") {
-        let mut system = String::new();
-        for (role, content) in messages {
-            match *role {
-                "system" => system = format!("<<SYS>>\n{content}\n<</SYS>>\n\n"),
-                "user" => out
-                    .push_str(&format!("[INST] {}{content} [/INST]", std::mem::take(&mut system))),
-                _ => out.push_str(&format!(" {content} ")),
-            }
-        }
-    } else {
-        return Err("the model's chat template is not ChatML, Llama 3 or Llama 2 style".into());
-    }
-    Ok(out)
 }

@@ -1,0 +1,173 @@
+//! Chat prompts in the format a GGUF's `tokenizer.chat_template` uses, for the template
+//! families seen in practice: ChatML (`<|im_start|>`), Llama 3 (`<|start_header_id|>`)
+//! and Llama 2 / Mistral (`[INST]`).
+//!
+//! A conversation is written as [`ChatPiece`]s: the template's own markers, whose special
+//! tokens are parsed, and the messages' contents, which are text. A content that spells a
+//! control token (`<|im_end|>`) stays text, so a user cannot forge a turn of another role.
+
+use thiserror::Error;
+
+use super::{Fragment, Tokenizer};
+
+/// Why a conversation cannot be written in the model's chat format. [`ChatError::code`]
+/// is a stable reason.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ChatError {
+    /// The model has no `tokenizer.chat_template`.
+    #[error("the model has no tokenizer.chat_template")]
+    NoTemplate,
+    /// A message's role is not `system`, `user` or `assistant`.
+    #[error("unknown role {role:?} (system, user or assistant)")]
+    UnknownRole {
+        /// The role given.
+        role: String,
+    },
+    /// The template belongs to none of the families this build writes.
+    #[error("the model's chat template is not ChatML, Llama 3 or Llama 2 style")]
+    UnsupportedTemplate,
+}
+
+impl ChatError {
+    /// A stable `snake_case` code for this error.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            ChatError::NoTemplate => "no_template",
+            ChatError::UnknownRole { .. } => "unknown_role",
+            ChatError::UnsupportedTemplate => "unsupported_template",
+        }
+    }
+}
+
+/// One piece of a conversation written in a chat format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatPiece<'a> {
+    /// The template's own text: its special tokens (`<|im_start|>`) are parsed.
+    Marker(String),
+    /// A message's content: text, whatever it spells.
+    Content(&'a str),
+}
+
+/// Writes a conversation (`(role, content)` pairs, roles `system`, `user`, `assistant`)
+/// in the chat format `template` belongs to, ending where the assistant's next turn
+/// begins. Other templates, and other roles, are refused.
+pub fn chat_pieces<'a>(
+    template: Option<&str>,
+    messages: &[(&str, &'a str)],
+) -> Result<Vec<ChatPiece<'a>>, ChatError> {
+    let t = template.ok_or(ChatError::NoTemplate)?;
+    if let Some((role, _)) =
+        messages.iter().find(|(r, _)| !matches!(*r, "system" | "user" | "assistant"))
+    {
+        return Err(ChatError::UnknownRole { role: role.to_string() });
+    }
+    let mut out = Vec::new();
+    let marker = |out: &mut Vec<ChatPiece<'a>>, s: String| out.push(ChatPiece::Marker(s));
+    if t.contains("<|im_start|>") {
+        for &(role, content) in messages {
+            marker(&mut out, format!("<|im_start|>{role}\n"));
+            out.push(ChatPiece::Content(content));
+            marker(&mut out, "<|im_end|>\n".into());
+        }
+        marker(&mut out, "<|im_start|>assistant\n".into());
+    } else if t.contains("<|start_header_id|>") {
+        for &(role, content) in messages {
+            marker(&mut out, format!("<|start_header_id|>{role}<|end_header_id|>\n\n"));
+            out.push(ChatPiece::Content(content));
+            marker(&mut out, "<|eot_id|>".into());
+        }
+        marker(&mut out, "<|start_header_id|>assistant<|end_header_id|>\n\n".into());
+    } else if t.contains("[INST]") {
+        // A system message goes inside the next user turn; a later one replaces it.
+        let mut system: Option<&'a str> = None;
+        for &(role, content) in messages {
+            match role {
+                "system" => system = Some(content),
+                "user" => {
+                    marker(&mut out, "[INST] ".into());
+                    if let Some(s) = system.take() {
+                        marker(&mut out, "<<SYS>>\n".into());
+                        out.push(ChatPiece::Content(s));
+                        marker(&mut out, "\n<</SYS>>\n\n".into());
+                    }
+                    out.push(ChatPiece::Content(content));
+                    marker(&mut out, " [/INST]".into());
+                }
+                _ => {
+                    marker(&mut out, " ".into());
+                    out.push(ChatPiece::Content(content));
+                    marker(&mut out, " ".into());
+                }
+            }
+        }
+    } else {
+        return Err(ChatError::UnsupportedTemplate);
+    }
+    Ok(out)
+}
+
+/// The text of a written conversation (for showing it; tokenize it with
+/// [`Tokenizer::encode_chat`], which keeps the contents text).
+pub fn chat_text(pieces: &[ChatPiece<'_>]) -> String {
+    pieces
+        .iter()
+        .map(|p| match p {
+            ChatPiece::Marker(s) => s.as_str(),
+            ChatPiece::Content(s) => s,
+        })
+        .collect()
+}
+
+impl Tokenizer {
+    /// Tokenizes a conversation in the model's chat format ([`chat_pieces`]), `bos` first
+    /// when the vocabulary asks for it. Only the template's markers are parsed for control
+    /// tokens; every content is encoded as `encode(content, false, false)` would see it.
+    /// Where a content spells no control token, the ids are those of the whole written
+    /// conversation encoded with special tokens parsed.
+    pub fn encode_chat(
+        &self,
+        template: Option<&str>,
+        messages: &[(&str, &str)],
+    ) -> Result<Vec<u32>, ChatError> {
+        let pieces = chat_pieces(template, messages)?;
+        let full = chat_text(&pieces);
+        // Each piece is split around the special tokens it may hold; then text fragments
+        // that touch are joined again, so the pre-tokenizer sees the text the template
+        // wrote (`user\nHi` is one stretch of text, as it is in the written prompt).
+        let mut frags: Vec<(usize, Fragment<'_>)> = Vec::new();
+        let mut at = 0;
+        for piece in &pieces {
+            let (len, parse_special) = match piece {
+                ChatPiece::Marker(s) => (s.len(), true),
+                ChatPiece::Content(s) => (s.len(), false),
+            };
+            let text = &full[at..at + len];
+            for f in self.partition(text, parse_special) {
+                let start = match f {
+                    Fragment::Text(t) => t.as_ptr() as usize - full.as_ptr() as usize,
+                    Fragment::Token(_) => 0,
+                };
+                match (frags.last_mut(), f) {
+                    (Some((s0, Fragment::Text(prev))), Fragment::Text(t))
+                        if *s0 + prev.len() == start =>
+                    {
+                        *prev = &full[*s0..start + t.len()];
+                    }
+                    _ => frags.push((start, f)),
+                }
+            }
+            at += len;
+        }
+        let frags: Vec<Fragment<'_>> = frags.into_iter().map(|(_, f)| f).collect();
+        Ok(self.encode_fragments(&frags, true, &mut 0))
+    }
+
+    /// [`Tokenizer::encode_chat`] of one user message.
+    pub fn encode_chat_prompt(
+        &self,
+        template: Option<&str>,
+        user: &str,
+    ) -> Result<Vec<u32>, ChatError> {
+        self.encode_chat(template, &[("user", user)])
+    }
+}
