@@ -2,4 +2,5 @@
 
 pub use swactor_core::stage::*;
 
+pub mod ranges;
 pub mod weights;
