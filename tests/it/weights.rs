@@ -345,3 +345,89 @@ fn a_run_over_a_url_whose_served_range_is_corrupt_faults_typed_with_checksum_mis
     assert_eq!(faulted[0]["component"], "weights");
     assert!(token_ids(&lines).is_empty(), "no token from a corrupt stage");
 }
+
+/// Runs `swactor cache <args>`; returns the exit code and stdout.
+fn cache_cmd(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(crate::run::exe())
+        .arg("cache")
+        .args(args)
+        .output()
+        .expect("swactor cache");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[test]
+fn cache_ls_lists_whole_sparse_and_partial_downloads_and_cache_clear_removes_only_them() {
+    let b = body();
+    let cache = scratch().join("wcache-cli");
+    let _ = std::fs::remove_dir_all(&cache);
+    let s = server(b.clone(), 200, false);
+    let whole = WeightSource::Url {
+        url: s.url.clone(),
+        size: b.len() as u64,
+        sha256: sha(&b),
+        ranges: vec![],
+    };
+    resolve(&whole, &cache, |_| {}).expect("whole");
+    let other: Vec<u8> = b.iter().map(|x| x ^ 1).collect();
+    let s2 = server(other.clone(), 200, false);
+    let ranges = ranges_of(&other, &[(0, 1000)]);
+    let sparse = WeightSource::Url {
+        url: s2.url.clone(),
+        size: b.len() as u64,
+        sha256: sha(&other),
+        ranges,
+    };
+    resolve(&sparse, &cache, |_| {}).expect("sparse");
+    std::fs::write(cache.join(format!("{}.gguf.part", "c".repeat(64))), b"half").expect("part");
+    std::fs::write(cache.join("notes.txt"), b"mine").expect("foreign file");
+    let dir = cache.to_str().expect("utf8");
+
+    let (code, stdout) = cache_cmd(&["ls", "--json", "--cache", dir]);
+    assert_eq!(code, 0, "{stdout}");
+    let entries = json_lines(&stdout);
+    assert_eq!(entries.len(), 3, "{stdout}");
+    assert!(entries.iter().all(|e| e["type"] == "cache_entry"), "{stdout}");
+    let find = |sha: &str| entries.iter().find(|e| e["sha256"] == sha).expect("listed").clone();
+    let w = find(&sha(&b));
+    assert_eq!((w["kind"].as_str(), w["complete"].as_bool()), (Some("whole"), Some(true)));
+    assert_eq!((w["url"].as_str(), w["size"].as_u64()), (Some(&s.url[..]), Some(b.len() as u64)));
+    let r = find(&sha(&other));
+    assert_eq!((r["kind"].as_str(), r["url"].as_str()), (Some("ranges"), Some(&s2.url[..])));
+    assert_eq!(r["ranges"], serde_json::json!([[0, 1000]]));
+    assert_eq!(find(&"c".repeat(64))["complete"], false);
+
+    let (code, text) = cache_cmd(&["ls", "--cache", dir]);
+    assert_eq!(code, 0);
+    assert!(text.contains("partial") && text.contains(&s.url), "{text}");
+
+    let (code, stdout) = cache_cmd(&["clear", "--json", "--cache", dir]);
+    assert_eq!(code, 0, "{stdout}");
+    let cleared = json_lines(&stdout);
+    assert_eq!(cleared[0]["type"], "cache_cleared");
+    assert_eq!(cleared[0]["removed"].as_array().map(Vec::len), Some(5), "{stdout}");
+    let left: Vec<String> = std::fs::read_dir(&cache)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["notes.txt"], "a file not the cache's is never touched");
+    assert_eq!(cache_cmd(&["ls", "--json", "--cache", dir]), (0, String::new()));
+}
+
+#[test]
+fn cache_commands_on_a_path_that_is_not_a_directory_fail_typed_and_touch_nothing() {
+    let file = scratch().join("wcache-not-a-dir");
+    std::fs::write(&file, b"keep me").expect("write");
+    for cmd in ["ls", "clear"] {
+        let (code, stdout) = cache_cmd(&[cmd, "--json", "--cache", file.to_str().expect("utf8")]);
+        assert_eq!(code, 3, "{stdout}");
+        let err = json_lines(&stdout).into_iter().find(|v| v["type"] == "error").expect("error");
+        assert_eq!(err["reason"], "cache_not_a_directory", "{stdout}");
+    }
+    assert_eq!(std::fs::read(&file).expect("read"), b"keep me");
+}
