@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::config::run::PrintConfig;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
-use super::progress::{Progress, RunProgress};
+use super::progress::{PoolWait, Progress, RunProgress};
 use super::requests::LineError;
 use crate::events::EventLine;
 use crate::orchestrator::driver::RunSink;
@@ -97,6 +97,8 @@ pub struct CliSink<'a> {
     /// The run's progress on stderr.
     pub progress: RunProgress,
     count: usize,
+    /// What the pool run waits for, said on stderr (text mode only).
+    pool_wait: Option<PoolWait>,
     /// The first write error on stdout (the run goes on; it is reported at the end).
     pub error: Option<std::io::Error>,
 }
@@ -115,9 +117,19 @@ impl<'a> CliSink<'a> {
             events,
             progress: RunProgress::new(Progress::new(print.json)),
             count: 0,
+            pool_wait: None,
             error: None,
             out,
         }
+    }
+
+    /// Says on stderr which of `nodes` the run still waits for and why, as the pool
+    /// converges (text mode only: with `--json` the events say it).
+    pub fn waiting_for(mut self, nodes: impl IntoIterator<Item = crate::wire::NodeId>) -> Self {
+        if !self.json {
+            self.pool_wait = Some(PoolWait::new(nodes));
+        }
+        self
     }
 
     fn keep(&mut self, r: std::io::Result<()>) {
@@ -130,6 +142,9 @@ impl<'a> CliSink<'a> {
 impl RunSink for CliSink<'_> {
     fn event(&mut self, line: &EventLine) {
         self.progress.event(&line.event);
+        if let Some(said) = self.pool_wait.as_mut().and_then(|w| w.event(&line.event)) {
+            self.progress.note(&said);
+        }
         let json = line.to_json();
         if let Some(f) = self.events.as_mut() {
             f.write(&json);
@@ -162,6 +177,9 @@ impl RunSink for CliSink<'_> {
 
     fn progress(&mut self, message: &str) {
         self.progress.message(message);
+        if let Some(said) = self.pool_wait.as_mut().and_then(|w| w.message(message)) {
+            self.progress.note(&said);
+        }
     }
 
     fn result(&mut self, _request: usize, result: &RequestResult) {
