@@ -31,6 +31,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
+            [CompletionResult]::new('cache', 'cache', [CompletionResultType]::ParameterValue, 'List or clear a node''s downloaded weights')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -331,6 +332,43 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;edge;help;help' {
             break
         }
+        'swactor;cache' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List the downloaded weights: file, kind (whole or a stage''s ranges), size, URL, sha256')
+            [CompletionResult]::new('clear', 'clear', [CompletionResultType]::ParameterValue, 'Remove the downloaded weights (only the cache''s own files in the directory)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;cache;ls' {
+            [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'The weights cache directory, as given to `node boot --cache` (default: $XDG_CACHE_HOME/swactor/weights)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;cache;clear' {
+            [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'The weights cache directory, as given to `node boot --cache` (default: $XDG_CACHE_HOME/swactor/weights)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;cache;help' {
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List the downloaded weights: file, kind (whole or a stage''s ranges), size, URL, sha256')
+            [CompletionResult]::new('clear', 'clear', [CompletionResultType]::ParameterValue, 'Remove the downloaded weights (only the cache''s own files in the directory)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;cache;help;ls' {
+            break
+        }
+        'swactor;cache;help;clear' {
+            break
+        }
+        'swactor;cache;help;help' {
+            break
+        }
         'swactor;pool' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -514,6 +552,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('model', 'model', [CompletionResultType]::ParameterValue, 'Inspect and synthesize GGUF models')
             [CompletionResult]::new('node', 'node', [CompletionResultType]::ParameterValue, 'Run this host as a pool node, or print its identity')
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
+            [CompletionResult]::new('cache', 'cache', [CompletionResultType]::ParameterValue, 'List or clear a node''s downloaded weights')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -571,6 +610,17 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;edge;inspect' {
+            break
+        }
+        'swactor;help;cache' {
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List the downloaded weights: file, kind (whole or a stage''s ranges), size, URL, sha256')
+            [CompletionResult]::new('clear', 'clear', [CompletionResultType]::ParameterValue, 'Remove the downloaded weights (only the cache''s own files in the directory)')
+            break
+        }
+        'swactor;help;cache;ls' {
+            break
+        }
+        'swactor;help;cache;clear' {
             break
         }
         'swactor;help;pool' {

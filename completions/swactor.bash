@@ -19,6 +19,9 @@ _swactor() {
             swactor,bench)
                 cmd="swactor__subcmd__bench"
                 ;;
+            swactor,cache)
+                cmd="swactor__subcmd__cache"
+                ;;
             swactor,edge)
                 cmd="swactor__subcmd__edge"
                 ;;
@@ -97,6 +100,24 @@ _swactor() {
             swactor__subcmd__bench__subcmd__help,wake)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__wake"
                 ;;
+            swactor__subcmd__cache,clear)
+                cmd="swactor__subcmd__cache__subcmd__clear"
+                ;;
+            swactor__subcmd__cache,help)
+                cmd="swactor__subcmd__cache__subcmd__help"
+                ;;
+            swactor__subcmd__cache,ls)
+                cmd="swactor__subcmd__cache__subcmd__ls"
+                ;;
+            swactor__subcmd__cache__subcmd__help,clear)
+                cmd="swactor__subcmd__cache__subcmd__help__subcmd__clear"
+                ;;
+            swactor__subcmd__cache__subcmd__help,help)
+                cmd="swactor__subcmd__cache__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__cache__subcmd__help,ls)
+                cmd="swactor__subcmd__cache__subcmd__help__subcmd__ls"
+                ;;
             swactor__subcmd__edge,help)
                 cmd="swactor__subcmd__edge__subcmd__help"
                 ;;
@@ -111,6 +132,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help,bench)
                 cmd="swactor__subcmd__help__subcmd__bench"
+                ;;
+            swactor__subcmd__help,cache)
+                cmd="swactor__subcmd__help__subcmd__cache"
                 ;;
             swactor__subcmd__help,edge)
                 cmd="swactor__subcmd__help__subcmd__edge"
@@ -159,6 +183,12 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,wake)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__wake"
+                ;;
+            swactor__subcmd__help__subcmd__cache,clear)
+                cmd="swactor__subcmd__help__subcmd__cache__subcmd__clear"
+                ;;
+            swactor__subcmd__help__subcmd__cache,ls)
+                cmd="swactor__subcmd__help__subcmd__cache__subcmd__ls"
                 ;;
             swactor__subcmd__help__subcmd__edge,inspect)
                 cmd="swactor__subcmd__help__subcmd__edge__subcmd__inspect"
@@ -290,7 +320,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate orchestrate model node edge pool bench help"
+            opts="-h -V --help --version run generate orchestrate model node edge cache pool bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -705,6 +735,112 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__cache)
+            opts="-h --help ls clear help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__cache__subcmd__clear)
+            opts="-h --cache --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --cache)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__cache__subcmd__help)
+            opts="ls clear help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__cache__subcmd__help__subcmd__clear)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__cache__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__cache__subcmd__help__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__cache__subcmd__ls)
+            opts="-h --cache --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --cache)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__edge)
             opts="-h --help inspect help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -862,7 +998,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate orchestrate model node edge pool bench help"
+            opts="run generate orchestrate model node edge cache pool bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -988,6 +1124,48 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__wake)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__cache)
+            opts="ls clear"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__cache__subcmd__clear)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__cache__subcmd__ls)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -28,6 +28,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand model 'Inspect and synthesize GGUF models'
             cand node 'Run this host as a pool node, or print its identity'
             cand edge 'Inspect the live edges of a node'
+            cand cache 'List or clear a node''s downloaded weights'
             cand pool 'Watch a pool from the orchestrator''s side'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -293,6 +294,36 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;edge;help;help'= {
         }
+        &'swactor;cache'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand ls 'List the downloaded weights: file, kind (whole or a stage''s ranges), size, URL, sha256'
+            cand clear 'Remove the downloaded weights (only the cache''s own files in the directory)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;cache;ls'= {
+            cand --cache 'The weights cache directory, as given to `node boot --cache` (default: $XDG_CACHE_HOME/swactor/weights)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;cache;clear'= {
+            cand --cache 'The weights cache directory, as given to `node boot --cache` (default: $XDG_CACHE_HOME/swactor/weights)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;cache;help'= {
+            cand ls 'List the downloaded weights: file, kind (whole or a stage''s ranges), size, URL, sha256'
+            cand clear 'Remove the downloaded weights (only the cache''s own files in the directory)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;cache;help;ls'= {
+        }
+        &'swactor;cache;help;clear'= {
+        }
+        &'swactor;cache;help;help'= {
+        }
         &'swactor;pool'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -450,6 +481,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand model 'Inspect and synthesize GGUF models'
             cand node 'Run this host as a pool node, or print its identity'
             cand edge 'Inspect the live edges of a node'
+            cand cache 'List or clear a node''s downloaded weights'
             cand pool 'Watch a pool from the orchestrator''s side'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -492,6 +524,14 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand inspect 'Show a node''s edge records (state, ring, peers) and what it sees of the pool'
         }
         &'swactor;help;edge;inspect'= {
+        }
+        &'swactor;help;cache'= {
+            cand ls 'List the downloaded weights: file, kind (whole or a stage''s ranges), size, URL, sha256'
+            cand clear 'Remove the downloaded weights (only the cache''s own files in the directory)'
+        }
+        &'swactor;help;cache;ls'= {
+        }
+        &'swactor;help;cache;clear'= {
         }
         &'swactor;help;pool'= {
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'

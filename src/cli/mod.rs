@@ -5,6 +5,7 @@
 pub mod args;
 pub mod batch_tokens;
 pub mod bench_cmd;
+pub mod cache_cmd;
 pub mod config;
 pub mod edge_inspect_cmd;
 pub mod exit;
@@ -27,8 +28,8 @@ use clap::Parser;
 use std::io::IsTerminal;
 
 use args::{
-    BenchCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand, OrchestrateCommand,
-    PoolCommand, RunCommand,
+    BenchCommand, CacheCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand,
+    OrchestrateCommand, PoolCommand, RunCommand,
 };
 use exit::{CliError, ExitCode};
 use output::Output;
@@ -131,6 +132,8 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Ring(args)) => bench_cmd::ring(&args, out),
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Bench(BenchCommand::Edge(args)) => bench_cmd::edge(&args, out),
+        Command::Cache(CacheCommand::Ls(args)) => cache_cmd::ls(&args, out),
+        Command::Cache(CacheCommand::Clear(args)) => cache_cmd::clear(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
         Command::Worker => Err(CliError::new(
             ExitCode::Usage,

@@ -16,7 +16,9 @@ fn default_admin_dir() -> std::path::PathBuf {
         .unwrap_or_else(std::env::temp_dir)
 }
 
-fn default_cache() -> std::path::PathBuf {
+/// The weights cache of `node boot` without `--cache`: `$XDG_CACHE_HOME/swactor/weights`,
+/// else `~/.cache/swactor/weights`.
+pub fn default_cache() -> std::path::PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))

@@ -36,7 +36,8 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
     let rt = runtime()?;
     let result = rt.block_on(async {
         let stop = StopSignal::install();
-        execute(run.orchestrate, run.inputs, run.print, run.events, out, stop).await
+        let print = Print { config: run.print, waiting: true };
+        execute(run.orchestrate, run.inputs, print, run.events, out, stop).await
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
@@ -118,11 +119,18 @@ async fn local_run(
         return nothing_to_run(batch, out);
     }
     let config = LocalRun::orchestrate(args, pool, &model, &inputs)?;
-    execute(config, inputs, print, events, out, stop).await
+    execute(config, inputs, Print { config: print, waiting: false }, events, out, stop).await
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// How a run is printed, and whether stderr says which nodes it waits for (a pool run in
+/// text mode: its nodes are other hosts; a local run's are its own children).
+struct Print {
+    config: PrintConfig,
+    waiting: bool,
 }
 
 /// Runs the orchestrator and turns its report into output and an exit code. `events` was
@@ -130,7 +138,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 async fn execute(
     config: OrchestrateConfig,
     mut inputs: RunInputs,
-    print: PrintConfig,
+    print: Print,
     mut events: Option<EventsFile>,
     out: &mut Output,
     stop: StopSignal,
@@ -154,7 +162,11 @@ async fn execute(
         });
         arriving = Some(batch_tokens::spawn(pending, encode));
     }
+    let Print { config: print, waiting } = print;
     let mut sink = CliSink::new(&mut *out, print, ids, events.as_mut());
+    if waiting {
+        sink = sink.waiting_for(config.pool.nodes.iter().map(|n| n.node_id));
+    }
     let result =
         orchestrate(config, arriving, &inputs.facts, &inputs.tokenizer, &mut sink, stop.stopped())
             .await;

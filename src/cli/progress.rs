@@ -179,6 +179,11 @@ impl RunProgress {
         }
     }
 
+    /// Prints `line` on stderr, with the progress line out of its way.
+    pub fn note(&self, line: &str) {
+        self.progress.suspend(|| eprintln!("{line}"));
+    }
+
     /// A token is about to be written: the progress line makes way for good.
     pub fn token(&mut self) {
         self.done();
@@ -190,6 +195,9 @@ impl RunProgress {
         self.progress.clear();
     }
 }
+
+mod pool_wait;
+pub use pool_wait::PoolWait;
 
 #[cfg(test)]
 mod tests;

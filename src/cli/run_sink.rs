@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use super::config::run::PrintConfig;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
-use super::progress::{Progress, RunProgress};
+use super::progress::{PoolWait, Progress, RunProgress};
 use super::requests::{LineError, RequestId};
 use crate::events::EventLine;
 use crate::orchestrator::driver::RunSink;
@@ -102,6 +102,8 @@ pub struct CliSink<'a> {
     /// The run's progress on stderr.
     pub progress: RunProgress,
     count: usize,
+    /// What the pool run waits for, said on stderr (text mode only).
+    pool_wait: Option<PoolWait>,
     /// The first write error on stdout (the run goes on; it is reported at the end).
     pub error: Option<std::io::Error>,
 }
@@ -124,9 +126,19 @@ impl<'a> CliSink<'a> {
             events,
             progress: RunProgress::new(Progress::new(print.json)),
             count: 0,
+            pool_wait: None,
             error: None,
             out,
         }
+    }
+
+    /// Says on stderr which of `nodes` the run still waits for and why, as the pool
+    /// converges (text mode only: with `--json` the events say it).
+    pub fn waiting_for(mut self, nodes: impl IntoIterator<Item = crate::wire::NodeId>) -> Self {
+        if !self.json {
+            self.pool_wait = Some(PoolWait::new(nodes));
+        }
+        self
     }
 
     fn keep(&mut self, r: std::io::Result<()>) {
@@ -170,6 +182,9 @@ struct BatchOut {
 impl RunSink for CliSink<'_> {
     fn event(&mut self, line: &EventLine) {
         self.progress.event(&line.event);
+        if let Some(said) = self.pool_wait.as_mut().and_then(|w| w.event(&line.event)) {
+            self.progress.note(&said);
+        }
         let json = line.to_json();
         if let Some(f) = self.events.as_mut() {
             f.write(&json);
@@ -202,6 +217,9 @@ impl RunSink for CliSink<'_> {
 
     fn progress(&mut self, message: &str) {
         self.progress.message(message);
+        if let Some(said) = self.pool_wait.as_mut().and_then(|w| w.message(message)) {
+            self.progress.note(&said);
+        }
     }
 
     fn text(&mut self, request: usize, text: &str) {

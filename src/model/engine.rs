@@ -76,12 +76,50 @@ pub fn weight_format(t: GgmlDType) -> Option<WeightFormat> {
     })
 }
 
+/// The names of the tensors a stage of `layers` (with the token embedding and / or the
+/// head) binds, in binding order: exactly the tensors a node that downloads only its
+/// stage's byte ranges needs (`crate::stage::ranges`). The loader refuses to have bound
+/// any other.
+pub fn stage_tensors(
+    layers: crate::wire::LayerRange,
+    embedding: bool,
+    head: bool,
+    tied_embeddings: bool,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    if embedding {
+        names.push("token_embd.weight".to_string());
+    }
+    for i in layers.blocks() {
+        for t in [
+            "attn_norm",
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_norm",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+        ] {
+            names.push(format!("blk.{i}.{t}.weight"));
+        }
+    }
+    if head {
+        names.push("output_norm.weight".to_string());
+        let head = if tied_embeddings { "token_embd.weight" } else { "output.weight" };
+        names.push(head.to_string());
+    }
+    names
+}
+
 struct Binder<'a> {
     content: &'a Content,
     file: Arc<MappedFile>,
     alignment: u64,
     isa: Isa,
     bytes: u64,
+    bound: Vec<String>,
 }
 
 impl Binder<'_> {
@@ -111,6 +149,7 @@ impl Binder<'_> {
             weights(WeightsFailure::ParseFailed, format!("tensor `{name}` lies outside the file"))
         })?;
         self.bytes += len;
+        self.bound.push(name.to_string());
         Ok((format, info.shape.dims().to_vec(), bytes))
     }
 
@@ -158,6 +197,7 @@ pub fn load(
         alignment: super::gguf::alignment(&content.metadata)?,
         isa: isa(),
         bytes: 0,
+        bound: Vec::new(),
     };
     let d = facts.hidden_size as usize;
     let embedding = if spec.embedding { Some(b.matrix("token_embd.weight")?) } else { None };
@@ -213,6 +253,13 @@ pub fn load(
         .collect();
     swactor_engine::matmul::repack_all(&pool, &mut mats);
     let bytes = b.bytes;
+    if b.bound != stage_tensors(spec.layers, spec.embedding, spec.head, facts.tied_embeddings) {
+        // A node that downloaded only its stage's ranges would have read zeros.
+        return Err(weights(
+            WeightsFailure::BindFailed,
+            "the stage bound tensors outside its weight ranges",
+        ));
+    }
     let stage = Stage::new(cfg, Weights { embedding, layers, norm, head }, pool, 1)
         .map_err(|e| weights(WeightsFailure::BindFailed, e))?;
     Ok((stage, bytes))

@@ -2,4 +2,6 @@
 
 pub use swactor_core::stage::*;
 
+pub mod cache;
+pub mod ranges;
 pub mod weights;

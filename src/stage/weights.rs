@@ -4,15 +4,15 @@
 //! [`WeightsFailure`] reason. `https://` sources use TLS (rustls) checked against the
 //! Mozilla root certificates (webpki-roots) and the system's certificate store.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::wire::WeightSource;
 use crate::wire::reason::WeightsFailure;
+use crate::wire::{WeightRange, WeightSource};
 
 /// A failure to make weights available, with its stable reason.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +38,13 @@ pub enum WeightsProgress {
         /// Bytes already in the partial file.
         from: u64,
     },
+    /// Bytes arrived (sparse downloads report as they go): `bytes` of `total` held.
+    Received {
+        /// Bytes held so far.
+        bytes: u64,
+        /// Bytes the download needs in all.
+        total: u64,
+    },
     /// The file is complete and verified.
     Downloaded {
         /// Its size.
@@ -60,7 +67,9 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Makes the weights available on this node; returns the local path.
+/// Makes the weights available on this node; returns the local path. A URL source with
+/// ranges is downloaded into a sparse file that holds only those ranges, at their offsets
+/// (see [`resolve_ranges`]); without, the whole file.
 pub fn resolve(
     source: &WeightSource,
     cache: &Path,
@@ -78,8 +87,8 @@ pub fn resolve(
                 ))
             }
         }
-        WeightSource::Url { url, size, sha256 } => {
-            if !sha256.chars().all(|c| c.is_ascii_hexdigit()) || sha256.len() != 64 {
+        WeightSource::Url { url, size, sha256, ranges } => {
+            if !is_sha256(sha256) {
                 return Err(fail(
                     WeightsFailure::ChecksumMismatch,
                     "the plan's sha256 is not 64 hex digits",
@@ -91,7 +100,12 @@ pub fn resolve(
             if done.metadata().is_ok_and(|m| m.len() == *size) {
                 return Ok(done);
             }
+            if !ranges.is_empty() {
+                let source = CachedSource { url, size: *size, sha256 };
+                return resolve_ranges(&source, ranges, cache, progress);
+            }
             let part = done.with_extension("gguf.part");
+            write_sidecar(&done, url, *size, sha256, None);
             let from = part.metadata().map(|m| m.len()).unwrap_or(0).min(*size);
             progress(WeightsProgress::Started { bytes: *size, from });
             download(url, &part, from, *size)?;
@@ -106,6 +120,7 @@ pub fn resolve(
                 .map_err(|e| fail(WeightsFailure::DownloadFailed, e.to_string()))?;
             if !digest.eq_ignore_ascii_case(sha256) {
                 let _ = std::fs::remove_file(&part);
+                let _ = std::fs::remove_file(sidecar(&done));
                 return Err(fail(
                     WeightsFailure::ChecksumMismatch,
                     format!("sha256 {digest}, the plan says {sha256}"),
@@ -117,6 +132,11 @@ pub fn resolve(
             Ok(done)
         }
     }
+}
+
+/// Whether `s` is 64 hex digits.
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// A byte stream to the server: plain TCP or TLS over it.
@@ -144,9 +164,16 @@ fn tls(tcp: TcpStream, host: &str) -> Result<Box<dyn Conn>, String> {
     Ok(Box::new(rustls::StreamOwned::new(conn, tcp)))
 }
 
-/// Appends `url`'s bytes from offset `from` to `part` (an HTTP/1.1 range request, over TLS
-/// for `https://`).
-fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsError> {
+/// An HTTP response's status, `Content-Length` and body.
+struct Response {
+    code: u16,
+    length: Option<u64>,
+    body: BufReader<Box<dyn Conn>>,
+}
+
+/// Sends `GET url` with `Range: bytes=<range>` (HTTP/1.1, over TLS for `https://`) and
+/// reads the status line and headers.
+fn get(url: &str, range: &str) -> Result<Response, WeightsError> {
     let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
     let parsed = crate::wire::WeightsUrl::parse(url).map_err(dl)?;
     let addr = parsed.connect_addr();
@@ -156,12 +183,12 @@ fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsE
         if parsed.secure { tls(tcp, parsed.server_name()).map_err(dl)? } else { Box::new(tcp) };
     let (path, host) = (&parsed.path, parsed.host_header());
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nRange: bytes={from}-\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nRange: bytes={range}\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).map_err(|e| dl(e.to_string()))?;
-    let mut reader = BufReader::new(stream);
+    let mut body = BufReader::new(stream);
     let mut status = String::new();
-    reader.read_line(&mut status).map_err(|e| dl(e.to_string()))?;
+    body.read_line(&mut status).map_err(|e| dl(e.to_string()))?;
     let code: u16 = status
         .split_whitespace()
         .nth(1)
@@ -170,7 +197,7 @@ fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsE
     let mut length: Option<u64> = None;
     loop {
         let mut line = String::new();
-        reader.read_line(&mut line).map_err(|e| dl(e.to_string()))?;
+        body.read_line(&mut line).map_err(|e| dl(e.to_string()))?;
         let line = line.trim_end();
         if line.is_empty() {
             break;
@@ -181,6 +208,14 @@ fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsE
             length = v.trim().parse().ok();
         }
     }
+    Ok(Response { code, length, body })
+}
+
+/// Appends `url`'s bytes from offset `from` to `part` (an HTTP/1.1 range request, over TLS
+/// for `https://`).
+fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsError> {
+    let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
+    let Response { code, length, body } = get(url, &format!("{from}-"))?;
     let append = match code {
         206 => true,
         200 => false, // no range support: start over
@@ -195,10 +230,199 @@ fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsE
         .open(part)
         .map_err(|e| dl(e.to_string()))?;
     let limit = length.unwrap_or(size);
-    let copied =
-        std::io::copy(&mut reader.take(limit), &mut file).map_err(|e| dl(e.to_string()))?;
+    let copied = std::io::copy(&mut body.take(limit), &mut file).map_err(|e| dl(e.to_string()))?;
     if length.is_some_and(|l| copied < l) {
         return Err(dl(format!("connection closed after {copied} of {limit} bytes")));
     }
     file.sync_all().map_err(|e| dl(e.to_string()))
+}
+
+/// Writes the `len` bytes of `url` at `offset` into `file` at the same offset (one HTTP
+/// range request; a server without range support sends the whole file, whose bytes before
+/// `offset` are skipped). `received` is told the bytes as they arrive.
+fn download_range(
+    url: &str,
+    file: &mut std::fs::File,
+    offset: u64,
+    len: u64,
+    received: &mut dyn FnMut(u64),
+) -> Result<(), WeightsError> {
+    let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
+    let last = offset + len - 1;
+    let Response { code, body, .. } = get(url, &format!("{offset}-{last}"))?;
+    let mut body: Box<dyn Read> = match code {
+        206 => Box::new(body),
+        200 => {
+            let mut body = body;
+            let skipped = std::io::copy(&mut (&mut body).take(offset), &mut std::io::sink())
+                .map_err(|e| dl(e.to_string()))?;
+            if skipped < offset {
+                return Err(dl(format!("the file ended before offset {offset}")));
+            }
+            Box::new(body)
+        }
+        other => return Err(dl(format!("HTTP {other} for {url} bytes {offset}-{last}"))),
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(|e| dl(e.to_string()))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut copied = 0u64;
+    while copied < len {
+        let want = usize::try_from((len - copied).min(buf.len() as u64)).unwrap_or(buf.len());
+        let n = body.read(&mut buf[..want]).map_err(|e| dl(e.to_string()))?;
+        if n == 0 {
+            return Err(dl(format!("connection closed after {copied} of {len} bytes")));
+        }
+        file.write_all(&buf[..n]).map_err(|e| dl(e.to_string()))?;
+        copied += n as u64;
+        received(n as u64);
+    }
+    Ok(())
+}
+
+/// A URL source as the cache knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct CachedSource<'a> {
+    /// The URL.
+    pub url: &'a str,
+    /// The whole file's size.
+    pub size: u64,
+    /// The whole file's sha256.
+    pub sha256: &'a str,
+}
+
+/// The file beside a cached (or partial) file that says where it came from (JSON:
+/// `url`, `size`, `sha256`, and the `ranges` it holds when it is sparse).
+pub fn sidecar(cached: &Path) -> PathBuf {
+    let mut name = cached.as_os_str().to_owned();
+    name.push(".json");
+    PathBuf::from(name)
+}
+
+/// Records where `cached` comes from (best effort: the cache works without it).
+pub fn write_sidecar(
+    cached: &Path,
+    url: &str,
+    size: u64,
+    sha256: &str,
+    ranges: Option<&[WeightRange]>,
+) {
+    let ranges: Option<Vec<[u64; 2]>> =
+        ranges.map(|r| r.iter().map(|r| [r.offset, r.len]).collect());
+    let v = serde_json::json!({ "url": url, "size": size, "sha256": sha256, "ranges": ranges });
+    let _ = std::fs::write(sidecar(cached), v.to_string());
+}
+
+/// The sha256 of `len` bytes of `file` at `offset`, lowercase hex.
+fn sha256_range(file: &mut std::fs::File, offset: u64, len: u64) -> std::io::Result<String> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut h = Sha256::new();
+    let mut take = file.take(len);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = take.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Checks a plan's ranges: each non-empty, inside a file of `size` bytes, with a
+/// 64-hex-digit digest.
+fn check_ranges(ranges: &[WeightRange], size: u64) -> Result<(), WeightsError> {
+    for r in ranges {
+        if r.len == 0 || r.end().is_none_or(|end| end > size) {
+            return Err(fail(
+                WeightsFailure::InvalidRange,
+                format!("bytes {}+{} do not lie inside the {size}-byte file", r.offset, r.len),
+            ));
+        }
+        if !is_sha256(&r.sha256) {
+            return Err(fail(
+                WeightsFailure::ChecksumMismatch,
+                format!("the digest of bytes {}+{} is not 64 hex digits", r.offset, r.len),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Downloads only `ranges` of `source` into a sparse file of the whole file's size (every
+/// other byte absent, read as zero), each range checked against its sha256 (a mismatch is
+/// `weights.checksum_mismatch` and the partial file is deleted). The file is cached as
+/// `<sha256>.<ranges key>.ranges.gguf` (the key: a digest of the ranges); an interrupted
+/// download keeps its `.part` file and fetches only the ranges it does not hold yet.
+/// Progress counts the ranges' bytes.
+pub fn resolve_ranges(
+    source: &CachedSource<'_>,
+    ranges: &[WeightRange],
+    cache: &Path,
+    mut progress: impl FnMut(WeightsProgress),
+) -> Result<PathBuf, WeightsError> {
+    let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
+    check_ranges(ranges, source.size)?;
+    let key: String = {
+        let mut h = Sha256::new();
+        for r in ranges {
+            h.update(format!("{}+{}:{}\n", r.offset, r.len, r.sha256.to_ascii_lowercase()));
+        }
+        h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+    };
+    let sha = source.sha256.to_ascii_lowercase();
+    let done = cache.join(format!("{sha}.{key}.ranges.gguf"));
+    if done.metadata().is_ok_and(|m| m.len() == source.size) {
+        return Ok(done);
+    }
+    let part = done.with_extension("gguf.part");
+    write_sidecar(&done, source.url, source.size, &sha, Some(ranges));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&part)
+        .map_err(|e| dl(e.to_string()))?;
+    file.set_len(source.size).map_err(|e| dl(e.to_string()))?;
+    let mut missing = Vec::new();
+    for r in ranges {
+        let held = sha256_range(&mut file, r.offset, r.len).map_err(|e| dl(e.to_string()))?;
+        if !held.eq_ignore_ascii_case(&r.sha256) {
+            missing.push(r);
+        }
+    }
+    let total: u64 = ranges.iter().map(|r| r.len).sum();
+    let mut have = total - missing.iter().map(|r| r.len).sum::<u64>();
+    progress(WeightsProgress::Started { bytes: total, from: have });
+    // A report per 1% (at least 1 MiB), not per read.
+    let step = (total / 100).max(1 << 20);
+    let mut reported = have;
+    for r in missing {
+        let mut received = |n: u64| {
+            have += n;
+            if have - reported >= step || have == total {
+                reported = have;
+                progress(WeightsProgress::Received { bytes: have, total });
+            }
+        };
+        download_range(source.url, &mut file, r.offset, r.len, &mut received)?;
+        let got = sha256_range(&mut file, r.offset, r.len).map_err(|e| dl(e.to_string()))?;
+        if !got.eq_ignore_ascii_case(&r.sha256) {
+            drop(file);
+            let _ = std::fs::remove_file(&part);
+            let _ = std::fs::remove_file(sidecar(&done));
+            return Err(fail(
+                WeightsFailure::ChecksumMismatch,
+                format!(
+                    "bytes {}+{} have sha256 {got}, the plan says {}",
+                    r.offset, r.len, r.sha256
+                ),
+            ));
+        }
+    }
+    file.sync_all().map_err(|e| dl(e.to_string()))?;
+    drop(file);
+    std::fs::rename(&part, &done).map_err(|e| dl(e.to_string()))?;
+    progress(WeightsProgress::Downloaded { bytes: total });
+    Ok(done)
 }

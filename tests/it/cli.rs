@@ -1310,3 +1310,44 @@ fn run_plan_marks_an_object_larger_than_its_ring_as_streamed() {
     assert_eq!(assert_rings_hold_their_objects_or_say_they_stream(&text), 2, "{text}");
     assert!(text.contains("never holds it whole"), "{text}");
 }
+
+#[test]
+fn orchestrate_pool_in_text_mode_says_on_stderr_which_nodes_it_waits_for_and_why() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = crate::run::Nodes::boot("cli-waiting", 2, |_| vec![]);
+    let dir = crate::support::scratch().join("cli-waiting");
+    // Node 3 is in the pool file but never boots.
+    let key = dir.join("n3-never.key");
+    let id = Command::new(crate::run::exe()).args(["node", "id", "--key"]).arg(&key).output();
+    let id = String::from_utf8(id.expect("id").stdout).expect("utf8").trim().to_string();
+    let pool = dir.join("pool.toml");
+    let mut text = std::fs::read_to_string(&pool).expect("pool");
+    text.push_str(&format!(
+        "[[nodes]]\nnode_id = 3\nendpoint_id = \"{id}\"\naddrs = [\"127.0.0.1:9\"]\nmemory_bytes = 8589934592\n"
+    ));
+    std::fs::write(&pool, text).expect("pool file");
+    let out = Command::new(crate::run::exe())
+        .args(["orchestrate", "pool", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(["--window-ms", "300", "--pool-timeout", "4", "--max-tokens", "2"])
+        .arg("--pool")
+        .arg(&pool)
+        .arg("--key")
+        .arg(dir.join("orch.key"))
+        .arg("--model")
+        .arg(crate::support::synth_model(3))
+        .output()
+        .expect("orchestrate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(
+        err.contains(
+            "waiting for node 1 (no answer yet), node 2 (no answer yet), node 3 (no answer yet)"
+        ),
+        "first every node: {err}"
+    );
+    assert!(
+        err.lines().any(|l| l == "waiting for node 3 (no answer yet)"),
+        "then only node 3: {err}"
+    );
+    drop(nodes);
+}

@@ -413,7 +413,8 @@ fn a_weights_url_must_be_http_or_https_with_a_host() {
         ["ftp://h/m", "http://", "https://:80/m", "http://h:99999/m", "http://h m/x", "/m.gguf"]
     {
         let mut req = request(&model, &pool, Some(2));
-        req.source = WeightSource::Url { url: url.into(), size: 1, sha256: "0".repeat(64) };
+        req.source =
+            WeightSource::Url { url: url.into(), size: 1, sha256: "0".repeat(64), ranges: vec![] };
         assert_eq!(rejection(&req), PlanRejection::InvalidWeightsUrl, "{url}");
     }
     let u = WeightsUrl::parse("https://[::1]:8443/a/m.gguf?v=2#part").expect("valid");

@@ -2,13 +2,25 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::support::scratch;
 use swactor::stage::weights::{WeightsProgress, resolve, sha256_file};
-use swactor::wire::WeightSource;
 use swactor::wire::reason::WeightsFailure;
+use swactor::wire::{WeightRange, WeightSource};
+
+/// A loopback HTTP server of one file, as the tests watch it.
+pub struct Served {
+    /// The file's URL.
+    pub url: String,
+    /// Connections accepted.
+    pub hits: Arc<AtomicUsize>,
+    /// Every request's `Range` value.
+    pub ranges: Arc<Mutex<Vec<String>>>,
+    /// Body bytes sent, all connections together.
+    pub bytes: Arc<AtomicU64>,
+}
 
 /// A one-file HTTP server on loopback. `cut_first` makes the first response stop halfway.
 pub fn serve(
@@ -16,23 +28,38 @@ pub fn serve(
     status: u16,
     cut_first: bool,
 ) -> (String, Arc<AtomicUsize>, Arc<Mutex<Vec<String>>>) {
+    let s = server(body, status, cut_first);
+    (s.url, s.hits, s.ranges)
+}
+
+/// The range `a-b` or `a-` of a body of `len` bytes, as start and end (exclusive).
+fn range_of(v: &str, len: usize) -> (usize, usize) {
+    let (a, b) = v.split_once('-').unwrap_or((v, ""));
+    let from = a.trim().parse().unwrap_or(0usize).min(len);
+    let to = b.trim().parse::<usize>().map_or(len, |b| (b + 1).min(len));
+    (from, to.max(from))
+}
+
+/// [`serve`], counting the bytes it sends; understands `Range: bytes=a-b` and `a-`.
+pub fn server(body: Vec<u8>, status: u16, cut_first: bool) -> Served {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/model.gguf", listener.local_addr().expect("addr"));
     let hits = Arc::new(AtomicUsize::new(0));
     let ranges = Arc::new(Mutex::new(Vec::new()));
-    let (h, r) = (Arc::clone(&hits), Arc::clone(&ranges));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let (h, r, sent) = (Arc::clone(&hits), Arc::clone(&ranges), Arc::clone(&bytes));
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let n = h.fetch_add(1, Ordering::SeqCst);
             let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut from = 0usize;
+            let (mut from, mut to) = (0, body.len());
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
                     break;
                 }
                 if let Some(v) = line.strip_prefix("Range: bytes=") {
-                    from = v.trim().trim_end_matches('-').parse().unwrap_or(0);
+                    (from, to) = range_of(v, body.len());
                     r.lock().expect("lock").push(v.trim().to_string());
                 }
             }
@@ -41,17 +68,19 @@ pub fn serve(
                 let _ = write!(out, "HTTP/1.1 {status} Nope\r\nContent-Length: 0\r\n\r\n");
                 continue;
             }
-            let rest = &body[from.min(body.len())..];
+            let rest = &body[from..to];
             let _ = write!(
                 out,
                 "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\n\r\n",
                 rest.len()
             );
             let send = if cut_first && n == 0 { &rest[..rest.len() / 2] } else { rest };
-            let _ = out.write_all(send);
+            if out.write_all(send).is_ok() {
+                sent.fetch_add(send.len() as u64, Ordering::SeqCst);
+            }
         }
     });
-    (url, hits, ranges)
+    Served { url, hits, ranges, bytes }
 }
 
 fn body() -> Vec<u8> {
@@ -75,7 +104,7 @@ fn the_file_digest_matches_the_in_memory_one() {
 fn a_url_is_downloaded_once_checked_and_then_served_from_the_cache() {
     let b = body();
     let (url, hits, _) = serve(b.clone(), 200, false);
-    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b) };
+    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b), ranges: vec![] };
     let cache = scratch().join("wcache-once");
     let mut progress = Vec::new();
     let path = resolve(&source, &cache, |p| progress.push(p)).expect("download");
@@ -96,7 +125,7 @@ fn a_url_is_downloaded_once_checked_and_then_served_from_the_cache() {
 fn an_interrupted_download_resumes_where_it_stopped() {
     let b = body();
     let (url, hits, ranges) = serve(b.clone(), 200, true);
-    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b) };
+    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b), ranges: vec![] };
     let cache = scratch().join("wcache-resume");
     let err = resolve(&source, &cache, |_| {}).expect_err("the first response is cut");
     assert_eq!(err.reason, WeightsFailure::DownloadFailed);
@@ -112,14 +141,15 @@ fn an_interrupted_download_resumes_where_it_stopped() {
 fn a_404_a_wrong_digest_and_a_missing_local_file_each_have_their_reason() {
     let b = body();
     let (url, _, _) = serve(b.clone(), 404, false);
-    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b) };
+    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b), ranges: vec![] };
     assert_eq!(
         resolve(&source, &scratch().join("wcache-404"), |_| {}).expect_err("404").reason,
         WeightsFailure::DownloadFailed
     );
 
     let (url, _, _) = serve(b.clone(), 200, false);
-    let source = WeightSource::Url { url, size: b.len() as u64, sha256: "0".repeat(64) };
+    let source =
+        WeightSource::Url { url, size: b.len() as u64, sha256: "0".repeat(64), ranges: vec![] };
     let cache = scratch().join("wcache-sha");
     assert_eq!(
         resolve(&source, &cache, |_| {}).expect_err("digest").reason,
@@ -149,8 +179,255 @@ fn an_https_url_speaks_tls_and_a_server_without_it_is_a_typed_download_failure()
             let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
         }
     });
-    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b) };
+    let source = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b), ranges: vec![] };
     let err = resolve(&source, &scratch().join("wcache-tls"), |_| {}).expect_err("no TLS");
     assert_eq!(err.reason, WeightsFailure::DownloadFailed);
     assert!(!scratch().join("wcache-tls").join(format!("{}.gguf", sha(&b))).exists());
+}
+
+/// Ranges of `b` with their digests.
+fn ranges_of(b: &[u8], extents: &[(u64, u64)]) -> Vec<WeightRange> {
+    extents
+        .iter()
+        .map(|&(offset, len)| WeightRange {
+            offset,
+            len,
+            sha256: sha(&b[offset as usize..(offset + len) as usize]),
+        })
+        .collect()
+}
+
+#[test]
+fn a_source_with_ranges_downloads_only_them_into_a_sparse_file_at_their_offsets() {
+    let b = body();
+    let s = server(b.clone(), 200, false);
+    let extents = [(0, 1000), (50_000, 20_000), (150_000, 5)];
+    let ranges = ranges_of(&b, &extents);
+    let source = WeightSource::Url { url: s.url, size: b.len() as u64, sha256: sha(&b), ranges };
+    let cache = scratch().join("wcache-ranges");
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut progress = Vec::new();
+    let path = resolve(&source, &cache, |p| progress.push(p)).expect("ranges");
+    let held = std::fs::read(&path).expect("read");
+    assert_eq!(held.len(), b.len(), "the sparse file has the whole file's length");
+    for (i, byte) in held.iter().enumerate() {
+        let inside = extents.iter().any(|&(o, l)| (o..o + l).contains(&(i as u64)));
+        assert_eq!(*byte, if inside { b[i] } else { 0 }, "byte {i}");
+    }
+    let wanted: u64 = extents.iter().map(|e| e.1).sum();
+    assert_eq!(s.bytes.load(Ordering::SeqCst), wanted, "only the ranges were served");
+    assert_eq!(*s.ranges.lock().expect("lock"), ["0-999", "50000-69999", "150000-150004"]);
+    assert_eq!(progress.first(), Some(&WeightsProgress::Started { bytes: wanted, from: 0 }));
+    assert_eq!(progress.last(), Some(&WeightsProgress::Downloaded { bytes: wanted }));
+    let again = resolve(&source, &cache, |_| panic!("no second download")).expect("cached");
+    assert_eq!(again, path);
+    assert_eq!(s.hits.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_range_whose_bytes_differ_from_its_digest_is_a_checksum_mismatch_and_nothing_is_kept() {
+    let b = body();
+    let extents = [(0, 1000), (50_000, 20_000)];
+    let ranges = ranges_of(&b, &extents);
+    let mut corrupt = b.clone();
+    corrupt[60_000] ^= 0xff;
+    let s = server(corrupt, 200, false);
+    let source = WeightSource::Url { url: s.url, size: b.len() as u64, sha256: sha(&b), ranges };
+    let cache = scratch().join("wcache-ranges-corrupt");
+    let _ = std::fs::remove_dir_all(&cache);
+    let err = resolve(&source, &cache, |_| {}).expect_err("corrupt range");
+    assert_eq!(err.reason, WeightsFailure::ChecksumMismatch, "{err}");
+    assert!(err.detail.contains("50000+20000"), "names the range: {err}");
+    let left: Vec<_> =
+        std::fs::read_dir(&cache).expect("dir").flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "no partial file is kept: {left:?}");
+}
+
+#[test]
+fn an_interrupted_sparse_download_fetches_only_the_ranges_it_does_not_hold() {
+    let b = body();
+    let extents = [(0, 1000), (50_000, 20_000)];
+    let ranges = ranges_of(&b, &extents);
+    let s = server(b.clone(), 200, false);
+    let cache = scratch().join("wcache-ranges-resume");
+    let _ = std::fs::remove_dir_all(&cache);
+    // The first range arrived before the cut: it is served again only if it is wrong.
+    let first = WeightSource::Url {
+        url: s.url.clone(),
+        size: b.len() as u64,
+        sha256: sha(&b),
+        ranges: ranges[..1].to_vec(),
+    };
+    let held = resolve(&first, &cache, |_| {}).expect("first range");
+    let full = WeightSource::Url { url: s.url, size: b.len() as u64, sha256: sha(&b), ranges };
+    let part = scratch().join("wcache-ranges-resume-part");
+    let _ = std::fs::remove_dir_all(&part);
+    std::fs::create_dir_all(&part).expect("dir");
+    let path = resolve(&full, &part, |_| {}).expect("cold");
+    // Simulate a cut: the finished file becomes a `.part` holding only the first range.
+    std::fs::remove_file(&path).expect("rm");
+    let part_file = path.with_extension("gguf.part");
+    std::fs::copy(&held, &part_file).expect("copy");
+    let before = s.bytes.load(Ordering::SeqCst);
+    let mut progress = Vec::new();
+    let again = resolve(&full, &part, |p| progress.push(p)).expect("resumed");
+    assert_eq!(s.bytes.load(Ordering::SeqCst) - before, 20_000, "only the missing range");
+    assert_eq!(progress[0], WeightsProgress::Started { bytes: 21_000, from: 1000 });
+    assert_eq!(std::fs::read(again).expect("read")[50_000..70_000], b[50_000..70_000]);
+}
+
+#[test]
+fn a_range_outside_the_file_is_an_invalid_range() {
+    let b = body();
+    let ranges = vec![WeightRange { offset: 199_000, len: 2000, sha256: "0".repeat(64) }];
+    let source = WeightSource::Url {
+        url: "http://127.0.0.1:9/m.gguf".into(),
+        size: b.len() as u64,
+        sha256: sha(&b),
+        ranges,
+    };
+    let err = resolve(&source, &scratch().join("wcache-ranges-outside"), |_| {}).expect_err("out");
+    assert_eq!(err.reason, WeightsFailure::InvalidRange);
+}
+
+/// The token ids of a run's JSON lines.
+fn token_ids(lines: &[serde_json::Value]) -> Vec<u64> {
+    crate::run::events(lines, "token").iter().filter_map(|v| v["id"].as_u64()).collect()
+}
+
+#[test]
+fn a_three_stage_run_over_a_url_fetches_only_each_stages_ranges_and_yields_the_whole_file_tokens() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = crate::support::synth_model(6);
+    let file = std::fs::read(&model).expect("model");
+    let s = server(file.clone(), 200, false);
+    let nodes = crate::run::Nodes::boot("weights-ranges-run", 3, |_| vec![]);
+    let (code, whole, err) = nodes.orchestrate(&model, &["--max-tokens", "8"]).finish();
+    assert_eq!(code, 0, "{err}");
+    let args = ["--max-tokens", "8", "--run-id", "2", "--weights-url", &s.url];
+    let (code, lines, err) = nodes.orchestrate(&model, &args).finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(token_ids(&lines), token_ids(&whole), "the same tokens as from the whole file");
+    assert_eq!(token_ids(&lines).len(), 8);
+    let started = crate::run::events(&lines, "weights_download_started");
+    assert_eq!(started.len(), 3, "each node downloads: {started:?}");
+    let size = file.len() as u64;
+    let mut sum = 0;
+    for e in &started {
+        let bytes = e["bytes"].as_u64().expect("bytes");
+        eprintln!("node {} downloads {bytes} of {size} bytes", e["node_id"]);
+        assert!(
+            bytes < size / 2,
+            "node {} fetches only its ranges: {bytes} of {size}",
+            e["node_id"]
+        );
+        sum += bytes;
+    }
+    assert_eq!(s.bytes.load(Ordering::SeqCst), sum, "the server sent exactly the nodes' ranges");
+    assert_eq!(crate::run::events(&lines, "weights_downloaded").len(), 3);
+}
+
+#[test]
+fn a_run_over_a_url_whose_served_range_is_corrupt_faults_typed_with_checksum_mismatch() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = crate::support::synth_model(6);
+    let mut file = std::fs::read(&model).expect("model");
+    let middle = file.len() / 2;
+    file[middle] ^= 0x55; // inside the middle blocks' tensor data
+    let s = server(file, 200, false);
+    let nodes = crate::run::Nodes::boot("weights-ranges-corrupt", 3, |_| vec![]);
+    let (code, lines, err) =
+        nodes.orchestrate(&model, &["--max-tokens", "4", "--weights-url", &s.url]).finish();
+    assert_eq!(code, 7, "{err}");
+    let faulted = crate::run::events(&lines, "run_faulted");
+    assert_eq!(faulted.len(), 1, "{lines:?}");
+    assert_eq!(faulted[0]["reason"], "weights.checksum_mismatch", "{}", faulted[0]);
+    assert_eq!(faulted[0]["component"], "weights");
+    assert!(token_ids(&lines).is_empty(), "no token from a corrupt stage");
+}
+
+/// Runs `swactor cache <args>`; returns the exit code and stdout.
+fn cache_cmd(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(crate::run::exe())
+        .arg("cache")
+        .args(args)
+        .output()
+        .expect("swactor cache");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[test]
+fn cache_ls_lists_whole_sparse_and_partial_downloads_and_cache_clear_removes_only_them() {
+    let b = body();
+    let cache = scratch().join("wcache-cli");
+    let _ = std::fs::remove_dir_all(&cache);
+    let s = server(b.clone(), 200, false);
+    let whole = WeightSource::Url {
+        url: s.url.clone(),
+        size: b.len() as u64,
+        sha256: sha(&b),
+        ranges: vec![],
+    };
+    resolve(&whole, &cache, |_| {}).expect("whole");
+    let other: Vec<u8> = b.iter().map(|x| x ^ 1).collect();
+    let s2 = server(other.clone(), 200, false);
+    let ranges = ranges_of(&other, &[(0, 1000)]);
+    let sparse = WeightSource::Url {
+        url: s2.url.clone(),
+        size: b.len() as u64,
+        sha256: sha(&other),
+        ranges,
+    };
+    resolve(&sparse, &cache, |_| {}).expect("sparse");
+    std::fs::write(cache.join(format!("{}.gguf.part", "c".repeat(64))), b"half").expect("part");
+    std::fs::write(cache.join("notes.txt"), b"mine").expect("foreign file");
+    let dir = cache.to_str().expect("utf8");
+
+    let (code, stdout) = cache_cmd(&["ls", "--json", "--cache", dir]);
+    assert_eq!(code, 0, "{stdout}");
+    let entries = json_lines(&stdout);
+    assert_eq!(entries.len(), 3, "{stdout}");
+    assert!(entries.iter().all(|e| e["type"] == "cache_entry"), "{stdout}");
+    let find = |sha: &str| entries.iter().find(|e| e["sha256"] == sha).expect("listed").clone();
+    let w = find(&sha(&b));
+    assert_eq!((w["kind"].as_str(), w["complete"].as_bool()), (Some("whole"), Some(true)));
+    assert_eq!((w["url"].as_str(), w["size"].as_u64()), (Some(&s.url[..]), Some(b.len() as u64)));
+    let r = find(&sha(&other));
+    assert_eq!((r["kind"].as_str(), r["url"].as_str()), (Some("ranges"), Some(&s2.url[..])));
+    assert_eq!(r["ranges"], serde_json::json!([[0, 1000]]));
+    assert_eq!(find(&"c".repeat(64))["complete"], false);
+
+    let (code, text) = cache_cmd(&["ls", "--cache", dir]);
+    assert_eq!(code, 0);
+    assert!(text.contains("partial") && text.contains(&s.url), "{text}");
+
+    let (code, stdout) = cache_cmd(&["clear", "--json", "--cache", dir]);
+    assert_eq!(code, 0, "{stdout}");
+    let cleared = json_lines(&stdout);
+    assert_eq!(cleared[0]["type"], "cache_cleared");
+    assert_eq!(cleared[0]["removed"].as_array().map(Vec::len), Some(5), "{stdout}");
+    let left: Vec<String> = std::fs::read_dir(&cache)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["notes.txt"], "a file not the cache's is never touched");
+    assert_eq!(cache_cmd(&["ls", "--json", "--cache", dir]), (0, String::new()));
+}
+
+#[test]
+fn cache_commands_on_a_path_that_is_not_a_directory_fail_typed_and_touch_nothing() {
+    let file = scratch().join("wcache-not-a-dir");
+    std::fs::write(&file, b"keep me").expect("write");
+    for cmd in ["ls", "clear"] {
+        let (code, stdout) = cache_cmd(&[cmd, "--json", "--cache", file.to_str().expect("utf8")]);
+        assert_eq!(code, 3, "{stdout}");
+        let err = json_lines(&stdout).into_iter().find(|v| v["type"] == "error").expect("error");
+        assert_eq!(err["reason"], "cache_not_a_directory", "{stdout}");
+    }
+    assert_eq!(std::fs::read(&file).expect("read"), b"keep me");
 }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use super::exit::{EXIT_CODES_HELP, SEE_EXIT_CODES};
 
 pub mod bench;
+pub mod cache;
 pub mod flags;
 pub mod model;
 pub mod node;
@@ -15,6 +16,7 @@ pub mod run;
 pub mod util;
 
 pub use bench::*;
+pub use cache::*;
 pub use flags::*;
 pub use model::*;
 pub use node::*;
@@ -63,6 +65,9 @@ pub enum Command {
     /// Inspect the live edges of a node.
     #[command(subcommand)]
     Edge(EdgeCommand),
+    /// List or clear a node's downloaded weights.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Watch a pool from the orchestrator's side.
     #[command(subcommand)]
     Pool(PoolCommand),
@@ -92,6 +97,7 @@ impl Command {
             Command::Edge(c) => Some(c.output()),
             Command::Pool(c) => c.output(),
             Command::Bench(c) => Some(c.output()),
+            Command::Cache(c) => Some(c.output()),
             Command::Util(_) | Command::Worker => None,
         }
     }

@@ -67,6 +67,8 @@ pub fn weight_source(
             sha256: crate::stage::weights::sha256_file(model).map_err(|e| {
                 CliError::new(ExitCode::Input, "io", eyre!(e).wrap_err(hash_context.to_string()))
             })?,
+            // Each stage's ranges are added once the plan places the stages.
+            ranges: Vec::new(),
         },
     })
 }

@@ -143,6 +143,7 @@ impl StageHost {
                 let notice = match progress {
                     WeightsProgress::Started { bytes, .. } => WeightsNotice::Started { bytes },
                     WeightsProgress::Downloaded { bytes } => WeightsNotice::Downloaded { bytes },
+                    WeightsProgress::Received { .. } => return,
                 };
                 self.node.weights_progress(run, notice);
             }

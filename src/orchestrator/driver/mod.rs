@@ -247,7 +247,10 @@ async fn run_on(
             _ => 0,
         },
     };
-    let plan = plan(&request).map_err(OrchestrateError::Plan)?;
+    let mut plan = plan(&request).map_err(OrchestrateError::Plan)?;
+    // A URL source: each node downloads only its stage's ranges, checked by their digests.
+    crate::stage::ranges::attach_stage_ranges(&mut plan, &config.model)
+        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));
 
     // Phase 3: the run.

@@ -22,7 +22,7 @@ pub use ids::{
 pub use plan::{
     EdgeKind, EdgePlan, KvCacheDType, LayerRange, Peer, PlanPrediction, PlannedModel,
     ProvisionStage, RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy, SendEdgeProvision,
-    StagePlan, StagePrediction, WeightSource, WeightsUrl,
+    StagePlan, StagePrediction, WeightRange, WeightSource, WeightsUrl,
 };
 pub use reason::{Component, FaultReason, ObjectFailure};
 pub use spec::{

@@ -298,7 +298,31 @@ pub enum WeightSource {
         size: u64,
         /// Expected sha256, lowercase hex.
         sha256: String,
+        /// The byte ranges this stage needs, each checked against its own sha256; the node
+        /// downloads only these (HTTP range requests) into a sparse file. Empty: the whole
+        /// file, checked against `size` and `sha256`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ranges: Vec<WeightRange>,
     },
+}
+
+/// One byte range of a weights file and the sha256 of its bytes, computed by the
+/// orchestrator from its own copy of the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeightRange {
+    /// Offset of the first byte in the file.
+    pub offset: u64,
+    /// Length in bytes (at least 1).
+    pub len: u64,
+    /// sha256 of the range's bytes, lowercase hex.
+    pub sha256: String,
+}
+
+impl WeightRange {
+    /// One past the range's last byte (`None` if it overflows).
+    pub fn end(&self) -> Option<u64> {
+        self.offset.checked_add(self.len)
+    }
 }
 
 /// A node's data-plane identity: node id, iroh endpoint id and addresses.
@@ -414,6 +438,11 @@ pub struct PlannedModel {
     pub vocab_size: u32,
     /// End-of-sequence token id, if the file names one.
     pub eos_token_id: Option<u32>,
+    /// For a URL source, per stage (by index) the byte ranges its node downloads, with
+    /// their digests (filled in by the orchestrator, which has the file); empty: every
+    /// node downloads the whole file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_ranges: Vec<Vec<WeightRange>>,
 }
 
 /// Data-movement predictions for the whole run.
@@ -523,6 +552,18 @@ impl RunPlan {
         self.nodes.iter().find(|p| p.node_id == node)
     }
 
+    /// The weights source of one stage: the model's, with the stage's own byte ranges for
+    /// a URL when the plan carries them.
+    pub fn stage_source(&self, stage: StageIndex) -> Option<WeightSource> {
+        let mut source = self.model.source.clone();
+        if let WeightSource::Url { ranges, .. } = &mut source
+            && !self.model.stage_ranges.is_empty()
+        {
+            ranges.clone_from(self.model.stage_ranges.get(usize::try_from(stage.0).ok()?)?);
+        }
+        Some(source)
+    }
+
     /// Projects the plan onto one stage: its own range, its receive and send edge, specs
     /// copied unchanged. Deterministic; `None` if the plan has no such stage or is not
     /// internally consistent (which a plan from the planner always is).
@@ -542,7 +583,7 @@ impl RunPlan {
             block_count: self.model.block_count,
             embedding: s.embedding,
             head: s.head,
-            weights: self.model.source.clone(),
+            weights: self.stage_source(stage)?,
             runtime: self.runtime,
             inbound: RecvEdgeProvision {
                 edge_id: inbound.edge_id,
