@@ -335,7 +335,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run')
-            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -359,7 +359,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;pool;help' {
             [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run')
-            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -575,7 +575,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help;pool' {
             [CompletionResult]::new('watch', 'watch', [CompletionResultType]::ParameterValue, 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run')
-            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file')
             break
         }
         'swactor;help;pool;watch' {

@@ -297,7 +297,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
-            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;watch'= {
@@ -318,7 +318,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;pool;help'= {
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
-            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;help;watch'= {
@@ -495,7 +495,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;pool'= {
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
-            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file'
         }
         &'swactor;help;pool;watch'= {
         }

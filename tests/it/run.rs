@@ -584,6 +584,22 @@ fn a_pool_file_naming_another_device_than_the_node_reports_is_refused_before_any
     }
 }
 
+#[test]
+fn a_pool_file_without_memory_bytes_plans_with_what_each_node_reported_and_the_run_completes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("run-no-memory", 2, |_| vec![]);
+    let pool = std::fs::read_to_string(&nodes.pool).expect("pool");
+    let without = pool.replace("memory_bytes = 8589934592\n", "");
+    assert!(!without.contains("memory_bytes"), "{without}");
+    std::fs::write(&nodes.pool, without).expect("pool");
+    let (code, lines, err) = nodes.orchestrate(&model, &["--max-tokens", "4"]).finish();
+    assert_eq!(code, 0, "memory_bytes is optional: {err}");
+    assert_eq!(tokens(&lines).len(), 4);
+    let planned = events(&lines, "run_planned");
+    assert_eq!(planned.len(), 1, "{lines:?}");
+}
+
 /// Runs a long decode, applies `fault` once a few tokens arrived, and returns the
 /// orchestrator's exit code and lines.
 fn fault_run(
