@@ -250,7 +250,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --arena-bytes 'Arena size in bytes'
             cand --memory-bytes 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]'
             cand --device 'Where the stage computes: `cpu`, or `cuda:N` (an NVIDIA GPU; needs a build with the `cuda` feature). Checked at boot: a build without CUDA or a missing device faults the boot (`device_unavailable`, exit 6). Reported in `node_available`'
-            cand --threads 'Compute threads of the worker''s stage (`--worker-threads` is an older name)'
+            cand --threads 'Compute threads of the worker''s stage (`--worker-threads` is an older name; one node per host, its one worker using the host''s cores) [default: every CPU this process may use]'
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
             cand --boot-timeout-ms 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)'

@@ -35,7 +35,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         join: args.join.clone(),
         orchestrator: args.orchestrator.to_ascii_lowercase(),
         arena_bytes: args.arena_bytes,
-        worker_threads: args.worker_threads,
+        worker_threads: super::generate_cmd::compute_threads(args.worker_threads)?,
         device: args.device,
         admin: match &args.admin {
             Some(path) => AdminPath::Explicit(path.clone()),
@@ -62,12 +62,14 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
                 NodeReport::Event(_) => Ok(()),
                 NodeReport::Available(report) if json => out.json("node_available", report),
                 NodeReport::Available(report) => out.line(format!(
-                    "node {} available: endpoint {} at {}, swim {}, computing on {}, admin {}",
+                    "node {} available: endpoint {} at {}, swim {}, computing on {} with {} \
+                     threads, admin {}",
                     report.node_id,
                     report.endpoint_id,
                     report.addrs.join(", "),
                     report.swim_addr,
                     report.device,
+                    report.threads,
                     report.admin
                 )),
             }

@@ -115,6 +115,9 @@ pub struct NodeIdentityReport {
     pub arena_bytes: u64,
     /// Where its stage computes (`cpu`, `cuda:N`).
     pub device: String,
+    /// Compute threads of its worker's stage (`node boot --threads`, by default every
+    /// CPU the node may use).
+    pub threads: u32,
 }
 
 /// A boot that failed, with its typed reason.
@@ -268,6 +271,7 @@ pub async fn run_node(
                 memory_bytes: config.memory_bytes.or_else(host_memory_available),
                 arena_bytes: config.arena_bytes,
                 device: device_label(config.device),
+                threads: config.worker_threads,
             });
         }
     }

@@ -769,3 +769,26 @@ fn the_authorized_orchestrator_holds_at_most_eight_control_sessions_and_the_node
         endpoint.close().await;
     });
 }
+
+#[test]
+fn a_node_booted_without_threads_computes_on_every_cpu_it_may_use_and_says_so() {
+    let dir = scratch().join("node-threads");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (key1, key2) = (dir.join("n1.key"), dir.join("n2.key"));
+    let (sock1, sock2) = (dir.join("n1.sock"), dir.join("n2.sock"));
+    let args = [os("--node-id"), os("1"), os("--orchestrator"), os(&orch)];
+    let mut first = args.to_vec();
+    first.extend([os("--key"), key1.as_os_str(), os("--admin"), sock1.as_os_str()]);
+    let (child, report) = boot_node(&first, &[]);
+    let _children = Kill(vec![child]);
+    assert_eq!(report["threads"], cpus, "one worker per node, on the node's cores: {report}");
+    let mut second = vec![os("--node-id"), os("2"), os("--orchestrator"), os(&orch)];
+    second.extend([os("--key"), key2.as_os_str(), os("--admin"), sock2.as_os_str()]);
+    second.extend([os("--threads"), os("1")]);
+    let (child, report) = boot_node(&second, &[]);
+    let _more = Kill(vec![child]);
+    assert_eq!(report["threads"], 1, "--threads still chooses: {report}");
+}

@@ -72,7 +72,8 @@ impl Nodes {
         let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
         for i in 1..=n {
             let mut cmd = Command::new(exe());
-            cmd.args(["node", "boot", "--json", "--node-id", &i.to_string()])
+            // Three nodes share this host (two cores on CI): one compute thread each.
+            cmd.args(["node", "boot", "--json", "--node-id", &i.to_string(), "--threads", "1"])
                 .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
                 .arg("--key")
                 .arg(dir.join(format!("n{i}.key")))
@@ -130,7 +131,7 @@ impl Nodes {
         };
         let _ = std::fs::remove_file(self.admin(i));
         let mut child = Command::new(exe())
-            .args(["node", "boot", "--json", "--node-id", &i.to_string()])
+            .args(["node", "boot", "--json", "--node-id", &i.to_string(), "--threads", "1"])
             .args(["--listen", &format!("127.0.0.1:{}", self.ports[slot][1])])
             .args(["--swim", &format!("127.0.0.1:{}", self.ports[slot][0])])
             .arg("--key")
