@@ -18,7 +18,7 @@ use super::admin::{self, AdminSocket};
 use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use super::facts::{device_label, host_memory_available};
 use super::host::{HostInput, StageHost};
-use super::inbox::{Inbox, MemberView, accept, flush_sessions, note_member};
+use super::inbox::{Inbox, MemberView, RefusalLog, accept, flush_sessions, note_member};
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::events::{Event, EventLine};
@@ -527,6 +527,12 @@ async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Option<BootFault> {
     let mut fault = None;
+    let mut log = RefusalLog::default();
+    let mut log_refusal = |key: String, line: &str| {
+        if let Some(line) = log.refused(Instant::now(), &key, line) {
+            eprintln!("swactor node: {line}");
+        }
+    };
     tokio::pin!(shutdown);
     // The admin snapshot is refreshed on a tick, not on every hot-path event.
     loop {
@@ -549,7 +555,8 @@ async fn serve(
                     note_member(&running.inspect, &running.view, &ev);
                 }
                 Some(MembershipEvent::Rejected(r)) => {
-                    eprintln!("swactor node: SWIM datagram from {} refused: {}", r.from, r.reason);
+                    let line = format!("SWIM datagram from {} refused: {}", r.from, r.reason);
+                    log_refusal(format!("swim {} {}", r.from, r.reason), &line);
                     running.inspect.lock().unwrap_or_else(|e| e.into_inner()).swim_rejected = running.roster.rejects();
                 }
                 None => break,
@@ -576,6 +583,7 @@ async fn serve(
                 if let HostInput::ForeignControl(peer) = &input {
                     let reason = ControlFault::UnauthorizedOrchestrator.as_str();
                     let line = format!("control session from {peer} refused: {reason}");
+                    log_refusal(format!("control {peer}"), &line);
                     running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason, line);
                 }
                 running.host.input(input).await;
@@ -583,8 +591,8 @@ async fn serve(
             Some(refusal) = running.refusals.recv() => {
                 let edge = refusal.edge_id.map_or_else(|| "an unreadable preamble".to_string(), |e| format!("edge {}", e.0));
                 let line = format!("edge stream from {} for {edge} refused: {}", refusal.peer, refusal.reason);
-                eprintln!("swactor node: {line}");
                 let reason = refusal.reason.to_string();
+                log_refusal(format!("edge {} {reason}", refusal.peer), &line);
                 running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
             }
         }

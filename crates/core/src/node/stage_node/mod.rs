@@ -305,9 +305,9 @@ impl StageNode {
     }
 
     /// Another endpoint tried to open a control session and was refused: a running stage
-    /// faults (someone is trying to take it over).
-    pub fn foreign_control(&mut self, peer: &str) {
-        self.log(format!("refused a control session from {peer}"));
+    /// faults (someone is trying to take it over). The driver logs the refusal, rate-limited
+    /// (a refused peer retries several times a second).
+    pub fn foreign_control(&mut self, _peer: &str) {
         if !self.is_idle() {
             self.stage_fault(
                 ControlFault::UnauthorizedOrchestrator.into(),
