@@ -281,7 +281,13 @@ pub async fn run_node(
     report(NodeReport::Available(&identity));
     let node_id = config.node_id;
     match serve(running, identity, shutdown).await {
-        None => Ok(()),
+        None => {
+            let event = Event::NodeStopped { node_id };
+            let origin_us = Some(crate::clock::monotonic_us());
+            let line = EventLine { ts_us: t0.elapsed().as_micros() as u64, origin_us, event };
+            report(NodeReport::Event(&line));
+            Ok(())
+        }
         Some(reason) => {
             let event = Event::NodeFaulted { node_id, reason, component: Component::WorkerCtl };
             let origin_us = Some(crate::clock::monotonic_us());
@@ -596,6 +602,9 @@ async fn serve(
                 running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
             }
         }
+    }
+    if fault.is_none() {
+        running.host.stopping().await;
     }
     // Observer sessions end (after their last words) once the view is gone.
     drop(running.view);

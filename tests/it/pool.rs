@@ -933,3 +933,30 @@ fn orchestrate_pool_gives_up_on_a_pool_that_never_answers_after_its_pool_timeout
     assert!(took >= Duration::from_secs(2), "it waited its timeout: {took:?}");
     assert!(took < Duration::from_millis(4500), "--pool-timeout 2 takes 2 s: {took:?}");
 }
+
+#[test]
+fn a_node_stopped_by_sigterm_ends_its_json_stream_with_node_stopped() {
+    let dir = scratch().join("node-stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let key = dir.join("n1.key");
+    let socket = dir.join("n1.sock");
+    let mut cmd = Command::new(exe());
+    cmd.args(["node", "boot", "--json", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(["--node-id", "1", "--orchestrator", &orch, "--key"])
+        .arg(&key)
+        .arg("--admin")
+        .arg(&socket);
+    let (child, rx) = spawn_lines(&mut cmd);
+    let mut children = Kill(vec![child]);
+    wait_for(&rx, "node_available", Duration::from_secs(30), |v| v["type"] == "node_available");
+    let pid = rustix::process::Pid::from_raw(children.0[0].id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal");
+    let status = children.0[0].wait().expect("wait");
+    assert!(status.success(), "a clean stop: {status:?}");
+    let rest: Vec<serde_json::Value> = rx.iter().collect();
+    let last = rest.last().expect("a last line");
+    assert_eq!(last["type"], "node_stopped", "{rest:?}");
+    assert_eq!(last["node_id"], 1);
+}

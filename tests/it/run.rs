@@ -644,6 +644,22 @@ fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
     nodes.assert_clean(3);
 }
 
+#[test]
+fn a_node_stopped_cleanly_mid_decode_says_so_and_the_run_faults_with_node_stopped() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-stop-node", 3, |_| vec![]);
+    let (code, lines, err) =
+        fault_run(&nodes, &[], |n| signal(n.pid(2), rustix::process::Signal::TERM));
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "node.stopped", "not a lost connection: {f}");
+    assert_eq!(f["component"], "control_channel");
+    assert_eq!(f["node_id"], 2);
+    assert!(err.contains("node.stopped on node 2"), "{err}");
+    nodes.assert_clean(1);
+    nodes.assert_clean(3);
+}
+
 /// Stage `stage` of node `node` was reported lost, never stopped, and the teardown counted
 /// it as lost.
 pub(crate) fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {

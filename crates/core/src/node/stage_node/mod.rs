@@ -439,6 +439,16 @@ impl StageNode {
         }
     }
 
+    /// The node ends its control session on its own (it stops: `node.stopped`): the session
+    /// is told why, its last message, and let go of so that it is delivered before the node
+    /// closes; a run it carried faults with that reason at the orchestrator.
+    pub fn session_ending(&mut self, reason: FaultReason) {
+        self.send(ControlMessage::SessionEnding { node_id: self.node_id, reason });
+        if self.session.take().is_some() {
+            self.actions.push_back(NodeAction::CloseSession);
+        }
+    }
+
     /// Runs the stage controller's and the plane's queued commands and events into
     /// actions, to a fixed point. Returns whether anything happened. The driver calls it,
     /// executes the actions and the plane's commands, and calls it again until nothing
