@@ -251,7 +251,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --arena-bytes 'Arena size in bytes'
             cand --memory-bytes 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]'
             cand --device 'Where the stage computes: `cpu`, or `cuda:N` (an NVIDIA GPU; needs a build with the `cuda` feature). Checked at boot: a build without CUDA or a missing device faults the boot (`device_unavailable`, exit 6). Reported in `node_available`'
-            cand --threads 'Compute threads of the worker''s stage (`--worker-threads` is an older name)'
+            cand --threads 'Compute threads of the worker''s stage (`--worker-threads` is an older name; one node per host, its one worker using the host''s cores) [default: every CPU this process may use]'
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
             cand --boot-timeout-ms 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)'
@@ -328,7 +328,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
-            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;watch'= {
@@ -349,7 +349,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;pool;help'= {
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
-            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;pool;help;watch'= {
@@ -535,7 +535,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;pool'= {
             cand watch 'Observe a pool read-only: connect to every node of a pool file with the orchestrator''s delegation (never as the orchestrator), and report availability, liveness as the nodes'' SWIM sees it, and pool readiness (ready = every node available, live and unchanged for the convergence window). Safe beside a run'
-            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes`'
+            cand init 'Write a pool file from what the nodes printed: the `node_available` lines of `node boot --json` (from files, or standard input), so nobody copies endpoint ids by hand. Each node''s reported memory becomes its `memory_bytes` (left out when it reported none: `orchestrate pool` then takes the node''s report); the pool is checked as `run plan` checks a pool file'
         }
         &'swactor;help;pool;watch'= {
         }

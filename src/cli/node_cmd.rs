@@ -37,7 +37,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         join: args.join.clone(),
         orchestrator: args.orchestrator.to_ascii_lowercase(),
         arena_bytes: args.arena_bytes,
-        worker_threads: args.worker_threads,
+        worker_threads: super::generate_cmd::compute_threads(args.worker_threads)?,
         device: args.device,
         admin: match &args.admin {
             Some(path) => AdminPath::Explicit(path.clone()),
@@ -54,32 +54,48 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let json = args.output.json;
     let mut printed = Ok(());
-    let result = runtime.block_on(run_node(
-        config,
-        |report| {
-            let r = match report {
-                // Boot events are data of `--json` only: the text form says what it has to
-                // say with the identity, or with the error on stderr.
-                NodeReport::Event(line) if json => out.line(line.to_json()),
-                NodeReport::Event(_) => Ok(()),
-                NodeReport::Available(report) if json => out.json("node_available", report),
-                NodeReport::Available(report) => out.line(format!(
-                    "node {} available: endpoint {} at {}, swim {}, computing on {}, admin {}",
-                    report.node_id,
-                    report.endpoint_id,
-                    report.addrs.join(", "),
-                    report.swim_addr,
-                    report.device,
-                    report.admin
-                )),
-            }
-            .and_then(|()| out.flush());
-            if printed.is_ok() {
-                printed = r;
-            }
-        },
-        stop_signal_or_eof(args.stop_on_stdin_eof),
-    ));
+    let result = runtime.block_on(async {
+        // Listen for the stop from the start: a SIGTERM right after `node_available` stops
+        // the node cleanly (its session told, `node_stopped` written), never kills it.
+        let (stopped, stop) = tokio::sync::oneshot::channel::<()>();
+        let signal = stop_signal_or_eof(args.stop_on_stdin_eof);
+        tokio::spawn(async move {
+            signal.await;
+            let _ = stopped.send(());
+        });
+        tokio::task::yield_now().await;
+        run_node(
+            config,
+            |report| {
+                let r = match report {
+                    // Boot events are data of `--json` only: the text form says what it has to
+                    // say with the identity, or with the error on stderr.
+                    NodeReport::Event(line) if json => out.line(line.to_json()),
+                    NodeReport::Event(_) => Ok(()),
+                    NodeReport::Available(report) if json => out.json("node_available", report),
+                    NodeReport::Available(report) => out.line(format!(
+                        "node {} available: endpoint {} at {}, swim {}, computing on {} with {} \
+                     threads, admin {}",
+                        report.node_id,
+                        report.endpoint_id,
+                        report.addrs.join(", "),
+                        report.swim_addr,
+                        report.device,
+                        report.threads,
+                        report.admin
+                    )),
+                }
+                .and_then(|()| out.flush());
+                if printed.is_ok() {
+                    printed = r;
+                }
+            },
+            async {
+                let _ = stop.await;
+            },
+        )
+        .await
+    });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     printed?;
     result.map_err(|e| {

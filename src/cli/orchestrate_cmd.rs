@@ -226,6 +226,10 @@ fn orchestrate_error(e: OrchestrateError) -> CliError {
             CliError::new(ExitCode::PoolNotReady, "timeout.pool_readiness", eyre!(e))
                 .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
         }
+        OrchestrateError::PoolRefused(..) => {
+            CliError::new(ExitCode::PoolNotReady, "pool_refused", eyre!(e))
+                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
+        }
         OrchestrateError::Plan(p) => plan_error(p),
         OrchestrateError::Stopped => {
             CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e))

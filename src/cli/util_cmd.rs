@@ -310,7 +310,7 @@ ranges that do not tile the model are typed errors.
 .SH "[orchestrator]"
 .TP
 \fBnode_id\fR (integer, required)
-The orchestrator's node id in SWIM; distinct from every node's.
+The orchestrator's node id in SWIM; distinct from every node's, and not 0.
 .TP
 \fBendpoint_id\fR (string, optional)
 The orchestrator's endpoint id (64 hex digits, either case). The running orchestrator
@@ -321,21 +321,22 @@ Where nodes reach the orchestrator; the running orchestrator fills in its own.
 .SH "[[nodes]] (one table per node)"
 .TP
 \fBnode_id\fR (integer, required)
-The node id the node was booted with (\fBswactor node boot \-\-node\-id\fR).
+The node id the node was booted with (\fBswactor node boot \-\-node\-id\fR); not 0.
 .TP
 \fBendpoint_id\fR (string, required)
 The node's iroh endpoint id: the public half of its key (\fBswactor node id \-\-key FILE\fR
 prints it), 64 hex digits, either case.
 .TP
 \fBaddrs\fR (array of "ip:port", required)
-The node's iroh addresses (what \fBnode_available\fR printed).
+The node's iroh addresses (what \fBnode_available\fR printed): where other hosts
+reach it, never an unspecified address (\fB0.0.0.0\fR, \fB::\fR) or port 0.
 .TP
 \fBmemory_bytes\fR (integer, optional)
 Memory the node can give a stage; weights the split and bounds the planner's memory
 prediction (a plan that does not fit is rejected with \fBexceeds_node_memory\fR).
 Absent: what the node reports in \fBnode_available\fR (\fBnode boot \-\-memory\-bytes\fR,
 else the host's available memory), taken by \fBorchestrate pool\fR; \fBrun plan\fR
-needs it written.
+needs it written. \fBpool init\fR leaves it out for a node that reported none.
 .TP
 \fBarena_bytes\fR (integer, optional)
 The node's arena capacity (absent: what the node reports). A stage whose rings do not

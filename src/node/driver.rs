@@ -18,7 +18,7 @@ use super::admin::{self, AdminSocket};
 use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use super::facts::{device_label, host_memory_available};
 use super::host::{HostInput, StageHost};
-use super::inbox::{Inbox, MemberView, accept, flush_sessions, note_member};
+use super::inbox::{Inbox, MemberView, RefusalLog, accept, flush_sessions, note_member};
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::events::{Event, EventLine};
@@ -115,6 +115,9 @@ pub struct NodeIdentityReport {
     pub arena_bytes: u64,
     /// Where its stage computes (`cpu`, `cuda:N`).
     pub device: String,
+    /// Compute threads of its worker's stage (`node boot --threads`, by default every
+    /// CPU the node may use).
+    pub threads: u32,
 }
 
 /// A boot that failed, with its typed reason.
@@ -268,6 +271,7 @@ pub async fn run_node(
                 memory_bytes: config.memory_bytes.or_else(host_memory_available),
                 arena_bytes: config.arena_bytes,
                 device: device_label(config.device),
+                threads: config.worker_threads,
             });
         }
     }
@@ -277,7 +281,13 @@ pub async fn run_node(
     report(NodeReport::Available(&identity));
     let node_id = config.node_id;
     match serve(running, identity, shutdown).await {
-        None => Ok(()),
+        None => {
+            let event = Event::NodeStopped { node_id };
+            let origin_us = Some(crate::clock::monotonic_us());
+            let line = EventLine { ts_us: t0.elapsed().as_micros() as u64, origin_us, event };
+            report(NodeReport::Event(&line));
+            Ok(())
+        }
         Some(reason) => {
             let event = Event::NodeFaulted { node_id, reason, component: Component::WorkerCtl };
             let origin_us = Some(crate::clock::monotonic_us());
@@ -529,6 +539,12 @@ async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Option<BootFault> {
     let mut fault = None;
+    let mut log = RefusalLog::default();
+    let mut log_refusal = |key: String, line: &str| {
+        if let Some(line) = log.refused(Instant::now(), &key, line) {
+            eprintln!("swactor node: {line}");
+        }
+    };
     tokio::pin!(shutdown);
     // The admin snapshot is refreshed on a tick, not on every hot-path event.
     loop {
@@ -551,7 +567,8 @@ async fn serve(
                     note_member(&running.inspect, &running.view, &ev);
                 }
                 Some(MembershipEvent::Rejected(r)) => {
-                    eprintln!("swactor node: SWIM datagram from {} refused: {}", r.from, r.reason);
+                    let line = format!("SWIM datagram from {} refused: {}", r.from, r.reason);
+                    log_refusal(format!("swim {} {}", r.from, r.reason), &line);
                     running.inspect.lock().unwrap_or_else(|e| e.into_inner()).swim_rejected = running.roster.rejects();
                 }
                 None => break,
@@ -578,6 +595,7 @@ async fn serve(
                 if let HostInput::ForeignControl(peer) = &input {
                     let reason = ControlFault::UnauthorizedOrchestrator.as_str();
                     let line = format!("control session from {peer} refused: {reason}");
+                    log_refusal(format!("control {peer}"), &line);
                     running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason, line);
                 }
                 running.host.input(input).await;
@@ -585,11 +603,14 @@ async fn serve(
             Some(refusal) = running.refusals.recv() => {
                 let edge = refusal.edge_id.map_or_else(|| "an unreadable preamble".to_string(), |e| format!("edge {}", e.0));
                 let line = format!("edge stream from {} for {edge} refused: {}", refusal.peer, refusal.reason);
-                eprintln!("swactor node: {line}");
                 let reason = refusal.reason.to_string();
+                log_refusal(format!("edge {} {reason}", refusal.peer), &line);
                 running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
             }
         }
+    }
+    if fault.is_none() {
+        running.host.stopping().await;
     }
     // Observer sessions end (after their last words) once the view is gone.
     drop(running.view);

@@ -7,9 +7,9 @@
 //! orchestrator's delegation: it gets `NodeAvailable` and this node's membership view, and
 //! nothing it sends reaches the host, so it can never disturb a run.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iroh::Endpoint;
 use tokio::sync::{mpsc, watch};
@@ -77,6 +77,43 @@ pub(super) fn note_member(
             view.send_if_modified(|v| v.suspect.remove(&n) | v.up.remove(&n));
         }
         Ev::Rejected(_) => {}
+    }
+}
+
+/// How often refusals of one peer are logged again, with how many there were since.
+pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(5);
+
+/// How many peers' refusals are counted at once (past it the counts start over).
+const REFUSAL_LOG_PEERS: usize = 256;
+
+/// The node's log of refusals (control sessions, SWIM datagrams, edge streams): a refused
+/// peer retries several times a second, so its first refusal is logged at once and then
+/// how many more there were, at most every [`REFUSAL_LOG_EVERY`]. `edge inspect` counts
+/// every one.
+#[derive(Debug, Default)]
+pub(super) struct RefusalLog {
+    /// Per peer and reason: when it was last logged and the refusals since.
+    peers: HashMap<String, (Instant, u64)>,
+}
+
+impl RefusalLog {
+    /// Counts one refusal, `line`, of the peer and reason `key` at `now`; returns what to
+    /// log now, if anything.
+    pub(super) fn refused(&mut self, now: Instant, key: &str, line: &str) -> Option<String> {
+        let Some((last, more)) = self.peers.get_mut(key) else {
+            if self.peers.len() >= REFUSAL_LOG_PEERS {
+                self.peers.clear();
+            }
+            self.peers.insert(key.to_string(), (now, 0));
+            return Some(line.to_string());
+        };
+        *more += 1;
+        if now.duration_since(*last) < REFUSAL_LOG_EVERY {
+            return None;
+        }
+        let logged = format!("{line} ({more} refused since the last line)");
+        (*last, *more) = (now, 0);
+        Some(logged)
     }
 }
 

@@ -131,6 +131,8 @@ pub struct PoolPhase {
     sessions: HashMap<NodeId, mpsc::UnboundedSender<ControlMessage>>,
     refused: BTreeMap<NodeId, String>,
     session_rx: mpsc::UnboundedReceiver<(NodeId, SessionEvent)>,
+    /// The sessions' tasks, ended with the pool phase.
+    _session_tasks: sessions::SessionTasks,
     /// The orchestrator's SWIM participant (`None` for an observer).
     swim: Option<OwnSwim>,
     /// An observer's latest view from each node with a session, `(up, suspect)`.
@@ -180,7 +182,7 @@ impl PoolPhase {
                 (hello, members, None)
             }
         };
-        let session_rx = sessions::open_all(endpoint, &pool.nodes, &hello)?;
+        let (session_rx, session_tasks) = sessions::open_all(endpoint, &pool.nodes, &hello)?;
         Ok(PoolPhase {
             me,
             gate: PoolGate::new(Instant::now(), nodes.clone(), window),
@@ -189,6 +191,7 @@ impl PoolPhase {
             sessions: HashMap::new(),
             refused: BTreeMap::new(),
             session_rx,
+            _session_tasks: session_tasks,
             swim,
             views: BTreeMap::new(),
             seen: BTreeMap::new(),

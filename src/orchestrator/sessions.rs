@@ -38,22 +38,27 @@ pub enum SessionEvent {
     Refused(String),
 }
 
+/// The sessions' tasks: dropping it ends every session at once (a connect in progress
+/// included), so nothing holds the endpoint open after the pool phase ends.
+pub type SessionTasks = tokio::task::JoinSet<()>;
+
 /// Opens (and keeps retrying until opened) a session to every node, each opened with
 /// `hello` (the orchestrator's `Hello`, or an observer's `Observe`); everything they report
-/// arrives on the returned receiver as `(node, event)`.
+/// arrives on the returned receiver as `(node, event)`, while the returned tasks are held.
 pub fn open_all(
     endpoint: &Endpoint,
     nodes: &[PoolNode],
     hello: &ControlMessage,
-) -> Result<mpsc::UnboundedReceiver<(NodeId, SessionEvent)>, String> {
+) -> Result<(mpsc::UnboundedReceiver<(NodeId, SessionEvent)>, SessionTasks), String> {
     let (tx, rx) = mpsc::unbounded_channel();
+    let mut tasks = SessionTasks::new();
     for node in nodes {
         let id = EndpointId::from_str(&node.endpoint_id)
             .map_err(|e| format!("node {}: endpoint id: {e}", node.node_id))?;
         let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
-        tokio::spawn(session(endpoint.clone(), addr, node.node_id, hello.clone(), tx.clone()));
+        tasks.spawn(session(endpoint.clone(), addr, node.node_id, hello.clone(), tx.clone()));
     }
-    Ok(rx)
+    Ok((rx, tasks))
 }
 
 async fn session(

@@ -1351,3 +1351,121 @@ fn orchestrate_pool_in_text_mode_says_on_stderr_which_nodes_it_waits_for_and_why
     );
     drop(nodes);
 }
+
+/// A `node_available` line as `node boot --json` prints it, with `patch` applied.
+fn node_available_line(node_id: u64, patch: impl FnOnce(&mut serde_json::Value)) -> String {
+    let mut v = serde_json::json!({
+        "type": "node_available",
+        "node_id": node_id,
+        "endpoint_id": format!("{:064x}", 0xabc0 + node_id),
+        "addrs": [format!("127.0.0.1:{}", 7400 + node_id)],
+        "swim_addr": format!("127.0.0.1:{}", 7500 + node_id),
+        "memory_bytes": 8u64 << 30,
+        "device": "cpu",
+    });
+    patch(&mut v);
+    v.to_string()
+}
+
+/// `pool init` over `lines` on standard input: its exit code, stdout and stderr.
+fn pool_init(lines: &[String]) -> (Option<i32>, String, String) {
+    let out = swactor()
+        .args(["pool", "init"])
+        .write_stdin(lines.join("\n"))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("pool init");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn pool_init_leaves_out_the_memory_a_node_did_not_report_and_writes_the_one_it_did() {
+    let lines = [
+        node_available_line(1, |v| {
+            v.as_object_mut().expect("object").remove("memory_bytes");
+        }),
+        node_available_line(2, |_| {}),
+    ];
+    let (code, text, err) = pool_init(&lines);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(text.matches("memory_bytes").count(), 1, "only node 2's: {text}");
+    assert!(!text.contains("memory_bytes = 0"), "{text}");
+    let pool = swactor::planner::Pool::from_toml(&text).expect("a valid pool file");
+    assert_eq!(pool.nodes[0].memory_bytes, 0, "taken from node 1's report at run time");
+    assert_eq!(pool.nodes[1].memory_bytes, 8 << 30);
+}
+
+/// A change to a `node_available` record.
+type Patch = fn(&mut serde_json::Value);
+
+#[test]
+fn pool_init_and_run_plan_refuse_the_same_bad_devices_addresses_and_node_ids() {
+    let model = synth_model(4);
+    let cases: [(&str, Patch); 6] = [
+        ("device", |v| v["device"] = "gpu please".into()),
+        ("device", |v| v["device"] = "cuda:x".into()),
+        ("unspecified", |v| v["addrs"] = serde_json::json!(["0.0.0.0:7401"])),
+        ("unspecified", |v| v["addrs"] = serde_json::json!(["[::]:7401"])),
+        ("port 0", |v| v["addrs"] = serde_json::json!(["127.0.0.1:0"])),
+        ("id is 0", |v| v["node_id"] = 0.into()),
+    ];
+    for (i, (what, patch)) in cases.iter().enumerate() {
+        let lines = [node_available_line(1, |_| {}), node_available_line(2, patch)];
+        let (code, text, err) = pool_init(&lines);
+        assert_eq!(code, Some(3), "{what}: {text}{err}");
+        assert!(err.contains("invalid_pool") && err.contains(what), "{what}: {err}");
+        assert!(text.is_empty(), "no pool file written: {text}");
+        assert!(!err.contains("panicked"), "{err}");
+        // The same entry written by hand: `run plan` refuses it with the same check.
+        let mut p = pool(2);
+        let v: serde_json::Value = serde_json::from_str(&lines[1]).expect("json");
+        p.nodes[1].node_id = NodeId(v["node_id"].as_u64().expect("id"));
+        p.nodes[1].addrs = vec![v["addrs"][0].as_str().expect("addr").parse().expect("addr")];
+        p.nodes[1].device = v["device"].as_str().map(String::from);
+        let file = pool_file(&format!("cli-pool-bad-{i}.toml"), &p);
+        let out = swactor()
+            .args(["run", "plan", "--json", "--model"])
+            .arg(&model)
+            .arg("--pool")
+            .arg(&file)
+            .assert()
+            .code(4)
+            .get_output()
+            .stdout
+            .clone();
+        let lines = stdout_json_lines(&out);
+        assert_eq!(lines[0]["reason"], "invalid_pool", "{what}: {lines:?}");
+    }
+    // An address that is no address at all is named, not dropped.
+    let lines = [node_available_line(1, |v| v["addrs"] = serde_json::json!(["nowhere"]))];
+    let (code, _, err) = pool_init(&lines);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no valid addrs") && err.contains("nowhere"), "{err}");
+}
+
+#[test]
+fn pool_init_refuses_a_line_or_an_input_over_its_size_limit_without_reading_on() {
+    let long = "x".repeat(swactor::cli::pool_init_cmd::MAX_LINE_BYTES + 1);
+    let (code, text, err) = pool_init(&[node_available_line(1, |_| {}), long]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("input_too_large") && err.contains("longer than"), "{err}");
+    assert!(text.is_empty(), "{text}");
+
+    // Many short lines past the total limit, from a file.
+    let path = scratch().join("pool-init-huge.jsonl");
+    let filler = format!("{}\n", "y".repeat(1023));
+    let count = (swactor::cli::pool_init_cmd::MAX_INPUT_BYTES / 1024 + 1) as usize;
+    std::fs::write(&path, format!("{}\n{}", node_available_line(1, |_| {}), filler.repeat(count)))
+        .expect("write");
+    let out = swactor()
+        .args(["pool", "init"])
+        .arg(&path)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("pool init");
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("input_too_large") && err.contains("in all"), "{err}");
+}

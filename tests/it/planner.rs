@@ -551,3 +551,31 @@ fn a_pool_file_may_leave_memory_out_but_a_plan_needs_it_from_somewhere() {
     assert_eq!(err.reason, PlanRejection::InvalidPool);
     assert!(err.message.contains("memory_bytes"), "{err:?}");
 }
+
+#[test]
+fn before_the_nodes_report_a_node_without_memory_bytes_is_judged_by_everything_but_its_memory() {
+    let model = facts(12);
+    let unknown = pool_with_memory(&[0, 0, 8 << 30]);
+    // `plan` has no report to take memory from; the check before the reports accepts it.
+    assert_eq!(rejection(&request(&model, &unknown, Some(3))), PlanRejection::InvalidPool);
+    swactor::planner::check_before_reports(&request(&model, &unknown, Some(3)))
+        .expect("memory is the node's report's to give");
+    // Everything else is still judged: more stages than nodes, and a declared memory.
+    let err = swactor::planner::check_before_reports(&request(&model, &unknown, Some(4)))
+        .expect_err("four stages on three nodes");
+    assert_ne!(err.reason, PlanRejection::InvalidPool, "{err}");
+    let tiny = pool_with_memory(&[0, 0, 1 << 10]);
+    let mut req = request(&model, &tiny, Some(3));
+    req.placement.layers =
+        Some(vec![LayerRange::new(0, 4), LayerRange::new(4, 8), LayerRange::new(8, 12)]);
+    let err = swactor::planner::check_before_reports(&req).expect_err("node 3 is too small");
+    assert_eq!(err.reason, PlanRejection::ExceedsNodeMemory, "{err}");
+}
+
+#[test]
+fn a_pool_file_leaves_out_a_memory_it_does_not_know_and_reads_back_the_same() {
+    let pool = pool_with_memory(&[0, 8 << 30]);
+    let text = pool.to_toml();
+    assert_eq!(text.matches("memory_bytes").count(), 1, "{text}");
+    assert_eq!(Pool::from_toml(&text).expect("parse"), pool);
+}

@@ -769,3 +769,194 @@ fn the_authorized_orchestrator_holds_at_most_eight_control_sessions_and_the_node
         endpoint.close().await;
     });
 }
+
+#[test]
+fn a_node_booted_without_threads_computes_on_every_cpu_it_may_use_and_says_so() {
+    let dir = scratch().join("node-threads");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (key1, key2) = (dir.join("n1.key"), dir.join("n2.key"));
+    let (sock1, sock2) = (dir.join("n1.sock"), dir.join("n2.sock"));
+    let args = [os("--node-id"), os("1"), os("--orchestrator"), os(&orch)];
+    let mut first = args.to_vec();
+    first.extend([os("--key"), key1.as_os_str(), os("--admin"), sock1.as_os_str()]);
+    let (child, report) = boot_node(&first, &[]);
+    let _children = Kill(vec![child]);
+    assert_eq!(report["threads"], cpus, "one worker per node, on the node's cores: {report}");
+    let mut second = vec![os("--node-id"), os("2"), os("--orchestrator"), os(&orch)];
+    second.extend([os("--key"), key2.as_os_str(), os("--admin"), sock2.as_os_str()]);
+    second.extend([os("--threads"), os("1")]);
+    let (child, report) = boot_node(&second, &[]);
+    let _more = Kill(vec![child]);
+    assert_eq!(report["threads"], 1, "--threads still chooses: {report}");
+}
+
+/// Opens `count` control sessions to the node at `report` (its `node_available`) from an
+/// endpoint of key `key_byte` (not the orchestrator's), each refused; returns once each
+/// ended.
+fn foreign_sessions(report: &serde_json::Value, key_byte: u8, count: usize) {
+    use swactor::net::endpoint::{CTL_ALPN, bind};
+    use swactor::net::identity::NodeKey;
+    let node_id: iroh::EndpointId =
+        report["endpoint_id"].as_str().expect("id").parse().expect("endpoint id");
+    let node_addr: std::net::SocketAddr =
+        report["addrs"][0].as_str().expect("addr").parse().expect("addr");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    rt.block_on(async {
+        let me = NodeKey::from_bytes(&[key_byte; 32]);
+        let foreign = bind(&me, "127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+        for _ in 0..count {
+            let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
+            if let Ok(conn) = foreign.connect(addr, CTL_ALPN).await {
+                if let Ok((mut send, _recv)) = conn.open_bi().await {
+                    let hello = swactor::control::ControlMessage::Hello {
+                        orchestrator: swactor::wire::NodeId(100),
+                        members: vec![],
+                    };
+                    let _ = swactor::control::write_message(&mut send, &hello).await;
+                }
+                let _ = conn.closed().await;
+            }
+        }
+        foreign.close().await;
+    });
+}
+
+#[test]
+fn orchestrate_pool_with_a_key_every_node_refuses_exits_8_at_once_and_the_nodes_log_refusals_rate_limited()
+ {
+    let dir = scratch().join("orchestrate-refused");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let mut children = Kill(Vec::new());
+    let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
+    let mut reports = Vec::new();
+    for i in 1..=2u64 {
+        let log = std::fs::File::create(dir.join(format!("n{i}.err"))).expect("log");
+        let mut cmd = Command::new(exe());
+        cmd.args(["node", "boot", "--json", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+            .args(["--node-id", &i.to_string(), "--orchestrator", &orch, "--key"])
+            .arg(dir.join(format!("n{i}.key")))
+            .arg("--admin")
+            .arg(dir.join(format!("n{i}.sock")));
+        let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().expect("spawn");
+        let stdout = child.stdout.take().expect("stdout");
+        children.0.push(child);
+        let mut lines = BufReader::new(stdout).lines();
+        let report: serde_json::Value = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .find(|v: &serde_json::Value| v["type"] == "node_available")
+            .expect("node_available");
+        std::thread::spawn(move || for _ in lines {});
+        pool.push_str(&format!(
+            "[[nodes]]\nnode_id = {i}\nendpoint_id = \"{}\"\naddrs = {}\n\n",
+            report["endpoint_id"].as_str().expect("id"),
+            report["addrs"]
+        ));
+        reports.push(report);
+    }
+    std::fs::write(dir.join("pool.toml"), pool).expect("pool");
+    let started = Instant::now();
+    let out = Command::new(exe())
+        .args(["orchestrate", "pool", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(["--pool-timeout", "60", "--max-tokens", "2", "--pool"])
+        .arg(dir.join("pool.toml"))
+        .arg("--key")
+        .arg(dir.join("foreign.key"))
+        .arg("--model")
+        .arg(crate::support::synth_model(2))
+        .output()
+        .expect("orchestrate");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains("every node refused") && stderr.contains("unauthorized_orchestrator"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(30), "exit 8 as soon as every node refused: {took:?}");
+
+    // A peer refused over and over: its first refusal is logged, then a count at most every
+    // few seconds; `edge inspect` counts every one.
+    const MORE: u64 = 30;
+    foreign_sessions(&reports[0], 0x77, MORE as usize);
+    let socket = dir.join("n1.sock");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while inspect(&socket)["refused"]["unauthorized_orchestrator"].as_u64().unwrap_or(0) < MORE {
+        assert!(Instant::now() < deadline, "the node did not count the refusals");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let elapsed = started.elapsed();
+    let log = std::fs::read_to_string(dir.join("n1.err")).expect("log");
+    let lines = log.lines().filter(|l| l.contains("control session from")).count();
+    let most = 2 + 2 * (elapsed.as_secs() / 5) as usize;
+    assert!(lines >= 2, "the first refusal of each peer is logged: {log}");
+    assert!(lines <= most, "{lines} lines in {elapsed:?} (at most {most}):\n{log}");
+}
+
+#[test]
+fn orchestrate_pool_gives_up_on_a_pool_that_never_answers_after_its_pool_timeout_not_later() {
+    let dir = scratch().join("orchestrate-timeout");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A node nobody runs, at an address where nothing listens.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    drop(silent);
+    let pool = format!(
+        "[orchestrator]\nnode_id = 100\n\n[[nodes]]\nnode_id = 1\nendpoint_id = \"{}\"\n\
+         addrs = [\"{addr}\"]\n",
+        orchestrator_id(&dir.join("n1.key"))
+    );
+    std::fs::write(dir.join("pool.toml"), pool).expect("pool");
+    let model = crate::support::synth_model(2);
+    let started = Instant::now();
+    let out = Command::new(exe())
+        .args(["orchestrate", "pool", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(["--pool-timeout", "2", "--max-tokens", "2", "--pool"])
+        .arg(dir.join("pool.toml"))
+        .arg("--key")
+        .arg(dir.join("orch.key"))
+        .arg("--model")
+        .arg(&model)
+        .output()
+        .expect("orchestrate");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(stderr.contains("within 2s") && stderr.contains("node 1 did not answer"), "{stderr}");
+    assert!(took >= Duration::from_secs(2), "it waited its timeout: {took:?}");
+    assert!(took < Duration::from_millis(4500), "--pool-timeout 2 takes 2 s: {took:?}");
+}
+
+#[test]
+fn a_node_stopped_by_sigterm_ends_its_json_stream_with_node_stopped() {
+    let dir = scratch().join("node-stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch = orchestrator_id(&dir.join("orch.key"));
+    let key = dir.join("n1.key");
+    let socket = dir.join("n1.sock");
+    let mut cmd = Command::new(exe());
+    cmd.args(["node", "boot", "--json", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+        .args(["--node-id", "1", "--orchestrator", &orch, "--key"])
+        .arg(&key)
+        .arg("--admin")
+        .arg(&socket);
+    let (child, rx) = spawn_lines(&mut cmd);
+    let mut children = Kill(vec![child]);
+    wait_for(&rx, "node_available", Duration::from_secs(30), |v| v["type"] == "node_available");
+    let pid = rustix::process::Pid::from_raw(children.0[0].id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal");
+    let status = children.0[0].wait().expect("wait");
+    assert!(status.success(), "a clean stop: {status:?}");
+    let rest: Vec<serde_json::Value> = rx.iter().collect();
+    let last = rest.last().expect("a last line");
+    assert_eq!(last["type"], "node_stopped", "{rest:?}");
+    assert_eq!(last["node_id"], 1);
+}

@@ -72,7 +72,8 @@ impl Nodes {
         let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
         for i in 1..=n {
             let mut cmd = Command::new(exe());
-            cmd.args(["node", "boot", "--json", "--node-id", &i.to_string()])
+            // Three nodes share this host (two cores on CI): one compute thread each.
+            cmd.args(["node", "boot", "--json", "--node-id", &i.to_string(), "--threads", "1"])
                 .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
                 .arg("--key")
                 .arg(dir.join(format!("n{i}.key")))
@@ -130,7 +131,7 @@ impl Nodes {
         };
         let _ = std::fs::remove_file(self.admin(i));
         let mut child = Command::new(exe())
-            .args(["node", "boot", "--json", "--node-id", &i.to_string()])
+            .args(["node", "boot", "--json", "--node-id", &i.to_string(), "--threads", "1"])
             .args(["--listen", &format!("127.0.0.1:{}", self.ports[slot][1])])
             .args(["--swim", &format!("127.0.0.1:{}", self.ports[slot][0])])
             .arg("--key")
@@ -598,6 +599,22 @@ fn a_pool_file_naming_another_device_than_the_node_reports_is_refused_before_any
     }
 }
 
+#[test]
+fn a_pool_file_without_memory_bytes_plans_with_what_each_node_reported_and_the_run_completes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("run-no-memory", 2, |_| vec![]);
+    let pool = std::fs::read_to_string(&nodes.pool).expect("pool");
+    let without = pool.replace("memory_bytes = 8589934592\n", "");
+    assert!(!without.contains("memory_bytes"), "{without}");
+    std::fs::write(&nodes.pool, without).expect("pool");
+    let (code, lines, err) = nodes.orchestrate(&model, &["--max-tokens", "4"]).finish();
+    assert_eq!(code, 0, "memory_bytes is optional: {err}");
+    assert_eq!(tokens(&lines).len(), 4);
+    let planned = events(&lines, "run_planned");
+    assert_eq!(planned.len(), 1, "{lines:?}");
+}
+
 /// Runs a long decode, applies `fault` once a few tokens arrived, and returns the
 /// orchestrator's exit code and lines.
 fn fault_run(
@@ -637,6 +654,22 @@ fn a_stage_node_killed_mid_decode_faults_the_run_and_the_survivors_tear_down() {
     );
     assert_one_outcome_and_teardown(&lines, "faulted", &[0, 2]);
     assert_lost_not_stopped(&lines, 1, 2);
+    nodes.assert_clean(1);
+    nodes.assert_clean(3);
+}
+
+#[test]
+fn a_node_stopped_cleanly_mid_decode_says_so_and_the_run_faults_with_node_stopped() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-stop-node", 3, |_| vec![]);
+    let (code, lines, err) =
+        fault_run(&nodes, &[], |n| signal(n.pid(2), rustix::process::Signal::TERM));
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "node.stopped", "not a lost connection: {f}");
+    assert_eq!(f["component"], "control_channel");
+    assert_eq!(f["node_id"], 2);
+    assert!(err.contains("node.stopped on node 2"), "{err}");
     nodes.assert_clean(1);
     nodes.assert_clean(3);
 }

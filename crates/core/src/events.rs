@@ -106,6 +106,12 @@ pub enum Event {
         /// Detecting component.
         component: Component,
     },
+    /// A node stopped cleanly (SIGINT, SIGTERM, its supervisor): the last line of its
+    /// `--json` stream. Its control session was told first (`node.stopped`).
+    NodeStopped {
+        /// The node.
+        node_id: NodeId,
+    },
     /// A SWIM datagram was refused: unsigned, from a signer the pool does not name, with a
     /// bad signature, replayed or stale, or naming a member its signer may not speak as.
     /// Reported for the 1st, 2nd, 4th, ... refusal of each reason; it changes nothing in
@@ -405,6 +411,7 @@ impl Event {
             Event::NodeStarted { .. } => "node_started",
             Event::NodeAvailable { .. } => "node_available",
             Event::NodeFaulted { .. } => "node_faulted",
+            Event::NodeStopped { .. } => "node_stopped",
             Event::MembershipRejected { .. } => "membership_rejected",
             Event::PoolReady { .. } => "pool_ready",
             Event::RunPlanned { .. } => "run_planned",

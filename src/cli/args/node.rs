@@ -68,9 +68,11 @@ pub struct NodeBootArgs {
     /// the boot (`device_unavailable`, exit 6). Reported in `node_available`.
     #[arg(long, default_value = "cpu", value_name = "DEVICE", value_parser = parse_node_device)]
     pub device: crate::worker::protocol::Backend,
-    /// Compute threads of the worker's stage (`--worker-threads` is an older name).
-    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
-    pub worker_threads: u32,
+    /// Compute threads of the worker's stage (`--worker-threads` is an older name; one
+    /// node per host, its one worker using the host's cores) [default: every CPU this
+    /// process may use].
+    #[arg(long = "threads", alias = "worker-threads", value_name = "N")]
+    pub worker_threads: Option<u32>,
     /// Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the
     /// runtime or temporary directory, KEY being the first 16 digits of the endpoint id].
     /// An existing file there is never touched: only a stale socket is replaced.

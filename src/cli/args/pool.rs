@@ -17,7 +17,9 @@ pub enum PoolCommand {
     Watch(PoolWatchArgs),
     /// Write a pool file from what the nodes printed: the `node_available` lines of
     /// `node boot --json` (from files, or standard input), so nobody copies endpoint ids by
-    /// hand. Each node's reported memory becomes its `memory_bytes`.
+    /// hand. Each node's reported memory becomes its `memory_bytes` (left out when it
+    /// reported none: `orchestrate pool` then takes the node's report); the pool is
+    /// checked as `run plan` checks a pool file.
     #[command(after_help = SEE_EXIT_CODES)]
     Init(PoolInitArgs),
 }

@@ -6,7 +6,7 @@ use crate::cli::args::OrchestratePoolArgs;
 use crate::cli::exit::{CliError, plan_error};
 use crate::cli::run_sink::EventsFile;
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
-use crate::planner::{PlanRequest, plan};
+use crate::planner::{PlanRequest, check_before_reports};
 
 use super::run::{PrintConfig, RunInputs, session_limits, timeouts};
 use super::source::{check_url, placement, read_pool, weight_source};
@@ -25,9 +25,10 @@ pub struct PoolRun {
 
 impl PoolRun {
     /// Reads the model, the requests and the pool file, creates the `--events` file, and
-    /// plans once as the driver will once the pool is ready: a request the pool can never
-    /// satisfy (placement, stage count, memory, ...) is rejected before waiting. The
-    /// checks run in the order whose first failure is reported.
+    /// plans once as the driver will once the pool is ready ([`check_before_reports`]: a
+    /// node without `memory_bytes` is judged by its report, later): a request the pool can
+    /// never satisfy (placement, stage count, declared memory, ...) is rejected before
+    /// waiting. The checks run in the order whose first failure is reported.
     pub fn from_args(args: &OrchestratePoolArgs) -> Result<PoolRun, CliError> {
         let inputs = RunInputs::read(&args.model, &args.run)?;
         check_url(args.weights_url.as_deref())?;
@@ -42,7 +43,7 @@ impl PoolRun {
         )?;
         let run_id = super::run::run_id(&args.run);
         // The driver plans again with this orchestrator's own identity.
-        plan(&PlanRequest {
+        check_before_reports(&PlanRequest {
             run_id,
             model: &inputs.facts,
             source: source.clone(),

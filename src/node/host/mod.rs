@@ -121,6 +121,13 @@ impl StageHost {
         self.drain().await;
     }
 
+    /// The node stops cleanly: its session is told (`node.stopped`) and let go of, so that
+    /// everything sent is delivered before the node closes.
+    pub async fn stopping(&mut self) {
+        self.node.session_ending(crate::wire::reason::NodeStop::Stopped.into());
+        self.drain().await;
+    }
+
     /// Handles one output of the worker controller. Returns `false` when the worker failed
     /// for good (the node cannot compute any more).
     pub async fn worker_output(&mut self, out: CtlOutput) -> bool {

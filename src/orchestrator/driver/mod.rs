@@ -146,6 +146,10 @@ pub enum OrchestrateError {
     /// The pool did not become ready in time.
     #[error("the pool did not become ready within {0:?}: {1}")]
     PoolTimeout(Duration, String),
+    /// Every node of the pool refused the control session (a key no node accepts): no
+    /// waiting makes the pool ready.
+    #[error("every node refused the control session: {0}")]
+    PoolRefused(String),
     /// The plan was rejected.
     #[error("{0}")]
     Plan(crate::planner::PlanError),
@@ -180,9 +184,20 @@ pub async fn orchestrate(
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     let result = run_on(&config, arriving, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;
-    endpoint.close().await;
+    match &result {
+        // No run started: nothing waits for this endpoint's last words, and a handshake
+        // toward a node that never answered would hold the close for seconds past
+        // `--pool-timeout`.
+        Err(OrchestrateError::PoolTimeout(..) | OrchestrateError::PoolRefused(_)) => {
+            let _ = tokio::time::timeout(UNREADY_CLOSE, endpoint.close()).await;
+        }
+        _ => endpoint.close().await,
+    }
     result
 }
+
+/// How long an orchestrator whose pool never became ready waits for its endpoint to close.
+const UNREADY_CLOSE: Duration = Duration::from_millis(200);
 
 #[allow(clippy::too_many_arguments)]
 async fn run_on(
@@ -324,8 +339,8 @@ fn reported_device(
     }
 }
 
-/// Feeds the pool phase until the gate says the pool is ready (its nodes), the deadline
-/// passes or the operator stops.
+/// Feeds the pool phase until the gate says the pool is ready (its nodes), every node
+/// refused the control session, the deadline passes or the operator stops.
 async fn wait_for_pool(
     config: &OrchestrateConfig,
     phase: &mut PoolPhase,
@@ -373,6 +388,9 @@ async fn wait_for_pool(
                 }
                 _ => {}
             }
+        }
+        if phase.all_refused() {
+            return Err(OrchestrateError::PoolRefused(phase.missing()));
         }
     }
 }

@@ -437,6 +437,11 @@ impl<'t> RunLoop<'t> {
     fn pool_notice(&mut self, notice: PoolNotice, sink: &mut dyn RunSink) {
         let now = Instant::now();
         match notice {
+            PoolNotice::Message(node, ControlMessage::SessionEnding { reason, .. }) => {
+                // The node said why its session ends (it stops, or was taken over): that,
+                // not the lost connection that follows, is what its stages' loss is.
+                self.fsm.node_lost(now, node, reason, Component::ControlChannel);
+            }
             PoolNotice::Message(node, msg) => self.stage_message(node, msg, sink),
             PoolNotice::SessionClosed(node) => {
                 // No stage report will come from a node without a session: its stages are

@@ -114,6 +114,15 @@ pub enum ControlMessage {
         /// Why (the boot fault it amounts to: the node can no longer start a worker).
         reason: BootFault,
     },
+    /// Node -> orchestrator: the node ends this session, its last message on it: it stops
+    /// (`node.stopped`), or the orchestrator's key opened a newer session on it
+    /// (`control.taken_over`). A run the session carried faults with `reason`.
+    SessionEnding {
+        /// The node.
+        node_id: NodeId,
+        /// Why.
+        reason: FaultReason,
+    },
     /// Node -> orchestrator: an observability event, forwarded.
     Event {
         /// The stamped event.

@@ -98,19 +98,28 @@ pub(super) fn check_model(model: &ModelFacts) -> Result<()> {
     Ok(())
 }
 
-/// Judges a pool's meaning without its nodes: distinct node ids (the orchestrator's
-/// included) and endpoint ids, endpoint ids of 64 hex digits, addresses and memory for
-/// every node. The one check every command runs on a pool file, before waiting for nodes.
+/// Judges a pool's meaning without its nodes: node ids other than 0 (SWIM's "unknown"),
+/// distinct (the orchestrator's included), endpoint ids of 64 hex digits and distinct,
+/// addresses for every node that a peer can reach ([`pool::unreachable_addr`]), and device
+/// labels `cpu` / `cuda:N`. The one check every command (`run plan`, `orchestrate pool`,
+/// `pool watch`, `pool init`) runs on a pool, before waiting for nodes.
 pub fn check_pool(pool: &Pool) -> Result<()> {
     let mut seen = HashSet::from([pool.orchestrator.node_id]);
     let mut endpoints = HashSet::new();
     let invalid = |m: String| Err(PlanError::new(PlanRejection::InvalidPool, m));
+    if pool.orchestrator.node_id.0 == 0 {
+        return invalid("the orchestrator's node id is 0, which names no node".into());
+    }
     if let Some(e) = &pool.orchestrator.endpoint_id
         && !pool::is_endpoint_id(e)
     {
         return invalid(format!("the orchestrator's endpoint id `{e}` is not 64 hex digits"));
     }
+    if let Some(why) = pool.orchestrator.addrs.iter().find_map(pool::unreachable_addr) {
+        return invalid(format!("the orchestrator's address {why}"));
+    }
     for n in &pool.nodes {
+        check_node_entry(n)?;
         if !seen.insert(n.node_id) {
             return Err(PlanError::new(
                 PlanRejection::DuplicateNode,
@@ -132,9 +141,26 @@ pub fn check_pool(pool: &Pool) -> Result<()> {
                 format!("node {}: endpoint id is shared with another node", n.node_id),
             ));
         }
-        if n.addrs.is_empty() {
-            return invalid(format!("node {} has no addresses", n.node_id));
-        }
+    }
+    Ok(())
+}
+
+/// Judges one node's entry on its own: its id, addresses and device label.
+fn check_node_entry(n: &PoolNode) -> Result<()> {
+    let invalid = |m: String| Err(PlanError::new(PlanRejection::InvalidPool, m));
+    if n.node_id.0 == 0 {
+        return invalid("a node's id is 0, which names no node (ids start at 1)".into());
+    }
+    if n.addrs.is_empty() {
+        return invalid(format!("node {} has no addresses", n.node_id));
+    }
+    if let Some(why) = n.addrs.iter().find_map(pool::unreachable_addr) {
+        return invalid(format!("node {}: address {why}", n.node_id));
+    }
+    if let Some(device) = n.device.as_deref()
+        && !pool::is_device_label(device)
+    {
+        return invalid(format!("node {}: device `{device}` is not `cpu` or `cuda:N`", n.node_id));
     }
     Ok(())
 }

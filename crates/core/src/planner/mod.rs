@@ -92,6 +92,19 @@ impl std::error::Error for PlanError {}
 /// A planner step's result: its value or the first rejection.
 type Result<T> = std::result::Result<T, PlanError>;
 
+/// Judges a request as [`plan`] will once the nodes reported, for a command to refuse
+/// before waiting for the pool a request it can never satisfy (placement, stage count,
+/// the memory a pool file declares, ...). A node whose entry leaves out `memory_bytes`
+/// is planned with what it reports in `node_available` ([`PoolNode::memory_bytes`]), so
+/// here it is not judged by memory: only the plan made with its report is.
+pub fn check_before_reports(req: &PlanRequest<'_>) -> Result<()> {
+    let mut pool = req.pool.clone();
+    for node in pool.nodes.iter_mut().filter(|n| n.memory_bytes == 0) {
+        node.memory_bytes = u64::MAX;
+    }
+    plan(&PlanRequest { pool: &pool, ..req.clone() }).map(|_| ())
+}
+
 /// Plans a run. Returns exactly one complete plan or the first rejection.
 pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let model = req.model;

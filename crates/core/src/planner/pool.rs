@@ -53,8 +53,8 @@ pub struct PoolNode {
     /// Addresses its endpoint listens on.
     pub addrs: Vec<SocketAddr>,
     /// Memory the node may use for weights, KV cache and rings (0 or absent: what the node
-    /// reports in `node_available`, taken by `orchestrate pool`).
-    #[serde(default)]
+    /// reports in `node_available`, taken by `orchestrate pool`; written only when known).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub memory_bytes: u64,
     /// The node's arena capacity (absent: what the node reports); a stage's rings must fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,6 +153,27 @@ pub fn is_endpoint_id(id: &str) -> bool {
     id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Whether `label` names a device as pool files and `node_available` write it: `cpu` or
+/// `cuda:N` (N a device ordinal, decimal digits only).
+pub fn is_device_label(label: &str) -> bool {
+    label == "cpu"
+        || label.strip_prefix("cuda:").is_some_and(|n| {
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok()
+        })
+}
+
+/// Why `addr` cannot be a pool member's address, if it cannot: an unspecified IP
+/// (`0.0.0.0`, `::`) or port 0 is where a process listens, never where a peer reaches it.
+pub fn unreachable_addr(addr: &SocketAddr) -> Option<String> {
+    if addr.ip().is_unspecified() {
+        Some(format!("{addr} is unspecified: write the address other hosts reach it at"))
+    } else if addr.port() == 0 {
+        Some(format!("{addr} has port 0: write the port it listens on"))
+    } else {
+        None
+    }
+}
+
 /// Parses an endpoint id as typed anywhere (pool file, `--orchestrator`): 64 hex digits in
 /// either case, returned in lowercase (the only form iroh parses).
 pub fn parse_endpoint_id(text: &str) -> Result<String, String> {
@@ -161,6 +182,11 @@ pub fn parse_endpoint_id(text: &str) -> Result<String, String> {
     } else {
         Err(format!("`{text}` is not an endpoint id (64 hex digits)"))
     }
+}
+
+/// Whether a memory figure is the "not given" 0 (left out of a written pool file).
+fn is_zero(bytes: &u64) -> bool {
+    *bytes == 0
 }
 
 /// Lowercases `id` in place when it is an endpoint id; leaves anything else for the

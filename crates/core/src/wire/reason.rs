@@ -286,6 +286,9 @@ reason_enum!(
         UnauthorizedOrchestrator = "unauthorized_orchestrator",
         /// The control connection was lost.
         ConnectionLost = "connection_lost",
+        /// The authorized orchestrator's key opened a newer session on the node (a second
+        /// orchestrator took the pool over): the older session and the run it carried end.
+        TakenOver = "taken_over",
     }
 );
 
@@ -403,6 +406,15 @@ reason_enum!(
     }
 );
 
+reason_enum!(
+    /// Why a node ended its sessions on its own.
+    NodeStop {
+        /// The node was stopped cleanly (SIGINT, SIGTERM, its supervisor): a run it served
+        /// faults.
+        Stopped = "stopped",
+    }
+);
+
 /// Any fault reason, grouped by class. Serializes as `"class.code"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultReason {
@@ -436,6 +448,8 @@ pub enum FaultReason {
     Timeout(Timeout),
     /// An operator stopped the run.
     Operator(OperatorStop),
+    /// A node ended its sessions (it stopped).
+    Node(NodeStop),
 }
 
 impl FaultReason {
@@ -457,6 +471,7 @@ impl FaultReason {
             FaultReason::Token(_) => "token",
             FaultReason::Timeout(_) => "timeout",
             FaultReason::Operator(_) => "operator",
+            FaultReason::Node(_) => "node",
         }
     }
 
@@ -478,6 +493,7 @@ impl FaultReason {
             FaultReason::Token(r) => r.as_str(),
             FaultReason::Timeout(r) => r.as_str(),
             FaultReason::Operator(r) => r.as_str(),
+            FaultReason::Node(r) => r.as_str(),
         }
     }
 
@@ -500,6 +516,7 @@ impl FaultReason {
             "token" => FaultReason::Token(TokenFault::from_code(code)?),
             "timeout" => FaultReason::Timeout(Timeout::from_code(code)?),
             "operator" => FaultReason::Operator(OperatorStop::from_code(code)?),
+            "node" => FaultReason::Node(NodeStop::from_code(code)?),
             _ => return None,
         })
     }
@@ -551,4 +568,5 @@ into_fault_reason!(
     TokenFault => Token,
     Timeout => Timeout,
     OperatorStop => Operator,
+    NodeStop => Node,
 );

@@ -305,9 +305,9 @@ impl StageNode {
     }
 
     /// Another endpoint tried to open a control session and was refused: a running stage
-    /// faults (someone is trying to take it over).
-    pub fn foreign_control(&mut self, peer: &str) {
-        self.log(format!("refused a control session from {peer}"));
+    /// faults (someone is trying to take it over). The driver logs the refusal, rate-limited
+    /// (a refused peer retries several times a second).
+    pub fn foreign_control(&mut self, _peer: &str) {
         if !self.is_idle() {
             self.stage_fault(
                 ControlFault::UnauthorizedOrchestrator.into(),
@@ -434,6 +434,16 @@ impl StageNode {
     /// and lets go of the session once that is delivered.
     pub fn node_faulted(&mut self, reason: BootFault) {
         self.send(ControlMessage::NodeFaulted { node_id: self.node_id, reason });
+        if self.session.take().is_some() {
+            self.actions.push_back(NodeAction::CloseSession);
+        }
+    }
+
+    /// The node ends its control session on its own (it stops: `node.stopped`): the session
+    /// is told why, its last message, and let go of so that it is delivered before the node
+    /// closes; a run it carried faults with that reason at the orchestrator.
+    pub fn session_ending(&mut self, reason: FaultReason) {
+        self.send(ControlMessage::SessionEnding { node_id: self.node_id, reason });
         if self.session.take().is_some() {
             self.actions.push_back(NodeAction::CloseSession);
         }
