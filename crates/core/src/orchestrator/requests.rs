@@ -47,7 +47,8 @@ pub struct RequestResult {
     /// The stable reason it failed (a refusal, or the session's fault as `class.code`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// From the moment the session could serve it to its first token, in milliseconds.
+    /// From the moment the session could serve it to its first token, in milliseconds,
+    /// rounded to a tenth.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<f64>,
 }
@@ -339,7 +340,7 @@ impl<'t> RequestBook<'t> {
             ttft_ms: live
                 .first_at
                 .zip(since)
-                .map(|(t, s)| t.saturating_duration_since(s).as_secs_f64() * 1e3),
+                .map(|(t, s)| (t.saturating_duration_since(s).as_secs_f64() * 1e4).round() / 10.0),
         };
         let index = live.index;
         Some((index, self.results[index].insert(result), rest))
@@ -425,6 +426,28 @@ mod tests {
         assert_eq!((index, r.text.as_str()), (0, "hello world"));
         assert_eq!(r.finish_reason, Some(FinishReason::Stop));
         assert_eq!(r.ttft_ms, Some(0.0));
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a test owns the clock
+    fn the_time_to_first_token_is_given_in_milliseconds_rounded_to_a_tenth() {
+        let tok = tokenizer("ttft");
+        let req = Request {
+            id: "a".into(),
+            prompt: vec![1],
+            max_tokens: 1,
+            sampling: SamplingPolicy::Greedy,
+            stop: Vec::new(),
+        };
+        let mut book = RequestBook::new(&tok, vec![req]);
+        let t0 = Instant::now();
+        book.serving(t0);
+        book.admitted(0, 1);
+        let at = t0 + std::time::Duration::from_nanos(12_345_678);
+        book.token(at, 1, 104);
+        let (_, r, _) =
+            book.finished(1, FinishReason::MaxTokens, &[1], vec![104], "").expect("live");
+        assert_eq!(r.ttft_ms, Some(12.3));
     }
 
     #[test]
