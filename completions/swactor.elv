@@ -120,6 +120,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
             cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
+            cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style), as `run local --chat` does'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'

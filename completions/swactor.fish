@@ -114,6 +114,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-k -d 'K
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-sequences -d 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3 or Llama 2 style), as `run local --chat` does'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and not __fish_seen_subcommand_from pool help" -s h -l help -d 'Print help'

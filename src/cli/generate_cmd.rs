@@ -108,7 +108,18 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             eyre!("--stages must lie in 1..={} for this model", facts.block_count),
         ));
     }
-    let prompt = tokenizer.encode(&args.prompt, true, false);
+    let prompt = if args.chat {
+        let template = content
+            .metadata
+            .get("tokenizer.chat_template")
+            .and_then(|v| v.to_string().ok())
+            .map(String::as_str);
+        tokenizer
+            .encode_chat_prompt(template, &args.prompt)
+            .map_err(|e| CliError::new(ExitCode::Usage, e.code(), eyre!("--chat: {e}")))?
+    } else {
+        tokenizer.encode(&args.prompt, true, false)
+    };
     if prompt.is_empty() {
         return Err(CliError::new(ExitCode::Usage, "usage", eyre!("the prompt is empty")));
     }

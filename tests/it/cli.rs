@@ -1469,3 +1469,44 @@ fn pool_init_refuses_a_line_or_an_input_over_its_size_limit_without_reading_on()
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("input_too_large") && err.contains("in all"), "{err}");
 }
+
+#[test]
+fn generate_chat_writes_the_prompt_in_the_chat_template_and_says_what_run_local_chat_says() {
+    let Some(model) = smollm2() else { return };
+    let ids = |out: &[u8]| -> (Vec<u64>, u64) {
+        let lines = stdout_json_lines(out);
+        let tokens = lines.iter().filter(|l| l["type"] == "token").map(|l| l["id"].as_u64());
+        let prompt = lines.iter().find_map(|l| l["prompt_tokens"].as_u64()).expect("summary");
+        (tokens.map(|t| t.expect("id")).collect(), prompt)
+    };
+    let prompt = "What is the capital of France?";
+    let generate = |chat: bool| {
+        let mut cmd = swactor();
+        cmd.args(["generate", "--json", "--max-tokens", "8", "--prompt", prompt, "--model"]);
+        cmd.arg(&model);
+        if chat {
+            cmd.arg("--chat");
+        }
+        ids(&cmd.assert().success().get_output().stdout.clone())
+    };
+    let (chat_tokens, chat_prompt) = generate(true);
+    let (_, plain_prompt) = generate(false);
+    assert!(
+        chat_prompt > plain_prompt + 4,
+        "the template's turns: {chat_prompt} vs {plain_prompt}"
+    );
+    let local = swactor()
+        .args(["run", "local", "--json", "--chat", "--stages", "2", "--max-tokens", "8"])
+        .args(["--prompt", prompt, "--model"])
+        .arg(&model)
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&local);
+    let local_tokens: Vec<u64> =
+        lines.iter().filter(|l| l["type"] == "token").filter_map(|l| l["id"].as_u64()).collect();
+    assert_eq!(chat_tokens, local_tokens, "generate --chat equals run local --chat");
+}

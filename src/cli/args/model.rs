@@ -16,6 +16,10 @@ pub struct GenerateArgs {
     /// The prompt text.
     #[arg(long, value_name = "TEXT")]
     pub prompt: String,
+    /// Wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 style), as
+    /// `run local --chat` does.
+    #[arg(long)]
+    pub chat: bool,
     /// Split the model into this many stages in this process (activations cross each
     /// boundary as wire bytes, as in a pipeline).
     #[arg(long, default_value_t = 1, value_name = "N")]
