@@ -674,6 +674,26 @@ fn a_node_stopped_cleanly_mid_decode_says_so_and_the_run_faults_with_node_stoppe
     nodes.assert_clean(3);
 }
 
+#[test]
+fn a_second_orchestrator_with_the_same_key_taking_the_pool_over_is_named_as_a_takeover() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = Nodes::boot("run-takeover", 2, |_| vec![]);
+    let mut second = None;
+    let (code, lines, err) = fault_run(&nodes, &[], |n| {
+        second = Some(n.orchestrate(&synth_model(4), &["--max-tokens", "2"]));
+    });
+    assert_eq!(code, 7, "{err}");
+    let f = the_fault(&lines);
+    assert_eq!(f["reason"], "control.taken_over", "not a lost connection: {f}");
+    assert_eq!(f["component"], "control_channel");
+    // The one that took over ends too (it may find a stage still being torn down).
+    let (code2, _, err2) = second.expect("started").finish();
+    assert!(code2 == 0 || code2 == 7, "{err2}");
+    for i in 1..=2 {
+        nodes.assert_clean(i);
+    }
+}
+
 /// Stage `stage` of node `node` was reported lost, never stopped, and the teardown counted
 /// it as lost.
 pub(crate) fn assert_lost_not_stopped(lines: &[Value], stage: u64, node: u64) {

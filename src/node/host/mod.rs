@@ -66,6 +66,8 @@ pub struct StageHost {
     inputs: mpsc::UnboundedSender<HostInput>,
     /// The open control session's sender and number.
     session: Option<(mpsc::UnboundedSender<ControlMessage>, u64)>,
+    /// A session just opened, used from the node's `UseSession` on.
+    opening: Option<(mpsc::UnboundedSender<ControlMessage>, u64)>,
     cache: PathBuf,
     t0: Instant,
 }
@@ -98,6 +100,7 @@ impl StageHost {
             notifier,
             inputs,
             session: None,
+            opening: None,
             cache,
             t0: Instant::now(),
         }
@@ -140,7 +143,9 @@ impl StageHost {
     pub async fn input(&mut self, input: HostInput) {
         match input {
             HostInput::SessionOpened { tx, orchestrator, session } => {
-                self.session = Some((tx, session));
+                // Used once the node says so: what it tells the session before (a
+                // takeover) goes on the old one.
+                self.opening = Some((tx, session));
                 self.node.session_opened(orchestrator, session);
             }
             HostInput::SessionClosed(session) => self.node.session_closed(session),
@@ -210,6 +215,11 @@ impl StageHost {
                 self.executor.forget_connections();
             }
             NodeAction::CloseSession => self.session = None,
+            NodeAction::UseSession(n) => {
+                if self.opening.as_ref().is_some_and(|o| o.1 == n) {
+                    self.session = self.opening.take();
+                }
+            }
             NodeAction::Log(line) => eprintln!("swactor node: {line}"),
         }
     }

@@ -158,6 +158,9 @@ pub enum NodeAction {
     ForgetEdges(Vec<EdgeId>),
     /// Let go of the control session once what was sent is delivered.
     CloseSession,
+    /// From now on send on control session `n` (the one just opened), letting go of the
+    /// one before once what was sent on it is delivered.
+    UseSession(u64),
     /// A line for the node's log.
     Log(String),
 }
@@ -281,8 +284,33 @@ impl StageNode {
     }
 
     /// The orchestrator opened control session `session` (replacing any earlier one).
+    ///
+    /// A session that opens while another is open takes the node over: the old session is
+    /// told why it ends (`control.taken_over`, sent on it before the driver switches), and
+    /// a stage it carried is faulted with that and torn down by the node itself (nobody
+    /// will stop it on the old session).
     pub fn session_opened(&mut self, orchestrator: NodeId, session: u64) {
+        if self.session.is_some_and(|s| s.1 != session) {
+            let reason = ControlFault::TakenOver.into();
+            self.send(ControlMessage::SessionEnding { node_id: self.node_id, reason });
+            self.tear_down_for(reason);
+        }
         self.session = Some((orchestrator, session));
+        self.actions.push_back(NodeAction::UseSession(session));
+    }
+
+    /// Faults a running stage with `reason` (detected by the control channel) and stops it
+    /// on the node's own authority.
+    fn tear_down_for(&mut self, reason: FaultReason) {
+        if let Some((run, _)) = self.ids()
+            && let Some(ctl) = self.controller.as_mut()
+            && !ctl.is_stopped()
+        {
+            self.fault_component.get_or_insert(Component::ControlChannel);
+            ctl.fault(reason);
+            let from = ctl.provisioning().map(|p| p.orchestrator).unwrap_or_default();
+            ctl.stop_run(from, run);
+        }
     }
 
     /// Control session `session` ended: nobody will send `StopRun` on it, so a running
@@ -293,15 +321,7 @@ impl StageNode {
         }
         self.session = None;
         self.actions.push_back(NodeAction::CloseSession);
-        if let Some((run, _)) = self.ids()
-            && let Some(ctl) = self.controller.as_mut()
-            && !ctl.is_stopped()
-        {
-            self.fault_component.get_or_insert(Component::ControlChannel);
-            ctl.fault(ControlFault::ConnectionLost.into());
-            let from = ctl.provisioning().map(|p| p.orchestrator).unwrap_or_default();
-            ctl.stop_run(from, run);
-        }
+        self.tear_down_for(ControlFault::ConnectionLost.into());
     }
 
     /// Another endpoint tried to open a control session and was refused: a running stage

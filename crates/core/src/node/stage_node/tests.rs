@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::arena::ArenaManager;
-use crate::wire::reason::StepFailure;
+use crate::wire::reason::{ControlFault, FaultReason, StepFailure};
 use crate::wire::{
     ActivationDType, LayerRange, ObjectSpec, Peer, RecvEdgeProvision, RingSpec, RuntimeConfig,
     SamplingPolicy, SendEdgeProvision, WeightSource,
@@ -158,4 +158,30 @@ fn nothing_is_sent_without_a_session_and_a_closed_session_tears_the_stage_down()
     assert!(a.contains(&NodeAction::CloseSession));
     assert_eq!(stage_faults(&a), 0, "no session to report on: {a:?}");
     assert!(!n.is_idle() || n.provisioning().is_some());
+}
+
+#[test]
+fn a_second_session_takes_the_node_over_tells_the_first_why_and_tears_its_stage_down() {
+    let mut n = node();
+    provision(&mut n, 9);
+    actions(&mut n);
+    n.session_opened(ORCH, SESSION + 1);
+    let a = actions(&mut n);
+    let taken: FaultReason = ControlFault::TakenOver.into();
+    let ending = a.iter().position(|x| {
+        matches!(x, NodeAction::Send(ControlMessage::SessionEnding { reason, .. }) if *reason == taken)
+    });
+    let switch = a.iter().position(|x| *x == NodeAction::UseSession(SESSION + 1));
+    assert!(ending.is_some() && switch.is_some() && ending < switch, "told on the old one: {a:?}");
+    assert!(
+        a.iter().any(|x| matches!(
+            x,
+            NodeAction::Send(ControlMessage::StageFault { reason, .. }) if *reason == taken
+        )),
+        "the stage it carried faults with the takeover: {a:?}"
+    );
+    // The same session opening again is no takeover.
+    n.session_opened(ORCH, SESSION + 1);
+    let a = actions(&mut n);
+    assert!(!a.iter().any(|x| matches!(x, NodeAction::Send(ControlMessage::SessionEnding { .. }))));
 }

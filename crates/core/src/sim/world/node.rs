@@ -263,7 +263,8 @@ impl World {
             NodeAction::Emit { .. }
             | NodeAction::WakeRing(_)
             | NodeAction::ForgetEdges(_)
-            | NodeAction::CloseSession => {}
+            | NodeAction::CloseSession
+            | NodeAction::UseSession(_) => {}
         }
     }
 
