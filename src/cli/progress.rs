@@ -161,6 +161,14 @@ impl RunProgress {
                 let size = human_bytes(*bytes);
                 self.progress.message(format!("node {node_id} downloads {size} of weights"));
             }
+            Event::WeightsDownloading { node_id, bytes, total, .. }
+                if self.phase == RunPhase::Weights =>
+            {
+                let pct = bytes.saturating_mul(100).checked_div(*total).unwrap_or(100);
+                let (held, of) = (human_bytes(*bytes), human_bytes(*total));
+                self.progress
+                    .message(format!("node {node_id} downloads weights: {held} of {of} ({pct}%)"));
+            }
             Event::WeightsDownloaded { node_id, .. } if self.phase == RunPhase::Weights => {
                 self.progress.message(format!("node {node_id} downloaded its weights"));
             }

@@ -66,19 +66,27 @@ pub fn finish_batch(
     } else {
         eprintln!(
             "{}: {} requests ({} failed) on {} stages, {} tokens generated, {:.1} tokens/s",
-            match summary.outcome {
-                RunOutcome::Completed => "completed",
-                RunOutcome::Faulted => "faulted",
-                RunOutcome::OperatorStopped => "stopped by the operator",
-            },
+            outcome_words(&report),
             summary.requests,
             summary.failed,
             summary.stages,
             summary.completion_tokens,
             summary.decode_tokens_per_s
         );
+        // The summary said how it ended: no `Error:` block repeats it.
+        return finish_outcome(&report).map_err(CliError::already_told);
     }
     finish_outcome(&report)
+}
+
+/// How a run ended, in the words of its text summary (a fault with its component).
+fn outcome_words(report: &RunReport) -> String {
+    match (report.outcome, report.fault) {
+        (RunOutcome::Completed, _) => "completed".into(),
+        (RunOutcome::Faulted, Some(f)) => format!("faulted ({f})"),
+        (RunOutcome::Faulted, None) => "faulted".into(),
+        (RunOutcome::OperatorStopped, _) => "stopped by the operator".into(),
+    }
 }
 
 /// A prompt run's summary (stderr after the text, or a `run` line with `--json`) and exit

@@ -35,6 +35,7 @@ fn one_of_each() -> Vec<Event> {
         Event::RunPlanned { run_id, stages: 3, edges: 4 },
         Event::StageProvisionStarted { run_id, node_id, stage_index, by: Reporter::Node },
         Event::WeightsDownloadStarted { run_id, node_id, stage_index, bytes: 10 },
+        Event::WeightsDownloading { run_id, node_id, stage_index, bytes: 5, total: 10 },
         Event::WeightsDownloaded { run_id, node_id, stage_index, bytes: 10 },
         Event::WeightsLoaded {
             run_id,
@@ -126,6 +127,7 @@ fn event_types_cover_the_design_list_exactly_once() {
         "run_planned",
         "stage_provision_started",
         "weights_download_started",
+        "weights_downloading",
         "weights_downloaded",
         "weights_loaded",
         "edge_provision_started",

@@ -325,6 +325,15 @@ fn a_three_stage_run_over_a_url_fetches_only_each_stages_ranges_and_yields_the_w
     }
     assert_eq!(s.bytes.load(Ordering::SeqCst), sum, "the server sent exactly the nodes' ranges");
     assert_eq!(crate::run::events(&lines, "weights_downloaded").len(), 3);
+    // Each node reports its download moving on, up to all of its bytes.
+    for node in 1..=3u64 {
+        let moving: Vec<&serde_json::Value> = crate::run::events(&lines, "weights_downloading")
+            .into_iter()
+            .filter(|v| v["node_id"] == node)
+            .collect();
+        let last = moving.last().unwrap_or_else(|| panic!("node {node} reports progress"));
+        assert_eq!(last["bytes"], last["total"], "node {node}: {last}");
+    }
 }
 
 #[test]

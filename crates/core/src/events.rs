@@ -165,6 +165,19 @@ pub enum Event {
         /// Expected size in bytes.
         bytes: u64,
     },
+    /// A stage's weights download moves on (at most once per percent or MiB).
+    WeightsDownloading {
+        /// The run.
+        run_id: RunId,
+        /// The stage's node.
+        node_id: NodeId,
+        /// The stage.
+        stage_index: StageIndex,
+        /// Bytes held so far.
+        bytes: u64,
+        /// Bytes the download needs in all.
+        total: u64,
+    },
     /// A stage finished downloading and checking its weights.
     WeightsDownloaded {
         /// The run.
@@ -417,6 +430,7 @@ impl Event {
             Event::RunPlanned { .. } => "run_planned",
             Event::StageProvisionStarted { .. } => "stage_provision_started",
             Event::WeightsDownloadStarted { .. } => "weights_download_started",
+            Event::WeightsDownloading { .. } => "weights_downloading",
             Event::WeightsDownloaded { .. } => "weights_downloaded",
             Event::WeightsLoaded { .. } => "weights_loaded",
             Event::EdgeProvisionStarted { .. } => "edge_provision_started",

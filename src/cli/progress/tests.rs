@@ -29,6 +29,14 @@ fn a_run_shows_the_pool_then_a_weights_bar_then_the_prefill_then_nothing() {
         bytes: 3 << 20,
     });
     assert_eq!(p.shown().0, "node 2 downloads 3.0 MiB of weights");
+    p.event(&Event::WeightsDownloading {
+        run_id,
+        node_id: NodeId(2),
+        stage_index,
+        bytes: 1 << 20,
+        total: 4 << 20,
+    });
+    assert_eq!(p.shown().0, "node 2 downloads weights: 1.0 MiB of 4.0 MiB (25%)");
     for n in 1..=3 {
         let layers = LayerRange::new(0, 1);
         p.event(&Event::WeightsLoaded {

@@ -155,7 +155,9 @@ impl StageHost {
                 let notice = match progress {
                     WeightsProgress::Started { bytes, .. } => WeightsNotice::Started { bytes },
                     WeightsProgress::Downloaded { bytes } => WeightsNotice::Downloaded { bytes },
-                    WeightsProgress::Received { .. } => return,
+                    WeightsProgress::Received { bytes, total } => {
+                        WeightsNotice::Received { bytes, total }
+                    }
                 };
                 self.node.weights_progress(run, notice);
             }

@@ -107,6 +107,13 @@ pub enum WeightsNotice {
         /// Expected size.
         bytes: u64,
     },
+    /// Bytes arrived: `bytes` of `total` held.
+    Received {
+        /// Bytes held so far.
+        bytes: u64,
+        /// Bytes the download needs in all.
+        total: u64,
+    },
     /// The file is complete and verified.
     Downloaded {
         /// Its size.
@@ -398,6 +405,9 @@ impl StageNode {
         self.emit(match notice {
             WeightsNotice::Started { bytes } => {
                 Event::WeightsDownloadStarted { run_id: run, node_id, stage_index, bytes }
+            }
+            WeightsNotice::Received { bytes, total } => {
+                Event::WeightsDownloading { run_id: run, node_id, stage_index, bytes, total }
             }
             WeightsNotice::Downloaded { bytes } => {
                 Event::WeightsDownloaded { run_id: run, node_id, stage_index, bytes }
