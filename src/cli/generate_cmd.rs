@@ -109,13 +109,9 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         ));
     }
     let prompt = if args.chat {
-        let template = content
-            .metadata
-            .get("tokenizer.chat_template")
-            .and_then(|v| v.to_string().ok())
-            .map(String::as_str);
+        let template = crate::model::tokenizer::chat_template(&content);
         tokenizer
-            .encode_chat_prompt(template, &args.prompt)
+            .encode_chat_prompt(template.as_deref(), &args.prompt)
             .map_err(|e| CliError::new(ExitCode::Usage, e.code(), eyre!("--chat: {e}")))?
     } else {
         tokenizer.encode(&args.prompt, true, false)

@@ -100,3 +100,8 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<Tokenizer, ModelError> {
         meta_bool(content, "tokenizer.ggml.add_bos_token").unwrap_or(add_bos_default),
     )
 }
+
+/// The model's chat template (`tokenizer.chat_template`), if the header has one.
+pub fn chat_template(content: &Content) -> Option<String> {
+    content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok()).cloned()
+}

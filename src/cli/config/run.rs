@@ -47,11 +47,7 @@ impl RunInputs {
         let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
         let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
         let tokenizer = Arc::new(tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?);
-        let template = content
-            .metadata
-            .get("tokenizer.chat_template")
-            .and_then(|v| v.to_string().ok())
-            .cloned();
+        let template = crate::model::tokenizer::chat_template(&content);
         if let Some(path) = &run.requests {
             let mut args = run.runtime.clone();
             args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));

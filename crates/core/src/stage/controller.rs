@@ -605,4 +605,6 @@ impl StageController {
 }
 
 #[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
 mod tests;

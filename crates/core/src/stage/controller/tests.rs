@@ -2,54 +2,9 @@
 
 use super::*;
 use crate::wire::reason::{ObjectFailure, StepFailure, WeightsFailure, WorkerFatal};
-use crate::wire::{
-    ActivationDType, LayerRange, ObjectSpec, Peer, RecvEdgeProvision, RingSpec, RuntimeConfig,
-    SamplingPolicy, SendEdgeProvision, WeightSource, WorkerGeneration,
-};
+use crate::wire::{LayerRange, WorkerGeneration};
 
-const ORCH: NodeId = NodeId(100);
-const HIDDEN: u32 = 64;
-
-fn peer(n: u64) -> Peer {
-    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![] }
-}
-
-fn prov(stage: u32, count: u32) -> ProvisionStage {
-    let act = ObjectSpec::activations(128, HIDDEN, ActivationDType::F32);
-    let inbound_spec = if stage == 0 { ObjectSpec::token_ids(128) } else { act };
-    let outbound_spec = if stage + 1 == count { ObjectSpec::token_ids(1) } else { act };
-    ProvisionStage {
-        run_id: RunId(9),
-        orchestrator: ORCH,
-        stage_index: StageIndex(stage),
-        stage_count: count,
-        layers: LayerRange::new(stage * 2, stage * 2 + 2),
-        block_count: count * 2,
-        embedding: stage == 0,
-        head: stage + 1 == count,
-        weights: WeightSource::Local { path: "/m.gguf".into() },
-        runtime: RuntimeConfig {
-            max_seq_len: 128,
-            kv_cache: crate::wire::KvCacheDType::F16,
-            activation_dtype: ActivationDType::F32,
-            max_tokens: 16,
-            sampling: SamplingPolicy::Greedy,
-            max_sequences: 1,
-        },
-        inbound: RecvEdgeProvision {
-            edge_id: EdgeId(u64::from(stage) + 1),
-            producer: peer(1),
-            object: inbound_spec,
-            ring: RingSpec { capacity: 65536, alignment: 128 },
-        },
-        outbound: SendEdgeProvision {
-            edge_id: EdgeId(u64::from(stage) + 2),
-            consumer: peer(2),
-            object: outbound_spec,
-            ring: RingSpec { capacity: 65536, alignment: 128 },
-        },
-    }
-}
+use super::fixtures::{HIDDEN, ORCH, prov};
 
 fn handle(id: u64) -> DeviceHandle {
     DeviceHandle { generation: WorkerGeneration(1), id }
