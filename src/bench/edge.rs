@@ -77,7 +77,7 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
     // Edge: ring -> pumps -> ring.
     let (a, b) = endpoints().await?;
     let (router, _refusals) = EdgeRouter::new();
-    router.expect(crate::wire::EdgeId(1), a.id());
+    router.expect(crate::wire::RunId(1), crate::wire::EdgeId(1), a.id());
     tokio::spawn(router.clone().accept_loop(b.clone()));
     let addr = iroh::EndpointAddr::new(b.id()).with_ip_addr(b.bound_sockets()[0]);
     let (egress, ingress) = (bench_ring(1, 8 << 20)?, bench_ring(2, 8 << 20)?);
@@ -90,6 +90,7 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
     let ww = Arc::clone(&writer_wake);
     let sender = tokio::spawn(send_pump(
         conn,
+        crate::wire::RunId(1),
         crate::wire::EdgeId(1),
         RingDrain::new(crate::wire::RingId(1), Arc::clone(&egress)),
         Arc::clone(&readable),

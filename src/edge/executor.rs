@@ -149,12 +149,13 @@ impl PlaneExecutor {
                     Err((reason, component)) => plane.ring_fault(layout.ring_id, reason, component),
                 }
             }
-            PlaneCommand::StartSend { edge_id, consumer, ring_id } => {
+            PlaneCommand::StartSend { run_id, edge_id, consumer, ring_id } => {
                 let Some((_, ring)) = self.rings.get(&ring_id) else { return };
                 let drain = RingDrain::new(ring_id, Arc::clone(ring));
                 let (endpoint, conns) = (self.endpoint.clone(), Arc::clone(&self.conns));
                 let (ready, ended) = (Arc::clone(&self.notices), Arc::clone(&self.notices));
                 let pump = spawn_send(
+                    run_id,
                     edge_id,
                     drain,
                     async move { connect(&endpoint, &conns, &consumer).await },
@@ -165,7 +166,7 @@ impl PlaneExecutor {
                 user.pump_started(ring_id, Arc::clone(&pump.hint));
                 self.pumps.insert(edge_id, pump);
             }
-            PlaneCommand::StartRecv { edge_id, producer, ring_id } => {
+            PlaneCommand::StartRecv { run_id, edge_id, producer, ring_id } => {
                 let Some((_, ring)) = self.rings.get(&ring_id) else { return };
                 let Some(peer) =
                     producer.endpoint_id.as_deref().and_then(|e| EndpointId::from_str(e).ok())
@@ -174,7 +175,7 @@ impl PlaneExecutor {
                     return;
                 };
                 let feeder = RingFeeder::new(ring_id, Arc::clone(ring));
-                self.router.expect(edge_id, peer);
+                self.router.expect(run_id, edge_id, peer);
                 let ended = Arc::clone(&self.notices);
                 let pump = spawn_recv(
                     self.router.stream_for(edge_id),

@@ -26,14 +26,14 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::endpoint::EDGE_ALPN;
 use crate::ring::{RingDrain, RingFeeder, RingMemory, Wake};
-use crate::wire::EdgeId;
 use crate::wire::evidence::PumpStopped;
 use crate::wire::reason::StreamFault;
+use crate::wire::{EdgeId, RunId};
 
 /// Magic at the start of every edge stream.
-pub const PREAMBLE_MAGIC: [u8; 8] = *b"SWEDGE01";
+pub const PREAMBLE_MAGIC: [u8; 8] = *b"SWEDGE02";
 /// Preamble length.
-pub const PREAMBLE_LEN: usize = 16;
+pub const PREAMBLE_LEN: usize = 24;
 /// Largest chunk the receive pump moves at once.
 pub const PUMP_CHUNK: usize = 1024 * 1024;
 /// Largest chunk the send pump hands to the stream at once.
@@ -55,18 +55,21 @@ pub const STOP_UNAUTHORIZED: u32 = 2;
 /// Stream stop code: the preamble is malformed.
 pub const STOP_PROTOCOL: u32 = 3;
 
-/// Encodes an edge stream's preamble.
-pub fn preamble(edge_id: EdgeId) -> [u8; PREAMBLE_LEN] {
+/// Encodes an edge stream's preamble: the magic, the run, the edge. The run tells a
+/// stream of this run from one of an earlier run of the same edge id that arrives late.
+pub fn preamble(run_id: RunId, edge_id: EdgeId) -> [u8; PREAMBLE_LEN] {
     let mut p = [0u8; PREAMBLE_LEN];
     p[..8].copy_from_slice(&PREAMBLE_MAGIC);
-    p[8..].copy_from_slice(&edge_id.0.to_le_bytes());
+    p[8..16].copy_from_slice(&run_id.0.to_le_bytes());
+    p[16..].copy_from_slice(&edge_id.0.to_le_bytes());
     p
 }
 
-/// Decodes a preamble; `None` when the magic is wrong.
-pub fn parse_preamble(bytes: &[u8; PREAMBLE_LEN]) -> Option<EdgeId> {
-    (bytes[..8] == PREAMBLE_MAGIC)
-        .then(|| EdgeId(u64::from_le_bytes(bytes[8..].try_into().unwrap_or([0; 8]))))
+/// Decodes a preamble into its run and edge; `None` when the magic is wrong.
+pub fn parse_preamble(bytes: &[u8; PREAMBLE_LEN]) -> Option<(RunId, EdgeId)> {
+    let word =
+        |r: std::ops::Range<usize>| u64::from_le_bytes(bytes[r].try_into().unwrap_or([0; 8]));
+    (bytes[..8] == PREAMBLE_MAGIC).then(|| (RunId(word(8..16)), EdgeId(word(16..24))))
 }
 
 /// Bytes and stalls a pump saw.
@@ -94,13 +97,14 @@ pub enum PumpEnd {
 /// is notified (after sending everything committed so far) or on a fault.
 pub async fn send_pump<M: RingMemory>(
     conn: Connection,
+    run_id: RunId,
     edge_id: EdgeId,
     drain: RingDrain<M>,
     readable: Arc<Notify>,
     stop: Arc<Notify>,
     writable_hint: impl FnMut(),
 ) -> PumpEnd {
-    match open_edge_stream(&conn, edge_id).await {
+    match open_edge_stream(&conn, run_id, edge_id).await {
         Ok(stream) => send_pump_on(stream, drain, readable, stop, writable_hint).await,
         Err(fault) => PumpEnd::Faulted(fault, drain.stop(), PumpStats::default()),
     }
@@ -109,10 +113,12 @@ pub async fn send_pump<M: RingMemory>(
 /// Opens an edge's uni-stream on `conn` and writes its preamble (once, before any object).
 pub async fn open_edge_stream(
     conn: &Connection,
+    run_id: RunId,
     edge_id: EdgeId,
 ) -> Result<SendStream, StreamFault> {
     let mut stream = conn.open_uni().await.map_err(|_| StreamFault::ConnectFailed)?;
-    stream.write_all(&preamble(edge_id)).await.map_err(|_| StreamFault::WriteFailed)?;
+    let pre = preamble(run_id, edge_id);
+    stream.write_all(&pre).await.map_err(|_| StreamFault::WriteFailed)?;
     Ok(stream)
 }
 
@@ -257,14 +263,15 @@ pub type EarlyPeers = Arc<dyn Fn(&EndpointId) -> bool + Send + Sync>;
 
 #[derive(Default)]
 struct RouterState {
-    expected: HashMap<EdgeId, EndpointId>,
+    /// Each provisioned edge's run and planned producer.
+    expected: HashMap<EdgeId, (RunId, EndpointId)>,
     pending: HashMap<EdgeId, (EndpointId, RecvStream)>,
     waiting: HashMap<EdgeId, oneshot::Sender<RecvStream>>,
     /// Streams for edges this node has not been provisioned with yet (the producer's
     /// provisioning may overtake ours), by edge and peer: held unread for
     /// [`UNCLAIMED_TIMEOUT`], then refused. A peer's stream never displaces another
     /// peer's. The number tells a hold from a later one of the same edge and peer.
-    unclaimed: HashMap<(EdgeId, EndpointId), (RecvStream, u64)>,
+    unclaimed: HashMap<(EdgeId, EndpointId), (RunId, RecvStream, u64)>,
     holds: u64,
     /// Who may open a stream early (the pool's members); `None` admits any peer.
     early: Option<EarlyPeers>,
@@ -302,29 +309,29 @@ impl EdgeRouter {
     /// Authorizes streams for `edge_id` from `producer` (the active plan's edge). The
     /// producer's stream that arrived early for this edge is routed now; any other peer's
     /// held for it is refused.
-    pub fn expect(&self, edge_id: EdgeId, producer: EndpointId) {
+    pub fn expect(&self, run_id: RunId, edge_id: EdgeId, producer: EndpointId) {
         let (own, others) = {
             let mut s = self.lock();
-            s.expected.insert(edge_id, producer);
+            s.expected.insert(edge_id, (run_id, producer));
             let keys: Vec<(EdgeId, EndpointId)> =
                 s.unclaimed.keys().filter(|(e, _)| *e == edge_id).copied().collect();
             let mut own = None;
             let mut others = Vec::new();
             for key in keys {
-                let Some((stream, _)) = s.unclaimed.remove(&key) else { continue };
-                if key.1 == producer {
-                    own = Some(stream);
-                } else {
-                    others.push((key.1, stream));
+                let Some((run, stream, _)) = s.unclaimed.remove(&key) else { continue };
+                match (key.1 == producer, run == run_id) {
+                    (true, true) => own = Some(stream),
+                    (true, false) => others.push((key.1, stream, StreamFault::UnknownEdge)),
+                    (false, _) => others.push((key.1, stream, StreamFault::UnauthorizedPeer)),
                 }
             }
             (own, others)
         };
-        for (peer, stream) in others {
-            self.refuse(peer, Some(edge_id), stream, StreamFault::UnauthorizedPeer);
+        for (peer, stream, reason) in others {
+            self.refuse(peer, Some(edge_id), stream, reason);
         }
         if let Some(stream) = own {
-            self.route(producer, edge_id, stream);
+            self.route(producer, run_id, edge_id, stream);
         }
     }
 
@@ -345,17 +352,32 @@ impl EdgeRouter {
         let _ = self.refusals.send(Refusal { edge_id, peer, reason });
     }
 
-    /// Forgets an edge (its run ended). Edge ids repeat from run to run, so a stream that
-    /// arrived for it and was never taken is the next run's, whose producer got here before
-    /// this run's teardown did: it is held unclaimed (refused if nobody claims it in time),
-    /// never dropped under the next run's feet.
+    /// Forgets an edge (its run ended on this node). Edge ids repeat from run to run: a
+    /// stream for it that no end took — routed but never taken, or held early because the
+    /// edge was never provisioned here — is this run's (or older) and is refused now, never
+    /// handed to the next run of the same edge id, whose producer opens a stream of its own
+    /// only after this run is torn down (the orchestrator starts no run before every stage
+    /// stopped, and a stage stops after its edges were forgotten).
     pub fn forget(&self, edge_id: EdgeId) {
         let mut s = self.lock();
         s.expected.remove(&edge_id);
         s.waiting.remove(&edge_id);
         s.claimed.remove(&edge_id);
-        if let Some((peer, stream)) = s.pending.remove(&edge_id) {
-            self.hold(s, peer, edge_id, stream);
+        // Its run's streams that its end never took (the stage faulted or stopped first,
+        // or never provisioned the edge): they end with the run, and are never handed to
+        // the next run of the same edge id.
+        let mut stale: Vec<(EndpointId, RecvStream)> =
+            s.pending.remove(&edge_id).into_iter().collect();
+        let held: Vec<(EdgeId, EndpointId)> =
+            s.unclaimed.keys().filter(|(e, _)| *e == edge_id).copied().collect();
+        for key in held {
+            if let Some((_, stream, _)) = s.unclaimed.remove(&key) {
+                stale.push((key.1, stream));
+            }
+        }
+        drop(s);
+        for (peer, stream) in stale {
+            self.refuse(peer, Some(edge_id), stream, StreamFault::UnknownEdge);
         }
     }
 
@@ -366,6 +388,7 @@ impl EdgeRouter {
         &self,
         mut s: std::sync::MutexGuard<'_, RouterState>,
         peer: EndpointId,
+        run_id: RunId,
         edge_id: EdgeId,
         stream: RecvStream,
     ) {
@@ -382,9 +405,9 @@ impl EdgeRouter {
         }
         s.holds += 1;
         let hold = s.holds;
-        let replaced = s.unclaimed.insert(key, (stream, hold));
+        let replaced = s.unclaimed.insert(key, (run_id, stream, hold));
         drop(s);
-        if let Some((old, _)) = replaced {
+        if let Some((_, old, _)) = replaced {
             self.refuse(peer, Some(edge_id), old, StreamFault::UnknownEdge);
         }
         let router = self.clone();
@@ -393,11 +416,11 @@ impl EdgeRouter {
             let expired = {
                 let mut s = router.lock();
                 match s.unclaimed.get(&key) {
-                    Some((_, h)) if *h == hold => s.unclaimed.remove(&key),
+                    Some((_, _, h)) if *h == hold => s.unclaimed.remove(&key),
                     _ => None,
                 }
             };
-            if let Some((stream, _)) = expired {
+            if let Some((_, stream, _)) = expired {
                 router.refuse(peer, Some(edge_id), stream, StreamFault::UnknownEdge);
             }
         });
@@ -424,26 +447,32 @@ impl EdgeRouter {
         rx
     }
 
-    fn route(&self, peer: EndpointId, edge_id: EdgeId, stream: RecvStream) {
+    fn route(&self, peer: EndpointId, run_id: RunId, edge_id: EdgeId, stream: RecvStream) {
         let mut s = self.lock();
         match s.expected.get(&edge_id) {
             None => {
                 // Not (yet) ours: hold it unread; refuse it if nobody claims it in time.
-                self.hold(s, peer, edge_id, stream);
+                self.hold(s, peer, run_id, edge_id, stream);
                 return;
             }
-            Some(p) if *p != peer => {
+            Some((_, p)) if *p != peer => {
                 drop(s);
                 self.refuse(peer, Some(edge_id), stream, StreamFault::UnauthorizedPeer);
+                return;
+            }
+            Some((run, _)) if *run != run_id => {
+                // Another run's stream of the same edge id: never this run's.
+                drop(s);
+                self.refuse(peer, Some(edge_id), stream, StreamFault::UnknownEdge);
                 return;
             }
             Some(_) => {}
         }
         if s.pending.contains_key(&edge_id) || s.claimed.contains(&edge_id) {
-            // The edge has its stream: a later one (the next run's, whose producer got here
-            // before this run's teardown) is held for the next provisioning and never
-            // displaces it.
-            self.hold(s, peer, edge_id, stream);
+            // The edge has its stream: a later one never displaces it, and is never kept
+            // for another run (a run starts only after this one's edges were forgotten).
+            drop(s);
+            self.refuse(peer, Some(edge_id), stream, StreamFault::DuplicateStream);
             return;
         }
         match s.waiting.remove(&edge_id) {
@@ -468,7 +497,7 @@ impl EdgeRouter {
             let mut pre = [0u8; PREAMBLE_LEN];
             let read = tokio::time::timeout(PREAMBLE_TIMEOUT, stream.read_exact(&mut pre)).await;
             match read.ok().and_then(|r| r.ok()).and_then(|()| parse_preamble(&pre)) {
-                Some(edge_id) => self.route(peer, edge_id, stream),
+                Some((run_id, edge_id)) => self.route(peer, run_id, edge_id, stream),
                 None => self.refuse(peer, None, stream, StreamFault::ProtocolError),
             }
         }
@@ -502,6 +531,7 @@ pub struct PumpHandle {
 /// `on_ready`, then pumps `drain` until stopped or faulted and hands the end to `on_end`.
 /// A stop before the stream is open ends it as stopped.
 pub fn spawn_send<M: RingMemory + Send + 'static>(
+    run_id: RunId,
     edge_id: EdgeId,
     drain: RingDrain<M>,
     connect: impl std::future::Future<Output = Result<Connection, StreamFault>> + Send + 'static,
@@ -513,7 +543,7 @@ pub fn spawn_send<M: RingMemory + Send + 'static>(
     let (hint, stop) = (Arc::clone(&handle.hint), Arc::clone(&handle.stop));
     tokio::spawn(async move {
         let opened = tokio::select! {
-            r = async { open_edge_stream(&connect.await?, edge_id).await } => Some(r),
+            r = async { open_edge_stream(&connect.await?, run_id, edge_id).await } => Some(r),
             _ = stop.notified() => None,
         };
         on_end(match opened {

@@ -12,7 +12,7 @@ use swactor::net::endpoint::{EDGE_ALPN, bind};
 use swactor::net::identity::NodeKey;
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
 use swactor::wire::reason::StreamFault;
-use swactor::wire::{EdgeId, RingId, RingLayout};
+use swactor::wire::{EdgeId, RingId, RingLayout, RunId};
 use tokio::sync::Notify;
 
 type Ring = Arc<MappedRing<ArenaRegion>>;
@@ -49,7 +49,7 @@ fn pattern(i: u64) -> u8 {
 async fn two_nodes_stream_over_an_edge_with_a_slow_consumer_and_nothing_is_lost() {
     let (a, b) = (node(1).await, node(2).await);
     let (router, _refusals) = EdgeRouter::new();
-    router.expect(EdgeId(7), a.id());
+    router.expect(RunId(1), EdgeId(7), a.id());
     tokio::spawn(router.clone().accept_loop(b.clone()));
     let stream_rx = router.stream_for(EdgeId(7)); // the receiver registers first
 
@@ -61,6 +61,7 @@ async fn two_nodes_stream_over_an_edge_with_a_slow_consumer_and_nothing_is_lost(
     let ww = Arc::clone(&writer_wake);
     let sender = tokio::spawn(send_pump(
         conn,
+        RunId(1),
         EdgeId(7),
         RingDrain::new(RingId(1), Arc::clone(&egress)),
         Arc::clone(&a_readable),
@@ -155,20 +156,20 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
  {
     let (a, b, c) = (node(11).await, node(12).await, node(13).await);
     let (router, mut refusals) = EdgeRouter::new();
-    router.expect(EdgeId(7), a.id());
+    router.expect(RunId(1), EdgeId(7), a.id());
     tokio::spawn(router.clone().accept_loop(b.clone()));
 
-    let open = |from: &Endpoint, edge: u64| {
+    let open = |from: &Endpoint, run: u64, edge: u64| {
         let (from, to) = (from.clone(), addr(&b));
         async move {
             let conn = from.connect(to, EDGE_ALPN).await.expect("connect");
             let mut s = conn.open_uni().await.expect("open");
-            s.write_all(&preamble(EdgeId(edge))).await.expect("preamble");
+            s.write_all(&preamble(RunId(run), EdgeId(edge))).await.expect("preamble");
             s.write_all(b"payload").await.expect("payload");
             (conn, s)
         }
     };
-    let _unknown = open(&a, 99).await;
+    let _unknown = open(&a, 1, 99).await;
     let first = tokio::time::timeout(Duration::from_secs(30), refusals.recv())
         .await
         .expect("refusal")
@@ -177,7 +178,7 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
         (first.edge_id, first.reason, first.peer),
         (Some(EdgeId(99)), StreamFault::UnknownEdge, a.id())
     );
-    let _impostor = open(&c, 7).await;
+    let _impostor = open(&c, 1, 7).await;
     let second = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
         .await
         .expect("refusal")
@@ -188,7 +189,7 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
     );
 
     // The planned producer's stream arrives before anyone asks for it: it waits, unread.
-    let (_conn, _s) = open(&a, 7).await;
+    let (_conn, _s) = open(&a, 1, 7).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut stream = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
         .await
@@ -198,12 +199,22 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
     stream.read_exact(&mut buf).await.expect("read");
     assert_eq!(&buf, b"payload", "the impostor's bytes never reached the edge");
 
-    // Edge ids repeat from run to run: the next run's stream for edge 7 arrives before this
-    // run's teardown forgets the edge. It is held, and the next run's provisioning gets it.
-    let (_conn2, _s2) = open(&a, 7).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Edge ids repeat from run to run. A stream of this run that its end never took (the
+    // stage faulted first) is refused when the edge is forgotten: the next run of edge 7
+    // never reads this run's stream, only the one its producer opens for it.
     router.forget(EdgeId(7));
-    router.expect(EdgeId(7), a.id());
+    router.expect(RunId(2), EdgeId(7), a.id());
+    let (_conn2, _s2) = open(&a, 2, 7).await;
+    let (_conn3, _s3) = open(&a, 2, 7).await;
+    let refused = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
+        .await
+        .expect("refusal")
+        .expect("open");
+    assert_eq!(
+        (refused.edge_id, refused.reason),
+        (Some(EdgeId(7)), StreamFault::DuplicateStream),
+        "a second stream never displaces the first"
+    );
     let mut next = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
         .await
         .expect("the next run's rendezvous")
@@ -220,12 +231,12 @@ async fn a_strangers_early_streams_are_refused_at_once_and_never_displace_the_pr
     let member = a.id();
     router.admit_early(Arc::new(move |peer| *peer == member));
     tokio::spawn(router.clone().accept_loop(b.clone()));
-    let open = |from: &Endpoint, edge: u64, payload: &'static [u8]| {
+    let open = |from: &Endpoint, run: u64, edge: u64, payload: &'static [u8]| {
         let (from, to) = (from.clone(), addr(&b));
         async move {
             let conn = from.connect(to, EDGE_ALPN).await.expect("connect");
             let mut s = conn.open_uni().await.expect("open");
-            s.write_all(&preamble(EdgeId(edge))).await.expect("preamble");
+            s.write_all(&preamble(RunId(run), EdgeId(edge))).await.expect("preamble");
             s.write_all(payload).await.expect("payload");
             (conn, s)
         }
@@ -233,12 +244,12 @@ async fn a_strangers_early_streams_are_refused_at_once_and_never_displace_the_pr
     // The stranger floods early streams for the plan's small, predictable edge ids.
     let mut flood = Vec::new();
     for edge in [1, 2, 3, 7, 7, 7] {
-        flood.push(open(&c, edge, b"forged!").await);
+        flood.push(open(&c, 1, edge, b"forged!").await);
     }
     // The producer's own early stream, then more of the stranger's for the same edge.
-    let _mine = open(&a, 7, b"payload").await;
+    let _mine = open(&a, 1, 7, b"payload").await;
     for _ in 0..3 {
-        flood.push(open(&c, 7, b"forged!").await);
+        flood.push(open(&c, 1, 7, b"forged!").await);
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let mut seen = Vec::new();
@@ -254,7 +265,7 @@ async fn a_strangers_early_streams_are_refused_at_once_and_never_displace_the_pr
         "{seen:?}"
     );
     // Provisioning comes: the producer's stream is the one routed, with its own bytes.
-    router.expect(EdgeId(7), a.id());
+    router.expect(RunId(1), EdgeId(7), a.id());
     let mut stream = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
         .await
         .expect("rendezvous")
@@ -262,18 +273,35 @@ async fn a_strangers_early_streams_are_refused_at_once_and_never_displace_the_pr
     let mut buf = [0u8; 7];
     stream.read_exact(&mut buf).await.expect("read");
     assert_eq!(&buf, b"payload");
-    // A later stream of the producer's own never displaces the claimed one: it is held for
-    // the next run's provisioning of the same edge id.
-    let (_conn2, _s2) = open(&a, 7, b"nextrun").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(refusals.try_recv().is_err(), "held, not refused");
-    stream.read_exact(&mut [0u8; 0]).await.expect("the claimed stream still reads");
-    router.forget(EdgeId(7));
-    router.expect(EdgeId(7), a.id());
-    let mut next = tokio::time::timeout(Duration::from_secs(5), router.stream_for(EdgeId(7)))
+    // A later stream of the producer's own never displaces the claimed one: refused.
+    let (_conn2, _s2) = open(&a, 1, 7, b"nextrun").await;
+    let dup = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
         .await
-        .expect("the next run's rendezvous")
-        .expect("stream");
-    next.read_exact(&mut buf).await.expect("read");
-    assert_eq!(&buf, b"nextrun");
+        .expect("refusal")
+        .expect("open");
+    assert_eq!((dup.peer, dup.reason), (a.id(), StreamFault::DuplicateStream));
+    stream.read_exact(&mut [0u8; 0]).await.expect("the claimed stream still reads");
+    // A stream of a run whose end never took it is refused when the edge is forgotten,
+    // never handed to the next run of the same edge id.
+    router.forget(EdgeId(7));
+    router.expect(RunId(1), EdgeId(8), a.id());
+    let (_conn3, _s3) = open(&a, 1, 8, b"orphan!").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    router.forget(EdgeId(8));
+    let orphan = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
+        .await
+        .expect("refusal")
+        .expect("open");
+    assert_eq!((orphan.edge_id, orphan.reason), (Some(EdgeId(8)), StreamFault::UnknownEdge));
+    router.expect(RunId(2), EdgeId(8), a.id());
+    let next = tokio::time::timeout(Duration::from_millis(500), router.stream_for(EdgeId(8))).await;
+    assert!(next.is_err(), "the next run of edge 8 does not get the orphan");
+    // A run-1 stream of edge 8 that arrives only now (its producer was slow) is another
+    // run's: refused, never taken for run 2's edge 8.
+    let (_conn4, _s4) = open(&a, 1, 8, b"latecomer").await;
+    let late = tokio::time::timeout(Duration::from_secs(10), refusals.recv())
+        .await
+        .expect("refusal")
+        .expect("open");
+    assert_eq!((late.edge_id, late.reason), (Some(EdgeId(8)), StreamFault::UnknownEdge));
 }

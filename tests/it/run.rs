@@ -811,7 +811,8 @@ fn flood_edge_streams(
                         else {
                             continue;
                         };
-                        let preamble = swactor::net::edge::preamble(swactor::wire::EdgeId(edge));
+                        let (run, edge) = (swactor::wire::RunId(1), swactor::wire::EdgeId(edge));
+                        let preamble = swactor::net::edge::preamble(run, edge);
                         if let Ok(Ok(())) = tokio::time::timeout(wait, s.write_all(&preamble)).await
                         {
                             opened += 1;

@@ -405,6 +405,7 @@ impl<'t> RunLoop<'t> {
                 Event::EdgeProvisionStarted { run_id, node_id, edge_id, direction },
             );
             let _ = self.plane.provision(EdgeProvision {
+                run_id,
                 edge_id,
                 end,
                 object: edge.object,

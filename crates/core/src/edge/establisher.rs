@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::arena::{LeaseRequest, LeaseRequestId, PumpStopped, QuiescenceProof, WorkerQuiet};
 use crate::events::Direction;
 use crate::wire::reason::{FaultReason, RingFault, StreamFault};
-use crate::wire::{EdgeId, ObjectSpec, Peer, RingId, RingLayout, RingSpec};
+use crate::wire::{EdgeId, ObjectSpec, Peer, RingId, RingLayout, RingSpec, RunId};
 
 /// Which end of an edge this node holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +50,9 @@ impl EdgeEnd {
 /// A provisioned edge end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeProvision {
+    /// The run the edge belongs to (its streams carry it, so no stream of another run of
+    /// the same edge id is ever taken for this one).
+    pub run_id: RunId,
     /// The edge.
     pub edge_id: EdgeId,
     /// This node's end.

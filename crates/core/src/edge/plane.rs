@@ -20,7 +20,7 @@ use crate::edge::establisher::{
 use crate::events::Direction;
 use crate::wire::evidence::{PumpStopped, WorkerQuiet};
 use crate::wire::reason::{Component, FaultReason, RingFault, StreamFault};
-use crate::wire::{EdgeId, ObjectSpec, Peer, RingId, RingLayout};
+use crate::wire::{EdgeId, ObjectSpec, Peer, RingId, RingLayout, RunId};
 
 /// What the plane asks of its driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +41,8 @@ pub enum PlaneCommand {
     /// Start the send pump (ring -> stream to `consumer`); report `pump_ready` once the
     /// stream is open, `pump_ended` when it ends.
     StartSend {
+        /// The edge's run (its stream's preamble names it).
+        run_id: RunId,
         /// The edge.
         edge_id: EdgeId,
         /// Where to send.
@@ -51,6 +53,8 @@ pub enum PlaneCommand {
     /// Register the receive rendezvous and its pump (stream from `producer` -> ring);
     /// report `pump_ready` once registered (the stream is routed whenever it arrives).
     StartRecv {
+        /// The edge's run (only a stream naming it is taken).
+        run_id: RunId,
         /// The edge.
         edge_id: EdgeId,
         /// The only allowed producer.
@@ -113,6 +117,8 @@ pub struct EdgePlane {
     establisher: EdgeEstablisher,
     /// Each provisioned edge end's direction.
     directions: HashMap<EdgeId, Direction>,
+    /// The run of each edge provisioned (its pumps' streams name it).
+    runs: HashMap<EdgeId, RunId>,
     /// Evidence of pumps that ended before their edge was stopped (a producer finished
     /// its stream): handed over when the edge stops.
     parked: HashMap<EdgeId, PumpStopped>,
@@ -135,6 +141,7 @@ impl EdgePlane {
             manager,
             establisher: EdgeEstablisher::new(),
             directions: HashMap::new(),
+            runs: HashMap::new(),
             parked: HashMap::new(),
             components: HashMap::new(),
             ring_edges: HashMap::new(),
@@ -146,9 +153,10 @@ impl EdgePlane {
 
     /// Provisions one edge end. Refused (nothing changes) for an edge already live.
     pub fn provision(&mut self, prov: EdgeProvision) -> Result<(), EstablishError> {
-        let (edge_id, direction) = (prov.edge_id, prov.end_direction());
+        let (edge_id, direction, run_id) = (prov.edge_id, prov.end_direction(), prov.run_id);
         self.establisher.provision(prov)?;
         self.directions.insert(edge_id, direction);
+        self.runs.insert(edge_id, run_id);
         self.components.remove(&edge_id);
         self.parked.remove(&edge_id);
         self.settle();
@@ -303,14 +311,18 @@ impl EdgePlane {
                 });
             }
             EstablisherCommand::EstablishSend { edge_id, consumer, layout } => {
+                let run_id = self.runs.get(&edge_id).copied().unwrap_or_default();
                 self.commands.push_back(PlaneCommand::StartSend {
+                    run_id,
                     edge_id,
                     consumer,
                     ring_id: layout.ring_id,
                 });
             }
             EstablisherCommand::EstablishRecv { edge_id, producer, layout } => {
+                let run_id = self.runs.get(&edge_id).copied().unwrap_or_default();
                 self.commands.push_back(PlaneCommand::StartRecv {
+                    run_id,
                     edge_id,
                     producer,
                     ring_id: layout.ring_id,

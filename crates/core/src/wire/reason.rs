@@ -270,6 +270,8 @@ reason_enum!(
         PeerClosed = "peer_closed",
         /// Connecting to the peer failed.
         ConnectFailed = "connect_failed",
+        /// A second stream for an edge whose stream is already taken (never displaces it).
+        DuplicateStream = "duplicate_stream",
     }
 );
 

@@ -9,6 +9,7 @@ fn peer(n: u64) -> Peer {
 
 fn prov(edge: u64, send: bool) -> EdgeProvision {
     EdgeProvision {
+        run_id: crate::wire::RunId(1),
         edge_id: EdgeId(edge),
         end: if send {
             EdgeEnd::Send { consumer: peer(2) }

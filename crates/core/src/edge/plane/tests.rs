@@ -11,6 +11,7 @@ fn peer(n: u64) -> Peer {
 
 fn prov(edge: u64, send: bool) -> EdgeProvision {
     EdgeProvision {
+        run_id: crate::wire::RunId(1),
         edge_id: EdgeId(edge),
         end: if send {
             EdgeEnd::Send { consumer: peer(2) }
@@ -56,7 +57,12 @@ fn an_edge_end_is_leased_installed_pumped_and_only_then_ready() {
     assert_eq!(p.live_leases(), 1);
     assert_eq!(
         cmds(&mut p),
-        [PlaneCommand::StartSend { edge_id: EdgeId(1), consumer: peer(2), ring_id: ring }]
+        [PlaneCommand::StartSend {
+            run_id: crate::wire::RunId(1),
+            edge_id: EdgeId(1),
+            consumer: peer(2),
+            ring_id: ring,
+        }]
     );
     assert!(events(&mut p).is_empty(), "not ready before the pump is");
     p.pump_ready(EdgeId(1));

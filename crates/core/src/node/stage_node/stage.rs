@@ -8,7 +8,7 @@ use crate::edge::plane::PlaneEvent;
 use crate::events::{Direction, Event};
 use crate::stage::controller::{StageCommand, StageEvent};
 use crate::wire::reason::{Component, StageFault, StepFailure, WorkerFatal};
-use crate::wire::{Peer, PortId, ProvisionStage};
+use crate::wire::{EdgeId, Peer, PortId, ProvisionStage};
 use crate::worker::protocol::{Command, InputBinding, OutputBinding, PostedOutput};
 
 impl StageNode {
@@ -26,14 +26,15 @@ impl StageNode {
             StageCommand::ProvisionRx(edge_id) => {
                 let producer = p.inbound.producer.clone();
                 let end = EdgeEnd::Recv { producer: producer.clone() };
-                let prov =
-                    EdgeProvision { edge_id, end, object: p.inbound.object, ring: p.inbound.ring };
+                let (object, ring) = (p.inbound.object, p.inbound.ring);
+                let prov = EdgeProvision { run_id: p.run_id, edge_id, end, object, ring };
                 self.provision_edge(&p, prov, producer);
             }
             StageCommand::ProvisionTx(edge_id) => {
                 let consumer = p.outbound.consumer.clone();
                 let end = EdgeEnd::Send { consumer: consumer.clone() };
                 let prov = EdgeProvision {
+                    run_id: p.run_id,
                     edge_id,
                     end,
                     object: p.outbound.object,
@@ -214,7 +215,16 @@ impl StageNode {
                 self.send(ControlMessage::StageFault { run_id, stage_index, reason, component });
             }
             StageEvent::StageStopped { run_id, stage_index } => {
-                let edges = self.records.keys().copied().collect();
+                // Every edge of the plan, provisioned here or not: a stream that reached
+                // this node for one of them is this run's and ends with it.
+                let mut edges: Vec<EdgeId> = self.records.keys().copied().collect();
+                if let Some(p) = self.provisioning() {
+                    for e in [p.inbound.edge_id, p.outbound.edge_id] {
+                        if !edges.contains(&e) {
+                            edges.push(e);
+                        }
+                    }
+                }
                 self.actions.push_back(NodeAction::ForgetEdges(edges));
                 for r in self.records.values_mut() {
                     if r.state != EdgeState::Failed {
