@@ -125,12 +125,7 @@ pub fn finish(
             (RunOutcome::Completed, Some(stop)) => {
                 format!("completed ({})", super::output::stop_words(stop))
             }
-            (RunOutcome::Completed, None) => "completed".into(),
-            (RunOutcome::Faulted, _) => match report.fault {
-                Some(f) => format!("faulted ({f})"),
-                None => "faulted".into(),
-            },
-            (RunOutcome::OperatorStopped, _) => "stopped by the operator".into(),
+            _ => outcome_words(&report),
         };
         let first = match summary.time_to_first_token_ms {
             Some(ms) => format!("first token after {ms:.0} ms"),
