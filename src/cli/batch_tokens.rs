@@ -50,7 +50,7 @@ pub fn spawn(pending: Vec<Pending>, encode: Encode) -> Arriving {
             }
         }
     });
-    Arriving { ids, requests: rx }
+    Arriving::Batch { ids, requests: rx }
 }
 
 /// Runs `work` on a thread of its own (on this one if no thread can be started).

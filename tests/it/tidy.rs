@@ -48,6 +48,7 @@ fn layer(key: &str) -> Option<u8> {
             ("orchestrator/", 2),
             ("workerctl/", 2),
             ("planner/", 2),
+            ("serve/", 2),
             ("sim/", 3),
         ],
         "main" => &[

@@ -14,7 +14,8 @@
 //!    and plane ([`edge`]), the pool gate and SWIM authentication ([`membership`]), node
 //!    boot ([`node`]), the stage controller ([`stage`]), the worker controller
 //!    ([`workerctl`]), the worker's per-ring machines ([`worker`]), the run / session FSM,
-//!    scheduler and request book ([`orchestrator`]).
+//!    scheduler and request book ([`orchestrator`]); the OpenAI-compatible API's requests,
+//!    responses and the server's lifecycle ([`serve`]).
 //! 3. [`sim`]: the seeded simulation of whole sessions over the real machines above.
 
 #![deny(unsafe_code)]
@@ -31,6 +32,7 @@ pub mod node;
 pub mod orchestrator;
 pub mod planner;
 pub mod ring;
+pub mod serve;
 pub mod sim;
 pub mod stage;
 pub mod wire;

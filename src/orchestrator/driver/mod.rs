@@ -10,6 +10,7 @@
 
 mod endpoints;
 mod run_loop;
+pub mod served;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -79,16 +80,21 @@ pub struct OrchestrateConfig {
     pub timeouts: RunTimeouts,
 }
 
-/// A batch job's requests arriving while the session runs: their ids, all known at the
-/// start (a request's index is its position here), and each request once it is ready,
-/// `(index, request)`, in any order. The channel closing says no more will come; a
-/// request that never arrived ends with the session's reason.
+/// Requests that join a session while it runs.
 #[derive(Debug)]
-pub struct Arriving {
-    /// Every request's id, in request order.
-    pub ids: Vec<String>,
-    /// Each request once it is ready.
-    pub requests: tokio::sync::mpsc::UnboundedReceiver<(usize, Request)>,
+pub enum Arriving {
+    /// A batch job's: every request's id is known at the start (a request's index is its
+    /// position in `ids`); each request comes once it is ready, `(index, request)`, in any
+    /// order. The channel closing says no more will come; a request that never arrived ends
+    /// with the session's reason.
+    Batch {
+        /// Every request's id, in request order.
+        ids: Vec<String>,
+        /// Each request once it is ready.
+        requests: tokio::sync::mpsc::UnboundedReceiver<(usize, Request)>,
+    },
+    /// A server's: open-ended, each request with its own reply channel (see [`served`]).
+    Served(served::Served),
 }
 
 /// Where the run's output goes.
@@ -110,6 +116,10 @@ pub trait RunSink {
     }
     /// A progress message while the pool converges and weights load.
     fn progress(&mut self, message: &str);
+    /// The plan the session runs (once planned).
+    fn planned(&mut self, plan: &RunPlan) {
+        let _ = plan;
+    }
 }
 
 /// How a run ended.
@@ -266,6 +276,7 @@ async fn run_on(
     // A URL source: each node downloads only its stage's ranges, checked by their digests.
     crate::stage::ranges::attach_stage_ranges(&mut plan, &config.model)
         .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    sink.planned(&plan);
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));
 
     // Phase 3: the run.

@@ -11,6 +11,7 @@ use iroh::Endpoint;
 use tokio::sync::mpsc;
 
 use super::endpoints::TokenUser;
+use super::served::{Reply, Routed, Routes, Submission};
 use super::{
     Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
     rejected_event,
@@ -62,8 +63,10 @@ pub(super) struct RunLoop<'t> {
     book: RequestBook<'t>,
     /// Refusals not yet given to the sink.
     unsent: Vec<usize>,
-    /// Requests still arriving (closed: none will come).
+    /// A batch job's requests still arriving (closed: none will come).
     arriving: Option<mpsc::UnboundedReceiver<(usize, Request)>>,
+    /// A server's requests and their reply routes.
+    served: Option<Routes>,
     /// The first request's tokens and detokenizer tail (a run of one prompt).
     tokens: Vec<u32>,
     tail: String,
@@ -116,13 +119,17 @@ impl<'t> RunLoop<'t> {
         });
         let now = Instant::now();
         let fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
-        let (book, rx) = match arriving {
-            Some(a) => {
+        let (book, rx, served) = match arriving {
+            Some(Arriving::Batch { ids: more, requests }) => {
                 let mut ids: Vec<String> = config.requests.iter().map(|r| r.id.clone()).collect();
-                ids.extend(a.ids);
-                (RequestBook::expecting(tokenizer, ids), Some(a.requests))
+                ids.extend(more);
+                (RequestBook::expecting(tokenizer, ids), Some(requests), None)
             }
-            None => (RequestBook::new(tokenizer, config.requests.clone()), None),
+            Some(Arriving::Served(s)) => {
+                let book = RequestBook::new(tokenizer, config.requests.clone());
+                (book, None, Some(Routes::new(s)))
+            }
+            None => (RequestBook::new(tokenizer, config.requests.clone()), None, None),
         };
         let mut run = RunLoop {
             t0,
@@ -131,6 +138,7 @@ impl<'t> RunLoop<'t> {
             book,
             unsent: Vec::new(),
             arriving: rx,
+            served,
             tail: String::new(),
             node_of: plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect(),
             plan,
@@ -151,7 +159,7 @@ impl<'t> RunLoop<'t> {
             run.book.arrived(index, r.clone());
             run.submit(index);
         }
-        if run.arriving.is_none() {
+        if run.arriving.is_none() && run.served.is_none() {
             run.fsm.close_input(now);
         }
         Ok(run)
@@ -193,6 +201,41 @@ impl<'t> RunLoop<'t> {
         }
     }
 
+    /// A server's request arrived (`None`: no more will).
+    fn submission(&mut self, sub: Option<Submission>) {
+        let Some(routes) = self.served.as_mut() else { return };
+        match sub {
+            Some(Submission { ticket, request, reply }) => {
+                let index = self.book.push(request);
+                routes.add(index, ticket, reply);
+                self.submit(index);
+            }
+            None => {
+                routes.close();
+                self.fsm.close_input(Instant::now());
+            }
+        }
+    }
+
+    /// A server's client went away: its sequence is cancelled (its slot frees).
+    fn cancelled(&mut self, ticket: u64) {
+        let index = self.served.as_ref().and_then(|r| r.cancelled(ticket));
+        if let Some(seq) = index.and_then(|i| self.book.seq_of(i)) {
+            self.fsm.cancel(Instant::now(), seq, FinishReason::Cancelled);
+        }
+    }
+
+    /// Gives request `index`'s result to the sink and, for a served one, its client.
+    fn give_result(&mut self, index: usize, sink: &mut dyn RunSink) {
+        let Some(r) = self.book.result(index) else { return };
+        sink.result(index, r);
+        if let Some(routes) = self.served.as_mut() {
+            routes.send(index, Reply::Done(r.clone()));
+            // The client has it: a long-lived server's book keeps only what is live.
+            self.book.forget(index);
+        }
+    }
+
     /// Why a request that did not finish ended: the session's fault, the operator's stop,
     /// or the session's end.
     fn end_reason(&self) -> String {
@@ -207,10 +250,13 @@ impl<'t> RunLoop<'t> {
     /// the session's reason; requests still arriving are no longer awaited.
     fn resolve_rest(&mut self, sink: &mut dyn RunSink) {
         self.arriving = None;
+        if let Some(routes) = self.served.as_mut() {
+            routes.close();
+        }
         let reason = self.end_reason();
         for index in self.book.unresolved() {
-            if let Some(r) = self.book.refused(index, &reason) {
-                sink.result(index, r);
+            if self.book.refused(index, &reason).is_some() {
+                self.give_result(index, sink);
             }
         }
     }
@@ -256,6 +302,14 @@ impl<'t> RunLoop<'t> {
                 }
                 Some(wake) = self.wakes.recv() => self.wake(wake, sink),
                 arrived = next_arrival(&mut self.arriving) => self.arrive(arrived),
+                routed = next_routed(&mut self.served) => match routed {
+                    Routed::Submission(sub) => self.submission(sub),
+                    Routed::Cancel(ticket) => self.cancelled(ticket),
+                    Routed::Slots(answer) => {
+                        let (slots, queued) = self.fsm.slots();
+                        let _ = answer.send(super::served::SlotsReport { slots, queued });
+                    }
+                },
             }
         }
     }
@@ -301,9 +355,7 @@ impl<'t> RunLoop<'t> {
                 self.output(out, sink);
             }
             for index in std::mem::take(&mut self.unsent) {
-                if let Some(r) = self.book.result(index) {
-                    sink.result(index, r);
-                }
+                self.give_result(index, sink);
             }
             progressed |= self.executor.drive(&mut self.plane, &mut self.user).await;
             while let Some(ev) = self.plane.poll_event() {
@@ -561,19 +613,25 @@ impl<'t> RunLoop<'t> {
                     self.tokens.push(token);
                 }
                 sink.token(note.index, token, &note.piece);
+                if let Some(routes) = self.served.as_mut() {
+                    routes.send(note.index, Reply::Token { id: token, piece: note.piece });
+                }
                 if note.stop {
                     self.fsm.cancel(now, id, FinishReason::Stop);
                 }
             }
             SeqOutput::Finished { id, reason, prompt, generated } => {
                 let fault = self.end_reason();
-                if let Some((index, result, rest)) =
+                if let Some((index, _, rest)) =
                     self.book.finished(id, reason, &prompt, generated, &fault)
                 {
                     if !rest.is_empty() {
                         sink.text(index, &rest);
+                        if let Some(routes) = self.served.as_mut() {
+                            routes.send(index, Reply::Text(rest.clone()));
+                        }
                     }
-                    sink.result(index, result);
+                    self.give_result(index, sink);
                     if index == 0 {
                         self.tail = rest;
                     }
@@ -616,6 +674,15 @@ async fn next_arrival(
 ) -> Option<(usize, Request)> {
     match rx {
         Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next submission or cancellation of a server's session (pending forever for a run
+/// that serves no server).
+async fn next_routed(routes: &mut Option<Routes>) -> Routed {
+    match routes {
+        Some(routes) => routes.next_event().await,
         None => std::future::pending().await,
     }
 }

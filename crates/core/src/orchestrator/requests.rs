@@ -214,12 +214,16 @@ struct Live<'t> {
 
 /// Every request of a session: the live ones' text, and every result once known. A
 /// request may be known by its id alone until it arrives ([`RequestBook::expecting`]).
+/// Storage is sparse: a served request is forgotten once its client has its result
+/// ([`RequestBook::forget`]), so a long-lived server's book holds only what is live.
 pub struct RequestBook<'t> {
     tokenizer: &'t Tokenizer,
-    ids: Vec<String>,
-    requests: Vec<Option<Request>>,
+    /// Indices handed out so far.
+    len: usize,
+    ids: HashMap<usize, String>,
+    requests: HashMap<usize, Request>,
     live: HashMap<SeqId, Live<'t>>,
-    results: Vec<Option<RequestResult>>,
+    results: HashMap<usize, RequestResult>,
     serving_since: Option<Instant>,
 }
 
@@ -228,45 +232,67 @@ impl<'t> RequestBook<'t> {
     pub fn new(tokenizer: &'t Tokenizer, requests: Vec<Request>) -> RequestBook<'t> {
         let ids = requests.iter().map(|r| r.id.clone()).collect();
         let mut book = RequestBook::expecting(tokenizer, ids);
-        book.requests = requests.into_iter().map(Some).collect();
+        book.requests = requests.into_iter().enumerate().collect();
         book
     }
 
     /// A book of requests known so far by their `ids` (in request order): each arrives
     /// later ([`RequestBook::arrived`]).
     pub fn expecting(tokenizer: &'t Tokenizer, ids: Vec<String>) -> RequestBook<'t> {
-        let n = ids.len();
         RequestBook {
             tokenizer,
-            ids,
-            requests: vec![None; n],
+            len: ids.len(),
+            ids: ids.into_iter().enumerate().collect(),
+            requests: HashMap::new(),
             live: HashMap::new(),
-            results: vec![None; n],
+            results: HashMap::new(),
             serving_since: None,
         }
     }
 
-    /// How many requests the book holds (arrived or not).
+    /// How many requests the book was given (arrived or not, forgotten included).
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.len
     }
 
-    /// Whether the book holds no request.
+    /// Whether the book was given no request.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len == 0
     }
 
     /// Request `index` arrived (its id is the book's, whatever `request` says). Ignored
     /// past the book's requests.
     pub fn arrived(&mut self, index: usize, request: Request) {
-        if let Some(slot) = self.requests.get_mut(index) {
-            *slot = Some(Request { id: self.ids[index].clone(), ..request });
+        if let Some(id) = self.ids.get(&index) {
+            self.requests.insert(index, Request { id: id.clone(), ..request });
         }
+    }
+
+    /// Adds a request that arrived unannounced (a server's); returns its index.
+    pub fn push(&mut self, request: Request) -> usize {
+        let index = self.len;
+        self.len += 1;
+        self.ids.insert(index, request.id.clone());
+        self.requests.insert(index, request);
+        index
+    }
+
+    /// Drops request `index` and its result (its client has it): it is no longer
+    /// unresolved and no longer among [`RequestBook::into_results`].
+    pub fn forget(&mut self, index: usize) {
+        self.ids.remove(&index);
+        self.requests.remove(&index);
+        self.results.remove(&index);
+    }
+
+    /// The live sequence of request `index`, if it has one.
+    pub fn seq_of(&self, index: usize) -> Option<SeqId> {
+        self.live.iter().find(|(_, l)| l.index == index).map(|(seq, _)| *seq)
     }
 
     /// Request `index`, once it arrived.
     pub fn request(&self, index: usize) -> Option<&Request> {
-        self.requests.get(index).and_then(Option::as_ref)
+        self.requests.get(&index)
     }
 
     /// Request `index` became sequence `seq` of the session.
@@ -287,9 +313,10 @@ impl<'t> RequestBook<'t> {
     pub fn refused(&mut self, index: usize, reason: &str) -> Option<&RequestResult> {
         let r = match self.request(index) {
             Some(req) => error_result(req, reason.to_string()),
-            None => error_for(self.ids.get(index)?.clone(), reason.to_string()),
+            None => error_for(self.ids.get(&index)?.clone(), reason.to_string()),
         };
-        Some(self.results[index].insert(r))
+        self.results.insert(index, r);
+        self.results.get(&index)
     }
 
     /// The session could serve from `now` on (times to first token count from here).
@@ -330,7 +357,7 @@ impl<'t> RequestBook<'t> {
         let since = self.serving_since;
         let failed = reason == FinishReason::Fault;
         let result = RequestResult {
-            id: self.ids[live.index].clone(),
+            id: self.ids.get(&live.index).cloned().unwrap_or_default(),
             text: live.text.text().to_string(),
             tokens: generated,
             prompt_tokens: prompt.len() as u32,
@@ -343,30 +370,32 @@ impl<'t> RequestBook<'t> {
                 .map(|(t, s)| (t.saturating_duration_since(s).as_secs_f64() * 1e4).round() / 10.0),
         };
         let index = live.index;
-        Some((index, self.results[index].insert(result), rest))
+        self.results.insert(index, result);
+        Some((index, self.results.get(&index)?, rest))
     }
 
     /// Request `index`'s result, once it has one.
     pub fn result(&self, index: usize) -> Option<&RequestResult> {
-        self.results.get(index).and_then(Option::as_ref)
+        self.results.get(&index)
     }
 
     /// The requests without a result yet, in order.
     pub fn unresolved(&self) -> Vec<usize> {
-        (0..self.ids.len()).filter(|&i| self.results[i].is_none()).collect()
+        let mut open: Vec<usize> =
+            self.ids.keys().copied().filter(|i| !self.results.contains_key(i)).collect();
+        open.sort_unstable();
+        open
     }
 
     /// Every request's result in order; one that never got one is an error
     /// `session.ended`.
-    pub fn into_results(self) -> Vec<RequestResult> {
-        let mut requests = self.requests.into_iter();
-        self.results
-            .into_iter()
-            .zip(self.ids)
-            .map(|(r, id)| {
-                let req = requests.next().flatten();
-                r.unwrap_or_else(|| match req {
-                    Some(req) => error_result(&req, "session.ended".into()),
+    pub fn into_results(mut self) -> Vec<RequestResult> {
+        let mut ids: Vec<(usize, String)> = self.ids.drain().collect();
+        ids.sort_unstable_by_key(|(i, _)| *i);
+        ids.into_iter()
+            .map(|(i, id)| {
+                self.results.remove(&i).unwrap_or_else(|| match self.requests.get(&i) {
+                    Some(req) => error_result(req, "session.ended".into()),
                     None => error_for(id, "session.ended".into()),
                 })
             })

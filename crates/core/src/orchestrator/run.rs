@@ -290,6 +290,11 @@ impl RunFsm {
         Ok(id)
     }
 
+    /// Every slot of the session's scheduler, and the requests waiting for one.
+    pub fn slots(&self) -> (Vec<crate::orchestrator::scheduler::SlotView>, usize) {
+        (self.sched.slots(), self.sched.queued())
+    }
+
     /// Cancels a sequence (`Cancelled`, or `Stop` when the session's client found a stop
     /// string); see [`Scheduler::cancel`].
     pub fn cancel(&mut self, now: Instant, id: SeqId, reason: FinishReason) {

@@ -1,0 +1,311 @@
+//! Request bodies of `/v1/chat/completions` and `/v1/completions`, parsed and judged:
+//! unknown fields are ignored (as OpenAI does), every field that is present must be in
+//! range, and what is left out takes the server's defaults. The result names the prompt
+//! (messages for the chat template, text, or token ids) and everything else a session's
+//! request needs; [`Parsed::request`] makes that request once the prompt is tokenized.
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::error::ApiError;
+use crate::orchestrator::requests::{MAX_STOP_BYTES, MAX_STOPS, Request};
+use crate::wire::SamplingPolicy;
+
+/// The most `top_logprobs` a request may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: u32 = 20;
+
+/// What a request leaves out, the server decides.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Defaults {
+    /// Sampling when the request gives no temperature (the server's `--sampling` flags).
+    pub sampling: SamplingPolicy,
+    /// Tokens to generate at most (`None`: until EOS or the context is full).
+    pub max_tokens: Option<u32>,
+    /// The context: positions per sequence.
+    pub n_ctx: u32,
+}
+
+/// What to feed the model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// A chat: `(role, content)` pairs for the model's chat template.
+    Messages(Vec<(String, String)>),
+    /// Text (a beginning-of-sequence token is added as the model asks).
+    Text(String),
+    /// Token ids, as given.
+    Tokens(Vec<u32>),
+}
+
+/// A judged request body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The model the client named (echoed; one model is served).
+    pub model: Option<String>,
+    /// The prompt.
+    pub prompt: Prompt,
+    /// Tokens to generate at most (`None`: what the context leaves).
+    pub max_tokens: Option<u32>,
+    /// How tokens are picked.
+    pub sampling: SamplingPolicy,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Server-sent events instead of one response.
+    pub stream: bool,
+    /// A usage chunk before `[DONE]`.
+    pub include_usage: bool,
+    /// Top log-probabilities per token asked for (`None`: none).
+    pub logprobs: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// Fields both endpoints share.
+#[derive(Deserialize)]
+struct Common {
+    model: Option<String>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<u32>,
+    seed: Option<u64>,
+    stop: Option<Stop>,
+    n: Option<u32>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    #[allow(dead_code)]
+    user: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+struct ChatBody {
+    messages: Vec<Message>,
+    #[serde(default)]
+    logprobs: bool,
+    top_logprobs: Option<u32>,
+    #[serde(flatten)]
+    common: Common,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PromptField {
+    Text(String),
+    Tokens(Vec<u32>),
+    Texts(Vec<String>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+#[derive(Deserialize)]
+struct CompletionBody {
+    prompt: Option<PromptField>,
+    logprobs: Option<u32>,
+    #[serde(flatten)]
+    common: Common,
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    ApiError::invalid(format!("the body is not a valid request: {e}"))
+}
+
+/// A `/v1/chat/completions` body.
+pub fn parse_chat(body: &[u8], defaults: &Defaults, fresh_seed: u64) -> Result<Parsed, ApiError> {
+    let body: ChatBody = serde_json::from_slice(body).map_err(json_error)?;
+    if body.messages.is_empty() {
+        return Err(ApiError::invalid("'messages' must hold at least one message"));
+    }
+    let mut messages = Vec::with_capacity(body.messages.len());
+    for (i, m) in body.messages.into_iter().enumerate() {
+        let content = match m.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => {
+                let mut text = String::new();
+                for p in parts {
+                    match (p.kind.as_str(), p.text) {
+                        ("text", Some(t)) => text.push_str(&t),
+                        (kind, _) => {
+                            return Err(ApiError::invalid(format!(
+                                "messages[{i}]: content parts of type '{kind}' are not \
+                                 supported (text only)"
+                            )));
+                        }
+                    }
+                }
+                text
+            }
+        };
+        messages.push((m.role, content));
+    }
+    let logprobs = match (body.logprobs, body.top_logprobs) {
+        (false, Some(_)) => {
+            return Err(ApiError::invalid("'top_logprobs' needs 'logprobs': true"));
+        }
+        (false, None) => None,
+        (true, k) => Some(k.unwrap_or(0)),
+    };
+    common(body.common, Prompt::Messages(messages), logprobs, defaults, fresh_seed)
+}
+
+/// A `/v1/completions` body.
+pub fn parse_completion(
+    body: &[u8],
+    defaults: &Defaults,
+    fresh_seed: u64,
+) -> Result<Parsed, ApiError> {
+    let body: CompletionBody = serde_json::from_slice(body).map_err(json_error)?;
+    let one = || ApiError::invalid("one prompt per request ('prompt' lists more than one)");
+    let prompt = match body.prompt {
+        None => return Err(ApiError::invalid("'prompt' is required")),
+        Some(PromptField::Text(t)) => Prompt::Text(t),
+        Some(PromptField::Tokens(t)) => Prompt::Tokens(t),
+        Some(PromptField::Texts(mut t)) if t.len() == 1 => Prompt::Text(t.remove(0)),
+        Some(PromptField::TokenLists(mut t)) if t.len() == 1 => Prompt::Tokens(t.remove(0)),
+        Some(_) => return Err(one()),
+    };
+    common(body.common, prompt, body.logprobs, defaults, fresh_seed)
+}
+
+fn common(
+    mut c: Common,
+    prompt: Prompt,
+    logprobs: Option<u32>,
+    defaults: &Defaults,
+    fresh_seed: u64,
+) -> Result<Parsed, ApiError> {
+    if let Some(n) = c.n.filter(|n| *n != 1) {
+        return Err(ApiError::invalid(format!("'n' must be 1 (one choice per request), not {n}")));
+    }
+    if let Some(k) = logprobs.filter(|k| *k > MAX_TOP_LOGPROBS) {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_TOP_LOGPROBS} top log-probabilities per token, not {k}"
+        )));
+    }
+    if logprobs.is_some() {
+        return Err(ApiError::invalid(
+            "log-probabilities are not offered by this server yet; leave 'logprobs' out",
+        )
+        .because("logprobs_unsupported"));
+    }
+    let max_tokens = c.max_completion_tokens.or(c.max_tokens).or(defaults.max_tokens);
+    if max_tokens == Some(0) {
+        return Err(ApiError::invalid("'max_tokens' must be at least 1"));
+    }
+    let stop = match c.stop.take() {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(v)) => v,
+    };
+    if stop.len() > MAX_STOPS {
+        return Err(ApiError::invalid(format!("at most {MAX_STOPS} stop strings")));
+    }
+    if stop.iter().any(|s| s.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::invalid(format!("a stop string is at most {MAX_STOP_BYTES} bytes")));
+    }
+    let sampling = sampling(&c, defaults.sampling, fresh_seed)?;
+    Ok(Parsed {
+        model: c.model,
+        prompt,
+        max_tokens,
+        sampling,
+        stop,
+        stream: c.stream,
+        include_usage: c.stream_options.is_some_and(|o| o.include_usage),
+        logprobs,
+    })
+}
+
+/// The request's sampling: what it gives over the server's defaults; temperature 0 is
+/// greedy; a sampled request without a seed gets `fresh_seed`.
+fn sampling(c: &Common, default: SamplingPolicy, fresh_seed: u64) -> Result<SamplingPolicy, ApiError> {
+    let (d_temp, d_k, d_p) = match default {
+        SamplingPolicy::Greedy => (0.0, None, None),
+        SamplingPolicy::Sample { temperature, top_k, top_p, .. } => (temperature, top_k, top_p),
+    };
+    let temperature = c.temperature.unwrap_or(d_temp);
+    if temperature == 0.0 {
+        return Ok(SamplingPolicy::Greedy);
+    }
+    let top_k = match c.top_k {
+        Some(0) => None,
+        Some(k) => Some(k),
+        None => d_k,
+    };
+    let top_p = match c.top_p {
+        Some(p) if p == 1.0 => None,
+        Some(p) => Some(p),
+        None => d_p,
+    };
+    let policy =
+        SamplingPolicy::Sample { temperature, top_k, top_p, seed: c.seed.unwrap_or(fresh_seed) };
+    policy.validate().map_err(ApiError::invalid)?;
+    Ok(policy)
+}
+
+impl Parsed {
+    /// The session's request for `prompt` (the tokenized prompt), or why it cannot run:
+    /// an empty prompt, a prompt that leaves no room in the context, a token id outside
+    /// the vocabulary.
+    pub fn request(
+        &self,
+        id: String,
+        prompt: Vec<u32>,
+        n_ctx: u32,
+        vocab: u32,
+    ) -> Result<Request, ApiError> {
+        if prompt.is_empty() {
+            return Err(ApiError::invalid("the prompt is empty").because("empty_prompt"));
+        }
+        if let Some(t) = prompt.iter().find(|t| **t >= vocab) {
+            return Err(ApiError::invalid(format!(
+                "token id {t} is outside the vocabulary of {vocab}"
+            )));
+        }
+        let n = prompt.len() as u32;
+        if n >= n_ctx {
+            return Err(ApiError::exceeds_context(n, n_ctx));
+        }
+        Ok(Request {
+            id,
+            max_tokens: self.max_tokens.unwrap_or(n_ctx - n).min(n_ctx - n),
+            prompt,
+            sampling: self.sampling,
+            stop: self.stop.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,83 @@
+use super::*;
+
+fn defaults() -> Defaults {
+    Defaults { sampling: SamplingPolicy::Greedy, max_tokens: None, n_ctx: 512 }
+}
+
+fn chat(body: &str) -> Result<Parsed, ApiError> {
+    parse_chat(body.as_bytes(), &defaults(), 77)
+}
+
+#[test]
+fn a_chat_body_keeps_its_messages_and_ignores_fields_it_does_not_know() {
+    let p = chat(r#"{"model":"m","messages":[{"role":"system","content":"be brief"},
+        {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
+        "frequency_penalty":0.5,"user":"u1","stream":true,"stream_options":{"include_usage":true}}"#)
+    .expect("parses");
+    let want = vec![("system".into(), "be brief".into()), ("user".into(), "hi there".into())];
+    assert_eq!(p.prompt, Prompt::Messages(want));
+    assert!(p.stream && p.include_usage);
+    assert_eq!(p.model.as_deref(), Some("m"));
+    assert_eq!(p.sampling, SamplingPolicy::Greedy);
+}
+
+#[test]
+fn more_than_one_choice_bad_types_and_empty_messages_are_invalid_requests() {
+    for body in [
+        r#"{"messages":[{"role":"user","content":"x"}],"n":2}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":"ten"}"#,
+        r#"{"messages":[]}"#,
+        r#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":0}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"temperature":-1}"#,
+        r#"not json"#,
+    ] {
+        let e = chat(body).expect_err(body);
+        assert_eq!(e.status(), 400, "{body}");
+    }
+}
+
+#[test]
+fn a_temperature_samples_with_the_given_seed_or_a_fresh_one_and_zero_is_greedy() {
+    let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"temperature":0.7,"top_k":40,"seed":5}"#)
+        .expect("parses");
+    let want = SamplingPolicy::Sample { temperature: 0.7, top_k: Some(40), top_p: None, seed: 5 };
+    assert_eq!(p.sampling, want);
+    let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"temperature":0.7}"#).expect("ok");
+    assert!(matches!(p.sampling, SamplingPolicy::Sample { seed: 77, .. }));
+    let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"temperature":0}"#).expect("ok");
+    assert_eq!(p.sampling, SamplingPolicy::Greedy);
+}
+
+#[test]
+fn stop_is_a_string_or_a_list_within_its_limits() {
+    let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"stop":"\n"}"#).expect("ok");
+    assert_eq!(p.stop, vec!["\n".to_string()]);
+    let many: Vec<String> = (0..17).map(|i| format!("\"s{i}\"")).collect();
+    let body = format!(r#"{{"messages":[{{"role":"user","content":"x"}}],"stop":[{}]}}"#, many.join(","));
+    assert_eq!(chat(&body).expect_err("17 stops").status(), 400);
+}
+
+#[test]
+fn a_completion_prompt_is_text_or_token_ids_and_only_one() {
+    let d = defaults();
+    let p = parse_completion(br#"{"prompt":"Once"}"#, &d, 1).expect("text");
+    assert_eq!(p.prompt, Prompt::Text("Once".into()));
+    let p = parse_completion(br#"{"prompt":[1,2,3]}"#, &d, 1).expect("tokens");
+    assert_eq!(p.prompt, Prompt::Tokens(vec![1, 2, 3]));
+    let p = parse_completion(br#"{"prompt":["a"]}"#, &d, 1).expect("one text");
+    assert_eq!(p.prompt, Prompt::Text("a".into()));
+    assert_eq!(parse_completion(br#"{"prompt":["a","b"]}"#, &d, 1).expect_err("two").status(), 400);
+    assert_eq!(parse_completion(br#"{}"#, &d, 1).expect_err("none").status(), 400);
+}
+
+#[test]
+fn a_prompt_that_fills_the_context_is_an_exceed_context_size_error_naming_both_sizes() {
+    let p = parse_completion(br#"{"prompt":"x","max_tokens":100}"#, &defaults(), 1).expect("ok");
+    let e = p.request("r".into(), vec![1; 512], 512, 1000).expect_err("too long");
+    assert_eq!((e.n_prompt_tokens, e.n_ctx), (Some(512), Some(512)));
+    let r = p.request("r".into(), vec![1; 500], 512, 1000).expect("fits");
+    assert_eq!(r.max_tokens, 12, "max_tokens is cut to what the context leaves");
+    let e = p.request("r".into(), vec![5000], 512, 1000).expect_err("outside the vocabulary");
+    assert_eq!(e.status(), 400);
+}

@@ -1,0 +1,228 @@
+//! What the API answers: a whole response, or a stream of chunks (the role first, then
+//! text deltas, then a choice chunk with `finish_reason`, then, when asked, a usage chunk
+//! with `choices: []`), in OpenAI's shapes for chat and text completions, each carrying
+//! `usage` and llama-server's `timings`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::orchestrator::scheduler::FinishReason;
+
+/// llama-server's `timings`: the prompt (from admission to the first token) and the
+/// generated tokens (first to last).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Timings {
+    /// Prompt tokens.
+    pub prompt_n: u32,
+    /// From admission to the first token, ms.
+    pub prompt_ms: f64,
+    /// `prompt_ms` per prompt token.
+    pub prompt_per_token_ms: f64,
+    /// Prompt tokens per second.
+    pub prompt_per_second: f64,
+    /// Generated tokens.
+    pub predicted_n: u32,
+    /// From the first token to the last, ms.
+    pub predicted_ms: f64,
+    /// `predicted_ms` per generated token after the first.
+    pub predicted_per_token_ms: f64,
+    /// Generated tokens per second after the first.
+    pub predicted_per_second: f64,
+}
+
+fn per(ms: f64, n: u32) -> (f64, f64) {
+    if n == 0 || ms <= 0.0 { (0.0, 0.0) } else { (ms / n as f64, n as f64 * 1e3 / ms) }
+}
+
+impl Timings {
+    /// Timings of `prompt_n` tokens in `prompt_ms` and `predicted_n` in `predicted_ms`.
+    pub fn new(prompt_n: u32, prompt_ms: f64, predicted_n: u32, predicted_ms: f64) -> Timings {
+        let (prompt_per_token_ms, prompt_per_second) = per(prompt_ms, prompt_n);
+        let (predicted_per_token_ms, predicted_per_second) =
+            per(predicted_ms, predicted_n.saturating_sub(1));
+        Timings {
+            prompt_n,
+            prompt_ms,
+            prompt_per_token_ms,
+            prompt_per_second,
+            predicted_n,
+            predicted_ms,
+            predicted_per_token_ms,
+            predicted_per_second,
+        }
+    }
+}
+
+/// Tokens billed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Generated tokens.
+    pub completion_tokens: u32,
+    /// Both.
+    pub total_tokens: u32,
+}
+
+impl Usage {
+    /// `prompt` and `completion` tokens.
+    pub fn new(prompt: u32, completion: u32) -> Usage {
+        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+    }
+}
+
+/// Which API a response belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completion,
+}
+
+/// OpenAI's `finish_reason` for a sequence's end: `stop` (EOS or a stop string) or
+/// `length` (`max_tokens`, or a full context).
+pub fn finish_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::MaxTokens | FinishReason::ContextFull => "length",
+        _ => "stop",
+    }
+}
+
+/// What every response and chunk of one request repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    /// The API.
+    pub api: Api,
+    /// `chatcmpl-N` or `cmpl-N`.
+    pub id: String,
+    /// Unix seconds at arrival.
+    pub created: u64,
+    /// The model's name.
+    pub model: String,
+}
+
+impl Meta {
+    /// The response's metadata; `ticket` numbers the request.
+    pub fn new(api: Api, ticket: u64, created: u64, model: String) -> Meta {
+        let id = match api {
+            Api::Chat => format!("chatcmpl-{ticket}"),
+            Api::Completion => format!("cmpl-{ticket}"),
+        };
+        Meta { api, id, created, model }
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.api, chunk) {
+            (Api::Chat, false) => "chat.completion",
+            (Api::Chat, true) => "chat.completion.chunk",
+            (Api::Completion, _) => "text_completion",
+        }
+    }
+
+    fn envelope(&self, chunk: bool, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(chunk),
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "swactor",
+            "choices": choices,
+        })
+    }
+
+    /// A whole (not streamed) response.
+    pub fn response(&self, text: &str, finish: &str, usage: Usage, timings: Timings) -> Value {
+        let choice = match self.api {
+            Api::Chat => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": null,
+                "finish_reason": finish,
+            }),
+            Api::Completion => json!({
+                "index": 0, "text": text, "logprobs": null, "finish_reason": finish,
+            }),
+        };
+        let mut v = self.envelope(false, json!([choice]));
+        v["usage"] = json!(usage);
+        v["timings"] = json!(timings);
+        v
+    }
+
+    /// The first chunk of a chat stream: the role, no text (`None` for a completion).
+    pub fn role_chunk(&self) -> Option<Value> {
+        (self.api == Api::Chat).then(|| {
+            let delta = json!({"role": "assistant", "content": ""});
+            self.envelope(true, json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]))
+        })
+    }
+
+    /// A chunk carrying `text`.
+    pub fn text_chunk(&self, text: &str) -> Value {
+        let choice = match self.api {
+            Api::Chat => json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null}),
+            Api::Completion => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null}),
+        };
+        self.envelope(true, json!([choice]))
+    }
+
+    /// The last choice chunk: its `finish_reason` (and the timings).
+    pub fn finish_chunk(&self, finish: &str, timings: Timings) -> Value {
+        let choice = match self.api {
+            Api::Chat => json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}),
+            Api::Completion => json!({"index": 0, "text": "", "logprobs": null, "finish_reason": finish}),
+        };
+        let mut v = self.envelope(true, json!([choice]));
+        v["timings"] = json!(timings);
+        v
+    }
+
+    /// The usage chunk before `[DONE]`, when the client asked for it.
+    pub fn usage_chunk(&self, usage: Usage, timings: Timings) -> Value {
+        let mut v = self.envelope(true, json!([]));
+        v["usage"] = json!(usage);
+        v["timings"] = json!(timings);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chat_stream_starts_with_the_role_and_ends_with_a_finish_reason_and_usage() {
+        let m = Meta::new(Api::Chat, 7, 1_700_000_000, "smol".into());
+        let first = m.role_chunk().expect("chat has a role chunk");
+        assert_eq!(first["object"], "chat.completion.chunk");
+        assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(m.text_chunk("hi")["choices"][0]["delta"]["content"], "hi");
+        let t = Timings::new(10, 20.0, 5, 40.0);
+        assert_eq!(m.finish_chunk("stop", t)["choices"][0]["finish_reason"], "stop");
+        let u = m.usage_chunk(Usage::new(10, 5), t);
+        assert_eq!(u["choices"], json!([]));
+        assert_eq!(u["usage"]["total_tokens"], 15);
+        assert_eq!(u["id"], "chatcmpl-7");
+    }
+
+    #[test]
+    fn a_whole_completion_carries_text_usage_and_timings_and_has_no_role_chunk() {
+        let m = Meta::new(Api::Completion, 1, 0, "smol".into());
+        assert!(m.role_chunk().is_none());
+        let v = m.response("abc", "length", Usage::new(3, 4), Timings::new(3, 3.0, 4, 30.0));
+        assert_eq!(v["object"], "text_completion");
+        assert_eq!(v["choices"][0]["text"], "abc");
+        assert_eq!(v["timings"]["predicted_n"], 4);
+        assert_eq!(v["timings"]["predicted_per_second"], 100.0);
+        assert_eq!(v["usage"]["completion_tokens"], 4);
+    }
+
+    #[test]
+    fn the_finish_reason_is_stop_for_eos_and_stop_strings_and_length_for_limits() {
+        assert_eq!(finish_reason(FinishReason::Eos), "stop");
+        assert_eq!(finish_reason(FinishReason::Stop), "stop");
+        assert_eq!(finish_reason(FinishReason::MaxTokens), "length");
+        assert_eq!(finish_reason(FinishReason::ContextFull), "length");
+    }
+}
