@@ -21,7 +21,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub use swactor_core::{events, planner, sim, wire};
+pub use swactor_core::{events, planner, serve, sim, wire};
 
 pub mod arena;
 pub mod bench;
@@ -36,6 +36,7 @@ pub mod net;
 pub mod node;
 pub mod orchestrator;
 pub mod ring;
+pub mod server;
 pub mod stage;
 pub mod worker;
 pub mod workerctl;

@@ -21,6 +21,7 @@ pub mod progress;
 pub mod requests;
 pub mod run_report;
 pub mod run_sink;
+pub mod serve_cmd;
 pub mod signals;
 pub mod util_cmd;
 
@@ -115,6 +116,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Run(RunCommand::Plan(args)) => plan_cmd::run_plan(&args, out),
         Command::Run(RunCommand::Local(args)) => orchestrate_cmd::local(&args, out),
         Command::Orchestrate(OrchestrateCommand::Pool(args)) => orchestrate_cmd::pool(&args, out),
+        Command::Orchestrate(OrchestrateCommand::Serve(args)) => serve_cmd::orchestrate(&args, out),
         Command::Generate(args) => generate_cmd::generate(&args, out),
         Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),

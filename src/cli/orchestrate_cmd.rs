@@ -45,6 +45,10 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
 
 /// `swactor run local`.
 pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
+    if args.serve {
+        return super::serve_cmd::local(args, out);
+    }
+    super::config::serve::check_local_flags(args)?;
     // Check what can be checked before any node starts.
     let mut run = LocalRun::from_args(args)?;
     if let Some(batch) = run.inputs.as_mut().and_then(|i| i.batch.as_mut())
@@ -219,7 +223,7 @@ fn fail_batch(
 }
 
 /// Maps an orchestrator error onto its exit code.
-fn orchestrate_error(e: OrchestrateError) -> CliError {
+pub fn orchestrate_error(e: OrchestrateError) -> CliError {
     match e {
         OrchestrateError::Setup(m) => CliError::new(ExitCode::Input, "setup_failed", eyre!(m)),
         OrchestrateError::PoolTimeout(..) => {

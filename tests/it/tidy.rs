@@ -69,6 +69,7 @@ fn layer(key: &str) -> Option<u8> {
             ("stage/", 3),
             ("node/", 4),
             ("orchestrator/", 4),
+            ("server/", 4),
             ("bench/", 4),
             ("fuzz.rs", 4),
             ("cli/", 5),

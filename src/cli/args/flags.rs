@@ -147,3 +147,41 @@ impl From<KvCacheArg> for crate::wire::KvCacheDType {
         }
     }
 }
+
+/// The HTTP server's flags (`orchestrate serve`, `run local --serve`).
+#[derive(Debug, Args, Clone)]
+pub struct ServeFlags {
+    /// Where the HTTP API listens [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it
+    /// cancels them [default: 30].
+    #[arg(long = "grace-s", value_name = "S")]
+    pub grace_s: Option<u64>,
+    /// A file holding the API key: every route but /health and the page then needs
+    /// `Authorization: Bearer KEY`.
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<std::path::PathBuf>,
+    /// Request bodies over this many bytes are refused with 413 [default: 8388608].
+    #[arg(long, value_name = "N")]
+    pub max_body_bytes: Option<usize>,
+    /// HTTP connections open at once; more wait to be accepted [default: 256].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// The model's name in /v1/models and in responses [default: the GGUF's name, else
+    /// its file name].
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
+}
+
+impl ServeFlags {
+    /// Whether any of them was given.
+    pub fn any(&self) -> bool {
+        self.http.is_some()
+            || self.grace_s.is_some()
+            || self.api_key_file.is_some()
+            || self.max_body_bytes.is_some()
+            || self.max_connections.is_some()
+            || self.model_name.is_some()
+    }
+}

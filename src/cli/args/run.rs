@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs};
+use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs, ServeFlags};
 use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor run ...`
@@ -25,6 +25,11 @@ pub enum OrchestrateCommand {
     /// stream the generated text, and tear the run down.
     #[command(after_help = SEE_EXIT_CODES)]
     Pool(Box<OrchestratePoolArgs>),
+    /// Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool
+    /// is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM
+    /// drain within --grace-s and exit 0.
+    #[command(after_help = SEE_EXIT_CODES)]
+    Serve(Box<OrchestrateServeArgs>),
 }
 
 /// `swactor run plan`
@@ -76,13 +81,15 @@ pub struct PromptArgs {
     /// With `--requests`: also a JSON line per generated token.
     #[arg(long, requires = "requests")]
     pub stream: bool,
-    /// With `--requests`: requests waiting for a slot at most (more are refused as
-    /// `busy`) [default: every request of the file].
-    #[arg(long, value_name = "N", requires = "requests")]
+    /// With `--requests` or `--serve`: requests waiting for a slot at most (more are
+    /// refused as `busy`, 429 when serving) [default: every request of the file; 64
+    /// when serving].
+    #[arg(long, value_name = "N")]
     pub queue: Option<usize>,
-    /// With `--requests`: micro-batches in flight at most (the sequences are spread over
-    /// this many groups) [default: one per stage, at most `--max-sequences`].
-    #[arg(long, value_name = "N", requires = "requests",
+    /// With `--requests` or `--serve`: micro-batches in flight at most (the sequences
+    /// are spread over this many groups) [default: one per stage, at most
+    /// `--max-sequences`].
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]
     pub groups: Option<u16>,
     /// Write every event of the run as JSON Lines to this file.
@@ -154,6 +161,13 @@ pub struct LocalArgs {
     /// Pass the nodes' logs through to stderr.
     #[arg(long)]
     pub node_logs: bool,
+    /// Serve the OpenAI-compatible HTTP API over the local pipeline instead of running one
+    /// prompt or a requests file (see `orchestrate serve`).
+    #[arg(long, conflicts_with_all = ["requests", "stream"])]
+    pub serve: bool,
+    /// The server's flags (with `--serve`).
+    #[command(flatten)]
+    pub http: ServeFlags,
     /// What to run.
     #[command(flatten)]
     pub run: PromptArgs,
@@ -169,11 +183,60 @@ impl RunCommand {
     }
 }
 
+/// `swactor orchestrate serve`.
+#[derive(Debug, Args)]
+pub struct OrchestrateServeArgs {
+    /// The pool file.
+    #[arg(long, value_name = "POOL")]
+    pub pool: PathBuf,
+    /// The GGUF model (the orchestrator's copy: tokenizer, chat template, facts).
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The orchestrator's key file (created on first use).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Placement.
+    #[command(flatten)]
+    pub placement: PlacementFlags,
+    /// Nodes fetch their stage's weights from this URL instead of their own copy.
+    #[arg(long, value_name = "URL")]
+    pub weights_url: Option<String>,
+    /// Joining the pool.
+    #[command(flatten)]
+    pub join: PoolFlags,
+    /// The server's flags.
+    #[command(flatten)]
+    pub http: ServeFlags,
+    /// Requests waiting for a slot at most; more are refused with 429 [default: 64].
+    #[arg(long, value_name = "N")]
+    pub queue: Option<usize>,
+    /// Micro-batches in flight at most [default: one per stage, at most
+    /// `--max-sequences`].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub groups: Option<u16>,
+    /// Write every session's events as JSON Lines to this file (never overwritten).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// Seconds each session may take from provisioning to serving.
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub readiness_timeout: u64,
+    /// Seconds a micro-batch in flight may take to come back before the session faults.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub token_timeout: u64,
+    /// Runtime and sampling defaults.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
 impl OrchestrateCommand {
     /// The command's output flags.
     pub fn output(&self) -> &OutputFlags {
         match self {
             OrchestrateCommand::Pool(a) => &a.run.output,
+            OrchestrateCommand::Serve(a) => &a.output,
         }
     }
 }

@@ -7,11 +7,13 @@
 //! - [`plan`]: `run plan` -> [`plan::PlanConfig`];
 //! - [`run`]: what every run needs from its prompt flags (model, requests, limits);
 //! - [`orchestrate`]: `orchestrate pool` -> [`orchestrate::PoolRun`];
-//! - [`local`]: `run local` -> [`local::LocalRun`].
+//! - [`local`]: `run local` -> [`local::LocalRun`];
+//! - [`serve`]: `orchestrate serve` and `run local --serve` -> the server's config.
 
 pub mod local;
 pub mod orchestrate;
 pub mod plan;
 pub mod run;
 pub mod runtime;
+pub mod serve;
 pub mod source;

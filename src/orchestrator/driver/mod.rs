@@ -116,6 +116,10 @@ pub trait RunSink {
     }
     /// A progress message while the pool converges and weights load.
     fn progress(&mut self, message: &str);
+    /// Sequences holding a slot and requests waiting for one, when either changes.
+    fn load(&mut self, running: usize, waiting: usize) {
+        let _ = (running, waiting);
+    }
     /// The plan the session runs (once planned).
     fn planned(&mut self, plan: &RunPlan) {
         let _ = plan;

@@ -76,6 +76,8 @@ pub(super) struct RunLoop<'t> {
     torn_down: bool,
     endpoints_ready: usize,
     loaded_weights: usize,
+    /// Sequences in slots and requests queued, as last told to the sink.
+    load: (usize, usize),
 }
 
 impl<'t> RunLoop<'t> {
@@ -154,6 +156,7 @@ impl<'t> RunLoop<'t> {
             torn_down: false,
             endpoints_ready: 0,
             loaded_weights: 0,
+            load: (0, 0),
         };
         for (index, r) in config.requests.iter().enumerate() {
             run.book.arrived(index, r.clone());
@@ -353,6 +356,17 @@ impl<'t> RunLoop<'t> {
             while let Some(out) = self.fsm.poll_output() {
                 progressed = true;
                 self.output(out, sink);
+            }
+            while let Some(seq) = self.fsm.poll_started() {
+                if let (Some(routes), Some(index)) = (self.served.as_mut(), self.book.index_of(seq))
+                {
+                    routes.send(index, Reply::Started);
+                }
+            }
+            let load = self.fsm.load();
+            if load != self.load {
+                self.load = load;
+                sink.load(load.0, load.1);
             }
             for index in std::mem::take(&mut self.unsent) {
                 self.give_result(index, sink);

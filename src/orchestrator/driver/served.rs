@@ -48,6 +48,8 @@ pub struct Submission {
 /// before it read the request).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
+    /// The request left the queue and holds a slot.
+    Started,
     /// A generated token and the text it releases (possibly empty).
     Token {
         /// The token id.

@@ -285,6 +285,11 @@ impl<'t> RequestBook<'t> {
         self.results.remove(&index);
     }
 
+    /// The request of live sequence `seq`.
+    pub fn index_of(&self, seq: SeqId) -> Option<usize> {
+        self.live.get(&seq).map(|l| l.index)
+    }
+
     /// The live sequence of request `index`, if it has one.
     pub fn seq_of(&self, index: usize) -> Option<SeqId> {
         self.live.iter().find(|(_, l)| l.index == index).map(|(seq, _)| *seq)

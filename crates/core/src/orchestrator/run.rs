@@ -290,6 +290,16 @@ impl RunFsm {
         Ok(id)
     }
 
+    /// The next sequence that took a slot (its wait in the queue ended).
+    pub fn poll_started(&mut self) -> Option<SeqId> {
+        self.sched.poll_started()
+    }
+
+    /// Sequences holding a slot, and requests waiting for one.
+    pub fn load(&self) -> (usize, usize) {
+        (self.sched.live(), self.sched.queued())
+    }
+
     /// Every slot of the session's scheduler, and the requests waiting for one.
     pub fn slots(&self) -> (Vec<crate::orchestrator::scheduler::SlotView>, usize) {
         (self.sched.slots(), self.sched.queued())

@@ -220,6 +220,8 @@ pub struct Scheduler {
     next_id: SeqId,
     cursor: u16,
     outputs: VecDeque<SeqOutput>,
+    /// Sequences that took a slot, oldest first (see [`Scheduler::poll_started`]).
+    started: VecDeque<SeqId>,
     planted_early_release: bool,
     planted_skip_reset: bool,
     /// Slots that held a sequence before (for the planted skipped reset).
@@ -245,6 +247,7 @@ impl Scheduler {
             next_id: 0,
             cursor: 0,
             outputs: VecDeque::new(),
+            started: VecDeque::new(),
             planted_early_release: false,
             planted_skip_reset: false,
             used_slots: BTreeSet::new(),
@@ -268,6 +271,11 @@ impl Scheduler {
     /// The configuration in force (after its clamps).
     pub fn config(&self) -> &SchedulerConfig {
         &self.cfg
+    }
+
+    /// The next sequence that left the queue for a slot (its wait ended).
+    pub fn poll_started(&mut self) -> Option<SeqId> {
+        self.started.pop_front()
     }
 
     /// Every slot: free, or the sequence holding it and how far it is.
@@ -323,6 +331,7 @@ impl Scheduler {
                 .min_by_key(|&g| (self.group_size[usize::from(g)], g))
                 .unwrap_or(0);
             self.group_size[usize::from(group)] += 1;
+            self.started.push_back(id);
             self.live.insert(
                 id,
                 Seq {

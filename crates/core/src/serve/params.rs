@@ -249,7 +249,11 @@ fn common(
 
 /// The request's sampling: what it gives over the server's defaults; temperature 0 is
 /// greedy; a sampled request without a seed gets `fresh_seed`.
-fn sampling(c: &Common, default: SamplingPolicy, fresh_seed: u64) -> Result<SamplingPolicy, ApiError> {
+fn sampling(
+    c: &Common,
+    default: SamplingPolicy,
+    fresh_seed: u64,
+) -> Result<SamplingPolicy, ApiError> {
     let (d_temp, d_k, d_p) = match default {
         SamplingPolicy::Greedy => (0.0, None, None),
         SamplingPolicy::Sample { temperature, top_k, top_p, .. } => (temperature, top_k, top_p),

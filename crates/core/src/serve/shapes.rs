@@ -67,7 +67,11 @@ pub struct Usage {
 impl Usage {
     /// `prompt` and `completion` tokens.
     pub fn new(prompt: u32, completion: u32) -> Usage {
-        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+        }
     }
 }
 
@@ -154,15 +158,22 @@ impl Meta {
     pub fn role_chunk(&self) -> Option<Value> {
         (self.api == Api::Chat).then(|| {
             let delta = json!({"role": "assistant", "content": ""});
-            self.envelope(true, json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]))
+            self.envelope(
+                true,
+                json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]),
+            )
         })
     }
 
     /// A chunk carrying `text`.
     pub fn text_chunk(&self, text: &str) -> Value {
         let choice = match self.api {
-            Api::Chat => json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null}),
-            Api::Completion => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null}),
+            Api::Chat => {
+                json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})
+            }
+            Api::Completion => {
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null})
+            }
         };
         self.envelope(true, json!([choice]))
     }
@@ -170,8 +181,12 @@ impl Meta {
     /// The last choice chunk: its `finish_reason` (and the timings).
     pub fn finish_chunk(&self, finish: &str, timings: Timings) -> Value {
         let choice = match self.api {
-            Api::Chat => json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}),
-            Api::Completion => json!({"index": 0, "text": "", "logprobs": null, "finish_reason": finish}),
+            Api::Chat => {
+                json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish})
+            }
+            Api::Completion => {
+                json!({"index": 0, "text": "", "logprobs": null, "finish_reason": finish})
+            }
         };
         let mut v = self.envelope(true, json!([choice]));
         v["timings"] = json!(timings);

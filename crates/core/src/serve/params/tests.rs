@@ -39,8 +39,10 @@ fn more_than_one_choice_bad_types_and_empty_messages_are_invalid_requests() {
 
 #[test]
 fn a_temperature_samples_with_the_given_seed_or_a_fresh_one_and_zero_is_greedy() {
-    let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"temperature":0.7,"top_k":40,"seed":5}"#)
-        .expect("parses");
+    let p = chat(
+        r#"{"messages":[{"role":"user","content":"x"}],"temperature":0.7,"top_k":40,"seed":5}"#,
+    )
+    .expect("parses");
     let want = SamplingPolicy::Sample { temperature: 0.7, top_k: Some(40), top_p: None, seed: 5 };
     assert_eq!(p.sampling, want);
     let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"temperature":0.7}"#).expect("ok");
@@ -54,7 +56,8 @@ fn stop_is_a_string_or_a_list_within_its_limits() {
     let p = chat(r#"{"messages":[{"role":"user","content":"x"}],"stop":"\n"}"#).expect("ok");
     assert_eq!(p.stop, vec!["\n".to_string()]);
     let many: Vec<String> = (0..17).map(|i| format!("\"s{i}\"")).collect();
-    let body = format!(r#"{{"messages":[{{"role":"user","content":"x"}}],"stop":[{}]}}"#, many.join(","));
+    let body =
+        format!(r#"{{"messages":[{{"role":"user","content":"x"}}],"stop":[{}]}}"#, many.join(","));
     assert_eq!(chat(&body).expect_err("17 stops").status(), 400);
 }
 

@@ -1,0 +1,233 @@
+//! `swactor orchestrate serve`'s and `run local --serve`'s flags -> the server's config
+//! ([`ServeConfig`]) and the sessions' ([`OrchestrateConfig`]).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use color_eyre::eyre::eyre;
+
+use crate::cli::args::{LocalArgs, OrchestrateServeArgs, RuntimeArgs, ServeFlags};
+use crate::cli::exit::{CliError, ExitCode, model_error, plan_error};
+use crate::cli::run_sink::EventsFile;
+use crate::model::ModelFacts;
+use crate::model::facts::facts_from_content;
+use crate::model::gguf::read_content;
+use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
+use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
+use crate::orchestrator::local::LocalPool;
+use crate::orchestrator::run::{RunTimeouts, SessionLimits};
+use crate::planner::{Placement, PlanRequest, check_before_reports};
+use crate::server::{HttpLimits, ServeConfig, ServeDefaults};
+use crate::wire::{RuntimeConfig, WeightSource};
+
+use super::runtime::runtime_config;
+use super::source::{absolute, check_url, placement, read_pool, weight_source};
+
+/// Slots of a serving session unless `--max-sequences` says otherwise.
+pub const DEFAULT_SERVE_SEQUENCES: u32 = 8;
+/// Requests waiting for a slot unless `--queue` says otherwise.
+pub const DEFAULT_SERVE_QUEUE: usize = 64;
+
+/// The model as the server needs it.
+pub struct ServedModel {
+    /// Its facts.
+    pub facts: ModelFacts,
+    /// Its tokenizer.
+    pub tokenizer: Arc<Tokenizer>,
+    /// Its chat template.
+    pub template: Option<String>,
+    /// The runtime settings, checked (eight slots by default).
+    pub runtime: RuntimeConfig,
+}
+
+impl ServedModel {
+    /// Reads `model` and checks the runtime flags against it.
+    pub fn read(model: &Path, args: &RuntimeArgs) -> Result<ServedModel, CliError> {
+        let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
+        let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
+        let tokenizer = Arc::new(tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?);
+        let template = crate::model::tokenizer::chat_template(&content);
+        let mut args = args.clone();
+        args.max_sequences = args.max_sequences.or(Some(DEFAULT_SERVE_SEQUENCES));
+        let runtime = runtime_config(&args, &facts)?;
+        Ok(ServedModel { facts, tokenizer, template, runtime })
+    }
+}
+
+/// The server's config from its flags, for `model` served with `runtime` on `nodes`.
+pub fn server_config(
+    flags: &ServeFlags,
+    model: &Path,
+    served: &ServedModel,
+    nodes: Vec<u64>,
+) -> Result<ServeConfig, CliError> {
+    let api_key = flags
+        .api_key_file
+        .as_deref()
+        .map(crate::server::key::read_key)
+        .transpose()
+        .map_err(|m| CliError::new(ExitCode::Input, "api_key_file", eyre!(m)))?;
+    let file_name = model.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let model_name = flags
+        .model_name
+        .clone()
+        .or_else(|| served.facts.name.clone())
+        .or(file_name)
+        .unwrap_or_else(|| "model".into());
+    let defaults = HttpLimits::default();
+    let runtime = &served.runtime;
+    #[allow(clippy::disallowed_methods)] // a stamp, not a measurement
+    let created = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_secs());
+    Ok(ServeConfig {
+        http: flags.http.unwrap_or(([127, 0, 0, 1], 8080).into()),
+        grace: Duration::from_secs(flags.grace_s.unwrap_or(30)),
+        api_key,
+        limits: HttpLimits {
+            max_body: flags.max_body_bytes.unwrap_or(defaults.max_body),
+            max_connections: flags.max_connections.map_or(defaults.max_connections, |n| n as usize),
+            header_timeout: defaults.header_timeout,
+        },
+        model_name,
+        created,
+        vocab: served.facts.vocab_size,
+        defaults: ServeDefaults {
+            sampling: runtime.sampling,
+            max_tokens: Some(runtime.max_tokens),
+            n_ctx: runtime.max_seq_len,
+            slots: runtime.max_sequences,
+        },
+        nodes,
+    })
+}
+
+fn timeouts(readiness: u64, token: u64) -> RunTimeouts {
+    RunTimeouts {
+        readiness: Duration::from_secs(readiness),
+        token: Duration::from_secs(token),
+        teardown: Duration::from_secs(10),
+    }
+}
+
+/// Everything `orchestrate serve` needs.
+pub struct ServeRun {
+    /// The sessions' config.
+    pub orchestrate: OrchestrateConfig,
+    /// The server's.
+    pub server: ServeConfig,
+    /// The model.
+    pub model: ServedModel,
+    /// The `--events` file.
+    pub events: Option<EventsFile>,
+}
+
+impl ServeRun {
+    /// From `orchestrate serve`'s flags; everything that can be judged before the nodes
+    /// answer is.
+    pub fn from_args(args: &OrchestrateServeArgs) -> Result<ServeRun, CliError> {
+        let model = ServedModel::read(&args.model, &args.runtime)?;
+        check_url(args.weights_url.as_deref())?;
+        let pool = read_pool(&args.pool)?;
+        let placement = placement(&pool, &args.placement)?;
+        let source = weight_source(
+            &args.model,
+            args.weights_url.as_deref(),
+            model.facts.bytes.file,
+            "cannot hash the model",
+        )?;
+        let run_id = fresh_run_id();
+        check_before_reports(&PlanRequest {
+            run_id,
+            model: &model.facts,
+            source: source.clone(),
+            pool: &pool,
+            stages: args.placement.stages,
+            placement: placement.clone(),
+            runtime: model.runtime,
+            prompt_tokens: 0,
+        })
+        .map_err(plan_error)?;
+        let nodes = pool.nodes.iter().map(|n| n.node_id.0).collect();
+        let server = server_config(&args.http, &args.model, &model, nodes)?;
+        let events = args.events.as_deref().map(EventsFile::create).transpose()?;
+        let join = &args.join;
+        let orchestrate = OrchestrateConfig {
+            pool,
+            key: OrchestratorKey::File(args.key.clone()),
+            listen: join.listen,
+            swim: join.swim,
+            advertise: join.advertise,
+            model: args.model.clone(),
+            source,
+            requests: Vec::new(),
+            session: SessionLimits {
+                queue_capacity: args.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
+                groups: args.groups.unwrap_or(0),
+                ..SessionLimits::default()
+            },
+            stages: args.placement.stages,
+            placement,
+            runtime: model.runtime,
+            run_id,
+            window: Duration::from_millis(join.window_ms),
+            pool_timeout: Duration::from_secs(join.pool_timeout),
+            timeouts: timeouts(args.readiness_timeout, args.token_timeout),
+        };
+        Ok(ServeRun { orchestrate, server, model, events })
+    }
+}
+
+/// A fresh run id from this host's clock (below 2^53); each new session takes the next.
+fn fresh_run_id() -> crate::wire::RunId {
+    #[allow(clippy::disallowed_methods)] // an identity, not a measurement
+    let t = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64);
+    crate::wire::RunId(t.max(1))
+}
+
+/// `run local --serve`'s flags that make no sense without it, or with it, refused.
+pub fn check_local_flags(args: &LocalArgs) -> Result<(), CliError> {
+    if !args.serve && args.http.any() {
+        return Err(super::run::usage(
+            "--http, --grace-s, --api-key-file, --max-body-bytes, --max-connections and \
+             --model-name need --serve"
+                .into(),
+        ));
+    }
+    let batchy = args.run.queue.is_some() || args.run.groups.is_some();
+    if batchy && !args.serve && args.run.requests.is_none() {
+        return Err(super::run::usage("--queue and --groups need --requests or --serve".into()));
+    }
+    Ok(())
+}
+
+/// The sessions' config of `run local --serve` once its nodes run.
+pub fn local_orchestrate(
+    args: &LocalArgs,
+    pool: &LocalPool,
+    model: &Path,
+    served: &ServedModel,
+) -> Result<OrchestrateConfig, CliError> {
+    let any = "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?;
+    Ok(OrchestrateConfig {
+        pool: pool.pool.clone(),
+        key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
+        listen: any,
+        swim: any,
+        advertise: None,
+        model: model.to_path_buf(),
+        source: WeightSource::Local { path: absolute(model) },
+        requests: Vec::new(),
+        session: SessionLimits {
+            queue_capacity: args.run.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
+            groups: args.run.groups.unwrap_or(0),
+            ..SessionLimits::default()
+        },
+        stages: Some(args.stages),
+        placement: Placement::default(),
+        runtime: served.runtime,
+        run_id: fresh_run_id(),
+        window: Duration::from_millis(300),
+        pool_timeout: Duration::from_secs(60),
+        timeouts: timeouts(args.run.readiness_timeout, args.run.token_timeout),
+    })
+}

@@ -1,0 +1,178 @@
+//! `swactor orchestrate serve` and `swactor run local --serve`: configure, start the
+//! server ([`crate::server`]), say where it listens, and exit 0 once a stop has drained
+//! it. Startup prints the URL (stderr; with `--json`, a `serving` line on stdout).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use color_eyre::eyre::eyre;
+use serde_json::json;
+
+use super::args::{LocalArgs, OrchestrateServeArgs};
+use super::config::serve::{
+    ServeRun, ServedModel, check_local_flags, local_orchestrate, server_config,
+};
+use super::exit::{CliError, ExitCode};
+use super::output::Output;
+use super::progress::Progress;
+use super::run_sink::{EventsFile, events_error};
+use super::signals::StopSignal;
+use crate::orchestrator::driver::{OrchestrateConfig, OrchestrateError};
+use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
+use crate::server::{ServeConfig, ServeError, ServeModel};
+
+/// `swactor orchestrate serve`.
+pub fn orchestrate(args: &OrchestrateServeArgs, out: &mut Output) -> Result<(), CliError> {
+    let run = ServeRun::from_args(args)?;
+    let json = args.output.json;
+    let rt = runtime()?;
+    let ServeRun { orchestrate, server, model, mut events } = run;
+    let result = rt.block_on(async {
+        let stop = StopSignal::install();
+        serve(server, orchestrate, &model, events.as_mut(), stop, json, out).await
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// `swactor run local --serve`.
+pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
+    check_local_flags(args)?;
+    if args.stages == 0 {
+        return Err(super::config::run::usage("--stages must be at least 1".into()));
+    }
+    let served =
+        args.model.as_deref().map(|m| ServedModel::read(m, &args.run.runtime)).transpose()?;
+    if let Some(s) = &served
+        && args.stages > s.facts.block_count
+    {
+        return Err(CliError::new(
+            ExitCode::PlanRejected,
+            crate::wire::reason::PlanRejection::TooManyStages.as_str(),
+            eyre!("{} stages for a model of {} blocks", args.stages, s.facts.block_count),
+        )
+        .with_suggestion("use at most one stage per transformer block"));
+    }
+    let mut events = args.run.events.as_deref().map(EventsFile::create).transpose()?;
+    let json = args.run.output.json;
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let stop = StopSignal::install();
+        let config = LocalPoolConfig {
+            exe: std::env::current_exe()?,
+            nodes: args.stages,
+            worker_threads: args.worker_threads,
+            arena_bytes: args.arena_bytes,
+            node_logs: args.node_logs,
+        };
+        let mut starting = Progress::new(json);
+        starting.spinner(format!("starting {} nodes", args.stages));
+        let mut pool = tokio::select! {
+            p = LocalPool::start(&config) => p.map_err(|e| {
+                let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
+                CliError::new(ExitCode::BootFailed, reason, eyre!(e))
+                    .with_suggestion("run again with --node-logs to see the nodes' logs")
+            })?,
+            _ = stop.clone().stopped() => return Ok(()),
+        };
+        starting.clear();
+        let result = local_serve(args, &pool, served, events.as_mut(), stop, json, out).await;
+        pool.stop().await;
+        result
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+async fn local_serve(
+    args: &LocalArgs,
+    pool: &LocalPool,
+    served: Option<ServedModel>,
+    events: Option<&mut EventsFile>,
+    stop: StopSignal,
+    json: bool,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let (path, model) = match (args.model.clone(), served) {
+        (Some(path), Some(model)) => (path, model),
+        _ => {
+            eprintln!(
+                "swactor: no --model: a small synthesized model with random weights serves (its \
+                 text is random); pass --model FILE.gguf for a real one"
+            );
+            let path = pool.dir().join("synth.gguf");
+            crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
+                .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;
+            let model = ServedModel::read(&path, &args.run.runtime)?;
+            (path, model)
+        }
+    };
+    let nodes = pool.pool.nodes.iter().map(|n| n.node_id.0).collect();
+    let server = server_config(&args.http, &path, &model, nodes)?;
+    let orchestrate = local_orchestrate(args, pool, &path, &model)?;
+    serve(server, orchestrate, &model, events, stop, json, out).await
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// Serves until a stop has drained the server; exit 0 then.
+async fn serve(
+    server: ServeConfig,
+    orchestrate: OrchestrateConfig,
+    model: &ServedModel,
+    mut events: Option<&mut EventsFile>,
+    stop: StopSignal,
+    json: bool,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let served = ServeModel {
+        facts: &model.facts,
+        tokenizer: model.tokenizer.clone(),
+        template: model.template.clone(),
+    };
+    let mut said = Ok(());
+    let listening = |addr: SocketAddr| {
+        let url = format!("http://{addr}/");
+        eprintln!("swactor: serving the OpenAI-compatible API at {url}v1 (the page at {url})");
+        if json {
+            said =
+                out.json("serving", &json!({"url": url, "http": addr})).and_then(|()| out.flush());
+        }
+    };
+    let mut write = |line: &crate::events::EventLine| {
+        if let Some(f) = events.as_mut() {
+            f.write(&line.to_json());
+        }
+    };
+    let sink: Option<&mut dyn FnMut(&crate::events::EventLine)> = Some(&mut write);
+    let result =
+        crate::server::serve(server, orchestrate, served, stop.stopped(), listening, sink).await;
+    said?;
+    if let Some(f) = events.as_mut()
+        && let Some(e) = f.error.take()
+    {
+        return Err(events_error(&f.path, e));
+    }
+    let report = result.map_err(serve_error)?;
+    if json {
+        out.json("served", &json!({"sessions": report.sessions}))?;
+    }
+    Ok(())
+}
+
+fn serve_error(e: ServeError) -> CliError {
+    match e {
+        ServeError::Bind(addr, io) => CliError::new(
+            ExitCode::Input,
+            "http_bind_failed",
+            eyre!(io).wrap_err(format!("cannot listen on {addr}")),
+        )
+        .with_suggestion("is another server on that address? choose another with --http"),
+        ServeError::Orchestrate(OrchestrateError::Stopped) => {
+            CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped"))
+        }
+        ServeError::Orchestrate(e) => super::orchestrate_cmd::orchestrate_error(e),
+    }
+}

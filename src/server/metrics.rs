@@ -1,0 +1,193 @@
+//! The server's Prometheus metrics (text format, `prometheus-client`), named after vLLM's
+//! and llama.cpp's, plus what only a pipeline has: per-stage step time and per-edge hop
+//! time, from the events the nodes forward.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// A `reason` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Reason {
+    /// The stable reason.
+    pub reason: String,
+}
+
+/// A `finished_reason` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Finished {
+    /// OpenAI's finish reason.
+    pub finished_reason: String,
+}
+
+/// A `stage` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Stage {
+    /// The stage index.
+    pub stage: u32,
+}
+
+/// An `edge` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Edge {
+    /// The edge id.
+    pub edge: u64,
+}
+
+fn latency_hist(start: f64, count: u16) -> Histogram {
+    Histogram::new(exponential_buckets(start, 2.0, count))
+}
+
+/// Every metric, and the registry that prints them.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests holding a slot.
+    pub requests_running: Gauge,
+    /// Requests waiting for a slot.
+    pub requests_waiting: Gauge,
+    /// Requests that ended with a result, by finish reason.
+    pub request_success: Family<Finished, Counter>,
+    /// Requests that failed, by reason.
+    pub request_failure: Family<Reason, Counter>,
+    /// Prompt tokens of requests that ran.
+    pub prompt_tokens: Counter,
+    /// Tokens generated.
+    pub generation_tokens: Counter,
+    /// From arrival to the first token.
+    pub time_to_first_token: Histogram,
+    /// Between consecutive tokens of one request.
+    pub inter_token_latency: Histogram,
+    /// From arrival to the end.
+    pub e2e_request_latency: Histogram,
+    /// From arrival to taking a slot.
+    pub request_queue_time: Histogram,
+    /// Slots holding a sequence.
+    pub slots_in_use: Gauge,
+    /// Sessions that reached serving.
+    pub sessions_formed: Counter,
+    /// Sessions that faulted, by reason.
+    pub session_faults: Family<Reason, Counter>,
+    /// A stage's step, from the worker's start to its completion.
+    pub stage_step: Family<Stage, Histogram>,
+    /// An object's hop from one stage's egress to the next stage's ingress.
+    pub hop: Family<Edge, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric registered, at zero.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            requests_running: Gauge::default(),
+            requests_waiting: Gauge::default(),
+            request_success: Family::default(),
+            request_failure: Family::default(),
+            prompt_tokens: Counter::default(),
+            generation_tokens: Counter::default(),
+            time_to_first_token: latency_hist(0.005, 14),
+            inter_token_latency: latency_hist(0.0005, 14),
+            e2e_request_latency: latency_hist(0.05, 14),
+            request_queue_time: latency_hist(0.001, 16),
+            slots_in_use: Gauge::default(),
+            sessions_formed: Counter::default(),
+            session_faults: Family::default(),
+            stage_step: Family::new_with_constructor(|| latency_hist(0.0001, 16)),
+            hop: Family::new_with_constructor(|| latency_hist(0.00002, 16)),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "swactor_requests_running",
+            "Requests holding a slot",
+            m.requests_running.clone(),
+        );
+        r.register(
+            "swactor_requests_waiting",
+            "Requests waiting for a slot",
+            m.requests_waiting.clone(),
+        );
+        r.register(
+            "swactor_request_success",
+            "Requests that ended with a result",
+            m.request_success.clone(),
+        );
+        r.register("swactor_request_failure", "Requests that failed", m.request_failure.clone());
+        r.register(
+            "swactor_prompt_tokens",
+            "Prompt tokens of requests that ran",
+            m.prompt_tokens.clone(),
+        );
+        r.register("swactor_generation_tokens", "Tokens generated", m.generation_tokens.clone());
+        r.register(
+            "swactor_time_to_first_token_seconds",
+            "From arrival to the first token",
+            m.time_to_first_token.clone(),
+        );
+        r.register(
+            "swactor_inter_token_latency_seconds",
+            "Between tokens of one request",
+            m.inter_token_latency.clone(),
+        );
+        r.register(
+            "swactor_e2e_request_latency_seconds",
+            "From arrival to the end",
+            m.e2e_request_latency.clone(),
+        );
+        r.register(
+            "swactor_request_queue_time_seconds",
+            "From arrival to taking a slot",
+            m.request_queue_time.clone(),
+        );
+        r.register("swactor_slots_in_use", "Slots holding a sequence", m.slots_in_use.clone());
+        r.register(
+            "swactor_sessions_formed",
+            "Sessions that reached serving",
+            m.sessions_formed.clone(),
+        );
+        r.register("swactor_session_faults", "Sessions that faulted", m.session_faults.clone());
+        r.register(
+            "swactor_stage_step_seconds",
+            "A stage's step on its worker",
+            m.stage_step.clone(),
+        );
+        r.register("swactor_hop_seconds", "An object's hop between stages", m.hop.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_names_counters_with_total_and_histograms_with_buckets() {
+        let m = Metrics::new();
+        m.request_success.get_or_create(&Finished { finished_reason: "stop".into() }).inc();
+        m.time_to_first_token.observe(0.02);
+        m.hop.get_or_create(&Edge { edge: 2 }).observe(0.0002);
+        let text = m.encode();
+        assert!(
+            text.contains("swactor_request_success_total{finished_reason=\"stop\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("swactor_time_to_first_token_seconds_bucket"), "{text}");
+        assert!(text.contains("swactor_hop_seconds_count{edge=\"2\"} 1"), "{text}");
+        assert!(text.contains("swactor_requests_running 0"), "{text}");
+    }
+}

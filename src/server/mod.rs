@@ -1,0 +1,155 @@
+//! The server role (`swactor orchestrate serve`, `swactor run local --serve`): the
+//! OpenAI-compatible API over a resident pipeline. Sessions are formed and re-formed by
+//! [`sessions`] through the orchestrator's driver; [`routes`] answers HTTP (axum on hyper,
+//! through [`http`]'s bounded listener); [`metrics`] and [`view`] follow the sessions'
+//! events. What a request means and what it answers is the core's
+//! [`serve`](crate::serve) module; this role carries it over sockets.
+#![allow(clippy::disallowed_methods)] // the server owns the clock (`created` stamps)
+
+pub mod http;
+pub mod key;
+pub mod metrics;
+pub mod routes;
+pub mod sessions;
+pub mod state;
+pub mod track;
+pub mod view;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::events::EventLine;
+use crate::model::ModelFacts;
+use crate::model::tokenizer::Tokenizer;
+use crate::orchestrator::driver::{OrchestrateConfig, OrchestrateError};
+use crate::serve::params::Defaults;
+use crate::wire::SamplingPolicy;
+use crate::wire::reason::OperatorStop;
+pub use http::HttpLimits;
+pub use sessions::ServeReport;
+
+/// What a request leaves out, and the session's size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServeDefaults {
+    /// Sampling when a request gives no temperature.
+    pub sampling: SamplingPolicy,
+    /// Tokens to generate at most (`None`: what the context leaves).
+    pub max_tokens: Option<u32>,
+    /// The context.
+    pub n_ctx: u32,
+    /// Slots of the session.
+    pub slots: u32,
+}
+
+impl ServeDefaults {
+    /// The core's view of the defaults.
+    pub fn params(&self) -> Defaults {
+        Defaults { sampling: self.sampling, max_tokens: self.max_tokens, n_ctx: self.n_ctx }
+    }
+}
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where the API listens.
+    pub http: SocketAddr,
+    /// How long a stop lets what is in flight finish.
+    pub grace: Duration,
+    /// The API key every route but `/health` and the page needs, if set.
+    pub api_key: Option<String>,
+    /// The listener's bounds.
+    pub limits: HttpLimits,
+    /// The model's name (`/v1/models`, every response's `model`).
+    pub model_name: String,
+    /// Unix seconds the server started (`/v1/models`).
+    pub created: u64,
+    /// Vocabulary size.
+    pub vocab: u32,
+    /// Request defaults and the session's size.
+    pub defaults: ServeDefaults,
+    /// The pool's node ids (for the page).
+    pub nodes: Vec<u64>,
+}
+
+impl ServeConfig {
+    /// Unix seconds now.
+    pub fn unix_now(&self) -> u64 {
+        std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_secs())
+    }
+}
+
+/// Why the server could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The HTTP address could not be bound.
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    /// The first session could not form (the configuration is wrong).
+    #[error(transparent)]
+    Orchestrate(#[from] OrchestrateError),
+}
+
+/// The model and its tokenizer, as the server needs them.
+pub struct ServeModel<'a> {
+    /// The model's facts.
+    pub facts: &'a ModelFacts,
+    /// Its tokenizer.
+    pub tokenizer: Arc<Tokenizer>,
+    /// Its chat template.
+    pub template: Option<String>,
+}
+
+/// Serves until `stop`: binds the API (then calls `listening` with its address), forms
+/// sessions, and on `stop` drains (see [`sessions::run_sessions`]) and closes the
+/// listener gracefully. `events` receives every session's event lines.
+pub async fn serve(
+    config: ServeConfig,
+    orchestrate: OrchestrateConfig,
+    model: ServeModel<'_>,
+    stop: impl std::future::Future<Output = OperatorStop>,
+    listening: impl FnOnce(SocketAddr),
+    events: Option<&mut dyn FnMut(&EventLine)>,
+) -> Result<ServeReport, ServeError> {
+    let listener =
+        TcpListener::bind(config.http).await.map_err(|e| ServeError::Bind(config.http, e))?;
+    let addr = listener.local_addr().map_err(|e| ServeError::Bind(config.http, e))?;
+    let (limits, grace) = (config.limits, config.grace);
+    let shared = Arc::new(state::Shared::new(config, model.tokenizer, model.template));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let http = tokio::spawn(http::serve(
+        listener,
+        routes::router(shared.clone()),
+        limits,
+        stop_rx.clone(),
+        grace + Duration::from_secs(5),
+    ));
+    listening(addr);
+    let sessions =
+        sessions::run_sessions(shared.clone(), orchestrate, model.facts, stop_rx, events);
+    tokio::pin!(sessions);
+    tokio::pin!(stop);
+    let mut stopped = false;
+    let result = loop {
+        tokio::select! {
+            r = &mut sessions => break r,
+            _ = &mut stop, if !stopped => {
+                stopped = true;
+                shutting_down(&shared, &stop_tx);
+            }
+        }
+    };
+    shutting_down(&shared, &stop_tx);
+    let _ = http.await;
+    Ok(result?)
+}
+
+/// No new request is taken; the serving session's input closes; the listener stops.
+fn shutting_down(shared: &state::Shared, stop: &watch::Sender<bool>) {
+    shared.phase().shutting_down();
+    shared.set_input(None);
+    let _ = stop.send(true);
+}

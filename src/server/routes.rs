@@ -1,0 +1,403 @@
+//! The HTTP API's routes: OpenAI's chat and text completions (whole or streamed as
+//! server-sent events), models, health, tokenize / detokenize, slots, metrics, the pool's
+//! view and the page. Every error leaves in one shape ([`Failure`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::state::{Shared, Submitted};
+use super::track::Tracker;
+use crate::orchestrator::driver::served::Reply;
+use crate::serve::error::{ApiError, ErrorType};
+use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
+use crate::serve::shapes::{Api, Meta, Usage, finish_reason};
+
+/// The page at `/`: one self-contained file, embedded.
+const PAGE: &str = include_str!("page.html");
+
+/// An API error as a response: its status, its JSON body, and `Retry-After` on 429 / 503.
+pub struct Failure(pub ApiError);
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        Failure(e)
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut r =
+            (status, [(header::CONTENT_TYPE, "application/json")], self.0.body()).into_response();
+        if matches!(status.as_u16(), 429 | 503) {
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
+    }
+}
+
+/// Every route, behind the API key (when set) and the body limit.
+pub fn router(shared: Arc<Shared>) -> Router {
+    let max_body = shared.config.limits.max_body;
+    Router::new()
+        .route("/", get(page))
+        .route("/health", get(health))
+        .route("/v1/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .route("/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/completions", post(completions))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/slots", get(slots))
+        .route("/metrics", get(metrics))
+        .route("/pool", get(pool))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(shared.clone(), auth))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(shared)
+}
+
+async fn not_found() -> Failure {
+    Failure(ApiError::new(ErrorType::NotFoundError, "no such route"))
+}
+
+async fn method_not_allowed() -> Response {
+    let mut e =
+        ApiError::new(ErrorType::InvalidRequestError, "this route does not take that method");
+    e.code = 405;
+    let mut r = Failure(e).into_response();
+    *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    r
+}
+
+/// `--api-key-file`: every route but `/health` and the page needs `Authorization: Bearer
+/// KEY`, compared in constant time.
+async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let Some(key) = &shared.config.api_key else { return next.run(request).await };
+    let path = request.uri().path();
+    if matches!(path, "/health" | "/v1/health" | "/") {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if super::key::same_key(given, key) {
+        return next.run(request).await;
+    }
+    let e = ApiError::new(ErrorType::AuthenticationError, "invalid or missing API key");
+    let mut r = Failure(e).into_response();
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+async fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.phase().health() {
+        Ok(()) => axum::Json(json!({"status": "ok"})).into_response(),
+        Err(e) => {
+            let mut r = Failure(e.clone()).into_response();
+            let body = json!({"status": e.reason, "error": e});
+            *r.body_mut() = axum::body::Body::from(body.to_string());
+            r
+        }
+    }
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Value> {
+    let c = &shared.config;
+    axum::Json(json!({
+        "object": "list",
+        "data": [{
+            "id": c.model_name,
+            "object": "model",
+            "created": c.created,
+            "owned_by": "swactor",
+            "meta": {"n_ctx": c.defaults.n_ctx, "n_vocab": c.vocab},
+        }],
+    }))
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let ct = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(header::CONTENT_TYPE, ct)], shared.metrics.encode()).into_response()
+}
+
+async fn pool(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Value> {
+    let phase = shared.phase().clone();
+    let mut view = serde_json::to_value(&*shared.view()).unwrap_or_default();
+    view["phase"] = json!(phase.phase);
+    view["sessions_formed"] = json!(phase.sessions_formed);
+    view["faults"] = json!(phase.faults);
+    axum::Json(view)
+}
+
+async fn slots(State(shared): State<Arc<Shared>>) -> Result<Response, Failure> {
+    let report = shared.slots().await?;
+    let n_ctx = shared.config.defaults.n_ctx;
+    let slots: Vec<serde_json::Value> = report
+        .slots
+        .iter()
+        .map(|s| {
+            let mut v = json!(s);
+            v["n_ctx"] = json!(n_ctx);
+            v
+        })
+        .collect();
+    Ok(axum::Json(json!(slots)).into_response())
+}
+
+/// A body, or the error its reading ended in (413 past the limit).
+fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Failure> {
+    body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Failure(ApiError::new(ErrorType::RequestTooLarge, "the request body is over the limit"))
+        } else {
+            Failure(ApiError::invalid(format!("the body could not be read: {r}")))
+        }
+    })
+}
+
+#[derive(Deserialize)]
+struct TokenizeBody {
+    content: String,
+    #[serde(default)]
+    add_special: bool,
+    #[serde(default)]
+    with_pieces: bool,
+}
+
+async fn tokenize(
+    State(shared): State<Arc<Shared>>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let raw = body(raw)?;
+    let b: TokenizeBody = serde_json::from_slice(&raw)
+        .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
+    let tok = shared.tokenizer.clone();
+    let (add, pieces) = (b.add_special, b.with_pieces);
+    let out = tokio::task::spawn_blocking(move || {
+        let ids = tok.encode(&b.content, add, false);
+        if !pieces {
+            return json!({"tokens": ids});
+        }
+        let with: Vec<_> =
+            ids.iter().map(|id| json!({"id": id, "piece": tok.decode(&[*id])})).collect();
+        json!({"tokens": with})
+    })
+    .await
+    .map_err(|_| ApiError::new(ErrorType::ServerError, "tokenizing failed"))?;
+    Ok(axum::Json(out).into_response())
+}
+
+#[derive(Deserialize)]
+struct DetokenizeBody {
+    tokens: Vec<u32>,
+}
+
+async fn detokenize(
+    State(shared): State<Arc<Shared>>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let raw = body(raw)?;
+    let b: DetokenizeBody = serde_json::from_slice(&raw)
+        .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
+    let vocab = shared.config.vocab;
+    if let Some(t) = b.tokens.iter().find(|t| **t >= vocab) {
+        return Err(ApiError::invalid(format!(
+            "token id {t} is outside the vocabulary of {vocab}"
+        ))
+        .into());
+    }
+    Ok(axum::Json(json!({"content": shared.tokenizer.decode(&b.tokens)})).into_response())
+}
+
+async fn chat(State(s): State<Arc<Shared>>, raw: Result<Bytes, BytesRejection>) -> Response {
+    complete(s, Api::Chat, raw).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn completions(State(s): State<Arc<Shared>>, raw: Result<Bytes, BytesRejection>) -> Response {
+    complete(s, Api::Completion, raw).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A completion: judged, tokenized, submitted, answered whole or streamed.
+async fn complete(
+    shared: Arc<Shared>,
+    api: Api,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, Failure> {
+    let tracker = Tracker::arrived(shared.clone());
+    let raw = body(raw)?;
+    let defaults = shared.config.defaults.params();
+    let seed = rand::random::<u64>();
+    let parsed = match api {
+        Api::Chat => parse_chat(&raw, &defaults, seed)?,
+        Api::Completion => parse_completion(&raw, &defaults, seed)?,
+    };
+    let prompt = tokenize_prompt(&shared, &parsed).await?;
+    let ticket = shared.ticket();
+    let (n_ctx, vocab) = (defaults.n_ctx, shared.config.vocab);
+    let request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
+    let prompt_n = request.prompt.len() as u32;
+    let submitted = shared.submit(ticket, request)?;
+    let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone());
+    let tracker = tracker.submitted(prompt_n);
+    if parsed.stream {
+        Ok(stream(meta, submitted, tracker, parsed.include_usage))
+    } else {
+        whole(meta, submitted, tracker).await
+    }
+}
+
+/// The prompt's token ids: the chat template's, the text's, or the ids given. Long
+/// prompts are refused before tokenizing (a token takes at least one byte of text, so
+/// a prompt of more than 64 bytes per context position cannot fit).
+async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u32>, Failure> {
+    let n_ctx = shared.config.defaults.n_ctx;
+    let bytes = match &parsed.prompt {
+        Prompt::Messages(m) => m.iter().map(|(r, c)| r.len() + c.len()).sum(),
+        Prompt::Text(t) => t.len(),
+        Prompt::Tokens(_) => 0,
+    };
+    if bytes > 64 * n_ctx as usize {
+        return Err(ApiError::exceeds_context((bytes / 64) as u32, n_ctx).into());
+    }
+    let (tok, template, prompt) =
+        (shared.tokenizer.clone(), shared.template.clone(), parsed.prompt.clone());
+    let encoded = tokio::task::spawn_blocking(move || match prompt {
+        Prompt::Messages(m) => {
+            let pairs: Vec<(&str, &str)> =
+                m.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+            tok.encode_chat(template.as_deref(), &pairs)
+                .map_err(|e| ApiError::invalid(format!("messages: {e}")))
+        }
+        Prompt::Text(t) => Ok(tok.encode(&t, true, false)),
+        Prompt::Tokens(ids) => Ok(ids),
+    })
+    .await
+    .map_err(|_| ApiError::new(ErrorType::ServerError, "tokenizing failed"))?;
+    Ok(encoded?)
+}
+
+/// Waits for the result and answers it whole.
+async fn whole(meta: Meta, mut sub: Submitted, mut tracker: Tracker) -> Result<Response, Failure> {
+    let result = loop {
+        match sub.replies.recv().await {
+            Some(Reply::Started) => tracker.started(),
+            Some(Reply::Token { .. }) => tracker.token(),
+            Some(Reply::Text(_)) => {}
+            Some(Reply::Done(r)) => break r,
+            None => {
+                sub.guard.disarm();
+                let e = tracker.failed("session.ended");
+                return Err(e.into());
+            }
+        }
+    };
+    sub.guard.disarm();
+    if let Some(err) = &result.error {
+        return Err(tracker.failed(err).into());
+    }
+    let finish = finish_reason(
+        result.finish_reason.unwrap_or(crate::orchestrator::scheduler::FinishReason::Eos),
+    );
+    let timings = tracker.finished(finish, result.completion_tokens);
+    let usage = Usage::new(result.prompt_tokens, result.completion_tokens);
+    Ok(axum::Json(meta.response(&result.text, finish, usage, timings)).into_response())
+}
+
+/// Streams the request as server-sent events; a client that goes away cancels it.
+fn stream(meta: Meta, sub: Submitted, tracker: Tracker, include_usage: bool) -> Response {
+    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
+    tokio::spawn(pump(meta, sub, tracker, include_usage, tx));
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// Turns a request's replies into events until its end, or until the client is gone
+/// (then the dropped guard cancels the sequence).
+async fn pump(
+    meta: Meta,
+    mut sub: Submitted,
+    mut tracker: Tracker,
+    include_usage: bool,
+    tx: mpsc::UnboundedSender<SseEvent>,
+) {
+    let send = |v: &serde_json::Value| tx.send(SseEvent::default().data(v.to_string())).is_ok();
+    if let Some(first) = meta.role_chunk()
+        && !send(&first)
+    {
+        return;
+    }
+    loop {
+        let reply = tokio::select! {
+            r = sub.replies.recv() => r,
+            () = tx.closed() => return,
+        };
+        let sent = match reply {
+            Some(Reply::Started) => {
+                tracker.started();
+                true
+            }
+            Some(Reply::Token { piece, .. }) => {
+                tracker.token();
+                piece.is_empty() || send(&meta.text_chunk(&piece))
+            }
+            Some(Reply::Text(t)) => t.is_empty() || send(&meta.text_chunk(&t)),
+            Some(Reply::Done(r)) => {
+                sub.guard.disarm();
+                if let Some(err) = &r.error {
+                    let e = tracker.failed(err);
+                    send(&json!({"error": e}));
+                    return;
+                }
+                let reason =
+                    r.finish_reason.unwrap_or(crate::orchestrator::scheduler::FinishReason::Eos);
+                let finish = finish_reason(reason);
+                let timings = tracker.finished(finish, r.completion_tokens);
+                send(&meta.finish_chunk(finish, timings));
+                if include_usage {
+                    send(
+                        &meta
+                            .usage_chunk(Usage::new(r.prompt_tokens, r.completion_tokens), timings),
+                    );
+                }
+                let _ = tx.send(SseEvent::default().data("[DONE]"));
+                return;
+            }
+            None => {
+                sub.guard.disarm();
+                let e = tracker.failed("session.ended");
+                send(&json!({"error": e}));
+                return;
+            }
+        };
+        if !sent {
+            return;
+        }
+    }
+}

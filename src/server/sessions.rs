@@ -1,0 +1,164 @@
+//! The server's sessions: one is formed when the pool is ready and serves while it lasts;
+//! after a fault the next forms as soon as the pool is ready again, in the same process.
+//! A stop closes the input (the session finishes what it holds and completes), and past
+//! the grace period stops the session (what is left ends with `operator.stopped`).
+#![allow(clippy::disallowed_methods)] // the session loop owns the clock
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use super::state::{SessionInput, Shared};
+use super::view::Measured;
+use crate::events::{Event, EventLine, RunOutcome};
+use crate::model::ModelFacts;
+use crate::orchestrator::driver::served::Served;
+use crate::orchestrator::driver::{
+    Arriving, OrchestrateConfig, OrchestrateError, RunReport, RunSink, orchestrate,
+};
+use crate::wire::reason::OperatorStop;
+use crate::wire::{RunId, RunPlan};
+
+/// Feeds the shared state from one session: lifecycle, view, metrics; opens the server's
+/// input when the session can serve; optionally passes every event line on (`--events`).
+struct ServeSink<'a> {
+    shared: &'a Shared,
+    input: Option<SessionInput>,
+    t0: Instant,
+    events: Option<&'a mut dyn FnMut(&EventLine)>,
+}
+
+impl RunSink for ServeSink<'_> {
+    fn event(&mut self, line: &EventLine) {
+        if let Some(f) = self.events.as_mut() {
+            f(line);
+        }
+        let m = &self.shared.metrics;
+        match &line.event {
+            Event::ReadinessBarrierPassed { .. } => {
+                m.sessions_formed.inc();
+                // The server holds the only sender from here on: dropping it on a stop
+                // closes the session's input.
+                self.shared.set_input(self.input.take());
+            }
+            Event::RunFaulted { reason, .. } => {
+                let reason = reason.to_string();
+                m.session_faults.get_or_create(&super::metrics::Reason { reason }).inc();
+                self.shared.set_input(None);
+            }
+            Event::RunCompleted { .. } | Event::RunStopped { .. } => self.shared.set_input(None),
+            _ => {}
+        }
+        self.shared.phase().event(&line.event);
+        match self.shared.view().event(&line.event, line.origin_us) {
+            Measured::Step(stage, s) => {
+                m.stage_step.get_or_create(&super::metrics::Stage { stage }).observe(s);
+            }
+            Measured::Hop(edge, s) => {
+                m.hop.get_or_create(&super::metrics::Edge { edge }).observe(s);
+            }
+            Measured::Nothing => {}
+        }
+    }
+
+    fn token(&mut self, _request: usize, _id: u32, _text: &str) {
+        self.shared.view().tokens(self.t0.elapsed().as_secs(), 1);
+    }
+
+    fn progress(&mut self, message: &str) {
+        eprintln!("swactor: {message}");
+    }
+
+    fn load(&mut self, running: usize, waiting: usize) {
+        let m = &self.shared.metrics;
+        m.requests_running.set(running as i64);
+        m.requests_waiting.set(waiting as i64);
+        m.slots_in_use.set(running as i64);
+        let mut view = self.shared.view();
+        (view.slots_in_use, view.waiting) = (running, waiting);
+    }
+
+    fn planned(&mut self, plan: &RunPlan) {
+        self.shared.view().planned(plan);
+    }
+}
+
+/// How the server's sessions ended.
+#[derive(Debug)]
+pub struct ServeReport {
+    /// Sessions that reached serving.
+    pub sessions: u64,
+    /// The last session's report, if one ran.
+    pub last: Option<RunReport>,
+}
+
+/// Forms sessions until `shutdown` turns true; then drains the serving one within
+/// `grace`. The first session's setup or plan error, or a pool that never became ready
+/// for it, ends the server (the configuration is wrong); later ones are retried.
+pub async fn run_sessions(
+    shared: Arc<Shared>,
+    mut config: OrchestrateConfig,
+    facts: &ModelFacts,
+    mut shutdown: watch::Receiver<bool>,
+    mut events: Option<&mut dyn FnMut(&EventLine)>,
+) -> Result<ServeReport, OrchestrateError> {
+    let t0 = Instant::now();
+    let tokenizer = shared.tokenizer.clone();
+    let mut report = ServeReport { sessions: 0, last: None };
+    let mut first = true;
+    while !*shutdown.borrow() {
+        let (submit, submissions) = mpsc::unbounded_channel();
+        let (cancel, cancels) = mpsc::unbounded_channel();
+        let (queries_tx, queries) = mpsc::unbounded_channel();
+        let input = SessionInput { submit, cancel, queries: queries_tx };
+        let arriving = Arriving::Served(Served { submissions, cancels, queries });
+        let mut sink = ServeSink {
+            shared: &shared,
+            input: Some(input),
+            t0,
+            events: events.as_mut().map(|f| &mut **f as &mut dyn FnMut(&EventLine)),
+        };
+        let stop = stop_after_grace(shutdown.clone(), shared.clone());
+        let result =
+            orchestrate(config.clone(), Some(arriving), facts, &tokenizer, &mut sink, stop).await;
+        drop(sink);
+        shared.set_input(None);
+        config.run_id = RunId(config.run_id.0 + 1);
+        match result {
+            Ok(r) => {
+                let faulted = (r.outcome == RunOutcome::Faulted)
+                    .then(|| r.fault.map(|f| f.reason.to_string()).unwrap_or_default());
+                shared.phase().session_ended(faulted.as_deref());
+                report.sessions += 1;
+                report.last = Some(r);
+                first = false;
+            }
+            Err(OrchestrateError::Stopped) => break,
+            Err(e) if first => return Err(e),
+            Err(e) => {
+                eprintln!("swactor: no session formed: {e}; trying again");
+                shared.phase().session_ended(None);
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Resolves once the server is told to stop and, if a session was serving then, the
+/// grace period has passed (the session finished what it held by then, or is stopped).
+async fn stop_after_grace(
+    mut shutdown: watch::Receiver<bool>,
+    shared: Arc<Shared>,
+) -> OperatorStop {
+    let _ = shutdown.wait_for(|s| *s).await;
+    let serving = shared.view().slots_in_use > 0 || shared.view().waiting > 0;
+    if serving {
+        tokio::time::sleep(shared.config.grace).await;
+    }
+    OperatorStop::Terminate
+}
