@@ -16,6 +16,7 @@ mod net;
 mod planner;
 mod pool;
 mod run;
+mod serve;
 mod session;
 mod stage_worker;
 mod support;

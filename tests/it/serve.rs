@@ -1,0 +1,635 @@
+//! The OpenAI-compatible server over real sockets with a real HTTP client: `run local
+//! --serve` on SmolLM2 (field names and SSE framing, every error status, eight concurrent
+//! streamed chats equal to `swactor generate --chat`, a disconnect that frees its slot,
+//! the API key, 429, SIGTERM draining) and `orchestrate serve` over booted nodes (503
+//! until a session serves, a new session after a SIGKILLed node comes back). Every child
+//! is stopped and reaped.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cli::smollm2;
+
+fn exe() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("swactor")
+}
+
+/// A server process, stopped and reaped when dropped.
+pub struct Server {
+    child: Child,
+    /// `http://ADDR`, without a trailing slash.
+    pub url: String,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `swactor ARGS --json --http 127.0.0.1:0` and waits for its `serving` line.
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(exe())
+            .args(args)
+            .args(["--json", "--http", "127.0.0.1:0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the server");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(60)).expect("a serving line");
+        assert_eq!(first["type"], "serving", "{first}");
+        let url = first["url"].as_str().expect("url").trim_end_matches('/').to_string();
+        Server { child, url, lines }
+    }
+
+    /// `run local --serve` on SmolLM2 with three stages and `extra` flags.
+    pub fn local(model: &Path, extra: &[&str]) -> Server {
+        let model = model.to_str().expect("utf-8 path");
+        let mut args = vec!["run", "local", "--serve", "--model", model, "--max-seq-len", "512"];
+        args.extend_from_slice(extra);
+        let server = Server::start(&args);
+        server.wait_healthy(Duration::from_secs(90));
+        server
+    }
+
+    /// Waits until `/health` says ok.
+    pub fn wait_healthy(&self, timeout: Duration) {
+        self.wait_health(timeout, |status, _| status == 200);
+    }
+
+    /// Waits until `/health` answers as `pred` wants; returns that answer.
+    pub fn wait_health(&self, timeout: Duration, pred: impl Fn(u16, &Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        let mut last = (0, Value::Null);
+        while Instant::now() < deadline {
+            if let Ok((status, body)) = get(&format!("{}/health", self.url)) {
+                if pred(status, &body) {
+                    return body;
+                }
+                last = (status, body);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the server's health never became what was waited for; last {last:?}");
+    }
+
+    /// SIGTERM; the exit status and the remaining stdout lines.
+    pub fn terminate(mut self) -> (Option<i32>, Vec<Value>) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let lines = self.lines.try_iter().collect();
+        (status.code(), lines)
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+fn client() -> reqwest::Client {
+    // reqwest is built without a TLS provider of its own; plain HTTP needs none, but the
+    // builder asks for one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy().build().expect("client")
+}
+
+/// GET `url`: status and JSON body (`Null` when not JSON).
+pub fn get(url: &str) -> Result<(u16, Value), reqwest::Error> {
+    runtime().block_on(async {
+        let r = client().get(url).send().await?;
+        let status = r.status().as_u16();
+        let body = r.text().await?;
+        Ok((status, serde_json::from_str(&body).unwrap_or(Value::Null)))
+    })
+}
+
+/// A response: status, headers and body.
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    /// The SSE events' data, in order.
+    pub fn events(&self) -> Vec<String> {
+        assert!(self.body.ends_with("\n\n"), "an SSE body ends with a blank line: {:?}", self.body);
+        self.body
+            .split("\n\n")
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")).map(str::to_string))
+            .collect()
+    }
+}
+
+/// POST `body` (raw) to `url` with optional bearer `key`.
+pub async fn post_raw(url: &str, body: Vec<u8>, key: Option<&str>) -> Answer {
+    let mut r = client().post(url).header("content-type", "application/json").body(body);
+    if let Some(k) = key {
+        r = r.bearer_auth(k);
+    }
+    let r = r.send().await.expect("send");
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let body = r.text().await.expect("body");
+    Answer { status, headers, body }
+}
+
+fn post(url: &str, body: &Value) -> Answer {
+    runtime().block_on(post_raw(url, body.to_string().into_bytes(), None))
+}
+
+fn error_of(a: &Answer) -> Value {
+    let v = a.json();
+    let e = v["error"].clone();
+    assert_eq!(e["code"], a.status, "{v}");
+    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    assert!(e["type"].is_string(), "{v}");
+    e
+}
+
+/// `swactor generate --chat` on one user message: its text (as printed, the detokenizer's
+/// tail included, without the closing newline).
+fn generate_chat(model: &Path, prompt: &str, max_tokens: u32) -> String {
+    let out = Command::new(exe())
+        .args(["generate", "--chat", "--max-seq-len", "512", "--model"])
+        .arg(model)
+        .args(["--prompt", prompt, "--max-tokens", &max_tokens.to_string()])
+        .output()
+        .expect("generate");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    text.strip_suffix('\n').unwrap_or(&text).to_string()
+}
+
+/// A streamed chat's text, checking the framing on the way.
+fn streamed_text(a: &Answer, usage: bool) -> (String, Value) {
+    assert_eq!(a.status, 200, "{}", a.body);
+    let ct = a.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    let events = a.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap_or_else(|x| panic!("{x}: {e}")))
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant", "the role comes first");
+    let mut text = String::new();
+    let mut finish = Value::Null;
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk");
+        assert_eq!(c["id"], chunks[0]["id"]);
+        if let Some(choice) = c["choices"].get(0) {
+            assert!(finish.is_null(), "nothing after the finish_reason but the usage chunk");
+            text.push_str(choice["delta"]["content"].as_str().unwrap_or(""));
+            if !choice["finish_reason"].is_null() {
+                finish = choice["finish_reason"].clone();
+            }
+        }
+    }
+    assert!(finish == "stop" || finish == "length", "{finish}");
+    let last = chunks.last().expect("chunks");
+    if usage {
+        assert_eq!(last["choices"], json!([]), "the usage chunk has no choices");
+        assert!(last["usage"]["completion_tokens"].as_u64().is_some(), "{last}");
+        assert!(last["timings"]["predicted_n"].as_u64().is_some(), "{last}");
+    } else {
+        assert!(chunks.iter().all(|c| c.get("usage").is_none()));
+    }
+    (text, last.clone())
+}
+
+fn chat_body(content: &str, max_tokens: u32, stream: bool) -> Value {
+    json!({
+        "model": "anything",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": stream,
+        "stream_options": {"include_usage": true},
+    })
+}
+
+#[test]
+fn a_served_pipeline_answers_in_openai_shapes_and_every_error_in_one_shape() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--max-body-bytes", "65536"]);
+    let u = &s.url;
+    let (status, health) = get(&format!("{u}/health")).expect("health");
+    assert_eq!((status, health), (200, json!({"status": "ok"})));
+    let (_, models) = get(&format!("{u}/v1/models")).expect("models");
+    assert_eq!(models["object"], "list");
+    let name = models["data"][0]["id"].as_str().expect("model id").to_string();
+
+    // A whole completion: text, usage and llama-server's timings.
+    let a = post(
+        &format!("{u}/v1/completions"),
+        &json!({"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    let v = a.json();
+    assert_eq!(
+        (v["object"].as_str(), v["model"].as_str()),
+        (Some("text_completion"), Some(name.as_str()))
+    );
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    assert_eq!(v["usage"]["completion_tokens"], 12);
+    for f in ["prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "predicted_per_second"] {
+        assert!(v["timings"][f].is_number(), "timings.{f}: {v}");
+    }
+    // Token ids work as a prompt, and tokenize / detokenize agree.
+    let t = post(&format!("{u}/tokenize"), &json!({"content": "Once upon a time"})).json();
+    let ids = t["tokens"].clone();
+    let d = post(&format!("{u}/detokenize"), &json!({"tokens": ids})).json();
+    assert_eq!(d["content"], "Once upon a time");
+    let b = post(
+        &format!("{u}/v1/completions"),
+        &json!({"prompt": ids, "max_tokens": 12, "temperature": 0}),
+    );
+    assert_eq!(b.json()["choices"][0]["text"], v["choices"][0]["text"], "ids or text, one prompt");
+
+    // A streamed chat: role first, text deltas, finish_reason, usage, [DONE].
+    let a = post(
+        &format!("{u}/v1/chat/completions"),
+        &chat_body("What is the capital of France?", 16, true),
+    );
+    let (text, _) = streamed_text(&a, true);
+    let whole = post(
+        &format!("{u}/v1/chat/completions"),
+        &chat_body("What is the capital of France?", 16, false),
+    );
+    assert_eq!(whole.json()["choices"][0]["message"]["content"], text.as_str());
+    assert_eq!(whole.json()["choices"][0]["message"]["role"], "assistant");
+
+    // Errors, one shape each.
+    let cases: Vec<(Value, u16, &str)> = vec![
+        (
+            json!({"messages": [{"role": "user", "content": "x"}], "n": 2}),
+            400,
+            "invalid_request_error",
+        ),
+        (json!({"messages": "nope"}), 400, "invalid_request_error"),
+        (
+            json!({"messages": [{"role": "user", "content": "word ".repeat(600)}]}),
+            400,
+            "exceed_context_size_error",
+        ),
+    ];
+    for (body, status, kind) in cases {
+        let a = post(&format!("{u}/v1/chat/completions"), &body);
+        assert_eq!(a.status, status, "{}", a.body);
+        let e = error_of(&a);
+        assert_eq!(e["type"], kind);
+        if kind == "exceed_context_size_error" {
+            assert_eq!(e["n_ctx"], 512);
+            assert!(e["n_prompt_tokens"].as_u64().is_some_and(|n| n > 512), "{e}");
+        }
+    }
+    let big =
+        runtime().block_on(post_raw(&format!("{u}/v1/completions"), vec![b' '; 70_000], None));
+    assert_eq!(big.status, 413, "{}", big.body);
+    assert_eq!(error_of(&big)["type"], "request_too_large");
+    let nf = runtime().block_on(post_raw(&format!("{u}/v2/nothing"), b"{}".to_vec(), None));
+    assert_eq!((nf.status, error_of(&nf)["type"].as_str()), (404, Some("not_found_error")));
+    let bad =
+        runtime().block_on(post_raw(&format!("{u}/v1/completions"), b"{not json".to_vec(), None));
+    assert_eq!(bad.status, 400);
+    error_of(&bad);
+
+    // Metrics name what happened.
+    let metrics = runtime().block_on(async {
+        client()
+            .get(format!("{u}/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
+    });
+    for name in [
+        "swactor_requests_running",
+        "swactor_requests_waiting",
+        "swactor_request_success_total{finished_reason=\"length\"}",
+        "swactor_prompt_tokens_total",
+        "swactor_generation_tokens_total",
+        "swactor_time_to_first_token_seconds_bucket",
+        "swactor_inter_token_latency_seconds_bucket",
+        "swactor_e2e_request_latency_seconds_bucket",
+        "swactor_request_queue_time_seconds_bucket",
+        "swactor_slots_in_use",
+        "swactor_sessions_formed_total 1",
+        "swactor_stage_step_seconds_count{stage=\"2\"}",
+        "swactor_hop_seconds_count{edge=",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from the metrics:\n{metrics}");
+    }
+    let (code, lines) = s.terminate();
+    assert_eq!(code, Some(0), "a stop exits 0");
+    assert!(lines.iter().any(|l| l["type"] == "served"), "{lines:?}");
+}
+
+const CHATS: [&str; 8] = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Name three colors.",
+    "How many legs does a spider have?",
+    "Say hello in Spanish.",
+    "What is two plus two?",
+    "Give me a word that rhymes with cat.",
+    "What do bees make?",
+];
+
+#[test]
+fn eight_concurrent_streamed_chats_each_equal_generate_chat_on_the_same_message() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--max-sequences", "8"]);
+    let url = format!("{}/v1/chat/completions", s.url);
+    let answers = runtime().block_on(async {
+        let calls = CHATS.iter().map(|c| {
+            let body = chat_body(c, 24, true).to_string().into_bytes();
+            post_raw(&url, body, None)
+        });
+        futures_util::future::join_all(calls).await
+    });
+    for (chat, a) in CHATS.iter().zip(&answers) {
+        let (text, _) = streamed_text(a, true);
+        assert_eq!(text, generate_chat(&model, chat, 24), "{chat}");
+    }
+}
+
+#[test]
+fn a_client_that_disconnects_cancels_its_sequence_and_frees_its_slot() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--max-sequences", "2"]);
+    let u = s.url.clone();
+    runtime().block_on(async {
+        let body = json!({"prompt": "Once upon a time", "max_tokens": 400, "stream": true, "ignore_eos": true});
+        let mut r = client()
+            .post(format!("{u}/v1/completions"))
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("send");
+        // A few chunks arrive, then the client goes away.
+        for _ in 0..3 {
+            r.chunk().await.expect("chunk").expect("more");
+        }
+        let slots = client().get(format!("{u}/slots")).send().await.expect("slots");
+        let slots: Value = serde_json::from_str(&slots.text().await.expect("text")).expect("json");
+        assert!(slots.as_array().expect("slots").iter().any(|s| s["is_processing"] == true));
+        drop(r);
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, slots) = get(&format!("{u}/slots")).expect("slots");
+        let busy =
+            slots.as_array().expect("array").iter().filter(|s| s["is_processing"] == true).count();
+        let metrics = runtime().block_on(async {
+            client().get(format!("{u}/metrics")).send().await.expect("m").text().await.expect("t")
+        });
+        if busy == 0
+            && metrics.contains("swactor_slots_in_use 0")
+            && metrics.contains("swactor_requests_running 0")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot stayed busy: {slots}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_api_key_guards_every_route_but_health_and_a_full_queue_is_429_with_retry_after() {
+    let Some(model) = smollm2() else { return };
+    let dir = crate::support::scratch().join("serve-key");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key_file = dir.join("key");
+    std::fs::write(&key_file, "s3cret-key\n").expect("key");
+    let key_arg = key_file.to_str().expect("path");
+    let s =
+        Server::local(&model, &["--api-key-file", key_arg, "--max-sequences", "1", "--queue", "1"]);
+    let u = s.url.clone();
+    assert_eq!(get(&format!("{u}/health")).expect("health").0, 200);
+    let (status, body) = get(&format!("{u}/v1/models")).expect("models");
+    assert_eq!((status, body["error"]["type"].as_str()), (401, Some("authentication_error")));
+    runtime().block_on(async {
+        let body = json!({"prompt": "Once", "max_tokens": 2}).to_string().into_bytes();
+        let wrong =
+            post_raw(&format!("{u}/v1/completions"), body.clone(), Some("s3cret-kez")).await;
+        assert_eq!(wrong.status, 401);
+        let right = post_raw(&format!("{u}/v1/completions"), body, Some("s3cret-key")).await;
+        assert_eq!(right.status, 200, "{}", right.body);
+        // One slot, one queue place: of three long requests at once, one is refused.
+        let long = json!({"prompt": "Once upon a time", "max_tokens": 60}).to_string().into_bytes();
+        let target = format!("{u}/v1/completions");
+        let calls = (0..3).map(|_| post_raw(&target, long.clone(), Some("s3cret-key")));
+        let answers = futures_util::future::join_all(calls).await;
+        let refused: Vec<&Answer> = answers.iter().filter(|a| a.status == 429).collect();
+        assert_eq!(refused.len(), 1, "{:?}", answers.iter().map(|a| a.status).collect::<Vec<_>>());
+        assert_eq!(refused[0].headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+        assert_eq!(error_of(refused[0])["type"], "rate_limit_error");
+        assert_eq!(answers.iter().filter(|a| a.status == 200).count(), 2);
+    });
+}
+
+#[test]
+fn sigterm_lets_a_stream_in_flight_finish_and_the_server_exits_0() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--grace-s", "30"]);
+    let u = s.url.clone();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let body = json!({"prompt": "Once upon a time", "max_tokens": 80, "temperature": 0, "stream": true});
+            let mut r = client().post(format!("{u}/v1/completions")).body(body.to_string()).send().await.expect("send");
+            let mut text = String::new();
+            let mut told = false;
+            while let Some(c) = r.chunk().await.expect("chunk") {
+                text.push_str(&String::from_utf8_lossy(&c));
+                if !told && text.contains("\"text\"") {
+                    told = true;
+                    let _ = tx.send(());
+                }
+            }
+            text
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("the stream started");
+    let (code, _) = s.terminate();
+    let body = reader.join().expect("reader");
+    assert!(body.ends_with("data: [DONE]\n\n"), "the stream finished: {body}");
+    assert!(body.contains("\"finish_reason\":\"length\""), "{body}");
+    assert_eq!(code, Some(0));
+}
+
+/// A node booted on loopback for `orchestrate serve`: its process and what it printed.
+struct Node {
+    child: Child,
+    avail: Value,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Boots node `n` with its key in `dir`, at `listen` / `swim`, joining `seed`.
+fn boot(dir: &Path, n: u64, orch: &str, listen: &str, swim: &str, seed: Option<&str>) -> Node {
+    let mut cmd = Command::new(exe());
+    cmd.args([
+        "node",
+        "boot",
+        "--json",
+        "--node-id",
+        &n.to_string(),
+        "--listen",
+        listen,
+        "--swim",
+        swim,
+    ])
+    .arg("--key")
+    .arg(dir.join(format!("n{n}.key")))
+    .arg("--admin")
+    .arg(dir.join(format!("n{n}.sock")))
+    .args(["--orchestrator", orch, "--threads", "1"]);
+    if let Some(s) = seed {
+        cmd.args(["--join", s]);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("node boot");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["type"] == "node_available"
+            {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let avail = rx.recv_timeout(Duration::from_secs(30)).expect("node_available");
+    Node { child, avail }
+}
+
+#[test]
+fn orchestrate_serve_is_503_until_it_serves_and_forms_a_new_session_after_a_sigkilled_node_returns()
+{
+    let Some(model) = smollm2() else { return };
+    let dir = crate::support::scratch().join("serve-reform");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let orch_key = dir.join("orch.key");
+    let out =
+        Command::new(exe()).args(["node", "id", "--key"]).arg(&orch_key).output().expect("id");
+    let orch = String::from_utf8(out.stdout).expect("utf8").trim().to_string();
+    let mut nodes = vec![boot(&dir, 1, &orch, "127.0.0.1:0", "127.0.0.1:0", None)];
+    let seed = nodes[0].avail["swim_addr"].as_str().expect("swim").to_string();
+    nodes.push(boot(&dir, 2, &orch, "127.0.0.1:0", "127.0.0.1:0", Some(&seed)));
+    let mut pool = String::from("[orchestrator]\nnode_id = 100\n\n");
+    for node in &nodes {
+        let a = &node.avail;
+        pool.push_str(&format!(
+            "[[nodes]]\nnode_id = {}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
+            a["node_id"],
+            a["endpoint_id"].as_str().expect("id"),
+            a["addrs"]
+        ));
+    }
+    std::fs::write(dir.join("pool.toml"), pool).expect("pool");
+    // Node 2 goes away before the server starts: it cannot serve yet.
+    let node2_listen = nodes[1].avail["addrs"][0].as_str().expect("addr").to_string();
+    let node2_swim = nodes[1].avail["swim_addr"].as_str().expect("swim").to_string();
+    drop(nodes.pop());
+    let (pool_file, key) = (dir.join("pool.toml"), orch_key.to_str().expect("key").to_string());
+    let model_arg = model.to_str().expect("model");
+    let s = Server::start(&[
+        "orchestrate",
+        "serve",
+        "--pool",
+        pool_file.to_str().expect("pool"),
+        "--key",
+        &key,
+        "--model",
+        model_arg,
+        "--listen",
+        "127.0.0.1:0",
+        "--swim",
+        "127.0.0.1:0",
+        "--window-ms",
+        "300",
+        "--pool-timeout",
+        "120",
+        "--max-seq-len",
+        "512",
+    ]);
+    let h = s.wait_health(Duration::from_secs(10), |st, _| st == 503);
+    assert_eq!(h["status"], "pool_not_ready", "{h}");
+    let refused =
+        post(&format!("{}/v1/completions", s.url), &json!({"prompt": "Once", "max_tokens": 2}));
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    assert_eq!(error_of(&refused)["type"], "unavailable_error");
+
+    // Node 2 comes up: the session forms and serves.
+    nodes.push(boot(&dir, 2, &orch, &node2_listen, &node2_swim, Some(&seed)));
+    s.wait_healthy(Duration::from_secs(90));
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0});
+    let first = post(&format!("{}/v1/completions", s.url), &body);
+    assert_eq!(first.status, 200, "{}", first.body);
+
+    // SIGKILL node 2: the session faults, /health says so, and it forms again once the
+    // node is back with its key.
+    let pid = rustix::process::Pid::from_raw(nodes[1].child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
+    let h = s.wait_health(Duration::from_secs(30), |st, _| st == 503);
+    assert!(h["status"] == "session_faulted" || h["status"] == "pool_not_ready", "{h}");
+    drop(nodes.pop());
+    nodes.push(boot(&dir, 2, &orch, &node2_listen, &node2_swim, Some(&seed)));
+    s.wait_healthy(Duration::from_secs(90));
+    let again = post(&format!("{}/v1/completions", s.url), &body);
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["choices"][0]["text"], first.json()["choices"][0]["text"]);
+    let metrics = runtime().block_on(async {
+        client().get(format!("{}/metrics", s.url)).send().await.expect("m").text().await.expect("t")
+    });
+    assert!(metrics.contains("swactor_sessions_formed_total 2"), "{metrics}");
+    assert!(metrics.contains("swactor_session_faults_total{reason="), "{metrics}");
+    let (code, _) = s.terminate();
+    assert_eq!(code, Some(0));
+}
