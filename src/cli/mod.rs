@@ -6,6 +6,7 @@ pub mod args;
 pub mod batch_tokens;
 pub mod bench_cmd;
 pub mod cache_cmd;
+pub mod client_cmd;
 pub mod config;
 pub mod edge_inspect_cmd;
 pub mod exit;
@@ -135,6 +136,8 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Bench(BenchCommand::Edge(args)) => bench_cmd::edge(&args, out),
         Command::Cache(CacheCommand::Ls(args)) => cache_cmd::ls(&args, out),
+        Command::Chat(args) => client_cmd::chat(&args, out),
+        Command::Complete(args) => client_cmd::complete(&args, out),
         Command::Cache(CacheCommand::Clear(args)) => cache_cmd::clear(&args, out),
         Command::Util(cmd) => util_cmd::run(cmd, out),
         Command::Worker => Err(CliError::new(

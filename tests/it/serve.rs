@@ -5,7 +5,7 @@
 //! until a session serves, a new session after a SIGKILLed node comes back). Every child
 //! is stopped and reaped.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -327,6 +327,42 @@ fn a_served_pipeline_answers_in_openai_shapes_and_every_error_in_one_shape() {
         runtime().block_on(post_raw(&format!("{u}/v1/completions"), b"{not json".to_vec(), None));
     assert_eq!(bad.status, 400);
     error_of(&bad);
+
+    // The clients in the binary say the same.
+    let completion = v["choices"][0]["text"].as_str().expect("text").to_string();
+    for stream in [false, true] {
+        let mut cmd = Command::new(exe());
+        cmd.args(["complete", "--server", u, "--prompt", "Once upon a time", "--max-tokens", "12"])
+            .args(["--temperature", "0"]);
+        if stream {
+            cmd.arg("--stream");
+        }
+        let out = cmd.output().expect("complete");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{completion}\n"));
+    }
+    let mut chat = Command::new(exe())
+        .args(["chat", "--server", u, "--max-tokens", "16", "--temperature", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("chat");
+    chat.stdin.take().expect("stdin").write_all(b"What is the capital of France?\n").expect("write");
+    let out = chat.wait_with_output().expect("chat");
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{text}\n"));
+    let refused = Command::new(exe())
+        .args(["complete", "--server", u, "--prompt", "x", "--max-tokens", "0"])
+        .output()
+        .expect("complete");
+    assert_eq!(refused.status.code(), Some(3), "a refused request exits 3");
+    let nobody = Command::new(exe())
+        .args(["complete", "--server", "http://127.0.0.1:9", "--prompt", "x", "--json"])
+        .output()
+        .expect("complete");
+    assert_eq!(nobody.status.code(), Some(8), "no server exits 8");
+    let line: Value = serde_json::from_slice(&nobody.stdout).expect("an error line");
+    assert_eq!(line["reason"], "server_unreachable");
 
     // Metrics name what happened.
     let metrics = runtime().block_on(async {

@@ -8,6 +8,7 @@ use super::exit::{EXIT_CODES_HELP, SEE_EXIT_CODES};
 
 pub mod bench;
 pub mod cache;
+pub mod client;
 pub mod flags;
 pub mod model;
 pub mod node;
@@ -17,6 +18,7 @@ pub mod util;
 
 pub use bench::*;
 pub use cache::*;
+pub use client::*;
 pub use flags::*;
 pub use model::*;
 pub use node::*;
@@ -71,6 +73,14 @@ pub enum Command {
     /// Watch a pool from the orchestrator's side.
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Chat with a swactor server: an interactive loop on a terminal (the conversation is
+    /// kept), one exchange from standard input otherwise.
+    #[command(after_help = SEE_EXIT_CODES)]
+    Chat(ChatArgs),
+    /// Ask a swactor server to complete a prompt; the text on stdout (streamed with
+    /// --stream), the whole response with --json.
+    #[command(after_help = SEE_EXIT_CODES)]
+    Complete(CompleteArgs),
     /// Measure the data plane on this machine (each figure beside its baseline).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -98,6 +108,8 @@ impl Command {
             Command::Pool(c) => c.output(),
             Command::Bench(c) => Some(c.output()),
             Command::Cache(c) => Some(c.output()),
+            Command::Chat(a) => Some(&a.output),
+            Command::Complete(a) => Some(&a.output),
             Command::Util(_) | Command::Worker => None,
         }
     }
