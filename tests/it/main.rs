@@ -11,6 +11,7 @@ mod header;
 mod llama;
 mod membership;
 mod model;
+mod page;
 mod multihost;
 mod net;
 mod planner;
