@@ -67,13 +67,16 @@ impl Client {
                 "server_unreachable",
                 eyre!("cannot reach {}: {e}", self.base),
             )
-            .with_suggestion("is `swactor orchestrate serve` (or `run local --serve`) running there?")
+            .with_suggestion(
+                "is `swactor orchestrate serve` (or `run local --serve`) running there?",
+            )
         })?;
         if r.status().is_success() {
             return Ok(r);
         }
         let status = r.status().as_u16();
-        let body: Value = serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+        let body: Value =
+            serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or(Value::Null);
         Err(api_error(status, &body["error"]))
     }
 
@@ -86,7 +89,12 @@ impl Client {
     ) -> Result<Ended, CliError> {
         let mut r = self.post(path, &body).await?;
         let mut buf = Vec::new();
-        let mut ended = Ended { text: String::new(), finish: Value::Null, usage: Value::Null, timings: Value::Null };
+        let mut ended = Ended {
+            text: String::new(),
+            finish: Value::Null,
+            usage: Value::Null,
+            timings: Value::Null,
+        };
         let lost = |e: reqwest::Error| {
             CliError::new(ExitCode::RunFaulted, "stream_lost", eyre!("the stream broke off: {e}"))
         };
@@ -101,10 +109,16 @@ impl Client {
                     }
                     let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
                     if !v["error"].is_null() {
-                        return Err(api_error(v["error"]["code"].as_u64().unwrap_or(503) as u16, &v["error"]));
+                        return Err(api_error(
+                            v["error"]["code"].as_u64().unwrap_or(503) as u16,
+                            &v["error"],
+                        ));
                     }
                     let choice = &v["choices"][0];
-                    let text = choice["delta"]["content"].as_str().or(choice["text"].as_str()).unwrap_or("");
+                    let text = choice["delta"]["content"]
+                        .as_str()
+                        .or(choice["text"].as_str())
+                        .unwrap_or("");
                     if !text.is_empty() {
                         ended.text.push_str(text);
                         piece(text)?;
@@ -121,7 +135,11 @@ impl Client {
                 }
             }
         }
-        Err(CliError::new(ExitCode::RunFaulted, "stream_lost", eyre!("the stream ended before [DONE]")))
+        Err(CliError::new(
+            ExitCode::RunFaulted,
+            "stream_lost",
+            eyre!("the stream ended before [DONE]"),
+        ))
     }
 }
 
@@ -190,7 +208,8 @@ pub fn complete(args: &CompleteArgs, out: &mut Output) -> Result<(), CliError> {
         if !args.stream {
             let r = client.post("/v1/completions", &body).await?;
             let text = r.text().await.map_err(|e| CliError::internal(eyre!("{e}")))?;
-            let v: Value = serde_json::from_str(&text).map_err(|e| CliError::internal(eyre!("{e}")))?;
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| CliError::internal(eyre!("{e}")))?;
             if json {
                 out.json("completion", &v)?;
             } else {
@@ -266,7 +285,8 @@ async fn exchange(
     json: bool,
     out: &mut Output,
 ) -> Result<Ended, CliError> {
-    let mut body = json!({"messages": messages, "stream": true, "stream_options": {"include_usage": true}});
+    let mut body =
+        json!({"messages": messages, "stream": true, "stream_options": {"include_usage": true}});
     sampling(flags, &mut body);
     client
         .stream("/v1/chat/completions", body, |t| {

@@ -310,6 +310,7 @@ fn spawn(
     let mut child = command
         .arg("worker")
         .env(ARENA_FD_ENV, arena.fd().to_string())
+        .env(crate::worker::process::PARENT_ENV, std::process::id().to_string())
         .env(ARENA_BYTES_ENV, arena.len().to_string())
         .env("SWACTOR_WORKER_THREADS", config.threads.to_string())
         // candle sizes its compute pools from this variable.

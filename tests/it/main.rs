@@ -2,6 +2,7 @@
 #![allow(clippy::disallowed_methods)] // tests are drivers: they own the clock
 
 mod cli;
+mod compose;
 mod dataplane;
 mod events;
 mod faults;
@@ -11,9 +12,9 @@ mod header;
 mod llama;
 mod membership;
 mod model;
-mod page;
 mod multihost;
 mod net;
+mod page;
 mod planner;
 mod pool;
 mod run;

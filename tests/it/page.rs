@@ -16,7 +16,12 @@ use crate::serve::Server;
 /// Chromium's executable, if installed (under CI it must be).
 fn chromium() -> Option<&'static str> {
     let found = ["chromium", "chromium-browser"].into_iter().find(|c| {
-        Command::new(c).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+        Command::new(c)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
     });
     if found.is_none() {
         assert!(std::env::var_os("CI").is_none(), "CI must install chromium (.ci/run does)");
@@ -63,7 +68,8 @@ impl DevTools {
 
     /// Evaluates `expr` in the page; its value.
     async fn eval(&mut self, expr: &str) -> Value {
-        let r = self.call("Runtime.evaluate", json!({"expression": expr, "returnByValue": true})).await;
+        let r =
+            self.call("Runtime.evaluate", json!({"expression": expr, "returnByValue": true})).await;
         assert!(r["exceptionDetails"].is_null(), "{expr}: {r}");
         r["result"]["value"].clone()
     }

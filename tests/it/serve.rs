@@ -133,6 +133,7 @@ pub fn get(url: &str) -> Result<(u16, Value), reqwest::Error> {
 
 /// A response: status, headers and body.
 pub struct Answer {
+    /// The status.
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: String,
@@ -347,7 +348,11 @@ fn a_served_pipeline_answers_in_openai_shapes_and_every_error_in_one_shape() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("chat");
-    chat.stdin.take().expect("stdin").write_all(b"What is the capital of France?\n").expect("write");
+    chat.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"What is the capital of France?\n")
+        .expect("write");
     let out = chat.wait_with_output().expect("chat");
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{text}\n"));

@@ -43,6 +43,10 @@ pub const POLL_BUDGET: u64 = 1 << 20;
 pub const EXIT_STOPPED: u8 = 0;
 /// Exit status when the parent went away (stdin closed).
 pub const EXIT_ORPHANED: u8 = 1;
+
+/// The spawning node's process id, so that a worker whose node is process 1 (a node as a
+/// container's entry point) does not take its node for init and itself for an orphan.
+pub const PARENT_ENV: &str = "SWACTOR_WORKER_PARENT";
 /// Exit status after a protocol fault (malformed or unexpected command).
 pub const EXIT_PROTOCOL: u8 = 2;
 /// Exit status after an initialization fault (ABI mismatch, arena, backend).
@@ -119,7 +123,15 @@ struct Worker {
 pub fn run(spin: Duration) -> u8 {
     // Die with the node: if the parent goes away, the kernel kills us.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
-    if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+    // Read here, at the edge: the node that spawned this worker.
+    let spawner = std::env::var(PARENT_ENV).ok().and_then(|v| v.parse::<i32>().ok());
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    let orphaned = match spawner {
+        Some(node) => parent != Some(node),
+        None => parent.is_none_or(|p| p == 1),
+    };
+    if orphaned {
+        eprintln!("swactor worker: the node that started it is gone; exiting");
         return EXIT_ORPHANED;
     }
     let abort = Arc::new(AtomicBool::new(false));
