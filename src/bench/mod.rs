@@ -362,4 +362,5 @@ pub use edge::{EdgeBench, edge};
 mod engine;
 pub mod runs;
 pub mod serve;
+pub mod serve_http;
 pub use engine::{EngineBenchConfig, EngineFigure, bench_prompts, engine_figures};

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::{BenchError, err};
 
 /// Story openings: request `i` uses prompt `i % len`.
-const PROMPTS: [&str; 16] = [
+pub const PROMPTS: [&str; 16] = [
     "Once upon a time there was a little girl named Lily.",
     "The old lighthouse keeper looked out at the sea and",
     "In a small village at the edge of the forest,",

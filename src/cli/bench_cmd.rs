@@ -361,7 +361,8 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
         bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
             .map_err(failed)?;
     let mut progress = Progress::new(args.output.json);
-    progress.bar((models.len() * (args.concurrency.len() + 1)) as u64, "bench serve");
+    let per_level = if args.http { 2 } else { 1 };
+    progress.bar((models.len() * (per_level * args.concurrency.len() + 1)) as u64, "bench serve");
     for (dtype, path) in &models {
         progress.message(format!("bench serve: {dtype}: generate"));
         let generate = bench::serve::generate_rate_threads(&exe()?, path, args.stages, args.tokens)
@@ -418,6 +419,20 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
                     ))
                 })?;
             }
+            if args.http {
+                progress.message(format!("bench serve: {dtype}: {c} concurrent over HTTP"));
+                let http = bench::serve_http::serve_http_run(
+                    &exe()?,
+                    path,
+                    args.stages,
+                    c,
+                    args.tokens,
+                    args.groups,
+                )
+                .map_err(failed)?;
+                progress.step();
+                print_http(out, &mut progress, args.output.json, &fig, &http)?;
+            }
             out.flush()?;
         }
     }
@@ -450,5 +465,44 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
         out.flush()?;
     }
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    Ok(())
+}
+
+/// One level's figures through HTTP beside the batch job's.
+fn print_http(
+    out: &mut Output,
+    progress: &mut Progress,
+    json: bool,
+    direct: &bench::serve::ServeFigure,
+    http: &bench::serve::ServeFigure,
+) -> Result<(), CliError> {
+    let ratio = http.aggregate_tokens_per_s / direct.aggregate_tokens_per_s;
+    if json {
+        let line = serde_json::json!({
+            "dtype": direct.dtype, "concurrency": direct.concurrency, "http": http,
+            "direct": direct, "aggregate_ratio": ratio,
+        });
+        out.json("bench_serve_http", &line)?;
+        return Ok(());
+    }
+    progress.suspend(|| {
+        out.line(format!(
+            "{:<8} {:>2} over HTTP:   aggregate {:>6.1} tok/s = {:.3} of the batch job (target \
+             >= 0.95); ttft p50 {:.0} ms p95 {:.0} ms (batch {:.0} / {:.0}); inter-token p50 \
+             {:.1} ms p95 {:.1} ms; {} tokens, {} failed",
+            direct.dtype,
+            direct.concurrency,
+            http.aggregate_tokens_per_s,
+            ratio,
+            http.ttft_p50_ms,
+            http.ttft_p95_ms,
+            direct.ttft_p50_ms,
+            direct.ttft_p95_ms,
+            http.itl_p50_ms,
+            http.itl_p95_ms,
+            http.tokens,
+            http.failed
+        ))
+    })?;
     Ok(())
 }

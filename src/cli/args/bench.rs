@@ -187,6 +187,10 @@ pub struct BenchServeArgs {
     /// Micro-batches in flight at most (`run local --groups`) [default: the session's].
     #[arg(long, value_name = "N")]
     pub groups: Option<u16>,
+    /// Also serve each level through the HTTP API (`run local --serve`, N concurrent
+    /// streamed completions measured by the client) beside the batch job's figures.
+    #[arg(long)]
+    pub http: bool,
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,

@@ -1,0 +1,166 @@
+//! `swactor bench serve --http`: the same session as [`super::serve::serve_run`] served
+//! through the HTTP API (`run local --serve`), N concurrent streamed completions measured
+//! from the client: aggregate decode tokens/s, time to first token and inter-token
+//! latency, for the figures without HTTP beside them.
+#![allow(clippy::disallowed_methods)] // a benchmark owns the clock
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::serve::{PROMPTS, ServeFigure, quantile};
+use super::{BenchError, err};
+
+/// A `run local --serve` child, stopped and reaped when dropped.
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One stream's token arrivals and whether it ended well.
+struct Stream {
+    arrivals: Vec<Instant>,
+    sent: Instant,
+    tokens: u64,
+    ok: bool,
+}
+
+/// Serves `model` through `stages` stages with `concurrency` slots and measures
+/// `concurrency` concurrent greedy streamed completions of `tokens` tokens.
+pub fn serve_http_run(
+    exe: &Path,
+    model: &Path,
+    stages: u32,
+    concurrency: u32,
+    tokens: u32,
+    groups: Option<u16>,
+) -> Result<ServeFigure, BenchError> {
+    let mut child = Command::new(exe)
+        .args(["run", "local", "--serve", "--json", "--http", "127.0.0.1:0", "--model"])
+        .arg(model)
+        .args(["--stages", &stages.to_string(), "--threads", "1"])
+        .args(["--max-sequences", &concurrency.to_string(), "--max-seq-len", "512"])
+        .args(groups.map(|g| format!("--groups={g}")))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let stdout = child.stdout.take().ok_or_else(|| err("no stdout"))?;
+    let served = Served(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line =
+            lines.next().ok_or_else(|| err("the server ended before serving"))?.map_err(err)?;
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["type"] == "serving" {
+            break v["url"].as_str().unwrap_or_default().trim_end_matches('/').to_string();
+        }
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().no_proxy().build().map_err(err)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
+    let streams = rt.block_on(async {
+        wait_ready(&client, &url).await?;
+        let calls = (0..concurrency as usize)
+            .map(|i| one(&client, &url, PROMPTS[i % PROMPTS.len()], tokens));
+        Ok::<_, BenchError>(futures_util::future::join_all(calls).await)
+    })?;
+    drop(served);
+    Ok(figure(&streams, concurrency, stages))
+}
+
+async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<(), BenchError> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Ok(r) = client.get(format!("{url}/health")).send().await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(err("the server never became healthy"))
+}
+
+/// One streamed completion: the instant each token's chunk arrived.
+async fn one(client: &reqwest::Client, url: &str, prompt: &str, tokens: u32) -> Stream {
+    let body = json!({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": true,
+                      "stream_options": {"include_usage": true}});
+    let sent = Instant::now();
+    let mut s = Stream { arrivals: Vec::new(), sent, tokens: 0, ok: false };
+    let Ok(mut r) =
+        client.post(format!("{url}/v1/completions")).body(body.to_string()).send().await
+    else {
+        return s;
+    };
+    let mut buf = String::new();
+    while let Ok(Some(chunk)) = r.chunk().await {
+        let now = Instant::now();
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            let Some(data) = event.trim().strip_prefix("data: ") else { continue };
+            if data == "[DONE]" {
+                s.ok = true;
+                continue;
+            }
+            let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            if v["choices"][0]["text"].as_str().is_some_and(|t| !t.is_empty()) {
+                s.arrivals.push(now);
+            }
+            if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+                s.tokens = n;
+            }
+        }
+    }
+    s
+}
+
+fn figure(streams: &[Stream], concurrency: u32, stages: u32) -> ServeFigure {
+    let ok: Vec<&Stream> = streams.iter().filter(|s| s.ok && !s.arrivals.is_empty()).collect();
+    let total: u64 = ok.iter().map(|s| s.tokens).sum();
+    let first = ok.iter().filter_map(|s| s.arrivals.first()).min().copied();
+    let last = ok.iter().filter_map(|s| s.arrivals.last()).max().copied();
+    let window = first.zip(last).map_or(0.0, |(f, l)| (l - f).as_secs_f64());
+    let after_first: u64 = ok.iter().map(|s| s.tokens.saturating_sub(1)).sum();
+    let mut ttft: Vec<f64> =
+        ok.iter().map(|s| (s.arrivals[0] - s.sent).as_secs_f64() * 1e3).collect();
+    let mut itl: Vec<f64> = ok
+        .iter()
+        .flat_map(|s| s.arrivals.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3))
+        .collect();
+    ttft.sort_by(f64::total_cmp);
+    itl.sort_by(f64::total_cmp);
+    ServeFigure {
+        dtype: String::new(),
+        concurrency,
+        stages,
+        tokens: total,
+        aggregate_tokens_per_s: if window > 0.0 { after_first as f64 / window } else { 0.0 },
+        generate_tokens_per_s: 0.0,
+        ratio: 0.0,
+        ttft_p50_ms: quantile(&ttft, 0.5),
+        ttft_p95_ms: quantile(&ttft, 0.95),
+        itl_p50_ms: quantile(&itl, 0.5),
+        itl_p95_ms: quantile(&itl, 0.95),
+        failed: (streams.len() - ok.len()) as u64,
+    }
+}
