@@ -71,6 +71,40 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
+/// The median of each figure over repeated runs of one level (the first run's counts).
+pub fn median_figure(runs: &[ServeFigure]) -> ServeFigure {
+    let med = |f: fn(&ServeFigure) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        quantile(&v, 0.5)
+    };
+    let Some(first) = runs.first() else {
+        return ServeFigure {
+            dtype: String::new(),
+            concurrency: 0,
+            stages: 0,
+            tokens: 0,
+            aggregate_tokens_per_s: 0.0,
+            generate_tokens_per_s: 0.0,
+            ratio: 0.0,
+            ttft_p50_ms: 0.0,
+            ttft_p95_ms: 0.0,
+            itl_p50_ms: 0.0,
+            itl_p95_ms: 0.0,
+            failed: 0,
+        };
+    };
+    ServeFigure {
+        aggregate_tokens_per_s: med(|f| f.aggregate_tokens_per_s),
+        ttft_p50_ms: med(|f| f.ttft_p50_ms),
+        ttft_p95_ms: med(|f| f.ttft_p95_ms),
+        itl_p50_ms: med(|f| f.itl_p50_ms),
+        itl_p95_ms: med(|f| f.itl_p95_ms),
+        failed: runs.iter().map(|f| f.failed).sum(),
+        ..first.clone()
+    }
+}
+
 /// A session of `concurrency` requests of `tokens` tokens through `stages` stages of
 /// `model` (one compute thread per stage), requests written to `dir`.
 pub fn serve_run(

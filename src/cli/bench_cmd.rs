@@ -361,7 +361,8 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
         bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
             .map_err(failed)?;
     let mut progress = Progress::new(args.output.json);
-    let per_level = if args.http { 2 } else { 1 };
+    let repeat = args.repeat.max(1) as usize;
+    let per_level = if args.http { 2 * repeat } else { repeat };
     progress.bar((models.len() * (per_level * args.concurrency.len() + 1)) as u64, "bench serve");
     for (dtype, path) in &models {
         progress.message(format!("bench serve: {dtype}: generate"));
@@ -370,18 +371,40 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
         progress.step();
         let mut one_ttft = None;
         for &c in &args.concurrency {
-            progress.message(format!("bench serve: {dtype}: {c} concurrent"));
-            let mut fig = bench::serve::serve_run(
-                &exe()?,
-                path,
-                args.stages,
-                c,
-                args.tokens,
-                args.groups,
-                &dir,
-            )
-            .map_err(failed)?;
-            progress.step();
+            // Each repetition runs the batch job and then, with --http, the same level
+            // through HTTP: the pairs share the host's state of the moment.
+            let (mut direct, mut http) = (Vec::new(), Vec::new());
+            for _ in 0..repeat {
+                progress.message(format!("bench serve: {dtype}: {c} concurrent"));
+                let fig = bench::serve::serve_run(
+                    &exe()?,
+                    path,
+                    args.stages,
+                    c,
+                    args.tokens,
+                    args.groups,
+                    &dir,
+                )
+                .map_err(failed)?;
+                progress.step();
+                direct.push(fig);
+                if args.http {
+                    progress.message(format!("bench serve: {dtype}: {c} concurrent over HTTP"));
+                    let exe = exe()?;
+                    let fig = bench::serve_http::serve_http_run(
+                        &exe,
+                        path,
+                        args.stages,
+                        c,
+                        args.tokens,
+                        args.groups,
+                    )
+                    .map_err(failed)?;
+                    progress.step();
+                    http.push(fig);
+                }
+            }
+            let mut fig = bench::serve::median_figure(&direct);
             fig.dtype = dtype.clone();
             fig.generate_tokens_per_s = generate;
             fig.ratio = fig.aggregate_tokens_per_s / generate;
@@ -420,17 +443,8 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
                 })?;
             }
             if args.http {
-                progress.message(format!("bench serve: {dtype}: {c} concurrent over HTTP"));
-                let http = bench::serve_http::serve_http_run(
-                    &exe()?,
-                    path,
-                    args.stages,
-                    c,
-                    args.tokens,
-                    args.groups,
-                )
-                .map_err(failed)?;
-                progress.step();
+                let mut http = bench::serve::median_figure(&http);
+                http.dtype = dtype.clone();
                 print_http(out, &mut progress, args.output.json, &fig, &http)?;
             }
             out.flush()?;

@@ -114,7 +114,7 @@ async fn local_serve(
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
 }
 
 /// Serves until a stop has drained the server; exit 0 then.

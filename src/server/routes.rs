@@ -16,11 +16,11 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use super::state::{Shared, Submitted};
 use super::track::Tracker;
 use crate::orchestrator::driver::served::Reply;
+use crate::orchestrator::scheduler::FinishReason;
 use crate::serve::error::{ApiError, ErrorType};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
 use crate::serve::shapes::{Api, Meta, Usage, finish_reason};
@@ -320,84 +320,85 @@ async fn whole(meta: Meta, mut sub: Submitted, mut tracker: Tracker) -> Result<R
     if let Some(err) = &result.error {
         return Err(tracker.failed(err).into());
     }
-    let finish = finish_reason(
-        result.finish_reason.unwrap_or(crate::orchestrator::scheduler::FinishReason::Eos),
-    );
+    let finish = finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos));
     let timings = tracker.finished(finish, result.completion_tokens);
     let usage = Usage::new(result.prompt_tokens, result.completion_tokens);
     Ok(axum::Json(meta.response(&result.text, finish, usage, timings)).into_response())
 }
 
-/// Streams the request as server-sent events; a client that goes away cancels it.
+/// Streams the request as server-sent events, read straight off its reply channel; a
+/// client that goes away drops the body, and with it the guard that cancels the sequence.
 fn stream(meta: Meta, sub: Submitted, tracker: Tracker, include_usage: bool) -> Response {
-    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
-    tokio::spawn(pump(meta, sub, tracker, include_usage, tx));
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    let mut pending = std::collections::VecDeque::new();
+    if let Some(first) = meta.role_chunk() {
+        pending.push_back(first.to_string());
+    }
+    let state = Streaming { meta, sub, tracker, include_usage, pending, done: false };
+    let events = futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(data) = st.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(SseEvent::default().data(data)), st));
+            }
+            if st.done {
+                return None;
+            }
+            let reply = st.sub.replies.recv().await;
+            st.reply(reply);
+        }
     });
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
 }
 
-/// Turns a request's replies into events until its end, or until the client is gone
-/// (then the dropped guard cancels the sequence).
-async fn pump(
+/// A streamed request between its replies and its events.
+struct Streaming {
     meta: Meta,
-    mut sub: Submitted,
-    mut tracker: Tracker,
+    sub: Submitted,
+    tracker: Tracker,
     include_usage: bool,
-    tx: mpsc::UnboundedSender<SseEvent>,
-) {
-    let send = |v: &serde_json::Value| tx.send(SseEvent::default().data(v.to_string())).is_ok();
-    if let Some(first) = meta.role_chunk()
-        && !send(&first)
-    {
-        return;
-    }
-    loop {
-        let reply = tokio::select! {
-            r = sub.replies.recv() => r,
-            () = tx.closed() => return,
-        };
-        let sent = match reply {
-            Some(Reply::Started) => {
-                tracker.started();
-                true
-            }
+    pending: std::collections::VecDeque<String>,
+    done: bool,
+}
+
+impl Streaming {
+    /// Turns one reply into the events it means (`None`: the session ended first).
+    fn reply(&mut self, reply: Option<Reply>) {
+        match reply {
+            Some(Reply::Started) => self.tracker.started(),
             Some(Reply::Token { piece, .. }) => {
-                tracker.token();
-                piece.is_empty() || send(&meta.text_chunk(&piece))
+                self.tracker.token();
+                if !piece.is_empty() {
+                    self.pending.push_back(self.meta.text_chunk(&piece));
+                }
             }
-            Some(Reply::Text(t)) => t.is_empty() || send(&meta.text_chunk(&t)),
+            Some(Reply::Text(t)) => {
+                if !t.is_empty() {
+                    self.pending.push_back(self.meta.text_chunk(&t));
+                }
+            }
             Some(Reply::Done(r)) => {
-                sub.guard.disarm();
+                self.sub.guard.disarm();
+                self.done = true;
                 if let Some(err) = &r.error {
-                    let e = tracker.failed(err);
-                    send(&json!({"error": e}));
+                    let e = self.tracker.failed(err);
+                    self.pending.push_back(json!({"error": e}).to_string());
                     return;
                 }
-                let reason =
-                    r.finish_reason.unwrap_or(crate::orchestrator::scheduler::FinishReason::Eos);
+                let reason = r.finish_reason.unwrap_or(FinishReason::Eos);
                 let finish = finish_reason(reason);
-                let timings = tracker.finished(finish, r.completion_tokens);
-                send(&meta.finish_chunk(finish, timings));
-                if include_usage {
-                    send(
-                        &meta
-                            .usage_chunk(Usage::new(r.prompt_tokens, r.completion_tokens), timings),
-                    );
+                let timings = self.tracker.finished(finish, r.completion_tokens);
+                self.pending.push_back(self.meta.finish_chunk(finish, timings).to_string());
+                if self.include_usage {
+                    let usage = Usage::new(r.prompt_tokens, r.completion_tokens);
+                    self.pending.push_back(self.meta.usage_chunk(usage, timings).to_string());
                 }
-                let _ = tx.send(SseEvent::default().data("[DONE]"));
-                return;
+                self.pending.push_back("[DONE]".into());
             }
             None => {
-                sub.guard.disarm();
-                let e = tracker.failed("session.ended");
-                send(&json!({"error": e}));
-                return;
+                self.sub.guard.disarm();
+                self.done = true;
+                let e = self.tracker.failed("session.ended");
+                self.pending.push_back(json!({"error": e}).to_string());
             }
-        };
-        if !sent {
-            return;
         }
     }
 }

@@ -191,6 +191,11 @@ pub struct BenchServeArgs {
     /// streamed completions measured by the client) beside the batch job's figures.
     #[arg(long)]
     pub http: bool,
+    /// Runs per level (each a batch job and, with --http, the same through HTTP, one
+    /// after the other); the medians are printed.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,

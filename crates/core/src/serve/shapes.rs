@@ -93,7 +93,9 @@ pub fn finish_reason(reason: FinishReason) -> &'static str {
     }
 }
 
-/// What every response and chunk of one request repeats.
+/// What every response and chunk of one request repeats, and its text chunk serialized
+/// once around the place of the text (a token's chunk is then two copies and the text's
+/// escaping, not a JSON tree).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meta {
     /// The API.
@@ -104,7 +106,14 @@ pub struct Meta {
     pub created: u64,
     /// The model's name.
     pub model: String,
+    /// A text chunk's JSON before the text.
+    head: String,
+    /// A text chunk's JSON after the text.
+    tail: String,
 }
+
+/// Stands for the text while a text chunk's frame is serialized.
+const TEXT_MARK: &str = "\u{1}swactor-text\u{1}";
 
 impl Meta {
     /// The response's metadata; `ticket` numbers the request.
@@ -113,7 +122,14 @@ impl Meta {
             Api::Chat => format!("chatcmpl-{ticket}"),
             Api::Completion => format!("cmpl-{ticket}"),
         };
-        Meta { api, id, created, model }
+        let mut meta = Meta { api, id, created, model, head: String::new(), tail: String::new() };
+        let frame = meta.text_chunk_value(TEXT_MARK).to_string();
+        let mark = serde_json::to_string(TEXT_MARK).unwrap_or_default();
+        if let Some(at) = frame.find(&mark) {
+            meta.head = frame[..at].to_string();
+            meta.tail = frame[at + mark.len()..].to_string();
+        }
+        meta
     }
 
     fn object(&self, chunk: bool) -> &'static str {
@@ -165,8 +181,17 @@ impl Meta {
         })
     }
 
-    /// A chunk carrying `text`.
-    pub fn text_chunk(&self, text: &str) -> Value {
+    /// A chunk carrying `text`, serialized.
+    pub fn text_chunk(&self, text: &str) -> String {
+        let text = serde_json::to_string(text).unwrap_or_default();
+        let mut out = String::with_capacity(self.head.len() + text.len() + self.tail.len());
+        out.push_str(&self.head);
+        out.push_str(&text);
+        out.push_str(&self.tail);
+        out
+    }
+
+    fn text_chunk_value(&self, text: &str) -> Value {
         let choice = match self.api {
             Api::Chat => {
                 json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})
@@ -212,7 +237,10 @@ mod tests {
         let first = m.role_chunk().expect("chat has a role chunk");
         assert_eq!(first["object"], "chat.completion.chunk");
         assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
-        assert_eq!(m.text_chunk("hi")["choices"][0]["delta"]["content"], "hi");
+        let chunk: Value = serde_json::from_str(&m.text_chunk("hi \"\u{1}\n")).expect("json");
+        assert_eq!(chunk["choices"][0]["delta"]["content"], "hi \"\u{1}\n");
+        assert_eq!(chunk["id"], "chatcmpl-7");
+        assert_eq!(chunk, m.text_chunk_value("hi \"\u{1}\n"), "the fast path writes the same JSON");
         let t = Timings::new(10, 20.0, 5, 40.0);
         assert_eq!(m.finish_chunk("stop", t)["choices"][0]["finish_reason"], "stop");
         let u = m.usage_chunk(Usage::new(10, 5), t);
