@@ -33,6 +33,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
             [CompletionResult]::new('cache', 'cache', [CompletionResultType]::ParameterValue, 'List or clear a node''s downloaded weights')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
+            [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise')
+            [CompletionResult]::new('complete', 'complete', [CompletionResultType]::ParameterValue, 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -74,10 +76,16 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model [default: a small synthesized model, written to a temporary file]')
             [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena bytes per node')
+            [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Where the HTTP API listens [default: 127.0.0.1:8080]')
+            [CompletionResult]::new('--grace-s', '--grace-s', [CompletionResultType]::ParameterName, 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]')
+            [CompletionResult]::new('--api-key-file', '--api-key-file', [CompletionResultType]::ParameterName, 'A file holding the API key: every route but /health and the page then needs `Authorization: Bearer KEY`')
+            [CompletionResult]::new('--max-body-bytes', '--max-body-bytes', [CompletionResultType]::ParameterName, 'Request bodies over this many bytes are refused with 413 [default: 8388608]')
+            [CompletionResult]::new('--max-connections', '--max-connections', [CompletionResultType]::ParameterName, 'HTTP connections open at once; more wait to be accepted [default: 256]')
+            [CompletionResult]::new('--model-name', '--model-name', [CompletionResultType]::ParameterName, 'The model''s name in /v1/models and in responses [default: the GGUF''s name, else its file name]')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
             [CompletionResult]::new('--requests', '--requests', [CompletionResultType]::ParameterName, 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input')
-            [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]')
-            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'With `--requests`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]')
+            [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]')
+            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]')
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
             [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for every stage to be ready (weights loaded, edges up)')
             [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for each token')
@@ -93,6 +101,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
             [CompletionResult]::new('--max-sequences', '--max-sequences', [CompletionResultType]::ParameterName, 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]')
             [CompletionResult]::new('--node-logs', '--node-logs', [CompletionResultType]::ParameterName, 'Pass the nodes'' logs through to stderr')
+            [CompletionResult]::new('--serve', '--serve', [CompletionResultType]::ParameterName, 'Serve the OpenAI-compatible HTTP API over the local pipeline instead of running one prompt or a requests file (see `orchestrate serve`)')
             [CompletionResult]::new('--chat', '--chat', [CompletionResultType]::ParameterName, 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)')
             [CompletionResult]::new('--stream', '--stream', [CompletionResultType]::ParameterName, 'With `--requests`: also a JSON line per generated token')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
@@ -141,6 +150,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -159,8 +169,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for the pool to be ready')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
             [CompletionResult]::new('--requests', '--requests', [CompletionResultType]::ParameterName, 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input')
-            [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]')
-            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'With `--requests`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]')
+            [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]')
+            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]')
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
             [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for every stage to be ready (weights loaded, edges up)')
             [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for each token')
@@ -182,12 +192,55 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'swactor;orchestrate;serve' {
+            [CompletionResult]::new('--pool', '--pool', [CompletionResultType]::ParameterName, 'The pool file')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model (the orchestrator''s copy: tokenizer, chat template, facts)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The orchestrator''s key file (created on first use)')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages [default: one per placement node, or per pool node]')
+            [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
+            [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
+            [CompletionResult]::new('--weights-url', '--weights-url', [CompletionResultType]::ParameterName, 'Nodes fetch their stage''s weights from this URL instead of their own copy')
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address (must be reachable by the nodes)')
+            [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM listen address')
+            [CompletionResult]::new('--advertise', '--advertise', [CompletionResultType]::ParameterName, 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)')
+            [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
+            [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for the pool to be ready')
+            [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Where the HTTP API listens [default: 127.0.0.1:8080]')
+            [CompletionResult]::new('--grace-s', '--grace-s', [CompletionResultType]::ParameterName, 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]')
+            [CompletionResult]::new('--api-key-file', '--api-key-file', [CompletionResultType]::ParameterName, 'A file holding the API key: every route but /health and the page then needs `Authorization: Bearer KEY`')
+            [CompletionResult]::new('--max-body-bytes', '--max-body-bytes', [CompletionResultType]::ParameterName, 'Request bodies over this many bytes are refused with 413 [default: 8388608]')
+            [CompletionResult]::new('--max-connections', '--max-connections', [CompletionResultType]::ParameterName, 'HTTP connections open at once; more wait to be accepted [default: 256]')
+            [CompletionResult]::new('--model-name', '--model-name', [CompletionResultType]::ParameterName, 'The model''s name in /v1/models and in responses [default: the GGUF''s name, else its file name]')
+            [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'Requests waiting for a slot at most; more are refused with 429 [default: 64]')
+            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]')
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every session''s events as JSON Lines to this file (never overwritten)')
+            [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds each session may take from provisioning to serving')
+            [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds a micro-batch in flight may take to come back before the session faults')
+            [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
+            [CompletionResult]::new('--kv-cache', '--kv-cache', [CompletionResultType]::ParameterName, 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)')
+            [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Most tokens to generate')
+            [CompletionResult]::new('--sampling', '--sampling', [CompletionResultType]::ParameterName, 'How the last stage picks tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (with `--sampling sample`)')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
+            [CompletionResult]::new('--max-sequences', '--max-sequences', [CompletionResultType]::ParameterName, 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'swactor;orchestrate;help' {
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'swactor;orchestrate;help;pool' {
+            break
+        }
+        'swactor;orchestrate;help;serve' {
             break
         }
         'swactor;orchestrate;help;help' {
@@ -411,6 +464,33 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;pool;help;help' {
             break
         }
+        'swactor;chat' {
+            [CompletionResult]::new('--system', '--system', [CompletionResultType]::ParameterName, 'A system message that opens the conversation')
+            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The server''s URL')
+            [CompletionResult]::new('--api-key-file', '--api-key-file', [CompletionResultType]::ParameterName, 'A file holding the API key [default: $SWACTOR_API_KEY, if set]')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Tokens to generate at most [default: the server''s]')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Sampling temperature (0 is greedy) [default: the server''s]')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'The sampler''s seed')
+            [CompletionResult]::new('--stop', '--stop', [CompletionResultType]::ParameterName, 'A string that ends the answer (repeatable)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;complete' {
+            [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt (`-` reads it from standard input)')
+            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The server''s URL')
+            [CompletionResult]::new('--api-key-file', '--api-key-file', [CompletionResultType]::ParameterName, 'A file holding the API key [default: $SWACTOR_API_KEY, if set]')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Tokens to generate at most [default: the server''s]')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Sampling temperature (0 is greedy) [default: the server''s]')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'The sampler''s seed')
+            [CompletionResult]::new('--stop', '--stop', [CompletionResultType]::ParameterName, 'A string that ends the answer (repeatable)')
+            [CompletionResult]::new('--stream', '--stream', [CompletionResultType]::ParameterName, 'Print the text as it is generated')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench' {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -502,6 +582,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Concurrency levels')
             [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0`)')
             [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'Micro-batches in flight at most (`run local --groups`) [default: the session''s]')
+            [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed')
+            [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job''s figures')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -555,6 +637,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
             [CompletionResult]::new('cache', 'cache', [CompletionResultType]::ParameterValue, 'List or clear a node''s downloaded weights')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
+            [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise')
+            [CompletionResult]::new('complete', 'complete', [CompletionResultType]::ParameterValue, 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -575,9 +659,13 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help;orchestrate' {
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0')
             break
         }
         'swactor;help;orchestrate;pool' {
+            break
+        }
+        'swactor;help;orchestrate;serve' {
             break
         }
         'swactor;help;model' {
@@ -633,6 +721,12 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;pool;init' {
+            break
+        }
+        'swactor;help;chat' {
+            break
+        }
+        'swactor;help;complete' {
             break
         }
         'swactor;help;bench' {

@@ -22,6 +22,12 @@ _swactor() {
             swactor,cache)
                 cmd="swactor__subcmd__cache"
                 ;;
+            swactor,chat)
+                cmd="swactor__subcmd__chat"
+                ;;
+            swactor,complete)
+                cmd="swactor__subcmd__complete"
+                ;;
             swactor,edge)
                 cmd="swactor__subcmd__edge"
                 ;;
@@ -136,6 +142,12 @@ _swactor() {
             swactor__subcmd__help,cache)
                 cmd="swactor__subcmd__help__subcmd__cache"
                 ;;
+            swactor__subcmd__help,chat)
+                cmd="swactor__subcmd__help__subcmd__chat"
+                ;;
+            swactor__subcmd__help,complete)
+                cmd="swactor__subcmd__help__subcmd__complete"
+                ;;
             swactor__subcmd__help,edge)
                 cmd="swactor__subcmd__help__subcmd__edge"
                 ;;
@@ -211,6 +223,9 @@ _swactor() {
             swactor__subcmd__help__subcmd__orchestrate,pool)
                 cmd="swactor__subcmd__help__subcmd__orchestrate__subcmd__pool"
                 ;;
+            swactor__subcmd__help__subcmd__orchestrate,serve)
+                cmd="swactor__subcmd__help__subcmd__orchestrate__subcmd__serve"
+                ;;
             swactor__subcmd__help__subcmd__pool,init)
                 cmd="swactor__subcmd__help__subcmd__pool__subcmd__init"
                 ;;
@@ -271,11 +286,17 @@ _swactor() {
             swactor__subcmd__orchestrate,pool)
                 cmd="swactor__subcmd__orchestrate__subcmd__pool"
                 ;;
+            swactor__subcmd__orchestrate,serve)
+                cmd="swactor__subcmd__orchestrate__subcmd__serve"
+                ;;
             swactor__subcmd__orchestrate__subcmd__help,help)
                 cmd="swactor__subcmd__orchestrate__subcmd__help__subcmd__help"
                 ;;
             swactor__subcmd__orchestrate__subcmd__help,pool)
                 cmd="swactor__subcmd__orchestrate__subcmd__help__subcmd__pool"
+                ;;
+            swactor__subcmd__orchestrate__subcmd__help,serve)
+                cmd="swactor__subcmd__orchestrate__subcmd__help__subcmd__serve"
                 ;;
             swactor__subcmd__pool,help)
                 cmd="swactor__subcmd__pool__subcmd__help"
@@ -320,7 +341,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate orchestrate model node edge cache pool bench help"
+            opts="-h -V --help --version run generate orchestrate model node edge cache pool chat complete bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -676,7 +697,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__serve)
-            opts="-h --model --stages --tokens --concurrency --requantize --groups --json --help"
+            opts="-h --model --stages --tokens --concurrency --requantize --groups --http --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -703,6 +724,10 @@ _swactor() {
                     return 0
                     ;;
                 --groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repeat)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -831,6 +856,90 @@ _swactor() {
             fi
             case "${prev}" in
                 --cache)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__chat)
+            opts="-h --system --server --api-key-file --max-tokens --temperature --seed --stop --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --system)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --temperature)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stop)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__complete)
+            opts="-h --prompt --stream --server --api-key-file --max-tokens --temperature --seed --stop --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --temperature)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stop)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -998,7 +1107,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate orchestrate model node edge cache pool bench help"
+            opts="run generate orchestrate model node edge cache pool chat complete bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1179,6 +1288,34 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__help__subcmd__chat)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__complete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__help__subcmd__edge)
             opts="inspect"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1334,7 +1471,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__orchestrate)
-            opts="pool"
+            opts="pool serve"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1348,6 +1485,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__orchestrate__subcmd__pool)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__orchestrate__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1790,7 +1941,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate)
-            opts="-h --help pool help"
+            opts="-h --help pool serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1804,7 +1955,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__help)
-            opts="pool help"
+            opts="pool serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1832,6 +1983,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__help__subcmd__pool)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate__subcmd__help__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1929,6 +2094,152 @@ _swactor() {
                     return 0
                     ;;
                 --run-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-seq-len)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-cache)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
+                    return 0
+                    ;;
+                --activation-dtype)
+                    COMPREPLY=($(compgen -W "f32 f16" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sampling)
+                    COMPREPLY=($(compgen -W "greedy sample" -- "${cur}"))
+                    return 0
+                    ;;
+                --temperature)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-k)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --top-p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-sequences)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__orchestrate__subcmd__serve)
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --queue --groups --events --readiness-timeout --token-timeout --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --layers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --weights-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --swim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --advertise)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --window-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pool-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace-s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-body-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --queue)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --events)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --readiness-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2172,7 +2483,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --prompt --chat --requests --stream --queue --groups --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --prompt --chat --requests --stream --queue --groups --events --readiness-timeout --token-timeout --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2191,6 +2502,30 @@ _swactor() {
                     return 0
                     ;;
                 --arena-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace-s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-body-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -30,6 +30,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Inspect the live edges of a node'
             cand cache 'List or clear a node''s downloaded weights'
             cand pool 'Watch a pool from the orchestrator''s side'
+            cand chat 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise'
+            cand complete 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -68,10 +70,16 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --model 'The GGUF model [default: a small synthesized model, written to a temporary file]'
             cand --threads 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)'
             cand --arena-bytes 'Arena bytes per node'
+            cand --http 'Where the HTTP API listens [default: 127.0.0.1:8080]'
+            cand --grace-s 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]'
+            cand --api-key-file 'A file holding the API key: every route but /health and the page then needs `Authorization: Bearer KEY`'
+            cand --max-body-bytes 'Request bodies over this many bytes are refused with 413 [default: 8388608]'
+            cand --max-connections 'HTTP connections open at once; more wait to be accepted [default: 256]'
+            cand --model-name 'The model''s name in /v1/models and in responses [default: the GGUF''s name, else its file name]'
             cand --prompt 'The prompt text'
             cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input'
-            cand --queue 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]'
-            cand --groups 'With `--requests`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]'
+            cand --queue 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]'
+            cand --groups 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]'
             cand --events 'Write every event of the run as JSON Lines to this file'
             cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
             cand --token-timeout 'Seconds to wait for each token'
@@ -87,6 +95,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
             cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
             cand --node-logs 'Pass the nodes'' logs through to stderr'
+            cand --serve 'Serve the OpenAI-compatible HTTP API over the local pipeline instead of running one prompt or a requests file (see `orchestrate serve`)'
             cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)'
             cand --stream 'With `--requests`: also a JSON line per generated token'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
@@ -129,6 +138,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand pool 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+            cand serve 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;orchestrate;pool'= {
@@ -146,8 +156,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --pool-timeout 'Seconds to wait for the pool to be ready'
             cand --prompt 'The prompt text'
             cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input'
-            cand --queue 'With `--requests`: requests waiting for a slot at most (more are refused as `busy`) [default: every request of the file]'
-            cand --groups 'With `--requests`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]'
+            cand --queue 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]'
+            cand --groups 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]'
             cand --events 'Write every event of the run as JSON Lines to this file'
             cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
             cand --token-timeout 'Seconds to wait for each token'
@@ -168,11 +178,52 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'swactor;orchestrate;serve'= {
+            cand --pool 'The pool file'
+            cand --model 'The GGUF model (the orchestrator''s copy: tokenizer, chat template, facts)'
+            cand --key 'The orchestrator''s key file (created on first use)'
+            cand --stages 'Number of stages [default: one per placement node, or per pool node]'
+            cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
+            cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
+            cand --weights-url 'Nodes fetch their stage''s weights from this URL instead of their own copy'
+            cand --listen 'iroh listen address (must be reachable by the nodes)'
+            cand --swim 'SWIM listen address'
+            cand --advertise 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)'
+            cand --window-ms 'Convergence window in milliseconds'
+            cand --pool-timeout 'Seconds to wait for the pool to be ready'
+            cand --http 'Where the HTTP API listens [default: 127.0.0.1:8080]'
+            cand --grace-s 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]'
+            cand --api-key-file 'A file holding the API key: every route but /health and the page then needs `Authorization: Bearer KEY`'
+            cand --max-body-bytes 'Request bodies over this many bytes are refused with 413 [default: 8388608]'
+            cand --max-connections 'HTTP connections open at once; more wait to be accepted [default: 256]'
+            cand --model-name 'The model''s name in /v1/models and in responses [default: the GGUF''s name, else its file name]'
+            cand --queue 'Requests waiting for a slot at most; more are refused with 429 [default: 64]'
+            cand --groups 'Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]'
+            cand --events 'Write every session''s events as JSON Lines to this file (never overwritten)'
+            cand --readiness-timeout 'Seconds each session may take from provisioning to serving'
+            cand --token-timeout 'Seconds a micro-batch in flight may take to come back before the session faults'
+            cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
+            cand --kv-cache 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)'
+            cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
+            cand --max-tokens 'Most tokens to generate'
+            cand --sampling 'How the last stage picks tokens'
+            cand --temperature 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy'
+            cand --top-k 'Keep only the K most likely tokens (with `--sampling sample`)'
+            cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
+            cand --seed 'Seed of the sampler (with `--sampling sample`)'
+            cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'swactor;orchestrate;help'= {
             cand pool 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+            cand serve 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;orchestrate;help;pool'= {
+        }
+        &'swactor;orchestrate;help;serve'= {
         }
         &'swactor;orchestrate;help;help'= {
         }
@@ -359,6 +410,31 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;pool;help;help'= {
         }
+        &'swactor;chat'= {
+            cand --system 'A system message that opens the conversation'
+            cand --server 'The server''s URL'
+            cand --api-key-file 'A file holding the API key [default: $SWACTOR_API_KEY, if set]'
+            cand --max-tokens 'Tokens to generate at most [default: the server''s]'
+            cand --temperature 'Sampling temperature (0 is greedy) [default: the server''s]'
+            cand --seed 'The sampler''s seed'
+            cand --stop 'A string that ends the answer (repeatable)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;complete'= {
+            cand --prompt 'The prompt (`-` reads it from standard input)'
+            cand --server 'The server''s URL'
+            cand --api-key-file 'A file holding the API key [default: $SWACTOR_API_KEY, if set]'
+            cand --max-tokens 'Tokens to generate at most [default: the server''s]'
+            cand --temperature 'Sampling temperature (0 is greedy) [default: the server''s]'
+            cand --seed 'The sampler''s seed'
+            cand --stop 'A string that ends the answer (repeatable)'
+            cand --stream 'Print the text as it is generated'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench'= {
             cand -h 'Print help'
             cand --help 'Print help'
@@ -442,6 +518,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --concurrency 'Concurrency levels'
             cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0`)'
             cand --groups 'Micro-batches in flight at most (`run local --groups`) [default: the session''s]'
+            cand --repeat 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed'
+            cand --http 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job''s figures'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'
@@ -484,6 +562,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Inspect the live edges of a node'
             cand cache 'List or clear a node''s downloaded weights'
             cand pool 'Watch a pool from the orchestrator''s side'
+            cand chat 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise'
+            cand complete 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -499,8 +579,11 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;orchestrate'= {
             cand pool 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
+            cand serve 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0'
         }
         &'swactor;help;orchestrate;pool'= {
+        }
+        &'swactor;help;orchestrate;serve'= {
         }
         &'swactor;help;model'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
@@ -541,6 +624,10 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;pool;watch'= {
         }
         &'swactor;help;pool;init'= {
+        }
+        &'swactor;help;chat'= {
+        }
+        &'swactor;help;complete'= {
         }
         &'swactor;help;bench'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'

@@ -114,17 +114,19 @@ mod tests {
             vec![text.len() as u32]
         });
         let long = "x".repeat(LARGE_PROMPT_BYTES);
-        let mut arriving =
-            spawn(vec![pending("slow", long), pending("quick", "hi".into())], encode);
-        assert_eq!(arriving.ids, ["slow", "quick"]);
-        let first = arriving.requests.blocking_recv().expect("a request");
+        let arriving = spawn(vec![pending("slow", long), pending("quick", "hi".into())], encode);
+        let Arriving::Batch { ids, requests: mut arriving } = arriving else {
+            panic!("a batch job's requests arrive as a batch")
+        };
+        assert_eq!(ids, ["slow", "quick"]);
+        let first = arriving.blocking_recv().expect("a request");
         assert_eq!(
             (first.0, first.1.id.as_str(), first.1.prompt.as_slice()),
             (1, "quick", &[2][..])
         );
         arrived_tx.send(()).expect("the slow one waits");
-        let second = arriving.requests.blocking_recv().expect("the slow one");
+        let second = arriving.blocking_recv().expect("the slow one");
         assert_eq!(second.0, 0);
-        assert!(arriving.requests.blocking_recv().is_none(), "closed once all were sent");
+        assert!(arriving.blocking_recv().is_none(), "closed once all were sent");
     }
 }

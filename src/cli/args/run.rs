@@ -11,11 +11,11 @@ use crate::cli::exit::SEE_EXIT_CODES;
 pub enum RunCommand {
     /// Plan a run over a pool and predict its resources, without running anything.
     #[command(after_help = SEE_EXIT_CODES)]
-    Plan(PlanArgs),
+    Plan(Box<PlanArgs>),
     /// Run a whole pipeline on this machine: N `swactor node boot` children on loopback,
     /// the orchestrator in this process; prints the generated text and cleans up.
     #[command(after_help = SEE_EXIT_CODES)]
-    Local(LocalArgs),
+    Local(Box<LocalArgs>),
 }
 
 /// `swactor orchestrate ...`

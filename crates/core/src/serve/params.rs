@@ -268,7 +268,7 @@ fn sampling(
         None => d_k,
     };
     let top_p = match c.top_p {
-        Some(p) if p == 1.0 => None,
+        Some(1.0) => None,
         Some(p) => Some(p),
         None => d_p,
     };
