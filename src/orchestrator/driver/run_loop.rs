@@ -11,7 +11,7 @@ use iroh::Endpoint;
 use tokio::sync::mpsc;
 
 use super::endpoints::TokenUser;
-use super::served::{Reply, Routed, Routes, Submission};
+use super::served::{Reply, Routed, Routes, Submission, next_routed};
 use super::{
     Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
     rejected_event,
@@ -688,15 +688,6 @@ async fn next_arrival(
 ) -> Option<(usize, Request)> {
     match rx {
         Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next submission or cancellation of a server's session (pending forever for a run
-/// that serves no server).
-async fn next_routed(routes: &mut Option<Routes>) -> Routed {
-    match routes {
-        Some(routes) => routes.next_event().await,
         None => std::future::pending().await,
     }
 }

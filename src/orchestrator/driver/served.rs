@@ -145,3 +145,12 @@ pub(super) enum Routed {
     /// The slots' state is asked for.
     Slots(tokio::sync::oneshot::Sender<SlotsReport>),
 }
+
+/// The next submission or cancellation of a server's session (pending forever for a run
+/// that serves no server).
+pub(super) async fn next_routed(routes: &mut Option<Routes>) -> Routed {
+    match routes {
+        Some(routes) => routes.next_event().await,
+        None => std::future::pending().await,
+    }
+}
