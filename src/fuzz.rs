@@ -197,7 +197,13 @@ fn batch_corpus() -> Vec<Vec<u8>> {
         first_position: first,
         tokens,
         flags,
-        sampling: EntrySampling { temperature: 0.7, top_p: 0.9, top_k: 40, seed: 3 },
+        sampling: EntrySampling {
+            temperature: 0.7,
+            top_p: 0.9,
+            top_k: 40,
+            seed: 3,
+            top_logprobs: 0,
+        },
     };
     let table = BatchTable::new(
         BATCH_LIMITS.capacity,

@@ -292,6 +292,7 @@ pub async fn failover_run(
             max_tokens: runtime.max_tokens,
             sampling: runtime.sampling,
             stop: Vec::new(),
+            logprobs: None,
         }],
         session: Default::default(),
         stages: Some(stages),

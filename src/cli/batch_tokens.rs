@@ -77,6 +77,7 @@ fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
         max_tokens: p.max_tokens,
         sampling: p.sampling,
         stop: p.stop,
+        logprobs: None,
     };
     tx.send((index, request)).is_ok()
 }

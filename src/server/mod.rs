@@ -6,6 +6,7 @@
 //! [`serve`](crate::serve) module; this role carries it over sockets.
 #![allow(clippy::disallowed_methods)] // the server owns the clock (`created` stamps)
 
+pub mod answer;
 pub mod http;
 pub mod key;
 pub mod metrics;

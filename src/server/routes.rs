@@ -2,7 +2,6 @@
 //! server-sent events), models, health, tokenize / detokenize, slots, metrics, the pool's
 //! view and the page. Every error leaves in one shape ([`Failure`]).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
@@ -11,19 +10,17 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::state::{Shared, Submitted};
+use super::answer;
+use super::state::Shared;
 use super::track::Tracker;
-use crate::orchestrator::driver::served::Reply;
-use crate::orchestrator::scheduler::FinishReason;
 use crate::serve::error::{ApiError, ErrorType};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
-use crate::serve::shapes::{Api, Meta, Usage, finish_reason};
+use crate::serve::shapes::{Api, Meta};
 
 /// The page at `/`: one self-contained file, embedded.
 const PAGE: &str = include_str!("page.html");
@@ -264,10 +261,11 @@ async fn complete(
     let submitted = shared.submit(ticket, request)?;
     let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone());
     let tracker = tracker.submitted(prompt_n);
+    let tok = shared.tokenizer.clone();
     if parsed.stream {
-        Ok(stream(meta, submitted, tracker, parsed.include_usage))
+        Ok(answer::stream(meta, submitted, tracker, parsed.include_usage, tok))
     } else {
-        whole(meta, submitted, tracker).await
+        answer::whole(meta, submitted, tracker, tok).await
     }
 }
 
@@ -299,106 +297,4 @@ async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u3
     .await
     .map_err(|_| ApiError::new(ErrorType::ServerError, "tokenizing failed"))?;
     Ok(encoded?)
-}
-
-/// Waits for the result and answers it whole.
-async fn whole(meta: Meta, mut sub: Submitted, mut tracker: Tracker) -> Result<Response, Failure> {
-    let result = loop {
-        match sub.replies.recv().await {
-            Some(Reply::Started) => tracker.started(),
-            Some(Reply::Token { .. }) => tracker.token(),
-            Some(Reply::Text(_)) => {}
-            Some(Reply::Done(r)) => break r,
-            None => {
-                sub.guard.disarm();
-                let e = tracker.failed("session.ended");
-                return Err(e.into());
-            }
-        }
-    };
-    sub.guard.disarm();
-    if let Some(err) = &result.error {
-        return Err(tracker.failed(err).into());
-    }
-    let finish = finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos));
-    let timings = tracker.finished(finish, result.completion_tokens);
-    let usage = Usage::new(result.prompt_tokens, result.completion_tokens);
-    Ok(axum::Json(meta.response(&result.text, finish, usage, timings)).into_response())
-}
-
-/// Streams the request as server-sent events, read straight off its reply channel; a
-/// client that goes away drops the body, and with it the guard that cancels the sequence.
-fn stream(meta: Meta, sub: Submitted, tracker: Tracker, include_usage: bool) -> Response {
-    let mut pending = std::collections::VecDeque::new();
-    if let Some(first) = meta.role_chunk() {
-        pending.push_back(first.to_string());
-    }
-    let state = Streaming { meta, sub, tracker, include_usage, pending, done: false };
-    let events = futures_util::stream::unfold(state, |mut st| async move {
-        loop {
-            if let Some(data) = st.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(SseEvent::default().data(data)), st));
-            }
-            if st.done {
-                return None;
-            }
-            let reply = st.sub.replies.recv().await;
-            st.reply(reply);
-        }
-    });
-    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
-}
-
-/// A streamed request between its replies and its events.
-struct Streaming {
-    meta: Meta,
-    sub: Submitted,
-    tracker: Tracker,
-    include_usage: bool,
-    pending: std::collections::VecDeque<String>,
-    done: bool,
-}
-
-impl Streaming {
-    /// Turns one reply into the events it means (`None`: the session ended first).
-    fn reply(&mut self, reply: Option<Reply>) {
-        match reply {
-            Some(Reply::Started) => self.tracker.started(),
-            Some(Reply::Token { piece, .. }) => {
-                self.tracker.token();
-                if !piece.is_empty() {
-                    self.pending.push_back(self.meta.text_chunk(&piece));
-                }
-            }
-            Some(Reply::Text(t)) => {
-                if !t.is_empty() {
-                    self.pending.push_back(self.meta.text_chunk(&t));
-                }
-            }
-            Some(Reply::Done(r)) => {
-                self.sub.guard.disarm();
-                self.done = true;
-                if let Some(err) = &r.error {
-                    let e = self.tracker.failed(err);
-                    self.pending.push_back(json!({"error": e}).to_string());
-                    return;
-                }
-                let reason = r.finish_reason.unwrap_or(FinishReason::Eos);
-                let finish = finish_reason(reason);
-                let timings = self.tracker.finished(finish, r.completion_tokens);
-                self.pending.push_back(self.meta.finish_chunk(finish, timings).to_string());
-                if self.include_usage {
-                    let usage = Usage::new(r.prompt_tokens, r.completion_tokens);
-                    self.pending.push_back(self.meta.usage_chunk(usage, timings).to_string());
-                }
-                self.pending.push_back("[DONE]".into());
-            }
-            None => {
-                self.sub.guard.disarm();
-                self.done = true;
-                let e = self.tracker.failed("session.ended");
-                self.pending.push_back(json!({"error": e}).to_string());
-            }
-        }
-    }
 }

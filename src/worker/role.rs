@@ -202,15 +202,25 @@ fn llama_step(
         Ok(StageOutput::Logits(logits)) => {
             let vocab = logits.len() / table.entries().len().max(1);
             let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
+            let mut logprobs = vec![None; table.entries().len()];
             for (i, e) in table.entries().iter().enumerate() {
                 if !e.flags.contains(EntryFlags::SAMPLE) {
                     continue;
                 }
                 let sampler = samplers[e.slot as usize]
                     .get_or_insert_with(|| Sampler::new(e.sampling.policy()));
-                tokens[i] = sampler.sample(&logits[i * vocab..(i + 1) * vocab]);
+                let row = &logits[i * vocab..(i + 1) * vocab];
+                tokens[i] = sampler.sample(row);
+                if e.flags.contains(EntryFlags::LOGPROBS) {
+                    let k = e.sampling.top_logprobs as usize;
+                    logprobs[i] = Some(crate::wire::logprobs::of_logits(row, tokens[i], k));
+                }
             }
             bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+            crate::wire::logprobs::encode(&table, &logprobs, &mut bytes);
+            // One fixed size per token-out object (the plan's), whatever its entries ask.
+            let size = crate::wire::logprobs::token_out_max_bytes(limits.capacity);
+            bytes.resize(size as usize, 0);
         }
         Ok(StageOutput::Hidden(h)) => bytes.extend_from_slice(&encode_hidden(&h, dtype)),
         Err(StageError::Aborted) => return Err(StepError::Aborted),

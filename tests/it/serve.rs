@@ -294,6 +294,43 @@ fn a_served_pipeline_answers_in_openai_shapes_and_every_error_in_one_shape() {
     assert_eq!(whole.json()["choices"][0]["message"]["content"], text.as_str());
     assert_eq!(whole.json()["choices"][0]["message"]["role"], "assistant");
 
+    // Log-probabilities: greedy picks the most likely token, listed first among the
+    // alternatives; a completion's tokens add up to its text.
+    let body = json!({"messages": [{"role": "user", "content": "What is the capital of France?"}],
+                      "max_tokens": 6, "temperature": 0, "logprobs": true, "top_logprobs": 3});
+    let lp = post(&format!("{u}/v1/chat/completions"), &body);
+    assert_eq!(lp.status, 200, "{}", lp.body);
+    let content = lp.json()["choices"][0]["logprobs"]["content"].clone();
+    let content = content.as_array().expect("a content list").clone();
+    assert_eq!(content.len(), 6, "{content:?}");
+    for t in &content {
+        let top = t["top_logprobs"].as_array().expect("top");
+        assert_eq!(top.len(), 3);
+        assert_eq!(top[0]["token"], t["token"], "greedy takes the most likely: {t}");
+        let l = t["logprob"].as_f64().expect("logprob");
+        assert!(l <= 0.0 && (l - top[0]["logprob"].as_f64().expect("top logprob")).abs() < 1e-6);
+    }
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0,
+                      "logprobs": 2, "stream": true});
+    let a = post(&format!("{u}/v1/completions"), &body);
+    let events = a.events();
+    let mut tokens = String::new();
+    let mut streamed = String::new();
+    for e in events.iter().filter(|e| *e != "[DONE]") {
+        let c: Value = serde_json::from_str(e).expect("chunk");
+        streamed.push_str(c["choices"][0]["text"].as_str().unwrap_or(""));
+        if let Some(ts) = c["choices"][0]["logprobs"]["tokens"].as_array() {
+            tokens.extend(ts.iter().map(|t| t.as_str().unwrap_or("").to_string()));
+            assert_eq!(
+                c["choices"][0]["logprobs"]["top_logprobs"][0].as_object().map(|o| o.len()),
+                Some(2)
+            );
+        }
+    }
+    assert_eq!(tokens, streamed, "the tokens' texts are the streamed text");
+    let plain = completion_of(u, "Once upon a time", 8);
+    assert_eq!(streamed, plain, "asking for log-probabilities changes no token");
+
     // Errors, one shape each.
     let cases: Vec<(Value, u16, &str)> = vec![
         (
@@ -400,6 +437,16 @@ fn a_served_pipeline_answers_in_openai_shapes_and_every_error_in_one_shape() {
     let (code, lines) = s.terminate();
     assert_eq!(code, Some(0), "a stop exits 0");
     assert!(lines.iter().any(|l| l["type"] == "served"), "{lines:?}");
+}
+
+/// A greedy completion's text.
+fn completion_of(u: &str, prompt: &str, max_tokens: u32) -> String {
+    let v = post(
+        &format!("{u}/v1/completions"),
+        &json!({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}),
+    )
+    .json();
+    v["choices"][0]["text"].as_str().expect("text").to_string()
 }
 
 const CHATS: [&str; 8] = [

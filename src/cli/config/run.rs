@@ -113,6 +113,7 @@ fn prompt_request(
         max_tokens: runtime.max_tokens,
         sampling: runtime.sampling,
         stop: Vec::new(),
+        logprobs: None,
     })
 }
 

@@ -425,3 +425,13 @@ fn rejected_event(r: RejectRecord, count: u64) -> Event {
         count,
     }
 }
+
+/// The next arriving request (pending forever once none will come).
+pub(super) async fn next_arrival(
+    rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<(usize, Request)>>,
+) -> Option<(usize, Request)> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -179,8 +179,12 @@ impl<'t> RunLoop<'t> {
             self.unsent.push(index);
             return;
         }
-        let req =
-            SeqRequest { prompt: r.prompt.clone(), max_tokens: r.max_tokens, sampling: r.sampling };
+        let req = SeqRequest {
+            prompt: r.prompt.clone(),
+            max_tokens: r.max_tokens,
+            sampling: r.sampling,
+            logprobs: r.logprobs,
+        };
         match self.fsm.submit(now, req) {
             Ok(seq) => self.book.admitted(index, seq),
             Err(refusal) => {
@@ -304,7 +308,7 @@ impl<'t> RunLoop<'t> {
                     }
                 }
                 Some(wake) = self.wakes.recv() => self.wake(wake, sink),
-                arrived = next_arrival(&mut self.arriving) => self.arrive(arrived),
+                arrived = super::next_arrival(&mut self.arriving) => self.arrive(arrived),
                 routed = next_routed(&mut self.served) => match routed {
                     Routed::Submission(sub) => self.submission(sub),
                     Routed::Cancel(ticket) => self.cancelled(ticket),
@@ -619,7 +623,13 @@ impl<'t> RunLoop<'t> {
     fn output(&mut self, out: SeqOutput, sink: &mut dyn RunSink) {
         let now = Instant::now();
         match out {
+            SeqOutput::Logprobs { id, logprobs } => {
+                if let Some(routes) = self.served.as_mut() {
+                    routes.hold_logprobs(id, logprobs);
+                }
+            }
             SeqOutput::Token { id, token } => {
+                let logprobs = self.served.as_mut().and_then(|r| r.take_logprobs(id));
                 let Some(note) = self.book.token(now, id, token) else { return };
                 self.first_token_at.get_or_insert(now);
                 self.last_token_at = now;
@@ -628,7 +638,8 @@ impl<'t> RunLoop<'t> {
                 }
                 sink.token(note.index, token, &note.piece);
                 if let Some(routes) = self.served.as_mut() {
-                    routes.send(note.index, Reply::Token { id: token, piece: note.piece });
+                    let piece = note.piece;
+                    routes.send(note.index, Reply::Token { id: token, piece, logprobs });
                 }
                 if note.stop {
                     self.fsm.cancel(now, id, FinishReason::Stop);
@@ -679,15 +690,5 @@ impl<'t> RunLoop<'t> {
             first_token_after: self.first_token_at.map(|t| t - self.t0),
             decode_time: self.first_token_at.map(|t| self.last_token_at - t).unwrap_or_default(),
         }
-    }
-}
-
-/// The next arriving request (pending forever once none will come).
-async fn next_arrival(
-    rx: &mut Option<mpsc::UnboundedReceiver<(usize, Request)>>,
-) -> Option<(usize, Request)> {
-    match rx {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
     }
 }

@@ -24,6 +24,8 @@ pub struct Request {
     pub sampling: SamplingPolicy,
     /// Strings that end it when they appear in its text (the text is cut before them).
     pub stop: Vec<String>,
+    /// Log-probabilities of each token and this many alternatives (`None`: none).
+    pub logprobs: Option<u32>,
 }
 
 /// What became of one request: a result, or an error with a stable reason.
@@ -442,6 +444,7 @@ mod tests {
             max_tokens: 50,
             sampling: SamplingPolicy::Greedy,
             stop: vec![", good".into()],
+            logprobs: None,
         };
         let mut book = RequestBook::new(&tok, vec![req]);
         let t0 = Instant::now();
@@ -472,6 +475,7 @@ mod tests {
             max_tokens: 1,
             sampling: SamplingPolicy::Greedy,
             stop: Vec::new(),
+            logprobs: None,
         };
         let mut book = RequestBook::new(&tok, vec![req]);
         let t0 = Instant::now();
@@ -493,6 +497,7 @@ mod tests {
             max_tokens: 5,
             sampling: SamplingPolicy::Greedy,
             stop: vec![],
+            logprobs: None,
         };
         let mut book = RequestBook::new(&tok, vec![req("a"), req("b"), req("c")]);
         book.admitted(0, 0);
@@ -516,6 +521,7 @@ mod tests {
             max_tokens: 100,
             sampling: SamplingPolicy::Greedy,
             stop: stops.iter().map(|s| s.to_string()).collect(),
+            logprobs: None,
         };
         let mut book = RequestBook::new(&tok, vec![req]);
         book.admitted(0, 1);

@@ -273,6 +273,7 @@ impl RunFsm {
                 prompt,
                 max_tokens: plan.runtime.max_tokens,
                 sampling: plan.runtime.sampling,
+                logprobs: None,
             },
         );
         fsm.close_input(now);
@@ -472,10 +473,11 @@ impl RunFsm {
             );
             return;
         }
-        let returned = BatchTable::split_tokens(payload, self.limits)
+        let vocab = self.sched.config().vocab;
+        let returned = crate::wire::logprobs::split_token_out(payload, self.limits, vocab)
             .map_err(|_| TokenFault::Malformed)
-            .and_then(|(table, tokens)| {
-                self.sched.batch_returned(&table, &tokens).map_err(|e| match e {
+            .and_then(|(table, tokens, logprobs)| {
+                self.sched.batch_returned_with(&table, &tokens, &logprobs).map_err(|e| match e {
                     super::scheduler::ReturnError::OutOfVocab(_) => TokenFault::OutOfVocab,
                     _ => TokenFault::Malformed,
                 })

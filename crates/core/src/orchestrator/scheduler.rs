@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::wire::SamplingPolicy;
 use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, NO_TOKEN};
+use crate::wire::logprobs::TokenLogprobs;
 
 /// A sequence's id within one session (assigned at submission, increasing from 0).
 pub type SeqId = u64;
@@ -56,6 +57,8 @@ pub struct SeqRequest {
     pub max_tokens: u32,
     /// How its tokens are picked.
     pub sampling: SamplingPolicy,
+    /// Log-probabilities of each token and this many alternatives (`None`: none).
+    pub logprobs: Option<u32>,
 }
 
 /// Why a request was refused (nothing changed).
@@ -113,6 +116,14 @@ pub enum FinishReason {
 /// What the scheduler tells the session about a sequence.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeqOutput {
+    /// The log-probabilities of the sequence's next [`SeqOutput::Token`] (when it asked;
+    /// they come just before it).
+    Logprobs {
+        /// The sequence.
+        id: SeqId,
+        /// The token's log-probability and the most likely alternatives.
+        logprobs: TokenLogprobs,
+    },
     /// A generated token (EOS is never one).
     Token {
         /// The sequence.
@@ -189,6 +200,8 @@ struct Seq {
     generated: Vec<u32>,
     max_tokens: u32,
     sampling: EntrySampling,
+    /// It asked for log-probabilities (`sampling.top_logprobs` alternatives).
+    logprobs: bool,
     in_flight: bool,
     /// Cancelled while in flight: finish with this when its micro-batch returns.
     cancelled: Option<FinishReason>,
@@ -341,7 +354,11 @@ impl Scheduler {
                     prefilled: 0,
                     generated: Vec::new(),
                     max_tokens: req.max_tokens.max(1),
-                    sampling: EntrySampling::from_policy(req.sampling),
+                    sampling: EntrySampling {
+                        top_logprobs: req.logprobs.unwrap_or(0),
+                        ..EntrySampling::from_policy(req.sampling)
+                    },
+                    logprobs: req.logprobs.is_some(),
                     in_flight: false,
                     cancelled: None,
                 },
@@ -452,6 +469,14 @@ impl Scheduler {
                 if first == 0 && !skip {
                     flags = flags | EntryFlags::RESET;
                 }
+                let asks = seq.logprobs && flags.contains(EntryFlags::SAMPLE);
+                if asks {
+                    flags = flags | EntryFlags::LOGPROBS;
+                }
+                let sampling = EntrySampling {
+                    top_logprobs: if asks { seq.sampling.top_logprobs } else { 0 },
+                    ..seq.sampling
+                };
                 budget -= rows.len();
                 tokens.extend_from_slice(rows);
                 entries.push(BatchEntry {
@@ -459,7 +484,7 @@ impl Scheduler {
                     first_position: first as u32,
                     tokens: rows.len() as u32,
                     flags,
-                    sampling: seq.sampling,
+                    sampling,
                 });
                 if !decoding {
                     seq.prefilled += rows.len();
@@ -484,6 +509,18 @@ impl Scheduler {
         &mut self,
         table: &BatchTable,
         tokens: &[u32],
+    ) -> Result<(), ReturnError> {
+        self.batch_returned_with(table, tokens, &[])
+    }
+
+    /// As [`Scheduler::batch_returned`], with each entry's log-probabilities (`None`, or
+    /// past the slice's end, where it did not ask); a sequence's come out as
+    /// [`SeqOutput::Logprobs`] just before its token.
+    pub fn batch_returned_with(
+        &mut self,
+        table: &BatchTable,
+        tokens: &[u32],
+        logprobs: &[Option<TokenLogprobs>],
     ) -> Result<(), ReturnError> {
         let Some(sent) = self.in_flight.front() else { return Err(ReturnError::Unexpected) };
         if sent.table != *table {
@@ -517,6 +554,9 @@ impl Scheduler {
                 continue;
             }
             seq.generated.push(token);
+            if let Some(Some(lp)) = logprobs.get(i) {
+                self.outputs.push_back(SeqOutput::Logprobs { id, logprobs: lp.clone() });
+            }
             self.outputs.push_back(SeqOutput::Token { id, token });
             let generated = seq.generated.len();
             // Feeding the token back would pass the context: full, decided before the step.

@@ -60,13 +60,23 @@ impl RingSet {
             .next_power_of_two()
             .clamp(MIN_ACTIVATION_RING, MAX_ACTIVATION_RING);
         let cap = runtime.table_capacity();
+        // A token id per entry, then the largest log-probability section (whole u32 rows).
+        let out_bytes = crate::wire::logprobs::token_out_max_bytes(cap);
+        let rows = ((out_bytes - crate::wire::batch::table_bytes(cap)) / 4) as u32;
+        let token_out = ObjectSpec::token_ids(rows);
+        let token_out_ring = RingSpec {
+            capacity: (2 * (token_out.with_table(cap).max_extent + HEADER_LEN as u64))
+                .next_power_of_two()
+                .max(TOKEN_RING_CAPACITY),
+            alignment: RING_ALIGNMENT,
+        };
         RingSet {
             token_in: (ObjectSpec::token_ids(runtime.max_seq_len).with_table(cap), token_ring),
             activation: (
                 act.with_table(cap),
                 RingSpec { capacity: act_capacity, alignment: RING_ALIGNMENT },
             ),
-            token_out: (ObjectSpec::token_ids(u32::from(cap)).with_table(cap), token_ring),
+            token_out: (token_out.with_table(cap), token_out_ring),
         }
     }
 }

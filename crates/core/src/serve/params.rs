@@ -12,7 +12,7 @@ use crate::orchestrator::requests::{MAX_STOP_BYTES, MAX_STOPS, Request};
 use crate::wire::SamplingPolicy;
 
 /// The most `top_logprobs` a request may ask for (OpenAI's limit).
-pub const MAX_TOP_LOGPROBS: u32 = 20;
+pub const MAX_TOP_LOGPROBS: u32 = crate::wire::logprobs::MAX_TOP_LOGPROBS;
 
 /// What a request leaves out, the server decides.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -213,12 +213,6 @@ fn common(
             "at most {MAX_TOP_LOGPROBS} top log-probabilities per token, not {k}"
         )));
     }
-    if logprobs.is_some() {
-        return Err(ApiError::invalid(
-            "log-probabilities are not offered by this server yet; leave 'logprobs' out",
-        )
-        .because("logprobs_unsupported"));
-    }
     let max_tokens = c.max_completion_tokens.or(c.max_tokens).or(defaults.max_tokens);
     if max_tokens == Some(0) {
         return Err(ApiError::invalid("'max_tokens' must be at least 1"));
@@ -307,6 +301,7 @@ impl Parsed {
             prompt,
             sampling: self.sampling,
             stop: self.stop.clone(),
+            logprobs: self.logprobs,
         })
     }
 }

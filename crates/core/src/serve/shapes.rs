@@ -75,6 +75,20 @@ impl Usage {
     }
 }
 
+/// One token's log-probabilities as a response lists them: its text and bytes, its
+/// log-probability, and the most likely alternatives'.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenChoice {
+    /// The token's text (lossy where it is part of a character).
+    pub token: String,
+    /// The token's bytes.
+    pub bytes: Vec<u8>,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// The alternatives, highest first: text, bytes, log-probability.
+    pub top: Vec<(String, Vec<u8>, f32)>,
+}
+
 /// Which API a response belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
@@ -149,6 +163,53 @@ impl Meta {
             "system_fingerprint": "swactor",
             "choices": choices,
         })
+    }
+
+    /// The `logprobs` object of a choice listing `tokens`: OpenAI's `content` list for a
+    /// chat; `tokens`, `token_logprobs`, `top_logprobs` and `text_offset` (from `offset`,
+    /// in bytes of the text) for a completion.
+    pub fn logprobs_value(&self, tokens: &[TokenChoice], offset: usize) -> Value {
+        match self.api {
+            Api::Chat => {
+                let content: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let top: Vec<Value> = t
+                            .top
+                            .iter()
+                            .map(|(s, b, l)| json!({"token": s, "logprob": l, "bytes": b}))
+                            .collect();
+                        json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
+                    })
+                    .collect();
+                json!({"content": content})
+            }
+            Api::Completion => {
+                let mut at = offset;
+                let mut offsets = Vec::with_capacity(tokens.len());
+                for t in tokens {
+                    offsets.push(at);
+                    at += t.bytes.len();
+                }
+                let top: Vec<serde_json::Map<String, Value>> = tokens
+                    .iter()
+                    .map(|t| t.top.iter().map(|(s, _, l)| (s.clone(), json!(l))).collect())
+                    .collect();
+                json!({
+                    "tokens": tokens.iter().map(|t| &t.token).collect::<Vec<_>>(),
+                    "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+                    "top_logprobs": top,
+                    "text_offset": offsets,
+                })
+            }
+        }
+    }
+
+    /// A chunk carrying `text` and its tokens' `logprobs` object.
+    pub fn text_chunk_with(&self, text: &str, logprobs: Value) -> String {
+        let mut v = self.text_chunk_value(text);
+        v["choices"][0]["logprobs"] = logprobs;
+        v.to_string()
     }
 
     /// A whole (not streamed) response.

@@ -16,8 +16,15 @@
 //! table header, 16 bytes: magic "SWMB" u32 | version u16 | capacity u16 | count u16
 //!                         | reserved u16 = 0 | total tokens u32
 //! entry, 40 bytes each:   slot u32 | first position u32 | tokens u32 | flags u32
-//!                         | temperature f32 | top_p f32 | top_k u32 | reserved u32 = 0
+//!                         | temperature f32 | top_p f32 | top_k u32 | top_logprobs u32
 //!                         | seed u64
+//! ```
+//!
+//! `top_logprobs` is 0 unless the entry's flags have `LOGPROBS` (then at most
+//! [`super::logprobs::MAX_TOP_LOGPROBS`]); the token-out payload's log-probability section
+//! follows its token ids (see [`super::logprobs`]).
+//!
+//! ```text
 //! ```
 //!
 //! Unused entries (index >= count) are all zero. Decoding is total: any byte string
@@ -30,8 +37,9 @@ use super::plan::SamplingPolicy;
 
 /// `"SWMB"` little-endian.
 pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"SWMB");
-/// The one table version this build reads and writes.
-pub const BATCH_VERSION: u16 = 1;
+/// The one table version this build reads and writes (2: entries may ask for
+/// log-probabilities).
+pub const BATCH_VERSION: u16 = 2;
 /// Bytes of the table header.
 pub const TABLE_HEADER_BYTES: u64 = 16;
 /// Bytes of one entry.
@@ -58,8 +66,11 @@ impl EntryFlags {
     pub const RESET: EntryFlags = EntryFlags(1);
     /// The last stage samples a token from this entry's last row.
     pub const SAMPLE: EntryFlags = EntryFlags(2);
+    /// With `SAMPLE`: the token-out payload also carries the token's log-probability and
+    /// the `top_logprobs` most likely tokens ([`super::logprobs`]).
+    pub const LOGPROBS: EntryFlags = EntryFlags(4);
     /// Every defined bit.
-    pub const KNOWN: EntryFlags = EntryFlags(3);
+    pub const KNOWN: EntryFlags = EntryFlags(7);
 
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: EntryFlags) -> bool {
@@ -86,6 +97,9 @@ pub struct EntrySampling {
     pub top_k: u32,
     /// The sequence's sampler seed.
     pub seed: u64,
+    /// With [`EntryFlags::LOGPROBS`]: the most likely tokens the token-out payload lists
+    /// beside the chosen one's log-probability (0 otherwise).
+    pub top_logprobs: u32,
 }
 
 impl EntrySampling {
@@ -98,6 +112,7 @@ impl EntrySampling {
                 top_p: top_p.unwrap_or(0.0),
                 top_k: top_k.unwrap_or(0),
                 seed,
+                top_logprobs: 0,
             },
         }
     }
@@ -326,7 +341,7 @@ impl BatchTable {
             out.extend_from_slice(&e.sampling.temperature.to_le_bytes());
             out.extend_from_slice(&e.sampling.top_p.to_le_bytes());
             out.extend_from_slice(&e.sampling.top_k.to_le_bytes());
-            out.extend_from_slice(&0u32.to_le_bytes());
+            out.extend_from_slice(&e.sampling.top_logprobs.to_le_bytes());
             out.extend_from_slice(&e.sampling.seed.to_le_bytes());
         }
         out.resize(start + table_bytes(self.capacity) as usize, 0);
@@ -434,7 +449,9 @@ impl BatchTable {
                 }
                 continue;
             }
-            if u32_at(raw, 28) != 0 {
+            let top_logprobs = u32_at(raw, 28);
+            let asks = EntryFlags(u32_at(raw, 12)).contains(EntryFlags::LOGPROBS);
+            if (!asks && top_logprobs != 0) || top_logprobs > super::logprobs::MAX_TOP_LOGPROBS {
                 return Err(BatchError::ReservedNonZero);
             }
             entries.push(BatchEntry {
@@ -446,6 +463,7 @@ impl BatchTable {
                     temperature: f32::from_le_bytes(raw[16..20].try_into().unwrap_or([0; 4])),
                     top_p: f32::from_le_bytes(raw[20..24].try_into().unwrap_or([0; 4])),
                     top_k: u32_at(raw, 24),
+                    top_logprobs,
                     seed: u64_at(raw, 32),
                 },
             });
@@ -476,7 +494,8 @@ impl BatchTable {
     }
 
     /// Decodes a token-out payload: the table, then one `u32` per table entry of the
-    /// capacity. Returns the table and each entry's token ([`NO_TOKEN`] where it does not
+    /// capacity (and the log-probability section its entries ask for, checked for its
+    /// length here and read by [`super::logprobs::split_token_out`]). Returns the table and each entry's token ([`NO_TOKEN`] where it does not
     /// sample); a sampling entry without a token, or a token on an entry that does not
     /// sample, is a [`BatchError::PayloadMismatch`].
     pub fn split_tokens(
@@ -485,11 +504,16 @@ impl BatchTable {
     ) -> Result<(BatchTable, Vec<u32>), BatchError> {
         let table = BatchTable::decode(payload, limits)?;
         let rest = &payload[table.encoded_len() as usize..];
-        let expected = u64::from(table.capacity) * 4;
-        if rest.len() as u64 != expected {
+        let ids = u64::from(table.capacity) * 4;
+        let expected = ids + super::logprobs::section_bytes(&table);
+        // Exactly the section its entries ask for, or zero-padded to the fixed size.
+        let padded = ids + super::logprobs::max_section_bytes(table.capacity);
+        let fits = rest.len() as u64 == expected
+            || (rest.len() as u64 == padded && rest[expected as usize..].iter().all(|&b| b == 0));
+        if !fits {
             return Err(BatchError::PayloadMismatch { found: rest.len() as u64, expected });
         }
-        let tokens: Vec<u32> = rest.chunks_exact(4).map(|c| u32_at(c, 0)).collect();
+        let tokens: Vec<u32> = rest[..ids as usize].chunks_exact(4).map(|c| u32_at(c, 0)).collect();
         for (i, &t) in tokens.iter().enumerate() {
             let samples =
                 table.entries.get(i).is_some_and(|e| e.flags.contains(EntryFlags::SAMPLE));
@@ -530,7 +554,13 @@ mod tests {
             vec![
                 entry(2, 0, 5, EntryFlags::RESET | EntryFlags::SAMPLE),
                 BatchEntry {
-                    sampling: EntrySampling { temperature: 0.7, top_p: 0.9, top_k: 40, seed: 7 },
+                    sampling: EntrySampling {
+                        temperature: 0.7,
+                        top_p: 0.9,
+                        top_k: 40,
+                        seed: 7,
+                        top_logprobs: 0,
+                    },
                     ..entry(0, 9, 1, EntryFlags::SAMPLE)
                 },
             ],
@@ -641,6 +671,7 @@ mod tests {
                     top_p: 0.0,
                     top_k: 0,
                     seed,
+                    top_logprobs: 0,
                 },
             },
         )

@@ -8,6 +8,7 @@ pub mod batch;
 pub mod evidence;
 pub mod header;
 pub mod ids;
+pub mod logprobs;
 pub mod plan;
 pub mod reason;
 pub mod spec;

@@ -536,7 +536,12 @@ fn answer(cmd: &RunCommand, capacity: u16, token: u32) -> (ObjectId, Sequence, V
 }
 
 fn req(len: u32, max_tokens: u32) -> SeqRequest {
-    SeqRequest { prompt: (10..10 + len).collect(), max_tokens, sampling: SamplingPolicy::Greedy }
+    SeqRequest {
+        prompt: (10..10 + len).collect(),
+        max_tokens,
+        sampling: SamplingPolicy::Greedy,
+        logprobs: None,
+    }
 }
 
 #[test]

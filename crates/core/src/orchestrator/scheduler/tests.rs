@@ -23,6 +23,7 @@ fn req(len: usize, max_tokens: u32) -> SeqRequest {
         prompt: (10..10 + len as u32).collect(),
         max_tokens,
         sampling: SamplingPolicy::Greedy,
+        logprobs: None,
     }
 }
 
@@ -344,4 +345,30 @@ proptest! {
         prop_assert_eq!(&accepted, &finished);
         prop_assert_eq!(s.free_slots(), usize::from(slots));
     }
+}
+
+#[test]
+fn a_sequence_asking_for_logprobs_flags_its_sampling_entries_and_gets_them_before_each_token() {
+    use crate::wire::logprobs::TokenLogprobs;
+    let mut s = Scheduler::new(cfg(2, 1, 4, 64));
+    let asks = s.submit(SeqRequest { logprobs: Some(2), ..req(3, 2) }).unwrap();
+    let quiet = s.submit(req(2, 2)).unwrap();
+    let b = s.next_batch().unwrap();
+    let flags: Vec<(bool, u32)> = b
+        .table
+        .entries()
+        .iter()
+        .map(|e| (e.flags.contains(EntryFlags::LOGPROBS), e.sampling.top_logprobs))
+        .collect();
+    assert_eq!(flags, [(true, 2), (false, 0)]);
+    let lp = TokenLogprobs { logprob: -0.25, top: vec![(50, -0.25), (7, -2.0)] };
+    s.batch_returned_with(&b.table, &answer(&b, 50), &[Some(lp.clone()), None]).unwrap();
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            SeqOutput::Logprobs { id: asks, logprobs: lp },
+            SeqOutput::Token { id: asks, token: 50 },
+            SeqOutput::Token { id: quiet, token: 50 },
+        ]
+    );
 }

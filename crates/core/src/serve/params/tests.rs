@@ -84,3 +84,20 @@ fn a_prompt_that_fills_the_context_is_an_exceed_context_size_error_naming_both_s
     let e = p.request("r".into(), vec![5000], 512, 1000).expect_err("outside the vocabulary");
     assert_eq!(e.status(), 400);
 }
+
+#[test]
+fn logprobs_carry_their_count_and_more_than_twenty_alternatives_are_refused() {
+    let p =
+        chat(r#"{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":3}"#)
+            .expect("parses");
+    assert_eq!(p.logprobs, Some(3));
+    let r = p.request("1".into(), vec![1, 2], 512, 100).expect("fits");
+    assert_eq!(r.logprobs, Some(3));
+    let many =
+        chat(r#"{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}"#);
+    assert_eq!(many.expect_err("21").status(), 400);
+    let alone = chat(r#"{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}"#);
+    assert_eq!(alone.expect_err("without logprobs").status(), 400);
+    let p = parse_completion(br#"{"prompt":"x","logprobs":2}"#, &defaults(), 1).expect("ok");
+    assert_eq!(p.logprobs, Some(2));
+}

@@ -155,6 +155,7 @@ impl World {
                     } else {
                         SamplingPolicy::Greedy
                     },
+                    logprobs: None,
                 };
                 let got = fsm.submit(now, req);
                 self.trace(format!("submit request {k}: {got:?}"));
@@ -242,6 +243,7 @@ impl World {
         while let Some(out) = self.fsm.as_mut().and_then(RunFsm::poll_output) {
             match out {
                 SeqOutput::Token { id, token } => self.tokens.entry(id).or_default().push(token),
+                SeqOutput::Logprobs { .. } => {}
                 SeqOutput::Finished { id, reason, generated, .. } => {
                     self.trace(format!("sequence {id} finished: {reason:?}"));
                     if self.finished.insert(id, reason).is_some() {

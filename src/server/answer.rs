@@ -1,0 +1,175 @@
+//! A submitted request's answer: whole (once its result arrives) or streamed as
+//! server-sent events straight off its reply channel, with its tokens' log-probabilities
+//! when it asked for them.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::routes::Failure;
+use super::state::Submitted;
+use super::track::Tracker;
+use crate::model::tokenizer::Tokenizer;
+use crate::orchestrator::driver::served::Reply;
+use crate::orchestrator::scheduler::FinishReason;
+use crate::serve::shapes::{Meta, TokenChoice, Usage, finish_reason};
+use crate::wire::logprobs::TokenLogprobs;
+
+/// A token's log-probabilities with the texts of it and its alternatives.
+fn choice(tok: &Tokenizer, id: u32, lp: &TokenLogprobs) -> TokenChoice {
+    let text = |id: u32| {
+        let bytes = tok.token_bytes(id);
+        (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+    };
+    let (token, bytes) = text(id);
+    let top = lp
+        .top
+        .iter()
+        .map(|&(alt, l)| {
+            let (s, b) = text(alt);
+            (s, b, l)
+        })
+        .collect();
+    TokenChoice { token, bytes, logprob: lp.logprob, top }
+}
+
+/// Waits for the result and answers it whole.
+pub async fn whole(
+    meta: Meta,
+    mut sub: Submitted,
+    mut tracker: Tracker,
+    tok: Arc<Tokenizer>,
+) -> Result<Response, Failure> {
+    let mut choices = Vec::new();
+    let result = loop {
+        match sub.replies.recv().await {
+            Some(Reply::Started) => tracker.started(),
+            Some(Reply::Token { id, logprobs, .. }) => {
+                tracker.token();
+                if let Some(lp) = logprobs {
+                    choices.push(choice(&tok, id, &lp));
+                }
+            }
+            Some(Reply::Text(_)) => {}
+            Some(Reply::Done(r)) => break r,
+            None => {
+                sub.guard.disarm();
+                let e = tracker.failed("session.ended");
+                return Err(e.into());
+            }
+        }
+    };
+    sub.guard.disarm();
+    if let Some(err) = &result.error {
+        return Err(tracker.failed(err).into());
+    }
+    let finish = finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos));
+    let timings = tracker.finished(finish, result.completion_tokens);
+    let usage = Usage::new(result.prompt_tokens, result.completion_tokens);
+    let mut v = meta.response(&result.text, finish, usage, timings);
+    if !choices.is_empty() {
+        v["choices"][0]["logprobs"] = meta.logprobs_value(&choices, 0);
+    }
+    Ok(axum::Json(v).into_response())
+}
+
+/// Streams the request as server-sent events, read straight off its reply channel; a
+/// client that goes away drops the body, and with it the guard that cancels the sequence.
+pub fn stream(
+    meta: Meta,
+    sub: Submitted,
+    tracker: Tracker,
+    include_usage: bool,
+    tok: Arc<Tokenizer>,
+) -> Response {
+    let mut pending = VecDeque::new();
+    if let Some(first) = meta.role_chunk() {
+        pending.push_back(first.to_string());
+    }
+    let state =
+        Streaming { meta, sub, tracker, include_usage, pending, done: false, tok, offset: 0 };
+    let events = futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(data) = st.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(SseEvent::default().data(data)), st));
+            }
+            if st.done {
+                return None;
+            }
+            let reply = st.sub.replies.recv().await;
+            st.reply(reply);
+        }
+    });
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// A streamed request between its replies and its events.
+struct Streaming {
+    meta: Meta,
+    sub: Submitted,
+    tracker: Tracker,
+    include_usage: bool,
+    pending: VecDeque<String>,
+    done: bool,
+    tok: Arc<Tokenizer>,
+    /// Bytes of text sent so far (a completion's `text_offset`).
+    offset: usize,
+}
+
+impl Streaming {
+    /// Turns one reply into the events it means (`None`: the session ended first).
+    fn reply(&mut self, reply: Option<Reply>) {
+        match reply {
+            Some(Reply::Started) => self.tracker.started(),
+            Some(Reply::Token { id, piece, logprobs }) => {
+                self.tracker.token();
+                match logprobs {
+                    Some(lp) => {
+                        let c = choice(&self.tok, id, &lp);
+                        let v = self.meta.logprobs_value(&[c], self.offset);
+                        self.pending.push_back(self.meta.text_chunk_with(&piece, v));
+                    }
+                    None if !piece.is_empty() => {
+                        self.pending.push_back(self.meta.text_chunk(&piece));
+                    }
+                    None => {}
+                }
+                self.offset += piece.len();
+            }
+            Some(Reply::Text(t)) => {
+                if !t.is_empty() {
+                    self.offset += t.len();
+                    self.pending.push_back(self.meta.text_chunk(&t));
+                }
+            }
+            Some(Reply::Done(r)) => {
+                self.sub.guard.disarm();
+                self.done = true;
+                if let Some(err) = &r.error {
+                    let e = self.tracker.failed(err);
+                    self.pending.push_back(json!({"error": e}).to_string());
+                    return;
+                }
+                let reason = r.finish_reason.unwrap_or(FinishReason::Eos);
+                let finish = finish_reason(reason);
+                let timings = self.tracker.finished(finish, r.completion_tokens);
+                self.pending.push_back(self.meta.finish_chunk(finish, timings).to_string());
+                if self.include_usage {
+                    let usage = Usage::new(r.prompt_tokens, r.completion_tokens);
+                    self.pending.push_back(self.meta.usage_chunk(usage, timings).to_string());
+                }
+                self.pending.push_back("[DONE]".into());
+            }
+            None => {
+                self.sub.guard.disarm();
+                self.done = true;
+                let e = self.tracker.failed("session.ended");
+                self.pending.push_back(json!({"error": e}).to_string());
+            }
+        }
+    }
+}
