@@ -419,6 +419,7 @@ fn sample_plan() -> Option<RunPlan> {
             max_tokens: 8,
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
+            max_top_logprobs: None,
         },
         prompt_tokens: 4,
     })

@@ -277,6 +277,7 @@ pub async fn failover_run(
         max_tokens: 2000,
         sampling: crate::wire::SamplingPolicy::Greedy,
         max_sequences: 1,
+        max_top_logprobs: None,
     };
     let config = OrchestrateConfig {
         pool: pool.pool.clone(),

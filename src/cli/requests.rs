@@ -324,6 +324,7 @@ mod tests {
             max_tokens: 8,
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
+            max_top_logprobs: None,
         }
     }
 

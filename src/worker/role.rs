@@ -124,15 +124,19 @@ impl Role {
                     stage.reset();
                     samplers.iter_mut().for_each(|s| *s = None);
                 }
-                let bytes = llama_step(stage, *dtype, samplers, *limits, input, abort).map_err(
-                    |e| match e {
+                let mut bytes = llama_step(stage, *dtype, samplers, *limits, input, abort)
+                    .map_err(|e| match e {
                         StepError::Aborted => StepFailure::Aborted,
                         StepError::Failed(m) => {
                             eprintln!("swactor worker: step {}: {m}", sequence.0);
                             StepFailure::ComputeFailed
                         }
-                    },
-                )?;
+                    })?;
+                // The token-out object has one size (the plan's), whatever its entries ask:
+                // zeros after the log-probabilities they asked for.
+                if stage.spec().head && (bytes.len() as u64) < extent {
+                    bytes.resize(extent as usize, 0);
+                }
                 if bytes.len() as u64 != extent {
                     eprintln!(
                         "swactor worker: step {} produced {} bytes, {extent} declared",
@@ -218,9 +222,6 @@ fn llama_step(
             }
             bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
             crate::wire::logprobs::encode(&table, &logprobs, &mut bytes);
-            // One fixed size per token-out object (the plan's), whatever its entries ask.
-            let size = crate::wire::logprobs::token_out_max_bytes(limits.capacity);
-            bytes.resize(size as usize, 0);
         }
         Ok(StageOutput::Hidden(h)) => bytes.extend_from_slice(&encode_hidden(&h, dtype)),
         Err(StageError::Aborted) => return Err(StepError::Aborted),

@@ -57,6 +57,7 @@ fn runtime() -> RuntimeConfig {
         max_tokens: 64,
         sampling: SamplingPolicy::Greedy,
         max_sequences: 1,
+        max_top_logprobs: None,
     }
 }
 

@@ -53,6 +53,7 @@ pub fn runtime_config_for(
         max_tokens: args.max_tokens,
         sampling,
         max_sequences: args.max_sequences.unwrap_or(1),
+        max_top_logprobs: None,
     };
     check_runtime_config(&runtime, context_length).map_err(plan_error)?;
     Ok(RuntimeConfig { sampling: runtime.sampling.normalized(), ..runtime })

@@ -50,7 +50,11 @@ impl ServedModel {
         let template = crate::model::tokenizer::chat_template(&content);
         let mut args = args.clone();
         args.max_sequences = args.max_sequences.or(Some(DEFAULT_SERVE_SEQUENCES));
-        let runtime = runtime_config(&args, &facts)?;
+        let runtime = RuntimeConfig {
+            // A server's requests may ask for log-probabilities.
+            max_top_logprobs: Some(crate::wire::logprobs::MAX_TOP_LOGPROBS),
+            ..runtime_config(&args, &facts)?
+        };
         Ok(ServedModel { facts, tokenizer, template, runtime })
     }
 }

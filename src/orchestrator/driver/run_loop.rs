@@ -212,6 +212,8 @@ impl<'t> RunLoop<'t> {
     fn submission(&mut self, sub: Option<Submission>) {
         let Some(routes) = self.served.as_mut() else { return };
         match sub {
+            // Its client went away before it was read: nothing to run.
+            Some(s) if s.reply.is_closed() => {}
             Some(Submission { ticket, request, reply }) => {
                 let index = self.book.push(request);
                 routes.add(index, ticket, reply);

@@ -212,6 +212,7 @@ impl RunFsm {
             max_seq_len: plan.runtime.max_seq_len,
             eos: plan.model.eos_token_id,
             vocab: plan.model.vocab_size,
+            max_top_logprobs: plan.runtime.max_top_logprobs,
         });
         let mut fsm = RunFsm {
             run_id: plan.run_id,

@@ -46,6 +46,9 @@ pub struct SchedulerConfig {
     pub eos: Option<u32>,
     /// Vocabulary size (a returned token at or above it is refused).
     pub vocab: u32,
+    /// The most log-probability alternatives an entry may ask for (`None`: no entry asks;
+    /// a sequence's request is cut to this).
+    pub max_top_logprobs: Option<u32>,
 }
 
 /// One request.
@@ -355,10 +358,13 @@ impl Scheduler {
                     generated: Vec::new(),
                     max_tokens: req.max_tokens.max(1),
                     sampling: EntrySampling {
-                        top_logprobs: req.logprobs.unwrap_or(0),
+                        top_logprobs: req
+                            .logprobs
+                            .zip(self.cfg.max_top_logprobs)
+                            .map_or(0, |(k, m)| k.min(m)),
                         ..EntrySampling::from_policy(req.sampling)
                     },
-                    logprobs: req.logprobs.is_some(),
+                    logprobs: req.logprobs.is_some() && self.cfg.max_top_logprobs.is_some(),
                     in_flight: false,
                     cancelled: None,
                 },

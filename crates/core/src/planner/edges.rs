@@ -61,7 +61,7 @@ impl RingSet {
             .clamp(MIN_ACTIVATION_RING, MAX_ACTIVATION_RING);
         let cap = runtime.table_capacity();
         // A token id per entry, then the largest log-probability section (whole u32 rows).
-        let out_bytes = crate::wire::logprobs::token_out_max_bytes(cap);
+        let out_bytes = crate::wire::logprobs::token_out_max_bytes(cap, runtime.max_top_logprobs);
         let rows = ((out_bytes - crate::wire::batch::table_bytes(cap)) / 4) as u32;
         let token_out = ObjectSpec::token_ids(rows);
         let token_out_ring = RingSpec {

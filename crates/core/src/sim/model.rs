@@ -108,8 +108,6 @@ pub fn step(
     }
     if last {
         out.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
-        // The token-out object has one size (the plan's), whatever its entries ask.
-        out.resize(crate::wire::logprobs::token_out_max_bytes(limits.capacity) as usize, 0);
     }
     Ok(out)
 }

@@ -507,9 +507,13 @@ impl BatchTable {
         let ids = u64::from(table.capacity) * 4;
         let expected = ids + super::logprobs::section_bytes(&table);
         // Exactly the section its entries ask for, or zero-padded to the fixed size.
-        let padded = ids + super::logprobs::max_section_bytes(table.capacity);
-        let fits = rest.len() as u64 == expected
-            || (rest.len() as u64 == padded && rest[expected as usize..].iter().all(|&b| b == 0));
+        let most = super::logprobs::MAX_TOP_LOGPROBS;
+        let padded = ids + super::logprobs::max_section_bytes(table.capacity, Some(most));
+        let len = rest.len() as u64;
+        let fits = len == expected
+            || (len > expected
+                && len <= padded
+                && rest[expected as usize..].iter().all(|&b| b == 0));
         if !fits {
             return Err(BatchError::PayloadMismatch { found: rest.len() as u64, expected });
         }

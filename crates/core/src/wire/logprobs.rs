@@ -38,16 +38,21 @@ pub fn section_bytes(table: &BatchTable) -> u64 {
     table.entries().iter().filter_map(asks).map(|k| 4 + 8 * u64::from(k)).sum()
 }
 
-/// The largest section a table of `capacity` entries can ask for.
-pub const fn max_section_bytes(capacity: u16) -> u64 {
-    capacity as u64 * (4 + 8 * MAX_TOP_LOGPROBS as u64)
+/// The largest section a table of `capacity` entries can ask for when each may list at
+/// most `max_top` alternatives (`None`: no entry may ask).
+pub const fn max_section_bytes(capacity: u16, max_top: Option<u32>) -> u64 {
+    match max_top {
+        Some(k) => capacity as u64 * (4 + 8 * k as u64),
+        None => 0,
+    }
 }
 
-/// Bytes of every token-out object of a table of `capacity` entries: the table, a token id
-/// per entry and the largest section, zero-padded after the section its entries ask for
-/// (the last stage writes one fixed-size object).
-pub const fn token_out_max_bytes(capacity: u16) -> u64 {
-    super::batch::table_bytes(capacity) + 4 * capacity as u64 + max_section_bytes(capacity)
+/// Bytes of every token-out object of a plan with `capacity` entries per table and at
+/// most `max_top` alternatives per entry: the table, a token id per entry and the largest
+/// section, zero-padded after the section its entries ask for (the last stage writes one
+/// fixed-size object; without log-probabilities it is the table and the ids alone).
+pub const fn token_out_max_bytes(capacity: u16, max_top: Option<u32>) -> u64 {
+    super::batch::table_bytes(capacity) + 4 * capacity as u64 + max_section_bytes(capacity, max_top)
 }
 
 /// Appends the section for `table`: entry `i`'s values from `values[i]` (an entry that

@@ -268,6 +268,10 @@ pub struct RuntimeConfig {
     /// the entries of every micro-batch table (1 to 256).
     #[serde(default = "one")]
     pub max_sequences: u32,
+    /// The most alternatives a request's log-probabilities may list (`None`: requests may
+    /// not ask for log-probabilities, and the token-out object keeps its smallest size).
+    #[serde(default)]
+    pub max_top_logprobs: Option<u32>,
 }
 
 fn one() -> u32 {

@@ -74,6 +74,7 @@ fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
             max_tokens,
             sampling: SamplingPolicy::Greedy,
             max_sequences: slots,
+            max_top_logprobs: None,
         },
         prompt_tokens: 4,
     })

@@ -15,6 +15,7 @@ fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerC
         max_seq_len: 32,
         eos: Some(EOS),
         vocab: 100,
+        max_top_logprobs: Some(20),
     }
 }
 
@@ -371,4 +372,15 @@ fn a_sequence_asking_for_logprobs_flags_its_sampling_entries_and_gets_them_befor
             SeqOutput::Token { id: quiet, token: 50 },
         ]
     );
+}
+
+#[test]
+fn a_plan_without_logprobs_never_asks_for_them_and_one_with_fewer_alternatives_cuts_the_request() {
+    for (max, want) in [(None, (false, 0)), (Some(1), (true, 1))] {
+        let mut s = Scheduler::new(SchedulerConfig { max_top_logprobs: max, ..cfg(1, 1, 4, 64) });
+        s.submit(SeqRequest { logprobs: Some(5), ..req(3, 2) }).unwrap();
+        let b = s.next_batch().unwrap();
+        let e = b.table.entries()[0];
+        assert_eq!((e.flags.contains(EntryFlags::LOGPROBS), e.sampling.top_logprobs), want);
+    }
 }

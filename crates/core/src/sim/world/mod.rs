@@ -360,6 +360,7 @@ fn the_plan(stages: u32, slots: u32) -> RunPlan {
         max_tokens: 8,
         sampling: SamplingPolicy::Greedy,
         max_sequences: slots,
+        max_top_logprobs: None,
     };
     let req = PlanRequest {
         run_id: RUN,

@@ -35,6 +35,7 @@ pub(crate) fn prov(stage: u32, count: u32) -> ProvisionStage {
             max_tokens: 16,
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
+            max_top_logprobs: None,
         },
         inbound: RecvEdgeProvision {
             edge_id: EdgeId(u64::from(stage) + 1),
