@@ -159,34 +159,57 @@ pub fn serve_run(
     if !status.success() {
         return Err(err(format!("swactor run local --requests failed ({status})")));
     }
-    let total: u64 = arrivals.values().map(|a| a.len() as u64).sum();
-    let first = arrivals.values().filter_map(|a| a.first()).min().copied();
-    let last = arrivals.values().filter_map(|a| a.last()).max().copied();
-    let after_first: u64 = arrivals.values().map(|a| a.len().saturating_sub(1) as u64).sum();
-    let window = match (first, last) {
-        (Some(f), Some(l)) => (l - f).as_secs_f64(),
-        _ => 0.0,
-    };
+    let streams: Vec<&[Instant]> = arrivals.values().map(Vec::as_slice).collect();
+    let total: u64 = streams.iter().map(|a| a.len() as u64).sum();
+    let after_first = streams.iter().map(|a| a.len().saturating_sub(1) as u64).sum();
+    let counts = Counts { total, after_first, failed };
+    Ok(figure_of(&streams, counts, ttft, concurrency, stages))
+}
+
+/// A level's token counts: in all, after each request's first, and failed requests.
+pub struct Counts {
+    /// Tokens generated in all.
+    pub total: u64,
+    /// Tokens after each request's first.
+    pub after_first: u64,
+    /// Requests that failed.
+    pub failed: u64,
+}
+
+/// A level's figures from each request's token arrivals, its counts and its times to
+/// first token (ms): the aggregate over the window from the first first-token to the last
+/// token, and the quantiles.
+pub fn figure_of(
+    arrivals: &[&[Instant]],
+    counts: Counts,
+    mut ttft: Vec<f64>,
+    concurrency: u32,
+    stages: u32,
+) -> ServeFigure {
+    let first = arrivals.iter().filter_map(|a| a.first()).min().copied();
+    let last = arrivals.iter().filter_map(|a| a.last()).max().copied();
+    let window = first.zip(last).map_or(0.0, |(f, l)| (l - f).as_secs_f64());
     let mut itl: Vec<f64> = arrivals
-        .values()
+        .iter()
         .flat_map(|a| a.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3))
         .collect();
     itl.sort_by(f64::total_cmp);
     ttft.sort_by(f64::total_cmp);
-    Ok(ServeFigure {
+    let rate = if window > 0.0 { counts.after_first as f64 / window } else { 0.0 };
+    ServeFigure {
         dtype: String::new(),
         concurrency,
         stages,
-        tokens: total,
-        aggregate_tokens_per_s: if window > 0.0 { after_first as f64 / window } else { 0.0 },
+        tokens: counts.total,
+        aggregate_tokens_per_s: rate,
         generate_tokens_per_s: 0.0,
         ratio: 0.0,
         ttft_p50_ms: quantile(&ttft, 0.5),
         ttft_p95_ms: quantile(&ttft, 0.95),
         itl_p50_ms: quantile(&itl, 0.5),
         itl_p95_ms: quantile(&itl, 0.95),
-        failed,
-    })
+        failed: counts.failed,
+    }
 }
 
 /// One-sequence `swactor generate` at `threads` compute threads: decode tokens/s.

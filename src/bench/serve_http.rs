@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::serve::{PROMPTS, ServeFigure, quantile};
+use super::serve::{Counts, PROMPTS, ServeFigure, figure_of};
 use super::{BenchError, err};
 
 /// A `run local --serve` child, stopped and reaped when dropped.
@@ -136,31 +136,12 @@ async fn one(client: &reqwest::Client, url: &str, prompt: &str, tokens: u32) -> 
 
 fn figure(streams: &[Stream], concurrency: u32, stages: u32) -> ServeFigure {
     let ok: Vec<&Stream> = streams.iter().filter(|s| s.ok && !s.arrivals.is_empty()).collect();
-    let total: u64 = ok.iter().map(|s| s.tokens).sum();
-    let first = ok.iter().filter_map(|s| s.arrivals.first()).min().copied();
-    let last = ok.iter().filter_map(|s| s.arrivals.last()).max().copied();
-    let window = first.zip(last).map_or(0.0, |(f, l)| (l - f).as_secs_f64());
-    let after_first: u64 = ok.iter().map(|s| s.tokens.saturating_sub(1)).sum();
-    let mut ttft: Vec<f64> =
-        ok.iter().map(|s| (s.arrivals[0] - s.sent).as_secs_f64() * 1e3).collect();
-    let mut itl: Vec<f64> = ok
-        .iter()
-        .flat_map(|s| s.arrivals.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e3))
-        .collect();
-    ttft.sort_by(f64::total_cmp);
-    itl.sort_by(f64::total_cmp);
-    ServeFigure {
-        dtype: String::new(),
-        concurrency,
-        stages,
-        tokens: total,
-        aggregate_tokens_per_s: if window > 0.0 { after_first as f64 / window } else { 0.0 },
-        generate_tokens_per_s: 0.0,
-        ratio: 0.0,
-        ttft_p50_ms: quantile(&ttft, 0.5),
-        ttft_p95_ms: quantile(&ttft, 0.95),
-        itl_p50_ms: quantile(&itl, 0.5),
-        itl_p95_ms: quantile(&itl, 0.95),
+    let arrivals: Vec<&[Instant]> = ok.iter().map(|s| s.arrivals.as_slice()).collect();
+    let counts = Counts {
+        total: ok.iter().map(|s| s.tokens).sum(),
+        after_first: ok.iter().map(|s| s.tokens.saturating_sub(1)).sum(),
         failed: (streams.len() - ok.len()) as u64,
-    }
+    };
+    let ttft = ok.iter().map(|s| (s.arrivals[0] - s.sent).as_secs_f64() * 1e3).collect();
+    figure_of(&arrivals, counts, ttft, concurrency, stages)
 }

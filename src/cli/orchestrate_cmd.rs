@@ -60,22 +60,13 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     let result = rt.block_on(async {
         let stop = StopSignal::install();
         let config = run.pool_config()?;
-        let mut starting = Progress::new(run.print.json);
-        starting.spinner(format!("starting {} nodes", run.nodes));
-        let mut pool = tokio::select! {
-            p = LocalPool::start(&config) => p.map_err(|e| {
-                let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
-                CliError::new(ExitCode::BootFailed, reason, eyre!(e))
-                    .with_suggestion("run again with --node-logs to see the nodes' logs")
-            })?,
-            _ = stop.clone().stopped() => {
-                if let Some(inputs) = &run.inputs {
-                    fail_batch(inputs, "operator.stopped", run.print, out)?;
-                }
-                return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped while the nodes started")));
+        let Some(mut pool) = start_pool(&config, run.print.json, &stop).await? else {
+            if let Some(inputs) = &run.inputs {
+                fail_batch(inputs, "operator.stopped", run.print, out)?;
             }
+            let stopped = eyre!("stopped while the nodes started");
+            return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", stopped));
         };
-        starting.clear();
         if let Some(pause) = run.pause {
             eprintln!("swactor: test pause: the nodes started");
             tokio::time::sleep(pause).await;
@@ -86,6 +77,40 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+/// Without `--model`: a small synthesized model with random weights in the pool's
+/// directory (said on stderr: it `what`s random text).
+pub(super) fn synth_model(pool: &LocalPool, what: &str) -> Result<std::path::PathBuf, CliError> {
+    eprintln!(
+        "swactor: no --model: a small synthesized model with random weights {what} (its text \
+         is random); pass --model FILE.gguf for a real one"
+    );
+    let path = pool.dir().join("synth.gguf");
+    crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
+        .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;
+    Ok(path)
+}
+
+/// Starts `run local`'s nodes (a spinner on a terminal), or `None` when the operator
+/// stopped first.
+pub(super) async fn start_pool(
+    config: &crate::orchestrator::local::LocalPoolConfig,
+    json: bool,
+    stop: &StopSignal,
+) -> Result<Option<LocalPool>, CliError> {
+    let mut starting = Progress::new(json);
+    starting.spinner(format!("starting {} nodes", config.nodes));
+    let pool = tokio::select! {
+        p = LocalPool::start(config) => p.map_err(|e| {
+            let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
+            CliError::new(ExitCode::BootFailed, reason, eyre!(e))
+                .with_suggestion("run again with --node-logs to see the nodes' logs")
+        })?,
+        _ = stop.clone().stopped() => return Ok(None),
+    };
+    starting.clear();
+    Ok(Some(pool))
 }
 
 /// The run of `run local` once its nodes run: the model (`--model`, or a synthesized one
@@ -101,16 +126,7 @@ async fn local_run(
 ) -> Result<(), CliError> {
     let model = match &args.model {
         Some(m) => m.clone(),
-        None => {
-            eprintln!(
-                "swactor: no --model: a small synthesized model with random weights runs (its \
-                 text is random); pass --model FILE.gguf for a real one"
-            );
-            let path = pool.dir().join("synth.gguf");
-            crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
-                .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;
-            path
-        }
+        None => synth_model(pool, "runs")?,
     };
     let mut inputs = match inputs {
         Some(inputs) => inputs,

@@ -14,7 +14,6 @@ use super::config::serve::{
 };
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
-use super::progress::Progress;
 use super::run_sink::{EventsFile, events_error};
 use super::signals::StopSignal;
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestrateError};
@@ -65,17 +64,9 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
             arena_bytes: args.arena_bytes,
             node_logs: args.node_logs,
         };
-        let mut starting = Progress::new(json);
-        starting.spinner(format!("starting {} nodes", args.stages));
-        let mut pool = tokio::select! {
-            p = LocalPool::start(&config) => p.map_err(|e| {
-                let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
-                CliError::new(ExitCode::BootFailed, reason, eyre!(e))
-                    .with_suggestion("run again with --node-logs to see the nodes' logs")
-            })?,
-            _ = stop.clone().stopped() => return Ok(()),
+        let Some(mut pool) = super::orchestrate_cmd::start_pool(&config, json, &stop).await? else {
+            return Ok(());
         };
-        starting.clear();
         let result = local_serve(args, &pool, served, events.as_mut(), stop, json, out).await;
         pool.stop().await;
         result
@@ -96,13 +87,7 @@ async fn local_serve(
     let (path, model) = match (args.model.clone(), served) {
         (Some(path), Some(model)) => (path, model),
         _ => {
-            eprintln!(
-                "swactor: no --model: a small synthesized model with random weights serves (its \
-                 text is random); pass --model FILE.gguf for a real one"
-            );
-            let path = pool.dir().join("synth.gguf");
-            crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
-                .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;
+            let path = super::orchestrate_cmd::synth_model(pool, "serves")?;
             let model = ServedModel::read(&path, &args.run.runtime)?;
             (path, model)
         }
