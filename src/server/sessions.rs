@@ -133,20 +133,29 @@ pub async fn run_sessions(
                 report.sessions += 1;
                 report.last = Some(r);
                 first = false;
+                if faulted.is_some() {
+                    // A session that keeps faulting is not re-formed in a tight loop.
+                    pause(&mut shutdown).await;
+                }
             }
             Err(OrchestrateError::Stopped) => break,
             Err(e) if first => return Err(e),
             Err(e) => {
                 eprintln!("swactor: no session formed: {e}; trying again");
                 shared.phase().session_ended(None);
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = shutdown.changed() => {}
-                }
+                pause(&mut shutdown).await;
             }
         }
     }
     Ok(report)
+}
+
+/// A second between session attempts, cut short by a stop.
+async fn pause(shutdown: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        _ = shutdown.wait_for(|s| *s) => {}
+    }
 }
 
 /// Resolves once the server is told to stop and, if a session was serving then, the
