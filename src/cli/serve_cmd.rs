@@ -132,8 +132,8 @@ async fn serve(
         }
     };
     let sink: Option<&mut dyn FnMut(&crate::events::EventLine)> = Some(&mut write);
-    let result =
-        crate::server::serve(server, orchestrate, served, stop.stopped(), listening, sink).await;
+    let stops = crate::server::Stops { stop: stop.clone().stopped(), force: stop.again() };
+    let result = crate::server::serve(server, orchestrate, served, stops, listening, sink).await;
     said?;
     if let Some(f) = events.as_mut()
         && let Some(e) = f.error.take()

@@ -6,14 +6,19 @@ use crate::wire::reason::OperatorStop;
 /// The command's one SIGINT / SIGTERM listener, installed before anything starts: a
 /// signal at any moment after that is kept for whoever waits for it, in whichever phase
 /// (starting nodes, waiting for the pool, running), so none is lost between phases.
+/// Later signals are counted, so a second one can cut a graceful stop short.
 #[derive(Clone)]
-pub struct StopSignal(tokio::sync::watch::Receiver<Option<OperatorStop>>);
+pub struct StopSignal(
+    tokio::sync::watch::Receiver<Option<OperatorStop>>,
+    tokio::sync::watch::Receiver<u32>,
+);
 
 impl StopSignal {
     /// Installs the listener; call inside the runtime, first thing.
     pub fn install() -> StopSignal {
         use tokio::signal::unix::{SignalKind, signal};
         let (tx, rx) = tokio::sync::watch::channel(None);
+        let (count_tx, count) = tokio::sync::watch::channel(0u32);
         if let (Ok(mut int), Ok(mut term)) =
             (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
         {
@@ -25,10 +30,18 @@ impl StopSignal {
                     };
                     // The first signal is the one reported; later ones change nothing.
                     tx.send_if_modified(|s| s.is_none().then(|| *s = Some(how)).is_some());
+                    count_tx.send_modify(|n| *n = n.saturating_add(1));
                 }
             });
         }
-        StopSignal(rx)
+        StopSignal(rx, count)
+    }
+
+    /// Resolves once a second signal has arrived (the operator insists).
+    pub async fn again(mut self) {
+        if self.1.wait_for(|n| *n >= 2).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Resolves once a signal has arrived (at once if one already has).

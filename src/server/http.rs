@@ -36,13 +36,14 @@ impl Default for HttpLimits {
 }
 
 /// Serves `app` on `listener` until `stop` turns true, then closes gracefully within
-/// `grace`.
+/// `grace` (at once when `force` turns true).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: HttpLimits,
     mut stop: watch::Receiver<bool>,
     grace: Duration,
+    mut force: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
@@ -77,7 +78,10 @@ pub async fn serve(
         });
     }
     drop(listener);
-    let _ = tokio::time::timeout(grace, graceful.shutdown()).await;
+    tokio::select! {
+        _ = tokio::time::timeout(grace, graceful.shutdown()) => {}
+        () = stopped(&mut force) => {}
+    }
 }
 
 /// Resolves once `stop` is true (or its sender is gone).

@@ -104,42 +104,64 @@ pub struct ServeModel<'a> {
     pub template: Option<String>,
 }
 
-/// Serves until `stop`: binds the API (then calls `listening` with its address), forms
-/// sessions, and on `stop` drains (see [`sessions::run_sessions`]) and closes the
-/// listener gracefully. `events` receives every session's event lines.
+/// When the server stops: `stop` starts the graceful drain, `force` (a second signal)
+/// cuts it short.
+pub struct Stops<S, F> {
+    /// The first stop.
+    pub stop: S,
+    /// Ends the grace period at once.
+    pub force: F,
+}
+
+/// Serves until `stops.stop`: binds the API (then calls `listening` with its address),
+/// forms sessions, and on `stop` drains (see [`sessions::run_sessions`]) and closes the
+/// listener gracefully, both cut short by `stops.force`. `events` receives every
+/// session's event lines.
 pub async fn serve(
     config: ServeConfig,
     orchestrate: OrchestrateConfig,
     model: ServeModel<'_>,
-    stop: impl std::future::Future<Output = OperatorStop>,
+    stops: Stops<
+        impl std::future::Future<Output = OperatorStop>,
+        impl std::future::Future<Output = ()>,
+    >,
     listening: impl FnOnce(SocketAddr),
     events: Option<&mut dyn FnMut(&EventLine)>,
 ) -> Result<ServeReport, ServeError> {
+    let Stops { stop, force } = stops;
     let listener =
         TcpListener::bind(config.http).await.map_err(|e| ServeError::Bind(config.http, e))?;
     let addr = listener.local_addr().map_err(|e| ServeError::Bind(config.http, e))?;
     let (limits, grace) = (config.limits, config.grace);
     let shared = Arc::new(state::Shared::new(config, model.tokenizer, model.template));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (force_tx, force_rx) = watch::channel(false);
     let http = tokio::spawn(http::serve(
         listener,
         routes::router(shared.clone()),
         limits,
         stop_rx.clone(),
         grace + Duration::from_secs(5),
+        force_rx.clone(),
     ));
     listening(addr);
+    let stopping = sessions::Stopping { shutdown: stop_rx, force: force_rx };
     let sessions =
-        sessions::run_sessions(shared.clone(), orchestrate, model.facts, stop_rx, events);
+        sessions::run_sessions(shared.clone(), orchestrate, model.facts, stopping, events);
     tokio::pin!(sessions);
     tokio::pin!(stop);
-    let mut stopped = false;
+    tokio::pin!(force);
+    let (mut stopped, mut forced) = (false, false);
     let result = loop {
         tokio::select! {
             r = &mut sessions => break r,
             _ = &mut stop, if !stopped => {
                 stopped = true;
                 shutting_down(&shared, &stop_tx);
+            }
+            () = &mut force, if stopped && !forced => {
+                forced = true;
+                let _ = force_tx.send(true);
             }
         }
     };

@@ -93,16 +93,25 @@ pub struct ServeReport {
     pub last: Option<RunReport>,
 }
 
+/// The server's stop signals, as the session loop sees them.
+pub struct Stopping {
+    /// True once the server stops (drain).
+    pub shutdown: watch::Receiver<bool>,
+    /// True once the drain is cut short.
+    pub force: watch::Receiver<bool>,
+}
+
 /// Forms sessions until `shutdown` turns true; then drains the serving one within
-/// `grace`. The first session's setup or plan error, or a pool that never became ready
+/// `grace` (or until `force`). The first session's setup or plan error, or a pool that never became ready
 /// for it, ends the server (the configuration is wrong); later ones are retried.
 pub async fn run_sessions(
     shared: Arc<Shared>,
     mut config: OrchestrateConfig,
     facts: &ModelFacts,
-    mut shutdown: watch::Receiver<bool>,
+    stopping: Stopping,
     mut events: Option<&mut dyn FnMut(&EventLine)>,
 ) -> Result<ServeReport, OrchestrateError> {
+    let Stopping { mut shutdown, force } = stopping;
     let t0 = Instant::now();
     let tokenizer = shared.tokenizer.clone();
     let mut report = ServeReport { sessions: 0, last: None };
@@ -119,7 +128,7 @@ pub async fn run_sessions(
             t0,
             events: events.as_mut().map(|f| &mut **f as &mut dyn FnMut(&EventLine)),
         };
-        let stop = stop_after_grace(shutdown.clone(), shared.clone());
+        let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());
         let result =
             orchestrate(config.clone(), Some(arriving), facts, &tokenizer, &mut sink, stop).await;
         drop(sink);
@@ -162,12 +171,16 @@ async fn pause(shutdown: &mut watch::Receiver<bool>) {
 /// grace period has passed (the session finished what it held by then, or is stopped).
 async fn stop_after_grace(
     mut shutdown: watch::Receiver<bool>,
+    mut force: watch::Receiver<bool>,
     shared: Arc<Shared>,
 ) -> OperatorStop {
     let _ = shutdown.wait_for(|s| *s).await;
     let serving = shared.view().slots_in_use > 0 || shared.view().waiting > 0;
     if serving {
-        tokio::time::sleep(shared.config.grace).await;
+        tokio::select! {
+            () = tokio::time::sleep(shared.config.grace) => {}
+            _ = force.wait_for(|f| *f) => {}
+        }
     }
     OperatorStop::Terminate
 }

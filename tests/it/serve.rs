@@ -721,3 +721,43 @@ fn orchestrate_serve_is_503_until_it_serves_and_forms_a_new_session_after_a_sigk
     let (code, _) = s.terminate();
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn a_second_signal_cuts_the_grace_short_and_the_stream_in_flight_ends_with_an_error_event() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--grace-s", "300"]);
+    let u = s.url.clone();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let body = json!({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0, "stream": true});
+            let mut r = client().post(format!("{u}/v1/completions")).body(body.to_string()).send().await.expect("send");
+            let mut text = String::new();
+            let mut told = false;
+            while let Ok(Some(c)) = r.chunk().await {
+                text.push_str(&String::from_utf8_lossy(&c));
+                if !told && text.contains("\"text\"") {
+                    told = true;
+                    let _ = tx.send(());
+                }
+            }
+            text
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("the stream started");
+    let pid = rustix::process::Pid::from_raw(s.child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("first");
+    // The first signal is seen (the listener closes: no new connection) before the second.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&format!("{}/health", s.url)).is_ok() {
+        assert!(Instant::now() < deadline, "the listener stayed open after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    let (code, _) = s.terminate();
+    assert!(start.elapsed() < Duration::from_secs(60), "the grace of 300 s was cut short");
+    assert_eq!(code, Some(0));
+    let body = reader.join().expect("reader");
+    assert!(body.contains("\"error\"") && body.contains("operator"), "{body}");
+    assert!(!body.contains("[DONE]"), "{body}");
+}
