@@ -147,7 +147,7 @@ pub fn generate_until(
     let mut logits = pipeline.step(prompt)?;
     let mut produced = 0u32;
     loop {
-        let token = sampler.sample(&logits);
+        let token = sampler.sample(&logits, prompt.len() as u32 + produced);
         if Some(token) == eos {
             return Ok(StopReason::Eos);
         }

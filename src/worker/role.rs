@@ -214,7 +214,8 @@ fn llama_step(
                 let sampler = samplers[e.slot as usize]
                     .get_or_insert_with(|| Sampler::new(e.sampling.policy()));
                 let row = &logits[i * vocab..(i + 1) * vocab];
-                tokens[i] = sampler.sample(row);
+                // The token stands right after the entry's rows.
+                tokens[i] = sampler.sample(row, e.first_position + e.tokens);
                 if e.flags.contains(EntryFlags::LOGPROBS) {
                     let k = e.sampling.top_logprobs as usize;
                     logprobs[i] = Some(crate::wire::logprobs::of_logits(row, tokens[i], k));

@@ -111,12 +111,12 @@ fn a_stage_loads_only_its_own_tensors() {
 #[test]
 fn sampling_is_deterministic_for_a_seed_and_greedy_picks_the_maximum() {
     let logits: Vec<f32> = (0..50).map(|i| ((i * 7919) % 101) as f32 / 10.0).collect();
-    assert_eq!(Sampler::new(SamplingPolicy::Greedy).sample(&logits), argmax(&logits));
+    assert_eq!(Sampler::new(SamplingPolicy::Greedy).sample(&logits, 0), argmax(&logits));
     let policy =
         SamplingPolicy::Sample { temperature: 0.9, top_k: Some(10), top_p: Some(0.9), seed: 42 };
     let draw = |p| {
-        let mut s = Sampler::new(p);
-        (0..20).map(|_| s.sample(&logits)).collect::<Vec<_>>()
+        let s = Sampler::new(p);
+        (0..20).map(|at| s.sample(&logits, at)).collect::<Vec<_>>()
     };
     assert_eq!(draw(policy), draw(policy));
     let top10: Vec<u32> = {

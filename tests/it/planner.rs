@@ -402,8 +402,8 @@ fn a_temperature_of_zero_is_greedy_not_an_error() {
     assert!(plan(&req).is_ok());
     assert_eq!(t0.normalized(), SamplingPolicy::Greedy);
     let logits = [0.5, 3.0, -1.0, 2.9];
-    let mut sampler = swactor::model::sampling::Sampler::new(t0);
-    assert!((0..20).all(|_| sampler.sample(&logits) == 1), "always the most likely token");
+    let sampler = swactor::model::sampling::Sampler::new(t0);
+    assert!((0..20).all(|at| sampler.sample(&logits, at) == 1), "always the most likely token");
 }
 
 #[test]
