@@ -554,19 +554,19 @@ fn the_api_key_guards_every_route_but_health_and_a_full_queue_is_429_with_retry_
     });
 }
 
-#[test]
-fn sigterm_lets_a_stream_in_flight_finish_and_the_server_exits_0() {
-    let Some(model) = smollm2() else { return };
-    let s = Server::local(&model, &["--grace-s", "30"]);
-    let u = s.url.clone();
+/// Starts a greedy streamed completion of `max_tokens` tokens on a thread of its own and
+/// returns once its first text arrived; the thread yields the whole body.
+fn stream_in_background(u: &str, max_tokens: u32) -> std::thread::JoinHandle<String> {
     let (tx, rx) = mpsc::channel();
+    let url = format!("{u}/v1/completions");
     let reader = std::thread::spawn(move || {
         runtime().block_on(async {
-            let body = json!({"prompt": "Once upon a time", "max_tokens": 80, "temperature": 0, "stream": true});
-            let mut r = client().post(format!("{u}/v1/completions")).body(body.to_string()).send().await.expect("send");
+            let body = json!({"prompt": "Once upon a time", "max_tokens": max_tokens,
+                              "temperature": 0, "stream": true});
+            let mut r = client().post(url).body(body.to_string()).send().await.expect("send");
             let mut text = String::new();
             let mut told = false;
-            while let Some(c) = r.chunk().await.expect("chunk") {
+            while let Ok(Some(c)) = r.chunk().await {
                 text.push_str(&String::from_utf8_lossy(&c));
                 if !told && text.contains("\"text\"") {
                     told = true;
@@ -577,6 +577,15 @@ fn sigterm_lets_a_stream_in_flight_finish_and_the_server_exits_0() {
         })
     });
     rx.recv_timeout(Duration::from_secs(30)).expect("the stream started");
+    reader
+}
+
+#[test]
+fn sigterm_lets_a_stream_in_flight_finish_and_the_server_exits_0() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--grace-s", "30"]);
+    let u = s.url.clone();
+    let reader = stream_in_background(&u, 80);
     let (code, _) = s.terminate();
     let body = reader.join().expect("reader");
     assert!(body.ends_with("data: [DONE]\n\n"), "the stream finished: {body}");
@@ -727,24 +736,7 @@ fn a_second_signal_cuts_the_grace_short_and_the_stream_in_flight_ends_with_an_er
     let Some(model) = smollm2() else { return };
     let s = Server::local(&model, &["--grace-s", "300"]);
     let u = s.url.clone();
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        runtime().block_on(async {
-            let body = json!({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0, "stream": true});
-            let mut r = client().post(format!("{u}/v1/completions")).body(body.to_string()).send().await.expect("send");
-            let mut text = String::new();
-            let mut told = false;
-            while let Ok(Some(c)) = r.chunk().await {
-                text.push_str(&String::from_utf8_lossy(&c));
-                if !told && text.contains("\"text\"") {
-                    told = true;
-                    let _ = tx.send(());
-                }
-            }
-            text
-        })
-    });
-    rx.recv_timeout(Duration::from_secs(30)).expect("the stream started");
+    let reader = stream_in_background(&u, 400);
     let pid = rustix::process::Pid::from_raw(s.child.id() as i32).expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("first");
     // The first signal is seen (the listener closes: no new connection) before the second.
