@@ -415,6 +415,56 @@ pub enum Event {
         #[serde(default)]
         lost_nodes: Vec<NodeId>,
     },
+    /// A stage node was lost and the session re-forms instead of failing: its live and
+    /// queued sequences are kept (the run that faulted still tears down as always).
+    SessionReforming {
+        /// The run that faulted.
+        run_id: RunId,
+        /// Why it faulted.
+        cause: FaultReason,
+        /// The sequences kept to resume.
+        sequences: u32,
+    },
+    /// A kept sequence was re-admitted to the re-formed pipeline: its prompt and the
+    /// tokens it had generated are its prefill, and decoding continues from there.
+    SequenceResumed {
+        /// The new run.
+        run_id: RunId,
+        /// Its sequence in the new run.
+        id: u64,
+        /// Tokens replayed (prompt and generated).
+        replayed_tokens: u32,
+    },
+    /// The session re-formed: the new run's plan, one entry per stage.
+    SessionReformed {
+        /// The new run.
+        run_id: RunId,
+        /// The new plan's stages.
+        plan: Vec<PlannedStage>,
+    },
+    /// Re-forming was given up (`why`: `resume_timeout`, `operator_stop`, `plan`): every
+    /// kept sequence ends with the fault that started it.
+    SessionReformFailed {
+        /// The run that faulted.
+        run_id: RunId,
+        /// The fault.
+        cause: FaultReason,
+        /// Why re-forming stopped.
+        why: String,
+    },
+}
+
+/// One stage of a re-formed plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedStage {
+    /// The stage.
+    pub stage_index: StageIndex,
+    /// Its node.
+    pub node_id: NodeId,
+    /// Its first layer.
+    pub layer_start: u32,
+    /// One past its last layer.
+    pub layer_end: u32,
 }
 
 impl Event {
@@ -450,6 +500,10 @@ impl Event {
             Event::StageStopped { .. } => "stage_stopped",
             Event::StageLost { .. } => "stage_lost",
             Event::RunTornDown { .. } => "run_torn_down",
+            Event::SessionReforming { .. } => "session_reforming",
+            Event::SequenceResumed { .. } => "sequence_resumed",
+            Event::SessionReformed { .. } => "session_reformed",
+            Event::SessionReformFailed { .. } => "session_reform_failed",
         }
     }
 

@@ -76,6 +76,9 @@ enum Phase {
     Ready,
     /// Provisioning began: losses fault the run.
     Committed,
+    /// A run faulted and its session re-forms: ready once the candidates that are ready
+    /// (at least one) have not changed for the window and are not the set last offered.
+    Reforming,
 }
 
 /// The orchestrator's pool readiness gate.
@@ -87,6 +90,10 @@ pub struct PoolGate {
     phase: Phase,
     lost: BTreeSet<NodeId>,
     events: VecDeque<GateEvent>,
+    /// Once re-forming: the ready set last offered (readiness is judged over it alone).
+    offered: Option<BTreeSet<NodeId>>,
+    /// Whether readiness is partial (after the first re-formation).
+    partial: bool,
 }
 
 impl PoolGate {
@@ -104,6 +111,8 @@ impl PoolGate {
             phase: Phase::Gathering,
             lost: BTreeSet::new(),
             events: VecDeque::new(),
+            offered: None,
+            partial: false,
         }
     }
 
@@ -118,7 +127,15 @@ impl PoolGate {
         let still_ready = c.ready();
         self.changed_at = now;
         match self.phase {
-            Phase::Gathering => {}
+            Phase::Gathering | Phase::Reforming => {}
+            Phase::Ready if self.partial => {
+                let offered = self.offered.as_ref().is_some_and(|o| o.contains(&node));
+                if offered && !still_ready {
+                    self.phase = Phase::Reforming;
+                    self.offered = None;
+                    self.events.push_back(GateEvent::ReadinessLost { node });
+                }
+            }
             Phase::Ready if !still_ready => {
                 self.phase = Phase::Gathering;
                 self.events.push_back(GateEvent::ReadinessLost { node });
@@ -191,6 +208,30 @@ impl PoolGate {
         true
     }
 
+    /// The run faulted and its session re-forms over the nodes left: from `now`, the gate
+    /// offers (`PoolReady`) the candidates that are ready once they have been stable for
+    /// the window, whichever are missing. Losses are reported afresh for the next run.
+    pub fn reform(&mut self, now: Instant) {
+        self.phase = Phase::Reforming;
+        self.partial = true;
+        self.offered = None;
+        self.lost.clear();
+        self.changed_at = now;
+    }
+
+    /// The set just offered could not hold a plan: the gate offers again only once the
+    /// ready set changes (a node comes back or a spare joins) and is stable again.
+    pub fn offer_refused(&mut self) {
+        if self.phase == Phase::Ready && self.partial {
+            self.phase = Phase::Reforming;
+        }
+    }
+
+    /// The candidates that hold every readiness fact now.
+    pub fn ready_nodes(&self) -> BTreeSet<NodeId> {
+        self.candidates.iter().filter(|(_, c)| c.ready()).map(|(n, _)| *n).collect()
+    }
+
     /// Whether every candidate holds every readiness fact (stability aside).
     pub fn all_ready(&self) -> bool {
         self.candidates.values().all(Candidate::ready)
@@ -203,7 +244,15 @@ impl PoolGate {
 
     /// The deadline at which the pool becomes ready if nothing changes.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        (self.phase == Phase::Gathering && self.all_ready()).then(|| self.changed_at + self.window)
+        let ready = match self.phase {
+            Phase::Gathering => self.all_ready(),
+            Phase::Reforming => {
+                let now_ready = self.ready_nodes();
+                !now_ready.is_empty() && self.offered.as_ref() != Some(&now_ready)
+            }
+            Phase::Ready | Phase::Committed => false,
+        };
+        ready.then(|| self.changed_at + self.window)
     }
 
     /// Emits `PoolReady` once the window has passed with every fact holding.
@@ -211,10 +260,15 @@ impl PoolGate {
         if let Some(deadline) = self.poll_timeout()
             && now >= deadline
         {
+            let nodes: Vec<NodeId> = if self.phase == Phase::Reforming {
+                let ready = self.ready_nodes();
+                self.offered = Some(ready.clone());
+                ready.into_iter().collect()
+            } else {
+                self.candidates.keys().copied().collect()
+            };
             self.phase = Phase::Ready;
-            self.events.push_back(GateEvent::PoolReady {
-                nodes: self.candidates.keys().copied().collect(),
-            });
+            self.events.push_back(GateEvent::PoolReady { nodes });
         }
     }
 

@@ -27,6 +27,12 @@ pub enum Phase {
         /// The fault, `class.code`.
         reason: String,
     },
+    /// A stage node was lost: the session re-forms over the nodes left and resumes
+    /// every sequence it held; new requests wait for it.
+    Reforming {
+        /// The fault, `class.code`.
+        reason: String,
+    },
     /// Stopping: no new request is taken.
     ShuttingDown,
 }
@@ -60,13 +66,21 @@ impl ServerPhase {
                 self.phase = Phase::Serving;
                 self.sessions_formed += 1;
             }
+            Event::SessionReforming { cause, .. } => {
+                self.phase = Phase::Reforming { reason: cause.to_string() };
+            }
             Event::RunFaulted { reason, .. } => {
                 let reason = reason.to_string();
                 if self.faults.len() == KEPT_FAULTS {
                     self.faults.pop_front();
                 }
                 self.faults.push_back(reason.clone());
-                self.phase = Phase::SessionFaulted { reason };
+                if !matches!(self.phase, Phase::Reforming { .. }) {
+                    self.phase = Phase::SessionFaulted { reason };
+                }
+            }
+            Event::SessionReformFailed { cause, .. } => {
+                self.phase = Phase::SessionFaulted { reason: cause.to_string() };
             }
             _ => {}
         }
@@ -89,9 +103,9 @@ impl ServerPhase {
         self.phase = Phase::ShuttingDown;
     }
 
-    /// Whether a new request is taken.
+    /// Whether a new request is taken (while re-forming it waits for the new pipeline).
     pub fn serving(&self) -> bool {
-        self.phase == Phase::Serving
+        matches!(self.phase, Phase::Serving | Phase::Reforming { .. })
     }
 
     /// `/health`: `Ok` while serving, else the 503 saying why.
@@ -107,6 +121,13 @@ impl ServerPhase {
             Phase::SessionFaulted { reason } => Err(ApiError::unavailable(
                 "session_faulted",
                 format!("the session faulted ({reason}); a new one forms when the pool is ready"),
+            )),
+            Phase::Reforming { reason } => Err(ApiError::unavailable(
+                "reforming",
+                format!(
+                    "a node was lost ({reason}); the session re-forms and resumes every \
+                     request it holds"
+                ),
             )),
             Phase::ShuttingDown => {
                 Err(ApiError::unavailable("shutting_down", "the server is shutting down"))
@@ -147,5 +168,37 @@ mod tests {
         p.shutting_down();
         p.event(&Event::ReadinessBarrierPassed { run_id: RunId(3) });
         assert!(!p.serving());
+    }
+
+    #[test]
+    fn a_reforming_session_says_so_takes_requests_and_serves_again_or_fails_with_its_cause() {
+        let cause: crate::wire::reason::FaultReason = MembershipLoss::NodeDown.into();
+        for gives_up in [false, true] {
+            let mut p = ServerPhase::default();
+            p.event(&Event::ReadinessBarrierPassed { run_id: RunId(1) });
+            p.event(&Event::SessionReforming { run_id: RunId(1), cause, sequences: 3 });
+            p.event(&Event::RunFaulted {
+                run_id: RunId(1),
+                reason: cause,
+                component: Component::Membership,
+                node_id: Some(NodeId(2)),
+                stage_index: None,
+                edge_id: None,
+            });
+            let e = p.health().expect_err("reforming");
+            assert_eq!(e.reason.as_deref(), Some("reforming"));
+            assert!(p.serving(), "requests wait for the re-formed session");
+            assert_eq!(p.faults.len(), 1);
+            if gives_up {
+                let why = "resume_timeout".into();
+                p.event(&Event::SessionReformFailed { run_id: RunId(1), cause, why });
+                let e = p.health().expect_err("faulted");
+                assert_eq!(e.reason.as_deref(), Some("session_faulted"));
+                assert!(!p.serving());
+            } else {
+                p.event(&Event::ReadinessBarrierPassed { run_id: RunId(2) });
+                assert!(p.health().is_ok() && p.serving());
+            }
+        }
     }
 }

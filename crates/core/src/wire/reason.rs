@@ -455,6 +455,27 @@ pub enum FaultReason {
 }
 
 impl FaultReason {
+    /// Whether the fault is the loss of a node (or of the connection to it): SWIM declared
+    /// it down or faulted, its control session or an edge stream toward it broke, its
+    /// worker died and could not be restarted, or the node stopped. A session re-forms over
+    /// the nodes left after such a fault; any other fault (a protocol violation, a bad
+    /// token, a failed step, weights that do not load) would repeat, and fails the session.
+    pub const fn is_node_loss(&self) -> bool {
+        matches!(
+            self,
+            FaultReason::Membership(_)
+                | FaultReason::Control(ControlFault::ConnectionLost)
+                | FaultReason::Stream(
+                    StreamFault::ReadFailed
+                        | StreamFault::WriteFailed
+                        | StreamFault::PeerClosed
+                        | StreamFault::ConnectFailed
+                )
+                | FaultReason::Worker(WorkerFatal::Exited)
+                | FaultReason::Node(NodeStop::Stopped)
+        )
+    }
+
     /// The class part of the code (`"stream"` in `"stream.write_failed"`).
     pub const fn class(&self) -> &'static str {
         match self {

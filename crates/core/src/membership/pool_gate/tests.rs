@@ -206,3 +206,57 @@ fn a_lost_control_session_makes_a_node_unavailable_until_it_answers_again() {
     g.handle_timeout(t1 + Duration::from_millis(100));
     assert!(matches!(g.poll_event(), Some(GateEvent::PoolReady { .. })));
 }
+
+#[test]
+fn a_reforming_gate_offers_the_survivors_after_a_stable_window_and_a_node_back_later() {
+    let (mut g, t) = ready(Instant::now());
+    assert!(g.provisioning_started());
+    g.member_down(t + TICK, id(2));
+    drain(&mut g);
+    let t = t + 2 * TICK;
+    g.reform(t);
+    assert_eq!(g.poll_timeout(), Some(t + WINDOW), "the window starts at the re-formation");
+    g.handle_timeout(t + WINDOW - TICK);
+    assert!(drain(&mut g).is_empty(), "not before the window ends");
+    g.handle_timeout(t + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(3)] }]);
+    // The survivors cannot hold the model: nothing is offered until the set changes.
+    g.offer_refused();
+    g.handle_timeout(t + WINDOW * 4);
+    assert!(drain(&mut g).is_empty(), "the same set is not offered twice");
+    let back = t + WINDOW * 5;
+    g.member_up(back, id(2));
+    g.node_available(back, id(2), identity(2));
+    assert_eq!(g.poll_timeout(), Some(back + WINDOW));
+    g.handle_timeout(back + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(2), id(3)] }]);
+    assert!(g.provisioning_started());
+    g.member_down(back + WINDOW + TICK, id(2));
+    assert_eq!(
+        drain(&mut g),
+        vec![GateEvent::RequiredNodeLost { node: id(2), reason: MembershipLoss::NodeDown }],
+        "a node lost again after a re-formation is reported again"
+    );
+}
+
+#[test]
+fn after_a_partial_offer_only_an_offered_node_breaks_readiness() {
+    let (mut g, t) = ready(Instant::now());
+    assert!(g.provisioning_started());
+    g.node_unavailable(t + TICK, id(3));
+    g.reform(t + TICK);
+    g.handle_timeout(t + TICK + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(2)] }]);
+    let t = t + TICK + WINDOW;
+    g.member_down(t + TICK, id(3));
+    assert!(drain(&mut g).is_empty(), "node 3 was not offered");
+    g.member_suspect(t + 2 * TICK, id(1));
+    assert_eq!(drain(&mut g), vec![GateEvent::ReadinessLost { node: id(1) }]);
+    g.member_up(t + 3 * TICK, id(1));
+    g.handle_timeout(t + 3 * TICK + WINDOW);
+    assert_eq!(
+        drain(&mut g),
+        vec![GateEvent::PoolReady { nodes: vec![id(1), id(2)] }],
+        "readiness lost before a plan is offered again once stable"
+    );
+}

@@ -1,0 +1,174 @@
+//! Re-forming a session after a node loss (pure): whether a fault is survived, and how
+//! each kept sequence resumes — its prompt and every token it generated become the new
+//! pipeline's prefill, and decoding continues from there with what is left of its budget.
+//! Sampling is a function of the seed and the token's position, so a replayed sequence
+//! continues exactly as an undisturbed one would.
+
+use std::time::{Duration, Instant};
+
+use super::requests::{Replay, Request};
+use super::scheduler::{FinishReason, SeqRequest};
+use crate::wire::reason::FaultReason;
+
+/// How a session answers the loss of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumePolicy {
+    /// Re-form and resume (`false`: `--no-resume`, the session fails at once).
+    pub enabled: bool,
+    /// How long to wait for enough capacity before every kept sequence ends with the fault.
+    pub timeout: Duration,
+    /// Times one sequence may be resumed; past that it ends with the fault.
+    pub max_resumes: u32,
+}
+
+impl Default for ResumePolicy {
+    fn default() -> Self {
+        ResumePolicy { enabled: true, timeout: Duration::from_secs(60), max_resumes: 3 }
+    }
+}
+
+impl ResumePolicy {
+    /// Fail fast: today's behaviour before re-formation existed.
+    pub const DISABLED: ResumePolicy =
+        ResumePolicy { enabled: false, timeout: Duration::ZERO, max_resumes: 0 };
+
+    /// Whether a session that faulted with `cause` re-forms.
+    pub fn survives(&self, cause: FaultReason) -> bool {
+        self.enabled && cause.is_node_loss()
+    }
+}
+
+/// Why a kept sequence does not resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptEnd {
+    /// It had already generated its budget: it finished, with this reason.
+    Finished(FinishReason),
+    /// It was resumed as often as the policy allows: it ends with the fault.
+    CapReached,
+    /// Its replay does not fit the new pipeline's context: it ends with
+    /// [`REPLAY_TOO_LONG`].
+    TooLong,
+}
+
+/// The error of a sequence whose replay does not fit the re-formed session's context.
+pub const REPLAY_TOO_LONG: &str = "replay_too_long";
+
+/// The resubmission of kept `request` (what it replays: `replay`) to a re-formed session
+/// whose context is `max_seq_len` tokens, or why it does not resume.
+pub fn resubmission(
+    policy: &ResumePolicy,
+    request: &Request,
+    replay: &Replay,
+    max_seq_len: u32,
+) -> Result<SeqRequest, KeptEnd> {
+    let budget = request.max_tokens.max(1);
+    if replay.generated >= budget {
+        return Err(KeptEnd::Finished(FinishReason::MaxTokens));
+    }
+    if replay.resumed >= policy.max_resumes {
+        return Err(KeptEnd::CapReached);
+    }
+    if replay.tokens.len() >= max_seq_len as usize {
+        return Err(KeptEnd::TooLong);
+    }
+    Ok(SeqRequest {
+        prompt: replay.tokens.clone(),
+        max_tokens: budget - replay.generated,
+        sampling: request.sampling,
+        logprobs: request.logprobs,
+    })
+}
+
+/// One re-formation in progress: its cause and its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reformation {
+    /// The fault that started it.
+    pub cause: FaultReason,
+    /// When the fault was seen.
+    pub since: Instant,
+    /// When waiting for capacity ends.
+    pub deadline: Instant,
+}
+
+impl Reformation {
+    /// A re-formation after `cause`, seen at `now`, under `policy`.
+    pub fn start(now: Instant, cause: FaultReason, policy: &ResumePolicy) -> Reformation {
+        Reformation { cause, since: now, deadline: now + policy.timeout }
+    }
+
+    /// Whether waiting for capacity is over at `now`.
+    pub fn expired(&self, now: Instant) -> bool {
+        now >= self.deadline
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::SamplingPolicy;
+    use crate::wire::reason::{ControlFault, MembershipLoss, StepFailure, TokenFault};
+
+    fn request(max_tokens: u32) -> Request {
+        Request {
+            id: "r".into(),
+            prompt: vec![1, 2],
+            max_tokens,
+            sampling: SamplingPolicy::Sample {
+                temperature: 0.7,
+                top_k: Some(40),
+                top_p: Some(0.9),
+                seed: 5,
+            },
+            stop: vec![],
+            logprobs: Some(2),
+        }
+    }
+
+    fn replay(generated: u32, resumed: u32) -> Replay {
+        let mut tokens = vec![1, 2];
+        tokens.extend((0..generated).map(|t| 10 + t));
+        Replay { tokens, generated, resumed }
+    }
+
+    #[test]
+    fn only_the_loss_of_a_node_is_survived_and_only_when_resuming_is_on() {
+        let on = ResumePolicy::default();
+        assert!(on.survives(MembershipLoss::NodeDown.into()));
+        assert!(on.survives(ControlFault::ConnectionLost.into()));
+        assert!(!on.survives(StepFailure::ComputeFailed.into()), "a failed step would repeat");
+        assert!(!on.survives(TokenFault::OutOfOrder.into()));
+        assert!(!ResumePolicy::DISABLED.survives(MembershipLoss::NodeDown.into()));
+    }
+
+    #[test]
+    fn a_kept_sequence_replays_its_log_with_what_is_left_of_its_budget_and_its_sampling() {
+        let policy = ResumePolicy::default();
+        let req = resubmission(&policy, &request(10), &replay(4, 0), 64).expect("resumes");
+        assert_eq!(req.prompt, vec![1, 2, 10, 11, 12, 13]);
+        assert_eq!(req.max_tokens, 6);
+        assert_eq!((req.sampling, req.logprobs), (request(10).sampling, Some(2)));
+    }
+
+    #[test]
+    fn a_spent_budget_finishes_a_capped_one_ends_and_a_replay_past_the_context_is_too_long() {
+        let policy = ResumePolicy { max_resumes: 2, ..ResumePolicy::default() };
+        let finished = resubmission(&policy, &request(4), &replay(4, 0), 64);
+        assert_eq!(finished, Err(KeptEnd::Finished(FinishReason::MaxTokens)));
+        assert_eq!(
+            resubmission(&policy, &request(10), &replay(1, 2), 64),
+            Err(KeptEnd::CapReached)
+        );
+        assert!(resubmission(&policy, &request(10), &replay(1, 1), 64).is_ok());
+        assert_eq!(resubmission(&policy, &request(10), &replay(3, 0), 5), Err(KeptEnd::TooLong));
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a test owns the clock
+    fn a_reformation_waits_for_capacity_until_its_deadline() {
+        let now = Instant::now();
+        let policy = ResumePolicy { timeout: Duration::from_secs(5), ..ResumePolicy::default() };
+        let r = Reformation::start(now, MembershipLoss::NodeDown.into(), &policy);
+        assert!(!r.expired(now + Duration::from_millis(4999)));
+        assert!(r.expired(now + Duration::from_secs(5)));
+    }
+}
