@@ -307,6 +307,7 @@ pub async fn failover_run(
             token: std::time::Duration::from_secs(60),
             teardown: std::time::Duration::from_secs(10),
         },
+        resume: crate::orchestrator::reform::ResumePolicy::DISABLED,
     };
     let mut sink = FailoverSink {
         victim: pool.pid(2).unwrap_or(0),

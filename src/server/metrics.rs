@@ -23,6 +23,13 @@ pub struct Finished {
     pub finished_reason: String,
 }
 
+/// An `outcome` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    /// `resumed`, or why re-forming was given up (`resume_timeout`, `operator_stop`, ...).
+    pub outcome: String,
+}
+
 /// A `stage` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Stage {
@@ -70,6 +77,10 @@ pub struct Metrics {
     pub sessions_formed: Counter,
     /// Sessions that faulted, by reason.
     pub session_faults: Family<Reason, Counter>,
+    /// Re-formations after a node loss, by outcome.
+    pub failovers: Family<Outcome, Counter>,
+    /// From a node loss being seen to the re-formed session serving.
+    pub resume_seconds: Histogram,
     /// A stage's step, from the worker's start to its completion.
     pub stage_step: Family<Stage, Histogram>,
     /// An object's hop from one stage's egress to the next stage's ingress.
@@ -100,6 +111,8 @@ impl Metrics {
             slots_in_use: Gauge::default(),
             sessions_formed: Counter::default(),
             session_faults: Family::default(),
+            failovers: Family::default(),
+            resume_seconds: latency_hist(0.05, 12),
             stage_step: Family::new_with_constructor(|| latency_hist(0.0001, 16)),
             hop: Family::new_with_constructor(|| latency_hist(0.00002, 16)),
             registry: Registry::default(),
@@ -154,6 +167,16 @@ impl Metrics {
             m.sessions_formed.clone(),
         );
         r.register("swactor_session_faults", "Sessions that faulted", m.session_faults.clone());
+        r.register(
+            "swactor_failovers",
+            "Sessions re-formed after a node loss, by outcome",
+            m.failovers.clone(),
+        );
+        r.register(
+            "swactor_resume_seconds",
+            "From a node loss being seen to the re-formed session serving",
+            m.resume_seconds.clone(),
+        );
         r.register(
             "swactor_stage_step_seconds",
             "A stage's step on its worker",

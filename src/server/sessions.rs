@@ -27,6 +27,8 @@ struct ServeSink<'a> {
     input: Option<SessionInput>,
     t0: Instant,
     events: Option<&'a mut dyn FnMut(&EventLine)>,
+    /// Since when the session re-forms after a node loss.
+    reforming: Option<Instant>,
 }
 
 impl RunSink for ServeSink<'_> {
@@ -39,13 +41,32 @@ impl RunSink for ServeSink<'_> {
             Event::ReadinessBarrierPassed { .. } => {
                 m.sessions_formed.inc();
                 // The server holds the only sender from here on: dropping it on a stop
-                // closes the session's input.
-                self.shared.set_input(self.input.take());
+                // closes the session's input. A re-formed session keeps the same input.
+                if self.input.is_some() {
+                    self.shared.set_input(self.input.take());
+                }
+            }
+            Event::SessionReforming { .. } => self.reforming = Some(Instant::now()),
+            Event::SessionReformed { .. } => {
+                if let Some(since) = self.reforming.take() {
+                    m.resume_seconds.observe(since.elapsed().as_secs_f64());
+                }
+                let outcome = "resumed".into();
+                m.failovers.get_or_create(&super::metrics::Outcome { outcome }).inc();
+            }
+            Event::SessionReformFailed { why, .. } => {
+                self.reforming = None;
+                let outcome = why.clone();
+                m.failovers.get_or_create(&super::metrics::Outcome { outcome }).inc();
+                self.shared.set_input(None);
             }
             Event::RunFaulted { reason, .. } => {
                 let reason = reason.to_string();
                 m.session_faults.get_or_create(&super::metrics::Reason { reason }).inc();
-                self.shared.set_input(None);
+                // A session that re-forms keeps its input: requests wait for it.
+                if self.reforming.is_none() {
+                    self.shared.set_input(None);
+                }
             }
             Event::RunCompleted { .. } | Event::RunStopped { .. } => self.shared.set_input(None),
             _ => {}
@@ -127,13 +148,16 @@ pub async fn run_sessions(
             input: Some(input),
             t0,
             events: events.as_mut().map(|f| &mut **f as &mut dyn FnMut(&EventLine)),
+            reforming: None,
         };
         let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());
         let result =
             orchestrate(config.clone(), Some(arriving), facts, &tokenizer, &mut sink, stop).await;
         drop(sink);
         shared.set_input(None);
-        config.run_id = RunId(config.run_id.0 + 1);
+        // The next session's run id follows every run this one held (re-formations too).
+        let last = result.as_ref().map_or(config.run_id, |r| r.plan.run_id);
+        config.run_id = RunId(last.0.max(config.run_id.0) + 1);
         match result {
             Ok(r) => {
                 let faulted = (r.outcome == RunOutcome::Faulted)

@@ -645,8 +645,8 @@ fn boot(dir: &Path, n: u64, orch: &str, listen: &str, swim: &str, seed: Option<&
 }
 
 #[test]
-fn orchestrate_serve_is_503_until_it_serves_and_forms_a_new_session_after_a_sigkilled_node_returns()
-{
+fn orchestrate_serve_is_503_until_it_serves_and_without_resume_forms_a_new_session_after_a_sigkilled_node_returns()
+ {
     let Some(model) = smollm2() else { return };
     let dir = crate::support::scratch().join("serve-reform");
     let _ = std::fs::remove_dir_all(&dir);
@@ -694,6 +694,7 @@ fn orchestrate_serve_is_503_until_it_serves_and_forms_a_new_session_after_a_sigk
         "120",
         "--max-seq-len",
         "512",
+        "--no-resume",
     ]);
     let h = s.wait_health(Duration::from_secs(10), |st, _| st == 503);
     assert_eq!(h["status"], "pool_not_ready", "{h}");
@@ -752,4 +753,73 @@ fn a_second_signal_cuts_the_grace_short_and_the_stream_in_flight_ends_with_an_er
     let body = reader.join().expect("reader");
     assert!(body.contains("\"error\"") && body.contains("operator"), "{body}");
     assert!(!body.contains("[DONE]"), "{body}");
+}
+
+/// The pid of `run local`'s node `k`, a child of process `parent`.
+pub fn local_node_pid(parent: u32, k: u32) -> Option<i32> {
+    let want = format!("\0--node-id\0{k}\0");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let ppid: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        (ppid == parent && cmdline.contains("\0boot\0") && cmdline.contains(&want)).then_some(pid)
+    })
+}
+
+/// `/metrics`' text.
+fn metrics_of(u: &str) -> String {
+    runtime().block_on(async {
+        client().get(format!("{u}/metrics")).send().await.expect("m").text().await.expect("t")
+    })
+}
+
+/// The value of the metric line that starts with `name` (0 when absent).
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn a_stage_node_sigkilled_mid_decode_loses_no_stream_every_text_equals_generate() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--max-sequences", "8"]);
+    let url = format!("{}/v1/chat/completions", s.url);
+    let tokens = 40;
+    let streams = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let calls = CHATS.iter().map(|c| {
+                let body = chat_body(c, tokens, true).to_string().into_bytes();
+                post_raw(&url, body, None)
+            });
+            futures_util::future::join_all(calls).await
+        })
+    });
+    // Mid-decode: every stream has tokens, none is done.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(&metrics_of(&s.url), "swactor_generation_tokens_total") < 24.0 {
+        assert!(Instant::now() < deadline, "no tokens came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let victim = local_node_pid(s.child.id(), 2).expect("node 2's pid");
+    let pid = rustix::process::Pid::from_raw(victim).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
+    let answers = streams.join().expect("streams");
+    for (chat, a) in CHATS.iter().zip(&answers) {
+        assert_eq!(a.status, 200, "{chat}: {}", a.body);
+        assert!(!a.body.contains("\"error\""), "{chat}: no error event: {}", a.body);
+        let (text, _) = streamed_text(a, true);
+        assert_eq!(text, generate_chat(&model, chat, tokens), "{chat}");
+    }
+    s.wait_healthy(Duration::from_secs(30));
+    let m = metrics_of(&s.url);
+    assert_eq!(metric(&m, "swactor_failovers_total{outcome=\"resumed\"}"), 1.0, "{m}");
+    assert_eq!(metric(&m, "swactor_resume_seconds_count"), 1.0, "{m}");
+    assert_eq!(metric(&m, "swactor_request_failure_total"), 0.0, "{m}");
+    // The re-formed session serves new requests too.
+    assert!(!completion_of(&s.url, "Once upon a time", 8).is_empty());
+    let (code, _) = s.terminate();
+    assert_eq!(code, Some(0));
 }

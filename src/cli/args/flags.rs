@@ -103,6 +103,36 @@ pub struct PoolFlags {
     pub pool_timeout: u64,
 }
 
+/// What a session does when a stage node is lost (`orchestrate pool|serve`, `run local`).
+#[derive(Debug, Args, Clone)]
+pub struct ResumeFlags {
+    /// Fail the session at once when a stage node is lost, as before re-formation
+    /// existed (default: re-form over the nodes left and resume every request).
+    #[arg(long)]
+    pub no_resume: bool,
+    /// Seconds to wait for enough nodes to re-form after a node is lost; then every
+    /// request the session held ends with the fault.
+    #[arg(long, default_value_t = 60, value_name = "S", conflicts_with = "no_resume")]
+    pub resume_timeout: u64,
+    /// Times one request may be resumed; past that it ends with the fault.
+    #[arg(long, default_value_t = 3, value_name = "N", conflicts_with = "no_resume")]
+    pub max_resumes: u32,
+}
+
+impl ResumeFlags {
+    /// The policy the flags ask for.
+    pub fn policy(&self) -> crate::orchestrator::reform::ResumePolicy {
+        if self.no_resume {
+            return crate::orchestrator::reform::ResumePolicy::DISABLED;
+        }
+        crate::orchestrator::reform::ResumePolicy {
+            enabled: true,
+            timeout: std::time::Duration::from_secs(self.resume_timeout),
+            max_resumes: self.max_resumes,
+        }
+    }
+}
+
 /// Token selection mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SamplingMode {

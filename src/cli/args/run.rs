@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs, ServeFlags};
+use super::flags::{OutputFlags, PlacementFlags, PoolFlags, ResumeFlags, RuntimeArgs, ServeFlags};
 use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor run ...`
@@ -105,6 +105,9 @@ pub struct PromptArgs {
     /// runs of an orchestrator share one).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<u64>,
+    /// After a node loss.
+    #[command(flatten)]
+    pub resume: ResumeFlags,
     /// Runtime settings.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -223,6 +226,9 @@ pub struct OrchestrateServeArgs {
     /// Seconds a micro-batch in flight may take to come back before the session faults.
     #[arg(long, default_value_t = 60, value_name = "S")]
     pub token_timeout: u64,
+    /// After a node loss.
+    #[command(flatten)]
+    pub resume: ResumeFlags,
     /// Runtime and sampling defaults.
     #[command(flatten)]
     pub runtime: RuntimeArgs,

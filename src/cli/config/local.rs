@@ -116,6 +116,7 @@ impl LocalRun {
             window: Duration::from_millis(300),
             pool_timeout: Duration::from_secs(60),
             timeouts: timeouts(&args.run),
+            resume: args.run.resume.policy(),
         };
         Ok(config)
     }

@@ -77,6 +77,7 @@ impl PoolRun {
             window: Duration::from_millis(join.window_ms),
             pool_timeout: Duration::from_secs(join.pool_timeout),
             timeouts: timeouts(&args.run),
+            resume: args.run.resume.policy(),
         };
         Ok(PoolRun { orchestrate, inputs, events, print: PrintConfig::of(&args.run) })
     }

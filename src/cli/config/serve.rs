@@ -176,6 +176,7 @@ impl ServeRun {
             window: Duration::from_millis(join.window_ms),
             pool_timeout: Duration::from_secs(join.pool_timeout),
             timeouts: timeouts(args.readiness_timeout, args.token_timeout),
+            resume: args.resume.policy(),
         };
         Ok(ServeRun { orchestrate, server, model, events })
     }
@@ -233,5 +234,6 @@ pub fn local_orchestrate(
         window: Duration::from_millis(300),
         pool_timeout: Duration::from_secs(60),
         timeouts: timeouts(args.run.readiness_timeout, args.run.token_timeout),
+        resume: args.run.resume.policy(),
     })
 }

@@ -9,6 +9,7 @@
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
 mod endpoints;
+mod reform;
 mod run_loop;
 pub mod served;
 
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use iroh::Endpoint;
 
 use super::pool_phase::{PoolNotice, PoolPhase, Role};
+use super::reform::ResumePolicy;
 use super::requests::{Request, RequestResult};
 use super::run::{RunTimeouts, SessionLimits};
 use crate::events::{Event, EventLine, RunOutcome};
@@ -78,6 +80,8 @@ pub struct OrchestrateConfig {
     pub pool_timeout: Duration,
     /// The run's timeouts.
     pub timeouts: RunTimeouts,
+    /// What the session does when a stage node is lost.
+    pub resume: ResumePolicy,
 }
 
 /// Requests that join a session while it runs.
@@ -242,15 +246,6 @@ async fn run_on(
     // Phase 2: the plan, with this orchestrator's identity and, where the pool file leaves
     // them out, the memory and arena each node reported; its device is what it computes on.
     let mut pool = config.pool.clone();
-    for node in &mut pool.nodes {
-        if let Some(report) = reports.get(&node.node_id) {
-            if node.memory_bytes == 0 {
-                node.memory_bytes = report.memory_bytes.unwrap_or(0);
-            }
-            node.arena_bytes = node.arena_bytes.or(report.arena_bytes);
-            node.device = reported_device(node, report.device.as_deref())?;
-        }
-    }
     pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
     // The last stage connects back here: never an address other hosts cannot reach.
     let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
@@ -260,33 +255,81 @@ async fn run_on(
         .map(|b| crate::net::advertise::advertised(b, config.advertise, &toward))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    // One prompt is checked by the planner; a session refuses each request itself.
+    let prompt_tokens = match &config.requests[..] {
+        [one] if arriving.is_none() => (one.prompt.len() as u32).min(config.runtime.max_seq_len),
+        _ => 0,
+    };
+    let ask = Ask { run_id: config.run_id, stages: config.stages, prompt_tokens };
+    let plan = plan_run(config, facts, &pool, &reports, ask)?;
+    sink.planned(&plan);
+    sink.progress(&format!("provisioning {} stages", plan.stages.len()));
+
+    // Phase 3: the run, re-formed over the nodes left as long as nodes are lost and the
+    // policy survives it.
+    let mut run = run_loop::RunLoop::start(plan, config, arriving, endpoint, tokenizer, t0)?;
+    run.run(&mut phase, sink, &mut stop).await;
+    while run.reformation().is_some() {
+        let mut ctx = reform::Context { config, facts, pool: &pool, reports: &mut reports, t0 };
+        match reform::replan(&mut run, &mut ctx, &mut phase, sink, &mut stop).await {
+            Ok(plan) => {
+                sink.planned(&plan);
+                phase.gate().provisioning_started();
+                if let Err(e) = run.reform(plan, config, endpoint, sink) {
+                    sink.progress(&format!("the session could not re-form: {e}"));
+                    run.abandon("setup", sink);
+                    break;
+                }
+                run.run(&mut phase, sink, &mut stop).await;
+            }
+            Err(why) => run.abandon(why, sink),
+        }
+    }
+    Ok(run.report(pool_ready_after))
+}
+
+/// What one plan asks beyond the configuration.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    run_id: RunId,
+    stages: Option<u32>,
+    prompt_tokens: u32,
+}
+
+/// Plans a run over `pool` (the orchestrator's identity filled in) with what each node
+/// reported where the pool file leaves it out, and attaches a URL source's stage ranges.
+fn plan_run(
+    config: &OrchestrateConfig,
+    facts: &ModelFacts,
+    pool: &Pool,
+    reports: &HashMap<crate::wire::NodeId, NodeReport>,
+    ask: Ask,
+) -> Result<RunPlan, OrchestrateError> {
+    let mut pool = pool.clone();
+    for node in &mut pool.nodes {
+        if let Some(report) = reports.get(&node.node_id) {
+            if node.memory_bytes == 0 {
+                node.memory_bytes = report.memory_bytes.unwrap_or(0);
+            }
+            node.arena_bytes = node.arena_bytes.or(report.arena_bytes);
+            node.device = reported_device(node, report.device.as_deref())?;
+        }
+    }
     let request = PlanRequest {
-        run_id: config.run_id,
+        run_id: ask.run_id,
         model: facts,
         source: config.source.clone(),
         pool: &pool,
-        stages: config.stages,
+        stages: ask.stages,
         placement: config.placement.clone(),
         runtime: config.runtime,
-        // One prompt is checked by the planner; a session refuses each request itself.
-        prompt_tokens: match &config.requests[..] {
-            [one] if arriving.is_none() => {
-                (one.prompt.len() as u32).min(config.runtime.max_seq_len)
-            }
-            _ => 0,
-        },
+        prompt_tokens: ask.prompt_tokens,
     };
     let mut plan = plan(&request).map_err(OrchestrateError::Plan)?;
     // A URL source: each node downloads only its stage's ranges, checked by their digests.
     crate::stage::ranges::attach_stage_ranges(&mut plan, &config.model)
         .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
-    sink.planned(&plan);
-    sink.progress(&format!("provisioning {} stages", plan.stages.len()));
-
-    // Phase 3: the run.
-    let mut run = run_loop::RunLoop::start(plan, config, arriving, endpoint, tokenizer, t0)?;
-    run.run(&mut phase, sink, &mut stop).await;
-    Ok(run.report(pool_ready_after))
+    Ok(plan)
 }
 
 /// The first fault of a faulted run: why, who detected it, and where.

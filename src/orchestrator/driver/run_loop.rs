@@ -11,7 +11,7 @@ use iroh::Endpoint;
 use tokio::sync::mpsc;
 
 use super::endpoints::TokenUser;
-use super::served::{Reply, Routed, Routes, Submission, next_routed};
+use super::served::{Reply, Routes, next_routed};
 use super::{
     Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
     rejected_event,
@@ -21,20 +21,23 @@ use crate::control::ControlMessage;
 use crate::edge::establisher::{EdgeEnd, EdgeProvision};
 use crate::edge::executor::{PlaneExecutor, PumpNotice};
 use crate::edge::plane::{EdgePlane, PlaneEvent};
-use crate::events::{Direction, Event, EventLine, RunOutcome};
+use crate::events::{Direction, Event, EventLine, PlannedStage, RunOutcome};
 use crate::membership::pool_gate::GateEvent;
 use crate::model::tokenizer::Tokenizer;
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
+use crate::orchestrator::reform::{Reformation, ResumePolicy};
 use crate::orchestrator::requests::{Request, RequestBook};
 use crate::orchestrator::run::{RunCommand, RunFsm};
-use crate::orchestrator::scheduler::{FinishReason, SeqOutput, SeqRequest};
+use crate::orchestrator::scheduler::FinishReason;
 use crate::orchestrator::tokens::TokenOutEvent;
 use crate::ring::Wake as RingWake;
 use crate::wire::reason::{
     Component, ControlFault, MembershipLoss, OperatorStop, RingFault, Timeout,
 };
 use crate::wire::{EdgeId, NodeId, RunPlan, StageIndex};
+
+mod requests;
 
 /// What the token endpoints' pumps tell the loop.
 #[derive(Debug)]
@@ -78,18 +81,36 @@ pub(super) struct RunLoop<'t> {
     loaded_weights: usize,
     /// Sequences in slots and requests queued, as last told to the sink.
     load: (usize, usize),
+    /// The token endpoints' router, shared by every run of the session.
+    router: EdgeRouter,
+    /// What the session does when a stage node is lost.
+    resume: ResumePolicy,
+    /// The re-formation under way (the run faulted with a node loss).
+    reforming: Option<Reformation>,
+    /// The current run re-formed the session (`session_reformed` at its barrier).
+    reformed: bool,
+    /// Requests that arrived while the session re-formed, for the next run.
+    waiting: Vec<usize>,
+    /// No more requests will come.
+    input_closed: bool,
 }
 
-impl<'t> RunLoop<'t> {
-    /// Sets up the token endpoints' arena, plane and executor and starts the run FSM.
-    pub(super) fn start(
-        plan: RunPlan,
-        config: &OrchestrateConfig,
-        arriving: Option<Arriving>,
+/// One run's token endpoints: their plane, executor and pumps' wake-ups.
+struct Parts {
+    plane: EdgePlane,
+    executor: PlaneExecutor,
+    user: TokenUser,
+    wakes: mpsc::UnboundedReceiver<Wake>,
+}
+
+impl Parts {
+    /// The token endpoints' arena, plane and executor for `plan`; only its nodes may open
+    /// an edge stream before the token-out edge is provisioned.
+    fn new(
+        plan: &RunPlan,
         endpoint: &Endpoint,
-        tokenizer: &'t Tokenizer,
-        t0: Instant,
-    ) -> Result<RunLoop<'t>, OrchestrateError> {
+        router: &EdgeRouter,
+    ) -> Result<Parts, OrchestrateError> {
         let ring_bytes = |e: Option<&crate::wire::EdgePlan>| {
             e.map_or(0, |e| crate::planner::ring_arena_bytes(&e.ring))
         };
@@ -102,9 +123,6 @@ impl<'t> RunLoop<'t> {
         );
         let mut manager = ArenaManager::new(arena_bytes);
         manager.arena_ready();
-        let (router, refusals) = EdgeRouter::new();
-        // Only the plan's nodes may open an edge stream here before the token-out edge is
-        // provisioned; anyone else's is refused at once.
         let planned: std::collections::HashSet<[u8; 32]> = plan
             .nodes
             .iter()
@@ -113,12 +131,37 @@ impl<'t> RunLoop<'t> {
             })
             .collect();
         router.admit_early(Arc::new(move |peer| planned.contains(peer.as_bytes())));
-        tokio::spawn(router.clone().accept_loop(endpoint.clone()));
+        // A fresh channel per run: a late notice of an earlier run's pump reaches nobody.
         let (tx, wakes) = mpsc::unbounded_channel();
         let notices = tx.clone();
-        let executor = PlaneExecutor::new(endpoint.clone(), router, arena, move |edge, n| {
-            let _ = notices.send(Wake::Pump(edge, n));
-        });
+        let executor =
+            PlaneExecutor::new(endpoint.clone(), router.clone(), arena, move |edge, n| {
+                let _ = notices.send(Wake::Pump(edge, n));
+            });
+        let plane = EdgePlane::new(manager, Component::TokenEndpoint);
+        Ok(Parts {
+            plane,
+            executor,
+            user: TokenUser { token_in: None, token_out: None, wakes: tx },
+            wakes,
+        })
+    }
+}
+
+impl<'t> RunLoop<'t> {
+    /// Sets up the token endpoints' router and the first run's endpoints, and starts the
+    /// run FSM.
+    pub(super) fn start(
+        plan: RunPlan,
+        config: &OrchestrateConfig,
+        arriving: Option<Arriving>,
+        endpoint: &Endpoint,
+        tokenizer: &'t Tokenizer,
+        t0: Instant,
+    ) -> Result<RunLoop<'t>, OrchestrateError> {
+        let (router, refusals) = EdgeRouter::new();
+        tokio::spawn(router.clone().accept_loop(endpoint.clone()));
+        let parts = Parts::new(&plan, endpoint, &router)?;
         let now = Instant::now();
         let fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
         let (book, rx, served) = match arriving {
@@ -133,6 +176,7 @@ impl<'t> RunLoop<'t> {
             }
             None => (RequestBook::new(tokenizer, config.requests.clone()), None, None),
         };
+        let input_closed = rx.is_none() && served.is_none();
         let mut run = RunLoop {
             t0,
             me: config.pool.orchestrator.node_id,
@@ -144,10 +188,11 @@ impl<'t> RunLoop<'t> {
             tail: String::new(),
             node_of: plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect(),
             plan,
-            plane: EdgePlane::new(manager, Component::TokenEndpoint),
-            executor,
-            user: TokenUser { token_in: None, token_out: None, wakes: tx },
-            wakes,
+            plane: parts.plane,
+            executor: parts.executor,
+            user: parts.user,
+            wakes: parts.wakes,
+            router,
             refusals,
             tokens: Vec::new(),
             first_token_at: None,
@@ -157,117 +202,82 @@ impl<'t> RunLoop<'t> {
             endpoints_ready: 0,
             loaded_weights: 0,
             load: (0, 0),
+            resume: config.resume,
+            reforming: None,
+            reformed: false,
+            waiting: Vec::new(),
+            input_closed,
         };
         for (index, r) in config.requests.iter().enumerate() {
             run.book.arrived(index, r.clone());
             run.submit(index);
         }
-        if run.arriving.is_none() && run.served.is_none() {
+        if input_closed {
             run.fsm.close_input(now);
         }
         Ok(run)
     }
 
-    /// Submits request `index` (arrived) to the session, or ends it with the session's
-    /// reason once the session has an outcome.
-    fn submit(&mut self, index: usize) {
+    /// The re-formation under way, if the last run lost a node and the session re-forms.
+    pub(super) fn reformation(&self) -> Option<Reformation> {
+        self.reforming
+    }
+
+    /// The plan of the session's current (last) run.
+    pub(super) fn plan(&self) -> &RunPlan {
+        &self.plan
+    }
+
+    /// Re-forms the session on `plan`, a new run over the nodes left: fresh token
+    /// endpoints and run FSM; every kept request resumes (its prompt and generated tokens
+    /// replayed) and every request that arrived meanwhile is submitted.
+    pub(super) fn reform(
+        &mut self,
+        plan: RunPlan,
+        config: &OrchestrateConfig,
+        endpoint: &Endpoint,
+        sink: &mut dyn RunSink,
+    ) -> Result<(), OrchestrateError> {
+        let parts = Parts::new(&plan, endpoint, &self.router)?;
+        (self.plane, self.executor, self.user, self.wakes) =
+            (parts.plane, parts.executor, parts.user, parts.wakes);
         let now = Instant::now();
-        let Some(r) = self.book.request(index) else { return };
-        if self.fsm.outcome().is_some() {
-            let reason = self.end_reason();
-            self.book.refused(index, &reason);
-            self.unsent.push(index);
-            return;
+        self.fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
+        self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
+        self.plan = plan;
+        (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =
+            (None, false, 0, 0);
+        let cause = self.reforming.take().map(|r| r.cause);
+        self.reformed = true;
+        for index in self.book.kept() {
+            self.resume_kept(index, cause, sink);
         }
-        let req = SeqRequest {
-            prompt: r.prompt.clone(),
-            max_tokens: r.max_tokens,
-            sampling: r.sampling,
-            logprobs: r.logprobs,
-        };
-        match self.fsm.submit(now, req) {
-            Ok(seq) => self.book.admitted(index, seq),
-            Err(refusal) => {
-                self.book.refused(index, refusal.code());
-                self.unsent.push(index);
-            }
+        for index in std::mem::take(&mut self.waiting) {
+            self.submit(index);
         }
+        if self.input_closed {
+            self.fsm.close_input(now);
+        }
+        Ok(())
     }
 
-    /// A request arrived (`None`: no more will).
-    fn arrive(&mut self, arrived: Option<(usize, Request)>) {
-        match arrived {
-            Some((index, request)) => {
-                self.book.arrived(index, request);
-                self.submit(index);
-            }
-            None => {
-                self.arriving = None;
-                self.fsm.close_input(Instant::now());
-            }
+    /// Re-forming was given up (`why`): every kept request, and every one that arrived
+    /// meanwhile, ends with the fault that started it.
+    pub(super) fn abandon(&mut self, why: &str, sink: &mut dyn RunSink) {
+        let Some(r) = self.reforming.take() else { return };
+        let (run_id, cause) = (self.plan.run_id, r.cause);
+        emit(sink, self.t0, Event::SessionReformFailed { run_id, cause, why: why.into() });
+        let fault = cause.to_string();
+        for index in self.book.kept() {
+            let ended = self.book.end_kept(index, FinishReason::Fault, &fault);
+            let rest = ended.map(|(_, _, rest)| rest);
+            self.ended(index, rest, sink);
         }
-    }
-
-    /// A server's request arrived (`None`: no more will).
-    fn submission(&mut self, sub: Option<Submission>) {
-        let Some(routes) = self.served.as_mut() else { return };
-        match sub {
-            // Its client went away before it was read: nothing to run.
-            Some(s) if s.reply.is_closed() => {}
-            Some(Submission { ticket, request, reply }) => {
-                let index = self.book.push(request);
-                routes.add(index, ticket, reply);
-                self.submit(index);
-            }
-            None => {
-                routes.close();
-                self.fsm.close_input(Instant::now());
-            }
+        for index in std::mem::take(&mut self.waiting) {
+            self.book.refused(index, &fault);
+            self.give_result(index, sink);
         }
-    }
-
-    /// A server's client went away: its sequence is cancelled (its slot frees).
-    fn cancelled(&mut self, ticket: u64) {
-        let index = self.served.as_ref().and_then(|r| r.cancelled(ticket));
-        if let Some(seq) = index.and_then(|i| self.book.seq_of(i)) {
-            self.fsm.cancel(Instant::now(), seq, FinishReason::Cancelled);
-        }
-    }
-
-    /// Gives request `index`'s result to the sink and, for a served one, its client.
-    fn give_result(&mut self, index: usize, sink: &mut dyn RunSink) {
-        let Some(r) = self.book.result(index) else { return };
-        sink.result(index, r);
-        if let Some(routes) = self.served.as_mut() {
-            routes.send(index, Reply::Done(r.clone()));
-            // The client has it: a long-lived server's book keeps only what is live.
-            self.book.forget(index);
-        }
-    }
-
-    /// Why a request that did not finish ended: the session's fault, the operator's stop,
-    /// or the session's end.
-    fn end_reason(&self) -> String {
-        match (self.fault, self.fsm.outcome()) {
-            (Some(f), _) => f.reason.to_string(),
-            (None, Some(RunOutcome::OperatorStopped)) => "operator.stopped".into(),
-            _ => "session.ended".into(),
-        }
-    }
-
-    /// After teardown: every request without a result (one that never arrived) ends with
-    /// the session's reason; requests still arriving are no longer awaited.
-    fn resolve_rest(&mut self, sink: &mut dyn RunSink) {
-        self.arriving = None;
-        if let Some(routes) = self.served.as_mut() {
-            routes.close();
-        }
-        let reason = self.end_reason();
-        for index in self.book.unresolved() {
-            if self.book.refused(index, &reason).is_some() {
-                self.give_result(index, sink);
-            }
-        }
+        self.resolve_rest(sink);
     }
 
     /// Runs until the run is torn down (and the token endpoints with it, or a bounded
@@ -311,14 +321,7 @@ impl<'t> RunLoop<'t> {
                 }
                 Some(wake) = self.wakes.recv() => self.wake(wake, sink),
                 arrived = super::next_arrival(&mut self.arriving) => self.arrive(arrived),
-                routed = next_routed(&mut self.served) => match routed {
-                    Routed::Submission(sub) => self.submission(sub),
-                    Routed::Cancel(ticket) => self.cancelled(ticket),
-                    Routed::Slots(answer) => {
-                        let (slots, queued) = self.fsm.slots();
-                        let _ = answer.send(super::served::SlotsReport { slots, queued });
-                    }
-                },
+                routed = next_routed(&mut self.served) => self.routed(routed, sink),
             }
         }
     }
@@ -340,11 +343,13 @@ impl<'t> RunLoop<'t> {
                         stage_index: *stage_index,
                         edge_id: *edge_id,
                     });
+                    self.faulted(*reason, sink);
                 }
                 if let Event::RunTornDown { .. } = ev {
                     self.torn_down = true;
                 }
-                if let Event::ReadinessBarrierPassed { .. } = ev {
+                let barrier = matches!(ev, Event::ReadinessBarrierPassed { .. });
+                if barrier {
                     self.book.serving(Instant::now());
                 }
                 if let Event::RunCompleted { .. } = ev {
@@ -354,6 +359,10 @@ impl<'t> RunLoop<'t> {
                     }
                 }
                 emit(sink, self.t0, ev);
+                if barrier && std::mem::take(&mut self.reformed) {
+                    let plan = self.plan.stages.iter().map(planned_stage).collect();
+                    emit(sink, self.t0, Event::SessionReformed { run_id: self.plan.run_id, plan });
+                }
             }
             while let Some(cmd) = self.fsm.poll_command() {
                 progressed = true;
@@ -621,52 +630,6 @@ impl<'t> RunLoop<'t> {
         }
     }
 
-    /// A sequence's token or end: its text to the sink; a stop string cancels it.
-    fn output(&mut self, out: SeqOutput, sink: &mut dyn RunSink) {
-        let now = Instant::now();
-        match out {
-            SeqOutput::Logprobs { id, logprobs } => {
-                if let Some(routes) = self.served.as_mut() {
-                    routes.hold_logprobs(id, logprobs);
-                }
-            }
-            SeqOutput::Token { id, token } => {
-                let logprobs = self.served.as_mut().and_then(|r| r.take_logprobs(id));
-                let Some(note) = self.book.token(now, id, token) else { return };
-                self.first_token_at.get_or_insert(now);
-                self.last_token_at = now;
-                if note.index == 0 {
-                    self.tokens.push(token);
-                }
-                sink.token(note.index, token, &note.piece);
-                if let Some(routes) = self.served.as_mut() {
-                    let piece = note.piece;
-                    routes.send(note.index, Reply::Token { id: token, piece, logprobs });
-                }
-                if note.stop {
-                    self.fsm.cancel(now, id, FinishReason::Stop);
-                }
-            }
-            SeqOutput::Finished { id, reason, prompt, generated } => {
-                let fault = self.end_reason();
-                if let Some((index, _, rest)) =
-                    self.book.finished(id, reason, &prompt, generated, &fault)
-                {
-                    if !rest.is_empty() {
-                        sink.text(index, &rest);
-                        if let Some(routes) = self.served.as_mut() {
-                            routes.send(index, Reply::Text(rest.clone()));
-                        }
-                    }
-                    self.give_result(index, sink);
-                    if index == 0 {
-                        self.tail = rest;
-                    }
-                }
-            }
-        }
-    }
-
     /// How the run ended.
     pub(super) fn report(self, pool_ready_after: Duration) -> RunReport {
         let outcome = self.fsm.outcome().unwrap_or(RunOutcome::Faulted);
@@ -693,4 +656,10 @@ impl<'t> RunLoop<'t> {
             decode_time: self.first_token_at.map(|t| self.last_token_at - t).unwrap_or_default(),
         }
     }
+}
+
+/// A stage as `session_reformed` names it.
+fn planned_stage(s: &crate::wire::StagePlan) -> PlannedStage {
+    let (layer_start, layer_end) = (s.layers.start, s.layers.end);
+    PlannedStage { stage_index: s.stage_index, node_id: s.node_id, layer_start, layer_end }
 }
