@@ -17,6 +17,7 @@ mod net;
 mod page;
 mod planner;
 mod pool;
+mod resume;
 mod run;
 mod serve;
 mod session;

@@ -30,7 +30,7 @@ pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) {
 pub(crate) struct Nodes {
     dir: PathBuf,
     /// Each node's SWIM and QUIC ports.
-    ports: Vec<[u16; 2]>,
+    pub(crate) ports: Vec<[u16; 2]>,
     /// Each node's endpoint id and QUIC addresses, as it reported them.
     pub(crate) endpoints: Vec<(String, Vec<String>)>,
     children: Vec<Child>,
@@ -308,7 +308,7 @@ pub(crate) fn assert_one_outcome_and_teardown(lines: &[Value], outcome: &str, st
     }
 }
 
-fn tokens(lines: &[Value]) -> Vec<u64> {
+pub(crate) fn tokens(lines: &[Value]) -> Vec<u64> {
     events(lines, "token").iter().map(|v| v["id"].as_u64().expect("id")).collect()
 }
 
@@ -615,15 +615,15 @@ fn a_pool_file_without_memory_bytes_plans_with_what_each_node_reported_and_the_r
     assert_eq!(planned.len(), 1, "{lines:?}");
 }
 
-/// Runs a long decode, applies `fault` once a few tokens arrived, and returns the
-/// orchestrator's exit code and lines.
+/// Runs a long decode without resuming, applies `fault` once a few tokens arrived, and
+/// returns the orchestrator's exit code and lines.
 fn fault_run(
     nodes: &Nodes,
     extra: &[&str],
     fault: impl FnOnce(&Nodes),
 ) -> (i32, Vec<Value>, String) {
     let model = synth_model(4);
-    let mut args = vec!["--max-tokens", "1000", "--max-seq-len", "1100"];
+    let mut args = vec!["--max-tokens", "1000", "--max-seq-len", "1100", "--no-resume"];
     args.extend_from_slice(extra);
     let mut run = nodes.orchestrate(&model, &args);
     run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 5);

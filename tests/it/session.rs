@@ -17,7 +17,7 @@ use crate::run::{
 use crate::support::{scratch, synth_model};
 
 /// Prompts of different lengths (so micro-batches mix prefill chunks and decode rows).
-const PROMPTS: [&str; 8] = [
+pub(crate) const PROMPTS: [&str; 8] = [
     "Once upon a time",
     "The cat",
     "A long story about a dragon who lived in the mountains and collected shiny stones",
@@ -29,7 +29,7 @@ const PROMPTS: [&str; 8] = [
 ];
 
 /// `swactor generate --json` on `prompt` alone: its token ids and its stop reason.
-fn reference(model: &Path, prompt: &str, max_tokens: u32) -> (Vec<u64>, String) {
+pub(crate) fn reference(model: &Path, prompt: &str, max_tokens: u32) -> (Vec<u64>, String) {
     let out = Command::new(exe())
         .args(["generate", "--json", "--model"])
         .arg(model)
@@ -46,14 +46,14 @@ fn reference(model: &Path, prompt: &str, max_tokens: u32) -> (Vec<u64>, String) 
     (ids.collect(), stop)
 }
 
-fn parse(bytes: &[u8]) -> Vec<Value> {
+pub(crate) fn parse(bytes: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(bytes)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .collect()
 }
 
-fn requests_file(name: &str, lines: &[Value]) -> PathBuf {
+pub(crate) fn requests_file(name: &str, lines: &[Value]) -> PathBuf {
     let path = scratch().join(format!("{name}.jsonl"));
     let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
     std::fs::write(&path, text).expect("requests");
@@ -84,7 +84,7 @@ fn run_local_batch(
 }
 
 /// Each request's streamed token ids, by request id.
-fn streamed(lines: &[Value]) -> BTreeMap<String, Vec<u64>> {
+pub(crate) fn streamed(lines: &[Value]) -> BTreeMap<String, Vec<u64>> {
     let mut by_id: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for v in lines.iter().filter(|v| v["type"] == "token" && v.get("token").is_some()) {
         by_id
@@ -95,7 +95,7 @@ fn streamed(lines: &[Value]) -> BTreeMap<String, Vec<u64>> {
     by_id
 }
 
-fn results(lines: &[Value]) -> BTreeMap<String, Value> {
+pub(crate) fn results(lines: &[Value]) -> BTreeMap<String, Value> {
     lines
         .iter()
         // The command's own error line (its exit reason) names no request.
@@ -208,7 +208,8 @@ fn a_stage_node_killed_with_eight_requests_in_flight_ends_each_with_the_fault_an
         .map(|i| json!({"id": format!("k{i}"), "prompt": PROMPTS[i], "max_tokens": 1000}))
         .collect();
     let file = requests_file("session-kill", &lines);
-    let args = ["--max-seq-len", "1100", "--max-sequences", "8", "--stream", "--requests"];
+    let args =
+        ["--max-seq-len", "1100", "--max-sequences", "8", "--no-resume", "--stream", "--requests"];
     let mut args: Vec<&str> = args.to_vec();
     let path = file.display().to_string();
     args.push(&path);

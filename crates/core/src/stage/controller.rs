@@ -588,6 +588,11 @@ impl StageController {
         matches!(self.state, State::Unprovisioned | State::Stopped)
     }
 
+    /// Whether the stage is being torn down (edges and role not all released yet).
+    pub fn is_stopping(&self) -> bool {
+        matches!(self.state, State::Stopping { .. })
+    }
+
     /// Whether the stage is ready for run work (ready or executing).
     pub fn is_ready(&self) -> bool {
         matches!(self.state, State::Ready | State::Posted { .. } | State::Executing { .. })

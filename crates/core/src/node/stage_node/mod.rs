@@ -201,6 +201,10 @@ pub struct StageNode {
     device_objects: u64,
     planted: Option<PlantedNodeBug>,
     actions: VecDeque<NodeAction>,
+    /// A new run's provisioning that came while the last run's stage was still being torn
+    /// down (a re-formed session reaches a node that just came back): applied once the
+    /// node is idle, if its session is still the open one.
+    held: Option<(u64, NodeId, Box<ProvisionStage>)>,
 }
 
 impl StageNode {
@@ -223,6 +227,7 @@ impl StageNode {
             device_objects: 0,
             planted: None,
             actions: VecDeque::new(),
+            held: None,
         }
     }
 
@@ -350,7 +355,13 @@ impl StageNode {
         };
         match msg {
             ControlMessage::ProvisionStage { provision } => {
-                self.provision(orchestrator, *provision)
+                let stopping = self.controller.as_ref().is_some_and(StageController::is_stopping);
+                let other_run = self.ids().is_some_and(|(r, _)| r != provision.run_id);
+                if stopping && other_run && self.held.is_none() {
+                    self.held = Some((session, orchestrator, provision));
+                } else {
+                    self.provision(orchestrator, *provision)
+                }
             }
             ControlMessage::StopRun { run_id } => {
                 // A step in flight (a long prefill) must not hold the teardown.
@@ -500,7 +511,17 @@ impl StageNode {
                 self.plane_event(ev);
             }
             if !progressed {
-                return any;
+                match self.held.take() {
+                    Some((session, orchestrator, p)) if self.is_idle() => {
+                        if self.session.is_some_and(|s| s.1 == session) {
+                            self.provision(orchestrator, *p);
+                        }
+                    }
+                    held => {
+                        self.held = held;
+                        return any;
+                    }
+                }
             }
             any = true;
         }

@@ -139,3 +139,32 @@ fn a_second_session_takes_the_node_over_tells_the_first_why_and_tears_its_stage_
     let a = actions(&mut n);
     assert!(!a.iter().any(|x| matches!(x, NodeAction::Send(ControlMessage::SessionEnding { .. }))));
 }
+
+#[test]
+fn a_new_runs_provisioning_during_the_last_runs_teardown_is_held_instead_of_refused() {
+    let mut n = node();
+    provision(&mut n, 9);
+    actions(&mut n);
+    // The node comes back to a re-formed session: a new session takes it over (the old
+    // run's stage starts tearing down) and at once provisions the new run.
+    n.session_opened(ORCH, SESSION + 1);
+    actions(&mut n);
+    let mut p = prov(1, 3);
+    p.run_id = RunId(10);
+    n.control(SESSION + 1, ControlMessage::ProvisionStage { provision: Box::new(p) });
+    let a = actions(&mut n);
+    assert!(
+        !a.iter().any(|x| matches!(
+            x,
+            NodeAction::Send(ControlMessage::StageFault { run_id: RunId(10), .. })
+        )),
+        "not refused as already provisioned: {a:?}"
+    );
+    assert!(!a.iter().any(|x| matches!(x, NodeAction::FetchWeights(_))), "held: {a:?}");
+    assert_eq!(n.provisioning().map(|p| p.run_id), Some(RunId(9)));
+    // A second provisioning while one is held is refused as before.
+    let mut q = prov(1, 3);
+    q.run_id = RunId(11);
+    n.control(SESSION + 1, ControlMessage::ProvisionStage { provision: Box::new(q) });
+    assert_eq!(stage_faults(&actions(&mut n)), 1);
+}
