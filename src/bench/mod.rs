@@ -360,6 +360,7 @@ mod edge;
 pub use edge::{EdgeBench, edge};
 
 mod engine;
+pub mod failover;
 pub mod runs;
 pub mod serve;
 pub mod serve_http;

@@ -459,6 +459,11 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
         return Err(CliError::new(ExitCode::Usage, "usage", eyre!("--stages must be at least 2")));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    if let (true, Some(model)) = (args.resume, args.model.as_deref()) {
+        let r = failover_resume(&rt, args, model, out);
+        rt.shutdown_timeout(std::time::Duration::from_secs(2));
+        return r;
+    }
     let mut progress = Progress::new(args.output.json);
     progress.bar(u64::from(args.repeat.max(1)), "bench failover");
     for run in 1..=args.repeat.max(1) {
@@ -479,6 +484,62 @@ pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Resu
         out.flush()?;
     }
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    Ok(())
+}
+
+/// `swactor bench failover --resume`: each series (spare node, survivors alone) x each
+/// count of requests in flight, `--repeat` runs each.
+fn failover_resume(
+    rt: &tokio::runtime::Runtime,
+    args: &super::args::BenchFailoverArgs,
+    model: &std::path::Path,
+    out: &mut Output,
+) -> Result<(), CliError> {
+    let exe = exe()?;
+    let repeat = args.repeat.max(1);
+    let mut progress = Progress::new(args.output.json);
+    let points = 2 * args.sequences.len() as u64 * u64::from(repeat);
+    progress.bar(points, "bench failover --resume");
+    for spare in [true, false] {
+        for &sequences in &args.sequences {
+            let mut runs = Vec::new();
+            for _ in 0..repeat {
+                let run = bench::failover::resume_run(&exe, model, args.stages, spare, sequences);
+                let fig = rt.block_on(run).map_err(failed)?;
+                progress.step();
+                if args.output.json {
+                    out.json("bench_failover_resume_run", &fig)?;
+                }
+                runs.push(fig);
+            }
+            let s = bench::failover::summarize(&runs);
+            if args.output.json {
+                out.json("bench_failover_resume", &s)?;
+            } else {
+                progress.suspend(|| {
+                    out.line(format!(
+                        "{:<9} {:>2} in flight: SIGKILL -> first resumed token p50 {:.0} ms, \
+                         max {:.0} ms (target < 2000 with a spare); p50 from the kill: \
+                         run_faulted at {:.0} ms (max {:.0}, target < 1000), torn down at \
+                         {:.0}, re-planned at {:.0}, serving at {:.0} ms; {} stages after; {} \
+                         requests failed",
+                        s.mode,
+                        s.sequences,
+                        s.first_token_p50_ms,
+                        s.first_token_max_ms,
+                        s.detect_p50_ms,
+                        s.detect_max_ms,
+                        s.teardown_p50_ms,
+                        s.gate_p50_ms,
+                        s.provision_p50_ms,
+                        s.stages_after,
+                        s.failed
+                    ))
+                })?;
+            }
+            out.flush()?;
+        }
+    }
     Ok(())
 }
 

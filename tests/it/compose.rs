@@ -1,7 +1,8 @@
 //! README's cluster from one file: the image built from this binary (`deploy/cluster
 //! image`), keys and pool file (`deploy/cluster init`), three nodes and a server from
-//! `deploy/compose.yaml` under docker-compose. A chat streams; a node container is killed,
-//! the server says so, the node starts again with its key and a later request succeeds;
+//! `deploy/compose.yaml` under docker-compose. A chat streams; a node container is killed
+//! in the middle of a long stream, which resumes on the nodes left and ends without an
+//! error; the node starts again with its key and a later request succeeds;
 //! `down -v` leaves no container, network or volume behind. Needs Docker and
 //! docker-compose (Debian's packages); without them the test says so and returns, except
 //! under `CI`, where it fails.
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::cli::smollm2;
-use crate::serve::{get, post_raw};
+use crate::serve::{get, metric, metrics_of, post_raw};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -138,15 +139,32 @@ fn the_compose_cluster_serves_re_forms_after_a_killed_node_and_leaves_nothing_be
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{}", a.body);
     assert!(events.len() > 3, "{}", a.body);
 
-    // A node container dies: the session faults; the node starts again with its key and
-    // a new session serves.
+    // A node container dies mid-stream: the session re-forms over the two nodes left and
+    // the stream goes on to its end without an error; the node starts again with its key
+    // and the server serves on.
+    let stream_url = format!("{url}/v1/completions");
+    let stream = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let body = json!({"prompt": "Once upon a time", "max_tokens": 200, "temperature": 0,
+                          "stream": true});
+        rt.block_on(post_raw(&stream_url, body.to_string().into_bytes(), None))
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(&metrics_of(&url), "swactor_generation_tokens_total") < 8.0 {
+        assert!(Instant::now() < deadline, "no tokens; logs:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let node3 = format!("{project}_node3_1");
     let out = Command::new("docker").args(["kill", &node3]).output().expect("kill");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_health(&url, 503, Duration::from_secs(30), &cluster);
+    let a = stream.join().expect("stream");
+    assert_eq!(a.status, 200, "{}", a.body);
+    let events = a.events();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{}", a.body);
+    assert!(!a.body.contains("\"error\""), "the stream resumed: {}", a.body);
+    wait_health(&url, 200, Duration::from_secs(60), &cluster);
     let out = cluster.compose(&["start", "node3"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_health(&url, 200, Duration::from_secs(120), &cluster);
     let body = json!({"prompt": "Once upon a time", "max_tokens": 8}).to_string().into_bytes();
     let later = rt.block_on(post_raw(&format!("{url}/v1/completions"), body, None));
     assert_eq!(later.status, 200, "{}", later.body);

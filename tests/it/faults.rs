@@ -3,7 +3,9 @@
 //! real pool meets — a node killed mid-run and restarted with its key, a node paused for
 //! less and for more than failure detection, a node and the orchestrator partitioned from
 //! the rest and healed, 5 % packet loss on every link (this kernel has no `netem`, so no
-//! added delay: iptables' `statistic` match drops the datagrams). Each scenario
+//! added delay: iptables' `statistic` match drops the datagrams). A run in flight through
+//! a kill, a long pause or a partition resumes on a re-formed pipeline with exactly the
+//! clean run's tokens; with `--no-resume` a kill still ends it with the fault. Each scenario
 //! prints its figure (run with `--nocapture` to see the table). Needs root, `ip` and `iptables`;
 //! without them the suite says so and returns, except under `CI`, where it fails.
 
@@ -242,6 +244,16 @@ fn set_up() -> Option<Pool> {
     Some(pool)
 }
 
+/// When the first token after the first `kind` event came.
+fn first_token_after(run: &Run, kind: &str) -> Duration {
+    let at = run.at(kind).unwrap_or_else(|| panic!("{kind} missing: {}", run.stderr));
+    run.lines
+        .iter()
+        .find(|(t, v)| *t >= at && v["type"] == "token")
+        .map(|(t, _)| *t)
+        .expect("a token after it")
+}
+
 fn fault_of(run: &Run) -> String {
     run.event("run_faulted").map_or("none".into(), |v| v["reason"].as_str().unwrap_or("").into())
 }
@@ -254,7 +266,7 @@ fn a_pool_across_namespaces_survives_kills_pauses_partitions_loss_and_restarts()
         eprintln!("note: the multi-host fault suite skipped: namespaces need root, ip and tc");
         return;
     };
-    let long = ["--max-tokens", "400", "--max-seq-len", "512"];
+    let long = ["--max-tokens", "200", "--max-seq-len", "512"];
 
     // The reference: a clean run.
     let base = pool.run(&["--max-tokens", "24"], |_, _| {});
@@ -264,7 +276,13 @@ fn a_pool_across_namespaces_survives_kills_pauses_partitions_loss_and_restarts()
     let rate = base.summary().and_then(|v| v["decode_tokens_per_s"].as_f64()).unwrap_or(0.0);
     pool.figure("clean run", format!("{rate:.0} tokens/s"), "completed");
 
-    // A node killed mid-run: the run faults, the survivors keep nothing.
+    // The reference of the long runs below: a clean one.
+    let clean = pool.run(&long, |_, _| {});
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+    let long_reference = clean.tokens();
+
+    // A node killed mid-run: the session re-forms over the survivors and every token
+    // comes once, as in the clean run; the survivors keep nothing of the faulted run.
     let victim = pool.pid(2);
     let mut killed = None;
     let run = pool.run(&long, |t, v| {
@@ -274,16 +292,17 @@ fn a_pool_across_namespaces_survives_kills_pauses_partitions_loss_and_restarts()
         }
     });
     let k = killed.expect("killed mid-run");
-    assert_eq!(run.code, 7, "{}", run.stderr);
+    assert_eq!(run.code, 0, "resumed: {}", run.stderr);
+    assert_eq!(run.tokens(), long_reference, "nothing lost, nothing repeated");
     assert_eq!(fault_of(&run), "membership.node_down");
     let faulted = run.at("run_faulted").expect("run_faulted") - k;
-    let torn = run.at("run_torn_down").expect("run_torn_down") - k;
+    let resumed = first_token_after(&run, "session_reformed") - k;
     pool.assert_clean(1);
     pool.assert_clean(3);
     pool.figure(
         "node killed mid-run",
-        format!("kill to run_faulted {}, to run_torn_down {}", ms(faulted), ms(torn)),
-        "faulted membership.node_down; survivors clean",
+        format!("kill to run_faulted {}, to the first resumed token {}", ms(faulted), ms(resumed)),
+        "resumed on the survivors, same tokens; survivors clean",
     );
 
     // The node restarted with the same key rejoins and serves the next run.
@@ -312,74 +331,97 @@ fn a_pool_across_namespaces_survives_kills_pauses_partitions_loss_and_restarts()
     });
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.tokens(), reference);
+    assert!(run.event("session_reforming").is_none(), "no re-formation below detection");
     pool.figure(
         "node paused 150 ms",
         "below detection (150/60/300 ms)".into(),
         "completed, same tokens",
     );
 
-    // A pause longer than detection: the run faults; the node resumes and serves again.
+    // A pause longer than detection: the session re-forms around the node; it resumes
+    // once the new pipeline serves, cleans up by itself and serves the next run.
     let mut stopped_at = None;
     let run = pool.run(&long, |t, v| {
         if stopped_at.is_none() && v["type"] == "token" && v["index"] == 5 {
             signal(node3, rustix::process::Signal::STOP);
             stopped_at = Some(t);
         }
+        if v["type"] == "session_reformed" {
+            signal(node3, rustix::process::Signal::CONT);
+        }
     });
     signal(node3, rustix::process::Signal::CONT);
     let s = stopped_at.expect("paused");
-    assert_eq!(run.code, 7, "{}", run.stderr);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.tokens(), long_reference);
     let faulted = run.at("run_faulted").expect("faulted") - s;
+    let resumed = first_token_after(&run, "session_reformed") - s;
     let reason = fault_of(&run);
-    pool.assert_clean(1);
-    pool.assert_clean(2);
-    pool.assert_clean(3);
+    for n in 1..=3 {
+        pool.assert_clean(n);
+    }
     let run = pool.run(&["--max-tokens", "24"], |_, _| {});
     assert_eq!(run.code, 0, "after the pause: {}", run.stderr);
     assert_eq!(run.tokens(), reference);
     pool.figure(
         "node paused past detection",
-        format!("SIGSTOP to run_faulted {}", ms(faulted)),
-        &format!("faulted {reason}; resumed, clean, next run completed"),
+        format!(
+            "SIGSTOP to run_faulted {}, to the first resumed token {}",
+            ms(faulted),
+            ms(resumed)
+        ),
+        &format!("{reason}; resumed, same tokens; the node clean, next run completed"),
     );
 
-    // A node partitioned from the rest, then healed.
+    // A node partitioned from the rest, healed once the session re-formed without it.
     let mut cut_at = None;
     let run = pool.run(&long, |t, v| {
         if cut_at.is_none() && v["type"] == "token" && v["index"] == 5 {
             pool.link(2, false);
             cut_at = Some(t);
         }
+        if v["type"] == "session_reformed" {
+            pool.link(2, true);
+        }
     });
-    let c = cut_at.expect("cut");
-    std::thread::sleep(Duration::from_secs(2));
     pool.link(2, true);
-    assert_eq!(run.code, 7, "{}", run.stderr);
+    let c = cut_at.expect("cut");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.tokens(), long_reference);
     let faulted = run.at("run_faulted").expect("faulted") - c;
+    let resumed = first_token_after(&run, "session_reformed") - c;
     let reason = fault_of(&run);
-    pool.assert_clean(2);
+    for n in 1..=3 {
+        pool.assert_clean(n);
+    }
     let run = pool.run(&["--max-tokens", "24"], |_, _| {});
     assert_eq!(run.code, 0, "after the heal: {}", run.stderr);
     assert_eq!(run.tokens(), reference);
     pool.figure(
         "node 2 partitioned, healed",
-        format!("cut to run_faulted {}", ms(faulted)),
-        &format!("faulted {reason}; healed node clean, next run completed"),
+        format!("cut to run_faulted {}, to the first resumed token {}", ms(faulted), ms(resumed)),
+        &format!("{reason}; resumed, same tokens; healed node clean, next run completed"),
     );
 
-    // The orchestrator partitioned from the pool, then healed.
+    // The orchestrator partitioned from the whole pool: no node is left to re-form on
+    // until the link heals; then the session re-forms over all three and loses nothing.
     let mut cut_at = None;
     let run = pool.run(&long, |t, v| {
         if cut_at.is_none() && v["type"] == "token" && v["index"] == 5 {
             pool.link(0, false);
             cut_at = Some(t);
         }
+        if v["type"] == "session_reforming" {
+            std::thread::sleep(Duration::from_millis(500));
+            pool.link(0, true);
+        }
     });
     pool.link(0, true);
     let c = cut_at.expect("cut");
-    assert_eq!(run.code, 7, "{}", run.stderr);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.tokens(), long_reference);
     let faulted = run.at("run_faulted").expect("faulted") - c;
-    let torn = run.at("run_torn_down").expect("torn down") - c;
+    let resumed = first_token_after(&run, "session_reformed") - c;
     let reason = fault_of(&run);
     for n in 1..=3 {
         pool.assert_clean(n);
@@ -388,9 +430,33 @@ fn a_pool_across_namespaces_survives_kills_pauses_partitions_loss_and_restarts()
     assert_eq!(run.code, 0, "after the heal: {}", run.stderr);
     pool.figure(
         "orchestrator partitioned, healed",
-        format!("cut to run_faulted {}, to run_torn_down {}", ms(faulted), ms(torn)),
-        &format!("faulted {reason}; every node clean by itself, next run completed"),
+        format!("cut to run_faulted {}, to the first resumed token {}", ms(faulted), ms(resumed)),
+        &format!("{reason}; resumed once healed, same tokens; every node clean"),
     );
+
+    // Without resuming, a node killed mid-run still ends the run with the fault at once.
+    let victim = pool.pid(2);
+    let mut killed = None;
+    let mut no_resume = long.to_vec();
+    no_resume.push("--no-resume");
+    let run = pool.run(&no_resume, |t, v| {
+        if killed.is_none() && v["type"] == "token" && v["index"] == 5 {
+            signal(victim, rustix::process::Signal::KILL);
+            killed = Some(t);
+        }
+    });
+    let k = killed.expect("killed");
+    assert_eq!(run.code, 7, "{}", run.stderr);
+    assert_eq!(fault_of(&run), "membership.node_down");
+    let torn = run.at("run_torn_down").expect("run_torn_down") - k;
+    pool.assert_clean(1);
+    pool.assert_clean(3);
+    pool.figure(
+        "node killed, --no-resume",
+        format!("kill to run_torn_down {}", ms(torn)),
+        "faulted membership.node_down; survivors clean",
+    );
+    pool.boot(2);
 
     // 5 % loss on every link: runs complete with the same tokens (no added delay: this
     // kernel has no netem).

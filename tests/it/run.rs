@@ -259,7 +259,10 @@ impl Running {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("orchestrator did not exit; lines: {:?}", self.lines);
+                let _ = self.child.wait();
+                self.lines.extend(self.rx.try_iter());
+                let err = self.stderr.take().map(|h| h.join().unwrap_or_default());
+                panic!("orchestrator did not exit; lines: {:?}; stderr: {err:?}", self.lines);
             }
             std::thread::sleep(Duration::from_millis(20));
         };
@@ -680,7 +683,7 @@ fn a_second_orchestrator_with_the_same_key_taking_the_pool_over_is_named_as_a_ta
     let nodes = Nodes::boot("run-takeover", 2, |_| vec![]);
     let mut second = None;
     let (code, lines, err) = fault_run(&nodes, &[], |n| {
-        second = Some(n.orchestrate(&synth_model(4), &["--max-tokens", "2"]));
+        second = Some(n.orchestrate(&synth_model(4), &["--max-tokens", "2", "--no-resume"]));
     });
     assert_eq!(code, 7, "{err}");
     let f = the_fault(&lines);

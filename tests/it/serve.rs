@@ -769,14 +769,14 @@ pub fn local_node_pid(parent: u32, k: u32) -> Option<i32> {
 }
 
 /// `/metrics`' text.
-fn metrics_of(u: &str) -> String {
+pub fn metrics_of(u: &str) -> String {
     runtime().block_on(async {
         client().get(format!("{u}/metrics")).send().await.expect("m").text().await.expect("t")
     })
 }
 
 /// The value of the metric line that starts with `name` (0 when absent).
-fn metric(text: &str, name: &str) -> f64 {
+pub fn metric(text: &str, name: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
         .unwrap_or(0.0)

@@ -158,6 +158,17 @@ pub struct BenchFailoverArgs {
     /// Stages of the local pipeline (node 2 is killed).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub stages: u32,
+    /// Resume instead of failing: the session re-forms over a spare node and, in a second
+    /// series, over the survivors alone; the time from the kill to the first resumed token
+    /// and its parts.
+    #[arg(long, requires = "model")]
+    pub resume: bool,
+    /// With `--resume`: the GGUF model served.
+    #[arg(long, value_name = "GGUF")]
+    pub model: Option<PathBuf>,
+    /// With `--resume`: requests in flight, each a series.
+    #[arg(long, value_delimiter = ',', default_value = "1,8", value_name = "N,...")]
+    pub sequences: Vec<u32>,
     /// Runs (each on a fresh local pool).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,

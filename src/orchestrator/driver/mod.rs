@@ -275,6 +275,19 @@ async fn run_on(
             Ok(plan) => {
                 sink.planned(&plan);
                 phase.gate().provisioning_started();
+                // A node of the faulted run that is in the new plan may never have heard
+                // that run end (its loss was the orchestrator's view, not its own): it
+                // stops it first (a node that already did ignores this) and holds the new
+                // provisioning until it has.
+                let old = run.plan().run_id;
+                for s in &run.plan().stages {
+                    if plan.stages.iter().any(|n| n.node_id == s.node_id) {
+                        phase.send(
+                            s.node_id,
+                            crate::control::ControlMessage::StopRun { run_id: old },
+                        );
+                    }
+                }
                 if let Err(e) = run.reform(plan, config, endpoint, sink) {
                     sink.progress(&format!("the session could not re-form: {e}"));
                     run.abandon("setup", sink);

@@ -123,7 +123,9 @@ impl RunLoop<'_> {
     /// The session faulted with `cause`: a node loss the policy survives starts a
     /// re-formation (its sequences are kept as they end).
     pub(super) fn faulted(&mut self, cause: FaultReason, sink: &mut dyn RunSink) {
-        if self.reforming.is_some() || !self.resume.survives(cause) {
+        // Nothing to resume and nothing more to come: the session simply ends.
+        let idle = self.input_closed && self.load == (0, 0) && self.waiting.is_empty();
+        if self.reforming.is_some() || idle || !self.resume.survives(cause) {
             return;
         }
         self.reforming = Some(Reformation::start(Instant::now(), cause, &self.resume));

@@ -1,0 +1,258 @@
+//! `swactor bench failover --resume`: a `run local`-style pool of child nodes serving
+//! `sequences` greedy requests through `stages` stages; once every request is decoding,
+//! node 2 is SIGKILLed and the session re-forms — over a spare node (the pool has one
+//! node more than stages) or over the survivors alone. Measured from the session's own
+//! event stream: the time from the kill to the first resumed token and its parts
+//! (detect: to `run_faulted`; teardown: to `run_torn_down`; pool gate and plan: to the new
+//! `run_planned`; provision: to its `readiness_barrier_passed`; replay: to the first token
+//! after it). Each run also checks that no request failed.
+#![allow(clippy::disallowed_methods)] // a benchmark owns the clock
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{BenchError, err};
+use crate::events::{Event, EventLine};
+use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey, RunSink, orchestrate};
+use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
+use crate::orchestrator::reform::ResumePolicy;
+use crate::orchestrator::requests::{Request, RequestResult};
+
+/// One resumed failover's figures, in milliseconds from the SIGKILL.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ResumeFigure {
+    /// Re-formed over a spare node (`spare`) or the survivors alone (`survivors`).
+    pub mode: String,
+    /// Requests in flight.
+    pub sequences: u32,
+    /// To `run_faulted`.
+    pub detect_ms: f64,
+    /// To `run_torn_down` of the faulted run.
+    pub teardown_ms: f64,
+    /// To the re-formed run's `run_planned` (the pool gate's window and the plan).
+    pub gate_ms: f64,
+    /// To its `readiness_barrier_passed` (weights, edges).
+    pub provision_ms: f64,
+    /// To the first token after it (the replay's prefill).
+    pub first_token_ms: f64,
+    /// Stages of the re-formed run.
+    pub stages_after: u32,
+    /// Requests that failed (0 when nothing was lost).
+    pub failed: u32,
+}
+
+/// Kills the victim once every request has a few tokens, and stamps the events after.
+struct Sink {
+    victim: u32,
+    sequences: usize,
+    counts: HashMap<usize, u32>,
+    killed: Option<Instant>,
+    fig: ResumeFigure,
+    barrier: bool,
+    failed: u32,
+}
+
+impl Sink {
+    fn ms(&self) -> f64 {
+        self.killed.map_or(f64::NAN, |k| k.elapsed().as_secs_f64() * 1e3)
+    }
+}
+
+impl RunSink for Sink {
+    fn event(&mut self, line: &EventLine) {
+        if self.killed.is_none() {
+            return;
+        }
+        let ms = self.ms();
+        let f = &mut self.fig;
+        match &line.event {
+            Event::RunFaulted { .. } if f.detect_ms == 0.0 => f.detect_ms = ms,
+            Event::RunTornDown { .. } if f.teardown_ms == 0.0 => f.teardown_ms = ms,
+            Event::RunPlanned { stages, .. } if f.gate_ms == 0.0 => {
+                f.gate_ms = ms;
+                f.stages_after = *stages;
+            }
+            Event::ReadinessBarrierPassed { .. } if f.provision_ms == 0.0 => {
+                f.provision_ms = ms;
+                self.barrier = true;
+            }
+            _ => {}
+        }
+    }
+
+    fn token(&mut self, request: usize, _id: u32, _text: &str) {
+        if self.barrier && self.fig.first_token_ms == 0.0 {
+            self.fig.first_token_ms = self.ms();
+        }
+        *self.counts.entry(request).or_default() += 1;
+        let all_decoding =
+            self.counts.len() == self.sequences && self.counts.values().all(|c| *c >= 4);
+        if self.killed.is_none()
+            && all_decoding
+            && let Some(pid) = rustix::process::Pid::from_raw(self.victim as i32)
+        {
+            self.killed = Some(Instant::now());
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+
+    fn result(&mut self, _request: usize, result: &RequestResult) {
+        self.failed += u32::from(result.is_error());
+    }
+
+    fn progress(&mut self, _message: &str) {}
+}
+
+/// One resumed failover on a fresh local pool of `stages` nodes (one more with `spare`)
+/// serving `sequences` requests of `max_tokens` on `model`.
+pub async fn resume_run(
+    exe: &Path,
+    model: &Path,
+    stages: u32,
+    spare: bool,
+    sequences: u32,
+) -> Result<ResumeFigure, BenchError> {
+    let config = LocalPoolConfig {
+        exe: exe.to_path_buf(),
+        nodes: stages + u32::from(spare),
+        worker_threads: 1,
+        arena_bytes: 256 << 20,
+        node_logs: false,
+    };
+    let mut pool = LocalPool::start(&config).await.map_err(err)?;
+    let result = run_on(&pool, model, stages, sequences).await;
+    pool.stop().await;
+    let mut fig = result?;
+    fig.mode = if spare { "spare" } else { "survivors" }.into();
+    Ok(fig)
+}
+
+async fn run_on(
+    pool: &LocalPool,
+    model: &Path,
+    stages: u32,
+    sequences: u32,
+) -> Result<ResumeFigure, BenchError> {
+    let (content, len) = crate::model::gguf::read_content(model).map_err(err)?;
+    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    let runtime = crate::wire::RuntimeConfig {
+        max_seq_len: 512,
+        kv_cache: Default::default(),
+        activation_dtype: crate::wire::ActivationDType::F32,
+        max_tokens: 160,
+        sampling: crate::wire::SamplingPolicy::Greedy,
+        max_sequences: sequences,
+        max_top_logprobs: None,
+    };
+    let requests = (0..sequences as usize)
+        .map(|i| Request {
+            id: i.to_string(),
+            prompt: tokenizer.encode(super::serve::PROMPTS[i % 16], true, false),
+            max_tokens: runtime.max_tokens,
+            sampling: runtime.sampling,
+            stop: Vec::new(),
+            logprobs: None,
+        })
+        .collect();
+    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let config = OrchestrateConfig {
+        pool: pool.pool.clone(),
+        key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
+        listen: any,
+        swim: any,
+        advertise: None,
+        model: model.to_path_buf(),
+        source: crate::wire::WeightSource::Local { path: model.display().to_string() },
+        requests,
+        session: Default::default(),
+        stages: Some(stages),
+        placement: Default::default(),
+        runtime,
+        run_id: crate::wire::RunId(1),
+        window: Duration::from_millis(300),
+        pool_timeout: Duration::from_secs(60),
+        timeouts: crate::orchestrator::run::RunTimeouts {
+            readiness: Duration::from_secs(60),
+            token: Duration::from_secs(60),
+            teardown: Duration::from_secs(10),
+        },
+        resume: ResumePolicy::default(),
+    };
+    let mut sink = Sink {
+        victim: pool.pid(2).unwrap_or(0),
+        sequences: sequences as usize,
+        counts: HashMap::new(),
+        killed: None,
+        fig: ResumeFigure { sequences, ..ResumeFigure::default() },
+        barrier: false,
+        failed: 0,
+    };
+    let report = orchestrate(config, None, &facts, &tokenizer, &mut sink, std::future::pending())
+        .await
+        .map_err(err)?;
+    if sink.killed.is_none() {
+        return Err(err("the run ended before every request was decoding"));
+    }
+    let mut fig = sink.fig;
+    fig.failed = sink.failed + report.results.iter().filter(|r| r.is_error()).count() as u32;
+    fig.failed = fig.failed.min(sequences);
+    Ok(fig)
+}
+
+/// p50 and max of each part over repeated runs of one (mode, sequences) point.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResumeSummary {
+    /// The runs' mode.
+    pub mode: String,
+    /// Requests in flight.
+    pub sequences: u32,
+    /// Runs.
+    pub runs: usize,
+    /// Kill to the first resumed token: p50 and max.
+    pub first_token_p50_ms: f64,
+    /// Max of the same.
+    pub first_token_max_ms: f64,
+    /// Parts' medians: detect, teardown, gate, provision, first token.
+    pub detect_p50_ms: f64,
+    /// Teardown's median.
+    pub teardown_p50_ms: f64,
+    /// Pool gate and plan's median.
+    pub gate_p50_ms: f64,
+    /// Provision's median.
+    pub provision_p50_ms: f64,
+    /// Detection's max.
+    pub detect_max_ms: f64,
+    /// Stages after the re-formation.
+    pub stages_after: u32,
+    /// Requests that failed over all runs.
+    pub failed: u32,
+}
+
+/// Summarizes `runs` of one point.
+pub fn summarize(runs: &[ResumeFigure]) -> ResumeSummary {
+    let sorted = |f: fn(&ResumeFigure) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let p50 = |f| super::serve::quantile(&sorted(f), 0.5);
+    let max = |f| sorted(f).last().copied().unwrap_or(f64::NAN);
+    ResumeSummary {
+        mode: runs.first().map(|r| r.mode.clone()).unwrap_or_default(),
+        sequences: runs.first().map_or(0, |r| r.sequences),
+        runs: runs.len(),
+        first_token_p50_ms: p50(|r| r.first_token_ms),
+        first_token_max_ms: max(|r| r.first_token_ms),
+        detect_p50_ms: p50(|r| r.detect_ms),
+        teardown_p50_ms: p50(|r| r.teardown_ms),
+        gate_p50_ms: p50(|r| r.gate_ms),
+        provision_p50_ms: p50(|r| r.provision_ms),
+        detect_max_ms: max(|r| r.detect_ms),
+        stages_after: runs.first().map_or(0, |r| r.stages_after),
+        failed: runs.iter().map(|r| r.failed).sum(),
+    }
+}
