@@ -61,6 +61,10 @@ struct SimSummary {
     from: u64,
     faults_by_class: std::collections::BTreeMap<&'static str, u64>,
     outcomes: std::collections::BTreeMap<String, u64>,
+    /// Sessions that re-formed after a node loss.
+    reformed: u64,
+    /// Sessions that gave re-forming up (no node left, or an operator stop).
+    reform_given_up: u64,
     failing_seeds: Vec<u64>,
     violations: u64,
 }
@@ -75,6 +79,8 @@ fn simulate(args: &super::args::SimulateArgs, out: &mut Output) -> Result<(), Cl
         from: args.from,
         faults_by_class: Default::default(),
         outcomes: Default::default(),
+        reformed: 0,
+        reform_given_up: 0,
         failing_seeds: Vec::new(),
         violations: 0,
     };
@@ -86,6 +92,8 @@ fn simulate(args: &super::args::SimulateArgs, out: &mut Output) -> Result<(), Cl
         }
         let outcome = r.outcome.map_or("none".to_string(), |o| format!("{o:?}").to_lowercase());
         *summary.outcomes.entry(outcome).or_default() += 1;
+        summary.reformed += u64::from(r.reformed > 0);
+        summary.reform_given_up += u64::from(r.abandoned.is_some());
         let failed = !r.violations.is_empty();
         if args.output.json && (failed || args.trace) {
             out.json("simulation", &r)?;
@@ -116,12 +124,15 @@ fn simulate(args: &super::args::SimulateArgs, out: &mut Output) -> Result<(), Cl
         out.json("simulation_summary", &summary)?;
     } else {
         out.line(format!(
-            "{} seeds from {}: {} with violations {:?}; outcomes {:?}; faults injected {:?}",
+            "{} seeds from {}: {} with violations {:?}; outcomes {:?}; {} sessions re-formed \
+             after a node loss, {} gave re-forming up; faults injected {:?}",
             summary.seeds,
             summary.from,
             summary.failing_seeds.len(),
             summary.failing_seeds.iter().take(20).collect::<Vec<_>>(),
             summary.outcomes,
+            summary.reformed,
+            summary.reform_given_up,
             summary.faults_by_class
         ))?;
     }

@@ -68,7 +68,8 @@ pub fn resubmission(
     if replay.resumed >= policy.max_resumes {
         return Err(KeptEnd::CapReached);
     }
-    if replay.tokens.len() >= max_seq_len as usize {
+    // As a prompt: the context holds it whole (the next token is sampled past it).
+    if replay.tokens.len() > max_seq_len as usize {
         return Err(KeptEnd::TooLong);
     }
     Ok(SeqRequest {
@@ -159,7 +160,8 @@ mod tests {
             Err(KeptEnd::CapReached)
         );
         assert!(resubmission(&policy, &request(10), &replay(1, 1), 64).is_ok());
-        assert_eq!(resubmission(&policy, &request(10), &replay(3, 0), 5), Err(KeptEnd::TooLong));
+        assert_eq!(resubmission(&policy, &request(10), &replay(3, 0), 4), Err(KeptEnd::TooLong));
+        assert!(resubmission(&policy, &request(10), &replay(3, 0), 5).is_ok(), "a full context");
     }
 
     #[test]

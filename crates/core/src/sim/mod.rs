@@ -42,7 +42,7 @@ mod tests {
     fn three_thousand_seeds_with_faults_keep_every_invariant_and_inject_every_fault_class() {
         let base = base();
         let mut classes = std::collections::BTreeSet::new();
-        let mut faulted = 0;
+        let (mut faulted, mut reformed, mut abandoned) = (0, 0, 0);
         for seed in 0..3000 {
             let r = simulate(base, SimConfig { seed, faults: true, planted: None });
             assert!(
@@ -52,9 +52,14 @@ mod tests {
             );
             classes.extend(r.faults.iter().copied());
             faulted += usize::from(r.outcome == Some(crate::events::RunOutcome::Faulted));
+            reformed += usize::from(r.reformed > 0);
+            abandoned += usize::from(r.abandoned.is_some());
         }
         assert_eq!(classes.len(), 10, "every fault class was injected: {classes:?}");
-        assert!(faulted > 100, "faults really end runs: {faulted}");
+        println!("{faulted} faulted, {reformed} re-formed, {abandoned} gave re-forming up");
+        assert!(reformed > 200, "sessions re-form after node losses: {reformed}");
+        assert!(abandoned > 20, "with no node left, re-forming is given up: {abandoned}");
+        assert!(faulted > 50, "faults a session does not survive still end it: {faulted}");
     }
 
     #[test]

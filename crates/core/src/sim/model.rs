@@ -14,32 +14,41 @@ pub fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// One slot of one stage: its "KV cache" (positions and a running state) and, on the last
-/// stage, its sampler's state.
+/// Layers of the stand-in model (the simulated plan's blocks).
+pub const LAYERS: usize = 6;
+
+/// One slot of one stage: its "KV cache" (positions, and a running state per layer it
+/// holds) and the seed of its sampler.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SlotState {
     /// Positions cached.
     pub positions: u32,
-    /// The running state (every row of the sequence so far).
-    pub state: u64,
-    /// The sampler's state (seeded at the slot's reset).
-    pub rng: u64,
+    /// The running state of each layer (every row of the sequence so far).
+    pub state: [u64; LAYERS],
+    /// The sampler's seed (set at the slot's reset).
+    pub seed: u64,
 }
 
-/// One row through stage `stage` at position `pos` of a slot: the slot's state takes the
-/// row, the row's output depends on it.
-pub fn row(stage: u32, slot: &mut SlotState, x: u32, pos: u32) -> u32 {
-    slot.state = mix(slot.state ^ u64::from(stage), u64::from(x) << 32 | u64::from(pos));
+/// One row through `layers` at position `pos` of a slot: each layer's state takes the
+/// row, the row's output depends on it. The result depends on the layers alone, never on
+/// how they are split into stages.
+pub fn row(layers: std::ops::Range<u32>, slot: &mut SlotState, x: u32, pos: u32) -> u32 {
+    let mut x = x;
+    for l in layers {
+        let st = &mut slot.state[l as usize % LAYERS];
+        *st = mix(*st ^ u64::from(l), u64::from(x) << 32 | u64::from(pos));
+        x = (mix(*st, u64::from(l)) >> 16) as u32;
+    }
     slot.positions += 1;
-    (mix(slot.state, u64::from(stage)) >> 16) as u32
+    x
 }
 
-/// The token a sampling entry's last row gives: greedy is the row's value, a temperature
-/// above 0 draws from the slot's seeded stream.
-pub fn sample(slot: &mut SlotState, y: u32, temperature: f32, vocab: u32) -> u32 {
+/// The token a sampling entry's last row `y` gives for position `pos`: greedy is the
+/// row's value; a temperature above 0 draws from the seed and the position alone (as the
+/// real sampler does), so a replayed sequence continues exactly.
+pub fn sample(seed: u64, y: u32, pos: u32, temperature: f32, vocab: u32) -> u32 {
     if temperature > 0.0 {
-        slot.rng = mix(slot.rng, 1);
-        ((u64::from(y) ^ slot.rng) % u64::from(vocab)) as u32
+        ((u64::from(y) ^ mix(seed, u64::from(pos))) % u64::from(vocab)) as u32
     } else {
         y % vocab
     }
@@ -61,12 +70,12 @@ pub enum ComputeError {
     },
 }
 
-/// One micro-batch through stage `stage` (`last`: it samples) whose rows are `row_bytes`
-/// wide (the value in the first four bytes): the same table, then the output rows or one
-/// token per table entry.
+/// One micro-batch through a stage of `layers` (`last`: it samples) whose rows are
+/// `row_bytes` wide (the value in the first four bytes): the same table, then the output
+/// rows or one token per table entry.
 #[allow(clippy::too_many_arguments)]
 pub fn step(
-    stage: u32,
+    layers: std::ops::Range<u32>,
     last: bool,
     slots: &mut [SlotState],
     limits: BatchLimits,
@@ -83,7 +92,7 @@ pub fn step(
     for (i, e) in table.entries().iter().enumerate() {
         let slot = &mut slots[e.slot as usize];
         if e.flags.contains(EntryFlags::RESET) {
-            *slot = SlotState { rng: mix(e.sampling.seed, 7), ..SlotState::default() };
+            *slot = SlotState { seed: e.sampling.seed, ..SlotState::default() };
         }
         if slot.positions != e.first_position {
             return Err(ComputeError::Position {
@@ -96,14 +105,15 @@ pub fn step(
         for k in 0..e.tokens {
             let x = u32::from_le_bytes(rows[at..at + 4].try_into().unwrap_or([0; 4]));
             at += row_bytes as usize;
-            y = row(stage, slot, x, e.first_position + k);
+            y = row(layers.clone(), slot, x, e.first_position + k);
             if !last {
                 out.extend_from_slice(&y.to_le_bytes());
                 out.resize(out.len() + out_row_bytes as usize - 4, 0);
             }
         }
         if last && e.flags.contains(EntryFlags::SAMPLE) {
-            tokens[i] = sample(slot, y, e.sampling.temperature, vocab);
+            let pos = e.first_position + e.tokens;
+            tokens[i] = sample(slot.seed, y, pos, e.sampling.temperature, vocab);
         }
     }
     if last {
@@ -112,12 +122,10 @@ pub fn step(
     Ok(out)
 }
 
-/// The one-sequence reference: `prompt` through `stages` stages, then up to `max_tokens`
+/// The one-sequence reference: `prompt` through every layer, then up to `max_tokens`
 /// tokens fed back one at a time (stopping at `eos`, and before the context overflows,
 /// as the scheduler does). Returns the generated tokens (EOS excluded).
-#[allow(clippy::too_many_arguments)]
 pub fn reference(
-    stages: u32,
     prompt: &[u32],
     max_tokens: u32,
     temperature: f32,
@@ -126,23 +134,17 @@ pub fn reference(
     eos: Option<u32>,
     max_seq_len: u32,
 ) -> Vec<u32> {
-    let mut slots: Vec<SlotState> =
-        (0..stages).map(|_| SlotState { rng: mix(seed, 7), ..SlotState::default() }).collect();
+    let mut slot = SlotState { seed, ..SlotState::default() };
     let mut out = Vec::new();
     let mut input = prompt.to_vec();
     let mut pos = 0u32;
     loop {
-        let mut ys = input.clone();
-        for s in 0..stages {
-            ys = ys
-                .iter()
-                .enumerate()
-                .map(|(k, &x)| row(s, &mut slots[s as usize], x, pos + k as u32))
-                .collect();
+        let mut y = 0;
+        for (k, &x) in input.iter().enumerate() {
+            y = row(0..LAYERS as u32, &mut slot, x, pos + k as u32);
         }
         pos += input.len() as u32;
-        let last = *ys.last().unwrap_or(&0);
-        let token = sample(&mut slots[stages as usize - 1], last, temperature, vocab);
+        let token = sample(seed, y, pos, temperature, vocab);
         if Some(token) == eos {
             return out;
         }
@@ -153,5 +155,21 @@ pub fn reference(
             return out;
         }
         input = vec![token];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_depend_on_the_layers_alone_never_on_their_split_into_stages() {
+        let mut whole = SlotState::default();
+        let mut parts = [SlotState::default(), SlotState::default()];
+        for (pos, x) in [5u32, 9, 200, 3].into_iter().enumerate() {
+            let y = row(0..6, &mut whole, x, pos as u32);
+            let mid = row(0..2, &mut parts[0], x, pos as u32);
+            assert_eq!(row(2..6, &mut parts[1], mid, pos as u32), y);
+        }
     }
 }

@@ -17,14 +17,35 @@ impl World {
 
     /// The checks at the end (see `specs/simulation.md`).
     pub(super) fn check_end(&mut self) {
-        if self.fsm.is_none() {
+        if self.runs == 0 {
             self.check_no_session();
             return;
         }
         self.check_events();
         self.check_requests();
         self.check_outcome();
+        self.check_nothing_lost();
         self.check_nodes_left_clean();
+    }
+
+    /// A re-formed session loses nothing: unless re-forming was given up, no request ends
+    /// with a fault the session survived (only one past its resume cap); re-forming is
+    /// given up for lack of capacity only when no node is left.
+    fn check_nothing_lost(&mut self) {
+        let mut lost = Vec::new();
+        if self.abandoned.is_none() && self.outcome() == Some(RunOutcome::Completed) {
+            for (k, r) in self.reqs.iter().enumerate() {
+                if r.finished == Some(FinishReason::Fault) && !r.capped {
+                    lost.push(format!("request {k} ended with a fault the session survived"));
+                }
+            }
+        }
+        if self.abandoned == Some("resume_timeout") && self.nodes.iter().any(|n| !n.dead) {
+            lost.push("re-forming timed out with a node left".into());
+        }
+        for l in lost {
+            self.violation(l);
+        }
     }
 
     /// No session: only a node that failed its boot (the pool never became ready) or an
@@ -40,16 +61,17 @@ impl World {
         }
     }
 
-    /// Exactly one terminal outcome, and `run_torn_down` once, last.
+    /// Exactly one terminal outcome and one `run_torn_down` per run, the last event last.
     fn check_events(&mut self) {
+        let runs = self.runs as usize;
         let terminal = self.events.iter().filter(|e| e.is_terminal_outcome()).count();
-        if terminal != 1 {
-            self.violation(format!("{terminal} terminal outcomes"));
+        if terminal != runs {
+            self.violation(format!("{terminal} terminal outcomes in {runs} runs"));
         }
         let torn: Vec<&Event> =
             self.events.iter().filter(|e| matches!(e, Event::RunTornDown { .. })).collect();
-        if torn.len() != 1 {
-            self.violation(format!("run_torn_down {} times", torn.len()));
+        if torn.len() != runs {
+            self.violation(format!("run_torn_down {} times in {runs} runs", torn.len()));
         } else if !matches!(self.events.last(), Some(Event::RunTornDown { .. })) {
             self.violation("run_torn_down is not the last event".into());
         }
@@ -60,9 +82,11 @@ impl World {
     fn check_requests(&mut self) {
         let mut checks = Vec::new();
         for (k, r) in self.reqs.iter().enumerate() {
-            let Some(id) = r.id else { continue };
+            let admitted = r.id.is_some() || r.kept || r.finished.is_some();
+            if !admitted {
+                continue;
+            }
             let reference = model::reference(
-                self.nodes.len() as u32,
                 &r.prompt,
                 r.max_tokens,
                 r.temperature,
@@ -71,9 +95,9 @@ impl World {
                 Some(EOS),
                 MAX_SEQ,
             );
-            let got = self.tokens.get(&id).cloned().unwrap_or_default();
-            match self.finished.get(&id) {
-                None => checks.push(format!("request {k} (sequence {id}) never finished")),
+            let got = r.tokens.clone();
+            match r.finished {
+                None => checks.push(format!("request {k} never finished")),
                 Some(FinishReason::Eos | FinishReason::MaxTokens | FinishReason::ContextFull) => {
                     if got != reference {
                         checks
@@ -100,7 +124,7 @@ impl World {
         match self.outcome() {
             Some(RunOutcome::Completed) => {}
             Some(RunOutcome::Faulted) => {
-                let reported = self.events.iter().find_map(|e| match e {
+                let reported = self.events.iter().rev().find_map(|e| match e {
                     Event::RunFaulted { reason, .. } => Some(*reason),
                     _ => None,
                 });

@@ -150,8 +150,8 @@ impl World {
                 let edge = self.nodes[i].stage.provisioning().map(|p| p.outbound.edge_id);
                 let Some(edge) = edge else { return };
                 self.pump_failed(i, edge, StreamFault::WriteFailed);
-                if i + 1 < self.nodes.len() && !self.nodes[i + 1].dead {
-                    self.pump_failed(i + 1, edge, StreamFault::ReadFailed);
+                if let Some(j) = self.next_of(i).filter(|&j| !self.nodes[j].dead) {
+                    self.pump_failed(j, edge, StreamFault::ReadFailed);
                 }
             }
             Fault::Slow(i) => {
@@ -175,9 +175,9 @@ impl World {
 
     /// The stages next to a vanished one see their edge streams break.
     fn neighbours_see_broken_streams(&mut self, i: usize) {
-        for (j, reason) in [
-            (i.checked_sub(1), StreamFault::WriteFailed),
-            (Some(i + 1).filter(|&j| j < self.nodes.len()), StreamFault::ReadFailed),
+        for (j, reason, before) in [
+            (self.prev_of(i), StreamFault::WriteFailed, true),
+            (self.next_of(i), StreamFault::ReadFailed, false),
         ] {
             let Some(j) = j else { continue };
             if self.nodes[j].dead {
@@ -189,7 +189,7 @@ impl World {
             let edge = self.nodes[j]
                 .stage
                 .provisioning()
-                .map(|p| if j < i { p.outbound.edge_id } else { p.inbound.edge_id });
+                .map(|p| if before { p.outbound.edge_id } else { p.inbound.edge_id });
             if let Some(edge) = edge {
                 self.nodes[j].stage.plane_mut().stream_fault(
                     edge,

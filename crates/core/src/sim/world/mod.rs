@@ -10,13 +10,15 @@ mod checks;
 mod faults;
 mod node;
 mod orchestrator;
+mod reform;
+mod setup;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use rand::RngExt;
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 use super::model::SlotState;
@@ -27,6 +29,7 @@ use crate::membership::pool_gate::PoolGate;
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::node::boot::{BootConfig, BootFact, NodeBoot, WorkerPolicy};
 use crate::node::stage_node::{PlantedNodeBug, STAGE_ROLE, StageNode};
+use crate::orchestrator::reform::{Reformation, ResumePolicy};
 use crate::orchestrator::run::{RunFsm, RunTimeouts, SessionLimits};
 use crate::orchestrator::scheduler::{FinishReason, SeqId};
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
@@ -35,7 +38,7 @@ use crate::wire::batch::BatchLimits;
 use crate::wire::reason::{BootFault, Component, FaultReason, StepFailure};
 use crate::wire::{
     ActivationDType, EdgeId, NodeId, ObjectId, RunId, RunPlan, RuntimeConfig, SamplingPolicy,
-    Sequence, StepId, WeightSource, WorkerGeneration,
+    Sequence, StageIndex, StepId, WeightSource, WorkerGeneration,
 };
 use crate::worker::protocol::OutputExtent;
 use crate::worker::protocol::{Backend, Command, Event as WorkerEvent};
@@ -55,6 +58,8 @@ const DETECT: Duration = Duration::from_millis(500);
 const WINDOW: Duration = Duration::from_millis(300);
 /// How long the orchestrator waits for the pool (the driver's `--pool-timeout`).
 const POOL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a re-forming session waits for capacity (the driver's `--resume-timeout`).
+const RESUME_TIMEOUT: Duration = Duration::from_secs(5);
 /// Simulated time after which a run that has not torn down has hung.
 const HORIZON: Duration = Duration::from_secs(600);
 
@@ -130,6 +135,10 @@ pub struct SimReport {
     pub steps: u64,
     /// Simulated time at the end, ms.
     pub sim_ms: u64,
+    /// Times the session re-formed after a node loss.
+    pub reformed: u32,
+    /// Why re-forming was given up, if it was.
+    pub abandoned: Option<&'static str>,
     /// Every broken invariant.
     pub violations: Vec<String>,
     /// What happened, one line per event (kept for replays).
@@ -139,10 +148,10 @@ pub struct SimReport {
 
 #[derive(Debug, Clone)]
 enum OrchIn {
-    StageReady(usize),
-    StageFault(usize, FaultReason, Component),
-    StageStopped(usize),
-    TokenOut(ObjectId, Sequence, Vec<u8>),
+    StageReady(RunId, StageIndex, usize),
+    StageFault(RunId, StageIndex, usize, FaultReason, Component),
+    StageStopped(RunId, StageIndex, usize),
+    TokenOut(RunId, ObjectId, Sequence, Vec<u8>),
     EndpointsReady,
     EndpointsStopped,
     NodeLost(usize, FaultReason, Component),
@@ -158,6 +167,8 @@ enum OrchIn {
     Member(usize, Membership),
     /// The orchestrator stops waiting for the pool.
     PoolTimeout,
+    /// A re-formation's wait for capacity ends.
+    ResumeTimeout(RunId),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -171,7 +182,7 @@ enum Membership {
 enum NodeIn {
     Provision,
     StopRun,
-    Object(ObjectId, Sequence, Vec<u8>),
+    Object(RunId, ObjectId, Sequence, Vec<u8>),
     WeightsReady,
     RoleReady,
     PumpReady(EdgeId),
@@ -187,7 +198,7 @@ enum NodeIn {
     RoleReleased,
     /// A late answer of the worker about a step of an earlier run.
     Late(WorkerEvent),
-    StepDone(StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
+    StepDone(RunId, StepId, Sequence, Result<Vec<u8>, String>, ObjectId, Sequence),
     /// One boot fact established (or, with a reason, failed).
     Boot(BootFact, Option<BootFault>),
 }
@@ -247,11 +258,24 @@ struct Node {
 }
 
 struct Req {
+    /// Its sequence in the current run.
     id: Option<SeqId>,
     prompt: Vec<u32>,
     max_tokens: u32,
     temperature: f32,
     seed: u64,
+    /// Every token it emitted, across runs.
+    tokens: Vec<u32>,
+    /// Of which before its current sequence (replayed as its prefill).
+    base: usize,
+    /// How it ended.
+    finished: Option<FinishReason>,
+    /// Kept across a re-formation.
+    kept: bool,
+    /// Times resumed.
+    resumed: u32,
+    /// Ended by the resume cap.
+    capped: bool,
 }
 
 struct World {
@@ -263,8 +287,28 @@ struct World {
     next_ev: usize,
     order: u64,
     plan: RunPlan,
-    /// The session, once the pool gate said ready.
+    /// The current run.
+    run: RunId,
+    /// Stage `j` of the current run runs on node `route[j]`.
+    route: Vec<usize>,
+    /// Slots of every run's plan.
+    slots: u32,
+    /// The current run, once the pool gate said ready (`None` again while re-forming).
     fsm: Option<RunFsm>,
+    /// Runs started.
+    runs: u32,
+    /// The outcome of the last run that tore down.
+    last_outcome: Option<RunOutcome>,
+    /// What the session does when a node is lost.
+    policy: ResumePolicy,
+    /// The re-formation under way.
+    reforming: Option<Reformation>,
+    /// Re-formations given up (timeout or operator stop), and why.
+    abandoned: Option<&'static str>,
+    /// The current run's sequences: their requests.
+    seqs: HashMap<SeqId, usize>,
+    /// The session's input closed (no request will come).
+    input_closed: bool,
     session: (SessionLimits, RunTimeouts, Option<Planted>),
     gate: PoolGate,
     /// Requests, cancellations, the input's close and a stop that came before the session.
@@ -272,8 +316,6 @@ struct World {
     boot_faulted: bool,
     nodes: Vec<Node>,
     reqs: Vec<Req>,
-    tokens: BTreeMap<SeqId, Vec<u32>>,
-    finished: BTreeMap<SeqId, FinishReason>,
     inflight: VecDeque<Vec<u32>>,
     events: Vec<Event>,
     torn_down: bool,
@@ -307,241 +349,12 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     w.run();
     w.check_end();
     w.report.outcome = w.outcome();
+    w.report.abandoned = w.abandoned;
     w.report.sim_ms = w.now.as_millis() as u64;
     w.report
 }
 
-fn the_plan(stages: u32, slots: u32) -> RunPlan {
-    let facts = ModelFacts {
-        architecture: "llama".into(),
-        name: None,
-        block_count: 6,
-        hidden_size: HIDDEN,
-        feed_forward_length: None,
-        head_count: 4,
-        head_count_kv: 2,
-        head_dim: 4,
-        context_length: 512,
-        vocab_size: VOCAB,
-        bos_token_id: None,
-        eos_token_id: Some(EOS),
-        tokenizer_model: None,
-        tokenizer_pre: None,
-        rope: RopeFacts { freq_base: 10000.0, dimension_count: 4 },
-        rms_norm_eps: 1e-5,
-        tied_embeddings: true,
-        bytes: ModelBytes {
-            per_block: vec![1 << 12; 6],
-            embedding: 1 << 12,
-            head: 1 << 12,
-            tensors: 1 << 16,
-            file: 1 << 16,
-        },
-        tensor_types: BTreeMap::new(),
-    };
-    let pool = Pool {
-        orchestrator: OrchestratorEntry { node_id: ORCH, endpoint_id: None, addrs: vec![] },
-        nodes: (1..=u64::from(stages))
-            .map(|i| PoolNode {
-                node_id: NodeId(i),
-                endpoint_id: format!("{i:064x}"),
-                addrs: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 1000 + i as u16))],
-                memory_bytes: 1 << 33,
-                device: None,
-                arena_bytes: None,
-            })
-            .collect(),
-        placement: None,
-    };
-    let runtime = RuntimeConfig {
-        max_seq_len: MAX_SEQ,
-        kv_cache: Default::default(),
-        activation_dtype: ActivationDType::F32,
-        max_tokens: 8,
-        sampling: SamplingPolicy::Greedy,
-        max_sequences: slots,
-        max_top_logprobs: None,
-    };
-    let req = PlanRequest {
-        run_id: RUN,
-        model: &facts,
-        source: WeightSource::Local { path: "/sim".into() },
-        pool: &pool,
-        stages: Some(stages),
-        placement: Placement::default(),
-        runtime,
-        prompt_tokens: 0,
-    };
-    plan(&req).unwrap_or_else(|e| panic!("the simulation's plan is valid: {e}"))
-}
-
 impl World {
-    fn new(base: Instant, cfg: SimConfig) -> World {
-        let mut rng = StdRng::seed_from_u64(cfg.seed);
-        let stages = rng.random_range(1..=3u32);
-        let slots = rng.random_range(1..=4u32);
-        let plan = the_plan(stages, slots);
-        let timeouts = RunTimeouts {
-            readiness: Duration::from_secs(10),
-            token: Duration::from_secs(5),
-            teardown: Duration::from_secs(3),
-        };
-        let limits = SessionLimits {
-            queue_capacity: rng.random_range(1..=8usize),
-            batch_tokens: rng.random_range(1..=16u32),
-            groups: rng.random_range(0..=3u16),
-        };
-        let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
-        let nodes = (0..stages)
-            .map(|i| Node {
-                boot: NodeBoot::new(
-                    base,
-                    BootConfig {
-                        node_id: NodeId(u64::from(i) + 1),
-                        worker: WorkerPolicy::Eager,
-                        timeout: Duration::from_secs(10),
-                    },
-                ),
-                wctl: WorkerCtl::new(CtlConfig {
-                    arena_ceiling: ARENA,
-                    backend: Backend::Cpu,
-                    init_timeout: Duration::from_secs(2),
-                    stop_timeout: Duration::from_secs(2),
-                    max_restarts: 3,
-                }),
-                mute: false,
-                stage: {
-                    let mut manager = ArenaManager::new(ARENA);
-                    manager.arena_ready();
-                    let plane = EdgePlane::new(manager, Component::EdgeEstablisher);
-                    let mut stage =
-                        StageNode::new(NodeId(u64::from(i) + 1), plane, WorkerGeneration(1));
-                    stage.session_opened(ORCH, SESSION);
-                    if cfg.planted == Some(Planted::NoLateAnswerFilter) {
-                        stage.plant(PlantedNodeBug::NoLateAnswerFilter);
-                    }
-                    stage
-                },
-                rings: HashMap::new(),
-                ended: BTreeSet::new(),
-                dead: false,
-                paused_until: Duration::ZERO,
-                slots: Vec::new(),
-                posted: None,
-                loaded: HashMap::new(),
-                next_handle: 1,
-                next_in: 0,
-                executed: Vec::new(),
-                busy_until: Duration::ZERO,
-                slow: 1,
-            })
-            .collect();
-        let mut w = World {
-            rng,
-            base,
-            now: Duration::ZERO,
-            queue: BinaryHeap::new(),
-            evs: HashMap::new(),
-            next_ev: 0,
-            order: 0,
-            plan,
-            fsm: None,
-            session: (limits, timeouts, cfg.planted),
-            gate,
-            early: (Vec::new(), Vec::new(), false, false),
-            boot_faulted: false,
-            nodes,
-            reqs: Vec::new(),
-            tokens: BTreeMap::new(),
-            finished: BTreeMap::new(),
-            inflight: VecDeque::new(),
-            events: Vec::new(),
-            torn_down: false,
-            faulty: false,
-            possible: Default::default(),
-            report: SimReport {
-                seed: cfg.seed,
-                stages,
-                requests: 0,
-                faults: Vec::new(),
-                outcome: None,
-                reason: None,
-                steps: 0,
-                sim_ms: 0,
-                violations: Vec::new(),
-                trace: Vec::new(),
-            },
-            jitter: false,
-            links: HashMap::new(),
-        };
-        // Every node boots: its facts come in bring-up order, each after a short delay.
-        for i in 0..w.nodes.len() {
-            for fact in w.nodes[i].boot.missing() {
-                // The worker's fact is its controller's `Ready`.
-                if fact != BootFact::Worker {
-                    w.send(Link::Local(i), 100, 3000, Ev::Node(i, NodeIn::Boot(fact, None)));
-                }
-            }
-            w.nodes[i].wctl.start();
-            w.pump_wctl(i);
-        }
-        w.at(POOL_TIMEOUT, Ev::Orch(OrchIn::PoolTimeout));
-        w.traffic();
-        w.late_answers(cfg.seed);
-        if cfg.faults {
-            w.faults();
-        }
-        w
-    }
-
-    /// Late answers of the workers about steps of an earlier run (a node that served one
-    /// before may still hold them): each node, in half the seeds, gets one while the session
-    /// runs. Drawn from a generator of their own, so the rest of a seed's world is as before.
-    fn late_answers(&mut self, seed: u64) {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x1a7e_a25e_e25c_0de5);
-        for i in 0..self.nodes.len() {
-            if !rng.random_bool(0.5) {
-                continue;
-            }
-            let step_id = StepId(rng.random_range(1..64));
-            let ev = if rng.random_bool(0.5) {
-                let reason = StepFailure::PostRejected;
-                WorkerEvent::StepFailed { role_id: STAGE_ROLE, step_id, reason }
-            } else {
-                WorkerEvent::StepCompleted { role_id: STAGE_ROLE, step_id }
-            };
-            let at = Duration::from_micros(rng.random_range(350_000..900_000));
-            self.at(at, Ev::Node(i, NodeIn::Late(ev)));
-        }
-    }
-
-    /// Requests arriving over the first half second, some cancelled, then the input closes.
-    fn traffic(&mut self) {
-        let n = self.rng.random_range(1..=16usize);
-        let mut last = Duration::ZERO;
-        for i in 0..n {
-            let len = self.rng.random_range(1..=MAX_SEQ as usize + 4);
-            let prompt: Vec<u32> = (0..len).map(|_| self.rng.random_range(3..VOCAB)).collect();
-            let hot = self.rng.random_bool(0.3);
-            self.reqs.push(Req {
-                id: None,
-                prompt,
-                max_tokens: self.rng.random_range(1..=24u32),
-                temperature: if hot { 0.8 } else { 0.0 },
-                seed: self.rng.random(),
-            });
-            let at = Duration::from_micros(self.rng.random_range(300_000..450_000));
-            last = last.max(at);
-            self.at(at, Ev::Orch(OrchIn::Submit(i)));
-            if self.rng.random_bool(0.5) {
-                let later = at + Duration::from_micros(self.rng.random_range(0..60_000));
-                self.at(later, Ev::Orch(OrchIn::Cancel(i)));
-            }
-        }
-        self.report.requests = n;
-        self.at(last + Duration::from_millis(1), Ev::Orch(OrchIn::CloseInput));
-    }
-
     fn at(&mut self, at: Duration, ev: Ev) {
         let id = self.next_ev;
         self.next_ev += 1;
@@ -573,8 +386,24 @@ impl World {
         self.report.trace.push(line);
     }
 
+    /// The session's outcome: its current run's, or the last one's that tore down.
     fn outcome(&self) -> Option<RunOutcome> {
-        self.fsm.as_ref().and_then(RunFsm::outcome)
+        self.fsm.as_ref().and_then(RunFsm::outcome).or(self.last_outcome)
+    }
+
+    /// The stage node `i` runs in the current run.
+    fn stage_of(&self, i: usize) -> Option<usize> {
+        self.route.iter().position(|&n| n == i)
+    }
+
+    /// The node after node `i` in the current run's pipeline (`None`: the last stage).
+    fn next_of(&self, i: usize) -> Option<usize> {
+        self.stage_of(i).and_then(|s| self.route.get(s + 1).copied())
+    }
+
+    /// The node before node `i` in the current run's pipeline.
+    fn prev_of(&self, i: usize) -> Option<usize> {
+        self.stage_of(i).and_then(|s| s.checked_sub(1)).map(|s| self.route[s])
     }
 
     /// Every timer that is due (an early call changes nothing).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rand::RngExt;
 
-use super::{Ev, HIDDEN, Link, Membership, NodeIn, OrchIn, Post, RUN, SESSION, VOCAB, World};
+use super::{Ev, HIDDEN, Link, Membership, NodeIn, OrchIn, Post, SESSION, VOCAB, World};
 use crate::control::ControlMessage;
 use crate::edge::plane::PlaneCommand;
 use crate::node::boot::{BootEvent, BootFact};
@@ -24,13 +24,27 @@ impl World {
         let n = &mut self.nodes[i];
         match m {
             NodeIn::Provision => {
-                if let Some(p) = self.plan.provision(StageIndex(i as u32)) {
+                let stage = self.route.iter().position(|&n| n == i);
+                let prov = stage.and_then(|s| self.plan.provision(StageIndex(s as u32)));
+                let n = &mut self.nodes[i];
+                if let Some(p) = prov {
+                    // A new run: the simulated worker's view of its ingress starts afresh
+                    // (an earlier run's objects and steps are told apart by their run).
+                    (n.next_in, n.posted) = (0, None);
+                    n.executed.clear();
+                    n.ended.clear();
                     let provision = Box::new(p);
                     n.stage.control(SESSION, ControlMessage::ProvisionStage { provision });
                 }
             }
-            NodeIn::StopRun => n.stage.control(SESSION, ControlMessage::StopRun { run_id: RUN }),
-            NodeIn::WeightsReady => n.stage.weights_resolved(RUN, Ok(("/sim".into(), 1 << 12))),
+            NodeIn::StopRun => {
+                let run_id = self.run;
+                self.nodes[i].stage.control(SESSION, ControlMessage::StopRun { run_id });
+            }
+            NodeIn::WeightsReady => {
+                let run = self.run;
+                self.nodes[i].stage.weights_resolved(run, Ok(("/sim".into(), 1 << 12)));
+            }
             NodeIn::RoleReady => {
                 let ev = WorkerEvent::RoleConfigured { role_id: STAGE_ROLE };
                 n.stage.worker_output(CtlOutput::Routed(ev));
@@ -55,7 +69,11 @@ impl World {
             NodeIn::Late(ev) => {
                 n.stage.worker_output(CtlOutput::Routed(ev));
             }
-            NodeIn::Object(object, sequence, payload) => self.arrive(i, object, sequence, payload),
+            // An earlier run's object (its stream is that run's): nobody takes it.
+            NodeIn::Object(run, ..) if run != self.run => {}
+            NodeIn::Object(_, object, sequence, payload) => {
+                self.arrive(i, object, sequence, payload);
+            }
             NodeIn::Boot(fact, failed) => {
                 match failed {
                     None => n.boot.fact_ready(fact),
@@ -63,7 +81,12 @@ impl World {
                 }
                 self.boot_events(i);
             }
-            NodeIn::StepDone(step, sequence, result, out_object, out_sequence) => {
+            NodeIn::StepDone(run, step, ..) if run != self.run => {
+                // A step of an earlier run ends late: the stage node drops the answer.
+                let done = WorkerEvent::StepCompleted { role_id: STAGE_ROLE, step_id: step };
+                n.stage.worker_output(CtlOutput::Routed(done));
+            }
+            NodeIn::StepDone(_, step, sequence, result, out_object, out_sequence) => {
                 self.done(i, step, sequence, result, out_object, out_sequence);
             }
         }
@@ -155,12 +178,15 @@ impl World {
         out_object: ObjectId,
         out_sequence: Sequence,
     ) {
-        let last = i + 1 == self.nodes.len();
+        let stage = self.stage_of(i).unwrap_or_default();
+        let last = self.next_of(i).is_none();
+        let layers = self.plan.stages.get(stage).map_or(0..0, |s| s.layers.start..s.layers.end);
         let limits = self.limits();
-        let row = if i == 0 { 4 } else { u64::from(HIDDEN) * 4 };
+        let row = if stage == 0 { 4 } else { u64::from(HIDDEN) * 4 };
+        let run = self.run;
         let n = &mut self.nodes[i];
         let result = model::step(
-            i as u32,
+            layers,
             last,
             &mut n.slots,
             limits,
@@ -182,7 +208,7 @@ impl World {
         let at = n.busy_until;
         self.at(
             at,
-            Ev::Node(i, NodeIn::StepDone(step, sequence, result, out_object, out_sequence)),
+            Ev::Node(i, NodeIn::StepDone(run, step, sequence, result, out_object, out_sequence)),
         );
     }
 
@@ -213,15 +239,21 @@ impl World {
                 self.nodes[i].stage.worker_output(CtlOutput::Routed(failed));
             }
             Ok(out) => {
-                let dest = if i + 1 == self.nodes.len() {
-                    Ev::Orch(OrchIn::TokenOut(out_object, out_sequence, out))
-                } else {
-                    Ev::Node(i + 1, NodeIn::Object(out_object, out_sequence, out))
+                let run = self.run;
+                let (link, dest) = match self.next_of(i) {
+                    None => (
+                        Link::Edge(self.nodes.len()),
+                        Ev::Orch(OrchIn::TokenOut(run, out_object, out_sequence, out)),
+                    ),
+                    Some(j) => (
+                        Link::Edge(j),
+                        Ev::Node(j, NodeIn::Object(run, out_object, out_sequence, out)),
+                    ),
                 };
                 let stage = &self.nodes[i].stage;
                 let outbound = stage.provisioning().map(|p| p.outbound.edge_id);
                 if outbound.is_some_and(|e| !stage.plane().is_settled(e)) {
-                    self.send(Link::Edge(i + 1), 50, 1500, dest);
+                    self.send(link, 50, 1500, dest);
                 }
                 let done = WorkerEvent::StepCompleted { role_id: STAGE_ROLE, step_id: step };
                 self.nodes[i].stage.worker_output(CtlOutput::Routed(done));
@@ -235,11 +267,15 @@ impl World {
         match action {
             NodeAction::Send(msg) => {
                 let to = match msg {
-                    ControlMessage::StageReady { .. } => OrchIn::StageReady(i),
-                    ControlMessage::StageFault { reason, component, .. } => {
-                        OrchIn::StageFault(i, reason, component)
+                    ControlMessage::StageReady { run_id, stage_index } => {
+                        OrchIn::StageReady(run_id, stage_index, i)
                     }
-                    ControlMessage::StageStopped { .. } => OrchIn::StageStopped(i),
+                    ControlMessage::StageFault { run_id, stage_index, reason, component } => {
+                        OrchIn::StageFault(run_id, stage_index, i, reason, component)
+                    }
+                    ControlMessage::StageStopped { run_id, stage_index } => {
+                        OrchIn::StageStopped(run_id, stage_index, i)
+                    }
                     _ => return,
                 };
                 self.send(Link::Report(i), 500, 5000, Ev::Orch(to));

@@ -1,14 +1,14 @@
 //! The orchestrator side: its inputs (the pool phase's and the session's), the run FSM's
 //! commands, events and outputs, the pool gate's verdicts, and the session's start.
 
-use super::{Ev, Link, Membership, NodeIn, OrchIn, Planted, RUN, World};
+use super::{Ev, Link, Membership, NodeIn, OrchIn, Planted, World};
 use crate::events::Event;
 use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent};
 use crate::orchestrator::run::{RunCommand, RunFsm};
 use crate::orchestrator::scheduler::{FinishReason, SeqOutput, SeqRequest};
+use crate::wire::NodeId;
 use crate::wire::batch::BatchTable;
 use crate::wire::reason::{Component, MembershipLoss, OperatorStop};
-use crate::wire::{NodeId, SamplingPolicy, StageIndex};
 
 impl World {
     /// Carries the pool gate's verdicts: the session starts at `PoolReady`; a required node
@@ -18,6 +18,11 @@ impl World {
             self.trace(format!("gate {ev:?}"));
             let now = self.instant();
             match ev {
+                GateEvent::PoolReady { nodes }
+                    if self.fsm.is_none() && self.reforming.is_some() =>
+                {
+                    self.reform_over(&nodes);
+                }
                 GateEvent::PoolReady { .. } if self.fsm.is_none() && !self.early.3 => {
                     self.start_session();
                 }
@@ -42,9 +47,11 @@ impl World {
         }
     }
 
-    /// The pool is ready: the session starts, and what its clients sent meanwhile goes in.
-    fn start_session(&mut self) {
+    /// The pool is ready: the session starts (or its next run, once re-formed), and what
+    /// its clients sent meanwhile goes in.
+    pub(super) fn start_session(&mut self) {
         let now = self.instant();
+        self.runs += 1;
         let (limits, timeouts, planted) = self.session;
         let mut fsm = RunFsm::start(now, &self.plan, limits, timeouts);
         match planted {
@@ -54,6 +61,7 @@ impl World {
         }
         self.fsm = Some(fsm);
         self.gate.provisioning_started();
+        self.resume_kept();
         let (submits, cancels, closed, _) = std::mem::take(&mut self.early);
         for k in submits {
             self.orch(OrchIn::Submit(k));
@@ -61,14 +69,14 @@ impl World {
         for k in cancels {
             self.orch(OrchIn::Cancel(k));
         }
-        if closed {
+        if closed || self.input_closed {
             self.orch(OrchIn::CloseInput);
         }
     }
 
     pub(super) fn orch(&mut self, m: OrchIn) {
         let now = self.instant();
-        let run = RUN;
+        let run = self.run;
         // The pool phase needs no session.
         let m = match m {
             OrchIn::Available(i) => {
@@ -92,8 +100,14 @@ impl World {
                 }
                 return self.pump_gate();
             }
+            OrchIn::ResumeTimeout(run) => {
+                if self.fsm.is_none() && self.reforming.is_some() && run == self.run {
+                    self.abandon("resume_timeout");
+                }
+                return;
+            }
             OrchIn::PoolTimeout => {
-                if self.fsm.is_none() {
+                if self.fsm.is_none() && self.runs == 0 {
                     self.trace("the pool did not become ready: no session".into());
                     self.early.3 = true;
                 }
@@ -106,7 +120,14 @@ impl World {
             match m {
                 OrchIn::Submit(k) => self.early.0.push(k),
                 OrchIn::Cancel(k) => self.early.1.push(k),
-                OrchIn::CloseInput => self.early.2 = true,
+                OrchIn::CloseInput => {
+                    self.input_closed = true;
+                    self.early.2 = true;
+                }
+                OrchIn::Stop if self.reforming.is_some() => {
+                    self.faulty = true;
+                    self.abandon("operator_stop");
+                }
                 OrchIn::Stop => {
                     self.faulty = true;
                     self.early.3 = true;
@@ -121,17 +142,17 @@ impl World {
             return;
         };
         match m {
-            OrchIn::StageReady(i) => {
-                let _ = fsm.stage_ready(now, run, StageIndex(i as u32), NodeId(i as u64 + 1));
+            OrchIn::StageReady(r, stage, i) => {
+                let _ = fsm.stage_ready(now, r, stage, NodeId(i as u64 + 1));
             }
-            OrchIn::StageFault(i, reason, component) => {
-                let (node, stage) = (NodeId(i as u64 + 1), StageIndex(i as u32));
+            OrchIn::StageFault(r, stage, i, reason, component) if r == run => {
+                let node = NodeId(i as u64 + 1);
                 fsm.fault(now, reason, component, Some(node), Some(stage), None);
             }
-            OrchIn::StageStopped(i) => {
-                let _ = fsm.stage_stopped(run, StageIndex(i as u32), NodeId(i as u64 + 1));
+            OrchIn::StageStopped(r, stage, i) => {
+                let _ = fsm.stage_stopped(r, stage, NodeId(i as u64 + 1));
             }
-            OrchIn::TokenOut(object, sequence, payload) => {
+            OrchIn::TokenOut(r, object, sequence, payload) if r == run => {
                 self.inflight.pop_front();
                 fsm.token_received(now, object, sequence, &payload);
             }
@@ -139,27 +160,20 @@ impl World {
             OrchIn::EndpointsStopped => fsm.token_endpoints_stopped(),
             OrchIn::NodeLost(i, reason, component) => {
                 fsm.node_lost(now, NodeId(i as u64 + 1), reason, component);
+                self.gate.node_unavailable(now, NodeId(i as u64 + 1));
             }
             OrchIn::Submit(k) => {
-                let r = &self.reqs[k];
                 let req = SeqRequest {
-                    prompt: r.prompt.clone(),
-                    max_tokens: r.max_tokens,
-                    sampling: if r.temperature > 0.0 {
-                        SamplingPolicy::Sample {
-                            temperature: r.temperature,
-                            top_k: None,
-                            top_p: None,
-                            seed: r.seed,
-                        }
-                    } else {
-                        SamplingPolicy::Greedy
-                    },
+                    prompt: self.reqs[k].prompt.clone(),
+                    max_tokens: self.reqs[k].max_tokens,
+                    sampling: self.reqs[k].sampling(),
                     logprobs: None,
                 };
                 let got = fsm.submit(now, req);
                 self.trace(format!("submit request {k}: {got:?}"));
-                self.reqs[k].id = got.ok();
+                if let Ok(seq) = got {
+                    self.admitted(k, seq);
+                }
             }
             OrchIn::Cancel(k) => {
                 if let Some(id) = self.reqs[k].id {
@@ -167,7 +181,10 @@ impl World {
                     fsm.cancel(now, id, FinishReason::Cancelled);
                 }
             }
-            OrchIn::CloseInput => fsm.close_input(now),
+            OrchIn::CloseInput => {
+                self.input_closed = true;
+                fsm.close_input(now);
+            }
             OrchIn::Stop => {
                 self.faulty = true;
                 fsm.operator_stop(now, OperatorStop::Interrupt);
@@ -181,12 +198,10 @@ impl World {
     pub(super) fn pump_orch(&mut self) {
         while let Some(cmd) = self.fsm.as_mut().and_then(RunFsm::poll_command) {
             match cmd {
-                RunCommand::Provision(s) => self.send(
-                    Link::Control(s.0 as usize),
-                    500,
-                    5000,
-                    Ev::Node(s.0 as usize, NodeIn::Provision),
-                ),
+                RunCommand::Provision(s) => {
+                    let i = self.route[s.0 as usize];
+                    self.send(Link::Control(i), 500, 5000, Ev::Node(i, NodeIn::Provision));
+                }
                 RunCommand::StartTokenEndpoints => {
                     self.send(Link::Orch, 100, 2000, Ev::Orch(OrchIn::EndpointsReady));
                 }
@@ -210,19 +225,18 @@ impl World {
                         }
                         Err(e) => self.violation(format!("injected a bad micro-batch: {e}")),
                     }
+                    let (first, run) = (self.route[0], self.run);
                     self.send(
-                        Link::Edge(0),
+                        Link::Edge(first),
                         50,
                         1000,
-                        Ev::Node(0, NodeIn::Object(object_id, sequence, payload)),
+                        Ev::Node(first, NodeIn::Object(run, object_id, sequence, payload)),
                     );
                 }
-                RunCommand::StopRun(s) => self.send(
-                    Link::Control(s.0 as usize),
-                    500,
-                    5000,
-                    Ev::Node(s.0 as usize, NodeIn::StopRun),
-                ),
+                RunCommand::StopRun(s) => {
+                    let i = self.route[s.0 as usize];
+                    self.send(Link::Control(i), 500, 5000, Ev::Node(i, NodeIn::StopRun));
+                }
                 RunCommand::StopTokenEndpoints => {
                     self.send(Link::Orch, 100, 3000, Ev::Orch(OrchIn::EndpointsStopped));
                 }
@@ -232,28 +246,27 @@ impl World {
             if self.torn_down {
                 self.violation(format!("{} after run_torn_down", ev.kind()));
             }
-            match &ev {
-                Event::RunTornDown { .. } => self.torn_down = true,
-                Event::RunFaulted { reason, .. } => self.report.reason = Some(reason.to_string()),
-                _ => {}
-            }
             self.trace(format!("event {}", ev.kind()));
+            let torn = matches!(ev, Event::RunTornDown { .. });
+            if let Event::RunFaulted { reason, .. } = &ev {
+                self.report.reason = Some(reason.to_string());
+                self.faulted(*reason);
+            }
             self.events.push(ev);
+            if torn {
+                self.run_torn_down();
+            }
         }
         while let Some(out) = self.fsm.as_mut().and_then(RunFsm::poll_output) {
             match out {
-                SeqOutput::Token { id, token } => self.tokens.entry(id).or_default().push(token),
+                SeqOutput::Token { id, token } => match self.seqs.get(&id) {
+                    Some(&k) => self.reqs[k].tokens.push(token),
+                    None => self.violation(format!("a token of unknown sequence {id}")),
+                },
                 SeqOutput::Logprobs { .. } => {}
-                SeqOutput::Finished { id, reason, generated, .. } => {
+                SeqOutput::Finished { id, reason, prompt, generated } => {
                     self.trace(format!("sequence {id} finished: {reason:?}"));
-                    if self.finished.insert(id, reason).is_some() {
-                        self.violation(format!("sequence {id} finished twice"));
-                    }
-                    if generated != *self.tokens.get(&id).unwrap_or(&Vec::new()) {
-                        self.violation(format!(
-                            "sequence {id}'s token log differs from its tokens"
-                        ));
-                    }
+                    self.sequence_ended(id, reason, &prompt, &generated);
                 }
             }
         }
