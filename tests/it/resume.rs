@@ -70,6 +70,24 @@ fn a_stage_node_killed_mid_decode_resumes_on_the_survivors_with_the_undisturbed_
 }
 
 #[test]
+fn a_seeded_sampled_run_resumed_after_a_kill_draws_exactly_the_undisturbed_tokens() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("resume-sampled", 3, |_| vec![]);
+    let mut args = LONG.to_vec();
+    args.extend(["--sampling", "sample", "--temperature", "0.9", "--top-k", "40", "--seed", "7"]);
+    let (code, clean, err) = nodes.orchestrate(&model, &args).finish();
+    assert_eq!(code, 0, "{err}");
+    let mut run = nodes.orchestrate(&model, &args);
+    run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 5);
+    signal(nodes.pid(2), rustix::process::Signal::KILL);
+    let (code, lines, err) = run.finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tokens(&lines), tokens(&clean), "a draw depends on the seed and position only");
+    assert_eq!(events(&lines, "sequence_resumed").len(), 1);
+}
+
+#[test]
 fn a_stage_node_paused_past_detection_is_resumed_around_and_cleans_up_once_it_runs_again() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let model = synth_model(4);

@@ -39,9 +39,15 @@ pub(super) async fn replan(
 ) -> Result<RunPlan, &'static str> {
     let Some(reformation) = run.reformation() else { return Err("none") };
     sink.progress(&format!("{}: re-forming the session over the nodes left", reformation.cause));
-    phase.gate().reform(Instant::now());
     let stages_before = run.plan().stages.len() as u32;
     let next_run = RunId(run.plan().run_id.0 + 1);
+    // The gate began re-forming at the fault: it may have offered the nodes left already.
+    if let Some(nodes) = run.take_offered() {
+        match plan_over(ctx, &nodes, stages_before, next_run) {
+            Ok(plan) => return Ok(plan),
+            Err(e) => refused(phase, sink, &nodes, &e),
+        }
+    }
     loop {
         let notices = tokio::select! {
             _ = &mut *stop => return Err("operator_stop"),
@@ -74,18 +80,24 @@ pub(super) async fn replan(
                 PoolNotice::Gate(GateEvent::PoolReady { nodes }) => {
                     match plan_over(ctx, &nodes, stages_before, next_run) {
                         Ok(plan) => return Ok(plan),
-                        Err(e) => {
-                            sink.progress(&format!(
-                                "nodes {nodes:?} cannot hold the model ({e}); waiting for more"
-                            ));
-                            phase.gate().offer_refused();
-                        }
+                        Err(e) => refused(phase, sink, &nodes, &e),
                     }
                 }
                 _ => {}
             }
         }
     }
+}
+
+/// The nodes offered cannot hold the model: the gate offers again once the set changes.
+fn refused(
+    phase: &mut PoolPhase,
+    sink: &mut dyn RunSink,
+    nodes: &[NodeId],
+    e: &super::OrchestrateError,
+) {
+    sink.progress(&format!("nodes {nodes:?} cannot hold the model ({e}); waiting for more"));
+    phase.gate().offer_refused();
 }
 
 /// The plan of the re-formed run over `nodes`: as many stages as before where enough

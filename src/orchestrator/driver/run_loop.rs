@@ -93,6 +93,8 @@ pub(super) struct RunLoop<'t> {
     waiting: Vec<usize>,
     /// No more requests will come.
     input_closed: bool,
+    /// The nodes the gate offered for the re-formation while the faulted run tore down.
+    offered: Option<Vec<NodeId>>,
 }
 
 /// One run's token endpoints: their plane, executor and pumps' wake-ups.
@@ -207,6 +209,7 @@ impl<'t> RunLoop<'t> {
             reformed: false,
             waiting: Vec::new(),
             input_closed,
+            offered: None,
         };
         for (index, r) in config.requests.iter().enumerate() {
             run.book.arrived(index, r.clone());
@@ -221,6 +224,11 @@ impl<'t> RunLoop<'t> {
     /// The re-formation under way, if the last run lost a node and the session re-forms.
     pub(super) fn reformation(&self) -> Option<Reformation> {
         self.reforming
+    }
+
+    /// What the gate offered while the faulted run tore down (taken once).
+    pub(super) fn take_offered(&mut self) -> Option<Vec<NodeId>> {
+        self.offered.take()
     }
 
     /// The plan of the session's current (last) run.
@@ -343,7 +351,10 @@ impl<'t> RunLoop<'t> {
                         stage_index: *stage_index,
                         edge_id: *edge_id,
                     });
-                    self.faulted(*reason, sink);
+                    if self.faulted(*reason, sink) {
+                        // The gate's window runs while the faulted run tears down.
+                        phase.gate().reform(Instant::now());
+                    }
                 }
                 if let Event::RunTornDown { .. } = ev {
                     self.torn_down = true;
@@ -542,6 +553,11 @@ impl<'t> RunLoop<'t> {
                 }
             }
             PoolNotice::Rejected(r, count) => emit(sink, self.t0, rejected_event(r, count)),
+            // Re-forming: what the gate offers while the faulted run still tears down.
+            PoolNotice::Gate(GateEvent::PoolReady { nodes }) if self.reforming.is_some() => {
+                self.offered = Some(nodes);
+            }
+            PoolNotice::Gate(GateEvent::ReadinessLost { .. }) => self.offered = None,
             PoolNotice::NodeFaulted { node_id, reason } if !self.torn_down => {
                 let component = Component::WorkerCtl;
                 emit(sink, self.t0, Event::NodeFaulted { node_id, reason, component });

@@ -121,17 +121,18 @@ impl RunLoop<'_> {
     }
 
     /// The session faulted with `cause`: a node loss the policy survives starts a
-    /// re-formation (its sequences are kept as they end).
-    pub(super) fn faulted(&mut self, cause: FaultReason, sink: &mut dyn RunSink) {
+    /// re-formation (its sequences are kept as they end). Returns whether it did.
+    pub(super) fn faulted(&mut self, cause: FaultReason, sink: &mut dyn RunSink) -> bool {
         // Nothing to resume and nothing more to come: the session simply ends.
         let idle = self.input_closed && self.load == (0, 0) && self.waiting.is_empty();
         if self.reforming.is_some() || idle || !self.resume.survives(cause) {
-            return;
+            return false;
         }
         self.reforming = Some(Reformation::start(Instant::now(), cause, &self.resume));
         let sequences = (self.load.0 + self.load.1) as u32;
         let run_id = self.plan.run_id;
         emit(sink, self.t0, Event::SessionReforming { run_id, cause, sequences });
+        true
     }
 
     /// Kept request `index` resumes on the re-formed run, or ends (`cause`: the fault
