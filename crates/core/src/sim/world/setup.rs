@@ -94,50 +94,7 @@ impl World {
             groups: rng.random_range(0..=3u16),
         };
         let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
-        let nodes = (0..stages)
-            .map(|i| Node {
-                boot: NodeBoot::new(
-                    base,
-                    BootConfig {
-                        node_id: NodeId(u64::from(i) + 1),
-                        worker: WorkerPolicy::Eager,
-                        timeout: Duration::from_secs(10),
-                    },
-                ),
-                wctl: WorkerCtl::new(CtlConfig {
-                    arena_ceiling: ARENA,
-                    backend: Backend::Cpu,
-                    init_timeout: Duration::from_secs(2),
-                    stop_timeout: Duration::from_secs(2),
-                    max_restarts: 3,
-                }),
-                mute: false,
-                stage: {
-                    let mut manager = ArenaManager::new(ARENA);
-                    manager.arena_ready();
-                    let plane = EdgePlane::new(manager, Component::EdgeEstablisher);
-                    let mut stage =
-                        StageNode::new(NodeId(u64::from(i) + 1), plane, WorkerGeneration(1));
-                    stage.session_opened(ORCH, SESSION);
-                    if cfg.planted == Some(Planted::NoLateAnswerFilter) {
-                        stage.plant(PlantedNodeBug::NoLateAnswerFilter);
-                    }
-                    stage
-                },
-                rings: HashMap::new(),
-                ended: BTreeSet::new(),
-                dead: false,
-                paused_until: Duration::ZERO,
-                slots: Vec::new(),
-                posted: None,
-                loaded: HashMap::new(),
-                next_handle: 1,
-                next_in: 0,
-                executed: Vec::new(),
-                busy_until: Duration::ZERO,
-                slow: 1,
-            })
-            .collect();
+        let nodes = (0..stages).map(|i| sim_node(base, i, cfg.planted)).collect();
         let mut w = World {
             rng,
             base,
@@ -258,5 +215,50 @@ impl World {
         }
         self.report.requests = n;
         self.at(last + Duration::from_millis(1), Ev::Orch(OrchIn::CloseInput));
+    }
+}
+
+/// Simulated node `i` (node id `i + 1`), booting from `base`.
+fn sim_node(base: Instant, i: u32, planted: Option<Planted>) -> Node {
+    Node {
+        boot: NodeBoot::new(
+            base,
+            BootConfig {
+                node_id: NodeId(u64::from(i) + 1),
+                worker: WorkerPolicy::Eager,
+                timeout: Duration::from_secs(10),
+            },
+        ),
+        wctl: WorkerCtl::new(CtlConfig {
+            arena_ceiling: ARENA,
+            backend: Backend::Cpu,
+            init_timeout: Duration::from_secs(2),
+            stop_timeout: Duration::from_secs(2),
+            max_restarts: 3,
+        }),
+        mute: false,
+        stage: {
+            let mut manager = ArenaManager::new(ARENA);
+            manager.arena_ready();
+            let plane = EdgePlane::new(manager, Component::EdgeEstablisher);
+            let mut stage = StageNode::new(NodeId(u64::from(i) + 1), plane, WorkerGeneration(1));
+            stage.session_opened(ORCH, SESSION);
+            if planted == Some(Planted::NoLateAnswerFilter) {
+                stage.plant(PlantedNodeBug::NoLateAnswerFilter);
+            }
+            stage
+        },
+        rings: HashMap::new(),
+        ended: BTreeSet::new(),
+        dead: false,
+        paused_until: Duration::ZERO,
+        slots: Vec::new(),
+        posted: None,
+        loaded: HashMap::new(),
+        next_handle: 1,
+        next_in: 0,
+        executed: Vec::new(),
+        busy_until: Duration::ZERO,
+        slow: 1,
     }
 }
