@@ -94,7 +94,12 @@ pub struct Reformation {
 impl Reformation {
     /// A re-formation after `cause`, seen at `now`, under `policy`.
     pub fn start(now: Instant, cause: FaultReason, policy: &ResumePolicy) -> Reformation {
-        Reformation { cause, since: now, deadline: now + policy.timeout }
+        // A timeout too long for the clock waits as long as the clock can say.
+        let deadline = now
+            .checked_add(policy.timeout)
+            .or_else(|| now.checked_add(Duration::from_secs(1 << 32)))
+            .unwrap_or(now);
+        Reformation { cause, since: now, deadline }
     }
 
     /// Whether waiting for capacity is over at `now`.
@@ -172,5 +177,8 @@ mod tests {
         let r = Reformation::start(now, MembershipLoss::NodeDown.into(), &policy);
         assert!(!r.expired(now + Duration::from_millis(4999)));
         assert!(r.expired(now + Duration::from_secs(5)));
+        let forever = ResumePolicy { timeout: Duration::MAX, ..ResumePolicy::default() };
+        let r = Reformation::start(now, MembershipLoss::NodeDown.into(), &forever);
+        assert!(!r.expired(now + Duration::from_secs(1 << 20)), "no overflow, no early end");
     }
 }
