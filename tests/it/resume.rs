@@ -241,3 +241,26 @@ fn a_run_local_batch_loses_no_request_when_a_stage_node_is_sigkilled_mid_decode(
     assert_eq!(streamed(&out), want, "each request's tokens once, equal to generate");
     assert_eq!(events(&out, "sequence_resumed").len(), 8, "every request resumed");
 }
+
+#[test]
+fn an_operator_stop_while_the_session_re_forms_stops_it_cleanly_with_exit_9() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let nodes = Nodes::boot("resume-stop", 2, |_| vec![]);
+    let mut args = LONG.to_vec();
+    args.extend(["--resume-timeout", "600"]);
+    let mut run = nodes.orchestrate(&model, &args);
+    run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 5);
+    signal(nodes.pid(1), rustix::process::Signal::KILL);
+    signal(nodes.pid(2), rustix::process::Signal::KILL);
+    run.wait_for("the session re-forming", |v| v["type"] == "session_reforming");
+    // No node is left: it waits for capacity until the operator stops it.
+    signal(run.child.id(), rustix::process::Signal::INT);
+    let t = Instant::now();
+    let (code, lines, err) = run.finish();
+    assert_eq!(code, 9, "{err}");
+    assert!(t.elapsed() < Duration::from_secs(20), "the stop was prompt");
+    let failed = events(&lines, "session_reform_failed");
+    assert_eq!(failed.len(), 1, "{lines:?}");
+    assert_eq!(failed[0]["why"], "operator_stop");
+}

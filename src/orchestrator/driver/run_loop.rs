@@ -95,6 +95,8 @@ pub(super) struct RunLoop<'t> {
     input_closed: bool,
     /// The nodes the gate offered for the re-formation while the faulted run tore down.
     offered: Option<Vec<NodeId>>,
+    /// The operator stopped the session while it re-formed.
+    stopped: bool,
 }
 
 /// One run's token endpoints: their plane, executor and pumps' wake-ups.
@@ -210,6 +212,7 @@ impl<'t> RunLoop<'t> {
             waiting: Vec::new(),
             input_closed,
             offered: None,
+            stopped: false,
         };
         for (index, r) in config.requests.iter().enumerate() {
             run.book.arrived(index, r.clone());
@@ -275,7 +278,9 @@ impl<'t> RunLoop<'t> {
         let Some(r) = self.reforming.take() else { return };
         let (run_id, cause) = (self.plan.run_id, r.cause);
         emit(sink, self.t0, Event::SessionReformFailed { run_id, cause, why: why.into() });
-        let fault = cause.to_string();
+        // Stopped by the operator while re-forming: what was kept ends as stopped.
+        self.stopped = why == "operator_stop";
+        let fault = self.end_reason();
         for index in self.book.kept() {
             let ended = self.book.end_kept(index, FinishReason::Fault, &fault);
             let rest = ended.map(|(_, _, rest)| rest);
@@ -647,8 +652,11 @@ impl<'t> RunLoop<'t> {
     }
 
     /// How the run ended.
-    pub(super) fn report(self, pool_ready_after: Duration) -> RunReport {
-        let outcome = self.fsm.outcome().unwrap_or(RunOutcome::Faulted);
+    pub(super) fn report(mut self, pool_ready_after: Duration) -> RunReport {
+        let mut outcome = self.fsm.outcome().unwrap_or(RunOutcome::Faulted);
+        if self.stopped {
+            (outcome, self.fault) = (RunOutcome::OperatorStopped, None);
+        }
         let fault = match (outcome, self.fault) {
             (RunOutcome::Faulted, None) => Some(RunFault {
                 reason: Timeout::Teardown.into(),

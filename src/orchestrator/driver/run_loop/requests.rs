@@ -200,6 +200,9 @@ impl RunLoop<'_> {
     /// Why a request that did not finish ended: the session's fault, the operator's stop,
     /// or the session's end.
     pub(super) fn end_reason(&self) -> String {
+        if self.stopped {
+            return "operator.stopped".into();
+        }
         match (self.fault, self.fsm.outcome()) {
             (Some(f), _) => f.reason.to_string(),
             (None, Some(RunOutcome::OperatorStopped)) => "operator.stopped".into(),
