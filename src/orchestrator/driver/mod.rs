@@ -431,27 +431,10 @@ async fn wait_for_pool(
             notices = phase.next() => notices,
         };
         for notice in notices {
+            let Some(notice) = node_notice(notice, reports, sink, t0) else { continue };
             match notice {
-                PoolNotice::NodeAvailable {
-                    node_id,
-                    endpoint_id,
-                    addrs,
-                    memory_bytes,
-                    arena_bytes,
-                    device,
-                    ..
-                } => {
-                    reports.insert(node_id, NodeReport { memory_bytes, arena_bytes, device });
-                    emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
-                    sink.progress(&format!("node {node_id} available"));
-                }
                 PoolNotice::NodeRefused { node_id, reason } => {
                     sink.progress(&format!("node {node_id} refused the control session: {reason}"));
-                }
-                PoolNotice::Rejected(r, count) => emit(sink, t0, rejected_event(r, count)),
-                PoolNotice::NodeFaulted { node_id, reason } => {
-                    let component = Component::WorkerCtl;
-                    emit(sink, t0, Event::NodeFaulted { node_id, reason, component });
                 }
                 PoolNotice::Gate(GateEvent::PoolReady { nodes }) => return Ok(nodes),
                 PoolNotice::Gate(GateEvent::ReadinessLost { node }) => {
@@ -464,6 +447,39 @@ async fn wait_for_pool(
             return Err(OrchestrateError::PoolRefused(phase.missing()));
         }
     }
+}
+
+/// Carries what a node says of itself while no run holds the pool (waiting for it, or
+/// re-forming): its report is kept, its availability, fault or a refused datagram written;
+/// any other notice is handed back.
+fn node_notice(
+    notice: PoolNotice,
+    reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
+    sink: &mut dyn RunSink,
+    t0: Instant,
+) -> Option<PoolNotice> {
+    match notice {
+        PoolNotice::NodeAvailable {
+            node_id,
+            endpoint_id,
+            addrs,
+            memory_bytes,
+            arena_bytes,
+            device,
+            ..
+        } => {
+            reports.insert(node_id, NodeReport { memory_bytes, arena_bytes, device });
+            emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
+            sink.progress(&format!("node {node_id} available"));
+        }
+        PoolNotice::Rejected(r, count) => emit(sink, t0, rejected_event(r, count)),
+        PoolNotice::NodeFaulted { node_id, reason } => {
+            let component = Component::WorkerCtl;
+            emit(sink, t0, Event::NodeFaulted { node_id, reason, component });
+        }
+        other => return Some(other),
+    }
+    None
 }
 
 /// Writes one of the orchestrator's own events, stamped now.

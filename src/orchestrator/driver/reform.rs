@@ -9,13 +9,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use super::run_loop::RunLoop;
-use super::{Ask, NodeReport, OrchestrateConfig, RunSink, emit, plan_run, rejected_event};
-use crate::events::Event;
+use super::{Ask, NodeReport, OrchestrateConfig, RunSink, node_notice, plan_run};
 use crate::membership::pool_gate::GateEvent;
 use crate::model::ModelFacts;
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
 use crate::planner::Pool;
-use crate::wire::reason::{Component, OperatorStop};
+use crate::wire::reason::OperatorStop;
 use crate::wire::{NodeId, RunId, RunPlan};
 
 /// What re-planning needs from the driver.
@@ -58,32 +57,12 @@ pub(super) async fn replan(
             () = run.next_input(sink) => continue,
         };
         for notice in notices {
-            match notice {
-                PoolNotice::NodeAvailable {
-                    node_id,
-                    endpoint_id,
-                    addrs,
-                    memory_bytes,
-                    arena_bytes,
-                    device,
-                    ..
-                } => {
-                    let report = NodeReport { memory_bytes, arena_bytes, device };
-                    ctx.reports.insert(node_id, report);
-                    emit(sink, ctx.t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
+            let offer = node_notice(notice, ctx.reports, sink, ctx.t0);
+            if let Some(PoolNotice::Gate(GateEvent::PoolReady { nodes })) = offer {
+                match plan_over(ctx, &nodes, stages_before, next_run) {
+                    Ok(plan) => return Ok(plan),
+                    Err(e) => refused(phase, sink, &nodes, &e),
                 }
-                PoolNotice::Rejected(r, count) => emit(sink, ctx.t0, rejected_event(r, count)),
-                PoolNotice::NodeFaulted { node_id, reason } => {
-                    let component = Component::WorkerCtl;
-                    emit(sink, ctx.t0, Event::NodeFaulted { node_id, reason, component });
-                }
-                PoolNotice::Gate(GateEvent::PoolReady { nodes }) => {
-                    match plan_over(ctx, &nodes, stages_before, next_run) {
-                        Ok(plan) => return Ok(plan),
-                        Err(e) => refused(phase, sink, &nodes, &e),
-                    }
-                }
-                _ => {}
             }
         }
     }
