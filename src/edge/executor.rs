@@ -244,6 +244,13 @@ impl PlaneExecutor {
         }
     }
 
+    /// The pumps stopped from now on skip the wait for their peers (the run faulted).
+    pub fn abort_pumps(&self) {
+        for p in self.pumps.values() {
+            p.abort.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// Stops the pump of the edge `ring_id` serves (its local user is gone).
     pub fn stop_ring_pump(&self, ring_id: RingId) {
         if let Some((edge, _)) = self.rings.get(&ring_id)

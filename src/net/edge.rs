@@ -17,6 +17,7 @@
 //!   never touch a ring.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -105,7 +106,10 @@ pub async fn send_pump<M: RingMemory>(
     writable_hint: impl FnMut(),
 ) -> PumpEnd {
     match open_edge_stream(&conn, run_id, edge_id).await {
-        Ok(stream) => send_pump_on(stream, drain, readable, stop, writable_hint).await,
+        Ok(stream) => {
+            let abort = Arc::default();
+            send_pump_on(stream, drain, readable, (stop, abort), writable_hint).await
+        }
         Err(fault) => PumpEnd::Faulted(fault, drain.stop(), PumpStats::default()),
     }
 }
@@ -123,11 +127,13 @@ pub async fn open_edge_stream(
 }
 
 /// The send pump on a stream already opened by [`open_edge_stream`]; see [`send_pump`].
+/// `(stop, abort)`: the stop request, and whether a stop skips waiting for the peer's
+/// acknowledgement (set before the stop when the run faulted).
 pub async fn send_pump_on<M: RingMemory>(
     mut stream: SendStream,
     mut drain: RingDrain<M>,
     readable: Arc<Notify>,
-    stop: Arc<Notify>,
+    (stop, abort): (Arc<Notify>, Arc<AtomicBool>),
     mut writable_hint: impl FnMut(),
 ) -> PumpEnd {
     let mut stats = PumpStats::default();
@@ -166,9 +172,12 @@ pub async fn send_pump_on<M: RingMemory>(
         }
         if stopping {
             // Everything committed was handed to QUIC, which keeps delivering it; wait a
-            // bounded time for the peer's acknowledgement (a dead peer never sends one).
+            // bounded time for the peer's acknowledgement (a dead peer never sends one),
+            // unless the run faulted and nobody needs the last bytes.
             let _ = stream.finish();
-            let _ = tokio::time::timeout(STOP_LINGER, stream.stopped()).await;
+            if !abort.load(Ordering::Relaxed) {
+                let _ = tokio::time::timeout(STOP_LINGER, stream.stopped()).await;
+            }
             return PumpEnd::Stopped(drain.stop(), stats);
         }
         stats.stalls += 1;
@@ -518,13 +527,16 @@ impl EdgeRouter {
 }
 
 /// A running pump's controls: `hint` forwards the worker's wake hints (`RingReadable` for a
-/// send pump, `RingWritable` for a receive pump), `stop` ends it.
+/// send pump, `RingWritable` for a receive pump), `stop` ends it, `abort` (set before the
+/// stop) ends a send pump without waiting for its peer.
 #[derive(Debug, Default)]
 pub struct PumpHandle {
     /// Wake hints from the ring's other side.
     pub hint: Arc<Notify>,
     /// Stop request.
     pub stop: Arc<Notify>,
+    /// Skip the wait for the peer's acknowledgement at the stop.
+    pub abort: Arc<AtomicBool>,
 }
 
 /// Spawns a send pump for `edge_id`: waits for `connect`, opens the edge stream, calls
@@ -541,6 +553,7 @@ pub fn spawn_send<M: RingMemory + Send + 'static>(
 ) -> PumpHandle {
     let handle = PumpHandle::default();
     let (hint, stop) = (Arc::clone(&handle.hint), Arc::clone(&handle.stop));
+    let abort = Arc::clone(&handle.abort);
     tokio::spawn(async move {
         let opened = tokio::select! {
             r = async { open_edge_stream(&connect.await?, run_id, edge_id).await } => Some(r),
@@ -549,7 +562,7 @@ pub fn spawn_send<M: RingMemory + Send + 'static>(
         on_end(match opened {
             Some(Ok(stream)) => {
                 on_ready();
-                send_pump_on(stream, drain, hint, stop, writable_hint).await
+                send_pump_on(stream, drain, hint, (stop, abort), writable_hint).await
             }
             Some(Err(fault)) => PumpEnd::Faulted(fault, drain.stop(), PumpStats::default()),
             None => PumpEnd::Stopped(drain.stop(), PumpStats::default()),

@@ -216,6 +216,7 @@ impl StageHost {
                 self.executor.forget_routes(edges);
                 self.executor.forget_connections();
             }
+            NodeAction::AbortPumps => self.executor.abort_pumps(),
             NodeAction::CloseSession => self.session = None,
             NodeAction::UseSession(n) => {
                 if self.opening.as_ref().is_some_and(|o| o.1 == n) {

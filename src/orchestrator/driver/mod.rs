@@ -284,7 +284,7 @@ async fn run_on(
                     if plan.stages.iter().any(|n| n.node_id == s.node_id) {
                         phase.send(
                             s.node_id,
-                            crate::control::ControlMessage::StopRun { run_id: old },
+                            crate::control::ControlMessage::StopRun { run_id: old, faulted: true },
                         );
                     }
                 }

@@ -467,10 +467,15 @@ impl<'t> RunLoop<'t> {
             }
             RunCommand::StopRun(stage) => {
                 if let Some(node) = self.node_of.get(&stage) {
-                    phase.send(*node, ControlMessage::StopRun { run_id: self.plan.run_id });
+                    let (run_id, faulted) = (self.plan.run_id, self.fault.is_some());
+                    phase.send(*node, ControlMessage::StopRun { run_id, faulted });
                 }
             }
             RunCommand::StopTokenEndpoints => {
+                if self.fault.is_some() {
+                    // A faulted run: the token-in pump need not wait for a stage to ack.
+                    self.executor.abort_pumps();
+                }
                 for edge in [self.token_in_edge(), self.token_out_edge()] {
                     self.plane.stop_edge(edge);
                 }

@@ -98,6 +98,10 @@ pub enum ControlMessage {
     StopRun {
         /// The run.
         run_id: RunId,
+        /// The run faulted: its streams' last bytes matter to nobody, so a send pump does
+        /// not wait for the peer's acknowledgement (a lost peer never sends one).
+        #[serde(default)]
+        faulted: bool,
     },
     /// Node -> orchestrator: the stage is torn down.
     StageStopped {

@@ -25,7 +25,8 @@ fn messages() -> Vec<ControlMessage> {
             reason: FaultReason::Stream(crate::wire::reason::StreamFault::WriteFailed),
             component: Component::Driver,
         },
-        ControlMessage::StopRun { run_id: RunId(1) },
+        ControlMessage::StopRun { run_id: RunId(1), faulted: false },
+        ControlMessage::StopRun { run_id: RunId(1), faulted: true },
         ControlMessage::StageStopped { run_id: RunId(1), stage_index: StageIndex(1) },
         ControlMessage::NodeFaulted {
             node_id: NodeId(2),

@@ -163,6 +163,9 @@ pub enum NodeAction {
     /// The stage stopped: forget the receive routes of these edges and the cached edge
     /// connections (a peer restarted with the same key is dialed afresh).
     ForgetEdges(Vec<EdgeId>),
+    /// The run's send pumps stop without waiting for their peers' acknowledgement (the run
+    /// faulted: a lost peer would never send one).
+    AbortPumps,
     /// Let go of the control session once what was sent is delivered.
     CloseSession,
     /// From now on send on control session `n` (the one just opened), letting go of the
@@ -363,10 +366,15 @@ impl StageNode {
                     self.provision(orchestrator, *provision)
                 }
             }
-            ControlMessage::StopRun { run_id } => {
+            ControlMessage::StopRun { run_id, faulted } => {
+                let this_run = self.ids().is_some_and(|(r, _)| r == run_id);
                 // A step in flight (a long prefill) must not hold the teardown.
-                if !self.steps.is_empty() && self.ids().is_some_and(|(r, _)| r == run_id) {
+                if !self.steps.is_empty() && this_run {
                     self.actions.push_back(NodeAction::WorkerNotify(Command::AbortStep));
+                }
+                // A faulted run's send pumps end without waiting for their peers.
+                if faulted && this_run && !self.is_idle() {
+                    self.actions.push_back(NodeAction::AbortPumps);
                 }
                 if let Some(ctl) = self.controller.as_mut() {
                     ctl.stop_run(orchestrator, run_id);

@@ -39,7 +39,8 @@ impl World {
             }
             NodeIn::StopRun => {
                 let run_id = self.run;
-                self.nodes[i].stage.control(SESSION, ControlMessage::StopRun { run_id });
+                let faulted = false;
+                self.nodes[i].stage.control(SESSION, ControlMessage::StopRun { run_id, faulted });
             }
             NodeIn::WeightsReady => {
                 let run = self.run;
@@ -299,6 +300,7 @@ impl World {
             NodeAction::Emit { .. }
             | NodeAction::WakeRing(_)
             | NodeAction::ForgetEdges(_)
+            | NodeAction::AbortPumps
             | NodeAction::CloseSession
             | NodeAction::UseSession(_) => {}
         }
