@@ -5,13 +5,12 @@
 //! session ends with the typed fault once `--resume-timeout` passes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::run::{Nodes, SERIAL, events, exe, signal, tokens};
+use crate::run::{Nodes, Running, SERIAL, events, exe, signal, tokens};
 use crate::session::{PROMPTS, reference, requests_file, results, streamed};
 use crate::support::{Partition, synth_model};
 
@@ -167,46 +166,6 @@ fn with_no_node_left_the_session_ends_with_the_typed_fault_once_the_resume_timeo
     assert!(events(&lines, "session_reformed").is_empty());
 }
 
-/// `run local --requests FILE --stream --json` over three stages, as a child whose lines
-/// arrive on a channel.
-fn spawn_local_batch(model: &std::path::Path, file: &std::path::Path) -> LocalBatch {
-    let mut child = Command::new(exe())
-        .args(["run", "local", "--json", "--stream", "--stages", "3", "--max-sequences", "8"])
-        .args(["--max-seq-len", "512"])
-        .arg("--model")
-        .arg(model)
-        .arg("--requests")
-        .arg(file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run local");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
-    let stderr = child.stderr.take().expect("stderr");
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
-        s
-    });
-    LocalBatch { child, rx, err }
-}
-
-struct LocalBatch {
-    child: std::process::Child,
-    rx: std::sync::mpsc::Receiver<Value>,
-    err: std::thread::JoinHandle<String>,
-}
-
 #[test]
 fn a_run_local_batch_loses_no_request_when_a_stage_node_is_sigkilled_mid_decode() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,23 +177,24 @@ fn a_run_local_batch_loses_no_request_when_a_stage_node_is_sigkilled_mid_decode(
     let file = requests_file("resume-local-batch", &lines);
     let want: BTreeMap<String, Vec<u64>> =
         (0..8).map(|i| (format!("k{i}"), reference(&model, PROMPTS[i], max_tokens).0)).collect();
-    let mut batch = spawn_local_batch(&model, &file);
-    let mut out = Vec::new();
-    let mut decoding = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while decoding.len() < 8 {
-        let v = batch.rx.recv_timeout(deadline - Instant::now()).expect("every request decoding");
+    let mut cmd = Command::new(exe());
+    cmd.args(["run", "local", "--json", "--stream", "--stages", "3", "--max-sequences", "8"])
+        .args(["--max-seq-len", "512", "--requests"])
+        .arg(&file)
+        .arg("--model")
+        .arg(&model);
+    let mut batch = Running::spawn(cmd);
+    let decoding = std::cell::RefCell::new(BTreeSet::new());
+    batch.wait_for("every request decoding", |v| {
         if v["type"] == "token" && v.get("token").is_some() {
-            decoding.insert(v["id"].to_string());
+            decoding.borrow_mut().insert(v["id"].to_string());
         }
-        out.push(v);
-    }
+        decoding.borrow().len() == 8
+    });
     let victim = crate::serve::local_node_pid(batch.child.id(), 2).expect("node 2");
     signal(victim as u32, rustix::process::Signal::KILL);
-    let status = batch.child.wait().expect("exit");
-    out.extend(batch.rx.iter());
-    let err = batch.err.join().unwrap_or_default();
-    assert_eq!(status.code(), Some(0), "{err}");
+    let (code, out, err) = batch.finish();
+    assert_eq!(code, 0, "{err}");
     let done = results(&out);
     assert_eq!(done.len(), 8, "{done:?}");
     assert!(done.values().all(|r| r["type"] == "result"), "nothing lost: {done:?}");

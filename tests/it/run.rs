@@ -165,8 +165,8 @@ impl Nodes {
 
     /// `orchestrate pool` on this pool, as a child with its stdout lines on a channel.
     pub(crate) fn orchestrate(&self, model: &Path, extra: &[&str]) -> Running {
-        let mut child = Command::new(exe())
-            .args(["orchestrate", "pool", "--json", "--listen", "127.0.0.1:0"])
+        let mut cmd = Command::new(exe());
+        cmd.args(["orchestrate", "pool", "--json", "--listen", "127.0.0.1:0"])
             .args(["--swim", "127.0.0.1:0", "--window-ms", "300", "--pool-timeout", "30"])
             .arg("--pool")
             .arg(&self.pool)
@@ -174,29 +174,8 @@ impl Nodes {
             .arg(&self.key)
             .arg("--model")
             .arg(model)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn orchestrate");
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    return;
-                }
-            }
-        });
-        let stderr = child.stderr.take().expect("stderr");
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
-            s
-        });
-        Running { child, rx, lines: Vec::new(), stderr: Some(err) }
+            .args(extra);
+        Running::spawn(cmd)
     }
 
     /// What the node's admin socket shows.
@@ -232,6 +211,30 @@ pub(crate) struct Running {
 }
 
 impl Running {
+    /// Spawns `cmd` with its stdout's JSON lines on a channel and its stderr collected.
+    pub(crate) fn spawn(mut cmd: Command) -> Running {
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn swactor");
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let stderr = child.stderr.take().expect("stderr");
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+            s
+        });
+        Running { child, rx, lines: Vec::new(), stderr: Some(err) }
+    }
+
     /// Waits for a line matching `pred` (keeping every line seen).
     pub(crate) fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);

@@ -282,9 +282,7 @@ impl<'t> RunLoop<'t> {
         self.stopped = why == "operator_stop";
         let fault = self.end_reason();
         for index in self.book.kept() {
-            let ended = self.book.end_kept(index, FinishReason::Fault, &fault);
-            let rest = ended.map(|(_, _, rest)| rest);
-            self.ended(index, rest, sink);
+            self.end_kept(index, FinishReason::Fault, &fault, sink);
         }
         for index in std::mem::take(&mut self.waiting) {
             self.book.refused(index, &fault);

@@ -84,10 +84,12 @@ impl RunLoop<'_> {
         let Some(index) = self.served.as_ref().and_then(|r| r.cancelled(ticket)) else { return };
         if let Some(seq) = self.book.seq_of(index) {
             self.fsm.cancel(Instant::now(), seq, FinishReason::Cancelled);
-        } else if let Some((_, _, rest)) = self.book.end_kept(index, FinishReason::Cancelled, "") {
-            // Kept to resume while the session re-forms: it is not resumed.
-            self.ended(index, Some(rest), sink);
-        } else if let Some(at) = self.waiting.iter().position(|i| *i == index) {
+            return;
+        }
+        // Kept to resume, or waiting, while the session re-forms: it is not run.
+        if !self.end_kept(index, FinishReason::Cancelled, "", sink)
+            && let Some(at) = self.waiting.iter().position(|i| *i == index)
+        {
             self.waiting.remove(at);
             self.book.refused(index, "cancelled");
             self.give_result(index, sink);
@@ -167,13 +169,25 @@ impl RunLoop<'_> {
             Err(KeptEnd::CapReached) => (FinishReason::Fault, fault),
             Err(KeptEnd::TooLong) => (FinishReason::Fault, REPLAY_TOO_LONG.to_string()),
         };
-        let rest = self.book.end_kept(index, reason, &error).map(|(_, _, rest)| rest);
+        self.end_kept(index, reason, &error, sink);
+    }
+
+    /// Kept request `index` ends without resuming (`reason`, `error` for a fault): its
+    /// text and result go out. Returns whether it was kept.
+    pub(super) fn end_kept(
+        &mut self,
+        index: usize,
+        reason: FinishReason,
+        error: &str,
+        sink: &mut dyn RunSink,
+    ) -> bool {
+        let Some((_, _, rest)) = self.book.end_kept(index, reason, error) else { return false };
         self.ended(index, rest, sink);
+        true
     }
 
     /// Request `index` ended: the text it had not released yet (`rest`), then its result.
-    pub(super) fn ended(&mut self, index: usize, rest: Option<String>, sink: &mut dyn RunSink) {
-        let Some(rest) = rest else { return };
+    fn ended(&mut self, index: usize, rest: String, sink: &mut dyn RunSink) {
         if !rest.is_empty() {
             sink.text(index, &rest);
             if let Some(routes) = self.served.as_mut() {
@@ -267,7 +281,7 @@ impl RunLoop<'_> {
                 let fault = self.end_reason();
                 let finished = self.book.finished(id, reason, &prompt, generated, &fault);
                 if let Some((index, _, rest)) = finished {
-                    self.ended(index, Some(rest), sink);
+                    self.ended(index, rest, sink);
                 }
             }
         }
