@@ -136,7 +136,8 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let t0 = Instant::now();
     let mut first_token_at = None;
     let json = args.output.json;
-    let stop = run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, tokenizer.eos, |id| {
+    let stops: Vec<u32> = [facts.eos_token_id, facts.eot_token_id].into_iter().flatten().collect();
+    let stop = run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, &stops, |id| {
         if first_token_at.is_none() {
             first_token_at = Some(Instant::now());
         }

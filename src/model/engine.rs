@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use candle_core::quantized::GgmlDType;
 use candle_core::quantized::gguf_file::Content;
-use swactor_engine::llama::{Config, Layer, Stage, Weights};
+use swactor_core::model::arch::{GateActivation, RopeStyle};
+use swactor_engine::llama::{Arch, Config, Extras, Layer, Stage, Weights};
+use swactor_engine::matmul::Gate;
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
 use super::facts::ModelFacts;
@@ -81,33 +83,25 @@ pub fn weight_format(t: GgmlDType) -> Option<WeightFormat> {
 /// stage's byte ranges needs (`crate::stage::ranges`). The loader refuses to have bound
 /// any other.
 pub fn stage_tensors(
+    facts: &ModelFacts,
     layers: crate::wire::LayerRange,
     embedding: bool,
     head: bool,
-    tied_embeddings: bool,
 ) -> Vec<String> {
     let mut names = Vec::new();
     if embedding {
         names.push("token_embd.weight".to_string());
     }
+    if !layers.is_empty() {
+        names.extend(facts.arch.shared_block_tensors().iter().map(|s| s.to_string()));
+    }
+    let block = facts.arch.family.block_tensors();
     for i in layers.blocks() {
-        for t in [
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ] {
-            names.push(format!("blk.{i}.{t}.weight"));
-        }
+        names.extend(block.iter().map(|t| format!("blk.{i}.{t}")));
     }
     if head {
         names.push("output_norm.weight".to_string());
-        let head = if tied_embeddings { "token_embd.weight" } else { "output.weight" };
+        let head = if facts.tied_embeddings { "token_embd.weight" } else { "output.weight" };
         names.push(head.to_string());
     }
     names
@@ -199,37 +193,106 @@ pub fn load(
         bytes: 0,
         bound: Vec::new(),
     };
-    let d = facts.hidden_size as usize;
     let embedding = if spec.embedding { Some(b.matrix("token_embd.weight")?) } else { None };
+    let rope_factors = match facts.arch.rope_freq_factors && !spec.layers.is_empty() {
+        true => Some(b.vector("rope_freqs.weight", facts.head_dim as usize / 2)?),
+        false => None,
+    };
     let mut layers = Vec::with_capacity(spec.layers.len() as usize);
     for i in spec.layers.blocks() {
-        let n = |s: &str| format!("blk.{i}.{s}.weight");
-        layers.push(Layer {
-            attn_norm: b.vector(&n("attn_norm"), d)?,
-            wq: b.matrix(&n("attn_q"))?,
-            wk: b.matrix(&n("attn_k"))?,
-            wv: b.matrix(&n("attn_v"))?,
-            wo: b.matrix(&n("attn_output"))?,
-            ffn_norm: b.vector(&n("ffn_norm"), d)?,
-            gate: b.matrix(&n("ffn_gate"))?,
-            up: b.matrix(&n("ffn_up"))?,
-            down: b.matrix(&n("ffn_down"))?,
-        });
+        layers.push(bind_block(&mut b, facts, i)?);
     }
     let (norm, head) = if spec.head {
-        let norm = b.vector("output_norm.weight", d)?;
+        let norm = b.vector("output_norm.weight", facts.hidden_size as usize)?;
         let head = if facts.tied_embeddings { "token_embd.weight" } else { "output.weight" };
         (Some(norm), Some(b.matrix(head)?))
     } else {
         (None, None)
     };
+    let cfg = engine_config(facts, spec, &layers);
+    let (mut layers, mut head) = (layers, head);
+    let mut mats: Vec<&mut Matrix> = layers
+        .iter_mut()
+        .flat_map(|l| {
+            [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.gate, &mut l.up, &mut l.down]
+        })
+        .chain(head.as_mut())
+        .collect();
+    swactor_engine::matmul::repack_all(&pool, &mut mats);
+    let bytes = b.bytes;
+    if b.bound != stage_tensors(facts, spec.layers, spec.embedding, spec.head) {
+        // A node that downloaded only its stage's ranges would have read zeros.
+        return Err(weights(
+            WeightsFailure::BindFailed,
+            "the stage bound tensors outside its weight ranges",
+        ));
+    }
+    let w = Weights { embedding, layers, norm, head, rope_factors };
+    let stage = Stage::new(cfg, w, pool, 1).map_err(|e| weights(WeightsFailure::BindFailed, e))?;
+    Ok((stage, bytes))
+}
+
+/// Binds block `i`'s tensors, in the order [`Family::block_tensors`] lists them.
+fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, StageError> {
+    let f = facts.arch.family;
+    let (d, hd) = (facts.hidden_size as usize, facts.head_dim as usize);
+    let (qd, kd) = (facts.head_count as usize * hd, facts.head_count_kv as usize * hd);
+    let n = |s: &str| format!("blk.{i}.{s}");
+    let attn_norm = b.vector(&n("attn_norm.weight"), d)?;
+    let (wq, wk, wv) =
+        (b.matrix(&n("attn_q.weight"))?, b.matrix(&n("attn_k.weight"))?, b.matrix(&n("attn_v.weight"))?);
+    let mut extra = Extras::default();
+    if f.qkv_bias() {
+        extra.q_bias = Some(b.vector(&n("attn_q.bias"), qd)?);
+        extra.k_bias = Some(b.vector(&n("attn_k.bias"), kd)?);
+        extra.v_bias = Some(b.vector(&n("attn_v.bias"), kd)?);
+    }
+    if f.qk_norm() {
+        extra.q_norm = Some(b.vector(&n("attn_q_norm.weight"), hd)?);
+        extra.k_norm = Some(b.vector(&n("attn_k_norm.weight"), hd)?);
+    }
+    let wo = b.matrix(&n("attn_output.weight"))?;
+    if f.post_norms() {
+        extra.post_attn_norm = Some(b.vector(&n("post_attention_norm.weight"), d)?);
+    }
+    let ffn_norm = b.vector(&n("ffn_norm.weight"), d)?;
+    let (gate, up, down) =
+        (b.matrix(&n("ffn_gate.weight"))?, b.matrix(&n("ffn_up.weight"))?, b.matrix(&n("ffn_down.weight"))?);
+    if f.post_norms() {
+        extra.post_ffn_norm = Some(b.vector(&n("post_ffw_norm.weight"), d)?);
+    }
+    Ok(Layer {
+        attn_norm,
+        wq,
+        wk,
+        wv,
+        wo,
+        ffn_norm,
+        gate,
+        up,
+        down,
+        sliding: facts.arch.is_sliding(i),
+        extra,
+    })
+}
+
+/// The engine's shape and family settings for a stage of `spec` over `layers`.
+fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Config {
+    let family = facts.arch.family;
     let ffn = match (facts.feed_forward_length, layers.first()) {
         (Some(f), _) => f as usize,
         (None, Some(l)) => l.gate.rows(),
         (None, None) => 0,
     };
-    let cfg = Config {
-        hidden: d,
+    let window = facts.arch.sliding_window.unwrap_or(0) as usize;
+    // The positions a sliding block's ring holds: the core's figure, which the planner
+    // also counts (block 0 stands for any sliding block).
+    let window_cap = match facts.arch.sliding_window {
+        Some(_) => facts.arch.kv_positions(sliding_block(facts), spec.max_seq_len) as usize,
+        None => 0,
+    };
+    Config {
+        hidden: facts.hidden_size as usize,
         heads: facts.head_count as usize,
         kv_heads: facts.head_count_kv as usize,
         head_dim: facts.head_dim as usize,
@@ -242,27 +305,31 @@ pub fn load(
             crate::wire::KvCacheDType::F32 => swactor_engine::llama::KvFormat::F32,
             crate::wire::KvCacheDType::F16 => swactor_engine::llama::KvFormat::F16,
         },
-    };
-    let (mut layers, mut head) = (layers, head);
-    let mut mats: Vec<&mut Matrix> = layers
-        .iter_mut()
-        .flat_map(|l| {
-            [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.gate, &mut l.up, &mut l.down]
-        })
-        .chain(head.as_mut())
-        .collect();
-    swactor_engine::matmul::repack_all(&pool, &mut mats);
-    let bytes = b.bytes;
-    if b.bound != stage_tensors(spec.layers, spec.embedding, spec.head, facts.tied_embeddings) {
-        // A node that downloaded only its stage's ranges would have read zeros.
-        return Err(weights(
-            WeightsFailure::BindFailed,
-            "the stage bound tensors outside its weight ranges",
-        ));
+        arch: Arch {
+            rope: match family.rope_style() {
+                RopeStyle::Interleaved => swactor_engine::llama::RopeStyle::Interleaved,
+                RopeStyle::Halves => swactor_engine::llama::RopeStyle::Halves,
+            },
+            gate: match family.gate_activation() {
+                GateActivation::Silu => Gate::Silu,
+                GateActivation::GeluTanh => Gate::GeluTanh,
+            },
+            embed_scale: if family.scales_embedding() {
+                (facts.hidden_size as f32).sqrt()
+            } else {
+                1.0
+            },
+            rope_scale: facts.arch.rope_scale,
+            window,
+            window_cap,
+            local_rope_base: facts.arch.local_rope_base,
+        },
     }
-    let stage = Stage::new(cfg, Weights { embedding, layers, norm, head }, pool, 1)
-        .map_err(|e| weights(WeightsFailure::BindFailed, e))?;
-    Ok((stage, bytes))
+}
+
+/// The first sliding block of the model (0 when none slides).
+fn sliding_block(facts: &ModelFacts) -> u32 {
+    (0..facts.block_count).find(|&b| facts.arch.is_sliding(b)).unwrap_or(0)
 }
 
 #[cfg(test)]

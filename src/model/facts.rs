@@ -6,6 +6,7 @@ use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use std::collections::BTreeMap;
 
 pub use swactor_core::model::facts::*;
+use swactor_core::model::{ArchFacts, Family};
 
 /// Typed access to GGUF metadata.
 struct Meta<'a> {
@@ -90,7 +91,9 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
     let arch = |suffix: &str| format!("{}.{suffix}", shape.architecture);
     let rope = read_rope(&meta, &arch, shape.head_dim)?;
     let rms_norm_eps = read_rms_norm_eps(&meta, &arch)?;
+    let arch_facts = read_arch(&meta, &arch, shape.family, content)?;
     let (bos_token_id, eos_token_id) = read_token_ids(&meta, shape.vocab_size)?;
+    let eot_token_id = read_eot(&meta, shape.vocab_size, eos_token_id)?;
     check_embedding_rows(content, shape.vocab_size)?;
     let tally = tally_tensors(content, file_len, &shape)?;
     let bytes = bytes_by_role(tally, file_len)?;
@@ -106,6 +109,7 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         vocab_size: shape.vocab_size,
         bos_token_id,
         eos_token_id,
+        eot_token_id,
         tokenizer_model: meta.string_opt("tokenizer.ggml.model")?,
         tokenizer_pre: meta.string_opt("tokenizer.ggml.pre")?,
         rope,
@@ -114,6 +118,7 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         bytes: bytes.bytes,
         tensor_types: bytes.tensor_types,
         architecture: shape.architecture,
+        arch: arch_facts,
     })
 }
 
@@ -125,6 +130,7 @@ fn inconsistent<T>(detail: String) -> Result<T, ModelError> {
 /// The model's shape: architecture, blocks, hidden size, heads, context and vocabulary.
 struct Shape {
     architecture: String,
+    family: Family,
     block_count: u32,
     hidden_size: u32,
     head_count: u32,
@@ -143,9 +149,9 @@ fn read_shape(meta: &Meta<'_>, tensor_count: usize) -> Result<Shape, ModelError>
         .ok_or_else(|| ModelError::MissingKey { key: "general.architecture".into() })?;
     // Refused by name before its keys are read: another architecture's tensors would
     // otherwise fail a llama shape check with a misleading message.
-    if !SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) {
+    let Some(family) = Family::parse(&architecture) else {
         return Err(ModelError::UnsupportedArchitecture { architecture });
-    }
+    };
     let arch = |suffix: &str| format!("{architecture}.{suffix}");
     let block_count = meta.u32_req(&arch("block_count"))?;
     let hidden_size = meta.u32_req(&arch("embedding_length"))?;
@@ -153,12 +159,22 @@ fn read_shape(meta: &Meta<'_>, tensor_count: usize) -> Result<Shape, ModelError>
     let head_count_kv = meta.u32_opt(&arch("attention.head_count_kv"))?.unwrap_or(head_count);
     let context_length = meta.u32_req(&arch("context_length"))?;
     let feed_forward_length = meta.u32_opt(&arch("feed_forward_length"))?;
+    let key_length = meta.u32_opt(&arch("attention.key_length"))?;
+    let value_length = meta.u32_opt(&arch("attention.value_length"))?;
+    if let (Some(k), Some(v)) = (key_length, value_length)
+        && k != v
+    {
+        return inconsistent(format!(
+            "key length {k} and value length {v} differ (this build needs them equal)"
+        ));
+    }
     let mut shape = Shape {
+        family,
         block_count,
         hidden_size,
         head_count,
         head_count_kv,
-        head_dim: 0,
+        head_dim: key_length.or(value_length).unwrap_or(0),
         context_length,
         feed_forward_length,
         vocab_size: 0,
@@ -225,7 +241,9 @@ fn check_shape(shape: &Shape, tensor_count: usize) -> Result<u32, ModelError> {
             "hidden size {hidden_size} is beyond the limit of {MAX_HIDDEN_SIZE}"
         ));
     }
-    if hidden_size % head_count != 0 {
+    // The head size is the key length where the file gives one (Gemma 3, Qwen 3,
+    // Mistral Nemo), else the hidden size shared by the heads.
+    if shape.head_dim == 0 && hidden_size % head_count != 0 {
         return inconsistent(format!(
             "hidden size {hidden_size} is not a multiple of the head count {head_count}"
         ));
@@ -235,7 +253,10 @@ fn check_shape(shape: &Shape, tensor_count: usize) -> Result<u32, ModelError> {
             "head count {head_count} is not a multiple of the KV head count {head_count_kv}"
         ));
     }
-    let head_dim = hidden_size / head_count;
+    let head_dim = if shape.head_dim == 0 { hidden_size / head_count } else { shape.head_dim };
+    if head_dim > MAX_HIDDEN_SIZE {
+        return inconsistent(format!("head size {head_dim} is beyond {MAX_HIDDEN_SIZE}"));
+    }
     if !head_dim.is_multiple_of(2) {
         return inconsistent(format!(
             "head dimension {head_dim} is odd (rotary pairs need it even)"
@@ -327,6 +348,8 @@ fn tally_tensors<'a>(
     order.sort_by(|a, b| a.1.offset.cmp(&b.1.offset).then_with(|| a.0.cmp(b.0)));
     let shapes = ExpectedShapes {
         hidden: shape.hidden_size as usize,
+        q: (shape.head_count * shape.head_dim) as usize,
+        head_dim: shape.head_dim as usize,
         kv: (shape.head_count_kv * shape.head_dim) as usize,
         vocab: shape.vocab_size as usize,
         ffn: shape.feed_forward_length.map(|f| f as usize),
@@ -371,6 +394,75 @@ fn tally_tensors<'a>(
     Ok(tally)
 }
 
+/// The family's settings: the sliding window and its pattern (Gemma 3), rope scaling and
+/// Llama 3's frequency factors.
+fn read_arch(
+    meta: &Meta<'_>,
+    arch: &dyn Fn(&str) -> String,
+    family: Family,
+    content: &Content,
+) -> Result<ArchFacts, ModelError> {
+    let mut a = ArchFacts::of(family);
+    if family == Family::Gemma3 {
+        // llama.cpp's constants for Gemma 3: five sliding layers to one global, the
+        // sliding ones on rope base 10 000.
+        a.sliding_window = meta.u32_opt(&arch("attention.sliding_window"))?;
+        a.sliding_pattern = 6;
+        a.local_rope_base = 10_000.0;
+        if a.sliding_window == Some(0) {
+            return inconsistent("the sliding window is 0".into());
+        }
+    }
+    match meta.string_opt(&arch("rope.scaling.type"))?.as_deref() {
+        None | Some("none") => {}
+        Some("linear") => {
+            let factor = meta.f32_opt(&arch("rope.scaling.factor"))?.unwrap_or(1.0);
+            if !(factor.is_finite() && factor >= 1.0) {
+                return inconsistent(format!("rope scaling factor {factor} must be >= 1"));
+            }
+            a.rope_scale = factor;
+        }
+        Some(other) => {
+            return inconsistent(format!(
+                "rope scaling `{other}` is not supported (none or linear)"
+            ));
+        }
+    }
+    a.rope_freq_factors = content.tensor_infos.contains_key("rope_freqs.weight");
+    Ok(a)
+}
+
+/// The end-of-turn token: `tokenizer.ggml.eot_token_id`, else a control token whose text
+/// is a known end-of-turn marker (llama.cpp looks them up the same way); never eos itself.
+fn read_eot(
+    meta: &Meta<'_>,
+    vocab_size: u32,
+    eos: Option<u32>,
+) -> Result<Option<u32>, ModelError> {
+    if let Some(id) = meta.u32_opt("tokenizer.ggml.eot_token_id")? {
+        if id >= vocab_size {
+            return inconsistent(format!(
+                "the eot token id {id} lies outside the vocabulary of {vocab_size} tokens"
+            ));
+        }
+        return Ok(Some(id).filter(|&id| Some(id) != eos));
+    }
+    const MARKERS: [&str; 5] = ["<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"];
+    let Some(Value::Array(tokens)) = meta.get("tokenizer.ggml.tokens") else { return Ok(None) };
+    let Some(Value::Array(types)) = meta.get("tokenizer.ggml.token_type") else { return Ok(None) };
+    for marker in MARKERS {
+        let found = tokens.iter().zip(types).position(|(t, ty)| {
+            matches!(t, Value::String(s) if s == marker) && matches!(ty, Value::I32(3))
+        });
+        if let Some(id) = found.and_then(|i| u32::try_from(i).ok())
+            && Some(id) != eos
+        {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
 /// The bytes of each block, the embedding and the head, and whether the head reuses the
 /// embedding.
 struct RoleBytes {
@@ -409,6 +501,8 @@ fn bytes_by_role(tally: Tally<'_>, file_len: u64) -> Result<RoleBytes, ModelErro
 /// model's constants.
 struct ExpectedShapes {
     hidden: usize,
+    q: usize,
+    head_dim: usize,
     kv: usize,
     vocab: usize,
     ffn: Option<usize>,
@@ -424,8 +518,14 @@ impl ExpectedShapes {
         Some(match suffix {
             "token_embd.weight" | "output.weight" => vec![self.vocab, h],
             "output_norm.weight" | "attn_norm.weight" | "ffn_norm.weight" => vec![h],
-            "attn_q.weight" | "attn_output.weight" => vec![h, h],
+            "post_attention_norm.weight" | "post_ffw_norm.weight" => vec![h],
+            "attn_q.weight" => vec![self.q, h],
+            "attn_output.weight" => vec![h, self.q],
             "attn_k.weight" | "attn_v.weight" => vec![self.kv, h],
+            "attn_q.bias" => vec![self.q],
+            "attn_k.bias" | "attn_v.bias" => vec![self.kv],
+            "attn_q_norm.weight" | "attn_k_norm.weight" => vec![self.head_dim],
+            "rope_freqs.weight" => vec![self.head_dim / 2],
             "ffn_gate.weight" | "ffn_up.weight" => vec![self.ffn?, h],
             "ffn_down.weight" => vec![h, self.ffn?],
             _ => return None,

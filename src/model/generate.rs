@@ -117,17 +117,18 @@ pub enum StopReason {
     Stopped,
 }
 
-/// Generates up to `max_tokens` after `prompt`, calling `on_token` for each new token.
+/// Generates up to `max_tokens` after `prompt`, calling `on_token` for each new token;
+/// a token of `stops` (eos, end of turn) ends it.
 /// Returns the reason it stopped. Timing is the caller's business.
 pub fn generate(
     pipeline: &mut LocalPipeline,
     prompt: &[u32],
     max_tokens: u32,
     sampler: &mut Sampler,
-    eos: Option<u32>,
+    stops: &[u32],
     mut on_token: impl FnMut(u32),
 ) -> Result<StopReason, StageError> {
-    generate_until(pipeline, prompt, max_tokens, sampler, eos, |t| {
+    generate_until(pipeline, prompt, max_tokens, sampler, stops, |t| {
         on_token(t);
         true
     })
@@ -140,7 +141,7 @@ pub fn generate_until(
     prompt: &[u32],
     max_tokens: u32,
     sampler: &mut Sampler,
-    eos: Option<u32>,
+    stops: &[u32],
     mut on_token: impl FnMut(u32) -> bool,
 ) -> Result<StopReason, StageError> {
     let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
@@ -148,7 +149,7 @@ pub fn generate_until(
     let mut produced = 0u32;
     loop {
         let token = sampler.sample(&logits, prompt.len() as u32 + produced);
-        if Some(token) == eos {
+        if stops.contains(&token) {
             return Ok(StopReason::Eos);
         }
         if !on_token(token) {

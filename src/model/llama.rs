@@ -202,6 +202,16 @@ impl LlamaStage {
                 (Backend::Engine(Box::new(stage)), bytes)
             }
             ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
+                if facts.arch != swactor_core::model::ArchFacts::of(swactor_core::model::Family::Llama) {
+                    return Err(weights(
+                        WeightsFailure::UnsupportedTensorType,
+                        format!(
+                            "the candle / CUDA path runs Llama-2 style `llama` files only; this \
+                             `{}` file runs on the CPU engine (--device cpu)",
+                            facts.architecture
+                        ),
+                    ));
+                }
                 if spec.kv_cache != crate::wire::KvCacheDType::F32 {
                     return Err(StageError::BadInput(
                         "an f16 KV cache needs the CPU engine (--device cpu)".into(),

@@ -101,7 +101,15 @@ pub fn tokenizer_from_gguf(content: &Content) -> Result<Tokenizer, ModelError> {
     )
 }
 
-/// The model's chat template (`tokenizer.chat_template`), if the header has one.
+/// The model's chat template (`tokenizer.chat_template`), if the header has one; a
+/// Gemma 3 file without one gets Gemma's turn markers (the template every Gemma 3
+/// checkpoint ships with), as llama.cpp does.
 pub fn chat_template(content: &Content) -> Option<String> {
-    content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok()).cloned()
+    let own =
+        content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok()).cloned();
+    let arch = content.metadata.get("general.architecture").and_then(|v| v.to_string().ok());
+    own.or_else(|| {
+        (arch.map(String::as_str) == Some("gemma3"))
+            .then(|| swactor_core::model::tokenizer::GEMMA_TEMPLATE.to_string())
+    })
 }

@@ -21,7 +21,7 @@ fn fail(reason: WeightsFailure, detail: impl Into<String>) -> WeightsError {
 pub struct ModelLayout {
     content: candle_core::quantized::gguf_file::Content,
     len: u64,
-    tied_embeddings: bool,
+    facts: crate::model::ModelFacts,
 }
 
 impl ModelLayout {
@@ -30,7 +30,7 @@ impl ModelLayout {
         let parse = |e: crate::model::ModelError| fail(WeightsFailure::ParseFailed, e.to_string());
         let (content, len) = read_content(path).map_err(parse)?;
         let facts = crate::model::facts::facts_from_content(&content, len).map_err(parse)?;
-        Ok(ModelLayout { content, len, tied_embeddings: facts.tied_embeddings })
+        Ok(ModelLayout { content, len, facts })
     }
 
     /// The file's length.
@@ -56,7 +56,7 @@ impl ModelLayout {
             alignment(&c.metadata).map_err(|e| fail(WeightsFailure::ParseFailed, e.to_string()))?;
         let mut extents = vec![(0, c.tensor_data_offset)];
         let names =
-            crate::model::engine::stage_tensors(layers, embedding, head, self.tied_embeddings);
+            crate::model::engine::stage_tensors(&self.facts, layers, embedding, head);
         for name in names {
             let info = c.tensor_infos.get(&name).ok_or_else(|| {
                 fail(WeightsFailure::MissingTensor, format!("tensor `{name}` is missing"))

@@ -48,7 +48,7 @@ fn run(path: &Path, ranges: &[LayerRange], prompt: &[u32], tokens: u32) -> Vec<u
     .expect("load");
     let mut out = Vec::new();
     let stop =
-        generate(&mut p, prompt, tokens, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
+        generate(&mut p, prompt, tokens, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| {
             out.push(t)
         })
         .expect("generate");
@@ -187,7 +187,7 @@ fn smollm2_continues_the_lily_prompt_through_a_three_stage_split_with_either_kv_
         )
         .expect("load");
         let mut ids = Vec::new();
-        generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos, |t| {
+        generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos.as_slice(), |t| {
             ids.push(t)
         })
         .expect("generate");
@@ -244,7 +244,7 @@ fn the_engine_generates_candles_greedy_tokens_on_the_f32_model() {
         )
         .expect("load");
         let mut out = Vec::new();
-        generate(&mut p, &prompt, 64, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
+        generate(&mut p, &prompt, 64, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| {
             out.push(t)
         })
         .expect("generate");

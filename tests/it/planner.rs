@@ -18,6 +18,7 @@ type PlanMutation = (Box<dyn Fn(&mut RunPlan)>, PlanRejection);
 fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
     ModelFacts {
         architecture: "llama".into(),
+        arch: Default::default(),
         name: Some("test".into()),
         block_count: per_block.len() as u32,
         hidden_size: 256,
@@ -29,6 +30,7 @@ fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
         vocab_size: 512,
         bos_token_id: Some(1),
         eos_token_id: Some(2),
+        eot_token_id: None,
         tokenizer_model: Some("gpt2".into()),
         tokenizer_pre: Some("default".into()),
         rope: RopeFacts { freq_base: 10000.0, dimension_count: 32 },

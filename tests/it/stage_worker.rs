@@ -299,7 +299,7 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         .map(|p| {
             let mut out = Vec::new();
             whole.reset();
-            generate(&mut whole, p, steps, &mut Sampler::new(SamplingPolicy::Greedy), None, |t| {
+            generate(&mut whole, p, steps, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| {
                 out.push(t)
             })
             .expect("generate");

@@ -34,6 +34,7 @@ fn main() {
         rope_base: 10000.0,
         max_seq_len: 512,
         kv: KvFormat::F32,
+        arch: Default::default(),
     };
     let mut seed = 0x1234_5678_9abc_def0u64;
     let repack = std::cell::Cell::new(0f64);
@@ -78,10 +79,12 @@ fn main() {
             gate: matrix(f, d),
             up: matrix(f, d),
             down: matrix(d, f),
+            sliding: false,
+            extra: Default::default(),
         })
         .collect();
     let head = Some(matrix(cfg.vocab, d));
-    let w = Weights { embedding: None, layers, norm: Some(vec![1.0; d]), head };
+    let w = Weights { embedding: None, layers, norm: Some(vec![1.0; d]), head, rope_factors: None };
     let pool = Arc::new(ThreadPool::new(threads));
     let mut stage = Stage::new(cfg, w, pool, batch).expect("stage");
     let no = AtomicBool::new(false);

@@ -283,9 +283,37 @@ pub fn matmul_t(pool: &ThreadPool, mats: &[&Matrix], acts: &Acts, out_t: &mut [f
     });
 }
 
-/// SwiGLU fused into the gate and up products: `out_t[o][b] = silu(gate_o . x_b) *
-/// (up_o . x_b)`.
-pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_t: &mut [f32]) {
+/// The activation of a gated feed-forward's gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Gate {
+    /// SiLU: SwiGLU.
+    #[default]
+    Silu,
+    /// GELU with the tanh approximation: GeGLU.
+    GeluTanh,
+}
+
+impl Gate {
+    /// The activation of `x`.
+    #[inline]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Gate::Silu => silu(x),
+            Gate::GeluTanh => gelu_tanh(x),
+        }
+    }
+}
+
+/// A gated feed-forward fused into the gate and up products: `out_t[o][b] =
+/// act(gate_o . x_b) * (up_o . x_b)`.
+pub fn glu_t(
+    pool: &ThreadPool,
+    act: Gate,
+    gate: &Matrix,
+    up: &Matrix,
+    acts: &Acts,
+    out_t: &mut [f32],
+) {
     let n = acts.rows;
     assert_eq!(gate.rows, up.rows);
     assert_eq!(out_t.len(), gate.rows * n);
@@ -293,7 +321,7 @@ pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_
     const BLOCK: usize = 16;
     pool.for_each_chunk(out_t, per * n, &|i, chunk| {
         // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then
-        // the SwiGLU into the output.
+        // the gated product into the output.
         let mut g = [0f32; BLOCK * 4];
         let mut u = [0f32; BLOCK * 4];
         let rows = chunk.len() / n;
@@ -306,7 +334,7 @@ pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_
                 up.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut u, 4);
                 for r in 0..nr {
                     for c in 0..nc {
-                        chunk[(r0 + r) * n + c0 + c] = silu(g[r * 4 + c]) * u[r * 4 + c];
+                        chunk[(r0 + r) * n + c0 + c] = act.apply(g[r * 4 + c]) * u[r * 4 + c];
                     }
                 }
             }
@@ -314,8 +342,21 @@ pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_
     });
 }
 
+/// SwiGLU fused into the gate and up products: [`glu_t`] with [`Gate::Silu`].
+pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_t: &mut [f32]) {
+    glu_t(pool, Gate::Silu, gate, up, acts, out_t)
+}
+
 /// `x / (1 + e^-x)`.
 #[inline]
 pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
+}
+
+/// GELU, tanh approximation (ggml's and PyTorch's `approximate="tanh"`):
+/// `0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2)))`.
+#[inline]
+pub fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
 }

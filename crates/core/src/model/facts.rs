@@ -35,6 +35,9 @@ pub struct ModelBytes {
 pub struct ModelFacts {
     /// `general.architecture` (for example `llama`).
     pub architecture: String,
+    /// The family's settings as the file gives them.
+    #[serde(default)]
+    pub arch: super::arch::ArchFacts,
     /// `general.name`, if present.
     pub name: Option<String>,
     /// Transformer blocks.
@@ -57,6 +60,10 @@ pub struct ModelFacts {
     pub bos_token_id: Option<u32>,
     /// End-of-sequence token id.
     pub eos_token_id: Option<u32>,
+    /// End-of-turn token id, where the vocabulary has one besides eos (`<end_of_turn>`,
+    /// `<|eot_id|>`, `<|im_end|>`): generation stops at either.
+    #[serde(default)]
+    pub eot_token_id: Option<u32>,
     /// `tokenizer.ggml.model` (`gpt2`, `llama`, ...).
     pub tokenizer_model: Option<String>,
     /// `tokenizer.ggml.pre` (pre-tokenizer name).
@@ -74,12 +81,23 @@ pub struct ModelFacts {
 }
 
 impl ModelFacts {
-    /// Bytes of one block's KV cache at `seq_len` tokens, its values kept as `kv`.
-    pub fn kv_bytes_per_block(&self, seq_len: u32, kv: crate::wire::KvCacheDType) -> u64 {
-        2 * u64::from(seq_len)
+    /// Bytes of block `block`'s KV cache for one sequence of at most `seq_len` tokens, its
+    /// values kept as `kv` (a sliding-window block holds only its window).
+    pub fn kv_bytes_of_block(&self, block: u32, seq_len: u32, kv: crate::wire::KvCacheDType) -> u64 {
+        2 * u64::from(self.arch.kv_positions(block, seq_len))
             * u64::from(self.head_count_kv)
             * u64::from(self.head_dim)
             * kv.bytes()
+    }
+
+    /// Bytes of the KV caches of `blocks` for one sequence of at most `seq_len` tokens.
+    pub fn kv_bytes_of_blocks(
+        &self,
+        blocks: std::ops::Range<u32>,
+        seq_len: u32,
+        kv: crate::wire::KvCacheDType,
+    ) -> u64 {
+        blocks.map(|b| self.kv_bytes_of_block(b, seq_len, kv)).sum()
     }
 }
 
@@ -175,7 +193,7 @@ impl ModelError {
 }
 
 /// The values of `general.architecture` this build runs.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
 
 /// Largest hidden size a model may declare (the largest models today use 16384); it also
 /// keeps every KV-cache size computed from the facts inside 64 bits.

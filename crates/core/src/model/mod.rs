@@ -1,8 +1,10 @@
 //! Model facts, the tokenizer and sampling: what the planner, the request book and the
 //! last stage need of a model, without reading a file.
 
+pub mod arch;
 pub mod facts;
 pub mod sampling;
 pub mod tokenizer;
 
+pub use arch::{ArchFacts, Family};
 pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts};

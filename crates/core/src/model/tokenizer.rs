@@ -27,7 +27,7 @@ mod merge;
 #[cfg(test)]
 mod tests;
 
-pub use chat::{ChatError, ChatPiece, chat_pieces, chat_text};
+pub use chat::{ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text};
 use merge::{MergeTable, merge_bpe, merge_spm};
 
 /// llama.cpp token types.

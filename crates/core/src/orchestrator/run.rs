@@ -211,6 +211,7 @@ impl RunFsm {
             batch_tokens: limits.batch_tokens.min(plan.runtime.max_seq_len),
             max_seq_len: plan.runtime.max_seq_len,
             eos: plan.model.eos_token_id,
+            eot: plan.model.eot_token_id,
             vocab: plan.model.vocab_size,
             max_top_logprobs: plan.runtime.max_top_logprobs,
         });

@@ -44,6 +44,8 @@ pub struct SchedulerConfig {
     pub max_seq_len: u32,
     /// The end-of-sequence token.
     pub eos: Option<u32>,
+    /// The end-of-turn token, where the model has one: it ends a sequence as eos does.
+    pub eot: Option<u32>,
     /// Vocabulary size (a returned token at or above it is refused).
     pub vocab: u32,
     /// The most log-probability alternatives an entry may ask for (`None`: no entry asks;
@@ -555,7 +557,7 @@ impl Scheduler {
                 continue;
             }
             let token = tokens[i];
-            if Some(token) == self.cfg.eos {
+            if Some(token) == self.cfg.eos || Some(token) == self.cfg.eot {
                 self.finish(id, FinishReason::Eos);
                 continue;
             }

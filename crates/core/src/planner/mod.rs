@@ -132,6 +132,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
             hidden_size: model.hidden_size,
             vocab_size: model.vocab_size,
             eos_token_id: model.eos_token_id,
+            eot_token_id: model.eot_token_id,
             // The orchestrator, which has the file, adds each stage's ranges and digests.
             stage_ranges: Vec::new(),
         },

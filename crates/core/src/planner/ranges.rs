@@ -129,9 +129,9 @@ fn balance(
 ) -> Vec<LayerRange> {
     let n = nodes.len();
     let l = model.block_count as usize;
-    let kv = model.kv_bytes_per_block(max_seq_len, kv_cache) * u64::from(slots);
     let mut prefix = vec![0u64; l + 1];
     for i in 0..l {
+        let kv = model.kv_bytes_of_block(i as u32, max_seq_len, kv_cache) * u64::from(slots);
         prefix[i + 1] = prefix[i] + model.bytes.per_block[i] + kv;
     }
     let cost = |s: usize, a: usize, b: usize| -> f64 {

@@ -442,6 +442,9 @@ pub struct PlannedModel {
     pub vocab_size: u32,
     /// End-of-sequence token id, if the file names one.
     pub eos_token_id: Option<u32>,
+    /// End-of-turn token id, if the vocabulary has one (generation stops at it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eot_token_id: Option<u32>,
     /// For a URL source, per stage (by index) the byte ranges its node downloads, with
     /// their digests (filled in by the orchestrator, which has the file); empty: every
     /// node downloads the whole file.

@@ -24,7 +24,7 @@ pub enum ChatError {
         role: String,
     },
     /// The template belongs to none of the families this build writes.
-    #[error("the model's chat template is not ChatML, Llama 3 or Llama 2 style")]
+    #[error("the model's chat template is not ChatML, Llama 3, Gemma or Llama 2 style")]
     UnsupportedTemplate,
 }
 
@@ -47,6 +47,9 @@ pub enum ChatPiece<'a> {
     /// A message's content: text, whatever it spells.
     Content(&'a str),
 }
+
+/// Gemma's chat template (Gemma 3 files from some converters carry none).
+pub const GEMMA_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n{{ message['content'] }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n";
 
 /// Writes a conversation (`(role, content)` pairs, roles `system`, `user`, `assistant`)
 /// in the chat format `template` belongs to, ending where the assistant's next turn
@@ -77,6 +80,25 @@ pub fn chat_pieces<'a>(
             marker(&mut out, "<|eot_id|>".into());
         }
         marker(&mut out, "<|start_header_id|>assistant<|end_header_id|>\n\n".into());
+    } else if t.contains("<start_of_turn>") {
+        // Gemma: no system role (a system message opens the first user turn), and the
+        // assistant is "model".
+        let mut system: Option<&'a str> = None;
+        for &(role, content) in messages {
+            if role == "system" {
+                system = Some(content);
+                continue;
+            }
+            let role = if role == "assistant" { "model" } else { role };
+            marker(&mut out, format!("<start_of_turn>{role}\n"));
+            if let Some(s) = system.take() {
+                out.push(ChatPiece::Content(s));
+                marker(&mut out, "\n\n".into());
+            }
+            out.push(ChatPiece::Content(content));
+            marker(&mut out, "<end_of_turn>\n".into());
+        }
+        marker(&mut out, "<start_of_turn>model\n".into());
     } else if t.contains("[INST]") {
         // A system message goes inside the next user turn; a later one replaces it.
         let mut system: Option<&'a str> = None;

@@ -21,6 +21,7 @@ fn the_plan(max_tokens: u32) -> RunPlan {
 fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
     let facts = ModelFacts {
         architecture: "llama".into(),
+        arch: Default::default(),
         name: None,
         block_count: 6,
         hidden_size: 64,
@@ -32,6 +33,7 @@ fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
         vocab_size: 300,
         bos_token_id: None,
         eos_token_id: Some(EOS),
+        eot_token_id: None,
         tokenizer_model: None,
         tokenizer_pre: None,
         rope: RopeFacts { freq_base: 10000.0, dimension_count: 16 },

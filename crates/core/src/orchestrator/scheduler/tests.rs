@@ -14,6 +14,7 @@ fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerC
         batch_tokens: budget,
         max_seq_len: 32,
         eos: Some(EOS),
+        eot: None,
         vocab: 100,
         max_top_logprobs: Some(20),
     }

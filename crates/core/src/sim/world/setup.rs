@@ -14,6 +14,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
     let stages = nodes.len() as u32;
     let facts = ModelFacts {
         architecture: "llama".into(),
+        arch: Default::default(),
         name: None,
         block_count: 6,
         hidden_size: HIDDEN,
@@ -25,6 +26,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
         vocab_size: VOCAB,
         bos_token_id: None,
         eos_token_id: Some(EOS),
+        eot_token_id: None,
         tokenizer_model: None,
         tokenizer_pre: None,
         rope: RopeFacts { freq_base: 10000.0, dimension_count: 4 },

@@ -1,6 +1,8 @@
-//! The blocks of a llama-family stage: RMSNorm, rotary embedding (llama's interleaved
-//! pairs), grouped-query attention over an f32 KV cache, SwiGLU, and on the last stage the
-//! final norm and output head.
+//! The blocks of a llama-family stage: RMSNorm, rotary embedding, grouped-query attention
+//! over a KV cache, the gated feed-forward, and on the last stage the final norm and output
+//! head. The families differ only in what [`Arch`] and a [`Layer`]'s [`Extras`] hold:
+//! rope pairing, biases on Q / K / V, per-head norms on Q and K, norms after attention and
+//! feed-forward, GeGLU, a scaled embedding, sliding-window blocks with their own rope base.
 //!
 //! A [`Stage`] holds KV caches for any number of sequences ("slots"). One
 //! [`Stage::forward`] takes rows from several slots at once (decode rows of many
@@ -11,12 +13,21 @@
 //! The numerics follow candle's CPU ops that were the reference before this engine
 //! (sequential RMSNorm sum, `x / rms * w`, f32 rope tables, exact softmax).
 
+mod attention;
+mod cache;
+pub mod ops;
+mod shapes;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::kernels::Acts;
-use crate::matmul::{Matrix, matmul_t, swiglu_t};
+use crate::matmul::{Gate, Matrix, glu_t, matmul_t};
 use crate::pool::ThreadPool;
+use attention::{Block, RopeTables};
+use cache::{Cache, Layout, Slot};
+pub use cache::KvFormat;
+pub use ops::{RopeStyle, dot, rms_norm, rope, softmax};
 
 /// The shape of the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,69 +52,42 @@ pub struct Config {
     pub max_seq_len: usize,
     /// How the KV cache keeps its values.
     pub kv: KvFormat,
+    /// What the family does differently.
+    pub arch: Arch,
 }
 
-/// How a KV cache keeps its values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum KvFormat {
-    /// f32 (the default).
-    #[default]
-    F32,
-    /// f16: half the memory; keys (after rope) and values are rounded as they are stored,
-    /// and read back as f32. Every row takes the same path, so results stay
-    /// batch-invariant.
-    F16,
+/// What a model family does differently from Llama 2 (the default is Llama 2's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arch {
+    /// How rope pairs a head's dimensions.
+    pub rope: RopeStyle,
+    /// The feed-forward gate's activation.
+    pub gate: Gate,
+    /// The token embedding is multiplied by this (Gemma: `sqrt(hidden)`; else 1).
+    pub embed_scale: f32,
+    /// Linear rope scaling of the global blocks: positions are divided by it (1: none).
+    pub rope_scale: f32,
+    /// Sliding blocks' window: a query sees itself and the `window - 1` positions before
+    /// (0: no block slides).
+    pub window: usize,
+    /// Positions a sliding block's cache ring holds (at least `window + 1`, or
+    /// `max_seq_len`); attention on such a block runs over passes of at most
+    /// `window_cap - window` rows, so a pass never overwrites a position it reads.
+    pub window_cap: usize,
+    /// Rope base of the sliding blocks.
+    pub local_rope_base: f32,
 }
 
-/// One slot's keys or values, `[layer][kv head][position][head dim]`.
-#[derive(Debug, Default)]
-enum Cache {
-    /// Not allocated yet.
-    #[default]
-    Empty,
-    /// f32 values.
-    F32(Vec<f32>),
-    /// f16 values (their bits: a zeroed allocation stays untouched until written).
-    F16(Vec<u16>),
-}
-
-impl Cache {
-    fn new(kv: KvFormat, size: usize) -> Cache {
-        match kv {
-            KvFormat::F32 => Cache::F32(vec![0.0; size]),
-            KvFormat::F16 => Cache::F16(vec![0; size]),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        matches!(self, Cache::Empty)
-    }
-
-    /// Stores `values` at `at`.
-    fn store(&mut self, at: usize, values: &[f32]) {
-        match self {
-            Cache::Empty => {}
-            Cache::F32(c) => c[at..at + values.len()].copy_from_slice(values),
-            Cache::F16(c) => {
-                // Slice conversions use the CPU's F16C instructions where it has them.
-                use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-                c[at..at + values.len()]
-                    .reinterpret_cast_mut::<half::f16>()
-                    .convert_from_f32_slice(values);
-            }
-        }
-    }
-
-    /// The `buf.len()` values at `at` as f32 (read in place, or converted into `buf`).
-    fn read<'a>(&'a self, at: usize, buf: &'a mut [f32]) -> &'a [f32] {
-        match self {
-            Cache::Empty => buf,
-            Cache::F32(c) => &c[at..at + buf.len()],
-            Cache::F16(c) => {
-                use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-                c[at..at + buf.len()].reinterpret_cast::<half::f16>().convert_to_f32_slice(buf);
-                buf
-            }
+impl Default for Arch {
+    fn default() -> Self {
+        Arch {
+            rope: RopeStyle::Interleaved,
+            gate: Gate::Silu,
+            embed_scale: 1.0,
+            rope_scale: 1.0,
+            window: 0,
+            window_cap: 0,
+            local_rope_base: 10_000.0,
         }
     }
 }
@@ -129,6 +113,29 @@ pub struct Layer {
     pub up: Matrix,
     /// Down projection.
     pub down: Matrix,
+    /// Whether the block attends over a sliding window (with the local rope base).
+    pub sliding: bool,
+    /// The family's extra tensors.
+    pub extra: Extras,
+}
+
+/// The tensors some families add to a block (all absent for Llama).
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Bias of the query projection (Qwen 2).
+    pub q_bias: Option<Vec<f32>>,
+    /// Bias of the key projection (Qwen 2).
+    pub k_bias: Option<Vec<f32>>,
+    /// Bias of the value projection (Qwen 2).
+    pub v_bias: Option<Vec<f32>>,
+    /// RMSNorm weight applied to each query head before rope (Qwen 3, Gemma 3).
+    pub q_norm: Option<Vec<f32>>,
+    /// RMSNorm weight applied to each key head before rope (Qwen 3, Gemma 3).
+    pub k_norm: Option<Vec<f32>>,
+    /// RMSNorm weight on the attention output before the residual (Gemma 3).
+    pub post_attn_norm: Option<Vec<f32>>,
+    /// RMSNorm weight on the feed-forward output before the residual (Gemma 3).
+    pub post_ffn_norm: Option<Vec<f32>>,
 }
 
 /// A stage's weights.
@@ -142,6 +149,8 @@ pub struct Weights {
     pub norm: Option<Vec<f32>>,
     /// Output head (last stage).
     pub head: Option<Matrix>,
+    /// Per-dimension rope frequency divisors (Llama 3.1's `rope_freqs`), `head_dim / 2`.
+    pub rope_factors: Option<Vec<f32>>,
 }
 
 /// What a forward pass consumes: one entry per row.
@@ -181,14 +190,9 @@ pub enum ForwardError {
 }
 
 #[derive(Debug, Default)]
-struct Slot {
-    k: Cache,
-    v: Cache,
-    len: usize,
-}
-
-#[derive(Debug, Default)]
 struct Scratch {
+    /// One row of a post-normed product.
+    row: Vec<f32>,
     pos: Vec<usize>,
     x: Vec<f32>,
     q: Vec<f32>,
@@ -206,8 +210,9 @@ pub struct Stage {
     cfg: Config,
     w: Weights,
     pool: Arc<ThreadPool>,
-    cos: Vec<f32>,
-    sin: Vec<f32>,
+    rope: RopeTables,
+    local_rope: RopeTables,
+    layout: Layout,
     slots: Vec<Slot>,
     s: Scratch,
 }
@@ -220,26 +225,24 @@ impl Stage {
         pool: Arc<ThreadPool>,
         slots: usize,
     ) -> Result<Stage, String> {
-        check_shapes(&cfg, &w)?;
-        let half = cfg.head_dim / 2;
-        let inv: Vec<f32> = (0..half)
-            .map(|i| 1.0 / cfg.rope_base.powf(2.0 * i as f32 / cfg.head_dim as f32))
-            .collect();
-        let mut cos = Vec::with_capacity(cfg.max_seq_len * half);
-        let mut sin = Vec::with_capacity(cfg.max_seq_len * half);
-        for p in 0..cfg.max_seq_len {
-            for &f in &inv {
-                let t = p as f32 * f;
-                cos.push(t.cos());
-                sin.push(t.sin());
-            }
-        }
+        shapes::check_shapes(&cfg, &w)?;
+        let (hd, max) = (cfg.head_dim, cfg.max_seq_len);
+        let rope =
+            RopeTables::new(cfg.rope_base, hd, max, cfg.arch.rope_scale, w.rope_factors.as_deref());
+        let local_rope = if cfg.arch.window > 0 {
+            RopeTables::new(cfg.arch.local_rope_base, hd, max, 1.0, None)
+        } else {
+            RopeTables::default()
+        };
+        let cap = |l: &Layer| if l.sliding && cfg.arch.window > 0 { cfg.arch.window_cap } else { max };
+        let layout = Layout::new(w.layers.iter().map(cap), cfg.kv_heads, hd);
         Ok(Stage {
             cfg,
             w,
             pool,
-            cos,
-            sin,
+            rope,
+            local_rope,
+            layout,
             slots: (0..slots.max(1)).map(|_| Slot::default()).collect(),
             s: Scratch::default(),
         })
@@ -311,12 +314,8 @@ impl Stage {
         for &s in slots {
             let slot = &mut self.slots[s];
             if slot.k.is_empty() {
-                let size = self.w.layers.len()
-                    * self.cfg.kv_heads
-                    * self.cfg.max_seq_len
-                    * self.cfg.head_dim;
-                slot.k = Cache::new(self.cfg.kv, size);
-                slot.v = Cache::new(self.cfg.kv, size);
+                slot.k = Cache::new(self.cfg.kv, self.layout.size);
+                slot.v = Cache::new(self.cfg.kv, self.layout.size);
             }
         }
         for l in 0..self.w.layers.len() {
@@ -350,7 +349,11 @@ impl Stage {
                     )));
                 }
                 for (i, &t) in ids.iter().enumerate() {
-                    emb.dequantize_row(t as usize, &mut self.s.x[i * d..(i + 1) * d]);
+                    let row = &mut self.s.x[i * d..(i + 1) * d];
+                    emb.dequantize_row(t as usize, row);
+                    if self.cfg.arch.embed_scale != 1.0 {
+                        row.iter_mut().for_each(|v| *v *= self.cfg.arch.embed_scale);
+                    }
                 }
             }
             (Input::Hidden(h), None) => {
@@ -428,12 +431,26 @@ impl Stage {
         s.out_t.resize((qd + 2 * kd) * n, 0.0);
         matmul_t(&self.pool, &[&lw.wq, &lw.wk, &lw.wv], &s.acts, &mut s.out_t);
 
-        // Rope, and the new keys and values into each row's slot.
-        let rope_tables = (self.cos.as_slice(), self.sin.as_slice());
-        rope_and_cache(&c, l, s, rope_tables, &mut self.slots, slots);
-
-        // Attention over each row's cache.
-        attention(&c, l, s, &self.pool, &self.slots, slots);
+        // Rope and the new keys and values into each row's slot, then attention over each
+        // row's cache; a sliding block's ring takes the rows in passes that fit it.
+        let b = Block {
+            c: &c,
+            l,
+            w: lw,
+            rope: if lw.sliding && c.arch.window > 0 { &self.local_rope } else { &self.rope },
+            layout: &self.layout,
+        };
+        let pass = match self.layout.positions(l) {
+            cap if cap < c.max_seq_len => cap - c.arch.window,
+            _ => n,
+        };
+        s.q.resize(n * qd, 0.0);
+        s.y.resize(n * qd, 0.0);
+        for r0 in (0..n).step_by(pass.max(1)) {
+            let rows = r0..(r0 + pass).min(n);
+            attention::rope_and_cache(&b, s, &mut self.slots, slots, rows.clone());
+            attention::attention(&b, s, &self.pool, &self.slots, slots, rows);
+        }
 
         // Output projection, residual.
         s.acts.f32.clear();
@@ -443,7 +460,8 @@ impl Stage {
         s.acts.quantize_for(&[lw.wo.format()]);
         s.out_t.resize(d * n, 0.0);
         matmul_t(&self.pool, &[&lw.wo], &s.acts, &mut s.out_t);
-        add_transposed(&mut s.x, &s.out_t, n, d);
+        let post = lw.extra.post_attn_norm.as_deref().map(|w| (w, c.eps));
+        ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
 
         feed_forward(&c, lw, s, &self.pool, n);
     }
@@ -460,107 +478,14 @@ fn norm_rows(acts: &mut Acts, x: &[f32], w: &[f32], eps: f32, n: usize, d: usize
     acts.rows = n;
 }
 
-/// Takes each row's queries out of the q / k / v product (`s.out_t`, transposed) into
-/// `s.q` with rope applied, and stores its keys (with rope) and values at its position in
-/// its slot's cache for block `l`.
-fn rope_and_cache(
-    c: &Config,
-    l: usize,
-    s: &mut Scratch,
-    (cos, sin): (&[f32], &[f32]),
-    caches: &mut [Slot],
-    slots: &[usize],
-) {
-    let n = slots.len();
-    let hd = c.head_dim;
-    let (qd, kd) = (c.heads * hd, c.kv_heads * hd);
-    s.q.resize(n * qd, 0.0);
-    let half = hd / 2;
-    for i in 0..n {
-        let p = s.pos[i];
-        let (cos, sin) = (&cos[p * half..(p + 1) * half], &sin[p * half..(p + 1) * half]);
-        let q = &mut s.q[i * qd..(i + 1) * qd];
-        for (j, q) in q.iter_mut().enumerate() {
-            *q = s.out_t[j * n + i];
-        }
-        for h in q.chunks_exact_mut(hd) {
-            rope(h, cos, sin);
-        }
-        let slot = &mut caches[slots[i]];
-        s.kv.resize(hd, 0.0);
-        for kh in 0..c.kv_heads {
-            let at = ((l * c.kv_heads + kh) * c.max_seq_len + p) * hd;
-            for (j, k) in s.kv.iter_mut().enumerate() {
-                *k = s.out_t[(qd + kh * hd + j) * n + i];
-            }
-            rope(&mut s.kv, cos, sin);
-            slot.k.store(at, &s.kv);
-            for (j, v) in s.kv.iter_mut().enumerate() {
-                *v = s.out_t[(qd + kd + kh * hd + j) * n + i];
-            }
-            slot.v.store(at, &s.kv);
-        }
-    }
-}
-
-/// Attention of every row's queries (`s.q`) over its slot's cache for block `l`, into
-/// `s.y` (`[row][head][head dim]`).
-fn attention(
-    c: &Config,
-    l: usize,
-    s: &mut Scratch,
-    pool: &ThreadPool,
-    caches: &[Slot],
-    slots: &[usize],
-) {
-    let n = slots.len();
-    let hd = c.head_dim;
-    let qd = c.heads * hd;
-    // One task per (row, head); each owns its output, a row buffer (for an f16 cache's
-    // values read back as f32) and its scores.
-    let ctx = s.pos.iter().max().map_or(0, |p| p + 1);
-    let chunk = 2 * hd + ctx;
-    s.att.resize(n * c.heads * chunk, 0.0);
-    let scale = 1.0 / (hd as f32).sqrt();
-    let group = c.heads / c.kv_heads;
-    {
-        let (q, pos) = (&s.q, &s.pos);
-        pool.for_each_chunk(&mut s.att, chunk, &|t, buf| {
-            let (i, h) = (t / c.heads, t % c.heads);
-            let p = pos[i];
-            let slot = &caches[slots[i]];
-            let base = (l * c.kv_heads + h / group) * c.max_seq_len * hd;
-            let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-            let (y, rest) = buf.split_at_mut(hd);
-            let (row, sc) = rest.split_at_mut(hd);
-            let sc = &mut sc[..=p];
-            for (t, s) in sc.iter_mut().enumerate() {
-                *s = dot(q, slot.k.read(base + t * hd, row)) * scale;
-            }
-            softmax(sc);
-            y.fill(0.0);
-            for (t, &pt) in sc.iter().enumerate() {
-                let v = slot.v.read(base + t * hd, row);
-                for (y, &v) in y.iter_mut().zip(v) {
-                    *y += pt * v;
-                }
-            }
-        });
-    }
-    s.y.resize(n * qd, 0.0);
-    for t in 0..n * c.heads {
-        s.y[t * hd..(t + 1) * hd].copy_from_slice(&s.att[t * chunk..t * chunk + hd]);
-    }
-}
-
-/// The feed-forward half of a block over the `n` rows of `s.x`: norm, SwiGLU fused into
-/// gate / up, down, residual.
+/// The feed-forward half of a block over the `n` rows of `s.x`: norm, the gated product
+/// fused into gate / up, down, (post-norm,) residual.
 fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: usize) {
     let d = c.hidden;
     norm_rows(&mut s.acts, &s.x, &lw.ffn_norm, c.eps, n, d);
     s.acts.quantize_for(&[lw.gate.format(), lw.up.format()]);
     s.out_t.resize(c.ffn * n, 0.0);
-    swiglu_t(pool, &lw.gate, &lw.up, &s.acts, &mut s.out_t);
+    glu_t(pool, c.arch.gate, &lw.gate, &lw.up, &s.acts, &mut s.out_t);
     s.acts.f32.resize(n * c.ffn, 0.0);
     for i in 0..n {
         for o in 0..c.ffn {
@@ -571,108 +496,6 @@ fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: u
     s.acts.quantize_for(&[lw.down.format()]);
     s.out_t.resize(d * n, 0.0);
     matmul_t(pool, &[&lw.down], &s.acts, &mut s.out_t);
-    add_transposed(&mut s.x, &s.out_t, n, d);
-}
-
-/// `x[i][j] += t[j][i]` for `n` rows of `d`.
-fn add_transposed(x: &mut [f32], t: &[f32], n: usize, d: usize) {
-    for i in 0..n {
-        for j in 0..d {
-            x[i * d + j] += t[j * n + i];
-        }
-    }
-}
-
-/// `out = x / sqrt(mean(x^2) + eps) * w` (candle's order of operations).
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum2: f32 = x.iter().map(|&v| v * v).sum();
-    let m = (sum2 / x.len() as f32 + eps).sqrt();
-    for ((o, &v), &w) in out.iter_mut().zip(x).zip(w) {
-        *o = v / m * w;
-    }
-}
-
-/// Llama's rotary embedding on one head: pairs `(2i, 2i + 1)` turned by angle `i`.
-pub fn rope(x: &mut [f32], cos: &[f32], sin: &[f32]) {
-    for ((p, &c), &s) in x.chunks_exact_mut(2).zip(cos).zip(sin) {
-        let (a, b) = (p[0], p[1]);
-        p[0] = a * c - b * s;
-        p[1] = a * s + b * c;
-    }
-}
-
-/// Softmax in place: `e^(x - max) / sum`.
-pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let mut sum = 0f32;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    for v in x.iter_mut() {
-        *v /= sum;
-    }
-}
-
-/// A dot product with eight partial sums (vectorizes on any target; the order is fixed).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (x, y) in ac.zip(bc) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (x, y) in ar.iter().zip(br) {
-        s += x * y;
-    }
-    s
-}
-
-fn check_shapes(c: &Config, w: &Weights) -> Result<(), String> {
-    let hd = c.head_dim;
-    if c.heads == 0
-        || c.kv_heads == 0
-        || !c.heads.is_multiple_of(c.kv_heads)
-        || !hd.is_multiple_of(2)
-        || hd == 0
-    {
-        return Err(format!("{} heads over {} KV heads of {hd}", c.heads, c.kv_heads));
-    }
-    if c.max_seq_len == 0 {
-        return Err("max_seq_len is 0".into());
-    }
-    let want = |m: &Matrix, rows: usize, cols: usize, name: &str| {
-        if m.rows() == rows && m.cols() == cols {
-            Ok(())
-        } else {
-            Err(format!("{name} is {} x {}, expected {rows} x {cols}", m.rows(), m.cols()))
-        }
-    };
-    let (d, qd, kd) = (c.hidden, c.heads * hd, c.kv_heads * hd);
-    for (i, l) in w.layers.iter().enumerate() {
-        let n = |s: &str| format!("block {i} {s}");
-        want(&l.wq, qd, d, &n("attn_q"))?;
-        want(&l.wk, kd, d, &n("attn_k"))?;
-        want(&l.wv, kd, d, &n("attn_v"))?;
-        want(&l.wo, d, qd, &n("attn_output"))?;
-        want(&l.gate, c.ffn, d, &n("ffn_gate"))?;
-        want(&l.up, c.ffn, d, &n("ffn_up"))?;
-        want(&l.down, d, c.ffn, &n("ffn_down"))?;
-        if l.attn_norm.len() != d || l.ffn_norm.len() != d {
-            return Err(n("norm has the wrong length"));
-        }
-    }
-    if let Some(e) = &w.embedding {
-        want(e, c.vocab, d, "token_embd")?;
-    }
-    if let Some(h) = &w.head {
-        want(h, c.vocab, d, "output")?;
-    }
-    if w.norm.as_ref().is_some_and(|n| n.len() != d) {
-        return Err("output_norm has the wrong length".into());
-    }
-    Ok(())
+    let post = lw.extra.post_ffn_norm.as_deref().map(|w| (w, c.eps));
+    ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
 }

@@ -1,0 +1,243 @@
+//! The model families this build runs and how they differ: one [`Family`] per value of
+//! `general.architecture`, and the per-file settings of a family ([`ArchFacts`]).
+//!
+//! What differs between the families is small and fixed: how rope pairs a head's
+//! dimensions, biases on Q / K / V, RMSNorm on Q and K per head, norms after attention and
+//! feed-forward, the feed-forward's gate activation, a scaled embedding, and sliding-window
+//! layers with a rope base of their own. Everything else (the blocks' shape, the KV cache,
+//! the stage split) is shared.
+
+use serde::{Deserialize, Serialize};
+
+/// A model architecture this build runs (`general.architecture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// `llama`: Llama 2 and 3.x, Mistral, SmolLM and every file that writes `llama`.
+    #[default]
+    Llama,
+    /// `qwen2`: Qwen 2 / 2.5 (biases on Q, K and V).
+    Qwen2,
+    /// `qwen3`: Qwen 3 dense (RMSNorm on Q and K per head).
+    Qwen3,
+    /// `gemma3`: Gemma 3 text (scaled embedding, four norms a block, Q / K norms, GeGLU,
+    /// sliding-window layers).
+    Gemma3,
+}
+
+/// How rope pairs the dimensions of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Pairs `(2i, 2i + 1)` (llama.cpp's "normal" rope; `llama` files are permuted for it).
+    Interleaved,
+    /// Pairs `(i, i + d/2)` (llama.cpp's "neox" rope).
+    Halves,
+}
+
+/// The gate's activation in the gated feed-forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateActivation {
+    /// SiLU (SwiGLU).
+    Silu,
+    /// GELU, tanh approximation (GeGLU).
+    GeluTanh,
+}
+
+/// Extra KV rows a sliding-window layer's cache holds beyond its window: one pass of
+/// attention stores at most this many rows of a sequence before reading, so a ring of
+/// `window + SLIDING_WINDOW_SLACK` positions never overwrites one a row still reads.
+pub const SLIDING_WINDOW_SLACK: u32 = 64;
+
+impl Family {
+    /// Every family, in the order the docs list them.
+    pub const ALL: [Family; 4] = [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Gemma3];
+
+    /// The family a `general.architecture` value names.
+    pub fn parse(architecture: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == architecture)
+    }
+
+    /// The `general.architecture` value.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
+            Family::Gemma3 => "gemma3",
+        }
+    }
+
+    /// How rope pairs a head's dimensions.
+    pub const fn rope_style(self) -> RopeStyle {
+        match self {
+            Family::Llama => RopeStyle::Interleaved,
+            Family::Qwen2 | Family::Qwen3 | Family::Gemma3 => RopeStyle::Halves,
+        }
+    }
+
+    /// Whether Q, K and V have biases.
+    pub const fn qkv_bias(self) -> bool {
+        matches!(self, Family::Qwen2)
+    }
+
+    /// Whether Q and K are RMS-normalized per head before rope.
+    pub const fn qk_norm(self) -> bool {
+        matches!(self, Family::Qwen3 | Family::Gemma3)
+    }
+
+    /// Whether the attention and feed-forward outputs are normalized again before they
+    /// join the residual.
+    pub const fn post_norms(self) -> bool {
+        matches!(self, Family::Gemma3)
+    }
+
+    /// The feed-forward gate's activation.
+    pub const fn gate_activation(self) -> GateActivation {
+        match self {
+            Family::Gemma3 => GateActivation::GeluTanh,
+            _ => GateActivation::Silu,
+        }
+    }
+
+    /// Whether the token embedding is multiplied by `sqrt(hidden)`.
+    pub const fn scales_embedding(self) -> bool {
+        matches!(self, Family::Gemma3)
+    }
+
+    /// The tensors of one block (names after `blk.N.`), in the order a stage binds them.
+    pub fn block_tensors(self) -> Vec<&'static str> {
+        let mut names = vec!["attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight"];
+        if self.qkv_bias() {
+            names.extend(["attn_q.bias", "attn_k.bias", "attn_v.bias"]);
+        }
+        if self.qk_norm() {
+            names.extend(["attn_q_norm.weight", "attn_k_norm.weight"]);
+        }
+        names.push("attn_output.weight");
+        if self.post_norms() {
+            names.push("post_attention_norm.weight");
+        }
+        names.extend(["ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"]);
+        if self.post_norms() {
+            names.push("post_ffw_norm.weight");
+        }
+        names
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a file says about its family's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ArchFacts {
+    /// The family.
+    pub family: Family,
+    /// Sliding-window layers' window in tokens (a query sees itself and the `window - 1`
+    /// positions before it); `None` when every layer is global.
+    #[serde(default)]
+    pub sliding_window: Option<u32>,
+    /// With a window: every `sliding_pattern`-th block (the 6th, 12th, ...) is global and
+    /// the others slide; 0 when every layer slides.
+    #[serde(default)]
+    pub sliding_pattern: u32,
+    /// Rope base of the sliding-window layers.
+    #[serde(default = "default_local_rope_base")]
+    pub local_rope_base: f32,
+    /// Linear rope scaling of the global layers (positions are divided by it; 1: none).
+    #[serde(default = "one")]
+    pub rope_scale: f32,
+    /// Whether the file has per-dimension rope frequency factors (`rope_freqs.weight`,
+    /// Llama 3.1's "llama3" scaling): every stage with blocks binds it.
+    #[serde(default)]
+    pub rope_freq_factors: bool,
+}
+
+fn default_local_rope_base() -> f32 {
+    10_000.0
+}
+
+fn one() -> f32 {
+    1.0
+}
+
+impl Default for ArchFacts {
+    fn default() -> Self {
+        ArchFacts::of(Family::Llama)
+    }
+}
+
+impl ArchFacts {
+    /// A family's settings with no window, no scaling and no frequency factors.
+    pub const fn of(family: Family) -> ArchFacts {
+        ArchFacts {
+            family,
+            sliding_window: None,
+            sliding_pattern: 0,
+            local_rope_base: 10_000.0,
+            rope_scale: 1.0,
+            rope_freq_factors: false,
+        }
+    }
+
+    /// Whether block `block` is a sliding-window layer.
+    pub fn is_sliding(&self, block: u32) -> bool {
+        self.sliding_window.is_some()
+            && (self.sliding_pattern == 0 || block % self.sliding_pattern != self.sliding_pattern - 1)
+    }
+
+    /// Positions block `block`'s KV cache holds for a sequence of at most `seq_len`
+    /// tokens: all of them on a global layer, the window and its slack on a sliding one.
+    pub fn kv_positions(&self, block: u32, seq_len: u32) -> u32 {
+        match self.sliding_window {
+            Some(w) if self.is_sliding(block) => {
+                seq_len.min(w.saturating_add(SLIDING_WINDOW_SLACK))
+            }
+            _ => seq_len,
+        }
+    }
+
+    /// The names of the global tensors a stage with blocks binds besides its blocks'.
+    pub fn shared_block_tensors(&self) -> Vec<&'static str> {
+        if self.rope_freq_factors { vec!["rope_freqs.weight"] } else { Vec::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_found_by_its_name() {
+        for f in Family::ALL {
+            assert_eq!(Family::parse(f.name()), Some(f));
+        }
+        assert_eq!(Family::parse("mamba"), None);
+    }
+
+    #[test]
+    fn gemma3_slides_five_blocks_of_six_and_holds_only_the_window_there() {
+        let a = ArchFacts {
+            sliding_window: Some(512),
+            sliding_pattern: 6,
+            ..ArchFacts::of(Family::Gemma3)
+        };
+        let sliding: Vec<bool> = (0..12).map(|b| a.is_sliding(b)).collect();
+        assert_eq!(sliding.iter().filter(|s| **s).count(), 10);
+        assert!(!a.is_sliding(5) && !a.is_sliding(11) && a.is_sliding(0) && a.is_sliding(6));
+        assert_eq!(a.kv_positions(0, 4096), 512 + SLIDING_WINDOW_SLACK);
+        assert_eq!(a.kv_positions(5, 4096), 4096);
+        assert_eq!(a.kv_positions(0, 100), 100);
+    }
+
+    #[test]
+    fn block_tensors_follow_the_family() {
+        assert_eq!(Family::Llama.block_tensors().len(), 9);
+        assert!(Family::Qwen2.block_tensors().contains(&"attn_k.bias"));
+        assert!(Family::Qwen3.block_tensors().contains(&"attn_k_norm.weight"));
+        assert_eq!(Family::Gemma3.block_tensors().len(), 13);
+    }
+}
