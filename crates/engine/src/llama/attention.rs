@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::cache::{Layout, Slot};
+use super::cache::{KvFormat, Layout, Slot};
 use super::ops::{dot, rms_norm_in_place, rope_style, softmax};
 use super::{Config, Layer, Scratch};
 use crate::pool::ThreadPool;
@@ -131,7 +131,10 @@ pub(super) fn attention(
     // One task per (row, head); each owns its output, a row buffer (for an f16 cache's
     // values read back as f32) and its scores.
     let seen = rows.clone().map(|i| s.pos[i] + 1 - first_seen(b, s.pos[i])).max().unwrap_or(0);
-    let chunk = 2 * hd + seen;
+    let chunk = 3 * hd + seen;
+    // With an f16 cache the query and the attention weights are rounded to f16 too, as
+    // llama.cpp's products with its f16 cache round them.
+    let f16 = c.kv == KvFormat::F16;
     let r0 = rows.start;
     s.att.resize(rows.len() * c.heads * chunk, 0.0);
     let scale = 1.0 / (hd as f32).sqrt();
@@ -146,12 +149,24 @@ pub(super) fn attention(
             let kh = h / group;
             let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
             let (y, rest) = buf.split_at_mut(hd);
-            let (row, sc) = rest.split_at_mut(hd);
+            let (row, rest) = rest.split_at_mut(hd);
+            let (qr, sc) = rest.split_at_mut(hd);
+            let q = if f16 {
+                for (r, &v) in qr.iter_mut().zip(q) {
+                    *r = to_f16(v);
+                }
+                &*qr
+            } else {
+                q
+            };
             let sc = &mut sc[..=p - lo];
             for (k, s) in sc.iter_mut().enumerate() {
                 *s = dot(q, slot.k.read(b.layout.at(b.l, kh, lo + k), row)) * scale;
             }
             softmax(sc);
+            if f16 {
+                sc.iter_mut().for_each(|v| *v = to_f16(*v));
+            }
             y.fill(0.0);
             for (k, &pk) in sc.iter().enumerate() {
                 let v = slot.v.read(b.layout.at(b.l, kh, lo + k), row);
@@ -165,4 +180,9 @@ pub(super) fn attention(
         let at = r0 * qd + t * hd;
         s.y[at..at + hd].copy_from_slice(&s.att[t * chunk..t * chunk + hd]);
     }
+}
+
+/// `x` rounded to f16 precision.
+fn to_f16(x: f32) -> f32 {
+    half::f16::from_f32(x).to_f32()
 }
