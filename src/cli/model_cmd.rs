@@ -142,6 +142,7 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
         dtype: args.dtype.into(),
         tied_embeddings: args.tied_embeddings,
         seed: args.seed,
+        arch: args.arch.into(),
     };
     write_model(&args.out, &spec).map_err(|e| match e {
         SynthError::InvalidShape(_) => CliError::new(ExitCode::Usage, "invalid_shape", eyre!(e)),

@@ -1,9 +1,15 @@
-//! Synthesized models: a deterministic tiny llama GGUF with random weights and a real
-//! byte-level BPE vocabulary, for tests and for trying a cluster without a download.
+//! Synthesized models: a deterministic tiny GGUF of any supported family with random
+//! weights and a real byte-level BPE vocabulary, for tests and for trying a cluster
+//! without a download.
 //!
 //! The file carries the metadata llama.cpp needs to load it (`tokenizer.ggml.model =
-//! "gpt2"`, `pre = "default"`, tokens, token types, merges, bos/eos ids and the standard
-//! llama tensor names). The same options and seed always give the same bytes.
+//! "gpt2"`, the family's pre-tokenizer, tokens, token types, merges, bos/eos ids and the
+//! family's tensor names and keys). [`SynthArch`] picks the family as files of it are
+//! written: Llama 2 (`llama`), Llama 3 (`llama` with rope base 500 000, the "llama3" rope
+//! frequency factors, tied embeddings and the `llama-bpe` pre-tokenizer), Qwen 2.5 (Q / K /
+//! V biases), Qwen 3 (Q / K norms, a head size of twice hidden / heads) and Gemma 3 (four
+//! norms a block, Q / K norms, GeGLU, a 16-token sliding window on five blocks of six).
+//! The same options and seed always give the same bytes.
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -13,6 +19,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
+use swactor_core::model::Family;
 use thiserror::Error;
 
 pub use super::tokenizer::byte_to_unicode;
@@ -44,6 +51,79 @@ impl SynthDType {
     }
 }
 
+/// The family a synthesized model is written as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynthArch {
+    /// Llama 2 style `llama`.
+    #[default]
+    Llama,
+    /// Llama 3.x style `llama`.
+    Llama3,
+    /// `qwen2`.
+    Qwen2,
+    /// `qwen3`.
+    Qwen3,
+    /// `gemma3`.
+    Gemma3,
+}
+
+impl SynthArch {
+    /// Every family, in the order the docs list them.
+    pub const ALL: [SynthArch; 5] =
+        [SynthArch::Llama, SynthArch::Llama3, SynthArch::Qwen2, SynthArch::Qwen3, SynthArch::Gemma3];
+
+    /// The name `--arch` takes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SynthArch::Llama => "llama",
+            SynthArch::Llama3 => "llama3",
+            SynthArch::Qwen2 => "qwen2",
+            SynthArch::Qwen3 => "qwen3",
+            SynthArch::Gemma3 => "gemma3",
+        }
+    }
+
+    /// The `general.architecture` it writes.
+    pub const fn family(self) -> Family {
+        match self {
+            SynthArch::Llama | SynthArch::Llama3 => Family::Llama,
+            SynthArch::Qwen2 => Family::Qwen2,
+            SynthArch::Qwen3 => Family::Qwen3,
+            SynthArch::Gemma3 => Family::Gemma3,
+        }
+    }
+
+    /// The head size for `hidden / heads` (Qwen 3 and Gemma 3 write wider heads, as the
+    /// real ones do where the key length differs from hidden / heads).
+    fn head_dim(self, hidden: u32, heads: u32) -> u32 {
+        let base = hidden / heads;
+        match self {
+            SynthArch::Qwen3 | SynthArch::Gemma3 => 2 * base,
+            _ => base,
+        }
+    }
+
+    fn rope_base(self) -> f32 {
+        match self {
+            SynthArch::Llama => 10_000.0,
+            SynthArch::Llama3 => 500_000.0,
+            SynthArch::Qwen2 | SynthArch::Qwen3 | SynthArch::Gemma3 => 1_000_000.0,
+        }
+    }
+
+    fn pre_tokenizer(self) -> &'static str {
+        match self {
+            SynthArch::Llama | SynthArch::Gemma3 => "default",
+            SynthArch::Llama3 => "llama-bpe",
+            SynthArch::Qwen2 | SynthArch::Qwen3 => "qwen2",
+        }
+    }
+}
+
+/// The sliding window of a synthesized Gemma 3 (short, so tests cross it).
+pub const SYNTH_SLIDING_WINDOW: u32 = 16;
+
 /// Shape and seed of a synthesized model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SynthSpec {
@@ -67,6 +147,9 @@ pub struct SynthSpec {
     pub tied_embeddings: bool,
     /// Seed of every random weight.
     pub seed: u64,
+    /// The family written.
+    #[serde(default)]
+    pub arch: SynthArch,
 }
 
 impl Default for SynthSpec {
@@ -82,6 +165,7 @@ impl Default for SynthSpec {
             dtype: SynthDType::F32,
             tied_embeddings: false,
             seed: 0,
+            arch: SynthArch::Llama,
         }
     }
 }
@@ -112,6 +196,12 @@ pub enum SynthError {
 }
 
 impl SynthSpec {
+    /// Whether the head is the token embedding: asked for, or the family's way (Llama 3,
+    /// Qwen and Gemma files of small sizes tie them).
+    pub fn tied_embeddings(&self) -> bool {
+        self.tied_embeddings || self.arch != SynthArch::Llama
+    }
+
     /// Checks the shape; returns the first problem.
     pub fn validate(&self) -> Result<(), SynthError> {
         let bad = |m: String| Err(SynthError::InvalidShape(m));
@@ -303,8 +393,10 @@ fn ones(len: u32) -> Result<Tensor, candle_core::Error> {
 pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthError> {
     spec.validate()?;
     let dt = spec.dtype.ggml();
+    let family = spec.arch.family();
     let h = spec.hidden;
-    let kv = spec.kv_heads * (h / spec.heads);
+    let hd = spec.arch.head_dim(h, spec.heads);
+    let (q, kv) = (spec.heads * hd, spec.kv_heads * hd);
     let inv = |n: u32| 1.0 / (n as f32).sqrt();
     let mut out = Vec::new();
     let mut mat = |name: String, rows: u32, cols: u32, scale: f32| -> Result<(), SynthError> {
@@ -314,32 +406,84 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthEr
     };
     mat("token_embd.weight".into(), spec.vocab, h, 1.0)?;
     for b in 0..spec.blocks {
-        mat(format!("blk.{b}.attn_q.weight"), h, h, inv(h))?;
+        mat(format!("blk.{b}.attn_q.weight"), q, h, inv(h))?;
         mat(format!("blk.{b}.attn_k.weight"), kv, h, inv(h))?;
         mat(format!("blk.{b}.attn_v.weight"), kv, h, inv(h))?;
-        mat(format!("blk.{b}.attn_output.weight"), h, h, inv(h))?;
+        mat(format!("blk.{b}.attn_output.weight"), h, q, inv(q))?;
         mat(format!("blk.{b}.ffn_gate.weight"), spec.ffn, h, inv(h))?;
         mat(format!("blk.{b}.ffn_up.weight"), spec.ffn, h, inv(h))?;
         mat(format!("blk.{b}.ffn_down.weight"), h, spec.ffn, inv(spec.ffn))?;
     }
-    if !spec.tied_embeddings {
+    if !spec.tied_embeddings() {
         mat("output.weight".into(), spec.vocab, h, 4.0 * inv(h))?;
     }
-    // Norm weights stay f32, as in llama.cpp's own files.
-    let mut norms = vec![("output_norm.weight".to_string(), ones(h)?)];
+    // Norms, biases and rope factors stay f32, as in llama.cpp's own files. A Llama 2
+    // model's norms are ones (the bytes of earlier versions); the other families' norms
+    // and biases are random around their neutral value, so a wrong one shows.
+    let vector = |name: &str, len: u32, center: f32, spread: f32| -> Result<Tensor, SynthError> {
+        let t = random_matrix(spec.seed, name, 1, len, spread)?.flatten_all()?;
+        Ok((t + f64::from(center))?)
+    };
+    let norm = |name: String, len: u32| -> Result<(String, Tensor), SynthError> {
+        let t = if spec.arch == SynthArch::Llama { ones(len)? } else { vector(&name, len, 1.0, 0.2)? };
+        Ok((name, t))
+    };
+    let mut small = vec![norm("output_norm.weight".to_string(), h)?];
     for b in 0..spec.blocks {
-        norms.push((format!("blk.{b}.attn_norm.weight"), ones(h)?));
-        norms.push((format!("blk.{b}.ffn_norm.weight"), ones(h)?));
+        small.push(norm(format!("blk.{b}.attn_norm.weight"), h)?);
+        small.push(norm(format!("blk.{b}.ffn_norm.weight"), h)?);
+        if family.qkv_bias() {
+            for (t, len) in [("attn_q", q), ("attn_k", kv), ("attn_v", kv)] {
+                let name = format!("blk.{b}.{t}.bias");
+                small.push((name.clone(), vector(&name, len, 0.0, 0.5)?));
+            }
+        }
+        if family.qk_norm() {
+            small.push(norm(format!("blk.{b}.attn_q_norm.weight"), hd)?);
+            small.push(norm(format!("blk.{b}.attn_k_norm.weight"), hd)?);
+        }
+        if family.post_norms() {
+            small.push(norm(format!("blk.{b}.post_attention_norm.weight"), h)?);
+            small.push(norm(format!("blk.{b}.post_ffw_norm.weight"), h)?);
+        }
     }
-    for (name, t) in norms {
+    if spec.arch == SynthArch::Llama3 {
+        let factors = llama3_rope_factors(spec.arch.rope_base(), hd);
+        let n = factors.len();
+        small.push(("rope_freqs.weight".into(), Tensor::from_vec(factors, n, &Device::Cpu)?));
+    }
+    for (name, t) in small {
         out.push((name, QTensor::quantize(&t, GgmlDType::F32)?));
     }
     Ok(out)
 }
 
+/// Llama 3.1's "llama3" rope frequency factors (scaling 8, low / high frequency factors
+/// 1 and 4, original context 8192), as llama.cpp's converter writes `rope_freqs`.
+pub fn llama3_rope_factors(base: f32, head_dim: u32) -> Vec<f32> {
+    let (factor, low, high, context) = (8.0f64, 1.0f64, 4.0f64, 8192.0f64);
+    let (low_wavelen, high_wavelen) = (context / low, context / high);
+    (0..head_dim / 2)
+        .map(|i| {
+            let freq = 1.0 / f64::from(base).powf(f64::from(2 * i) / f64::from(head_dim));
+            let wavelen = 2.0 * std::f64::consts::PI / freq;
+            let f = if wavelen < high_wavelen {
+                1.0
+            } else if wavelen > low_wavelen {
+                factor
+            } else {
+                let smooth = (context / wavelen - low) / (high - low);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            };
+            f as f32
+        })
+        .collect()
+}
+
 /// The metadata of a synthesized model, as `(key, value)` in file order.
 pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)> {
-    let head_dim = spec.hidden / spec.heads;
+    let family = spec.arch.family();
+    let head_dim = spec.arch.head_dim(spec.hidden, spec.heads);
     let file_type = match spec.dtype {
         SynthDType::F32 => 0,
         SynthDType::F16 => 1,
@@ -347,22 +491,32 @@ pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)
         SynthDType::Q8_0 => 7,
     };
     let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
-    vec![
-        ("general.architecture".into(), Value::String("llama".into())),
+    let a = |k: &str| format!("{}.{k}", family.name());
+    let mut md: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String(family.name().into())),
         ("general.name".into(), Value::String("swactor-synth".into())),
         ("general.file_type".into(), Value::U32(file_type)),
-        ("llama.block_count".into(), Value::U32(spec.blocks)),
-        ("llama.context_length".into(), Value::U32(spec.context)),
-        ("llama.embedding_length".into(), Value::U32(spec.hidden)),
-        ("llama.feed_forward_length".into(), Value::U32(spec.ffn)),
-        ("llama.attention.head_count".into(), Value::U32(spec.heads)),
-        ("llama.attention.head_count_kv".into(), Value::U32(spec.kv_heads)),
-        ("llama.attention.layer_norm_rms_epsilon".into(), Value::F32(1e-5)),
-        ("llama.rope.freq_base".into(), Value::F32(10_000.0)),
-        ("llama.rope.dimension_count".into(), Value::U32(head_dim)),
-        ("llama.vocab_size".into(), Value::U32(spec.vocab)),
+        (a("block_count"), Value::U32(spec.blocks)),
+        (a("context_length"), Value::U32(spec.context)),
+        (a("embedding_length"), Value::U32(spec.hidden)),
+        (a("feed_forward_length"), Value::U32(spec.ffn)),
+        (a("attention.head_count"), Value::U32(spec.heads)),
+        (a("attention.head_count_kv"), Value::U32(spec.kv_heads)),
+        (a("attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
+        (a("rope.freq_base"), Value::F32(spec.arch.rope_base())),
+        (a("rope.dimension_count"), Value::U32(head_dim)),
+        (a("vocab_size"), Value::U32(spec.vocab)),
+    ];
+    if head_dim != spec.hidden / spec.heads {
+        md.push((a("attention.key_length"), Value::U32(head_dim)));
+        md.push((a("attention.value_length"), Value::U32(head_dim)));
+    }
+    if family == Family::Gemma3 {
+        md.push((a("attention.sliding_window"), Value::U32(SYNTH_SLIDING_WINDOW)));
+    }
+    md.extend([
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
-        ("tokenizer.ggml.pre".into(), Value::String("default".into())),
+        ("tokenizer.ggml.pre".into(), Value::String(spec.arch.pre_tokenizer().into())),
         ("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)),
         (
             "tokenizer.ggml.token_type".into(),
@@ -372,7 +526,8 @@ pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)
         ("tokenizer.ggml.bos_token_id".into(), Value::U32(vocab.eot_id)),
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(vocab.eot_id)),
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
-    ]
+    ]);
+    md
 }
 
 /// Writes a synthesized model to `path`, replacing any file there.

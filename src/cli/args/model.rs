@@ -98,9 +98,13 @@ pub struct SynthArgs {
     /// Storage type of the weight matrices.
     #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
     pub dtype: SynthDTypeArg,
-    /// Reuse the token embedding as the output head (no `output.weight`).
+    /// Reuse the token embedding as the output head (no `output.weight`; every family
+    /// but `llama` ties them anyway).
     #[arg(long)]
     pub tied_embeddings: bool,
+    /// The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3.
+    #[arg(long, value_enum, default_value = "llama", value_name = "ARCH")]
+    pub arch: SynthArchArg,
     /// Seed of the random weights.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
@@ -159,6 +163,34 @@ impl ModelCommand {
             ModelCommand::Inspect(a) => &a.output,
             ModelCommand::Synth(a) => &a.output,
             ModelCommand::Quantize(a) => &a.output,
+        }
+    }
+}
+
+/// Family of a synthesized model as typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SynthArchArg {
+    /// Llama 2 style `llama`.
+    Llama,
+    /// Llama 3.x style `llama` (rope base 500 000, rope frequency factors, tied).
+    Llama3,
+    /// Qwen 2.5 (`qwen2`: Q / K / V biases).
+    Qwen2,
+    /// Qwen 3 (`qwen3`: Q / K norms, wide heads).
+    Qwen3,
+    /// Gemma 3 (`gemma3`: post norms, Q / K norms, GeGLU, sliding window).
+    Gemma3,
+}
+
+impl From<SynthArchArg> for crate::model::synth::SynthArch {
+    fn from(a: SynthArchArg) -> Self {
+        use crate::model::synth::SynthArch as S;
+        match a {
+            SynthArchArg::Llama => S::Llama,
+            SynthArchArg::Llama3 => S::Llama3,
+            SynthArchArg::Qwen2 => S::Qwen2,
+            SynthArchArg::Qwen3 => S::Qwen3,
+            SynthArchArg::Gemma3 => S::Gemma3,
         }
     }
 }
