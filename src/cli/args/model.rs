@@ -98,8 +98,7 @@ pub struct SynthArgs {
     /// Storage type of the weight matrices.
     #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
     pub dtype: SynthDTypeArg,
-    /// Reuse the token embedding as the output head (no `output.weight`; every family
-    /// but `llama` ties them anyway).
+    /// Reuse the token embedding as the output head (no `output.weight`).
     #[arg(long)]
     pub tied_embeddings: bool,
     /// The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3.
