@@ -239,8 +239,11 @@ fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, S
     let (qd, kd) = (facts.head_count as usize * hd, facts.head_count_kv as usize * hd);
     let n = |s: &str| format!("blk.{i}.{s}");
     let attn_norm = b.vector(&n("attn_norm.weight"), d)?;
-    let (wq, wk, wv) =
-        (b.matrix(&n("attn_q.weight"))?, b.matrix(&n("attn_k.weight"))?, b.matrix(&n("attn_v.weight"))?);
+    let (wq, wk, wv) = (
+        b.matrix(&n("attn_q.weight"))?,
+        b.matrix(&n("attn_k.weight"))?,
+        b.matrix(&n("attn_v.weight"))?,
+    );
     let mut extra = Extras::default();
     if f.qkv_bias() {
         extra.q_bias = Some(b.vector(&n("attn_q.bias"), qd)?);
@@ -256,8 +259,11 @@ fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, S
         extra.post_attn_norm = Some(b.vector(&n("post_attention_norm.weight"), d)?);
     }
     let ffn_norm = b.vector(&n("ffn_norm.weight"), d)?;
-    let (gate, up, down) =
-        (b.matrix(&n("ffn_gate.weight"))?, b.matrix(&n("ffn_up.weight"))?, b.matrix(&n("ffn_down.weight"))?);
+    let (gate, up, down) = (
+        b.matrix(&n("ffn_gate.weight"))?,
+        b.matrix(&n("ffn_up.weight"))?,
+        b.matrix(&n("ffn_down.weight"))?,
+    );
     if f.post_norms() {
         extra.post_ffn_norm = Some(b.vector(&n("post_ffw_norm.weight"), d)?);
     }

@@ -437,11 +437,7 @@ fn read_arch(
 
 /// The end-of-turn token: `tokenizer.ggml.eot_token_id`, else a control token whose text
 /// is a known end-of-turn marker (llama.cpp looks them up the same way); never eos itself.
-fn read_eot(
-    meta: &Meta<'_>,
-    vocab_size: u32,
-    eos: Option<u32>,
-) -> Result<Option<u32>, ModelError> {
+fn read_eot(meta: &Meta<'_>, vocab_size: u32, eos: Option<u32>) -> Result<Option<u32>, ModelError> {
     if let Some(id) = meta.u32_opt("tokenizer.ggml.eot_token_id")? {
         if id >= vocab_size {
             return inconsistent(format!(
@@ -450,7 +446,8 @@ fn read_eot(
         }
         return Ok(Some(id).filter(|&id| Some(id) != eos));
     }
-    const MARKERS: [&str; 5] = ["<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"];
+    const MARKERS: [&str; 5] =
+        ["<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"];
     let Some(Value::Array(tokens)) = meta.get("tokenizer.ggml.tokens") else { return Ok(None) };
     let Some(Value::Array(types)) = meta.get("tokenizer.ggml.token_type") else { return Ok(None) };
     for marker in MARKERS {

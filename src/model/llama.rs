@@ -202,7 +202,9 @@ impl LlamaStage {
                 (Backend::Engine(Box::new(stage)), bytes)
             }
             ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
-                if facts.arch != swactor_core::model::ArchFacts::of(swactor_core::model::Family::Llama) {
+                if facts.arch
+                    != swactor_core::model::ArchFacts::of(swactor_core::model::Family::Llama)
+                {
                     return Err(weights(
                         WeightsFailure::UnsupportedTensorType,
                         format!(

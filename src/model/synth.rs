@@ -70,8 +70,13 @@ pub enum SynthArch {
 
 impl SynthArch {
     /// Every family, in the order the docs list them.
-    pub const ALL: [SynthArch; 5] =
-        [SynthArch::Llama, SynthArch::Llama3, SynthArch::Qwen2, SynthArch::Qwen3, SynthArch::Gemma3];
+    pub const ALL: [SynthArch; 5] = [
+        SynthArch::Llama,
+        SynthArch::Llama3,
+        SynthArch::Qwen2,
+        SynthArch::Qwen3,
+        SynthArch::Gemma3,
+    ];
 
     /// The name `--arch` takes.
     pub const fn name(self) -> &'static str {
@@ -426,7 +431,8 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthEr
         Ok((t + f64::from(center))?)
     };
     let norm = |name: String, len: u32| -> Result<(String, Tensor), SynthError> {
-        let t = if spec.arch == SynthArch::Llama { ones(len)? } else { vector(&name, len, 1.0, 0.2)? };
+        let t =
+            if spec.arch == SynthArch::Llama { ones(len)? } else { vector(&name, len, 1.0, 0.2)? };
         Ok((name, t))
     };
     let mut small = vec![norm("output_norm.weight".to_string(), h)?];

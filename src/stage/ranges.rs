@@ -55,8 +55,7 @@ impl ModelLayout {
         let align =
             alignment(&c.metadata).map_err(|e| fail(WeightsFailure::ParseFailed, e.to_string()))?;
         let mut extents = vec![(0, c.tensor_data_offset)];
-        let names =
-            crate::model::engine::stage_tensors(&self.facts, layers, embedding, head);
+        let names = crate::model::engine::stage_tensors(&self.facts, layers, embedding, head);
         for name in names {
             let info = c.tensor_infos.get(&name).ok_or_else(|| {
                 fail(WeightsFailure::MissingTensor, format!("tensor `{name}` is missing"))

@@ -187,9 +187,14 @@ fn smollm2_continues_the_lily_prompt_through_a_three_stage_split_with_either_kv_
         )
         .expect("load");
         let mut ids = Vec::new();
-        generate(&mut p, &prompt, 17, &mut Sampler::new(SamplingPolicy::Greedy), tok.eos.as_slice(), |t| {
-            ids.push(t)
-        })
+        generate(
+            &mut p,
+            &prompt,
+            17,
+            &mut Sampler::new(SamplingPolicy::Greedy),
+            tok.eos.as_slice(),
+            |t| ids.push(t),
+        )
         .expect("generate");
         let text = tok.decode(&ids);
         // The f16 cache rounds every key and value: the first clause must survive it; the
@@ -264,20 +269,35 @@ fn logits_beside(
     chunked_prompt: bool,
     kv_cache: KvCacheDType,
 ) -> Vec<u32> {
+    logits_beside_with(path, others, threads, chunked_prompt, kv_cache, 9, 3)
+}
+
+/// [`logits_beside`] with prompts of `prompt_len` tokens over blocks `0..blocks` (the KV
+/// caches hold 128 positions when the prompts are longer than 32).
+pub fn logits_beside_with(
+    path: &Path,
+    others: usize,
+    threads: u32,
+    chunked_prompt: bool,
+    kv_cache: KvCacheDType,
+    prompt_len: usize,
+    blocks: u32,
+) -> Vec<u32> {
     use std::sync::atomic::AtomicBool;
     use swactor_engine::llama::{Input, Output};
     let spec = StageSpec {
-        layers: LayerRange::new(0, 3),
+        layers: LayerRange::new(0, blocks),
         embedding: true,
         head: true,
-        max_seq_len: 64,
+        max_seq_len: if prompt_len > 32 { 128 } else { 64 },
         kv_cache,
         device: ComputeDevice::Cpu,
         threads,
     };
     let mut stage = LlamaStage::load(path, spec).expect("load");
-    let prompt =
-        |s: usize| -> Vec<u32> { (0..9).map(|i| ((i * 31 + s * 7 + 3) % 290) as u32).collect() };
+    let prompt = |s: usize| -> Vec<u32> {
+        (0..prompt_len).map(|i| ((i * 31 + s * 7 + 3) % 290) as u32).collect()
+    };
     let e = stage.engine_mut().expect("engine");
     e.set_slots(others + 1);
     let no = AtomicBool::new(false);

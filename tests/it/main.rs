@@ -5,6 +5,7 @@ mod cli;
 mod compose;
 mod dataplane;
 mod events;
+mod families;
 mod faults;
 mod fuzz;
 mod generated;

@@ -186,7 +186,8 @@ impl ArchFacts {
     /// Whether block `block` is a sliding-window layer.
     pub fn is_sliding(&self, block: u32) -> bool {
         self.sliding_window.is_some()
-            && (self.sliding_pattern == 0 || block % self.sliding_pattern != self.sliding_pattern - 1)
+            && (self.sliding_pattern == 0
+                || block % self.sliding_pattern != self.sliding_pattern - 1)
     }
 
     /// Positions block `block`'s KV cache holds for a sequence of at most `seq_len`

@@ -83,7 +83,12 @@ pub struct ModelFacts {
 impl ModelFacts {
     /// Bytes of block `block`'s KV cache for one sequence of at most `seq_len` tokens, its
     /// values kept as `kv` (a sliding-window block holds only its window).
-    pub fn kv_bytes_of_block(&self, block: u32, seq_len: u32, kv: crate::wire::KvCacheDType) -> u64 {
+    pub fn kv_bytes_of_block(
+        &self,
+        block: u32,
+        seq_len: u32,
+        kv: crate::wire::KvCacheDType,
+    ) -> u64 {
         2 * u64::from(self.arch.kv_positions(block, seq_len))
             * u64::from(self.head_count_kv)
             * u64::from(self.head_dim)

@@ -168,11 +168,9 @@ fn stage_plan(
     let inbound = edges[i as usize];
     let outbound = edges[i as usize + 1];
     let weight_bytes = stage_weight_bytes(model, range, first, last);
-    let kv_cache_bytes = model.kv_bytes_of_blocks(
-        range.blocks(),
-        req.runtime.max_seq_len,
-        req.runtime.kv_cache,
-    ) * u64::from(req.runtime.table_capacity());
+    let kv_cache_bytes =
+        model.kv_bytes_of_blocks(range.blocks(), req.runtime.max_seq_len, req.runtime.kv_cache)
+            * u64::from(req.runtime.table_capacity());
     let ring_bytes = ring_arena_bytes(&inbound.ring) + ring_arena_bytes(&outbound.ring);
     // The arena manager aligns every lease to a page.
     let page = crate::arena::manager::LEASE_PAGE;

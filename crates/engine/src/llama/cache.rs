@@ -88,7 +88,11 @@ pub(super) struct Layout {
 
 impl Layout {
     /// A layout for blocks holding `positions[l]` positions each.
-    pub(super) fn new(positions: impl Iterator<Item = usize>, kv_heads: usize, hd: usize) -> Layout {
+    pub(super) fn new(
+        positions: impl Iterator<Item = usize>,
+        kv_heads: usize,
+        hd: usize,
+    ) -> Layout {
         let mut at = 0;
         let blocks = positions
             .map(|cap| {

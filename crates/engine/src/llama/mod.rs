@@ -25,8 +25,8 @@ use crate::kernels::Acts;
 use crate::matmul::{Gate, Matrix, glu_t, matmul_t};
 use crate::pool::ThreadPool;
 use attention::{Block, RopeTables};
-use cache::{Cache, Layout, Slot};
 pub use cache::KvFormat;
+use cache::{Cache, Layout, Slot};
 pub use ops::{RopeStyle, dot, rms_norm, rope, softmax};
 
 /// The shape of the model.
@@ -234,7 +234,8 @@ impl Stage {
         } else {
             RopeTables::default()
         };
-        let cap = |l: &Layer| if l.sliding && cfg.arch.window > 0 { cfg.arch.window_cap } else { max };
+        let cap =
+            |l: &Layer| if l.sliding && cfg.arch.window > 0 { cfg.arch.window_cap } else { max };
         let layout = Layout::new(w.layers.iter().map(cap), cfg.kv_heads, hd);
         Ok(Stage {
             cfg,

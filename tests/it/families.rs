@@ -1,0 +1,178 @@
+//! Model families: every synthesized family (Llama 3, Qwen 2.5, Qwen 3, Gemma 3) splits
+//! across one to four stages with exactly the one-process tokens and keeps its rows
+//! batch-invariant, sliding window included; Gemma 3 270M continues a prompt through three
+//! stages as `generate` does, through the library and through `run local`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::scratch;
+use swactor::model::generate::{LocalPipeline, even_split, generate};
+use swactor::model::gguf::read_content;
+use swactor::model::llama::ComputeDevice;
+use swactor::model::sampling::Sampler;
+use swactor::model::synth::{SynthArch, SynthSpec, write_model};
+use swactor::model::tokenizer::tokenizer_from_gguf;
+use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
+
+/// A six-block model of `arch` (Gemma 3: blocks 0-4 slide over 16 positions, 5 is global).
+fn family_model(arch: SynthArch) -> PathBuf {
+    let path = scratch().join(format!("family-{}.gguf", arch.name()));
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
+        let tmp = path.with_extension("part");
+        write_model(
+            &tmp,
+            &SynthSpec {
+                blocks: 6,
+                hidden: 128,
+                heads: 4,
+                kv_heads: 2,
+                ffn: 256,
+                vocab: 300,
+                seed: 5,
+                arch,
+                ..SynthSpec::default()
+            },
+        )
+        .expect("synth");
+        std::fs::rename(&tmp, &path).expect("rename");
+    }
+    path
+}
+
+/// Greedy tokens of `path` split at `ranges` (the KV caches hold 256 positions: a sliding
+/// block's ring of 80 wraps around several times).
+fn tokens(
+    path: &Path,
+    ranges: &[LayerRange],
+    prompt: &[u32],
+    n: u32,
+    kv: KvCacheDType,
+) -> Vec<u32> {
+    let mut p =
+        LocalPipeline::load(path, ranges, 256, kv, ActivationDType::F32, ComputeDevice::Cpu, 1)
+            .expect("load");
+    let mut out = Vec::new();
+    generate(&mut p, prompt, n, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| out.push(t))
+        .expect("generate");
+    out
+}
+
+const FAMILIES: [SynthArch; 4] =
+    [SynthArch::Llama3, SynthArch::Qwen2, SynthArch::Qwen3, SynthArch::Gemma3];
+
+#[test]
+fn every_family_split_into_one_to_four_stages_gives_the_one_process_tokens_exactly() {
+    // A 100-token prompt: the prefill is one chunk of more rows than a sliding pass takes.
+    let prompt: Vec<u32> = (0..100).map(|i| (i * 37 + 5) % 290).collect();
+    for arch in FAMILIES {
+        let path = family_model(arch);
+        let whole = tokens(&path, &[LayerRange::new(0, 6)], &prompt, 48, KvCacheDType::F32);
+        assert_eq!(whole.len(), 48, "{arch:?}");
+        for stages in 2..=4 {
+            let ranges = even_split(6, stages);
+            let split = tokens(&path, &ranges, &prompt, 48, KvCacheDType::F32);
+            assert_eq!(split, whole, "{arch:?}: {stages} stages {ranges:?}");
+        }
+    }
+}
+
+#[test]
+fn every_familys_rows_are_bitwise_the_same_alone_batched_and_in_a_prefill_chunk() {
+    for arch in FAMILIES {
+        let path = family_model(arch);
+        for kv in [KvCacheDType::F32, KvCacheDType::F16] {
+            // Prompts of 100 tokens cross Gemma's 16-token window and its 80-position ring.
+            let beside = |others, threads, chunked| {
+                crate::llama::logits_beside_with(&path, others, threads, chunked, kv, 100, 6)
+            };
+            let alone = beside(0, 1, false);
+            for others in [2, 7] {
+                assert_eq!(
+                    beside(others, 1, false),
+                    alone,
+                    "{arch:?} {kv:?}: batch {}",
+                    others + 1
+                );
+            }
+            assert_eq!(beside(0, 1, true), alone, "{arch:?} {kv:?}: one prefill chunk");
+            assert_eq!(beside(7, 2, true), alone, "{arch:?} {kv:?}: batch 8 on 2 threads");
+        }
+    }
+}
+
+#[test]
+fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
+    // Two prompts that differ only in their first token: on a model whose every block
+    // slides (one block of Gemma 3), the next token's logits cannot tell them apart once
+    // the difference is more than a window behind; with a global block they can.
+    let path = family_model(SynthArch::Gemma3);
+    let logits = |layers: LayerRange, first: u32| {
+        let spec = swactor::model::llama::StageSpec {
+            layers,
+            embedding: true,
+            head: true,
+            max_seq_len: 64,
+            kv_cache: KvCacheDType::F32,
+            device: ComputeDevice::Cpu,
+            threads: 1,
+        };
+        let mut stage = swactor::model::llama::LlamaStage::load(&path, spec).expect("load");
+        let prompt: Vec<u32> =
+            std::iter::once(first).chain((1..40).map(|i| (i * 13 + 7) % 290)).collect();
+        match stage.forward(swactor::model::llama::StageInput::Tokens(&prompt)).expect("fwd") {
+            swactor::model::llama::StageOutput::Logits(l) => l,
+            other => panic!("{other:?}"),
+        }
+    };
+    let sliding = LayerRange::new(0, 1);
+    assert_eq!(logits(sliding, 3), logits(sliding, 200), "block 0 slides over 16 positions");
+    let global = LayerRange::new(0, 6);
+    assert_ne!(logits(global, 3), logits(global, 200), "block 5 sees every position");
+}
+
+/// Gemma 3 270M (Q4_K_M), fetched by `.ci/fetch-models`. Required under CI.
+pub fn gemma3() -> Option<PathBuf> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache/models/gemma-3-270m-q4_k_m.gguf");
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI must provide Gemma 3 at {}", path.display());
+    eprintln!("note: {} not fetched; run .ci/fetch-models", path.display());
+    None
+}
+
+const LILY: &str = "Once upon a time there was a little girl named Lily.";
+
+#[test]
+fn gemma3_270m_continues_the_readme_prompt_through_three_stages_as_generate_does() {
+    let Some(model) = gemma3() else { return };
+    let (content, _) = read_content(&model).expect("header");
+    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
+    let prompt = tok.encode(LILY, true, false);
+    assert_eq!(prompt[0], 2, "Gemma prompts start with <bos>");
+    let whole = tokens(&model, &[LayerRange::new(0, 18)], &prompt, 24, KvCacheDType::F32);
+    let text = tok.decode(&whole);
+    assert!(text.starts_with(" She was a very"), "{text:?}");
+    assert_eq!(tokens(&model, &even_split(18, 3), &prompt, 24, KvCacheDType::F32), whole);
+}
+
+fn swactor(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_swactor")).args(args).output().expect("swactor");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn run_local_streams_gemma3_chat_through_three_stages_with_generates_text() {
+    let Some(model) = gemma3() else { return };
+    let m = model.to_str().expect("path");
+    let ask = ["--model", m, "--chat", "--prompt", "Name three colors.", "--max-tokens", "24"];
+    let generated = swactor(&[&["generate"][..], &ask].concat());
+    let piped = swactor(&[&["run", "local", "--stages", "3"][..], &ask].concat());
+    assert_eq!(piped.trim_end(), generated.trim_end());
+    assert!(generated.split_whitespace().count() >= 3, "{generated:?}");
+}
