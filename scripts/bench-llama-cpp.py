@@ -13,11 +13,15 @@ and prints them side by side with the ratio (ours / llama.cpp) and the targets (
 >= 1.0, prefill >= 0.8), then swactor's aggregate decode at batch 1/4/8 and its stage
 load time. First it checks correctness against the same peer: on a synthesized F32 model
 (`swactor model synth`), the 64 greedy token ids of `swactor generate` must equal
-llama.cpp's (exit 1 otherwise). Not part of CI: it compiles llama.cpp (6-10 minutes on 2
-cores, once).
+llama.cpp's (exit 1 otherwise); the checks live in scripts/llama_cpp_parity.py: every
+synthesized family equal id for id, Gemma 3 270M and SmolLM2 teacher-forced (only
+near-ties may differ), tokenization of an awkward corpus on every pre-tokenizer. Gemma 3
+270M gets its own rows in the table when .ci/fetch-models has fetched it. Not part of CI:
+it compiles llama.cpp (6-10 minutes on 2 cores, once).
 
 Usage: scripts/bench-llama-cpp.py [--model GGUF] [--types q8_0,q4_0,q4_k]
        [--threads 1,2] [--tokens 64] [--repeat 2] [--swactor target/release/swactor]
+       [--parity-only]
 """
 
 import argparse
@@ -27,6 +31,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llama_cpp_parity  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
@@ -89,53 +96,6 @@ for label, path in files:
 """.replace("PROMPT", repr(PROMPT))
 
 
-# Runs inside the venv: llama.cpp's prompt ids and greedy ids on one model.
-LLAMA_IDS = r"""
-import json, sys
-import llama_cpp
-path, prompt, n = json.loads(sys.argv[1])
-llm = llama_cpp.Llama(path, n_threads=1, n_ctx=256, seed=0, verbose=False)
-toks = llm.tokenize(prompt.encode(), add_bos=True)
-ids = []
-for tok in llm.generate(toks, top_k=1, temp=0.0, repeat_penalty=1.0):
-    ids.append(tok)
-    if len(ids) == n or tok == llm.token_eos():
-        break
-print(json.dumps({"prompt": toks, "ids": ids}))
-"""
-
-
-def check_ids(swactor: str, py: Path, tokens: int) -> bool:
-    """Greedy ids of both engines on a synthesized F32 model; True when they agree."""
-    model = CACHE / "bench-models" / "synth-f32.gguf"
-    if not model.exists():
-        subprocess.run([swactor, "model", "synth", "--out", str(model), "--blocks", "6",
-                        "--dtype", "f32"], check=True, stdout=subprocess.DEVNULL)
-    prompt = "Once upon a time"
-    out = subprocess.run([swactor, "generate", "--model", str(model), "--prompt", prompt,
-                          "--max-tokens", str(tokens), "--threads", "1", "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    lines = [json.loads(line) for line in out.splitlines()]
-    ours = [v["id"] for v in lines if v.get("type") == "token"]
-    prompt_len = [v for v in lines if v.get("type") == "generation"][0]["prompt_tokens"]
-    theirs = json.loads(subprocess.run([str(py), "-c", LLAMA_IDS,
-                                        json.dumps([str(model), prompt, tokens])],
-                                       check=True, capture_output=True, text=True).stdout)
-    if len(theirs["prompt"]) != prompt_len:
-        print(f"ids: prompt tokenized to {prompt_len} ids here, {len(theirs['prompt'])} by "
-              "llama.cpp")
-        return False
-    n = min(len(ours), len(theirs["ids"]))
-    same = next((i for i in range(n) if ours[i] != theirs["ids"][i]), None)
-    if same is None and len(ours) == len(theirs["ids"]):
-        print(f"ids: swactor's {len(ours)} greedy ids on the synthesized F32 model equal "
-              "llama.cpp's")
-        return True
-    print(f"ids: differ at {same if same is not None else n}: ours {ours[:n]} llama.cpp "
-          f"{theirs['ids'][:n]}")
-    return False
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -145,6 +105,7 @@ def main() -> int:
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--swactor", default=str(ROOT / "target" / "release" / "swactor"))
+    ap.add_argument("--parity-only", action="store_true", help="check, do not benchmark")
     args = ap.parse_args()
     swactor = args.swactor
     if not Path(swactor).exists():
@@ -164,9 +125,15 @@ def main() -> int:
         files.append((q, str(out)))
     threads = [int(t) for t in args.threads.split(",")]
 
+    gemma = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if gemma.exists():
+        files.append(("gemma3", str(gemma)))
+
     py = venv_python()
-    if not check_ids(swactor, py, args.tokens):
+    if not llama_cpp_parity.check_all(swactor, py, ROOT, args.tokens):
         return 1
+    if args.parity_only:
+        return 0
     ours, theirs = {}, {}
     # Interleaved, one file and thread count at a time, so that both engines see the
     # same machine (absolute rates drift between minutes on shared hosts).

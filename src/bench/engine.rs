@@ -27,8 +27,9 @@ pub struct EngineFigure {
     pub batch_tokens_per_s: Vec<(usize, f64)>,
     /// Time to load the whole model as one stage on the engine (mapped weights), ms.
     pub load_ms: f64,
-    /// Time to load it on candle (tensors read and copied, the previous path), ms.
-    pub candle_load_ms: f64,
+    /// Time to load it on candle (tensors read and copied, the previous path), ms; `None`
+    /// for a family candle's path does not run.
+    pub candle_load_ms: Option<f64>,
 }
 
 /// What [`engine_figures`] measures.
@@ -99,11 +100,17 @@ pub fn engine_figures(
         drop(LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?);
         Ok(t.elapsed().as_secs_f64() * 1e3)
     })?;
-    let candle_load_ms = best(&mut || {
-        let t = Instant::now();
-        drop(LlamaStage::load(path, spec(ComputeDevice::Candle)).map_err(err)?);
-        Ok(t.elapsed().as_secs_f64() * 1e3)
-    })?;
+    let candle_load_ms = match LlamaStage::load(path, spec(ComputeDevice::Candle)) {
+        Err(crate::model::llama::StageError::Weights {
+            reason: crate::wire::reason::WeightsFailure::UnsupportedTensorType,
+            ..
+        }) => None,
+        _ => Some(best(&mut || {
+            let t = Instant::now();
+            drop(LlamaStage::load(path, spec(ComputeDevice::Candle)).map_err(err)?);
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        })?),
+    };
     let mut stage = LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?;
     let logits = |out: StageOutput| match out {
         StageOutput::Logits(l) => Ok(l),

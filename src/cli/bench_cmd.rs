@@ -166,14 +166,14 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
                 let batches: Vec<String> =
                     fig.batch_tokens_per_s.iter().map(|(b, r)| format!("{b}: {r:.1}")).collect();
                 out.line(format!(
-                    "{:<8} {:>3}  {:>12.1}  {:>13.1}  {:<30}  {:>7.1} ({:.1})",
+                    "{:<8} {:>3}  {:>12.1}  {:>13.1}  {:<30}  {:>7.1} ({})",
                     fig.label,
                     fig.threads,
                     fig.decode_tokens_per_s,
                     fig.prefill_tokens_per_s,
                     batches.join("  "),
                     fig.load_ms,
-                    fig.candle_load_ms
+                    fig.candle_load_ms.map_or("-".to_string(), |ms| format!("{ms:.1}"))
                 ))?;
             }
             out.flush()?;

@@ -108,13 +108,23 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             eyre!("--stages must lie in 1..={} for this model", facts.block_count),
         ));
     }
-    let prompt = if args.chat {
+    let text = args.prompt.as_deref().unwrap_or_default();
+    let prompt = if let Some(ids) = &args.prompt_ids {
+        if let Some(bad) = ids.iter().find(|&&id| id >= facts.vocab_size) {
+            return Err(CliError::new(
+                ExitCode::Usage,
+                "usage",
+                eyre!("--prompt-ids: {bad} lies outside the vocabulary of {}", facts.vocab_size),
+            ));
+        }
+        ids.clone()
+    } else if args.chat {
         let template = crate::model::tokenizer::chat_template(&content);
         tokenizer
-            .encode_chat_prompt(template.as_deref(), &args.prompt)
+            .encode_chat_prompt(template.as_deref(), text)
             .map_err(|e| CliError::new(ExitCode::Usage, e.code(), eyre!("--chat: {e}")))?
     } else {
-        tokenizer.encode(&args.prompt, true, false)
+        tokenizer.encode(text, true, false)
     };
     if prompt.is_empty() {
         return Err(CliError::new(ExitCode::Usage, "usage", eyre!("the prompt is empty")));

@@ -122,6 +122,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Model(ModelCommand::Inspect(args)) => model_cmd::inspect(&args, out),
         Command::Model(ModelCommand::Synth(args)) => model_cmd::synth(&args, out),
         Command::Model(ModelCommand::Quantize(args)) => model_cmd::quantize(&args, out),
+        Command::Model(ModelCommand::Tokenize(args)) => model_cmd::tokenize(&args, out),
         Command::Bench(BenchCommand::Decode(args)) => bench_cmd::decode(&args, out),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_cmd::pipeline(&args, out),
         Command::Bench(BenchCommand::Failover(args)) => bench_cmd::failover(&args, out),

@@ -3,7 +3,7 @@
 use color_eyre::eyre::eyre;
 use serde::Serialize;
 
-use super::args::{InspectArgs, QuantizeArgs, SynthArgs};
+use super::args::{InspectArgs, QuantizeArgs, SynthArgs, TokenizeArgs};
 use super::exit::{CliError, ExitCode, model_error};
 use super::output::{Output, human_bytes, table};
 use crate::model::synth::{SynthError, SynthSpec, parse_quant, quantize_file, write_model};
@@ -201,6 +201,30 @@ pub fn quantize(args: &QuantizeArgs, out: &mut Output) -> Result<(), CliError> {
             facts.tensor_types.values().sum::<u32>(),
             args.dtype
         );
+    }
+    Ok(())
+}
+
+/// `swactor model tokenize`.
+pub fn tokenize(args: &TokenizeArgs, out: &mut Output) -> Result<(), CliError> {
+    // Only the vocabulary is read: a vocabulary-only file (llama.cpp's test vocabularies)
+    // tokenizes too.
+    let (content, _) =
+        crate::model::gguf::read_content(&args.model).map_err(|e| model_error(&args.model, e))?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content)
+        .map_err(|e| model_error(&args.model, e))?;
+    for text in &args.text {
+        let ids = tokenizer.encode(text, args.add_special, args.parse_special);
+        if args.output.json {
+            let pieces: Vec<String> = ids
+                .iter()
+                .map(|&id| String::from_utf8_lossy(&tokenizer.token_bytes(id)).into_owned())
+                .collect();
+            out.json("tokens", &serde_json::json!({ "ids": ids, "pieces": pieces }))?;
+        } else {
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            out.write_str(&format!("{}\n", ids.join(",")))?;
+        }
     }
     Ok(())
 }

@@ -213,12 +213,21 @@ impl Q8KRows {
         self.d.resize(nb, 0.0);
         self.bsums.resize(nb * 16, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK_K).zip(self.qs.chunks_exact_mut(QK_K)).enumerate() {
-            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            for (q, &v) in qb.iter_mut().zip(xb) {
-                *q = round_i8(v * id);
+            // GGML's Q8_K exactly: the scale comes from the value of largest magnitude
+            // with its sign (`-127 / max`), values round half to even, and the block's
+            // scale is the reciprocal (negative when that value is positive).
+            let (mut amax, mut max) = (0f32, 0f32);
+            for &v in xb {
+                if v.abs() > amax {
+                    amax = v.abs();
+                    max = v;
+                }
             }
+            let iscale = if amax != 0.0 { -127.0 / max } else { 0.0 };
+            for (q, &v) in qb.iter_mut().zip(xb) {
+                *q = ((iscale * v).round_ties_even() as i32).clamp(-128, 127) as i8;
+            }
+            let d = if amax != 0.0 { 1.0 / iscale } else { 0.0 };
             for g in 0..16 {
                 self.bsums[b * 16 + g] =
                     qb[16 * g..16 * g + 16].iter().map(|&q| i16::from(q)).sum();

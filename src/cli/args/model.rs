@@ -14,10 +14,14 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "GGUF")]
     pub model: PathBuf,
     /// The prompt text.
-    #[arg(long, value_name = "TEXT")]
-    pub prompt: String,
-    /// Wrap the prompt in the model's chat template (ChatML, Llama 3 or Llama 2 style), as
-    /// `run local --chat` does.
+    #[arg(long, value_name = "TEXT", required_unless_present = "prompt_ids")]
+    pub prompt: Option<String>,
+    /// The prompt as token ids, comma-separated (nothing is added: give the bos id
+    /// yourself), instead of `--prompt`.
+    #[arg(long, value_name = "IDS", value_delimiter = ',', conflicts_with_all = ["prompt", "chat"])]
+    pub prompt_ids: Option<Vec<u32>>,
+    /// Wrap the prompt in the model's chat template (ChatML, Llama 3, Gemma or Llama 2
+    /// style), as `run local --chat` does.
     #[arg(long)]
     pub chat: bool,
     /// Split the model into this many stages in this process (activations cross each
@@ -45,12 +49,37 @@ pub enum ModelCommand {
     /// Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes.
     #[command(after_help = SEE_EXIT_CODES)]
     Inspect(InspectArgs),
-    /// Write a deterministic tiny llama model with random weights and a real BPE vocabulary.
+    /// Write a deterministic tiny model of any supported family (`--arch`) with random
+    /// weights and a real BPE vocabulary.
     #[command(after_help = SEE_EXIT_CODES)]
     Synth(SynthArgs),
     /// Re-quantize a model's weight matrices (norms stay f32).
     #[command(after_help = SEE_EXIT_CODES)]
     Quantize(QuantizeArgs),
+    /// Print the token ids of a text as the model's tokenizer splits it (`--json`: the ids
+    /// and each token's text).
+    #[command(after_help = SEE_EXIT_CODES)]
+    Tokenize(TokenizeArgs),
+}
+
+/// `swactor model tokenize`
+#[derive(Debug, Args)]
+pub struct TokenizeArgs {
+    /// The GGUF model whose tokenizer is used.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The text (repeat the flag for several texts: one line of ids each).
+    #[arg(long, value_name = "TEXT", required = true)]
+    pub text: Vec<String>,
+    /// Add the model's bos token where its tokenizer does.
+    #[arg(long)]
+    pub add_special: bool,
+    /// Match control tokens written in the text (`<|im_start|>`, `<start_of_turn>`, ...).
+    #[arg(long)]
+    pub parse_special: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
 }
 
 /// `swactor model inspect`
@@ -162,6 +191,7 @@ impl ModelCommand {
             ModelCommand::Inspect(a) => &a.output,
             ModelCommand::Synth(a) => &a.output,
             ModelCommand::Quantize(a) => &a.output,
+            ModelCommand::Tokenize(a) => &a.output,
         }
     }
 }
