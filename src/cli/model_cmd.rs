@@ -102,8 +102,12 @@ pub fn render_facts(path: &str, f: &ModelFacts) -> Vec<String> {
                 f.tokenizer_pre.as_deref().unwrap_or("-")
             ),
         ],
-        vec!["bos / eos".into(), format!("{} / {}", opt(f.bos_token_id), opt(f.eos_token_id))],
-        vec!["rope".into(), format!("base {}, {} dims", f.rope.freq_base, f.rope.dimension_count)],
+        vec![
+            "bos / eos / eot".into(),
+            format!("{} / {} / {}", opt(f.bos_token_id), opt(f.eos_token_id), opt(f.eot_token_id)),
+        ],
+        vec!["rope".into(), rope_row(f)],
+        vec!["attention".into(), attention_row(f)],
         vec!["rms norm eps".into(), format!("{:e}", f.rms_norm_eps)],
         vec![
             "output head".into(),
@@ -119,6 +123,50 @@ pub fn render_facts(path: &str, f: &ModelFacts) -> Vec<String> {
         vec!["head bytes".into(), human_bytes(f.bytes.head)],
     ];
     table(&rows)
+}
+
+/// Rope: base, dimensions, pairing, and the family's scaling where it has one.
+fn rope_row(f: &ModelFacts) -> String {
+    use swactor_core::model::arch::RopeStyle;
+    let pairs = match f.arch.family.rope_style() {
+        RopeStyle::Interleaved => "interleaved pairs",
+        RopeStyle::Halves => "neox halves",
+    };
+    let mut row = format!("base {}, {} dims, {pairs}", f.rope.freq_base, f.rope.dimension_count);
+    if f.arch.rope_scale != 1.0 {
+        row += &format!(", linear scaling {}", f.arch.rope_scale);
+    }
+    if f.arch.rope_freq_factors {
+        row += ", frequency factors (rope_freqs)";
+    }
+    row
+}
+
+/// Attention and block differences of the family: biases, norms, window, gate.
+fn attention_row(f: &ModelFacts) -> String {
+    let family = f.arch.family;
+    let mut parts = Vec::new();
+    if family.qkv_bias() {
+        parts.push("Q/K/V biases".to_string());
+    }
+    if family.qk_norm() {
+        parts.push("Q/K norms".to_string());
+    }
+    if family.post_norms() {
+        parts.push("post-norms".to_string());
+    }
+    if let Some(w) = f.arch.sliding_window {
+        let sliding = (0..f.block_count).filter(|&b| f.arch.is_sliding(b)).count();
+        parts.push(format!(
+            "sliding window {w} on {sliding} of {} blocks (rope base {})",
+            f.block_count, f.arch.local_rope_base
+        ));
+    }
+    parts.push(match family.gate_activation() {
+        swactor_core::model::arch::GateActivation::Silu => "SwiGLU".to_string(),
+        swactor_core::model::arch::GateActivation::GeluTanh => "GeGLU".to_string(),
+    });
+    parts.join(", ")
 }
 
 #[derive(Serialize)]
@@ -155,8 +203,9 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
         out.json("model_synthesized", &SynthRecord { path, bytes, spec: &spec })?;
     } else {
         eprintln!(
-            "wrote {path} ({}): {} blocks, hidden {}, {} heads / {} KV, ffn {}, vocab {}, {:?}, seed {}",
+            "wrote {path} ({}): {}, {} blocks, hidden {}, {} heads / {} KV, ffn {}, vocab {}, {:?}, seed {}",
             human_bytes(bytes),
+            spec.arch.name(),
             spec.blocks,
             spec.hidden,
             spec.heads,
