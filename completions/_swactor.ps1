@@ -130,6 +130,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;generate' {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
+            [CompletionResult]::new('--prompt-ids', '--prompt-ids', [CompletionResultType]::ParameterName, 'The prompt as token ids, comma-separated (nothing is added: give the bos id yourself), instead of `--prompt`')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)')
             [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature')
             [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads (the in-process stages share them) [default: the CPUs available]')
@@ -143,7 +144,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the sampler (with `--sampling sample`)')
             [CompletionResult]::new('--max-sequences', '--max-sequences', [CompletionResultType]::ParameterName, 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]')
-            [CompletionResult]::new('--chat', '--chat', [CompletionResultType]::ParameterName, 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style), as `run local --chat` does')
+            [CompletionResult]::new('--chat', '--chat', [CompletionResultType]::ParameterName, 'Wrap the prompt in the model''s chat template (ChatML, Llama 3, Gemma or Llama 2 style), as `run local --chat` does')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
@@ -259,8 +260,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
-            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary')
             [CompletionResult]::new('quantize', 'quantize', [CompletionResultType]::ParameterValue, 'Re-quantize a model''s weight matrices (norms stay f32)')
+            [CompletionResult]::new('tokenize', 'tokenize', [CompletionResultType]::ParameterValue, 'Print the token ids of a text as the model''s tokenizer splits it (`--json`: the ids and each token''s text)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -281,6 +283,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--vocab', '--vocab', [CompletionResultType]::ParameterName, 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Context length recorded in the file')
             [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Storage type of the weight matrices')
+            [CompletionResult]::new('--arch', '--arch', [CompletionResultType]::ParameterName, 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the random weights')
             [CompletionResult]::new('--tied-embeddings', '--tied-embeddings', [CompletionResultType]::ParameterName, 'Reuse the token embedding as the output head (no `output.weight`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
@@ -297,10 +300,21 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;model;tokenize' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model whose tokenizer is used')
+            [CompletionResult]::new('--text', '--text', [CompletionResultType]::ParameterName, 'The text (repeat the flag for several texts: one line of ids each)')
+            [CompletionResult]::new('--add-special', '--add-special', [CompletionResultType]::ParameterName, 'Add the model''s bos token where its tokenizer does')
+            [CompletionResult]::new('--parse-special', '--parse-special', [CompletionResultType]::ParameterName, 'Match control tokens written in the text (`<|im_start|>`, `<start_of_turn>`, ...)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;model;help' {
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
-            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary')
             [CompletionResult]::new('quantize', 'quantize', [CompletionResultType]::ParameterValue, 'Re-quantize a model''s weight matrices (norms stay f32)')
+            [CompletionResult]::new('tokenize', 'tokenize', [CompletionResultType]::ParameterValue, 'Print the token ids of a text as the model''s tokenizer splits it (`--json`: the ids and each token''s text)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -311,6 +325,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;model;help;quantize' {
+            break
+        }
+        'swactor;model;help;tokenize' {
             break
         }
         'swactor;model;help;help' {
@@ -682,8 +699,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;help;model' {
             [CompletionResult]::new('inspect', 'inspect', [CompletionResultType]::ParameterValue, 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes')
-            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary')
+            [CompletionResult]::new('synth', 'synth', [CompletionResultType]::ParameterValue, 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary')
             [CompletionResult]::new('quantize', 'quantize', [CompletionResultType]::ParameterValue, 'Re-quantize a model''s weight matrices (norms stay f32)')
+            [CompletionResult]::new('tokenize', 'tokenize', [CompletionResultType]::ParameterValue, 'Print the token ids of a text as the model''s tokenizer splits it (`--json`: the ids and each token''s text)')
             break
         }
         'swactor;help;model;inspect' {
@@ -693,6 +711,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;model;quantize' {
+            break
+        }
+        'swactor;help;model;tokenize' {
             break
         }
         'swactor;help;node' {

@@ -214,6 +214,9 @@ _swactor() {
             swactor__subcmd__help__subcmd__model,synth)
                 cmd="swactor__subcmd__help__subcmd__model__subcmd__synth"
                 ;;
+            swactor__subcmd__help__subcmd__model,tokenize)
+                cmd="swactor__subcmd__help__subcmd__model__subcmd__tokenize"
+                ;;
             swactor__subcmd__help__subcmd__node,boot)
                 cmd="swactor__subcmd__help__subcmd__node__subcmd__boot"
                 ;;
@@ -250,6 +253,9 @@ _swactor() {
             swactor__subcmd__model,synth)
                 cmd="swactor__subcmd__model__subcmd__synth"
                 ;;
+            swactor__subcmd__model,tokenize)
+                cmd="swactor__subcmd__model__subcmd__tokenize"
+                ;;
             swactor__subcmd__model__subcmd__help,help)
                 cmd="swactor__subcmd__model__subcmd__help__subcmd__help"
                 ;;
@@ -261,6 +267,9 @@ _swactor() {
                 ;;
             swactor__subcmd__model__subcmd__help,synth)
                 cmd="swactor__subcmd__model__subcmd__help__subcmd__synth"
+                ;;
+            swactor__subcmd__model__subcmd__help,tokenize)
+                cmd="swactor__subcmd__model__subcmd__help__subcmd__tokenize"
                 ;;
             swactor__subcmd__node,boot)
                 cmd="swactor__subcmd__node__subcmd__boot"
@@ -1041,7 +1050,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__generate)
-            opts="-h --model --prompt --chat --stages --device --threads --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --model --prompt --prompt-ids --chat --stages --device --threads --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1052,6 +1061,10 @@ _swactor() {
                     return 0
                     ;;
                 --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt-ids)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1381,7 +1394,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__model)
-            opts="inspect synth quantize"
+            opts="inspect synth quantize tokenize"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1423,6 +1436,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__model__subcmd__synth)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__model__subcmd__tokenize)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1605,7 +1632,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model)
-            opts="-h --help inspect synth quantize help"
+            opts="-h --help inspect synth quantize tokenize help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1619,7 +1646,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__help)
-            opts="inspect synth quantize help"
+            opts="inspect synth quantize tokenize help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1688,6 +1715,20 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__model__subcmd__help__subcmd__tokenize)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__model__subcmd__inspect)
             opts="-h --stages --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1733,7 +1774,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__synth)
-            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --seed --json --help"
+            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --seed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1775,7 +1816,33 @@ _swactor() {
                     COMPREPLY=($(compgen -W "f32 f16 q8_0 q4_0" -- "${cur}"))
                     return 0
                     ;;
+                --arch)
+                    COMPREPLY=($(compgen -W "llama llama3 qwen2 qwen3 gemma3" -- "${cur}"))
+                    return 0
+                    ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__model__subcmd__tokenize)
+            opts="-h --model --text --add-special --parse-special --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --text)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -119,6 +119,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;generate'= {
             cand --model 'The GGUF model'
             cand --prompt 'The prompt text'
+            cand --prompt-ids 'The prompt as token ids, comma-separated (nothing is added: give the bos id yourself), instead of `--prompt`'
             cand --stages 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)'
             cand --device 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature'
             cand --threads 'Compute threads (the in-process stages share them) [default: the CPUs available]'
@@ -132,7 +133,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --top-p 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)'
             cand --seed 'Seed of the sampler (with `--sampling sample`)'
             cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
-            cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style), as `run local --chat` does'
+            cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3, Gemma or Llama 2 style), as `run local --chat` does'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
@@ -240,8 +241,9 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-            cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand synth 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary'
             cand quantize 'Re-quantize a model''s weight matrices (norms stay f32)'
+            cand tokenize 'Print the token ids of a text as the model''s tokenizer splits it (`--json`: the ids and each token''s text)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;model;inspect'= {
@@ -260,6 +262,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --vocab 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)'
             cand --context 'Context length recorded in the file'
             cand --dtype 'Storage type of the weight matrices'
+            cand --arch 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3'
             cand --seed 'Seed of the random weights'
             cand --tied-embeddings 'Reuse the token embedding as the output head (no `output.weight`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
@@ -274,10 +277,20 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;model;tokenize'= {
+            cand --model 'The GGUF model whose tokenizer is used'
+            cand --text 'The text (repeat the flag for several texts: one line of ids each)'
+            cand --add-special 'Add the model''s bos token where its tokenizer does'
+            cand --parse-special 'Match control tokens written in the text (`<|im_start|>`, `<start_of_turn>`, ...)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;model;help'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-            cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand synth 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary'
             cand quantize 'Re-quantize a model''s weight matrices (norms stay f32)'
+            cand tokenize 'Print the token ids of a text as the model''s tokenizer splits it (`--json`: the ids and each token''s text)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;model;help;inspect'= {
@@ -285,6 +298,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;model;help;synth'= {
         }
         &'swactor;model;help;quantize'= {
+        }
+        &'swactor;model;help;tokenize'= {
         }
         &'swactor;model;help;help'= {
         }
@@ -599,14 +614,17 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;help;model'= {
             cand inspect 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-            cand synth 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+            cand synth 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary'
             cand quantize 'Re-quantize a model''s weight matrices (norms stay f32)'
+            cand tokenize 'Print the token ids of a text as the model''s tokenizer splits it (`--json`: the ids and each token''s text)'
         }
         &'swactor;help;model;inspect'= {
         }
         &'swactor;help;model;synth'= {
         }
         &'swactor;help;model;quantize'= {
+        }
+        &'swactor;help;model;tokenize'= {
         }
         &'swactor;help;node'= {
             cand id 'Print this node''s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'

@@ -110,6 +110,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l model -d 'The GGUF model' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt -d 'The prompt text' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt-ids -d 'The prompt as token ids, comma-separated (nothing is added: give the bos id yourself), instead of `--prompt`' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l stages -d 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l device -d 'Where to compute: `cpu` (swactor\'s engine), `candle` (candle\'s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l threads -d 'Compute threads (the in-process stages share them) [default: the CPUs available]' -r
@@ -126,7 +127,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-k -d 'K
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-sequences -d 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]' -r
-complete -c swactor -n "__fish_swactor_using_subcommand generate" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3 or Llama 2 style), as `run local --chat` does'
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3, Gemma or Llama 2 style), as `run local --chat` does'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and not __fish_seen_subcommand_from pool serve help" -s h -l help -d 'Print help'
@@ -217,11 +218,12 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from help" -f -a "pool" -d 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from help" -f -a "serve" -d 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0'
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize tokenize help" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize tokenize help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize tokenize help" -f -a "synth" -d 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize tokenize help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize tokenize help" -f -a "tokenize" -d 'Print the token ids of a text as the model\'s tokenizer splits it (`--json`: the ids and each token\'s text)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and not __fish_seen_subcommand_from inspect synth quantize tokenize help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -l stages -d 'Show the layers and weight bytes of each of N stages (the planner\'s balance over nodes of equal memory) [default: 2, or 1 for a one-block model]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help'
@@ -237,6 +239,11 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 f16\t'16-bit floats'
 q8_0\t'8-bit blocks of 32'
 q4_0\t'4-bit blocks of 32'"
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l arch -d 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3' -r -f -a "llama\t'Llama 2 style `llama`'
+llama3\t'Llama 3.x style `llama` (rope base 500 000, rope frequency factors, tied)'
+qwen2\t'Qwen 2.5 (`qwen2`: Q / K / V biases)'
+qwen3\t'Qwen 3 (`qwen3`: Q / K norms, wide heads)'
+gemma3\t'Gemma 3 (`gemma3`: post norms, Q / K norms, GeGLU, sliding window)'"
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l seed -d 'Seed of the random weights' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l tied-embeddings -d 'Reuse the token embedding as the output head (no `output.weight`)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
@@ -246,9 +253,16 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l model -d 'The GGUF model whose tokenizer is used' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l text -d 'The text (repeat the flag for several texts: one line of ids each)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l add-special -d 'Add the model\'s bos token where its tokenizer does'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l parse-special -d 'Match control tokens written in the text (`<|im_start|>`, `<start_of_turn>`, ...)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "synth" -d 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "tokenize" -d 'Print the token ids of a text as the model\'s tokenizer splits it (`--json`: the ids and each token\'s text)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id boot help" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand node; and not __fish_seen_subcommand_from id boot help" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
@@ -428,8 +442,9 @@ complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_su
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from orchestrate" -f -a "pool" -d 'Wait for the pool to be ready, plan, provision every stage, inject the prompt, stream the generated text, and tear the run down'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from orchestrate" -f -a "serve" -d 'Serve the OpenAI-compatible HTTP API over the pool: form a session when the pool is ready, serve while it lasts, form a new one after a fault; SIGINT / SIGTERM drain within --grace-s and exit 0'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "inspect" -d 'Print the facts of a GGUF model: shape, tokenizer, rope, tensor bytes'
-complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny llama model with random weights and a real BPE vocabulary'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "synth" -d 'Write a deterministic tiny model of any supported family (`--arch`) with random weights and a real BPE vocabulary'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "quantize" -d 'Re-quantize a model\'s weight matrices (norms stay f32)'
+complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from model" -f -a "tokenize" -d 'Print the token ids of a text as the model\'s tokenizer splits it (`--json`: the ids and each token\'s text)'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "id" -d 'Print this node\'s identity (endpoint id) from its key file, creating the key (0600) on first use. The endpoint id is what pool files name'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "boot" -d 'Boot this host as a pool node (identity, arena, worker, iroh endpoint, SWIM, control inbox, admin socket) and serve until SIGINT or SIGTERM'
 complete -c swactor -n "__fish_swactor_using_subcommand help; and __fish_seen_subcommand_from edge" -f -a "inspect" -d 'Show a node\'s edge records (state, ring, peers) and what it sees of the pool'
