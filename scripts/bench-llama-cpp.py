@@ -126,7 +126,7 @@ def main() -> int:
     threads = [int(t) for t in args.threads.split(",")]
 
     gemma = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
-    if gemma.exists():
+    if gemma.exists() and gemma.resolve() != base.resolve():
         files.append(("gemma3", str(gemma)))
 
     py = venv_python()

@@ -64,3 +64,29 @@ pub(crate) mod avx2 {
         }))
     }
 }
+
+/// The AVX-512 kernel (`#[target_feature]`: selected only on a CPU with these features;
+/// raw loads read inside ranges checked at the kernel's entry).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::simd::avx2::load256;
+    use crate::simd::avx512::float_dot512;
+
+    /// The dot products of one weight row with `R` activation rows.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        fn scalar_weight(w: &[u8], j: usize) -> f32 {
+            half::f16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
+        }
+        // SAFETY: 16 weights at element i lie inside w (its length is checked first).
+        float_dot512!(w, a, rows, 2, |i: usize| _mm512_cvtph_ps(unsafe {
+            load256(w.as_ptr().add(2 * i))
+        }))
+    }
+}

@@ -150,3 +150,98 @@ pub(crate) mod avx2 {
         std::array::from_fn(|r| hsum(acc[r]) - accm[r])
     }
 }
+
+/// The AVX-512 kernel (512-bit `maddubs`, the per-32 scales through VNNI's `vpdpwssd`;
+/// `#[target_feature]`: selected only on a CPU with these features). Q5_K shares it.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::format::QK_K;
+    use crate::simd::avx2::{f16_at, load256};
+    use crate::simd::avx512::{hsum512, load512};
+
+    /// The dot products of one weight row with `R` activation rows.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        dot_q4_5::<R, false>(w, a, rows)
+    }
+
+    /// Q4_K, and with `Q5` Q5_K: each pair of 32-value groups is one 512-bit vector of
+    /// unsigned values (low nibbles then high nibbles, as the activations lie), multiplied
+    /// by 64 activations with `maddubs` and scaled per group into 32-bit sums by
+    /// `vpdpwssd`; mins through the activations' per-16 sums.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) fn dot_q4_5<const R: usize, const Q5: bool>(
+        w: &[u8],
+        a: &Acts,
+        rows: [usize; R],
+    ) -> [f32; R] {
+        let (bb, qs_at) = if Q5 { (176, 48) } else { (144, 16) };
+        let nb = a.cols / QK_K;
+        assert!(w.len() >= nb * bb);
+        let x = rows.map(|r| a.q8k.row(r));
+        assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut accm = [0f32; R];
+        let m4 = _mm256_set1_epi8(0x0F);
+        let one = _mm256_set1_epi8(1);
+        for b in 0..nb {
+            let blk = &w[b * bb..(b + 1) * bb];
+            let d = f16_at(blk, 0);
+            let dmin = f16_at(blk, 2);
+            let mut sc = [0i16; 8];
+            let mut mn = [0i32; 8];
+            for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+                let (a, b) = super::scale_min_k4(j, &blk[4..16]);
+                (*s, *m) = (i16::from(a), i32::from(b));
+            }
+            let qh = if Q5 {
+                // SAFETY: Q5_K's qh is bytes 16..48 of its 176-byte block (unused for Q4_K).
+                unsafe { load256(blk.as_ptr().add(16)) }
+            } else {
+                _mm256_setzero_si256()
+            };
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for j in 0..4 {
+                // SAFETY: qs[32 j..32 j + 32] lies inside the block (qs_at + 128 bytes).
+                let q = unsafe { load256(blk.as_ptr().add(qs_at + 32 * j)) };
+                let mut lo = _mm256_and_si256(q, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                if Q5 {
+                    // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4.
+                    let shift = |n: i32| _mm256_srl_epi16(qh, _mm_cvtsi32_si128(n));
+                    let h_lo = _mm256_and_si256(shift(2 * j as i32), one);
+                    let h_hi = _mm256_and_si256(shift(2 * j as i32 + 1), one);
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(h_lo));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h_hi));
+                }
+                let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                let s = _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j])),
+                    _mm256_set1_epi16(sc[2 * j + 1]),
+                );
+                for r in 0..R {
+                    // SAFETY: 64 values of block b inside the row (checked above).
+                    let y = unsafe { load512(x[r].qs, b * QK_K + 64 * j) };
+                    sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v, y), s);
+                }
+            }
+            for r in 0..R {
+                let bs = &x[r].bsums[b * 16..b * 16 + 16];
+                let mins: i32 =
+                    (0..8).map(|j| mn[j] * (i32::from(bs[2 * j]) + i32::from(bs[2 * j + 1]))).sum();
+                let da = x[r].d[b];
+                acc[r] =
+                    _mm512_fmadd_ps(_mm512_set1_ps(d * da), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+                accm[r] += dmin * da * mins as f32;
+            }
+        }
+        std::array::from_fn(|r| hsum512(acc[r]) - accm[r])
+    }
+}

@@ -32,3 +32,17 @@ pub(crate) mod avx2 {
         dot_q4_5::<R, true>(w, a, rows)
     }
 }
+
+/// The AVX-512 kernel: Q4_K's with the fifth bit.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use crate::acts::Acts;
+    use crate::formats::q4_k::avx512::dot_q4_5;
+
+    /// The dot products of one weight row with `R` activation rows.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        dot_q4_5::<R, true>(w, a, rows)
+    }
+}

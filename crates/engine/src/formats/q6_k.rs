@@ -111,3 +111,121 @@ pub(crate) mod avx2 {
         std::array::from_fn(|r| hsum(acc[r]) - accm[r])
     }
 }
+
+/// The AVX-512 kernel: two 32-value quarters (four 16-value groups) per 512-bit
+/// `maddubs`, their scales through VNNI's `vpdpwssd` (`#[target_feature]`: selected only
+/// on a CPU with these features).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::format::QK_K;
+    use crate::simd::avx2::{f16_at, load256};
+    use crate::simd::avx512::{hsum512, load512};
+
+    /// The dot products of one weight row with `R` activation rows.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        let nb = a.cols / QK_K;
+        assert!(w.len() >= nb * 210);
+        let x = rows.map(|r| a.q8k.row(r));
+        assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut accm = [0f32; R];
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(0x03);
+        for b in 0..nb {
+            let blk = &w[b * 210..(b + 1) * 210];
+            let d = f16_at(blk, 208);
+            let sc: [i16; 16] = std::array::from_fn(|g| i16::from(blk[192 + g] as i8));
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for n in 0..2 {
+                // SAFETY: ql[64 n..64 n + 64] and qh[32 n..32 n + 32] lie inside the block.
+                let (ql0, ql1, qh) = unsafe {
+                    let p = blk.as_ptr();
+                    (
+                        load256(p.add(64 * n)),
+                        load256(p.add(64 * n + 32)),
+                        load256(p.add(128 + 32 * n)),
+                    )
+                };
+                // The 6-bit values (0..63) of the four quarters of this half, in order.
+                let q = [
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql0, m4),
+                        _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m2)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql1, m4),
+                        _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(m2))),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                        _mm256_and_si256(qh, _mm256_slli_epi16::<4>(m2)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                        _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<6>(m2))),
+                    ),
+                ];
+                for k in [0, 2] {
+                    let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[k]), q[k + 1]);
+                    let g = 8 * n + 2 * k;
+                    // One scale per 8 products' pairs: groups g .. g + 3, 16 values each.
+                    let s = _mm512_set_epi16(
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 3],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 2],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g + 1],
+                        sc[g],
+                        sc[g],
+                        sc[g],
+                        sc[g],
+                        sc[g],
+                        sc[g],
+                        sc[g],
+                        sc[g],
+                    );
+                    for r in 0..R {
+                        // SAFETY: 64 values of block b inside the row (checked above).
+                        let y = unsafe { load512(x[r].qs, b * QK_K + 128 * n + 32 * k) };
+                        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(v, y), s);
+                    }
+                }
+            }
+            for r in 0..R {
+                let bs = &x[r].bsums[b * 16..b * 16 + 16];
+                let off: i32 =
+                    (0..16).map(|g| i32::from(sc[g]) * i32::from(bs[g])).sum::<i32>() * 32;
+                let s = d * x[r].d[b];
+                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(s), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+                accm[r] += s * off as f32;
+            }
+        }
+        std::array::from_fn(|r| hsum512(acc[r]) - accm[r])
+    }
+}

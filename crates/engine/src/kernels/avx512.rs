@@ -1,7 +1,8 @@
-//! The AVX-512 kernels with VNNI (`vpdpbusd`): Q4_0, Q4_1 and Q8_0 (their tile bodies live
-//! in the format modules' `avx512` submodules); the other formats use the AVX2 kernels on
-//! these CPUs. Here the loop that runs a format's tile over the weight rows, and the
-//! table.
+//! The AVX-512 kernels with VNNI: Q4_0, Q4_1 and Q8_0 as tiles of weight rows
+//! (`vpdpbusd`), Q4_K, Q5_K and Q6_K one weight row at a time (512-bit `maddubs`, the
+//! per-group scales through `vpdpwssd`), F16 and BF16 one row at a time (512-bit FMA); their bodies live in the format modules'
+//! `avx512` submodules; the other formats use the AVX2 kernels on these CPUs. Here the
+//! loop that runs a format's tile over the weight rows, and the table.
 //!
 //! Signed weights meet `vpdpbusd`'s unsigned operand through an offset that is removed
 //! exactly in the integer lanes (`sum((w + c) * a) - sum(c * a)`), so the integer part of
@@ -69,10 +70,24 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
             Some(tiled_kernels!($($f)::+))
         };
     }
+    // One weight row at a time, 512 bits wide (the K-quants).
+    macro_rules! wide {
+        ($($f:ident)::+) => {
+            Some(super::table::simd_kernels!(
+                $($f)::+,
+                "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+            ))
+        };
+    }
     match fmt {
         WeightFormat::Q4_0 => k!(fm::q4_0::avx512::tile),
         WeightFormat::Q4_1 => k!(fm::q4_1::avx512::tile),
         WeightFormat::Q8_0 => k!(fm::q8_0::avx512::tile),
+        WeightFormat::Q4K => wide!(fm::q4_k::avx512::dot),
+        WeightFormat::Q5K => wide!(fm::q5_k::avx512::dot),
+        WeightFormat::Q6K => wide!(fm::q6_k::avx512::dot),
+        WeightFormat::F16 => wide!(fm::f16::avx512::dot),
+        WeightFormat::BF16 => wide!(fm::bf16::avx512::dot),
         _ => None,
     }
 }

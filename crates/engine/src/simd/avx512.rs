@@ -143,3 +143,47 @@ fn amax_block_avx512(x: &[f32]) -> Option<f32> {
     // Maximum is exact in any order once no value is NaN.
     Some(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b))))
 }
+
+/// The 512-bit dot products of a 16-bit float weight row (`$width` bytes a weight, 16
+/// weights loaded as f32 by `$load(i)`) with `R` f32 activation rows: two accumulators a
+/// row, a tail of fewer than 16 values in order through `scalar_weight`.
+macro_rules! float_dot512 {
+    ($w:ident, $a:ident, $rows:ident, $width:expr, $load:expr) => {{
+        let n = $a.cols;
+        assert!($w.len() >= n * $width);
+        let x = $rows.map(|r| $a.f32_row(r));
+        assert!(x.iter().all(|x| x.len() >= n));
+        let mut acc = [[_mm512_setzero_ps(); R]; 2];
+        let mut i = 0;
+        while i + 32 <= n {
+            for k in 0..2 {
+                let wv = $load(i + 16 * k);
+                for r in 0..R {
+                    // SAFETY: 16 values inside the row (checked above).
+                    let xv = unsafe { _mm512_loadu_ps(x[r].as_ptr().add(i + 16 * k)) };
+                    acc[k][r] = _mm512_fmadd_ps(wv, xv, acc[k][r]);
+                }
+            }
+            i += 32;
+        }
+        while i + 16 <= n {
+            let wv = $load(i);
+            for r in 0..R {
+                // SAFETY: 16 values inside the row (checked above).
+                let xv = unsafe { _mm512_loadu_ps(x[r].as_ptr().add(i)) };
+                acc[0][r] = _mm512_fmadd_ps(wv, xv, acc[0][r]);
+            }
+            i += 16;
+        }
+        let tail = i;
+        std::array::from_fn(|r| {
+            let mut s = $crate::simd::avx512::hsum512(_mm512_add_ps(acc[0][r], acc[1][r]));
+            for j in tail..n {
+                s += scalar_weight($w, j) * x[r][j];
+            }
+            s
+        })
+    }};
+}
+
+pub(crate) use float_dot512;
