@@ -162,6 +162,8 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     misses = []
+    # candle's path loads only Llama-2 style files: "-" for the other families.
+    candle = lambda o: "-" if o.get("candle_load_ms") is None else f"{o['candle_load_ms']:.0f}"
     for label, _ in files:
         for t in threads:
             o, l = ours[(label, t)], theirs[(label, t)]
@@ -174,7 +176,7 @@ def main() -> int:
                   f"{l['decode_tokens_per_s']:>9.1f} {rd:>5.2f}{flag(rd >= 1.0)} | "
                   f"{o['prefill_tokens_per_s']:>16.1f} {l['prefill_tokens_per_s']:>9.1f} "
                   f"{rp:>5.2f}{flag(rp >= 0.8)} | {batch:<28} | "
-                  f"{o['load_ms']:.0f} ({o['candle_load_ms']:.0f})")
+                  f"{o['load_ms']:.0f} ({candle(o)})")
             if rd < 1.0:
                 misses.append(f"{label} {t} thread(s): decode ratio {rd:.2f} < 1.0")
             if rp < 0.8:

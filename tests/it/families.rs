@@ -169,10 +169,36 @@ fn swactor(args: &[&str]) -> String {
 #[test]
 fn run_local_streams_gemma3_chat_through_three_stages_with_generates_text() {
     let Some(model) = gemma3() else { return };
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = model.to_str().expect("path");
     let ask = ["--model", m, "--chat", "--prompt", "Name three colors.", "--max-tokens", "24"];
     let generated = swactor(&[&["generate"][..], &ask].concat());
     let piped = swactor(&[&["run", "local", "--stages", "3"][..], &ask].concat());
     assert_eq!(piped.trim_end(), generated.trim_end());
     assert!(generated.split_whitespace().count() >= 3, "{generated:?}");
+}
+
+#[test]
+fn a_batch_of_requests_on_every_family_through_three_stages_gets_generates_tokens() {
+    use crate::session::{PROMPTS, reference, requests_file, results, run_local_batch, streamed};
+    use serde_json::json;
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for arch in FAMILIES {
+        let model = family_model(arch);
+        let lines: Vec<serde_json::Value> = PROMPTS[..4]
+            .iter()
+            .enumerate()
+            .map(|(i, p)| json!({"id": format!("r{i}"), "prompt": p, "max_tokens": 8 + 4 * i}))
+            .collect();
+        let file = requests_file(&format!("family-{}", arch.name()), &lines);
+        let (code, out, err) = run_local_batch(&model, 3, &file, &["--max-sequences", "4"]);
+        assert_eq!(code, 0, "{arch:?}: {err}");
+        let (got, done) = (streamed(&out), results(&out));
+        assert_eq!(done.len(), 4, "{arch:?}: {done:?}");
+        for (i, p) in PROMPTS[..4].iter().enumerate() {
+            let (ids, _) = reference(&model, p, 8 + 4 * i as u32);
+            let streamed = got.get(&format!("r{i}")).cloned().unwrap_or_default();
+            assert_eq!(streamed, ids, "{arch:?}: request r{i}");
+        }
+    }
 }

@@ -61,7 +61,7 @@ pub(crate) fn requests_file(name: &str, lines: &[Value]) -> PathBuf {
 }
 
 /// `run local --requests FILE --stream --json` on `model`; the exit code, lines, stderr.
-fn run_local_batch(
+pub(crate) fn run_local_batch(
     model: &Path,
     stages: u32,
     file: &Path,

@@ -89,6 +89,8 @@ pub struct Q8Rows {
     pub dv: Vec<f32>,
     /// `-8 *` the sum of each 4 values (the offset of Q4_0's unsigned nibbles).
     pub neg8: Vec<i32>,
+    /// `-16 *` the sum of each 4 values (the offset of Q5_0's unsigned 5-bit values).
+    pub neg16: Vec<i32>,
     /// `-128 *` the sum of each 4 values (the offset of Q8_0's bytes made unsigned).
     pub neg128: Vec<i32>,
     /// The integer sum of each block's values (for the repacked kernels' offsets).
@@ -110,6 +112,8 @@ pub struct Q8Row<'a> {
     pub dv: &'a [f32],
     /// `-8 *` the sum of each 4 values.
     pub neg8: &'a [i32],
+    /// `-16 *` the sum of each 4 values.
+    pub neg16: &'a [i32],
     /// `-128 *` the sum of each 4 values.
     pub neg128: &'a [i32],
     /// The integer sum of each block's values.
@@ -129,6 +133,7 @@ impl Q8Rows {
         self.ds.resize(2 * nb, 0.0);
         self.dv.resize(8 * nb, 0.0);
         self.neg8.resize(8 * nb, 0);
+        self.neg16.resize(8 * nb, 0);
         self.neg128.resize(8 * nb, 0);
         self.isum.resize(nb, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
@@ -156,6 +161,7 @@ impl Q8Rows {
             for (g, q) in qb.chunks_exact(4).enumerate() {
                 let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
                 self.neg8[8 * b + g] = -8 * sum;
+                self.neg16[8 * b + g] = -16 * sum;
                 self.neg128[8 * b + g] = -128 * sum;
             }
         }
@@ -172,6 +178,7 @@ impl Q8Rows {
             ds: &self.ds[2 * r * nb..2 * (r + 1) * nb],
             dv: &self.dv[8 * r * nb..8 * (r + 1) * nb],
             neg8: &self.neg8[8 * r * nb..8 * (r + 1) * nb],
+            neg16: &self.neg16[8 * r * nb..8 * (r + 1) * nb],
             neg128: &self.neg128[8 * r * nb..8 * (r + 1) * nb],
             isum: &self.isum[r * nb..(r + 1) * nb],
         }

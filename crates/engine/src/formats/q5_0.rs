@@ -110,3 +110,45 @@ pub(crate) mod avx2 {
 
     q5!(dot, 22, false);
 }
+
+/// The AVX-512 VNNI tile kernel: `M` weight rows (`row_bytes` apart) times `R` activation
+/// rows, two blocks per `vpdpbusd`, an odd last block through the 256-bit form; the fifth
+/// bits come from `qh` through a byte mask (`#[target_feature]`: selected only on a CPU
+/// with these features).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::format::QK;
+    use crate::formats::block32::avx512::symmetric;
+    use crate::simd::avx2::{f16_at, hsum, load128, load256};
+    use crate::simd::avx512::*;
+
+    /// The 64 5-bit values of the two blocks at byte `o` (`$bb` apart), unsigned
+    /// (`q = w + 16`): nibbles in element order, bit `k` of the blocks' `qh` words as 16.
+    macro_rules! q5_0_pair {
+        ($w:ident, $o:expr, $bb:expr) => {{
+            // SAFETY: the two blocks at $o lie inside w (checked at the kernel's entry).
+            let (q0, q1) = unsafe {
+                (load128($w.as_ptr().add($o + 6)), load128($w.as_ptr().add($o + $bb + 6)))
+            };
+            let high = (u32_at($w, $o + 2) as u32 as u64) | ((u32_at($w, $o + $bb + 2) as u32 as u64) << 32);
+            _mm512_or_si512(nibbles2(q0, q1), _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(16)))
+        }};
+    }
+
+    /// The 32 5-bit values of the block at byte `o`, unsigned (`q = w + 16`).
+    macro_rules! q5_0_one {
+        ($w:ident, $o:expr) => {{
+            // SAFETY: the block at $o lies inside w (checked at the kernel's entry).
+            let q = nibbles1(unsafe { load128($w.as_ptr().add($o + 6)) });
+            let high = u32_at($w, $o + 2) as u32;
+            _mm256_or_si256(q, _mm256_maskz_mov_epi8(high, _mm256_set1_epi8(16)))
+        }};
+    }
+
+    symmetric!(tile, 22, neg16, q5_0_pair, q5_0_one);
+}

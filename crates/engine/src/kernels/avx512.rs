@@ -1,4 +1,4 @@
-//! The AVX-512 kernels with VNNI: Q4_0, Q4_1 and Q8_0 as tiles of weight rows
+//! The AVX-512 kernels with VNNI: Q4_0, Q4_1, Q5_0 and Q8_0 as tiles of weight rows
 //! (`vpdpbusd`), Q4_K, Q5_K and Q6_K one weight row at a time (512-bit `maddubs`, the
 //! per-group scales through `vpdpwssd`), F16 and BF16 one row at a time (512-bit FMA); their bodies live in the format modules'
 //! `avx512` submodules; the other formats use the AVX2 kernels on these CPUs. Here the
@@ -83,6 +83,7 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         WeightFormat::Q4_0 => k!(fm::q4_0::avx512::tile),
         WeightFormat::Q4_1 => k!(fm::q4_1::avx512::tile),
         WeightFormat::Q8_0 => k!(fm::q8_0::avx512::tile),
+        WeightFormat::Q5_0 => k!(fm::q5_0::avx512::tile),
         WeightFormat::Q4K => wide!(fm::q4_k::avx512::dot),
         WeightFormat::Q5K => wide!(fm::q5_k::avx512::dot),
         WeightFormat::Q6K => wide!(fm::q6_k::avx512::dot),
