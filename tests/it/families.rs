@@ -202,3 +202,28 @@ fn a_batch_of_requests_on_every_family_through_three_stages_gets_generates_token
         }
     }
 }
+
+#[test]
+fn every_command_that_reads_a_model_refuses_an_unsupported_architecture_by_name() {
+    use crate::support::{GgufBuilder, Meta};
+    let mut b = GgufBuilder::llama(2).meta("general.architecture", Meta::Str("mamba".into()));
+    for (key, value) in [("block_count", 2), ("embedding_length", 64), ("context_length", 256)] {
+        b = b.meta(&format!("mamba.{key}"), Meta::U32(value));
+    }
+    let path = b.write("family-mamba.gguf");
+    let p = path.to_str().expect("path");
+    for args in [
+        vec!["model", "inspect", p],
+        vec!["generate", "--model", p, "--prompt", "hi"],
+        vec!["run", "local", "--model", p, "--prompt", "hi"],
+        vec!["bench", "engine", "--model", p],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_swactor")).args(&args).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        for name in ["`mamba`", "llama", "qwen2", "qwen3", "gemma3"] {
+            assert!(err.contains(name), "{args:?} names {name}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

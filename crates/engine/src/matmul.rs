@@ -294,12 +294,12 @@ pub enum Gate {
 }
 
 impl Gate {
-    /// The activation of `x`.
+    /// The activation of `x` (GELU as llama.cpp computes it: [`gelu_f16_table`]).
     #[inline]
     pub fn apply(self, x: f32) -> f32 {
         match self {
             Gate::Silu => silu(x),
-            Gate::GeluTanh => gelu_tanh(x),
+            Gate::GeluTanh => gelu_table(x),
         }
     }
 }
@@ -353,10 +353,60 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
+/// GELU as llama.cpp's CPU backend computes it: 0 at or below -10, `x` at or above 10,
+/// else `x` rounded to f16 indexes a table of [`gelu_tanh`] of every f16 value, each
+/// rounded to f16. Bitwise llama.cpp's values, and a lookup instead of a `tanh`.
+#[inline]
+pub fn gelu_table(x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        gelu_f16_table()[usize::from(half::f16::from_f32(x).to_bits())]
+    }
+}
+
+/// [`gelu_tanh`] of every f16 value (by its bits), rounded to f16; made once.
+pub fn gelu_f16_table() -> &'static [f32; 65536] {
+    static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Box::new([0f32; 65536]);
+        for (i, v) in t.iter_mut().enumerate() {
+            let x = half::f16::from_bits(i as u16).to_f32();
+            *v = half::f16::from_f32(gelu_tanh(x)).to_f32();
+        }
+        t
+    })
+}
+
 /// GELU, tanh approximation (ggml's and PyTorch's `approximate="tanh"`):
 /// `0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2)))`.
 #[inline]
 pub fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
+}
+
+#[cfg(test)]
+mod gelu_tests {
+    use super::*;
+
+    #[test]
+    fn the_gelu_table_is_the_tanh_form_at_f16_precision_and_exact_beyond_ten() {
+        assert_eq!(gelu_table(-10.0), 0.0);
+        assert_eq!(gelu_table(-25.0), 0.0);
+        assert_eq!(gelu_table(10.0), 10.0);
+        assert_eq!(gelu_table(12.5), 12.5);
+        for i in -2000..2000 {
+            let x = i as f32 / 200.0;
+            let (got, want) = (gelu_table(x), gelu_tanh(x));
+            // x rounds to f16 (11 bits), then the value does: a few f16 steps at most.
+            assert!((got - want).abs() <= 4e-3 * want.abs().max(1.0), "{x}: {got} vs {want}");
+            assert_eq!(
+                got,
+                half::f16::from_f32(gelu_tanh(half::f16::from_f32(x).to_f32())).to_f32()
+            );
+        }
+    }
 }

@@ -235,6 +235,53 @@ mod tests {
     }
 
     #[test]
+    fn a_stage_of_sliding_blocks_asks_for_a_windows_kv_memory_not_the_contexts() {
+        use crate::model::facts::{ModelBytes, ModelFacts, RopeFacts};
+        use crate::wire::KvCacheDType;
+        let mut f = ModelFacts {
+            architecture: "gemma3".into(),
+            arch: ArchFacts {
+                sliding_window: Some(512),
+                sliding_pattern: 6,
+                ..ArchFacts::of(Family::Gemma3)
+            },
+            name: None,
+            block_count: 12,
+            hidden_size: 640,
+            feed_forward_length: Some(2048),
+            head_count: 4,
+            head_count_kv: 1,
+            head_dim: 256,
+            context_length: 32768,
+            vocab_size: 1000,
+            bos_token_id: None,
+            eos_token_id: None,
+            eot_token_id: None,
+            tokenizer_model: None,
+            tokenizer_pre: None,
+            rope: RopeFacts { freq_base: 1e6, dimension_count: 256 },
+            rms_norm_eps: 1e-6,
+            tied_embeddings: true,
+            bytes: ModelBytes {
+                per_block: vec![1; 12],
+                embedding: 1,
+                head: 1,
+                tensors: 14,
+                file: 14,
+            },
+            tensor_types: Default::default(),
+        };
+        let per_position = 2 * 256 * 4;
+        let kv = |f: &ModelFacts, b| f.kv_bytes_of_block(b, 8192, KvCacheDType::F32);
+        assert_eq!(kv(&f, 0), (512 + u64::from(SLIDING_WINDOW_SLACK)) * per_position);
+        assert_eq!(kv(&f, 5), 8192 * per_position, "block 5 is global");
+        let all = f.kv_bytes_of_blocks(0..12, 8192, KvCacheDType::F32);
+        assert_eq!(all, 10 * kv(&f, 0) + 2 * kv(&f, 5));
+        f.arch = ArchFacts::of(Family::Llama);
+        assert_eq!(f.kv_bytes_of_blocks(0..12, 8192, KvCacheDType::F32), 12 * 8192 * per_position);
+    }
+
+    #[test]
     fn block_tensors_follow_the_family() {
         assert_eq!(Family::Llama.block_tensors().len(), 9);
         assert!(Family::Qwen2.block_tensors().contains(&"attn_k.bias"));

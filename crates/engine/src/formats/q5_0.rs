@@ -135,7 +135,8 @@ pub(crate) mod avx512 {
             let (q0, q1) = unsafe {
                 (load128($w.as_ptr().add($o + 6)), load128($w.as_ptr().add($o + $bb + 6)))
             };
-            let high = (u32_at($w, $o + 2) as u32 as u64) | ((u32_at($w, $o + $bb + 2) as u32 as u64) << 32);
+            let high = (u32_at($w, $o + 2) as u32 as u64)
+                | ((u32_at($w, $o + $bb + 2) as u32 as u64) << 32);
             _mm512_or_si512(nibbles2(q0, q1), _mm512_maskz_mov_epi8(high, _mm512_set1_epi8(16)))
         }};
     }
