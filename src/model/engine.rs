@@ -292,7 +292,7 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
     };
     let window = facts.arch.sliding_window.unwrap_or(0) as usize;
     // The positions a sliding block's ring holds: the core's figure, which the planner
-    // also counts (block 0 stands for any sliding block).
+    // also counts (every sliding block holds the same; the model's first stands for all).
     let window_cap = match facts.arch.sliding_window {
         Some(_) => facts.arch.kv_positions(sliding_block(facts), spec.max_seq_len) as usize,
         None => 0,
