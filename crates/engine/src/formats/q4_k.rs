@@ -20,6 +20,19 @@ pub fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
+/// The eight 6-bit scales and mins of Q4_K / Q5_K's 12 packed bytes, as the SIMD kernels
+/// use them.
+#[inline(always)]
+pub fn scales_mins(s: &[u8]) -> ([i16; 8], [i32; 8]) {
+    let mut sc = [0i16; 8];
+    let mut mn = [0i32; 8];
+    for (j, (sc, mn)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+        let (a, b) = scale_min_k4(j, s);
+        (*sc, *mn) = (i16::from(a), i32::from(b));
+    }
+    (sc, mn)
+}
+
 /// Decodes one Q4_K super-block `x`, or with `Q5` one Q5_K super-block.
 pub(crate) fn decode_q4_5<const Q5: bool>(x: &[u8]) -> DecodedK {
     let mut out = DecodedK { q: [0; QK_K], scale: [0.0; 16], min: [0.0; 16] };
@@ -74,6 +87,28 @@ pub(crate) mod avx2 {
         dot_q4_5::<R, false>(w, a, rows)
     }
 
+    /// The unsigned values of group pair `j` from its 32 packed bytes `q`: the low
+    /// nibbles (group `2 j`) and the high ones (`2 j + 1`), with `Q5` each with its fifth
+    /// bit from `qh` (bit `2 j`, then `2 j + 1`, of every byte).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn values<const Q5: bool>(q: __m256i, qh: __m256i, j: usize) -> (__m256i, __m256i) {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut lo = _mm256_and_si256(q, m4);
+        let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+        if Q5 {
+            // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4. A 16-bit shift may
+            // bring in a neighbour byte's bits; the mask keeps this byte's one bit.
+            let one = _mm256_set1_epi8(1);
+            let shift = |n: i32| _mm256_srl_epi16(qh, _mm_cvtsi32_si128(n));
+            let h_lo = _mm256_and_si256(shift(2 * j as i32), one);
+            let h_hi = _mm256_and_si256(shift(2 * j as i32 + 1), one);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(h_lo));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h_hi));
+        }
+        (lo, hi)
+    }
+
     /// Q4_K, and with `Q5` Q5_K: Q4_K's layout with a fifth bit per value in `qh` (bit `2 j`
     /// for the low nibbles of group pair `j`, bit `2 j + 1` for the high ones); values (0..15,
     /// or 0..31) meet the activations through `maddubs`, a 6-bit scale and min per 32 values.
@@ -91,18 +126,11 @@ pub(crate) mod avx2 {
         assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
         let mut acc = [_mm256_setzero_ps(); R];
         let mut accm = [0f32; R];
-        let m4 = _mm256_set1_epi8(0x0F);
-        let one = _mm256_set1_epi8(1);
         for b in 0..nb {
             let blk = &w[b * bb..(b + 1) * bb];
             let d = f16_at(blk, 0);
             let dmin = f16_at(blk, 2);
-            let mut sc = [0i16; 8];
-            let mut mn = [0i32; 8];
-            for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
-                let (a, b) = super::scale_min_k4(j, &blk[4..16]);
-                (*s, *m) = (i16::from(a), i32::from(b));
-            }
+            let (sc, mn) = super::scales_mins(&blk[4..16]);
             let qh = if Q5 {
                 // SAFETY: Q5_K's qh is bytes 16..48 of its 176-byte block (unused for Q4_K).
                 unsafe { load256(blk.as_ptr().add(16)) }
@@ -113,17 +141,7 @@ pub(crate) mod avx2 {
             for j in 0..4 {
                 // SAFETY: qs[32 j..32 j + 32] lies inside the block (qs_at + 128 bytes).
                 let q = unsafe { load256(blk.as_ptr().add(qs_at + 32 * j)) };
-                let mut lo = _mm256_and_si256(q, m4);
-                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-                if Q5 {
-                    // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4. A 16-bit shift
-                    // may bring in a neighbour byte's bits; the mask keeps this byte's one bit.
-                    let shift = |n: i32| _mm256_srl_epi16(qh, _mm_cvtsi32_si128(n));
-                    let h_lo = _mm256_and_si256(shift(2 * j as i32), one);
-                    let h_hi = _mm256_and_si256(shift(2 * j as i32 + 1), one);
-                    lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(h_lo));
-                    hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h_hi));
-                }
+                let (lo, hi) = values::<Q5>(q, qh, j);
                 let (s_lo, s_hi) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
                 for r in 0..R {
                     let base = b * QK_K + 64 * j;
@@ -189,18 +207,11 @@ pub(crate) mod avx512 {
         assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
         let mut acc = [_mm512_setzero_ps(); R];
         let mut accm = [0f32; R];
-        let m4 = _mm256_set1_epi8(0x0F);
-        let one = _mm256_set1_epi8(1);
         for b in 0..nb {
             let blk = &w[b * bb..(b + 1) * bb];
             let d = f16_at(blk, 0);
             let dmin = f16_at(blk, 2);
-            let mut sc = [0i16; 8];
-            let mut mn = [0i32; 8];
-            for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
-                let (a, b) = super::scale_min_k4(j, &blk[4..16]);
-                (*s, *m) = (i16::from(a), i32::from(b));
-            }
+            let (sc, mn) = super::scales_mins(&blk[4..16]);
             let qh = if Q5 {
                 // SAFETY: Q5_K's qh is bytes 16..48 of its 176-byte block (unused for Q4_K).
                 unsafe { load256(blk.as_ptr().add(16)) }
@@ -211,16 +222,7 @@ pub(crate) mod avx512 {
             for j in 0..4 {
                 // SAFETY: qs[32 j..32 j + 32] lies inside the block (qs_at + 128 bytes).
                 let q = unsafe { load256(blk.as_ptr().add(qs_at + 32 * j)) };
-                let mut lo = _mm256_and_si256(q, m4);
-                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-                if Q5 {
-                    // Bit 2 j (then 2 j + 1) of every qh byte, moved to bit 4.
-                    let shift = |n: i32| _mm256_srl_epi16(qh, _mm_cvtsi32_si128(n));
-                    let h_lo = _mm256_and_si256(shift(2 * j as i32), one);
-                    let h_hi = _mm256_and_si256(shift(2 * j as i32 + 1), one);
-                    lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(h_lo));
-                    hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h_hi));
-                }
+                let (lo, hi) = super::avx2::values::<Q5>(q, qh, j);
                 let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
                 let s = _mm512_inserti64x4::<1>(
                     _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j])),

@@ -49,6 +49,33 @@ pub(crate) mod avx2 {
     use crate::formats::kquant::avx2::add_groups;
     use crate::simd::avx2::*;
 
+    /// The 6-bit values (0..63) of the four 32-value quarters of one half of a block, in
+    /// order, from its low nibbles `ql0`, `ql1` and its high bit pairs `qh`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn unpack(ql0: __m256i, ql1: __m256i, qh: __m256i) -> [__m256i; 4] {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(0x03);
+        [
+            _mm256_or_si256(
+                _mm256_and_si256(ql0, m4),
+                _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m2)),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(ql1, m4),
+                _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(m2))),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                _mm256_and_si256(qh, _mm256_slli_epi16::<4>(m2)),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<6>(m2))),
+            ),
+        ]
+    }
+
     /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -59,8 +86,6 @@ pub(crate) mod avx2 {
         assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
         let mut acc = [_mm256_setzero_ps(); R];
         let mut accm = [0f32; R];
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m2 = _mm256_set1_epi8(0x03);
         for b in 0..nb {
             let blk = &w[b * 210..(b + 1) * 210];
             let d = f16_at(blk, 208);
@@ -76,24 +101,7 @@ pub(crate) mod avx2 {
                         load256(p.add(128 + 32 * n)),
                     )
                 };
-                let q = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql0, m4),
-                        _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m2)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql1, m4),
-                        _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(m2))),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                        _mm256_and_si256(qh, _mm256_slli_epi16::<4>(m2)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                        _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<6>(m2))),
-                    ),
-                ];
+                let q = unpack(ql0, ql1, qh);
                 for (k, q) in q.iter().enumerate() {
                     let g = 8 * n + 2 * k;
                     add_groups(&mut sumi, *q, (sc[g], sc[g + 1]), &x, b * QK_K + 128 * n + 32 * k);
@@ -136,8 +144,6 @@ pub(crate) mod avx512 {
         assert!(x.iter().all(|x| x.qs.len() >= nb * QK_K));
         let mut acc = [_mm512_setzero_ps(); R];
         let mut accm = [0f32; R];
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m2 = _mm256_set1_epi8(0x03);
         for b in 0..nb {
             let blk = &w[b * 210..(b + 1) * 210];
             let d = f16_at(blk, 208);
@@ -153,25 +159,7 @@ pub(crate) mod avx512 {
                         load256(p.add(128 + 32 * n)),
                     )
                 };
-                // The 6-bit values (0..63) of the four quarters of this half, in order.
-                let q = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql0, m4),
-                        _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m2)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql1, m4),
-                        _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<2>(m2))),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                        _mm256_and_si256(qh, _mm256_slli_epi16::<4>(m2)),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                        _mm256_srli_epi16::<2>(_mm256_and_si256(qh, _mm256_slli_epi16::<6>(m2))),
-                    ),
-                ];
+                let q = super::avx2::unpack(ql0, ql1, qh);
                 for k in [0, 2] {
                     let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[k]), q[k + 1]);
                     let g = 8 * n + 2 * k;
