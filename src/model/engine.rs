@@ -329,6 +329,7 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
             window,
             window_cap,
             local_rope_base: facts.arch.local_rope_base,
+            attention_scale: facts.arch.attention_scale.unwrap_or(0.0),
         },
     }
 }

@@ -91,7 +91,12 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
     let arch = |suffix: &str| format!("{}.{suffix}", shape.architecture);
     let rope = read_rope(&meta, &arch, shape.head_dim)?;
     let rms_norm_eps = read_rms_norm_eps(&meta, &arch)?;
-    let arch_facts = read_arch(&meta, &arch, shape.family, content)?;
+    let mut arch_facts = read_arch(&meta, &arch, shape.family, content)?;
+    // llama.cpp's Gemma 3 27B (62 blocks) scales scores by hidden / heads, not the head size.
+    if shape.family == Family::Gemma3 && shape.block_count == 62 {
+        arch_facts.attention_scale =
+            Some(1.0 / ((shape.hidden_size / shape.head_count) as f32).sqrt());
+    }
     let (bos_token_id, eos_token_id) = read_token_ids(&meta, shape.vocab_size)?;
     let eot_token_id = read_eot(&meta, shape.vocab_size, eos_token_id)?;
     check_embedding_rows(content, shape.vocab_size)?;

@@ -154,6 +154,10 @@ pub struct ArchFacts {
     /// Llama 3.1's "llama3" scaling): every stage with blocks binds it.
     #[serde(default)]
     pub rope_freq_factors: bool,
+    /// The attention scores' scale where it is not `1 / sqrt(head size)` (Gemma 3 27B:
+    /// `1 / sqrt(hidden / heads)`).
+    #[serde(default)]
+    pub attention_scale: Option<f32>,
 }
 
 fn default_local_rope_base() -> f32 {
@@ -180,6 +184,7 @@ impl ArchFacts {
             local_rope_base: 10_000.0,
             rope_scale: 1.0,
             rope_freq_factors: false,
+            attention_scale: None,
         }
     }
 

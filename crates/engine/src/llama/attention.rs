@@ -137,7 +137,10 @@ pub(super) fn attention(
     let f16 = c.kv == KvFormat::F16;
     let r0 = rows.start;
     s.att.resize(rows.len() * c.heads * chunk, 0.0);
-    let scale = 1.0 / (hd as f32).sqrt();
+    let scale = match c.arch.attention_scale {
+        s if s > 0.0 => s,
+        _ => 1.0 / (hd as f32).sqrt(),
+    };
     let group = c.heads / c.kv_heads;
     {
         let (q, pos) = (&s.q, &s.pos);

@@ -76,6 +76,8 @@ pub struct Arch {
     pub window_cap: usize,
     /// Rope base of the sliding blocks.
     pub local_rope_base: f32,
+    /// The attention scores' scale; 0: `1 / sqrt(head_dim)`.
+    pub attention_scale: f32,
 }
 
 impl Default for Arch {
@@ -88,6 +90,7 @@ impl Default for Arch {
             window: 0,
             window_cap: 0,
             local_rope_base: 10_000.0,
+            attention_scale: 0.0,
         }
     }
 }
