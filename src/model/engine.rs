@@ -292,11 +292,8 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
     };
     let window = facts.arch.sliding_window.unwrap_or(0) as usize;
     // The positions a sliding block's ring holds: the core's figure, which the planner
-    // also counts (every sliding block holds the same; the model's first stands for all).
-    let window_cap = match facts.arch.sliding_window {
-        Some(_) => facts.arch.kv_positions(sliding_block(facts), spec.max_seq_len) as usize,
-        None => 0,
-    };
+    // also counts.
+    let window_cap = facts.arch.window_positions(spec.max_seq_len).unwrap_or(0) as usize;
     Config {
         hidden: facts.hidden_size as usize,
         heads: facts.head_count as usize,
@@ -332,11 +329,6 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
             attention_scale: facts.arch.attention_scale.unwrap_or(0.0),
         },
     }
-}
-
-/// The first sliding block of the model (0 when none slides).
-fn sliding_block(facts: &ModelFacts) -> u32 {
-    (0..facts.block_count).find(|&b| facts.arch.is_sliding(b)).unwrap_or(0)
 }
 
 #[cfg(test)]

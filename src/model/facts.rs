@@ -455,17 +455,17 @@ fn read_eot(meta: &Meta<'_>, vocab_size: u32, eos: Option<u32>) -> Result<Option
         ["<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"];
     let Some(Value::Array(tokens)) = meta.get("tokenizer.ggml.tokens") else { return Ok(None) };
     let Some(Value::Array(types)) = meta.get("tokenizer.ggml.token_type") else { return Ok(None) };
-    for marker in MARKERS {
-        let found = tokens.iter().zip(types).position(|(t, ty)| {
-            matches!(t, Value::String(s) if s == marker) && matches!(ty, Value::I32(3))
-        });
-        if let Some(id) = found.and_then(|i| u32::try_from(i).ok())
-            && Some(id) != eos
-        {
-            return Ok(Some(id));
+    // One pass over the vocabulary: the control token of the earliest marker wins.
+    let mut best: Option<(usize, u32)> = None;
+    for (i, (t, ty)) in tokens.iter().zip(types).enumerate() {
+        let (Value::String(text), Value::I32(3)) = (t, ty) else { continue };
+        let Some(rank) = MARKERS.iter().position(|m| m == text) else { continue };
+        let Ok(id) = u32::try_from(i) else { break };
+        if Some(id) != eos && best.is_none_or(|(r, _)| rank < r) {
+            best = Some((rank, id));
         }
     }
-    Ok(None)
+    Ok(best.map(|(_, id)| id))
 }
 
 /// The bytes of each block, the embedding and the head, and whether the head reuses the

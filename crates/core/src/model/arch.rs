@@ -198,12 +198,16 @@ impl ArchFacts {
     /// Positions block `block`'s KV cache holds for a sequence of at most `seq_len`
     /// tokens: all of them on a global layer, the window and its slack on a sliding one.
     pub fn kv_positions(&self, block: u32, seq_len: u32) -> u32 {
-        match self.sliding_window {
-            Some(w) if self.is_sliding(block) => {
-                seq_len.min(w.saturating_add(SLIDING_WINDOW_SLACK))
-            }
+        match self.window_positions(seq_len) {
+            Some(ring) if self.is_sliding(block) => ring,
             _ => seq_len,
         }
+    }
+
+    /// Positions every sliding block's cache holds for sequences of at most `seq_len`
+    /// tokens (the window and its slack); `None` without a window.
+    pub fn window_positions(&self, seq_len: u32) -> Option<u32> {
+        self.sliding_window.map(|w| seq_len.min(w.saturating_add(SLIDING_WINDOW_SLACK)))
     }
 
     /// The names of the global tensors a stage with blocks binds besides its blocks'.
