@@ -197,6 +197,8 @@ pub struct Q8KRows {
     pub d: Vec<f32>,
     /// Sum of each 16 values.
     pub bsums: Vec<i16>,
+    /// Sum of each 32 values (the K-quants with a scale and min per 32).
+    pub sums32: Vec<i16>,
 }
 
 /// One row of [`Q8KRows`].
@@ -208,6 +210,8 @@ pub struct Q8KRow<'a> {
     pub d: &'a [f32],
     /// Sum of each 16 values.
     pub bsums: &'a [i16],
+    /// Sum of each 32 values.
+    pub sums32: &'a [i16],
 }
 
 impl Q8KRows {
@@ -219,6 +223,7 @@ impl Q8KRows {
         self.qs.resize(rows * cols, 0);
         self.d.resize(nb, 0.0);
         self.bsums.resize(nb * 16, 0);
+        self.sums32.resize(nb * 8, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK_K).zip(self.qs.chunks_exact_mut(QK_K)).enumerate() {
             // GGML's Q8_K exactly: the scale comes from the value of largest magnitude
             // with its sign (`-127 / max`), values round half to even, and the block's
@@ -239,6 +244,10 @@ impl Q8KRows {
                 self.bsums[b * 16 + g] =
                     qb[16 * g..16 * g + 16].iter().map(|&q| i16::from(q)).sum();
             }
+            for j in 0..8 {
+                self.sums32[b * 8 + j] =
+                    self.bsums[b * 16 + 2 * j] + self.bsums[b * 16 + 2 * j + 1];
+            }
             self.d[b] = d;
         }
     }
@@ -251,6 +260,7 @@ impl Q8KRows {
             qs: &self.qs[r * self.cols..(r + 1) * self.cols],
             d: &self.d[r * nb..(r + 1) * nb],
             bsums: &self.bsums[r * nb * 16..(r + 1) * nb * 16],
+            sums32: &self.sums32[r * nb * 8..(r + 1) * nb * 8],
         }
     }
 }

@@ -94,8 +94,8 @@ impl Matrix {
     }
 
     /// The same matrix with its weights repacked for the products, where the format and
-    /// instruction set have a repacked kernel (Q4_0, Q4_1 and Q8_0 with AVX-512 VNNI, rows a
-    /// multiple of 16): a private copy of the weights that multiplies several activation
+    /// instruction set have a repacked kernel (Q4_0, Q4_1, Q8_0, Q4_K and Q6_K with AVX2 or
+    /// AVX-512 VNNI, rows a multiple of 16): a private copy of the weights that multiplies several activation
     /// rows much faster. Otherwise the matrix as it is. Row lookups
     /// ([`Matrix::dequantize_row`]) keep reading the original bytes.
     pub fn repacked(mut self) -> Matrix {
@@ -106,12 +106,13 @@ impl Matrix {
     /// [`Matrix::repacked`] in place.
     pub fn repack(&mut self) {
         #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx512 && self.packed.is_none() {
+        if self.isa != Isa::Scalar && self.packed.is_none() {
             self.packed = kernels::packed::Packed::new(
                 self.format,
                 self.rows,
                 self.cols,
                 self.data.as_slice(),
+                self.isa,
             )
             .map(Arc::new);
         }

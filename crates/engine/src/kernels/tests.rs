@@ -269,18 +269,24 @@ fn products(m: &crate::Matrix, a: &Acts, acts: usize) -> Vec<f32> {
 #[test]
 fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_width() {
     let mut rng = Rng::new(4);
-    for fmt in [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0] {
+    // Every SIMD tier this CPU runs (AVX2, and AVX-512 VNNI where it exists): each has its
+    // own repacked kernels, and a CPU with the tier always repacks.
+    let tiers: Vec<Isa> = Isa::available().into_iter().filter(|&i| i != Isa::Scalar).collect();
+    let formats = [
+        WeightFormat::Q4_0,
+        WeightFormat::Q4_1,
+        WeightFormat::Q8_0,
+        WeightFormat::Q4K,
+        WeightFormat::Q6K,
+    ];
+    for (isa, fmt) in tiers.iter().flat_map(|&i| formats.map(|f| (i, f))) {
         for cols in sizes(fmt) {
             for scales in [Scales::Random, Scales::Zero, Scales::Huge, Scales::Tiny] {
                 let rows = 48;
                 let w = random_matrix(fmt, rows, cols, scales, &mut rng);
                 let bytes = crate::Bytes::from_vec(w.clone());
-                let m = crate::Matrix::new(fmt, rows, cols, bytes, Isa::detect())
-                    .expect("matrix")
-                    .repacked();
-                if Isa::detect() == Isa::Avx512 {
-                    assert!(m.repacked_bytes() > 0, "{fmt:?} is repacked on this CPU");
-                }
+                let m = crate::Matrix::new(fmt, rows, cols, bytes, isa).expect("matrix").repacked();
+                assert!(m.repacked_bytes() > 0, "{fmt:?} is repacked for {isa:?}");
                 let a = acts(9, cols, &mut rng);
                 let one = products(&m, &a, 1);
                 let reference = scalar::select(fmt);
@@ -293,20 +299,21 @@ fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_
                         let tol = 2e-4 * magnitude(fmt, wr, &a, r) + 1e-30;
                         assert!(
                             (want - got).abs() <= tol && got.is_finite() == want.is_finite(),
-                            "{fmt:?} cols {cols} {scales:?} row {o} act {r}: {got} vs {want}"
+                            "{isa:?} {fmt:?} cols {cols} {scales:?} row {o} act {r}: {got} vs {want}"
                         );
                     }
                 }
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 for width in 2..=5 {
-                    assert_eq!(bits(&products(&m, &a, width)), bits(&one), "{fmt:?} width {width}");
+                    let got = bits(&products(&m, &a, width));
+                    assert_eq!(got, bits(&one), "{isa:?} {fmt:?} width {width}");
                 }
                 // Any row range (a part of a group) gives the same bits as the whole.
                 for range in [3..4, 5..21, 16..48, 0..47] {
                     let mut part = vec![0f32; range.len() * a.rows];
                     m.dot_rows(range.clone(), &a, 0..a.rows, &mut part, a.rows);
                     let whole = &one[range.start * a.rows..range.end * a.rows];
-                    assert_eq!(bits(&part), bits(whole), "{fmt:?} rows {range:?}");
+                    assert_eq!(bits(&part), bits(whole), "{isa:?} {fmt:?} rows {range:?}");
                 }
             }
         }
@@ -316,13 +323,18 @@ fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_
 #[test]
 fn matrices_that_cannot_be_repacked_stay_as_they_are() {
     let mut rng = Rng::new(5);
-    // 20 rows are not whole groups of 16; Q5_0 has no repacked kernel.
-    for (fmt, rows) in [(WeightFormat::Q8_0, 20), (WeightFormat::Q5_0, 32)] {
+    // 20 rows are not whole groups of 16; Q5_0 has no repacked kernel; the scalar
+    // reference never repacks.
+    for (fmt, rows, isa) in [
+        (WeightFormat::Q8_0, 20, Isa::detect()),
+        (WeightFormat::Q5_0, 32, Isa::detect()),
+        (WeightFormat::Q4_0, 32, Isa::Scalar),
+    ] {
         let w = random_matrix(fmt, rows, 64, Scales::Random, &mut rng);
-        let m = crate::Matrix::new(fmt, rows, 64, crate::Bytes::from_vec(w), Isa::detect())
+        let m = crate::Matrix::new(fmt, rows, 64, crate::Bytes::from_vec(w), isa)
             .expect("matrix")
             .repacked();
-        assert_eq!(m.repacked_bytes(), 0, "{fmt:?} x {rows}");
+        assert_eq!(m.repacked_bytes(), 0, "{fmt:?} x {rows} {isa:?}");
     }
 }
 

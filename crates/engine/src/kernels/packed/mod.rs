@@ -1,0 +1,186 @@
+//! Weights repacked at load time for the matrix kernels: Q4_0, Q4_1, Q8_0, Q4_K and Q6_K,
+//! for AVX-512 VNNI and for AVX2.
+//!
+//! The GGUF layout keeps a row's blocks together, so a dot product decodes and scales
+//! every block of every row for every activation row. Repacked, sixteen rows travel
+//! together: for each group of 16 rows and each block column, one *cell* holds the 16
+//! rows' scales, then their values interleaved four at a time (`[row 0: 4 values][row 1:
+//! 4 values]...`), so that one integer dot product instruction multiplies four values of
+//! 16 rows (AVX-512 `vpdpbusd`) or of 8 rows (AVX2 `maddubs`) by the same four activation
+//! values (broadcast). A block's integer dot products of the rows land in the lanes of one
+//! register, exact, and are scaled with one multiply-add for all of them: no horizontal
+//! sums, no per-row scale work.
+//!
+//! Cells (a block column is 32 values for Q4_0 / Q4_1 / Q8_0, a 256-value super-block for
+//! the K-quants; "16 x" is one per row, `l` the row within the group):
+//! - Q4_0: 16 f16 scales, then 4 chunks of 64 bytes of nibbles (`[4 l + i]` of chunk `c`:
+//!   value `8 c + i` in the low nibble, `8 c + 4 + i` in the high one).
+//! - Q4_1: as Q4_0 with 16 f16 mins after the scales.
+//! - Q8_0: 16 f16 scales, then 8 chunks of 64 bytes (`[4 l + i]` of chunk `c`: value
+//!   `4 c + i`), stored plus 128 for AVX-512 (`vpdpbusd` wants unsigned weights) and as
+//!   they are for AVX2 (which takes signs apart).
+//! - Q4_K: 16 f16 `d`, 16 f16 `dmin`, the 8 x 16 6-bit scales (`[16 j + l]`), the 8 x 16
+//!   mins as pairs (`[32 k + 2 l]`: mins `2 k`, `2 k + 1`), then per 32-value group `j`
+//!   four Q4_0-style chunks of nibbles (2 368 bytes for 16 x 144).
+//! - Q6_K: 16 f16 `d`, the 16 x 16 signed scales (`[16 g + l]`), then per 16-value group
+//!   `g` two chunks of low nibbles (as Q4_0's) and 64 bytes of high bit pairs (`[4 l + i]`:
+//!   bits `2 v..2 v + 2` for value `4 v + i` of the group) (3 360 bytes, as 16 x 210).
+//!
+//! Every row of a group is computed by the same instructions whatever the number of
+//! activation rows (1 to 4) or which rows of the group a caller keeps: results are
+//! batch-invariant and thread-count-invariant.
+#![allow(unsafe_code)]
+
+mod avx2;
+mod avx512;
+mod layout;
+
+use crate::acts::Acts;
+use crate::format::WeightFormat;
+use crate::isa::Isa;
+
+/// Rows per group.
+pub const GROUP: usize = 16;
+
+/// A matrix's weights in the repacked layout.
+pub struct Packed {
+    format: WeightFormat,
+    isa: Isa,
+    rows: usize,
+    blocks: usize,
+    bytes: Buffer,
+}
+
+/// Zeroed bytes for a repacked matrix: an anonymous mapping populated when it is made, or
+/// a vector where the mapping fails.
+enum Buffer {
+    Map(memmap2::MmapMut),
+    Vec(Vec<u8>),
+}
+
+impl Buffer {
+    fn zeroed(len: usize) -> Buffer {
+        // Populated at once: one call maps every page (the kernel zeroes them in bulk)
+        // instead of one fault per page while repacking.
+        match memmap2::MmapOptions::new().len(len).populate().map_anon() {
+            Ok(m) => Buffer::Map(m),
+            Err(_) => Buffer::Vec(vec![0; len]),
+        }
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buffer::Map(m) => m,
+            Buffer::Vec(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Buffer::Map(m) => m,
+            Buffer::Vec(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packed")
+            .field("format", &self.format)
+            .field("isa", &self.isa)
+            .field("rows", &self.rows)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// Whether `format` has a repacked kernel.
+pub fn supports(format: WeightFormat) -> bool {
+    use WeightFormat::*;
+    matches!(format, Q4_0 | Q4_1 | Q8_0 | Q4K | Q6K)
+}
+
+impl Packed {
+    /// Repacks `rows` rows of `data` (GGUF blocks of `cols` values per row) for `isa`'s
+    /// kernels. `None` for a format without a packed kernel, rows that are not whole
+    /// groups, the scalar reference, or an instruction set this CPU lacks.
+    pub fn new(
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        isa: Isa,
+    ) -> Option<Packed> {
+        let qk = format.block_elems();
+        if !supports(format)
+            || !rows.is_multiple_of(GROUP)
+            || rows == 0
+            || !cols.is_multiple_of(qk)
+            || isa == Isa::Scalar
+            || !isa.is_available()
+        {
+            return None;
+        }
+        let (bb, blocks) = (format.block_bytes(), cols / qk);
+        let row_bytes = blocks * bb;
+        if data.len() != rows * row_bytes {
+            return None;
+        }
+        let cb = layout::cell_bytes(format);
+        let mut bytes = Buffer::zeroed(rows / GROUP * blocks * cb);
+        for (g, group) in bytes.chunks_exact_mut(blocks * cb).enumerate() {
+            for (b, cell) in group.chunks_exact_mut(cb).enumerate() {
+                let block = |l: usize| &data[(g * GROUP + l) * row_bytes + b * bb..][..bb];
+                layout::fill(format, isa, cell, block);
+            }
+        }
+        Some(Packed { format, isa, rows, blocks, bytes })
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The instruction set its kernels use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Group `g`'s 16 rows dotted with activation rows `rows`: `out[r][l]` is row
+    /// `16 g + l` with activation row `rows[r]`.
+    pub fn group<const R: usize>(&self, g: usize, a: &Acts, rows: [usize; R]) -> [[f32; GROUP]; R] {
+        let cb = layout::cell_bytes(self.format);
+        let len = self.blocks * cb;
+        let p = &self.bytes[g * len..(g + 1) * len];
+        assert_eq!(a.cols, self.blocks * self.format.block_elems(), "activation width");
+        let nb = self.blocks;
+        // SAFETY: a `Packed` exists only on a CPU with its instruction set (checked in
+        // `new`), and `isa` is never the scalar one.
+        unsafe {
+            use WeightFormat::*;
+            if self.isa == Isa::Avx512 {
+                match self.format {
+                    Q4_0 => avx512::block32::<R, true, false, 8>(p, nb, cb, a, rows),
+                    Q4_1 => avx512::block32::<R, true, true, 0>(p, nb, cb, a, rows),
+                    Q8_0 => avx512::block32::<R, false, false, 128>(p, nb, cb, a, rows),
+                    Q4K => avx512::q4_k::<R>(p, nb, a, rows),
+                    _ => avx512::q6_k::<R>(p, nb, a, rows),
+                }
+            } else {
+                match self.format {
+                    Q4_0 => avx2::q4::<R, false>(p, nb, a, rows),
+                    Q4_1 => avx2::q4::<R, true>(p, nb, a, rows),
+                    Q8_0 => avx2::q8_0::<R>(p, nb, a, rows),
+                    Q4K => avx2::q4_k::<R>(p, nb, a, rows),
+                    _ => avx2::q6_k::<R>(p, nb, a, rows),
+                }
+            }
+        }
+    }
+}
