@@ -73,7 +73,7 @@ pub fn with_requantized(
 ) -> Result<Vec<(String, std::path::PathBuf)>, BenchError> {
     let mut models = vec![(label, model.to_path_buf())];
     for q in requantize {
-        let target = crate::model::synth::parse_quant(q)
+        let target = crate::model::synth::parse_recipe(q)
             .ok_or_else(|| err(format!("unknown type `{q}`")))?;
         let path = dir.join(format!("model-{q}.gguf"));
         crate::model::synth::quantize_file(model, &path, target).map_err(err)?;

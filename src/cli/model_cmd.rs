@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::args::{InspectArgs, QuantizeArgs, SynthArgs, TokenizeArgs};
 use super::exit::{CliError, ExitCode, model_error};
 use super::output::{Output, human_bytes, table};
-use crate::model::synth::{SynthError, SynthSpec, parse_quant, quantize_file, write_model};
+use crate::model::synth::{SynthError, SynthSpec, parse_recipe, quantize_file, write_model};
 use crate::model::{ModelFacts, read_facts};
 
 #[derive(Serialize)]
@@ -221,10 +221,10 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
 
 /// `swactor model quantize`.
 pub fn quantize(args: &QuantizeArgs, out: &mut Output) -> Result<(), CliError> {
-    let target = parse_quant(&args.dtype).ok_or_else(|| {
+    let target = parse_recipe(&args.dtype).ok_or_else(|| {
         CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{}`", args.dtype))
             .with_suggestion(
-                "use one of f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k",
+                "use one of f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m",
             )
     })?;
     let facts = read_facts(&args.input).map_err(|e| model_error(&args.input, e))?;

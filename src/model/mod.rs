@@ -13,6 +13,7 @@ pub mod facts;
 pub mod generate;
 pub mod gguf;
 pub mod llama;
+pub mod quantize;
 pub mod synth;
 pub mod tokenizer;
 

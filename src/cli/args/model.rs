@@ -150,7 +150,8 @@ pub struct QuantizeArgs {
     /// Where to write the re-quantized model.
     #[arg(long, value_name = "GGUF")]
     pub out: PathBuf,
-    /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k.
+    /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or
+    /// a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay).
     #[arg(long, value_name = "TYPE")]
     pub dtype: String,
     /// Output format.
