@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
-"""swactor's CPU engine beside llama.cpp, on the same GGUF files, in one run.
+"""swactor's CPU engine beside llama.cpp, on the same GGUF files, in one run, per kernel tier.
 
-Builds llama.cpp once (through llama-cpp-python, pinned, with the CMAKE_ARGS that avoid
-the AMX instructions these VMs advertise but fault on) into .cache/llama-cpp-venv, writes
-re-quantized copies of the model with `swactor model quantize` into .cache/bench-models,
-then for every file and thread count measures, on both engines:
+For every kernel tier this CPU runs (AVX2 everywhere, AVX-512 VNNI where the CPU has it;
+`--tiers` to choose) it compares swactor's engine on that tier (`SWACTOR_ENGINE_ISA`)
+with llama.cpp built for the same tier: llama.cpp built without AVX-512
+(`GGML_AVX512=OFF`) beside the AVX2 tier, llama.cpp's AVX-512 build beside the AVX-512
+tier. Each llama.cpp build is made once (llama-cpp-python, pinned, with the CMAKE_ARGS
+that avoid the AMX instructions these VMs advertise but fault on) into
+.cache/llama-cpp-venv (AVX-512) or .cache/llama-cpp-venv-avx2.
+
+The files: SmolLM2 (Q4_1 as shipped), Gemma 3 270M (Q4_K_M as shipped, when
+.ci/fetch-models has fetched it) and a 1.1B llama written on the fly by `swactor model
+synth` (22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000) re-quantized to each
+of `--types` (default Q4_0, Q8_0 and Q4_K_M, the K-quant mix published files use). For
+every file and thread count, interleaved so that both engines see the same machine:
 
   - decode tokens/s: greedy, N tokens after the 12-token Lily prompt;
-  - prefill tokens/s: one 128-token prompt (the Lily prompt repeated);
+  - prefill tokens/s: one prompt of each of `--prompt-tokens` (128 and 512);
 
-and prints them side by side with the ratio (ours / llama.cpp) and the targets (decode
->= 1.0, prefill >= 0.8), then swactor's aggregate decode at batch 1/4/8 and its stage
-load time. First it checks correctness against the same peer: on a synthesized F32 model
-(`swactor model synth`), the 64 greedy token ids of `swactor generate` must equal
-llama.cpp's (exit 1 otherwise); the checks live in scripts/llama_cpp_parity.py: every
-synthesized family equal id for id, Gemma 3 270M and SmolLM2 teacher-forced (only
-near-ties may differ), tokenization of an awkward corpus on every pre-tokenizer. Gemma 3
-270M gets its own rows in the table when .ci/fetch-models has fetched it. Not part of CI:
-it compiles llama.cpp (6-10 minutes on 2 cores, once).
+printed side by side with the ratio (ours / llama.cpp) against the targets (decode and
+prefill >= 1.0), with swactor's aggregate decode at each batch size, under a line naming
+the CPU, its flags and the tier. First it checks correctness against the same peer (the
+checks live in scripts/llama_cpp_parity.py): every synthesized family equal id for id,
+Gemma 3 270M and SmolLM2 teacher-forced (only near-ties may differ), tokenization of an
+awkward corpus on every pre-tokenizer; exit 1 if any fails. Not part of CI: it compiles
+llama.cpp (6-10 minutes on 2 cores per build, once) and runs for a while (about 2.5
+minutes per file, thread count and tier on 2 cores).
 
-Usage: scripts/bench-llama-cpp.py [--model GGUF] [--types q8_0,q4_0,q4_k]
-       [--threads 1,2] [--tokens 64] [--repeat 2] [--swactor target/release/swactor]
-       [--parity-only]
+Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,1b]
+       [--types q4_0,q8_0,q4_k_m] [--threads 1,2] [--tokens 64] [--prompt-tokens 128,512]
+       [--batch 1,4,8] [--repeat 2] [--swactor target/release/swactor] [--parity-only]
 """
 
 import argparse
@@ -37,25 +45,48 @@ import llama_cpp_parity  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
-VENV = CACHE / "llama-cpp-venv"
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
-CMAKE_ARGS = (
+COMMON_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
-    "-DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON "
-    "-DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
-    "-DGGML_AMX_BF16=OFF"
+    "-DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 )
+# Per tier: where llama.cpp is built and with which instruction sets.
+BUILDS = {
+    "avx512": (CACHE / "llama-cpp-venv",
+               COMMON_ARGS + " -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON "
+               "-DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON"),
+    "avx2": (CACHE / "llama-cpp-venv-avx2",
+             COMMON_ARGS + " -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF "
+             "-DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF"),
+}
+SYNTH_1B = ["--blocks", "22", "--hidden", "2048", "--heads", "32", "--kv-heads", "4",
+            "--ffn", "5632", "--vocab", "32000"]
 PROMPT = "Once upon a time there was a little girl named Lily."
 
 
-def venv_python() -> Path:
-    py = VENV / "bin" / "python"
+def cpu_tiers() -> list:
+    """The kernel tiers this CPU runs, narrowest first."""
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    tiers = ["avx2"] if {"avx2", "fma", "f16c"} <= flags else []
+    if tiers and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        tiers.append("avx512")
+    return tiers
+
+
+def venv_python(tier: str = "avx512") -> Path:
+    venv, cmake_args = BUILDS[tier]
+    py = venv / "bin" / "python"
     probe = [str(py), "-c", "import llama_cpp"]
     if py.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return py
-    print(f"building {LLAMA_CPP_PYTHON} into {VENV} (once; several minutes)", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    env = dict(os.environ, CMAKE_ARGS=CMAKE_ARGS)
+    print(f"building {LLAMA_CPP_PYTHON} for {tier} into {venv} (once; several minutes)",
+          file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = dict(os.environ, CMAKE_ARGS=cmake_args)
     subprocess.run([str(py), "-m", "pip", "install", "-q", LLAMA_CPP_PYTHON], check=True, env=env)
     return py
 
@@ -67,15 +98,17 @@ import llama_cpp
 files, threads, tokens, repeat, prompt_tokens = json.loads(sys.argv[1])
 for label, path in files:
     for t in threads:
-        llm = llama_cpp.Llama(path, n_threads=t, n_threads_batch=t, n_ctx=512, seed=0,
-                              verbose=False)
+        llm = llama_cpp.Llama(path, n_threads=t, n_threads_batch=t,
+                              n_ctx=max(prompt_tokens) + tokens + 64, seed=0, verbose=False)
         lily = llm.tokenize(PROMPT.encode(), add_bos=True)
         body = llm.tokenize((" " + PROMPT).encode(), add_bos=False)
-        long = list(lily)
-        while len(long) < prompt_tokens:
-            long += body
-        long = long[:prompt_tokens]
-        decode, prefill = 0.0, 0.0
+        prompts = []
+        for n in prompt_tokens:
+            long = list(lily)
+            while len(long) < n:
+                long += body
+            prompts.append(long[:n])
+        decode, prefill = 0.0, [0.0] * len(prompts)
         for _ in range(repeat):
             llm.reset()
             n, start = 0, None
@@ -86,23 +119,121 @@ for label, path in files:
                 if n > tokens:
                     break
             decode = max(decode, tokens / (time.perf_counter() - start))
-            llm.reset()
-            t0 = time.perf_counter()
-            llm.eval(long)
-            prefill = max(prefill, len(long) / (time.perf_counter() - t0))
+            for i, long in enumerate(prompts):
+                llm.reset()
+                t0 = time.perf_counter()
+                llm.eval(long)
+                prefill[i] = max(prefill[i], len(long) / (time.perf_counter() - t0))
         print(json.dumps({"label": label, "threads": t, "decode_tokens_per_s": decode,
-                          "prefill_tokens_per_s": prefill}), flush=True)
+                          "prefill": prefill}), flush=True)
         del llm
 """.replace("PROMPT", repr(PROMPT))
 
 
+def ints(text: str) -> list:
+    return [int(v) for v in text.split(",") if v]
+
+
+def bench_files(args, swactor: str) -> list:
+    """(label, path) of every file measured, writing the 1B model and its copies once."""
+    models = CACHE / "bench-models"
+    models.mkdir(parents=True, exist_ok=True)
+    wanted = [f for f in args.files.split(",") if f]
+    files = []
+    smol = CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gemma = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if "smollm2" in wanted and smol.exists():
+        files.append(("smollm2", str(smol)))
+    if "gemma3" in wanted and gemma.exists():
+        files.append(("gemma3", str(gemma)))
+    if "1b" in wanted:
+        f16 = models / "synth-1b.f16.gguf"
+        if not f16.exists():
+            tmp = f16.with_suffix(".tmp")
+            subprocess.run([swactor, "model", "synth", *SYNTH_1B, "--dtype", "f16", "--out",
+                            str(tmp)], check=True, stdout=subprocess.DEVNULL)
+            tmp.rename(f16)
+        for q in [t for t in args.types.split(",") if t]:
+            out = models / f"synth-1b.{q}.gguf"
+            if not out.exists():
+                tmp = out.with_suffix(".tmp")
+                subprocess.run([swactor, "model", "quantize", "--in", str(f16), "--out", str(tmp),
+                                "--dtype", q], check=True, stdout=subprocess.DEVNULL)
+                tmp.rename(out)
+            files.append((f"1b-{q}", str(out)))
+    return files
+
+
+def measure(args, swactor: str, tier: str, files: list, threads: list) -> tuple:
+    """Both engines on every file and thread count at `tier`, interleaved."""
+    py = venv_python(tier)
+    env = dict(os.environ, SWACTOR_ENGINE_ISA=tier)
+    ours, theirs, cpu = {}, {}, None
+    lengths = ints(args.prompt_tokens)
+    for label, path in files:
+        for t in threads:
+            cmd = [swactor, "bench", "engine", "--json", "--model", path, "--threads", str(t),
+                   "--tokens", str(args.tokens), "--prompt-tokens", args.prompt_tokens,
+                   "--batch", args.batch, "--repeat", str(args.repeat)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+            for line in out.splitlines():
+                v = json.loads(line)
+                if v.get("type") == "bench_engine":
+                    ours[(label, t)] = v
+                elif v.get("type") == "bench_cpu":
+                    cpu = v
+            spec = json.dumps([[[label, path]], [t], args.tokens, args.repeat, lengths])
+            out = subprocess.run([str(py), "-c", LLAMA_SIDE, spec], check=True,
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                v = json.loads(line)
+                theirs[(v["label"], v["threads"])] = v
+            print(f"measured {label} at {t} thread(s) on {tier}", file=sys.stderr)
+    return ours, theirs, cpu
+
+
+def table(tier: str, cpu: dict, files: list, threads: list, lengths: list, ours: dict,
+          theirs: dict) -> list:
+    """Prints one tier's table; returns its misses."""
+    build = "without AVX-512 (GGML_AVX512=OFF)" if tier == "avx2" else "with AVX-512 VNNI"
+    print(f"\nCPU: {cpu['model']} [{' '.join(cpu['flags'])}]")
+    print(f"tier {tier}: swactor SWACTOR_ENGINE_ISA={tier} (engine kernels: {cpu['engine_isa']}) "
+          f"beside llama.cpp 0.3.36 built {build}")
+    pre = " | ".join(f"{'prefill ' + str(n) + ' ours':>16} {'llama.cpp':>9} {'ratio':>6}"
+                     for n in lengths)
+    head = (f"{'file':<10} {'thr':>3} | {'decode ours':>11} {'llama.cpp':>9} {'ratio':>6} | "
+            f"{pre} | batch tok/s (ours)")
+    print(head)
+    print("-" * len(head))
+    misses = []
+    flag = lambda ok: " " if ok else "*"
+    for label, _ in files:
+        for t in threads:
+            o, l = ours[(label, t)], theirs[(label, t)]
+            rd = o["decode_tokens_per_s"] / l["decode_tokens_per_s"]
+            cells = [f"{o['decode_tokens_per_s']:>11.1f} {l['decode_tokens_per_s']:>9.1f} "
+                     f"{rd:>5.2f}{flag(rd >= 1.0)}"]
+            if rd < 1.0:
+                misses.append(f"{tier} {label} {t} thread(s): decode {rd:.2f}")
+            for (n, mine), theirs_n in zip(o["prefill"], l["prefill"]):
+                rp = mine / theirs_n
+                cells.append(f"{mine:>16.1f} {theirs_n:>9.1f} {rp:>5.2f}{flag(rp >= 1.0)}")
+                if rp < 1.0:
+                    misses.append(f"{tier} {label} {t} thread(s): prefill {n} {rp:.2f}")
+            batch = " / ".join(f"{r:.0f}" for _, r in sorted(o["batch_tokens_per_s"]))
+            print(f"{label:<10} {t:>3} | " + " | ".join(cells) + f" | {batch}")
+    return misses
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--types", default="q8_0,q4_0,q4_k")
+    ap.add_argument("--tiers", default=",".join(cpu_tiers()))
+    ap.add_argument("--files", default="smollm2,gemma3,1b")
+    ap.add_argument("--types", default="q4_0,q8_0,q4_k_m")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--prompt-tokens", default="128,512")
+    ap.add_argument("--batch", default="1,4,8")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--swactor", default=str(ROOT / "target" / "release" / "swactor"))
     ap.add_argument("--parity-only", action="store_true", help="check, do not benchmark")
@@ -110,80 +241,23 @@ def main() -> int:
     swactor = args.swactor
     if not Path(swactor).exists():
         subprocess.run(["cargo", "build", "--release"], cwd=ROOT, check=True)
-
-    models = CACHE / "bench-models"
-    models.mkdir(parents=True, exist_ok=True)
-    base = Path(args.model)
-    files = [("shipped", str(base))]
-    for q in [t for t in args.types.split(",") if t]:
-        out = models / f"{base.stem}.{q}.gguf"
-        if not out.exists():
-            tmp = out.with_suffix(".tmp")
-            subprocess.run([swactor, "model", "quantize", "--in", str(base), "--out", str(tmp),
-                            "--dtype", q], check=True, stdout=subprocess.DEVNULL)
-            tmp.rename(out)
-        files.append((q, str(out)))
-    threads = [int(t) for t in args.threads.split(",")]
-
-    gemma = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
-    if gemma.exists() and gemma.resolve() != base.resolve():
-        files.append(("gemma3", str(gemma)))
-
-    py = venv_python()
-    if not llama_cpp_parity.check_all(swactor, py, ROOT, args.tokens):
+    tiers = [t for t in args.tiers.split(",") if t]
+    unknown = [t for t in tiers if t not in BUILDS]
+    if unknown or not tiers:
+        print(f"tiers must be among {sorted(BUILDS)} (this CPU runs {cpu_tiers()})",
+              file=sys.stderr)
+        return 2
+    if not llama_cpp_parity.check_all(swactor, venv_python(tiers[-1]), ROOT, args.tokens):
         return 1
     if args.parity_only:
         return 0
-    ours, theirs = {}, {}
-    # Interleaved, one file and thread count at a time, so that both engines see the
-    # same machine (absolute rates drift between minutes on shared hosts).
-    for label, path in files:
-        for t in threads:
-            cmd = [swactor, "bench", "engine", "--json", "--model", path, "--threads", str(t),
-                   "--tokens", str(args.tokens), "--prompt-tokens", str(args.prompt_tokens),
-                   "--repeat", str(args.repeat)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            for line in out.splitlines():
-                v = json.loads(line)
-                if v.get("type") == "bench_engine":
-                    ours[(label, t)] = v
-            spec = json.dumps([[[label, path]], [t], args.tokens, args.repeat,
-                               args.prompt_tokens])
-            out = subprocess.run([str(py), "-c", LLAMA_SIDE, spec], check=True,
-                                 capture_output=True, text=True).stdout
-            for line in out.splitlines():
-                v = json.loads(line)
-                theirs[(v["label"], v["threads"])] = v
-            print(f"measured {label} at {t} thread(s)", file=sys.stderr)
-
-    head = (f"{'file':<8} {'thr':>3} | {'decode tok/s ours':>17} {'llama.cpp':>9} {'ratio':>6} | "
-            f"{'prefill ' + str(args.prompt_tokens) + ' ours':>16} {'llama.cpp':>9} {'ratio':>6} | "
-            f"{'batch 1 / 4 / 8 tok/s (ours)':<28} | load ms (candle before)")
-    print(head)
-    print("-" * len(head))
+    files = bench_files(args, swactor)
+    threads = ints(args.threads)
     misses = []
-    # candle's path loads only Llama-2 style files: "-" for the other families.
-    candle = lambda o: "-" if o.get("candle_load_ms") is None else f"{o['candle_load_ms']:.0f}"
-    for label, _ in files:
-        for t in threads:
-            o, l = ours[(label, t)], theirs[(label, t)]
-            rd = o["decode_tokens_per_s"] / l["decode_tokens_per_s"]
-            rp = o["prefill_tokens_per_s"] / l["prefill_tokens_per_s"]
-            b = dict((int(k), r) for k, r in o["batch_tokens_per_s"])
-            batch = " / ".join(f"{b[k]:.0f}" for k in sorted(b))
-            flag = lambda ok: " " if ok else "*"
-            print(f"{label:<8} {t:>3} | {o['decode_tokens_per_s']:>17.1f} "
-                  f"{l['decode_tokens_per_s']:>9.1f} {rd:>5.2f}{flag(rd >= 1.0)} | "
-                  f"{o['prefill_tokens_per_s']:>16.1f} {l['prefill_tokens_per_s']:>9.1f} "
-                  f"{rp:>5.2f}{flag(rp >= 0.8)} | {batch:<28} | "
-                  f"{o['load_ms']:.0f} ({candle(o)})")
-            if rd < 1.0:
-                misses.append(f"{label} {t} thread(s): decode ratio {rd:.2f} < 1.0")
-            if rp < 0.8:
-                misses.append(f"{label} {t} thread(s): prefill ratio {rp:.2f} < 0.8")
-            if 8 in b and 1 in b and b[8] < 3 * b[1]:
-                misses.append(f"{label} {t} thread(s): batch 8 is {b[8] / b[1]:.1f}x batch 1 < 3x")
-    print("\n* misses its target (decode >= 1.0, prefill >= 0.8)")
+    for tier in tiers:
+        ours, theirs, cpu = measure(args, swactor, tier, files, threads)
+        misses += table(tier, cpu, files, threads, ints(args.prompt_tokens), ours, theirs)
+    print("\n* misses its target (decode and prefill >= 1.0 of llama.cpp)")
     for m in misses:
         print("  " + m)
     return 0

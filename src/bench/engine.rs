@@ -19,10 +19,14 @@ pub struct EngineFigure {
     pub threads: u32,
     /// Greedy decode tokens/s after the 12-token Lily prompt.
     pub decode_tokens_per_s: f64,
-    /// Tokens/s of one prefill of `prompt_tokens` tokens.
+    /// Tokens/s of one prefill of `prompt_tokens` tokens (the first length asked for).
     pub prefill_tokens_per_s: f64,
     /// Prefill prompt length.
     pub prompt_tokens: usize,
+    /// Tokens/s of one prefill at every prompt length asked for.
+    pub prefill: Vec<(usize, f64)>,
+    /// The kernel tier the engine used (`avx2`, `avx512`, `scalar`).
+    pub isa: String,
     /// Aggregate decode tokens/s for each batch size (that many sequences decoding at once).
     pub batch_tokens_per_s: Vec<(usize, f64)>,
     /// Time to load the whole model as one stage on the engine (mapped weights), ms.
@@ -37,8 +41,8 @@ pub struct EngineFigure {
 pub struct EngineBenchConfig {
     /// Tokens decoded per run.
     pub tokens: u32,
-    /// Prefill prompt length.
-    pub prompt_tokens: usize,
+    /// Prefill prompt lengths (at least one).
+    pub prompt_tokens: Vec<usize>,
     /// Batch sizes of the aggregate decode.
     pub batches: Vec<usize>,
     /// Runs of each measurement (the best is kept).
@@ -77,8 +81,11 @@ pub fn engine_figures(
     let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
     let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
     let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
-    let (lily, long) = bench_prompts(&tokenizer, config.prompt_tokens);
-    let max_seq = 512u32.max(config.prompt_tokens as u32 + 1);
+    let lengths =
+        if config.prompt_tokens.is_empty() { vec![128] } else { config.prompt_tokens.clone() };
+    let (lily, _) = bench_prompts(&tokenizer, 0);
+    let longest = lengths.iter().copied().max().unwrap_or(128);
+    let max_seq = 512u32.max(longest as u32 + 1);
     let spec = |device| StageSpec {
         layers: crate::wire::LayerRange::new(0, facts.block_count),
         embedding: true,
@@ -126,12 +133,17 @@ pub fn engine_figures(
         }
         Ok(t.elapsed().as_secs_f64())
     })?;
-    let prefill_s = best(&mut || {
-        stage.reset();
-        let t = Instant::now();
-        logits(stage.forward(StageInput::Tokens(&long)).map_err(err)?)?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
+    let mut prefill = Vec::new();
+    for &n in &lengths {
+        let (_, long) = bench_prompts(&tokenizer, n);
+        let seconds = best(&mut || {
+            stage.reset();
+            let t = Instant::now();
+            logits(stage.forward(StageInput::Tokens(&long)).map_err(err)?)?;
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        prefill.push((long.len(), long.len() as f64 / seconds));
+    }
     // Aggregate decode: `b` sequences (the Lily prompt each), one row each per step.
     let engine = stage.engine_mut().ok_or_else(|| err("not an engine stage"))?;
     let most = config.batches.iter().copied().max().unwrap_or(1);
@@ -172,8 +184,10 @@ pub fn engine_figures(
         model: path.display().to_string(),
         threads,
         decode_tokens_per_s: f64::from(config.tokens) / decode_s,
-        prefill_tokens_per_s: long.len() as f64 / prefill_s,
-        prompt_tokens: long.len(),
+        prefill_tokens_per_s: prefill[0].1,
+        prompt_tokens: prefill[0].0,
+        prefill,
+        isa: crate::model::engine::isa().name().to_string(),
         batch_tokens_per_s,
         load_ms,
         candle_load_ms,

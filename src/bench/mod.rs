@@ -359,6 +359,7 @@ pub async fn wake_round_trip(
 mod edge;
 pub use edge::{EdgeBench, edge};
 
+pub mod cpu;
 mod engine;
 pub mod failover;
 pub mod runs;

@@ -142,17 +142,30 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
     }
     let config = bench::EngineBenchConfig {
         tokens: args.tokens,
-        prompt_tokens: args.prompt_tokens,
+        prompt_tokens: args.prompt_tokens.clone(),
         batches: args.batch.clone(),
         repeat: args.repeat,
     };
-    if !args.output.json {
+    if args.prompt_tokens.iter().any(|&n| n == 0) || args.prompt_tokens.is_empty() {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--prompt-tokens takes lengths of at least 1"),
+        ));
+    }
+    let cpu = bench::cpu::this_cpu();
+    if args.output.json {
+        out.json("bench_cpu", &cpu)?;
+    } else {
+        out.line(cpu.to_string())?;
+        let prefills: Vec<String> =
+            args.prompt_tokens.iter().map(|n| format!("{:>11}", format!("prefill {n}"))).collect();
         out.line(format!(
-            "{:<8} {:>3}  {:>12}  {:>13}  {:<30}  {:>16}",
+            "{:<8} {:>3}  {:>12}  {}  {:<30}  {:>16}",
             "model",
             "thr",
             "decode tok/s",
-            format!("prefill {}", args.prompt_tokens),
+            prefills.join("  "),
             "batch decode tok/s",
             "load ms (candle)"
         ))?;
@@ -165,12 +178,14 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
             } else {
                 let batches: Vec<String> =
                     fig.batch_tokens_per_s.iter().map(|(b, r)| format!("{b}: {r:.1}")).collect();
+                let prefills: Vec<String> =
+                    fig.prefill.iter().map(|(_, r)| format!("{r:>11.1}")).collect();
                 out.line(format!(
-                    "{:<8} {:>3}  {:>12.1}  {:>13.1}  {:<30}  {:>7.1} ({})",
+                    "{:<8} {:>3}  {:>12.1}  {}  {:<30}  {:>7.1} ({})",
                     fig.label,
                     fig.threads,
                     fig.decode_tokens_per_s,
-                    fig.prefill_tokens_per_s,
+                    prefills.join("  "),
                     batches.join("  "),
                     fig.load_ms,
                     fig.candle_load_ms.map_or("-".to_string(), |ms| format!("{ms:.1}"))

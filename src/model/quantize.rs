@@ -30,8 +30,10 @@ impl QuantRecipe {
             QuantRecipe::All(t) => return t,
             QuantRecipe::KMix(t) => t,
         };
-        let block: Option<usize> =
-            name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|i| i.parse().ok());
+        let block: Option<usize> = name
+            .strip_prefix("blk.")
+            .and_then(|r| r.split('.').next())
+            .and_then(|i| i.parse().ok());
         let n = blocks;
         let more_bits = |i: usize| i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
         let matrix = name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight");

@@ -493,6 +493,36 @@ fn model_quantize_rewrites_the_weight_matrices_and_generate_still_runs() {
 }
 
 #[test]
+fn bench_engine_names_the_cpu_and_its_kernel_tier_and_measures_every_prompt_length() {
+    let model = synth_model(2);
+    let out = swactor()
+        .env("SWACTOR_ENGINE_ISA", "scalar")
+        .args(["bench", "engine", "--json", "--threads", "1", "--tokens", "2"])
+        .args(["--prompt-tokens", "8,20", "--batch", "1", "--repeat", "1", "--model"])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    let cpu = lines.iter().find(|l| l["type"] == "bench_cpu").expect("a CPU line");
+    assert_eq!(cpu["engine_isa"], "scalar");
+    assert!(!cpu["model"].as_str().expect("model name").is_empty(), "{cpu}");
+    let fig = lines.iter().find(|l| l["type"] == "bench_engine").expect("a figure");
+    assert_eq!(fig["isa"], "scalar");
+    let prefill = fig["prefill"].as_array().expect("prefill figures");
+    let lengths: Vec<u64> = prefill.iter().map(|p| p[0].as_u64().expect("length")).collect();
+    assert_eq!(lengths, [8, 20]);
+    assert!(prefill.iter().all(|p| p[1].as_f64().expect("rate") > 0.0), "{fig}");
+    swactor()
+        .args(["bench", "engine", "--prompt-tokens", "0", "--model"])
+        .arg(&model)
+        .assert()
+        .code(2);
+}
+
+#[test]
 fn generate_rejects_a_broken_model_with_exit_code_3_and_bad_stage_counts_with_2() {
     let bytes = std::fs::read(synth_model(4)).expect("read");
     let path = scratch().join("cli-generate-trunc.gguf");

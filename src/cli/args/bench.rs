@@ -138,9 +138,9 @@ pub struct BenchEngineArgs {
     /// Tokens decoded per run.
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub tokens: u32,
-    /// Length of the prefill prompt.
-    #[arg(long, default_value_t = 128, value_name = "N")]
-    pub prompt_tokens: usize,
+    /// Lengths of the prefill prompts (one prefill measured at each).
+    #[arg(long, value_delimiter = ',', default_value = "128,512", value_name = "N,...")]
+    pub prompt_tokens: Vec<usize>,
     /// Batch sizes of the aggregate decode.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_name = "N,...")]
     pub batch: Vec<usize>,
