@@ -294,7 +294,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;model;quantize' {
             [CompletionResult]::new('--in', '--in', [CompletionResultType]::ParameterName, 'The GGUF model to read')
             [CompletionResult]::new('--out', '--out', [CompletionResultType]::ParameterName, 'Where to write the re-quantized model')
-            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -585,7 +585,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies of the first model re-quantized to these types (e.g. `q8_0,q4_0,q4_k`)')
             [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute thread counts to measure')
             [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens decoded per run')
-            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Length of the prefill prompt')
+            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Lengths of the prefill prompts (one prefill measured at each)')
             [CompletionResult]::new('--batch', '--batch', [CompletionResultType]::ParameterName, 'Batch sizes of the aggregate decode')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs of each measurement (the best is kept)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')

@@ -272,7 +272,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;model;quantize'= {
             cand --in 'The GGUF model to read'
             cand --out 'Where to write the re-quantized model'
-            cand --dtype 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k'
+            cand --dtype 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'
@@ -521,7 +521,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --requantize 'Also measure copies of the first model re-quantized to these types (e.g. `q8_0,q4_0,q4_k`)'
             cand --threads 'Compute thread counts to measure'
             cand --tokens 'Tokens decoded per run'
-            cand --prompt-tokens 'Length of the prefill prompt'
+            cand --prompt-tokens 'Lengths of the prefill prompts (one prefill measured at each)'
             cand --batch 'Batch sizes of the aggregate decode'
             cand --repeat 'Runs of each measurement (the best is kept)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'

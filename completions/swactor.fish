@@ -250,7 +250,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l in -d 'The GGUF model to read' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l out -d 'Where to write the re-quantized model' -r -F
-complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l model -d 'The GGUF model whose tokenizer is used' -r -F
@@ -394,7 +394,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l requantize -d 'Also measure copies of the first model re-quantized to these types (e.g. `q8_0,q4_0,q4_k`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l threads -d 'Compute thread counts to measure' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l tokens -d 'Tokens decoded per run' -r
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l prompt-tokens -d 'Length of the prefill prompt' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l prompt-tokens -d 'Lengths of the prefill prompts (one prefill measured at each)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l batch -d 'Batch sizes of the aggregate decode' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l repeat -d 'Runs of each measurement (the best is kept)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'

@@ -29,7 +29,8 @@ minutes per file, thread count and tier on 2 cores).
 
 Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,1b]
        [--types q4_0,q8_0,q4_k_m] [--threads 1,2] [--tokens 64] [--prompt-tokens 128,512]
-       [--batch 1,4,8] [--repeat 2] [--swactor target/release/swactor] [--parity-only]
+       [--batch 1,4,8] [--repeat 2] [--swactor target/release/swactor]
+       [--parity-only | --no-parity]
 """
 
 import argparse
@@ -237,6 +238,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--swactor", default=str(ROOT / "target" / "release" / "swactor"))
     ap.add_argument("--parity-only", action="store_true", help="check, do not benchmark")
+    ap.add_argument("--no-parity", action="store_true",
+                    help="benchmark without the correctness checks (after a run that made them)")
     args = ap.parse_args()
     swactor = args.swactor
     if not Path(swactor).exists():
@@ -247,7 +250,8 @@ def main() -> int:
         print(f"tiers must be among {sorted(BUILDS)} (this CPU runs {cpu_tiers()})",
               file=sys.stderr)
         return 2
-    if not llama_cpp_parity.check_all(swactor, venv_python(tiers[-1]), ROOT, args.tokens):
+    if not args.no_parity and not llama_cpp_parity.check_all(
+            swactor, venv_python(tiers[-1]), ROOT, args.tokens):
         return 1
     if args.parity_only:
         return 0

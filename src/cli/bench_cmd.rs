@@ -146,7 +146,7 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
         batches: args.batch.clone(),
         repeat: args.repeat,
     };
-    if args.prompt_tokens.iter().any(|&n| n == 0) || args.prompt_tokens.is_empty() {
+    if args.prompt_tokens.contains(&0) || args.prompt_tokens.is_empty() {
         return Err(CliError::new(
             ExitCode::Usage,
             "usage",

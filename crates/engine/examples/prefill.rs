@@ -3,7 +3,9 @@
 //! (`cargo build --profile profiling -p swactor-engine --example prefill`), not a benchmark
 //! of record (that is `swactor bench engine`).
 //!
-//! Usage: `prefill [q8_0|q4_0|q4_1|q4_k|...] [rows] [threads] [repeat] [decode batch]`
+//! Usage: `prefill [q8_0|q4_0|q4_1|q4_k|...] [rows] [threads] [repeat] [decode batch]
+//! [135m|1b]` (`1b`: the 1.1B llama's shapes, 22 blocks of hidden 2048, ffn 5632); the
+//! kernel tier is `SWACTOR_ENGINE_ISA`'s, or the widest this CPU runs.
 
 // A program of its own (a driver): it reads the clock to time the engine.
 #![allow(clippy::disallowed_methods)]
@@ -22,14 +24,19 @@ fn main() {
     let threads: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
     let repeat: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
     let batch: usize = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let big = args.get(6).is_some_and(|s| s == "1b");
+    let isa = std::env::var("SWACTOR_ENGINE_ISA").ok().and_then(|v| Isa::parse(&v));
+    let isa = isa.unwrap_or_else(Isa::detect);
     let format = WeightFormat::ALL.into_iter().find(|f| f.name() == fmt).expect("a weight format");
+    let (hidden, heads, kv_heads, ffn, vocab, blocks) =
+        if big { (2048, 32, 4, 5632, 32000, 22) } else { (576, 9, 3, 1536, 49152, 30) };
     let cfg = Config {
-        hidden: 576,
-        heads: 9,
-        kv_heads: 3,
+        hidden,
+        heads,
+        kv_heads,
         head_dim: 64,
-        ffn: 1536,
-        vocab: 49152,
+        ffn,
+        vocab,
         eps: 1e-5,
         rope_base: 10000.0,
         max_seq_len: 512,
@@ -53,6 +60,18 @@ fn main() {
             WeightFormat::Q4_1 | WeightFormat::Q5_1 => 2,
             _ => 1,
         };
+        // The K-quants' f16 super-scale (and super-min) likewise.
+        let k_scales: &[usize] = match format {
+            WeightFormat::Q4K | WeightFormat::Q5K => &[0, 2],
+            WeightFormat::Q6K => &[208],
+            _ => &[],
+        };
+        for blk in b.chunks_exact_mut(format.block_bytes()) {
+            for &at in k_scales {
+                blk[at] = 0;
+                blk[at + 1] = 0x14;
+            }
+        }
         if format.block_elems() == 32 {
             for blk in b.chunks_exact_mut(format.block_bytes()) {
                 for f in 0..fields {
@@ -61,19 +80,20 @@ fn main() {
                 }
             }
         }
-        let m = Matrix::new(format, rows, cols, Bytes::from_vec(b), Isa::detect()).expect("matrix");
+        let m = Matrix::new(format, rows, cols, Bytes::from_vec(b), isa).expect("matrix");
         let t = Instant::now();
         let m = m.repacked();
         repack.set(repack.get() + t.elapsed().as_secs_f64());
         m
     };
     let (d, f) = (cfg.hidden, cfg.ffn);
-    let layers = (0..30)
+    let kv = kv_heads * 64;
+    let layers = (0..blocks)
         .map(|_| Layer {
             attn_norm: vec![1.0; d],
             wq: matrix(d, d),
-            wk: matrix(192, d),
-            wv: matrix(192, d),
+            wk: matrix(kv, d),
+            wv: matrix(kv, d),
             wo: matrix(d, d),
             ffn_norm: vec![1.0; d],
             gate: matrix(f, d),
@@ -113,7 +133,7 @@ fn main() {
     println!(
         "{fmt} isa {} threads {threads}: prefill {rows} rows {:.1} rows/s; decode batch {batch} \
          {:.1} tok/s",
-        Isa::detect().name(),
+        isa.name(),
         rows as f64 / best,
         batch as f64 / dec
     );

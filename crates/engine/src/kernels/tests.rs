@@ -275,6 +275,8 @@ fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_
     let formats = [
         WeightFormat::Q4_0,
         WeightFormat::Q4_1,
+        WeightFormat::Q5_0,
+        WeightFormat::Q5_1,
         WeightFormat::Q8_0,
         WeightFormat::Q4K,
         WeightFormat::Q6K,
@@ -323,15 +325,15 @@ fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_
 #[test]
 fn matrices_that_cannot_be_repacked_stay_as_they_are() {
     let mut rng = Rng::new(5);
-    // 20 rows are not whole groups of 16; Q5_0 has no repacked kernel; the scalar
+    // 20 rows are not whole groups of 16; Q5_K has no repacked kernel; the scalar
     // reference never repacks.
-    for (fmt, rows, isa) in [
-        (WeightFormat::Q8_0, 20, Isa::detect()),
-        (WeightFormat::Q5_0, 32, Isa::detect()),
-        (WeightFormat::Q4_0, 32, Isa::Scalar),
+    for (fmt, rows, isa, cols) in [
+        (WeightFormat::Q8_0, 20, Isa::detect(), 64),
+        (WeightFormat::Q5K, 32, Isa::detect(), 256),
+        (WeightFormat::Q4_0, 32, Isa::Scalar, 64),
     ] {
-        let w = random_matrix(fmt, rows, 64, Scales::Random, &mut rng);
-        let m = crate::Matrix::new(fmt, rows, 64, crate::Bytes::from_vec(w), isa)
+        let w = random_matrix(fmt, rows, cols, Scales::Random, &mut rng);
+        let m = crate::Matrix::new(fmt, rows, cols, crate::Bytes::from_vec(w), isa)
             .expect("matrix")
             .repacked();
         assert_eq!(m.repacked_bytes(), 0, "{fmt:?} x {rows} {isa:?}");

@@ -173,8 +173,10 @@ pub(super) fn attention(
             y.fill(0.0);
             for (k, &pk) in sc.iter().enumerate() {
                 let v = slot.v.read(b.layout.at(b.l, kh, lo + k), row);
-                for (y, &v) in y.iter_mut().zip(v) {
-                    *y += pk * v;
+                if !crate::simd::axpy_f32(y, pk, v) {
+                    for (y, &v) in y.iter_mut().zip(v) {
+                        *y += pk * v;
+                    }
                 }
             }
         });

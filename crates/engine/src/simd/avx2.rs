@@ -164,3 +164,56 @@ macro_rules! float_dot {
 }
 
 pub(crate) use float_dot;
+
+/// `sum(a[i] * b[i])` over the shorter length: 16 values per step in two 8-wide FMA
+/// accumulators, then 8, then the rest one by one (a fixed order for a given length).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: `i + 16 <= n`, the length of both slices.
+        unsafe {
+            let (pa, pb) = (a.as_ptr().add(i), b.as_ptr().add(i));
+            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(pa), _mm256_loadu_ps(pb), acc[0]);
+            acc[1] =
+                _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(8)), _mm256_loadu_ps(pb.add(8)), acc[1]);
+        }
+        i += 16;
+    }
+    if i + 8 <= n {
+        // SAFETY: `i + 8 <= n`.
+        unsafe {
+            let (pa, pb) = (a.as_ptr().add(i), b.as_ptr().add(i));
+            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(pa), _mm256_loadu_ps(pb), acc[0]);
+        }
+        i += 8;
+    }
+    let mut s = hsum(_mm256_add_ps(acc[0], acc[1]));
+    for j in i..n {
+        s += a[j] * b[j];
+    }
+    s
+}
+
+/// `y[i] += p * v[i]` over the shorter length, 8 values per FMA.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn axpy_f32(y: &mut [f32], p: f32, v: &[f32]) {
+    let n = y.len().min(v.len());
+    let pv = _mm256_set1_ps(p);
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: `i + 8 <= n`, the length of both slices.
+        unsafe {
+            let py = y.as_mut_ptr().add(i);
+            let r = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(i)), _mm256_loadu_ps(py));
+            _mm256_storeu_ps(py, r);
+        }
+        i += 8;
+    }
+    for j in i..n {
+        y[j] += p * v[j];
+    }
+}

@@ -46,3 +46,34 @@ pub(crate) fn prefetch_row(bytes: &[u8]) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
 }
+
+/// `sum(a[i] * b[i])` with AVX2 FMA where the CPU has it; `None` where the caller must
+/// compute it itself.
+#[inline]
+pub(crate) fn dot_f32(a: &[f32], b: &[f32]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return Some(unsafe { avx2::dot_f32(a, b) });
+    }
+    let _ = (a, b);
+    None
+}
+
+/// `y[i] += p * v[i]` with AVX2 FMA where the CPU has it; `false` (nothing done) where the
+/// caller must do it itself.
+#[inline]
+pub(crate) fn axpy_f32(y: &mut [f32], p: f32, v: &[f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        unsafe {
+            avx2::axpy_f32(y, p, v)
+        };
+        return true;
+    }
+    let _ = (y, p, v);
+    false
+}

@@ -74,18 +74,25 @@ fn store<const R: usize>(out: &mut [[f32; GROUP]; R], h: usize, acc: [__m256; R]
     }
 }
 
-/// Q4_0 and, with `MIN`, Q4_1: eight `maddubs` of nibbles per block and row, summed in
-/// 16 bits (at most 8 x 2 x 15 x 128), widened once; Q4_0's offset of 8 removed through
-/// the activation block's integer sum.
+/// Q4_0 and, with `MIN`, Q4_1; with `HIGH` Q5_0 and Q5_1 (a fifth bit per value from the
+/// 64 bytes after the nibbles). Eight `maddubs` per block and row, summed in 16 bits while
+/// they cannot overflow (all eight for 4-bit values: 8 x 2 x 15 x 128; four at a time for
+/// 5-bit ones: 4 x 2 x 31 x 128), widened once; the offset (8 or 16) removed through the
+/// activation block's integer sum.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn q4<const R: usize, const MIN: bool>(
+pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
     rows: [usize; R],
 ) -> [[f32; GROUP]; R] {
     let heads = 32 * (1 + usize::from(MIN));
-    let cb = heads + 256;
+    let cb = heads + 256 + if HIGH { 64 } else { 0 };
+    let offset = match (MIN, HIGH) {
+        (true, _) => 0,
+        (false, false) => 8,
+        (false, true) => 16,
+    };
     assert!(p.len() >= blocks * cb);
     let x = rows.map(|r| a.q8.row(r));
     assert!(x.iter().all(|x| {
@@ -113,15 +120,28 @@ pub(super) fn q4<const R: usize, const MIN: bool>(
                 v[2 * c] = _mm256_and_si256(q, m4);
                 v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
             }
+            if HIGH {
+                // SAFETY: as above.
+                let hb = unsafe { load(cell[heads + 256 + 32 * h..].as_ptr()) };
+                for (k, v) in v.iter_mut().enumerate() {
+                    let bit = _mm256_srl_epi16(hb, _mm_cvtsi32_si128(k as i32));
+                    let bit = _mm256_and_si256(bit, _mm256_set1_epi8(1));
+                    *v = _mm256_or_si256(*v, _mm256_slli_epi16::<4>(bit));
+                }
+            }
             for r in 0..R {
                 let q = &x[r].qs[b * QK..(b + 1) * QK];
-                let mut s16 = _mm256_maddubs_epi16(v[0], bcast(q, 0));
-                for k in 1..8 {
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[k], bcast(q, 4 * k)));
-                }
-                let mut isum = _mm256_madd_epi16(s16, ones);
-                if !MIN {
-                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x[r].isum[b]));
+                let sum16 = |ks: std::ops::Range<usize>| {
+                    let mut s16 = _mm256_setzero_si256();
+                    for k in ks {
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[k], bcast(q, 4 * k)));
+                    }
+                    _mm256_madd_epi16(s16, ones)
+                };
+                let mut isum =
+                    if HIGH { _mm256_add_epi32(sum16(0..4), sum16(4..8)) } else { sum16(0..8) };
+                if offset != 0 {
+                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(offset * x[r].isum[b]));
                 }
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(x[r].d[b]));
                 acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);

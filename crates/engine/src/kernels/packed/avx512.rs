@@ -37,21 +37,27 @@ fn store<const R: usize>(acc: [__m512; R]) -> [[f32; GROUP]; R] {
     out
 }
 
-/// Q4_0, Q4_1 and Q8_0, specialized at compile time: `NIB` for 4-bit values (two per
-/// byte), `MIN` for a per-row minimum (16 f16 mins after the scales: `w = q d + m`),
-/// `OFFSET` the constant added to each stored value (removed through the activation
-/// block's integer sum, exactly).
+/// Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, specialized at compile time: `NIB` for 4-bit values
+/// (two per byte), `MIN` for a per-row minimum (16 f16 mins after the scales: `w = q d +
+/// m`), `HIGH` for a fifth bit per value (64 bytes after the nibbles), `OFFSET` the
+/// constant added to each stored value (removed through the activation block's integer
+/// sum, exactly).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn block32<const R: usize, const NIB: bool, const MIN: bool, const OFFSET: i32>(
+pub(super) fn block32<
+    const R: usize,
+    const NIB: bool,
+    const MIN: bool,
+    const HIGH: bool,
+    const OFFSET: i32,
+>(
     p: &[u8],
     blocks: usize,
     cb: usize,
     a: &Acts,
     rows: [usize; R],
 ) -> [[f32; GROUP]; R] {
-    assert!(
-        p.len() >= blocks * cb && cb >= 32 * (1 + usize::from(MIN)) + if NIB { 256 } else { 512 }
-    );
+    let values = if NIB { 256 + if HIGH { 64 } else { 0 } } else { 512 };
+    assert!(p.len() >= blocks * cb && cb >= 32 * (1 + usize::from(MIN)) + values);
     let x = rows.map(|r| a.q8.row(r));
     assert!(x.iter().all(|x| {
         x.qs.len() >= blocks * QK
@@ -82,6 +88,15 @@ pub(super) fn block32<const R: usize, const NIB: bool, const MIN: bool, const OF
                 let q = unsafe { _mm512_loadu_si512(p.as_ptr().add(vals + 64 * c).cast()) };
                 v[2 * c] = _mm512_and_si512(q, m4);
                 v[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+            }
+            if HIGH {
+                // SAFETY: the cell's 64 bytes of fifth bits lie inside `p` (checked above).
+                let h = unsafe { _mm512_loadu_si512(p.as_ptr().add(vals + 256).cast()) };
+                for (k, v) in v.iter_mut().enumerate() {
+                    let bit = _mm512_srl_epi16(h, _mm_cvtsi32_si128(k as i32));
+                    let bit = _mm512_and_si512(bit, _mm512_set1_epi8(1));
+                    *v = _mm512_or_si512(*v, _mm512_slli_epi16::<4>(bit));
+                }
             }
         } else {
             for k in 0..8 {

@@ -2,7 +2,7 @@
 //! module documentation lists), and the offsets the kernels read them at.
 
 use crate::format::WeightFormat;
-use crate::formats::{q4_k, q6_k};
+use crate::formats::{q4_k, q5_0, q6_k};
 use crate::isa::Isa;
 
 use super::GROUP;
@@ -42,6 +42,8 @@ pub(super) fn cell_bytes(format: WeightFormat) -> usize {
     match format {
         WeightFormat::Q4_0 => 32 + 256,
         WeightFormat::Q4_1 => 64 + 256,
+        WeightFormat::Q5_0 => 32 + 256 + 64,
+        WeightFormat::Q5_1 => 64 + 256 + 64,
         WeightFormat::Q4K => q4k::BYTES,
         WeightFormat::Q6K => q6k::BYTES,
         _ => 32 + 512,
@@ -74,28 +76,48 @@ pub(super) fn fill<'a>(
     }
 }
 
-/// Row `l` of a Q4_0, Q4_1 or Q8_0 cell.
+/// Row `l` of a Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 cell.
 fn block32_row(format: WeightFormat, isa: Isa, cell: &mut [u8], l: usize, blk: &[u8]) {
-    let min = format == WeightFormat::Q4_1;
+    use WeightFormat::*;
+    let min = matches!(format, Q4_1 | Q5_1);
     let (scales, values) = cell.split_at_mut(if min { 64 } else { 32 });
     scales[2 * l..2 * l + 2].copy_from_slice(&blk[..2]);
     if min {
         scales[32 + 2 * l..32 + 2 * l + 2].copy_from_slice(&blk[2..4]);
     }
     let q = &blk[if min { 4 } else { 2 }..];
-    if format == WeightFormat::Q8_0 {
-        // Values 4 c..4 c + 4 of row l at 64 c + 4 l; plus 128 for VNNI's unsigned operand.
-        let flip = if isa == Isa::Avx512 { 0x80 } else { 0 };
-        for c in 0..8 {
-            for i in 0..4 {
-                values[64 * c + 4 * l + i] = q[4 * c + i] ^ flip;
+    match format {
+        Q8_0 => {
+            // Values 4 c..4 c + 4 of row l at 64 c + 4 l; plus 128 for VNNI's unsigned
+            // operand.
+            let flip = if isa == Isa::Avx512 { 0x80 } else { 0 };
+            for c in 0..8 {
+                for i in 0..4 {
+                    values[64 * c + 4 * l + i] = q[4 * c + i] ^ flip;
+                }
             }
         }
-    } else {
-        // GGUF keeps value e < 16 in byte e's low nibble, e >= 16 in byte e - 16's high.
-        let v: [u8; 32] = std::array::from_fn(|e| if e < 16 { q[e] & 0xF } else { q[e - 16] >> 4 });
-        for c in 0..4 {
-            put_nibbles(&mut values[64 * c..64 * c + 64], l, &v[8 * c..8 * c + 8]);
+        Q4_0 | Q4_1 => {
+            // GGUF keeps value e < 16 in byte e's low nibble, e >= 16 in byte e - 16's high.
+            let v: [u8; 32] =
+                std::array::from_fn(|e| if e < 16 { q[e] & 0xF } else { q[e - 16] >> 4 });
+            for c in 0..4 {
+                put_nibbles(&mut values[64 * c..64 * c + 64], l, &v[8 * c..8 * c + 8]);
+            }
+        }
+        _ => {
+            // Q5_0 / Q5_1: the low nibbles as Q4_0's, then 64 bytes of fifth bits: bit v of
+            // byte 4 l + i is value 4 v + i's (the v-th value vector the kernels rebuild).
+            let off = if min { 0 } else { 16 };
+            let d = q5_0::decode5(blk, min);
+            let u: [u8; 32] = std::array::from_fn(|e| (i16::from(d.q[e]) + off) as u8);
+            for c in 0..4 {
+                put_nibbles(&mut values[64 * c..64 * c + 64], l, &u[8 * c..8 * c + 8]);
+            }
+            for i in 0..4 {
+                values[256 + 4 * l + i] =
+                    (0..8).fold(0, |b, v| b | (((u[4 * v + i] >> 4) & 1) << v));
+            }
         }
     }
 }

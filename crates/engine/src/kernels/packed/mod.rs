@@ -1,5 +1,5 @@
-//! Weights repacked at load time for the matrix kernels: Q4_0, Q4_1, Q8_0, Q4_K and Q6_K,
-//! for AVX-512 VNNI and for AVX2.
+//! Weights repacked at load time for the matrix kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K
+//! and Q6_K, for AVX-512 VNNI and for AVX2.
 //!
 //! The GGUF layout keeps a row's blocks together, so a dot product decodes and scales
 //! every block of every row for every activation row. Repacked, sixteen rows travel
@@ -16,6 +16,8 @@
 //! - Q4_0: 16 f16 scales, then 4 chunks of 64 bytes of nibbles (`[4 l + i]` of chunk `c`:
 //!   value `8 c + i` in the low nibble, `8 c + 4 + i` in the high one).
 //! - Q4_1: as Q4_0 with 16 f16 mins after the scales.
+//! - Q5_0, Q5_1: as Q4_0, Q4_1, then 64 bytes of fifth bits (`[4 l + i]`: bit `v` for
+//!   value `4 v + i`, the `v`-th value vector a kernel rebuilds).
 //! - Q8_0: 16 f16 scales, then 8 chunks of 64 bytes (`[4 l + i]` of chunk `c`: value
 //!   `4 c + i`), stored plus 128 for AVX-512 (`vpdpbusd` wants unsigned weights) and as
 //!   they are for AVX2 (which takes signs apart).
@@ -102,7 +104,7 @@ impl std::fmt::Debug for Packed {
 /// Whether `format` has a repacked kernel.
 pub fn supports(format: WeightFormat) -> bool {
     use WeightFormat::*;
-    matches!(format, Q4_0 | Q4_1 | Q8_0 | Q4K | Q6K)
+    matches!(format, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4K | Q6K)
 }
 
 impl Packed {
@@ -166,16 +168,20 @@ impl Packed {
             use WeightFormat::*;
             if self.isa == Isa::Avx512 {
                 match self.format {
-                    Q4_0 => avx512::block32::<R, true, false, 8>(p, nb, cb, a, rows),
-                    Q4_1 => avx512::block32::<R, true, true, 0>(p, nb, cb, a, rows),
-                    Q8_0 => avx512::block32::<R, false, false, 128>(p, nb, cb, a, rows),
+                    Q4_0 => avx512::block32::<R, true, false, false, 8>(p, nb, cb, a, rows),
+                    Q4_1 => avx512::block32::<R, true, true, false, 0>(p, nb, cb, a, rows),
+                    Q5_0 => avx512::block32::<R, true, false, true, 16>(p, nb, cb, a, rows),
+                    Q5_1 => avx512::block32::<R, true, true, true, 0>(p, nb, cb, a, rows),
+                    Q8_0 => avx512::block32::<R, false, false, false, 128>(p, nb, cb, a, rows),
                     Q4K => avx512::q4_k::<R>(p, nb, a, rows),
                     _ => avx512::q6_k::<R>(p, nb, a, rows),
                 }
             } else {
                 match self.format {
-                    Q4_0 => avx2::q4::<R, false>(p, nb, a, rows),
-                    Q4_1 => avx2::q4::<R, true>(p, nb, a, rows),
+                    Q4_0 => avx2::q4::<R, false, false>(p, nb, a, rows),
+                    Q4_1 => avx2::q4::<R, true, false>(p, nb, a, rows),
+                    Q5_0 => avx2::q4::<R, false, true>(p, nb, a, rows),
+                    Q5_1 => avx2::q4::<R, true, true>(p, nb, a, rows),
                     Q8_0 => avx2::q8_0::<R>(p, nb, a, rows),
                     Q4K => avx2::q4_k::<R>(p, nb, a, rows),
                     _ => avx2::q6_k::<R>(p, nb, a, rows),
