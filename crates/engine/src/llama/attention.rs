@@ -142,6 +142,9 @@ pub(super) fn attention(
         _ => 1.0 / (hd as f32).sqrt(),
     };
     let group = c.heads / c.kv_heads;
+    // Runs of an f32 cache in place where the CPU has the SIMD for them (decided per
+    // row by its own slot's cache, so a row's path never depends on its batch).
+    let runs = crate::simd::has_runs(hd);
     {
         let (q, pos) = (&s.q, &s.pos);
         pool.for_each_chunk(&mut s.att, chunk, &|t, buf| {
@@ -163,6 +166,21 @@ pub(super) fn attention(
                 q
             };
             let sc = &mut sc[..=p - lo];
+            y.fill(0.0);
+            if !f16 && runs && slot.k.f32_run(0, 0).is_some() {
+                // An f32 cache read in place, a contiguous run of positions at a time (a
+                // ring wraps once at most), four keys per step.
+                for_runs(b, kh, lo..p + 1, |r, at, len| {
+                    let keys = slot.k.f32_run(at, len * hd).expect("an f32 cache");
+                    crate::simd::scores_f32(q, keys, scale, &mut sc[r..r + len]);
+                });
+                softmax(sc);
+                for_runs(b, kh, lo..p + 1, |r, at, len| {
+                    let values = slot.v.f32_run(at, len * hd).expect("an f32 cache");
+                    crate::simd::mix_f32(y, &sc[r..r + len], values);
+                });
+                return;
+            }
             for (k, s) in sc.iter_mut().enumerate() {
                 *s = dot(q, slot.k.read(b.layout.at(b.l, kh, lo + k), row)) * scale;
             }
@@ -170,7 +188,6 @@ pub(super) fn attention(
             if f16 {
                 sc.iter_mut().for_each(|v| *v = to_f16(*v));
             }
-            y.fill(0.0);
             for (k, &pk) in sc.iter().enumerate() {
                 let v = slot.v.read(b.layout.at(b.l, kh, lo + k), row);
                 if !crate::simd::axpy_f32(y, pk, v) {
@@ -184,6 +201,24 @@ pub(super) fn attention(
     for t in 0..rows.len() * c.heads {
         let at = r0 * qd + t * hd;
         s.y[at..at + hd].copy_from_slice(&s.att[t * chunk..t * chunk + hd]);
+    }
+}
+
+/// Calls `f(offset, at, len)` for each contiguous run of `positions` in KV head `kh`'s part
+/// of block `b`'s cache: `offset` from the first position, `at` where the run starts,
+/// `len` positions (a sliding block's ring wraps once at most).
+fn for_runs(
+    b: &Block<'_>,
+    kh: usize,
+    positions: Range<usize>,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let cap = b.layout.positions(b.l);
+    let mut p = positions.start;
+    while p < positions.end {
+        let len = (positions.end - p).min(cap - p % cap);
+        f(p - positions.start, b.layout.at(b.l, kh, p), len);
+        p += len;
     }
 }
 

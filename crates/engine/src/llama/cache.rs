@@ -54,6 +54,14 @@ impl Cache {
     }
 
     /// The `buf.len()` values at `at` as f32 (read in place, or converted into `buf`).
+    /// `len` values from `at` of an f32 cache as they lie (`None` for an f16 or empty one).
+    pub(super) fn f32_run(&self, at: usize, len: usize) -> Option<&[f32]> {
+        match self {
+            Cache::F32(c) => c.get(at..at + len),
+            _ => None,
+        }
+    }
+
     pub(super) fn read<'a>(&'a self, at: usize, buf: &'a mut [f32]) -> &'a [f32] {
         match self {
             Cache::Empty => buf,
