@@ -113,33 +113,37 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
                     if MIN { f16x8(cell[32 + 16 * h..].as_ptr()) } else { _mm256_setzero_ps() };
                 (f16x8(cell[16 * h..].as_ptr()), mw)
             };
-            let mut v = [_mm256_setzero_si256(); 8];
+            // A chunk at a time (its two value vectors), every activation row taking it
+            // into 16-bit sums: few registers live. 5-bit values widen every two chunks.
+            // SAFETY: as above.
+            let hb = if HIGH { unsafe { load(cell[heads + 256 + 32 * h..].as_ptr()) } } else { m4 };
+            let mut s16 = [_mm256_setzero_si256(); R];
+            let mut isum = [_mm256_setzero_si256(); R];
             for c in 0..4 {
                 // SAFETY: as above.
                 let q = unsafe { load(cell[heads + 64 * c + 32 * h..].as_ptr()) };
-                v[2 * c] = _mm256_and_si256(q, m4);
-                v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-            }
-            if HIGH {
-                // SAFETY: as above.
-                let hb = unsafe { load(cell[heads + 256 + 32 * h..].as_ptr()) };
-                for (k, v) in v.iter_mut().enumerate() {
-                    let bit = _mm256_srl_epi16(hb, _mm_cvtsi32_si128(k as i32));
-                    let bit = _mm256_and_si256(bit, _mm256_set1_epi8(1));
-                    *v = _mm256_or_si256(*v, _mm256_slli_epi16::<4>(bit));
+                let mut v =
+                    [_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4)];
+                if HIGH {
+                    for (i, v) in v.iter_mut().enumerate() {
+                        let bit = _mm256_srl_epi16(hb, _mm_cvtsi32_si128((2 * c + i) as i32));
+                        let bit = _mm256_and_si256(bit, _mm256_set1_epi8(1));
+                        *v = _mm256_or_si256(*v, _mm256_slli_epi16::<4>(bit));
+                    }
+                }
+                for r in 0..R {
+                    let q = &x[r].qs[b * QK..(b + 1) * QK];
+                    let lo = _mm256_maddubs_epi16(v[0], bcast(q, 8 * c));
+                    let hi = _mm256_maddubs_epi16(v[1], bcast(q, 8 * c + 4));
+                    s16[r] = _mm256_add_epi16(s16[r], _mm256_add_epi16(lo, hi));
+                    if HIGH && c % 2 == 1 {
+                        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(s16[r], ones));
+                        s16[r] = _mm256_setzero_si256();
+                    }
                 }
             }
             for r in 0..R {
-                let q = &x[r].qs[b * QK..(b + 1) * QK];
-                let sum16 = |ks: std::ops::Range<usize>| {
-                    let mut s16 = _mm256_setzero_si256();
-                    for k in ks {
-                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[k], bcast(q, 4 * k)));
-                    }
-                    _mm256_madd_epi16(s16, ones)
-                };
-                let mut isum =
-                    if HIGH { _mm256_add_epi32(sum16(0..4), sum16(4..8)) } else { sum16(0..8) };
+                let mut isum = if HIGH { isum[r] } else { _mm256_madd_epi16(s16[r], ones) };
                 if offset != 0 {
                     isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(offset * x[r].isum[b]));
                 }
@@ -228,21 +232,23 @@ pub(super) fn q4_k<const R: usize>(
             let mut sumi = [_mm256_setzero_si256(); R];
             for j in 0..8 {
                 let sc = doubled(_mm_cvtepu8_epi16(bytes8(cell, q4k::SCALES + 16 * j + 8 * h)));
-                let mut v = [_mm256_setzero_si256(); 8];
+                // A chunk at a time, every activation row taking it into 16-bit sums.
+                let mut s16 = [_mm256_setzero_si256(); R];
                 for c in 0..4 {
                     let at = q4k::VALUES + 256 * j + 64 * c + 32 * h;
                     // SAFETY: as above.
                     let q = unsafe { load(cell[at..].as_ptr()) };
-                    v[2 * c] = _mm256_and_si256(q, m4);
-                    v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                    let lo = _mm256_and_si256(q, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                    for r in 0..R {
+                        let q = &x[r].qs[b * QK_K + 32 * j..b * QK_K + 32 * j + 32];
+                        let pl = _mm256_maddubs_epi16(lo, bcast(q, 8 * c));
+                        let ph = _mm256_maddubs_epi16(hi, bcast(q, 8 * c + 4));
+                        s16[r] = _mm256_add_epi16(s16[r], _mm256_add_epi16(pl, ph));
+                    }
                 }
                 for r in 0..R {
-                    let q = &x[r].qs[b * QK_K + 32 * j..b * QK_K + 32 * j + 32];
-                    let mut s16 = _mm256_maddubs_epi16(v[0], bcast(q, 0));
-                    for k in 1..8 {
-                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[k], bcast(q, 4 * k)));
-                    }
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(s16, sc));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(s16[r], sc));
                 }
             }
             // SAFETY: as above.
