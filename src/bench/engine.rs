@@ -93,13 +93,7 @@ pub fn engine_figures(
         device,
         threads,
     };
-    let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| -> Result<f64, BenchError> {
-        let mut b = f64::MAX;
-        for _ in 0..config.repeat.max(1) {
-            b = b.min(f()?);
-        }
-        Ok(b)
-    };
+    let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| best_of(config.repeat, f);
     let load_ms = best(&mut || {
         let t = Instant::now();
         drop(LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?);
@@ -170,13 +164,7 @@ fn batch_rates(
     use crate::model::sampling::argmax;
     use std::sync::atomic::AtomicBool;
     use swactor_engine::llama::{Input, Output};
-    let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| -> Result<f64, BenchError> {
-        let mut b = f64::MAX;
-        for _ in 0..config.repeat.max(1) {
-            b = b.min(f()?);
-        }
-        Ok(b)
-    };
+    let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| best_of(config.repeat, f);
     let most = config.batches.iter().copied().max().unwrap_or(1);
     engine.set_slots(most);
     let no = AtomicBool::new(false);
@@ -211,6 +199,15 @@ fn batch_rates(
         batch_tokens_per_s.push((b, (b as f64 * f64::from(config.tokens)) / seconds));
     }
     Ok(batch_tokens_per_s)
+}
+
+/// The least of `repeat` (at least one) measurements by `f`.
+fn best_of(repeat: u32, f: &mut dyn FnMut() -> Result<f64, BenchError>) -> Result<f64, BenchError> {
+    let mut b = f64::MAX;
+    for _ in 0..repeat.max(1) {
+        b = b.min(f()?);
+    }
+    Ok(b)
 }
 
 fn err_fwd(e: swactor_engine::llama::ForwardError) -> BenchError {
