@@ -362,6 +362,7 @@ pub use edge::{EdgeBench, edge};
 pub mod cpu;
 mod engine;
 pub mod failover;
+pub mod products;
 pub mod runs;
 pub mod serve;
 pub mod serve_http;

@@ -523,6 +523,43 @@ fn bench_engine_names_the_cpu_and_its_kernel_tier_and_measures_every_prompt_leng
 }
 
 #[test]
+fn bench_products_times_every_product_of_every_block_against_the_bytes_it_reads() {
+    let model = synth_model(2);
+    let out = swactor()
+        .args(["bench", "products", "--json", "--threads", "1", "--rows", "1,6"])
+        .args(["--repeat", "1", "--model"])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    assert!(lines.iter().any(|l| l["type"] == "bench_cpu"));
+    let figs: Vec<_> = lines.iter().filter(|l| l["type"] == "bench_products").collect();
+    let rows: Vec<u64> = figs.iter().map(|f| f["rows"].as_u64().expect("rows")).collect();
+    assert_eq!(rows, [1, 6]);
+    let weights = std::fs::metadata(&model).expect("model").len() as f64;
+    for fig in figs {
+        assert!(fig["bandwidth_gbps"].as_f64().expect("bandwidth") > 0.0, "{fig}");
+        let products = fig["products"].as_array().expect("products");
+        let mut names: Vec<&str> =
+            products.iter().map(|p| p["product"].as_str().expect("name")).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["attn_output", "down", "gate_up", "output", "qkv"], "{fig}");
+        for p in products {
+            let calls = if p["product"] == "output" { 1 } else { 2 };
+            assert_eq!(p["calls"], calls, "{p}");
+            assert!(p["ms"].as_f64().expect("ms") > 0.0, "{p}");
+        }
+        // The products read the model's matrices: all but the embedding and the norms.
+        let read: f64 = products.iter().map(|p| p["bytes"].as_f64().expect("bytes")).sum();
+        assert!(read > 0.5 * weights && read < weights, "{read} of {weights}");
+    }
+    swactor().args(["bench", "products", "--rows", "0", "--model"]).arg(&model).assert().code(2);
+}
+
+#[test]
 fn generate_rejects_a_broken_model_with_exit_code_3_and_bad_stage_counts_with_2() {
     let bytes = std::fs::read(synth_model(4)).expect("read");
     let path = scratch().join("cli-generate-trunc.gguf");

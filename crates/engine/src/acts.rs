@@ -95,6 +95,9 @@ pub struct Q8Rows {
     pub neg128: Vec<i32>,
     /// The integer sum of each block's values (for the repacked kernels' offsets).
     pub isum: Vec<i32>,
+    /// Each block's offset terms `-8 * isum`, `-16 * isum` and `-128 * isum` (Q4_0's,
+    /// Q5_0's and unsigned Q8_0's), so that a kernel adds one from memory per block.
+    pub off: [Vec<i32>; 3],
 }
 
 /// One row of [`Q8Rows`].
@@ -118,6 +121,8 @@ pub struct Q8Row<'a> {
     pub neg128: &'a [i32],
     /// The integer sum of each block's values.
     pub isum: &'a [i32],
+    /// Each block's `-8 *`, `-16 *` and `-128 *` its integer sum.
+    pub off: [&'a [i32]; 3],
 }
 
 impl Q8Rows {
@@ -136,6 +141,9 @@ impl Q8Rows {
         self.neg16.resize(8 * nb, 0);
         self.neg128.resize(8 * nb, 0);
         self.isum.resize(nb, 0);
+        for o in &mut self.off {
+            o.resize(nb, 0);
+        }
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
             let amax = crate::simd::amax_block(xb)
                 .unwrap_or_else(|| xb.iter().fold(0f32, |m, v| m.max(v.abs())));
@@ -158,6 +166,9 @@ impl Q8Rows {
             self.ds[2 * b + 1] = s;
             self.dv[8 * b..8 * b + 8].fill(d);
             self.isum[b] = sum;
+            for (o, k) in self.off.iter_mut().zip([-8, -16, -128]) {
+                o[b] = k * sum;
+            }
             for (g, q) in qb.chunks_exact(4).enumerate() {
                 let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
                 self.neg8[8 * b + g] = -8 * sum;
@@ -181,6 +192,7 @@ impl Q8Rows {
             neg16: &self.neg16[8 * r * nb..8 * (r + 1) * nb],
             neg128: &self.neg128[8 * r * nb..8 * (r + 1) * nb],
             isum: &self.isum[r * nb..(r + 1) * nb],
+            off: [0, 1, 2].map(|k| &self.off[k][r * nb..(r + 1) * nb]),
         }
     }
 }

@@ -37,6 +37,12 @@ pub enum BenchCommand {
     /// `scripts/bench-llama-cpp.py` runs it beside llama.cpp.
     #[command(after_help = SEE_EXIT_CODES)]
     Engine(BenchEngineArgs),
+    /// The engine's matrix products one at a time on a model's own weights: time per
+    /// product against the bytes it reads and this machine's memory read bandwidth
+    /// (measured in the same run), beside the whole forward pass, for a decode step and
+    /// prefills.
+    #[command(after_help = SEE_EXIT_CODES)]
+    Products(BenchProductsArgs),
     /// Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures
     /// the time to `run_faulted` and to `run_torn_down`.
     #[command(after_help = SEE_EXIT_CODES)]
@@ -152,6 +158,26 @@ pub struct BenchEngineArgs {
     pub output: OutputFlags,
 }
 
+/// `swactor bench products`
+#[derive(Debug, Args)]
+pub struct BenchProductsArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// Compute thread counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,...")]
+    pub threads: Vec<u32>,
+    /// Activation rows of each forward pass measured (1: a decode step; more: a prefill).
+    #[arg(long, value_delimiter = ',', default_value = "1,128,512", value_name = "N,...")]
+    pub rows: Vec<usize>,
+    /// Runs of each measurement (the best is kept).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub repeat: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
 /// `swactor bench failover`
 #[derive(Debug, Args)]
 pub struct BenchFailoverArgs {
@@ -221,6 +247,7 @@ impl BenchCommand {
             BenchCommand::Edge(a) => &a.output,
             BenchCommand::Decode(a) | BenchCommand::Pipeline(a) => &a.output,
             BenchCommand::Engine(a) => &a.output,
+            BenchCommand::Products(a) => &a.output,
             BenchCommand::Failover(a) => &a.output,
             BenchCommand::Serve(a) => &a.output,
         }

@@ -88,10 +88,11 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
 ) -> [[f32; GROUP]; R] {
     let heads = 32 * (1 + usize::from(MIN));
     let cb = heads + 256 + if HIGH { 64 } else { 0 };
-    let offset = match (MIN, HIGH) {
-        (true, _) => 0,
-        (false, false) => 8,
-        (false, true) => 16,
+    // The offset's term per block (-8 or -16 times the block's sum), none with a min.
+    let off = match (MIN, HIGH) {
+        (true, _) => None,
+        (false, false) => Some(0),
+        (false, true) => Some(1),
     };
     assert!(p.len() >= blocks * cb);
     let x = rows.map(|r| a.q8.row(r));
@@ -99,7 +100,7 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
         x.qs.len() >= blocks * QK
             && x.d.len() >= blocks
             && x.s.len() >= blocks
-            && x.isum.len() >= blocks
+            && x.off.iter().all(|o| o.len() >= blocks)
     }));
     let (m4, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
     let mut out = [[0f32; GROUP]; R];
@@ -144,8 +145,8 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
             }
             for r in 0..R {
                 let mut isum = if HIGH { isum[r] } else { _mm256_madd_epi16(s16[r], ones) };
-                if offset != 0 {
-                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(offset * x[r].isum[b]));
+                if let Some(k) = off {
+                    isum = _mm256_add_epi32(isum, _mm256_set1_epi32(x[r].off[k][b]));
                 }
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(x[r].d[b]));
                 acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);

@@ -63,8 +63,15 @@ pub(super) fn block32<
         x.qs.len() >= blocks * QK
             && x.d.len() >= blocks
             && x.s.len() >= blocks
-            && x.isum.len() >= blocks
+            && x.off.iter().all(|o| o.len() >= blocks)
     }));
+    // The offset's term per block: none, or -8 / -16 / -128 times the block's sum.
+    let off = match OFFSET {
+        8 => Some(0),
+        16 => Some(1),
+        128 => Some(2),
+        _ => None,
+    };
     let m4 = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); R];
     for b in 0..blocks {
@@ -106,7 +113,10 @@ pub(super) fn block32<
         }
         for r in 0..R {
             let q = &x[r].qs[b * QK..(b + 1) * QK];
-            let mut isum = _mm512_set1_epi32(-OFFSET * x[r].isum[b]);
+            let mut isum = match off {
+                Some(k) => _mm512_set1_epi32(x[r].off[k][b]),
+                None => _mm512_setzero_si512(),
+            };
             for k in 0..8 {
                 isum = _mm512_dpbusd_epi32(isum, v[k], _mm512_set1_epi32(four(q, 4 * k)));
             }
