@@ -70,6 +70,9 @@ _swactor() {
             swactor__subcmd__bench,pipeline)
                 cmd="swactor__subcmd__bench__subcmd__pipeline"
                 ;;
+            swactor__subcmd__bench,products)
+                cmd="swactor__subcmd__bench__subcmd__products"
+                ;;
             swactor__subcmd__bench,ring)
                 cmd="swactor__subcmd__bench__subcmd__ring"
                 ;;
@@ -96,6 +99,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,pipeline)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__pipeline"
+                ;;
+            swactor__subcmd__bench__subcmd__help,products)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__products"
                 ;;
             swactor__subcmd__bench__subcmd__help,ring)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__ring"
@@ -186,6 +192,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,pipeline)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__pipeline"
+                ;;
+            swactor__subcmd__help__subcmd__bench,products)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__products"
                 ;;
             swactor__subcmd__help__subcmd__bench,ring)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__ring"
@@ -364,7 +373,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode pipeline engine failover serve help"
+            opts="-h --help ring wake edge decode pipeline engine products failover serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -510,7 +519,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode pipeline engine failover serve help"
+            opts="ring wake edge decode pipeline engine products failover serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -607,6 +616,20 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__products)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__bench__subcmd__help__subcmd__ring)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -669,6 +692,36 @@ _swactor() {
                     return 0
                     ;;
                 --requantize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repeat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__products)
+            opts="-h --model --threads --rows --repeat --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rows)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1142,7 +1195,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode pipeline engine failover serve"
+            opts="ring wake edge decode pipeline engine products failover serve"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1212,6 +1265,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__pipeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__products)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -146,7 +146,11 @@ def check_forced(swactor: str, py: Path, label: str, model: str, tokens: int) ->
             print(f"ids  {label:<8} DIFFER at {at}: ours {got[at]} llama.cpp {want[at]}, "
                   f"llama.cpp's margin {margin:.3f} > {NEAR_TIE}")
             return False
-        got = want[:at + 1] + our_ids(swactor, model, len(want) - at - 1, ids=prompt + want[:at + 1])
+        rest = len(want) - at - 1
+        if rest == 0:  # the near-tie was the last step: nothing after it to compare
+            got = want
+            continue
+        got = want[:at + 1] + our_ids(swactor, model, rest, ids=prompt + want[:at + 1])
     exact = "equal" if not ties else f"equal but for {len(ties)} near-ties (step, margin) {ties}"
     print(f"ids  {label:<8} teacher-forced over llama.cpp's {len(want)} greedy ids: {exact}")
     return True

@@ -362,6 +362,7 @@ pub use edge::{EdgeBench, edge};
 pub mod cpu;
 mod engine;
 pub mod failover;
+pub mod memory;
 pub mod products;
 pub mod runs;
 pub mod serve;

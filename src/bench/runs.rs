@@ -138,6 +138,21 @@ pub struct PipelineFigure {
     pub hop_p99_us: f64,
     /// Hops measured.
     pub hops_measured: usize,
+    /// Each stage's memory, predicted beside measured.
+    pub memory: Vec<super::memory::StageMemory>,
+}
+
+/// What one `run local` measured.
+#[derive(Debug, Clone)]
+pub struct PipelineRun {
+    /// Decode tokens/s its summary reports.
+    pub rate: f64,
+    /// From spawning it to its first token, ms.
+    pub first_ms: f64,
+    /// Worker-to-worker hops of decode objects, µs.
+    pub hops: Vec<u64>,
+    /// Each node's peak resident bytes (node and worker processes), by node id.
+    pub peaks: std::collections::BTreeMap<u64, u64>,
 }
 
 /// Runs `swactor run local --json` at one compute thread per worker; returns the decode
@@ -148,7 +163,7 @@ pub fn pipeline_rate(
     model: &std::path::Path,
     stages: u32,
     tokens: u32,
-) -> Result<(f64, f64, Vec<u64>), BenchError> {
+) -> Result<PipelineRun, BenchError> {
     use std::collections::HashMap;
     use std::io::BufRead;
     let start = std::time::Instant::now();
@@ -169,6 +184,8 @@ pub fn pipeline_rate(
     // Decode objects on activation edges: produced on one host clock, loaded on the next.
     let mut produced: HashMap<(u64, u64), u64> = HashMap::new();
     let mut hops = Vec::new();
+    let mut peaks = std::collections::BTreeMap::new();
+    let mut seen = 0u32;
     for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
         let key = (v["edge_id"].as_u64().unwrap_or(0), v["sequence"].as_u64().unwrap_or(0));
@@ -181,8 +198,14 @@ pub fn pipeline_rate(
                 hops.push(at.saturating_sub(p));
             }
         }
-        if v["type"] == "token" && first.is_none() {
-            first = Some(start.elapsed().as_secs_f64() * 1e3);
+        if v["type"] == "token" {
+            first.get_or_insert_with(|| start.elapsed().as_secs_f64() * 1e3);
+            seen += 1;
+            // Peaks only grow: a sample at the last token (before teardown) holds them
+            // all, read once so that reading `/proc` takes no time from the workers.
+            if seen == tokens {
+                super::memory::keep_peaks(&mut peaks, super::memory::stage_peaks(child.id()));
+            }
         }
         if v["type"] == "run" {
             rate = v["decode_tokens_per_s"].as_f64();
@@ -190,7 +213,7 @@ pub fn pipeline_rate(
     }
     let status = child.wait().map_err(err)?;
     match (status.success(), rate, first) {
-        (true, Some(rate), Some(first)) => Ok((rate, first, hops)),
+        (true, Some(rate), Some(first)) => Ok(PipelineRun { rate, first_ms: first, hops, peaks }),
         _ => Err(err(format!("swactor run local failed ({status})"))),
     }
 }

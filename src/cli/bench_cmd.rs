@@ -379,18 +379,29 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
     for (dtype, path) in &models {
         let (mut whole, mut split, mut first) = (0f64, 0f64, f64::MAX);
         let mut hops = Vec::new();
+        let mut peaks = std::collections::BTreeMap::new();
         for _ in 0..args.repeat.max(1) {
             progress.message(format!("bench pipeline: {dtype}"));
             whole = whole
                 .max(bench::runs::generate_rate(&exe()?, path, 1, args.tokens).map_err(failed)?);
-            let (rate, ttft, h) =
-                bench::runs::pipeline_rate(&exe()?, path, args.stages, args.tokens)
-                    .map_err(failed)?;
-            split = split.max(rate);
-            first = first.min(ttft);
-            hops.extend(h);
+            let run = bench::runs::pipeline_rate(&exe()?, path, args.stages, args.tokens)
+                .map_err(failed)?;
+            split = split.max(run.rate);
+            first = first.min(run.first_ms);
+            hops.extend(run.hops);
+            bench::memory::keep_peaks(&mut peaks, run.peaks);
             progress.step();
         }
+        let memory = bench::memory::predicted(path, args.stages, 512)
+            .map_err(failed)?
+            .into_iter()
+            .map(|(stage, node_id, predicted_bytes)| bench::memory::StageMemory {
+                stage,
+                node_id,
+                predicted_bytes,
+                measured_bytes: peaks.get(&node_id).copied().unwrap_or(0),
+            })
+            .collect();
         hops.sort_unstable();
         let pick = |q: f64| {
             hops.get(((hops.len().saturating_sub(1)) as f64 * q).round() as usize)
@@ -407,6 +418,7 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
             hop_median_us: pick(0.5),
             hop_p99_us: pick(0.99),
             hops_measured: hops.len(),
+            memory,
         };
         if args.output.json {
             out.json("bench_pipeline", &fig)?;
@@ -427,6 +439,18 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
                 fig.hops_measured
             ))
             })?;
+            for m in &fig.memory {
+                progress.suspend(|| {
+                    out.line(format!(
+                        "         stage {} (node {}): predicted {:.1} MiB, resident at most \
+                         {:.1} MiB (node and worker)",
+                        m.stage,
+                        m.node_id,
+                        m.predicted_bytes as f64 / 1048576.0,
+                        m.measured_bytes as f64 / 1048576.0
+                    ))
+                })?;
+            }
         }
         out.flush()?;
     }

@@ -53,6 +53,8 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
         "weights".into(),
         "kv cache".into(),
         "rings".into(),
+        "compute".into(),
+        "processes".into(),
         "total".into(),
         "of memory".into(),
     ]];
@@ -72,6 +74,8 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
             human_bytes(p.weight_bytes),
             human_bytes(p.kv_cache_bytes),
             human_bytes(p.ring_bytes),
+            human_bytes(p.compute_bytes),
+            human_bytes(p.process_bytes),
             human_bytes(p.total_bytes),
             format!(
                 "{:.1}% of {}",

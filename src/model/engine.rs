@@ -28,6 +28,29 @@ impl AsRef<[u8]> for MappedFile {
     }
 }
 
+impl MappedFile {
+    /// Drops this process's resident pages of `range` (the whole pages inside it): the
+    /// bytes stay in the page cache and are read again on the next access, so nothing
+    /// changes but the process's resident memory. For a matrix whose products read a
+    /// repacked copy, so that the stage does not hold its weights twice.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        let page = 4096;
+        let (start, end) = (range.start.next_multiple_of(page), range.end / page * page);
+        if start < end && end <= self.0.len() {
+            // SAFETY: a read-only file mapping: dropping its pages makes the next
+            // read fault the same bytes back in from the file; nothing holds a pointer that
+            // relies on them staying resident.
+            let _ = unsafe {
+                self.0.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start,
+                    end - start,
+                )
+            };
+        }
+    }
+}
+
 /// Maps `path` read-only; its length must still be `len` (the header was checked
 /// against that length).
 pub fn map(path: &Path, len: u64) -> Result<Arc<MappedFile>, StageError> {
@@ -218,7 +241,14 @@ pub fn load(
         })
         .chain(head.as_mut())
         .collect();
-    swactor_engine::matmul::repack_all(&pool, &mut mats);
+    // Each repacked matrix's file pages are released as soon as its copy is made: the
+    // stage's resident weights are the copies, never the copies plus the file's pages.
+    let file = b.file.clone();
+    swactor_engine::matmul::repack_all_then(&pool, &mut mats, &|m| {
+        if m.repacked_bytes() > 0 {
+            file.release(m.data().range());
+        }
+    });
     let bytes = b.bytes;
     if b.bound != stage_tensors(facts, spec.layers, spec.embedding, spec.head) {
         // A node that downloaded only its stage's ranges would have read zeros.

@@ -1179,6 +1179,29 @@ fn pool_watch_refuses_an_empty_pool_before_starting_anything() {
 }
 
 #[test]
+fn bench_pipeline_prints_each_stages_predicted_memory_beside_what_its_processes_held() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = swactor()
+        .args(["bench", "pipeline", "--json", "--stages", "2", "--tokens", "4", "--repeat", "1"])
+        .arg("--model")
+        .arg(synth_model(4))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines = stdout_json_lines(&out);
+    let fig = lines.iter().find(|l| l["type"] == "bench_pipeline").expect("a figure");
+    let memory = fig["memory"].as_array().expect("memory");
+    assert_eq!(memory.len(), 2, "{fig}");
+    for m in memory {
+        let predicted = m["predicted_bytes"].as_u64().expect("predicted");
+        let measured = m["measured_bytes"].as_u64().expect("measured");
+        assert!(measured > 0 && measured <= predicted, "{m}");
+    }
+}
+
+#[test]
 fn bench_decode_and_pipeline_remove_their_temporary_directory_when_they_fail() {
     let tmp = scratch().join("bench-tmp");
     let _ = std::fs::remove_dir_all(&tmp);

@@ -12,6 +12,7 @@ mod generated;
 mod header;
 mod llama;
 mod membership;
+mod memory;
 mod model;
 mod multihost;
 mod net;

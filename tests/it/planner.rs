@@ -277,7 +277,12 @@ fn predictions_account_for_weights_kv_cache_rings_and_activation_traffic() {
     assert_eq!(s1.weight_bytes, 2 * (2 << 20) + (1 << 20) + 1024, "two blocks + head");
     // 2 (K and V) * 1024 tokens * 4 KV heads * 32 dims * 4 bytes, per block.
     assert_eq!(s0.kv_cache_bytes, 2 * 2 * 1024 * 4 * 32 * 4);
-    assert_eq!(s0.total_bytes, s0.weight_bytes + s0.kv_cache_bytes + s0.ring_bytes);
+    assert!(s0.compute_bytes > 0 && s0.process_bytes > 0);
+    assert!(s1.compute_bytes > s0.compute_bytes, "the last stage holds the logits too");
+    assert_eq!(
+        s0.total_bytes,
+        s0.weight_bytes + s0.kv_cache_bytes + s0.ring_bytes + s0.compute_bytes + s0.process_bytes
+    );
     assert_eq!(p.prediction.activation_bytes_per_token, 256 * 4);
     assert_eq!(p.prediction.prompt_activation_bytes, 100 * 256 * 4);
     assert_eq!(p.prediction.activation_hops, 1);

@@ -155,6 +155,24 @@ impl Nodes {
         self.children[slot] = child;
     }
 
+    /// The pool file naming the nodes.
+    pub(crate) fn pool_file(&self) -> &Path {
+        &self.pool
+    }
+
+    /// Rewrites the pool file so that every node allows `bytes` of memory.
+    pub(crate) fn set_memory_bytes(&self, bytes: u64) {
+        let text = std::fs::read_to_string(&self.pool).expect("pool file");
+        let text: String = text
+            .lines()
+            .map(|l| match l.starts_with("memory_bytes") {
+                true => format!("memory_bytes = {bytes}\n"),
+                false => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&self.pool, text).expect("pool file");
+    }
+
     pub(crate) fn admin(&self, i: u32) -> PathBuf {
         self.dir.join(format!("n{i}.sock"))
     }

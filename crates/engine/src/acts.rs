@@ -47,6 +47,30 @@ impl Acts {
         }
     }
 
+    /// Bytes its buffers hold (their capacities).
+    pub fn bytes(&self) -> usize {
+        fn cap<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        let q = &self.q8;
+        let k = &self.q8k;
+        cap(&self.f32)
+            + cap(&q.qs)
+            + cap(&q.d)
+            + cap(&q.s)
+            + cap(&q.ds)
+            + cap(&q.dv)
+            + cap(&q.neg8)
+            + cap(&q.neg16)
+            + cap(&q.neg128)
+            + cap(&q.isum)
+            + q.off.iter().map(cap).sum::<usize>()
+            + cap(&k.qs)
+            + cap(&k.d)
+            + cap(&k.bsums)
+            + cap(&k.sums32)
+    }
+
     /// Row `r` of the f32 values.
     #[inline(always)]
     pub fn f32_row(&self, r: usize) -> &[f32] {

@@ -43,6 +43,11 @@ impl Bytes {
     pub fn as_slice(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.range.clone()]
     }
+
+    /// Where the bytes lie in their owner (the offsets in the mapped file).
+    pub fn range(&self) -> Range<usize> {
+        self.range.clone()
+    }
 }
 
 /// A `rows x cols` weight matrix in a GGUF block format (rows are output features).
@@ -244,11 +249,31 @@ fn packed_rows(
 /// Repacks every matrix of `mats` ([`Matrix::repack`]), one matrix per task of the pool:
 /// a stage's load spreads its repacking over its compute threads.
 pub fn repack_all(pool: &ThreadPool, mats: &mut [&mut Matrix]) {
+    repack_all_then(pool, mats, &|_| {});
+}
+
+/// [`repack_all`], calling `after` with each matrix as soon as it is repacked (on the
+/// thread that repacked it): the owner of a mapping can release the pages a repacked
+/// matrix no longer reads before the next one is copied, so that a load never holds two
+/// copies of the weights.
+pub fn repack_all_then(
+    pool: &ThreadPool,
+    mats: &mut [&mut Matrix],
+    after: &(dyn Fn(&Matrix) + Sync),
+) {
     pool.for_each_chunk(mats, 1, &|_, chunk| {
         for m in chunk.iter_mut() {
             m.repack();
+            after(m);
         }
     });
+}
+
+impl Matrix {
+    /// The bytes the matrix was made over (the file's, where it is a view of a mapping).
+    pub fn data(&self) -> &Bytes {
+        &self.data
+    }
 }
 
 /// Output rows per pool task: enough tasks to balance the threads, few enough to keep

@@ -80,7 +80,35 @@ pub struct ModelFacts {
     pub tensor_types: BTreeMap<String, u32>,
 }
 
+/// Resident bytes of a stage's processes besides its weights, caches, rings and scratch:
+/// the node's and its worker's code, runtime, threads and heap (measured about 24 MiB for
+/// a node and 6-10 MiB for its worker), with room to spare.
+pub const STAGE_PROCESS_BYTES: u64 = 48 << 20;
+
 impl ModelFacts {
+    /// Bytes the engine's scratch may take for one forward pass of `rows` rows attending
+    /// over at most `seq_len` positions: the hidden states and every product's output,
+    /// the activations in f32 and quantized with their per-block sums, the attention
+    /// scores of every (row, head), rope tables, and with the head (`sampled` rows) the
+    /// logits twice (transposed and gathered). An upper bound of what the engine
+    /// allocates (tested against it).
+    pub fn compute_bytes(&self, rows: u32, seq_len: u32, head: bool, sampled: u32) -> u64 {
+        let (n, hd) = (u64::from(rows), u64::from(self.head_dim));
+        let d = u64::from(self.hidden_size);
+        let f = u64::from(self.feed_forward_length.unwrap_or(4 * self.hidden_size));
+        let (qd, kd) = (u64::from(self.head_count) * hd, u64::from(self.head_count_kv) * hd);
+        let wide = d.max(f).max(qd);
+        let out = (qd + 2 * kd).max(d).max(f);
+        let floats = n * (d + 2 * qd + out + wide)
+            + n * u64::from(self.head_count) * (3 * hd + u64::from(seq_len))
+            + 4 * u64::from(seq_len) * hd
+            + if head { 2 * u64::from(self.vocab_size) * u64::from(sampled) } else { 0 };
+        // Quantized activations: a byte per value, 160 bytes of scales and sums per 32
+        // values, and the 256-value blocks' besides.
+        let quantized = n * wide * (1 + 5 + 2);
+        4 * floats + quantized
+    }
+
     /// Bytes of block `block`'s KV cache for one sequence of at most `seq_len` tokens, its
     /// values kept as `kv` (a sliding-window block holds only its window).
     pub fn kv_bytes_of_block(

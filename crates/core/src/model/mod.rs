@@ -7,4 +7,4 @@ pub mod sampling;
 pub mod tokenizer;
 
 pub use arch::{ArchFacts, Family};
-pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts};
+pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts, STAGE_PROCESS_BYTES};

@@ -189,12 +189,16 @@ fn stage_plan(
             ),
         ));
     }
-    let total_bytes = weight_bytes + kv_cache_bytes + ring_bytes;
+    let rt = &req.runtime;
+    let compute_bytes =
+        model.compute_bytes(rt.max_seq_len, rt.max_seq_len, last, u32::from(rt.table_capacity()));
+    let process_bytes = crate::model::STAGE_PROCESS_BYTES;
+    let total_bytes = weight_bytes + kv_cache_bytes + ring_bytes + compute_bytes + process_bytes;
     if total_bytes > node.memory_bytes {
         return Err(PlanError::new(
             PlanRejection::ExceedsNodeMemory,
             format!(
-                "stage {i} on node {} needs {total_bytes} bytes (weights {weight_bytes}, KV cache {kv_cache_bytes}, rings {ring_bytes}) but the node has {}",
+                "stage {i} on node {} needs {total_bytes} bytes (weights {weight_bytes}, KV cache {kv_cache_bytes}, rings {ring_bytes}, compute {compute_bytes}, processes {process_bytes}) but the node has {}",
                 node.node_id, node.memory_bytes
             ),
         ));
@@ -211,6 +215,8 @@ fn stage_plan(
             weight_bytes,
             kv_cache_bytes,
             ring_bytes,
+            compute_bytes,
+            process_bytes,
             total_bytes,
             node_memory_bytes: node.memory_bytes,
         },

@@ -398,7 +398,13 @@ pub struct StagePrediction {
     pub kv_cache_bytes: u64,
     /// Arena bytes for its inbound and outbound rings (headers included).
     pub ring_bytes: u64,
-    /// Sum of the above.
+    /// The engine's scratch for the largest micro-batch (`max_seq_len` rows).
+    #[serde(default)]
+    pub compute_bytes: u64,
+    /// The node's and worker's processes themselves (code, runtime, threads).
+    #[serde(default)]
+    pub process_bytes: u64,
+    /// Sum of the above: what the stage's node and worker hold resident at most.
     pub total_bytes: u64,
     /// Memory the pool file gives the node.
     pub node_memory_bytes: u64,

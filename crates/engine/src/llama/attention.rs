@@ -18,6 +18,11 @@ pub(super) struct RopeTables {
 }
 
 impl RopeTables {
+    /// Bytes its tables hold.
+    pub(super) fn bytes(&self) -> usize {
+        4 * (self.cos.capacity() + self.sin.capacity())
+    }
+
     /// Angles `p / scale * base^(-2i / hd) / factors[i]` for positions below `positions`.
     pub(super) fn new(
         base: f32,

@@ -252,6 +252,24 @@ impl Stage {
         })
     }
 
+    /// Bytes of its scratch buffers and rope tables as they are now (the most a forward
+    /// pass has needed so far; the logits of the head are allocated per pass besides).
+    pub fn scratch_bytes(&self) -> usize {
+        let s = &self.s;
+        let floats = s.row.capacity()
+            + s.x.capacity()
+            + s.q.capacity()
+            + s.y.capacity()
+            + s.out_t.capacity()
+            + s.att.capacity()
+            + s.kv.capacity();
+        4 * floats
+            + 8 * s.pos.capacity()
+            + s.acts.bytes()
+            + self.rope.bytes()
+            + self.local_rope.bytes()
+    }
+
     /// The shape.
     pub fn config(&self) -> &Config {
         &self.cfg

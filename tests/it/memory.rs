@@ -1,0 +1,196 @@
+//! Memory at real sizes: a model larger than any node's memory runs split across the
+//! pool, and each stage (its node and worker processes) holds no more than the plan
+//! predicted for it, measured from `/proc`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use swactor::model::synth::{SynthDType, SynthSpec, write_model};
+
+use crate::run::{Nodes, SERIAL, exe};
+use crate::session::{requests_file, results};
+use crate::support::scratch;
+
+/// A Q8_0 llama of about 170 MB (16 blocks of hidden 768, ffn 2816, vocab 16384):
+/// repacked on load, as the files people run are.
+fn large_model() -> PathBuf {
+    let path = scratch().join("memory-large-q8_0.gguf");
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
+        let spec = SynthSpec {
+            blocks: 16,
+            hidden: 768,
+            heads: 12,
+            kv_heads: 4,
+            ffn: 2816,
+            vocab: 16384,
+            dtype: SynthDType::Q8_0,
+            ..SynthSpec::default()
+        };
+        let tmp = path.with_extension("tmp");
+        write_model(&tmp, &spec).expect("synthesize model");
+        std::fs::rename(&tmp, &path).expect("rename");
+    }
+    path
+}
+
+/// `key:` of `/proc/PID/status` in bytes (0 once the process is gone).
+fn status_bytes(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with(key))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The children of `pid` (a node's worker).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let parent: u32 = stat.rsplit_once(") ")?.1.split_whitespace().nth(1)?.parse().ok()?;
+            (parent == pid).then_some(child)
+        })
+        .collect()
+}
+
+/// `run plan --json` for `model` on the pool at `pool` with `args`.
+fn planned(model: &Path, pool: &Path, args: &[&str]) -> Value {
+    let out = Command::new(exe())
+        .args(["run", "plan", "--json", "--model"])
+        .arg(model)
+        .arg("--pool")
+        .arg(pool)
+        .args(args)
+        .output()
+        .expect("run plan");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf8");
+    let line = text.lines().find(|l| l.contains("\"run_plan\"")).expect("a plan line");
+    serde_json::from_str(line).expect("plan json")
+}
+
+#[test]
+fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan_predicted() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = large_model();
+    // The test's scratch directory outlives it: the large file goes with the test.
+    struct Remove<'a>(&'a Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(self.0);
+        }
+    }
+    let _remove = Remove(&model);
+    let model_bytes = std::fs::metadata(&model).expect("model").len();
+    let nodes = Nodes::boot("memory-large", 3, |_| vec![]);
+    // Each node allows less than the whole model: only a split runs.
+    let memory = model_bytes * 9 / 10;
+    nodes.set_memory_bytes(memory);
+    let runtime = ["--max-seq-len", "256", "--max-sequences", "4"];
+    let plan = planned(&model, nodes.pool_file(), &runtime);
+    let stages = plan["stages"].as_array().expect("stages");
+    assert!(stages.len() >= 2, "{plan}");
+    let mut predicted = BTreeMap::new();
+    for s in stages {
+        let p = &s["prediction"];
+        assert!(p["node_memory_bytes"].as_u64() < Some(model_bytes), "{p}");
+        let (total, rings) = (p["total_bytes"].as_u64(), p["ring_bytes"].as_u64());
+        predicted.insert(s["node_id"].as_u64().expect("node"), (total, rings));
+    }
+
+    // Each node's and worker's peak resident memory, read while the session runs.
+    let pids: Vec<(u64, u32)> = (1..=3).map(|i| (u64::from(i), nodes.pid(i))).collect();
+    let peaks: Arc<Mutex<BTreeMap<u64, (u64, u64)>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peaks, done) = (peaks.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                for &(node, pid) in &pids {
+                    let worker: u64 =
+                        children(pid).iter().map(|&c| status_bytes(c, "VmHWM:")).max().unwrap_or(0);
+                    let mut peaks = peaks.lock().expect("peaks");
+                    let e = peaks.entry(node).or_default();
+                    e.0 = e.0.max(status_bytes(pid, "VmHWM:"));
+                    e.1 = e.1.max(worker);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let lines: Vec<Value> = (0..8)
+        .map(|i| json!({"id": format!("m{i}"), "prompt": "Once upon a time", "max_tokens": 24}))
+        .collect();
+    let file = requests_file("memory-large", &lines);
+    let mut args: Vec<&str> = vec!["--requests", file.to_str().expect("path"), "--stages", "3"];
+    args.extend(runtime);
+    let (code, out, err) = nodes.orchestrate(&model, &args).finish();
+    done.store(true, Ordering::Relaxed);
+    sampler.join().expect("sampler");
+    assert_eq!(code, 0, "{err}");
+    let done = results(&out);
+    assert_eq!(done.len(), 8);
+    assert!(done.values().all(|r| r["type"] == "result"), "{done:?}");
+
+    let peaks = peaks.lock().expect("peaks");
+    for (node, (total, rings)) in predicted {
+        let (total, rings) = (total.expect("total"), rings.expect("rings"));
+        let (node_peak, worker_peak) = peaks[&node];
+        assert!(worker_peak > 0, "node {node}'s worker was never seen");
+        // Both processes map the node's ring arena, so each counts the rings' pages.
+        let measured = node_peak + worker_peak;
+        eprintln!(
+            "node {node}: predicted {} MiB, measured {} MiB (node {} + worker {})",
+            total >> 20,
+            measured >> 20,
+            node_peak >> 20,
+            worker_peak >> 20
+        );
+        assert!(
+            measured <= total + rings,
+            "node {node}: resident {measured} (node {node_peak}, worker {worker_peak}) > \
+             predicted {total} (+ {rings} of rings mapped twice)"
+        );
+    }
+}
+
+#[test]
+fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_compute_bytes() {
+    use swactor::model::llama::{ComputeDevice, LlamaStage, StageInput, StageSpec};
+    let model = scratch().join("memory-scratch-q8_0.gguf");
+    if !model.exists() {
+        let spec = SynthSpec { blocks: 2, dtype: SynthDType::Q8_0, ..SynthSpec::default() };
+        write_model(&model, &spec).expect("synthesize model");
+    }
+    let facts = swactor::model::read_facts(&model).expect("facts");
+    for (max_seq_len, head) in [(64u32, true), (96, false)] {
+        let spec = StageSpec {
+            layers: swactor::wire::LayerRange::new(0, facts.block_count),
+            embedding: true,
+            head,
+            max_seq_len,
+            kv_cache: Default::default(),
+            device: ComputeDevice::Cpu,
+            threads: 1,
+        };
+        let mut stage = LlamaStage::load(&model, spec).expect("load");
+        // The largest micro-batch: a whole prompt of `max_seq_len` rows in one pass.
+        let prompt: Vec<u32> = (0..max_seq_len).map(|i| 1 + i % 200).collect();
+        stage.forward(StageInput::Tokens(&prompt)).expect("forward");
+        let used = stage.engine_mut().expect("engine").scratch_bytes() as u64;
+        // The head samples one row here; the plan allows every entry of a full table.
+        let bound = facts.compute_bytes(max_seq_len, max_seq_len, head, 1);
+        assert!(used > 0 && used <= bound, "scratch {used} > predicted {bound} (head {head})");
+    }
+}
