@@ -387,7 +387,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__decode)
-            opts="-h --model --stages --tokens --requantize --repeat --json --help"
+            opts="-h --model --stages --tokens --requantize --synth-1b --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -673,7 +673,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__pipeline)
-            opts="-h --model --stages --tokens --requantize --repeat --json --help"
+            opts="-h --model --stages --tokens --requantize --synth-1b --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -767,7 +767,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__serve)
-            opts="-h --model --stages --tokens --concurrency --requantize --groups --http --repeat --json --help"
+            opts="-h --model --synth-1b --stages --tokens --concurrency --requantize --groups --http --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

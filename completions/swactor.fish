@@ -382,6 +382,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l tokens -d 'Tokens to generate per run' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l repeat -d 'Runs of each configuration (the best is kept)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l model -d 'The GGUF model' -r -F
@@ -389,6 +390,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l tokens -d 'Tokens to generate per run' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l repeat -d 'Runs of each configuration (the best is kept)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l model -d 'A GGUF model (repeatable)' -r -F
@@ -420,6 +422,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most (`run local --groups`) [default: the session\'s]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l repeat -d 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l http -d 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job\'s figures'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'

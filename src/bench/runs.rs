@@ -82,6 +82,25 @@ pub fn with_requantized(
     Ok(models)
 }
 
+/// Writes the 1.1B llama of the real-size figures into `dir` (22 blocks, hidden 2048,
+/// 32 / 4 heads, ffn 5632, vocab 32000, Q4_0, seeded): its label and path.
+pub fn synth_1b(dir: &std::path::Path) -> Result<(String, std::path::PathBuf), BenchError> {
+    use crate::model::synth::{SynthDType, SynthSpec, write_model};
+    let spec = SynthSpec {
+        blocks: 22,
+        hidden: 2048,
+        heads: 32,
+        kv_heads: 4,
+        ffn: 5632,
+        vocab: 32000,
+        dtype: SynthDType::Q4_0,
+        ..SynthSpec::default()
+    };
+    let path = dir.join("synth-1b-q4_0.gguf");
+    write_model(&path, &spec).map_err(err)?;
+    Ok(("1b q4_0".into(), path))
+}
+
 /// A private temporary directory for re-quantized copies, removed however the benchmark
 /// ends (success, error or panic).
 pub struct ScratchDir(std::path::PathBuf);

@@ -2,10 +2,7 @@
 
 use color_eyre::eyre::eyre;
 
-use super::args::{
-    BenchDecodeArgs, BenchEdgeArgs, BenchEngineArgs, BenchProductsArgs, BenchRingArgs,
-    BenchWakeArgs,
-};
+use super::args::{BenchDecodeArgs, BenchEdgeArgs, BenchEngineArgs, BenchRingArgs, BenchWakeArgs};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
 use super::progress::Progress;
@@ -19,7 +16,7 @@ fn exe() -> Result<std::path::PathBuf, CliError> {
     std::env::current_exe().map_err(CliError::from)
 }
 
-fn failed(e: bench::BenchError) -> CliError {
+pub(super) fn failed(e: bench::BenchError) -> CliError {
     CliError::internal(eyre!(e))
 }
 
@@ -104,6 +101,17 @@ pub fn wake(args: &BenchWakeArgs, out: &mut Output) -> Result<(), CliError> {
     ];
     for line in table(&rows) {
         out.line(line)?;
+    }
+    Ok(())
+}
+
+/// The CPU line every benchmark of compute prints first (`bench_cpu` under `--json`).
+pub(super) fn print_cpu(json: bool, out: &mut Output) -> Result<(), CliError> {
+    let cpu = bench::cpu::this_cpu();
+    if json {
+        out.json("bench_cpu", &cpu)?
+    } else {
+        out.line(cpu.to_string())?
     }
     Ok(())
 }
@@ -200,75 +208,6 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
     Ok(())
 }
 
-/// `swactor bench products`.
-pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliError> {
-    if args.threads.contains(&0) || args.rows.contains(&0) || args.rows.is_empty() {
-        return Err(CliError::new(
-            ExitCode::Usage,
-            "usage",
-            eyre!("threads and rows must be at least 1"),
-        ));
-    }
-    crate::model::read_facts(&args.model).map_err(|e| super::exit::model_error(&args.model, e))?;
-    let cpu = bench::cpu::this_cpu();
-    if args.output.json {
-        out.json("bench_cpu", &cpu)?;
-    } else {
-        out.line(cpu.to_string())?;
-    }
-    for &threads in &args.threads {
-        let figs = bench::products::products_figures(&args.model, threads, &args.rows, args.repeat)
-            .map_err(failed)?;
-        for fig in figs {
-            if args.output.json {
-                out.json("bench_products", &fig)?;
-                continue;
-            }
-            out.line(format!(
-                "{} rows, {} threads, {}: forward {:.1} ms, memory read {:.1} GB/s",
-                fig.rows, fig.threads, fig.isa, fig.forward_ms, fig.bandwidth_gbps
-            ))?;
-            let mut rows = vec![
-                [
-                    "product", "format", "shape", "calls", "MB", "ms", "GB/s", "of bw", "GMAC/s",
-                    "of fwd",
-                ]
-                .map(String::from)
-                .to_vec(),
-            ];
-            for p in &fig.products {
-                rows.push(vec![
-                    p.product.clone(),
-                    p.format.clone(),
-                    format!("{}x{}", p.shape.0, p.shape.1),
-                    p.calls.to_string(),
-                    format!("{:.1}", p.bytes as f64 / 1e6),
-                    format!("{:.2}", p.ms),
-                    format!("{:.1}", p.gbps),
-                    format!("{:.2}", p.of_bandwidth),
-                    format!("{:.1}", p.gmacs),
-                    format!("{:.2}", p.of_forward),
-                ]);
-            }
-            let share = fig.other_ms / fig.forward_ms;
-            rows.push(vec!["other".into(), String::new(), String::new(), String::new()]);
-            rows.last_mut().expect("a row").extend([
-                String::new(),
-                format!("{:.2}", fig.other_ms),
-                String::new(),
-                String::new(),
-                String::new(),
-                format!("{share:.2}"),
-            ]);
-            for line in table(&rows) {
-                out.line(line)?;
-            }
-            out.flush()?;
-        }
-    }
-    Ok(())
-}
-
 /// `swactor bench decode`.
 pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
     let facts = crate::model::read_facts(&args.model)
@@ -282,8 +221,11 @@ pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> 
         .unwrap_or_else(|| "f32".into());
     check_requantize(&args.requantize)?;
     let dir = bench::runs::ScratchDir::create().map_err(failed)?;
-    let models = bench::runs::with_requantized(&args.model, &args.requantize, shipped, &dir)
+    let mut models = bench::runs::with_requantized(&args.model, &args.requantize, shipped, &dir)
         .map_err(failed)?;
+    if args.synth_1b {
+        models.push(bench::runs::synth_1b(&dir).map_err(failed)?);
+    }
     let mut figures = Vec::new();
     let mut progress = Progress::new(args.output.json);
     progress.bar(models.len() as u64 * u64::from(args.repeat.max(1)), "bench decode");
@@ -371,9 +313,13 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
 pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
     check_requantize(&args.requantize)?;
     let dir = bench::runs::ScratchDir::create().map_err(failed)?;
-    let models =
+    let mut models =
         bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
             .map_err(failed)?;
+    if args.synth_1b {
+        models.push(bench::runs::synth_1b(&dir).map_err(failed)?);
+    }
+    print_cpu(args.output.json, out)?;
     let mut progress = Progress::new(args.output.json);
     progress.bar(models.len() as u64 * u64::from(args.repeat.max(1)), "bench pipeline");
     for (dtype, path) in &models {
@@ -468,9 +414,13 @@ pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(),
         ));
     }
     let dir = bench::runs::ScratchDir::create().map_err(failed)?;
-    let models =
+    let mut models =
         bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
             .map_err(failed)?;
+    if args.synth_1b {
+        models.push(bench::runs::synth_1b(&dir).map_err(failed)?);
+    }
+    print_cpu(args.output.json, out)?;
     let mut progress = Progress::new(args.output.json);
     let repeat = args.repeat.max(1) as usize;
     let per_level = if args.http { 2 * repeat } else { repeat };

@@ -120,6 +120,11 @@ pub struct BenchDecodeArgs {
     /// Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`).
     #[arg(long, value_delimiter = ',', value_name = "TYPES")]
     pub requantize: Vec<String>,
+    /// Also measure a 1.1B llama written on the fly into the scratch directory (`model
+    /// synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures
+    /// at a real size beside the model's.
+    #[arg(long)]
+    pub synth_1b: bool,
     /// Runs of each configuration (the best is kept).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub repeat: u32,
@@ -209,6 +214,11 @@ pub struct BenchServeArgs {
     /// The GGUF model.
     #[arg(long, value_name = "GGUF")]
     pub model: PathBuf,
+    /// Also measure a 1.1B llama written on the fly into the scratch directory (`model
+    /// synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures
+    /// at a real size beside the model's.
+    #[arg(long)]
+    pub synth_1b: bool,
     /// Stages of the session (one node process and one compute thread each).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub stages: u32,
