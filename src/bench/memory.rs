@@ -76,11 +76,16 @@ pub fn stage_peaks(root: u32) -> BTreeMap<u64, u64> {
     let mut peaks = BTreeMap::new();
     for node in children(root) {
         let Some(id) = node_id(node) else { continue };
-        let own = hwm(node);
-        let workers: u64 = children(node).map(hwm).sum();
+        let own = peak_resident(node);
+        let workers: u64 = children(node).map(peak_resident).sum();
         peaks.insert(id, own + workers);
     }
     peaks
+}
+
+/// The processes whose parent is `pid`.
+pub fn children(pid: u32) -> Vec<u32> {
+    processes().into_iter().filter(|&(_, p)| p == pid).map(|(c, _)| c).collect()
 }
 
 /// Every process as `(pid, parent)`.
@@ -104,8 +109,8 @@ fn node_id(pid: u32) -> Option<u64> {
     std::str::from_utf8(args.get(at + 1)?).ok()?.parse().ok()
 }
 
-/// `VmHWM` of `pid` in bytes (0 once it is gone).
-fn hwm(pid: u32) -> u64 {
+/// Peak resident memory (`VmHWM`) of `pid` in bytes (0 once it is gone).
+pub fn peak_resident(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use swactor::bench::memory::{children, peak_resident};
 use swactor::model::synth::{SynthDType, SynthSpec, write_model};
 
 use crate::run::{Nodes, SERIAL, exe};
@@ -38,30 +39,6 @@ fn large_model() -> PathBuf {
         std::fs::rename(&tmp, &path).expect("rename");
     }
     path
-}
-
-/// `key:` of `/proc/PID/status` in bytes (0 once the process is gone).
-fn status_bytes(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with(key))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// The children of `pid` (a node's worker).
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.flatten()
-        .filter_map(|e| {
-            let child: u32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            let parent: u32 = stat.rsplit_once(") ")?.1.split_whitespace().nth(1)?.parse().ok()?;
-            (parent == pid).then_some(child)
-        })
-        .collect()
 }
 
 /// `run plan --json` for `model` on the pool at `pool` with `args`.
@@ -119,10 +96,10 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
             while !done.load(Ordering::Relaxed) {
                 for &(node, pid) in &pids {
                     let worker: u64 =
-                        children(pid).iter().map(|&c| status_bytes(c, "VmHWM:")).max().unwrap_or(0);
+                        children(pid).into_iter().map(peak_resident).max().unwrap_or(0);
                     let mut peaks = peaks.lock().expect("peaks");
                     let e = peaks.entry(node).or_default();
-                    e.0 = e.0.max(status_bytes(pid, "VmHWM:"));
+                    e.0 = e.0.max(peak_resident(pid));
                     e.1 = e.1.max(worker);
                 }
                 std::thread::sleep(Duration::from_millis(20));
