@@ -201,6 +201,41 @@ fn batch_rates(
     Ok(batch_tokens_per_s)
 }
 
+/// One process batching `sequences` sequences (the Lily prompt each) on `threads` compute
+/// threads: aggregate decode tokens/s over `tokens` steps, the baseline a session serving
+/// as many requests is compared with (`bench serve`).
+pub fn batch_rate(
+    path: &std::path::Path,
+    threads: u32,
+    sequences: usize,
+    tokens: u32,
+) -> Result<f64, BenchError> {
+    use crate::model::llama::{ComputeDevice, LlamaStage, StageSpec};
+    let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
+    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    let (lily, _) = bench_prompts(&tokenizer, 0);
+    let spec = StageSpec {
+        layers: crate::wire::LayerRange::new(0, facts.block_count),
+        embedding: true,
+        head: true,
+        max_seq_len: 512,
+        kv_cache: Default::default(),
+        device: ComputeDevice::Cpu,
+        threads,
+    };
+    let mut stage = LlamaStage::load(path, spec).map_err(err)?;
+    let engine = stage.engine_mut().ok_or_else(|| err("not an engine stage"))?;
+    let config = EngineBenchConfig {
+        tokens,
+        prompt_tokens: Vec::new(),
+        batches: vec![sequences],
+        repeat: 1,
+    };
+    let rates = batch_rates(engine, &lily, &config)?;
+    rates.first().map(|&(_, r)| r).ok_or_else(|| err("no batch rate"))
+}
+
 /// The least of `repeat` (at least one) measurements by `f`.
 fn best_of(repeat: u32, f: &mut dyn FnMut() -> Result<f64, BenchError>) -> Result<f64, BenchError> {
     let mut b = f64::MAX;

@@ -367,4 +367,4 @@ pub mod products;
 pub mod runs;
 pub mod serve;
 pub mod serve_http;
-pub use engine::{EngineBenchConfig, EngineFigure, bench_prompts, engine_figures};
+pub use engine::{EngineBenchConfig, EngineFigure, batch_rate, bench_prompts, engine_figures};

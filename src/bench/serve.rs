@@ -51,10 +51,18 @@ pub struct ServeFigure {
     pub generate_tokens_per_s: f64,
     /// Aggregate over generate.
     pub ratio: f64,
+    /// One process batching as many sequences with the same total compute threads:
+    /// aggregate decode tokens/s (0 where not measured).
+    pub batch_tokens_per_s: f64,
+    /// Aggregate over the one-process batch (0 where not measured).
+    pub batch_ratio: f64,
     /// Time to first token (from the session being ready), p50 and p95, ms.
     pub ttft_p50_ms: f64,
     /// p95 of the same.
     pub ttft_p95_ms: f64,
+    /// Time to first token of a request arriving while `concurrency - 1` others decode,
+    /// median of a few probes, ms (0 where not measured: the batch job, one request).
+    pub ttft_loaded_ms: f64,
     /// Inter-token latency within a request, p50, ms.
     pub itl_p50_ms: f64,
     /// p95 of the same.
@@ -87,8 +95,11 @@ pub fn median_figure(runs: &[ServeFigure]) -> ServeFigure {
             aggregate_tokens_per_s: 0.0,
             generate_tokens_per_s: 0.0,
             ratio: 0.0,
+            batch_tokens_per_s: 0.0,
+            batch_ratio: 0.0,
             ttft_p50_ms: 0.0,
             ttft_p95_ms: 0.0,
+            ttft_loaded_ms: 0.0,
             itl_p50_ms: 0.0,
             itl_p95_ms: 0.0,
             failed: 0,
@@ -98,6 +109,7 @@ pub fn median_figure(runs: &[ServeFigure]) -> ServeFigure {
         aggregate_tokens_per_s: med(|f| f.aggregate_tokens_per_s),
         ttft_p50_ms: med(|f| f.ttft_p50_ms),
         ttft_p95_ms: med(|f| f.ttft_p95_ms),
+        ttft_loaded_ms: med(|f| f.ttft_loaded_ms),
         itl_p50_ms: med(|f| f.itl_p50_ms),
         itl_p95_ms: med(|f| f.itl_p95_ms),
         failed: runs.iter().map(|f| f.failed).sum(),
@@ -105,15 +117,42 @@ pub fn median_figure(runs: &[ServeFigure]) -> ServeFigure {
     }
 }
 
-/// A session of `concurrency` requests of `tokens` tokens through `stages` stages of
-/// `model` (one compute thread per stage), requests written to `dir`.
+/// How a benchmarked session is laid out on this host.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Stages (one node process each).
+    pub stages: u32,
+    /// Compute threads of each stage worker.
+    pub threads: u32,
+    /// Micro-batches in flight at most (`None`: the session's default).
+    pub groups: Option<u16>,
+    /// The prefill time budget, ms (`None`: the session's default).
+    pub prefill_budget_ms: Option<u64>,
+}
+
+impl Shape {
+    /// The `run local` arguments that lay a session out so.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--stages".to_string(),
+            self.stages.to_string(),
+            "--threads".to_string(),
+            self.threads.to_string(),
+        ];
+        a.extend(self.groups.map(|g| format!("--groups={g}")));
+        a.extend(self.prefill_budget_ms.map(|b| format!("--prefill-budget-ms={b}")));
+        a
+    }
+}
+
+/// A session of `concurrency` requests of `tokens` tokens of `model` laid out as `shape`,
+/// requests written to `dir`.
 pub fn serve_run(
     exe: &Path,
     model: &Path,
-    stages: u32,
+    shape: Shape,
     concurrency: u32,
     tokens: u32,
-    groups: Option<u16>,
     dir: &Path,
 ) -> Result<ServeFigure, BenchError> {
     let file = dir.join(format!("requests-{concurrency}.jsonl"));
@@ -133,9 +172,8 @@ pub fn serve_run(
         .arg(&file)
         .arg("--model")
         .arg(model)
-        .args(["--stages", &stages.to_string(), "--threads", "1"])
+        .args(shape.args())
         .args(["--max-sequences", &concurrency.to_string(), "--max-seq-len", "512"])
-        .args(groups.map(|g| format!("--groups={g}")))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -163,7 +201,7 @@ pub fn serve_run(
     let total: u64 = streams.iter().map(|a| a.len() as u64).sum();
     let after_first = streams.iter().map(|a| a.len().saturating_sub(1) as u64).sum();
     let counts = Counts { total, after_first, failed };
-    Ok(figure_of(&streams, counts, ttft, concurrency, stages))
+    Ok(figure_of(&streams, counts, ttft, concurrency, shape.stages))
 }
 
 /// A level's token counts: in all, after each request's first, and failed requests.
@@ -204,8 +242,11 @@ pub fn figure_of(
         aggregate_tokens_per_s: rate,
         generate_tokens_per_s: 0.0,
         ratio: 0.0,
+        batch_tokens_per_s: 0.0,
+        batch_ratio: 0.0,
         ttft_p50_ms: quantile(&ttft, 0.5),
         ttft_p95_ms: quantile(&ttft, 0.95),
+        ttft_loaded_ms: 0.0,
         itl_p50_ms: quantile(&itl, 0.5),
         itl_p95_ms: quantile(&itl, 0.95),
         failed: counts.failed,

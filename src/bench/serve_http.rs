@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::serve::{Counts, PROMPTS, ServeFigure, figure_of};
+use super::serve::{Counts, PROMPTS, ServeFigure, Shape, figure_of};
 use super::{BenchError, err};
 
 /// A `run local --serve` child, stopped and reaped when dropped.
@@ -42,22 +42,20 @@ struct Stream {
     ok: bool,
 }
 
-/// Serves `model` through `stages` stages with `concurrency` slots and measures
+/// Serves `model` laid out as `shape` with `concurrency` slots and measures
 /// `concurrency` concurrent greedy streamed completions of `tokens` tokens.
 pub fn serve_http_run(
     exe: &Path,
     model: &Path,
-    stages: u32,
+    shape: Shape,
     concurrency: u32,
     tokens: u32,
-    groups: Option<u16>,
 ) -> Result<ServeFigure, BenchError> {
     let mut child = Command::new(exe)
         .args(["run", "local", "--serve", "--json", "--http", "127.0.0.1:0", "--model"])
         .arg(model)
-        .args(["--stages", &stages.to_string(), "--threads", "1"])
+        .args(shape.args())
         .args(["--max-sequences", &concurrency.to_string(), "--max-seq-len", "512"])
-        .args(groups.map(|g| format!("--groups={g}")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -81,11 +79,62 @@ pub fn serve_http_run(
         wait_ready(&client, &url).await?;
         let calls = (0..concurrency as usize)
             .map(|i| one(&client, &url, PROMPTS[i % PROMPTS.len()], tokens));
-        Ok::<_, BenchError>(futures_util::future::join_all(calls).await)
+        let streams = futures_util::future::join_all(calls).await;
+        let loaded = if concurrency > 1 {
+            loaded_ttft(&client, &url, concurrency, tokens).await
+        } else {
+            Vec::new()
+        };
+        Ok::<_, BenchError>((streams, loaded))
     })?;
     drop(served);
-    Ok(figure(&streams, concurrency, stages))
+    let (streams, mut loaded) = streams;
+    let mut fig = figure(&streams, concurrency, shape.stages);
+    loaded.sort_by(f64::total_cmp);
+    fig.ttft_loaded_ms = super::serve::quantile(&loaded, 0.5);
+    Ok(fig)
 }
+
+/// Probes sent one after another while `concurrency - 1` other streams decode: each
+/// probe's time to first token (ms), the latency a request meets arriving into a loaded
+/// session.
+async fn loaded_ttft(
+    client: &reqwest::Client,
+    url: &str,
+    concurrency: u32,
+    tokens: u32,
+) -> Vec<f64> {
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let background = (1..concurrency as usize).map(|i| {
+        let first_tx = first_tx.clone();
+        async move {
+            one_notifying(client, url, PROMPTS[i % PROMPTS.len()], tokens * 8, Some(first_tx)).await
+        }
+    });
+    let probes = async {
+        for _ in 1..concurrency {
+            if first_rx.recv().await.is_none() {
+                return Vec::new();
+            }
+        }
+        let mut ttft = Vec::new();
+        for i in 0..LOADED_PROBES {
+            let s = one(client, url, PROMPTS[(i + 8) % PROMPTS.len()], 1).await;
+            if let (true, Some(first)) = (s.ok, s.arrivals.first()) {
+                ttft.push((*first - s.sent).as_secs_f64() * 1e3);
+            }
+        }
+        ttft
+    };
+    // The probes end first; the background streams are cut when the server stops.
+    tokio::select! {
+        ttft = probes => ttft,
+        _ = futures_util::future::join_all(background) => Vec::new(),
+    }
+}
+
+/// Probes of [`loaded_ttft`].
+const LOADED_PROBES: usize = 5;
 
 async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<(), BenchError> {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -102,6 +151,17 @@ async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<(), BenchErro
 
 /// One streamed completion: the instant each token's chunk arrived.
 async fn one(client: &reqwest::Client, url: &str, prompt: &str, tokens: u32) -> Stream {
+    one_notifying(client, url, prompt, tokens, None).await
+}
+
+/// As [`one`], telling `first` when the first token arrived.
+async fn one_notifying(
+    client: &reqwest::Client,
+    url: &str,
+    prompt: &str,
+    tokens: u32,
+    mut first: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+) -> Stream {
     let body = json!({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": true,
                       "stream_options": {"include_usage": true}});
     let sent = Instant::now();
@@ -125,6 +185,9 @@ async fn one(client: &reqwest::Client, url: &str, prompt: &str, tokens: u32) -> 
             let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
             if v["choices"][0]["text"].as_str().is_some_and(|t| !t.is_empty()) {
                 s.arrivals.push(now);
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
             }
             if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
                 s.tokens = n;

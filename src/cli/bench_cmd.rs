@@ -12,7 +12,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(CliError::from)
 }
 
-fn exe() -> Result<std::path::PathBuf, CliError> {
+pub(super) fn exe() -> Result<std::path::PathBuf, CliError> {
     std::env::current_exe().map_err(CliError::from)
 }
 
@@ -22,7 +22,7 @@ pub(super) fn failed(e: bench::BenchError) -> CliError {
 
 /// Every `--requantize` type must be one `model quantize` knows (a usage error otherwise,
 /// before anything is written).
-fn check_requantize(types: &[String]) -> Result<(), CliError> {
+pub(super) fn check_requantize(types: &[String]) -> Result<(), CliError> {
     match types.iter().find(|q| crate::model::synth::parse_recipe(q).is_none()) {
         Some(q) => Err(CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`"))),
         None => Ok(()),
@@ -403,117 +403,6 @@ pub fn pipeline(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError
     Ok(())
 }
 
-/// `swactor bench serve`.
-pub fn serve(args: &super::args::BenchServeArgs, out: &mut Output) -> Result<(), CliError> {
-    check_requantize(&args.requantize)?;
-    if args.stages == 0 || args.concurrency.iter().any(|&c| c == 0 || c > 256) {
-        return Err(CliError::new(
-            super::exit::ExitCode::Usage,
-            "usage",
-            color_eyre::eyre::eyre!("--stages must be at least 1 and each concurrency in 1..=256"),
-        ));
-    }
-    let dir = bench::runs::ScratchDir::create().map_err(failed)?;
-    let mut models =
-        bench::runs::with_requantized(&args.model, &args.requantize, "shipped".into(), &dir)
-            .map_err(failed)?;
-    if args.synth_1b {
-        models.push(bench::runs::synth_1b(&dir).map_err(failed)?);
-    }
-    print_cpu(args.output.json, out)?;
-    let mut progress = Progress::new(args.output.json);
-    let repeat = args.repeat.max(1) as usize;
-    let per_level = if args.http { 2 * repeat } else { repeat };
-    progress.bar((models.len() * (per_level * args.concurrency.len() + 1)) as u64, "bench serve");
-    for (dtype, path) in &models {
-        progress.message(format!("bench serve: {dtype}: generate"));
-        let generate = bench::serve::generate_rate_threads(&exe()?, path, args.stages, args.tokens)
-            .map_err(failed)?;
-        progress.step();
-        let mut one_ttft = None;
-        for &c in &args.concurrency {
-            // Each repetition runs the batch job and then, with --http, the same level
-            // through HTTP: the pairs share the host's state of the moment.
-            let (mut direct, mut http) = (Vec::new(), Vec::new());
-            for _ in 0..repeat {
-                progress.message(format!("bench serve: {dtype}: {c} concurrent"));
-                let fig = bench::serve::serve_run(
-                    &exe()?,
-                    path,
-                    args.stages,
-                    c,
-                    args.tokens,
-                    args.groups,
-                    &dir,
-                )
-                .map_err(failed)?;
-                progress.step();
-                direct.push(fig);
-                if args.http {
-                    progress.message(format!("bench serve: {dtype}: {c} concurrent over HTTP"));
-                    let exe = exe()?;
-                    let fig = bench::serve_http::serve_http_run(
-                        &exe,
-                        path,
-                        args.stages,
-                        c,
-                        args.tokens,
-                        args.groups,
-                    )
-                    .map_err(failed)?;
-                    progress.step();
-                    http.push(fig);
-                }
-            }
-            let mut fig = bench::serve::median_figure(&direct);
-            fig.dtype = dtype.clone();
-            fig.generate_tokens_per_s = generate;
-            fig.ratio = fig.aggregate_tokens_per_s / generate;
-            if c == 1 {
-                one_ttft = Some(fig.ttft_p50_ms);
-            }
-            if args.output.json {
-                out.json("bench_serve", &fig)?;
-            } else {
-                let target = match (c, one_ttft) {
-                    (8, Some(one)) => format!(
-                        "   (targets: ratio >= 3, ttft p50 < 2 x {one:.0} ms = {:.0} ms)",
-                        2.0 * one
-                    ),
-                    (8, None) => "   (target: ratio >= 3)".into(),
-                    _ => String::new(),
-                };
-                progress.suspend(|| {
-                    out.line(format!(
-                        "{:<8} {:>2} concurrent: aggregate {:>6.1} tok/s, generate ({} threads) \
-                         {:>6.1} tok/s, ratio {:.2}; ttft p50 {:.0} ms p95 {:.0} ms; inter-token \
-                         p50 {:.1} ms p95 {:.1} ms; {} tokens, {} failed{target}",
-                        fig.dtype,
-                        c,
-                        fig.aggregate_tokens_per_s,
-                        args.stages,
-                        generate,
-                        fig.ratio,
-                        fig.ttft_p50_ms,
-                        fig.ttft_p95_ms,
-                        fig.itl_p50_ms,
-                        fig.itl_p95_ms,
-                        fig.tokens,
-                        fig.failed
-                    ))
-                })?;
-            }
-            if args.http {
-                let mut http = bench::serve::median_figure(&http);
-                http.dtype = dtype.clone();
-                print_http(out, &mut progress, args.output.json, &fig, &http)?;
-            }
-            out.flush()?;
-        }
-    }
-    Ok(())
-}
-
 /// `swactor bench failover`.
 pub fn failover(args: &super::args::BenchFailoverArgs, out: &mut Output) -> Result<(), CliError> {
     if args.stages < 2 {
@@ -601,44 +490,5 @@ fn failover_resume(
             out.flush()?;
         }
     }
-    Ok(())
-}
-
-/// One level's figures through HTTP beside the batch job's.
-fn print_http(
-    out: &mut Output,
-    progress: &mut Progress,
-    json: bool,
-    direct: &bench::serve::ServeFigure,
-    http: &bench::serve::ServeFigure,
-) -> Result<(), CliError> {
-    let ratio = http.aggregate_tokens_per_s / direct.aggregate_tokens_per_s;
-    if json {
-        let line = serde_json::json!({
-            "dtype": direct.dtype, "concurrency": direct.concurrency, "http": http,
-            "direct": direct, "aggregate_ratio": ratio,
-        });
-        out.json("bench_serve_http", &line)?;
-        return Ok(());
-    }
-    progress.suspend(|| {
-        out.line(format!(
-            "{:<8} {:>2} over HTTP:   aggregate {:>6.1} tok/s = {:.3} of the batch job (target \
-             >= 0.95); ttft p50 {:.0} ms p95 {:.0} ms (batch {:.0} / {:.0}); inter-token p50 \
-             {:.1} ms p95 {:.1} ms; {} tokens, {} failed",
-            direct.dtype,
-            direct.concurrency,
-            http.aggregate_tokens_per_s,
-            ratio,
-            http.ttft_p50_ms,
-            http.ttft_p95_ms,
-            direct.ttft_p50_ms,
-            direct.ttft_p95_ms,
-            http.itl_p50_ms,
-            http.itl_p95_ms,
-            http.tokens,
-            http.failed
-        ))
-    })?;
     Ok(())
 }

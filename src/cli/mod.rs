@@ -6,6 +6,7 @@ pub mod args;
 pub mod batch_tokens;
 pub mod bench_cmd;
 pub mod bench_products_cmd;
+pub mod bench_serve_cmd;
 pub mod cache_cmd;
 pub mod client_cmd;
 pub mod config;
@@ -127,7 +128,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Decode(args)) => bench_cmd::decode(&args, out),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_cmd::pipeline(&args, out),
         Command::Bench(BenchCommand::Failover(args)) => bench_cmd::failover(&args, out),
-        Command::Bench(BenchCommand::Serve(args)) => bench_cmd::serve(&args, out),
+        Command::Bench(BenchCommand::Serve(args)) => bench_serve_cmd::serve(&args, out),
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
         Command::Bench(BenchCommand::Products(args)) => bench_products_cmd::products(&args, out),
         Command::Node(NodeCommand::Id(args)) => node_cmd::node_id(&args, out),

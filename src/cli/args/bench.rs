@@ -219,9 +219,13 @@ pub struct BenchServeArgs {
     /// at a real size beside the model's.
     #[arg(long)]
     pub synth_1b: bool,
-    /// Stages of the session (one node process and one compute thread each).
+    /// Stages of the session (one node process each).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub stages: u32,
+    /// Compute threads of each stage worker (the baselines get every core of the host).
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: u32,
     /// Tokens each request generates.
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub tokens: u32,
@@ -234,6 +238,10 @@ pub struct BenchServeArgs {
     /// Micro-batches in flight at most (`run local --groups`) [default: the session's].
     #[arg(long, value_name = "N")]
     pub groups: Option<u16>,
+    /// The session's prefill time budget (`run local --prefill-budget-ms`) [default: the
+    /// session's].
+    #[arg(long, value_name = "MS")]
+    pub prefill_budget_ms: Option<u64>,
     /// Also serve each level through the HTTP API (`run local --serve`, N concurrent
     /// streamed completions measured by the client) beside the batch job's figures.
     #[arg(long)]

@@ -92,6 +92,11 @@ pub struct PromptArgs {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]
     pub groups: Option<u16>,
+    /// With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other
+    /// sequences decode should come back within this many milliseconds; the chunk size
+    /// follows what the session measures (0: chunks follow the row budget alone).
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub prefill_budget_ms: u64,
     /// Write every event of the run as JSON Lines to this file.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
@@ -217,6 +222,11 @@ pub struct OrchestrateServeArgs {
     /// `--max-sequences`].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub groups: Option<u16>,
+    /// A micro-batch carrying a prompt chunk while other sequences decode should come back
+    /// within this many milliseconds; the chunk size follows what the session measures
+    /// (0: chunks follow the row budget alone).
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub prefill_budget_ms: u64,
     /// Write every session's events as JSON Lines to this file (never overwritten).
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,

@@ -159,6 +159,7 @@ pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
     SessionLimits {
         queue_capacity: run.queue.unwrap_or(inputs.request_count().max(1)),
         groups: run.groups.unwrap_or(0),
+        prefill_budget: Some(Duration::from_millis(run.prefill_budget_ms)),
         ..SessionLimits::default()
     }
 }

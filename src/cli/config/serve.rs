@@ -167,6 +167,7 @@ impl ServeRun {
             session: SessionLimits {
                 queue_capacity: args.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
                 groups: args.groups.unwrap_or(0),
+                prefill_budget: Some(Duration::from_millis(args.prefill_budget_ms)),
                 ..SessionLimits::default()
             },
             stages: args.placement.stages,
@@ -225,6 +226,7 @@ pub fn local_orchestrate(
         session: SessionLimits {
             queue_capacity: args.run.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
             groups: args.run.groups.unwrap_or(0),
+            prefill_budget: Some(Duration::from_millis(args.run.prefill_budget_ms)),
             ..SessionLimits::default()
         },
         stages: Some(args.stages),

@@ -152,11 +152,19 @@ pub struct SessionLimits {
     pub batch_tokens: u32,
     /// Micro-batches in flight at most (`0`: one per stage, at most the slots).
     pub groups: u16,
+    /// A micro-batch carrying prompt rows while other sequences decode should come back
+    /// within this (`None`: chunks follow `batch_tokens` alone).
+    pub prefill_budget: Option<std::time::Duration>,
 }
 
 impl Default for SessionLimits {
     fn default() -> Self {
-        SessionLimits { queue_capacity: 64, batch_tokens: DEFAULT_BATCH_TOKENS, groups: 0 }
+        SessionLimits {
+            queue_capacity: 64,
+            batch_tokens: DEFAULT_BATCH_TOKENS,
+            groups: 0,
+            prefill_budget: Some(super::scheduler::pacer::DEFAULT_BUDGET),
+        }
     }
 }
 
@@ -177,6 +185,9 @@ pub struct RunFsm {
     input_open: bool,
     next_in: Sequence,
     next_out: Sequence,
+    /// When each micro-batch in flight was sent, oldest first, and whether it has flown
+    /// alone so far (the pacer's round trips).
+    sent_at: VecDeque<(Instant, bool)>,
     /// Sequences that finished, and the last one's reason.
     served: u64,
     last_reason: Option<FinishReason>,
@@ -210,6 +221,7 @@ impl RunFsm {
             queue_capacity: limits.queue_capacity,
             batch_tokens: limits.batch_tokens.min(plan.runtime.max_seq_len),
             max_seq_len: plan.runtime.max_seq_len,
+            prefill_budget: limits.prefill_budget,
             eos: plan.model.eos_token_id,
             eot: plan.model.eot_token_id,
             vocab: plan.model.vocab_size,
@@ -225,6 +237,7 @@ impl RunFsm {
             input_open: true,
             next_in: Sequence(0),
             next_out: Sequence(0),
+            sent_at: VecDeque::new(),
             served: 0,
             last_reason: None,
             generated: 0,
@@ -340,6 +353,9 @@ impl RunFsm {
         if let State::Running { deadline } = self.state {
             let mut deadline = deadline;
             while let Some(batch) = self.sched.next_batch() {
+                let alone = self.sent_at.is_empty();
+                self.sent_at.iter_mut().for_each(|(_, a)| *a = false);
+                self.sent_at.push_back((now, alone));
                 self.inject(batch.table, &batch.tokens);
                 deadline.get_or_insert(now + self.timeouts.token);
             }
@@ -474,6 +490,9 @@ impl RunFsm {
                 edge,
             );
             return;
+        }
+        if let Some((sent, alone)) = self.sent_at.pop_front() {
+            self.sched.round_trip(now.saturating_duration_since(sent), alone);
         }
         let vocab = self.sched.config().vocab;
         let returned = crate::wire::logprobs::split_token_out(payload, self.limits, vocab)

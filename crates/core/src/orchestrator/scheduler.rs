@@ -12,8 +12,12 @@
 //!   than stages every stage has work.
 //! - **Continuous batching with chunked prefill**: a group's micro-batch takes the next
 //!   token of each of its decoding sequences, then chunks of its prefilling prompts within
-//!   the token budget. The first chunk of a sequence resets its slot (in order, through
-//!   every stage); the chunk that ends the prompt samples.
+//!   the token budget, oldest first. While any sequence decodes, the prompt rows of a
+//!   micro-batch also follow a time budget ([`pacer::PrefillPacer`], learned from round
+//!   trips the session measures; one prompt at a time until it has learned), so a prompt
+//!   arriving into a busy session neither stalls the decoding sequences nor waits behind
+//!   them. Prompts with nobody decoding go at full size (throughput first). The first chunk of a sequence resets its slot (in order,
+//!   through every stage); the chunk that ends the prompt samples.
 //! - **Stops**: EOS, `max_tokens`, a full context, a cancellation (a stop string is one the
 //!   session found in the text). A sequence cancelled while in flight ends when its
 //!   micro-batch returns. A finished sequence frees its slot and the queue moves up.
@@ -21,6 +25,7 @@
 //!   sent; anything else is a typed [`ReturnError`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use crate::wire::SamplingPolicy;
 use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, NO_TOKEN};
@@ -42,6 +47,9 @@ pub struct SchedulerConfig {
     pub batch_tokens: u32,
     /// Positions per slot.
     pub max_seq_len: u32,
+    /// A micro-batch carrying prompt rows while other sequences decode should come back
+    /// within this (`None`: prompt chunks follow `batch_tokens` alone).
+    pub prefill_budget: Option<Duration>,
     /// The end-of-sequence token.
     pub eos: Option<u32>,
     /// The end-of-turn token, where the model has one: it ends a sequence as eos does.
@@ -223,12 +231,15 @@ struct InFlight {
     group: u16,
     table: BatchTable,
     ids: Vec<SeqId>,
+    /// Prompt rows it carries (the pacer's input).
+    prompt_rows: u32,
 }
 
 /// The scheduler of one session.
 #[derive(Debug)]
 pub struct Scheduler {
     cfg: SchedulerConfig,
+    pacer: pacer::PrefillPacer,
     queue: VecDeque<(SeqId, SeqRequest)>,
     live: BTreeMap<SeqId, Seq>,
     free_slots: BTreeSet<u16>,
@@ -256,6 +267,7 @@ impl Scheduler {
             ..cfg
         };
         Scheduler {
+            pacer: pacer::PrefillPacer::new(cfg.prefill_budget),
             queue: VecDeque::new(),
             live: BTreeMap::new(),
             free_slots: (0..cfg.max_sequences).collect(),
@@ -449,21 +461,31 @@ impl Scheduler {
         let mut tokens = Vec::new();
         let mut ids = Vec::new();
         let mut budget = self.cfg.batch_tokens as usize;
-        // Decoding sequences first (one row each), then prompt chunks within the budget.
+        // While a sequence decodes, prompt rows follow the time budget (one prompt at a
+        // time until the pacer has learned the cost); prompts alone go at full size.
+        let shared = self.pacer.paces()
+            && self.live.values().any(|s| s.prefilled >= s.prompt.len() && s.cancelled.is_none());
+        let mut prompt_budget =
+            if shared { self.pacer.chunk_rows(self.cfg.batch_tokens) as usize } else { usize::MAX };
+        let mut prompts_left = if shared && !self.pacer.learned() { 1 } else { usize::MAX };
+        let mut prompt_rows = 0u32;
+        // Decoding sequences first (one row each), then prompt chunks within the budgets.
         for decoding in [true, false] {
             for (&id, seq) in self.live.iter_mut() {
                 if seq.group != group || !seq.has_work() || budget == 0 {
                     continue;
                 }
                 let prefilling = seq.prefilled < seq.prompt.len();
-                if prefilling == decoding {
+                if prefilling == decoding
+                    || (prefilling && (prompt_budget == 0 || prompts_left == 0))
+                {
                     continue;
                 }
                 let (first, rows, mut flags): (usize, &[u32], EntryFlags) = if decoding {
                     let Some(last) = seq.generated.len().checked_sub(1) else { continue };
                     (seq.prompt.len() + last, &seq.generated[last..], EntryFlags::SAMPLE)
                 } else {
-                    let n = (seq.prompt.len() - seq.prefilled).min(budget);
+                    let n = (seq.prompt.len() - seq.prefilled).min(budget).min(prompt_budget);
                     let chunk = &seq.prompt[seq.prefilled..seq.prefilled + n];
                     let flags = if seq.prefilled + n == seq.prompt.len() {
                         EntryFlags::SAMPLE
@@ -496,6 +518,9 @@ impl Scheduler {
                 });
                 if !decoding {
                     seq.prefilled += rows.len();
+                    prompt_budget -= rows.len();
+                    prompts_left -= 1;
+                    prompt_rows += rows.len() as u32;
                 }
                 seq.in_flight = true;
                 ids.push(id);
@@ -506,8 +531,17 @@ impl Scheduler {
         }
         let table = BatchTable::new(self.cfg.max_sequences, entries);
         self.group_busy[usize::from(group)] = true;
-        self.in_flight.push_back(InFlight { group, table: table.clone(), ids });
+        self.in_flight.push_back(InFlight { group, table: table.clone(), ids, prompt_rows });
         Some(PlannedBatch { group, table, tokens })
+    }
+
+    /// The oldest micro-batch in flight is coming back `elapsed` after it was sent, having
+    /// flown `alone` (no other micro-batch in flight meanwhile): the prefill pacer learns
+    /// from it. Call before [`Scheduler::batch_returned`]; nothing in flight changes nothing.
+    pub fn round_trip(&mut self, elapsed: Duration, alone: bool) {
+        if let Some(f) = self.in_flight.front() {
+            self.pacer.observe(f.prompt_rows, elapsed, alone);
+        }
     }
 
     /// The oldest micro-batch in flight came back with `tokens` (one per table entry of
@@ -608,6 +642,8 @@ impl Scheduler {
         self.free_slots.len()
     }
 }
+
+pub mod pacer;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use proptest::prelude::*;
 
@@ -13,6 +14,7 @@ fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerC
         queue_capacity: queue,
         batch_tokens: budget,
         max_seq_len: 32,
+        prefill_budget: None,
         eos: Some(EOS),
         eot: None,
         vocab: 100,
@@ -384,4 +386,78 @@ fn a_plan_without_logprobs_never_asks_for_them_and_one_with_fewer_alternatives_c
         let e = b.table.entries()[0];
         assert_eq!((e.flags.contains(EntryFlags::LOGPROBS), e.sampling.top_logprobs), want);
     }
+}
+
+#[test]
+fn a_prompt_arriving_while_others_decode_is_chunked_to_the_time_budget_and_moves_every_step() {
+    let paced = SchedulerConfig {
+        max_seq_len: 512,
+        prefill_budget: Some(Duration::from_millis(100)),
+        ..cfg(2, 1, 4, 512)
+    };
+    let mut s = Scheduler::new(paced);
+    let a = s.submit(req(40, 50)).unwrap();
+    // Alone, the first prompt goes whole; its round trip teaches the pacer: 40 rows in
+    // 410 ms, 10 ms per row beside a 10 ms decode step.
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.tokens.len(), 40);
+    s.round_trip(Duration::from_millis(410), true);
+    s.batch_returned(&b.table, &answer(&b, 50)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.round_trip(Duration::from_millis(10), true);
+    s.batch_returned(&b.table, &answer(&b, 51)).unwrap();
+    let long = s.submit(req(100, 5)).unwrap();
+    let mut chunks = Vec::new();
+    while s.slots()[1].n_prompt_tokens_processed < 100 {
+        let b = s.next_batch().unwrap();
+        let e = b.table.entries();
+        assert_eq!((e[0].slot, e[0].tokens), (0, 1), "the decoding sequence rides every step");
+        chunks.push(e[1].tokens);
+        s.batch_returned(&b.table, &answer(&b, 52)).unwrap();
+    }
+    // (100 ms - 10 ms) / 10 ms per row = 9 rows, raised to the least chunk.
+    assert_eq!(chunks, vec![16, 16, 16, 16, 16, 16, 4]);
+    let outs = drain(&mut s);
+    assert!(outs.iter().any(|o| matches!(o, SeqOutput::Token { id, .. } if *id == long)));
+    assert!(
+        outs.iter().filter(|o| matches!(o, SeqOutput::Token { id, .. } if *id == a)).count() >= 7
+    );
+}
+
+#[test]
+fn a_lone_sequence_is_never_held_to_the_time_budget() {
+    let paced = SchedulerConfig {
+        max_seq_len: 512,
+        prefill_budget: Some(Duration::from_millis(1)),
+        ..cfg(2, 1, 4, 512)
+    };
+    let mut s = Scheduler::new(paced);
+    s.submit(req(30, 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    s.round_trip(Duration::from_millis(300), true);
+    s.batch_returned(&b.table, &answer(&b, 50)).unwrap();
+    s.submit(req(200, 1)).unwrap();
+    assert_eq!(s.next_batch().unwrap().tokens.len(), 200);
+}
+
+#[test]
+fn prompts_arriving_together_go_whole_and_one_arriving_beside_decoders_waits_for_the_pacer() {
+    let paced = SchedulerConfig {
+        max_seq_len: 512,
+        prefill_budget: Some(Duration::from_millis(100)),
+        ..cfg(4, 1, 4, 512)
+    };
+    let mut s = Scheduler::new(paced);
+    let ids: Vec<SeqId> = (0..2).map(|_| s.submit(req(20, 4)).unwrap()).collect();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.tokens.len(), 40, "nobody decodes: both prompts at full size");
+    s.batch_returned(&b.table, &answer(&b, 50)).unwrap();
+    assert_eq!(drain(&mut s).len(), 2);
+    // Two prompts arrive while both decode, before the cost is known: one at a time.
+    s.submit(req(20, 4)).unwrap();
+    s.submit(req(20, 4)).unwrap();
+    let b = s.next_batch().unwrap();
+    let rows: Vec<u32> = b.table.entries().iter().map(|e| e.tokens).collect();
+    assert_eq!(rows, vec![1, 1, 20]);
+    assert_eq!(ids.len(), 2);
 }
