@@ -34,7 +34,37 @@ pub struct EdgeBench {
     pub hop_median_us: f64,
     /// 99th percentile hop latency, µs.
     pub hop_p99_us: f64,
+    /// The hop's parts at decode widths (SmolLM2's 576 and a 1B model's 2048, f32).
+    pub parts: Vec<HopParts>,
 }
+
+/// Where a hop of one activation size goes, each part measured alone (medians, µs).
+#[derive(Debug, Clone, Serialize)]
+pub struct HopParts {
+    /// Activation bytes (object header included).
+    pub object_bytes: u64,
+    /// A raw iroh stream: the object written until the reader has all of it.
+    pub quic_us: f64,
+    /// Egress ring commit to the whole object in the ingress ring, through both pumps
+    /// (QUIC, the pumps' wake-ups and ring copies).
+    pub ring_to_ring_us: f64,
+    /// An object committed into a real worker's ingress ring until its `ObjectLoaded`
+    /// line is back at the node (the doorbell, the worker's wake-up and read, the control
+    /// pipe); filled in by [`super::wake_round_trip`] where a worker can be started.
+    pub worker_wake_us: f64,
+}
+
+impl HopParts {
+    /// The hop as its parts add up: ring to ring plus a worker's wake on each side (the
+    /// producing worker's commit reaches its node as the consumer's load does).
+    pub fn modeled_us(&self) -> f64 {
+        self.ring_to_ring_us + 2.0 * self.worker_wake_us
+    }
+}
+
+/// Activation bytes of the breakdown: SmolLM2 (576) and a 1B model (2048) in f32, with
+/// the 40-byte object header.
+pub const PART_SIZES: [u64; 2] = [576 * 4 + 40, 2048 * 4 + 40];
 
 type Mem = Arc<MappedRing<crate::arena::memfd::ArenaRegion>>;
 
@@ -120,9 +150,18 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
     }
     let [_, edge_gbps, edge_copying_gbps] = rates;
 
-    let drain = RingDrain::new(crate::wire::RingId(2), Arc::clone(&ingress));
+    let mut drain = RingDrain::new(crate::wire::RingId(2), Arc::clone(&ingress));
     let mut times =
-        hop_times(&mut producer, drain, (&readable, &writable), object, samples).await?;
+        hop_times(&mut producer, &mut drain, (&readable, &writable), object, samples).await?;
+    let mut parts = Vec::new();
+    for size in PART_SIZES {
+        let mut t =
+            hop_times(&mut producer, &mut drain, (&readable, &writable), size, samples).await?;
+        t.sort();
+        let quic_us = quic_latency_us(size, samples).await?;
+        let ring_to_ring_us = t[(t.len() - 1) / 2].as_secs_f64() * 1e6;
+        parts.push(HopParts { object_bytes: size, quic_us, ring_to_ring_us, worker_wake_us: 0.0 });
+    }
     a_stop.notify_one();
     let _ = sender.await;
     b_stop.notify_one();
@@ -142,7 +181,50 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
         object_bytes: object,
         hop_median_us: pick(0.5),
         hop_p99_us: pick(0.99),
+        parts,
     })
+}
+
+/// Median latency of `object`-byte messages on a raw iroh uni stream, one at a time: from
+/// the write until the reader holds the whole message, µs.
+async fn quic_latency_us(object: u64, samples: usize) -> Result<f64, BenchError> {
+    use crate::net::endpoint::EDGE_ALPN;
+    let (a, b) = endpoints().await?;
+    let addr = iroh::EndpointAddr::new(b.id()).with_ip_addr(b.bound_sockets()[0]);
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let reader = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let conn = b.accept().await.ok_or_else(|| err("no connection"))?.await.map_err(err)?;
+            let mut s = conn.accept_uni().await.map_err(err)?;
+            let mut buf = vec![0u8; object as usize];
+            while s.read_exact(&mut buf).await.is_ok() {
+                if got_tx.send(Instant::now()).is_err() {
+                    break;
+                }
+            }
+            Ok::<(), BenchError>(())
+        })
+    };
+    let conn = a.connect(addr, EDGE_ALPN).await.map_err(err)?;
+    let mut s = conn.open_uni().await.map_err(err)?;
+    let message = vec![5u8; object as usize];
+    let mut times = Vec::with_capacity(samples);
+    for i in 0..samples + 20 {
+        let t0 = Instant::now();
+        s.write_all(&message).await.map_err(err)?;
+        let at = got_rx.recv().await.ok_or_else(|| err("the reader ended"))?;
+        if i >= 20 {
+            times.push(at.saturating_duration_since(t0));
+        }
+    }
+    s.finish().map_err(err)?;
+    let _ = reader.await;
+    conn.close(0u32.into(), b"done");
+    a.close().await;
+    b.close().await;
+    times.sort();
+    Ok(times[(times.len() - 1) / 2].as_secs_f64() * 1e6)
 }
 
 /// Raw iroh stream throughput over `bytes` in `chunk`-sized writes, in GB/s: the baseline.
@@ -186,7 +268,7 @@ async fn raw_stream_gbps(bytes: u64, chunk: &[u8]) -> Result<f64, BenchError> {
 /// untimed ones; `hints` wake the send pump and the receive pump.
 async fn hop_times<M: crate::ring::RingMemory>(
     producer: &mut RingFeeder<M>,
-    mut drain: crate::ring::RingDrain<M>,
+    drain: &mut crate::ring::RingDrain<M>,
     hints: (&tokio::sync::Notify, &tokio::sync::Notify),
     object: u64,
     samples: usize,

@@ -357,7 +357,7 @@ pub async fn wake_round_trip(
 }
 
 mod edge;
-pub use edge::{EdgeBench, edge};
+pub use edge::{EdgeBench, HopParts, PART_SIZES, edge};
 
 pub mod cpu;
 mod engine;

@@ -275,10 +275,18 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let mut progress = Progress::new(args.output.json);
     progress.spinner(format!("streaming {} MiB over loopback QUIC", args.mib));
-    let r = rt
+    let mut r = rt
         .block_on(bench::edge(args.mib << 20, args.object_bytes, args.samples))
         .map_err(failed)?;
+    progress.spinner("timing workers' wake-ups".to_string());
+    for part in &mut r.parts {
+        part.worker_wake_us = rt
+            .block_on(bench::wake_round_trip(exe()?, args.samples, part.object_bytes))
+            .map_err(failed)?
+            .median_us;
+    }
     progress.clear();
+    print_cpu(args.output.json, out)?;
     if args.output.json {
         out.json("bench_edge", &r)?;
         return Ok(());
@@ -305,6 +313,19 @@ pub fn edge(args: &BenchEdgeArgs, out: &mut Output) -> Result<(), CliError> {
     ];
     for line in table(&rows) {
         out.line(line)?;
+    }
+    for p in &r.parts {
+        out.line(format!(
+            "hop of {} bytes: quic {:.0} µs; ring to ring through the pumps {:.0} µs; a \
+             worker's wake (doorbell, read, control line) {:.0} µs; modeled hop = ring to ring \
+             + 2 wakes = {:.0} µs (target < {} µs)",
+            p.object_bytes,
+            p.quic_us,
+            p.ring_to_ring_us,
+            p.worker_wake_us,
+            p.modeled_us(),
+            if p.object_bytes < 4096 { 200 } else { 300 }
+        ))?;
     }
     Ok(())
 }

@@ -241,14 +241,11 @@ pub fn load(
         })
         .chain(head.as_mut())
         .collect();
-    // Each repacked matrix's file pages are released as soon as its copy is made: the
-    // stage's resident weights are the copies, never the copies plus the file's pages.
+    // A repacked matrix's file pages are released as its copy grows: the stage's resident
+    // weights are the copies, never the copies plus the file's pages (not even for the
+    // length of one large matrix).
     let file = b.file.clone();
-    swactor_engine::matmul::repack_all_then(&pool, &mut mats, &|m| {
-        if m.repacked_bytes() > 0 {
-            file.release(m.data().range());
-        }
-    });
+    swactor_engine::matmul::repack_all_then(&pool, &mut mats, &|r| file.release(r));
     let bytes = b.bytes;
     if b.bound != stage_tensors(facts, spec.layers, spec.embedding, spec.head) {
         // A node that downloaded only its stage's ranges would have read zeros.

@@ -110,17 +110,29 @@ impl Matrix {
 
     /// [`Matrix::repacked`] in place.
     pub fn repack(&mut self) {
+        self.repack_then(&mut |_| {});
+    }
+
+    /// [`Matrix::repack`], telling `done` the range of its bytes' owner (the file's
+    /// offsets, see [`Bytes::range`]) that the copy no longer needs, as it grows: the
+    /// owner of a mapping drops those pages while the rest is copied. Never called where
+    /// nothing is repacked.
+    pub fn repack_then(&mut self, done: &mut dyn FnMut(Range<usize>)) {
         #[cfg(target_arch = "x86_64")]
         if self.isa != Isa::Scalar && self.packed.is_none() {
-            self.packed = kernels::packed::Packed::new(
+            let start = self.data.range().start;
+            self.packed = kernels::packed::Packed::new_then(
                 self.format,
                 self.rows,
                 self.cols,
                 self.data.as_slice(),
                 self.isa,
+                &mut |n| done(start..start + n),
             )
             .map(Arc::new);
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = done;
     }
 
     /// Bytes of the repacked copy (0 when the products read the original blocks).
@@ -252,19 +264,19 @@ pub fn repack_all(pool: &ThreadPool, mats: &mut [&mut Matrix]) {
     repack_all_then(pool, mats, &|_| {});
 }
 
-/// [`repack_all`], calling `after` with each matrix as soon as it is repacked (on the
-/// thread that repacked it): the owner of a mapping can release the pages a repacked
-/// matrix no longer reads before the next one is copied, so that a load never holds two
-/// copies of the weights.
+/// [`repack_all`], calling `done` (on the thread that repacks) with each range of the
+/// owners' bytes that a repacked copy no longer needs, as each copy grows
+/// ([`Matrix::repack_then`]): the owner of a mapping releases those pages while the rest
+/// is copied, so that a load never holds two copies of the weights, not even of one
+/// large matrix (a 262k-row output head).
 pub fn repack_all_then(
     pool: &ThreadPool,
     mats: &mut [&mut Matrix],
-    after: &(dyn Fn(&Matrix) + Sync),
+    done: &(dyn Fn(Range<usize>) + Sync),
 ) {
     pool.for_each_chunk(mats, 1, &|_, chunk| {
         for m in chunk.iter_mut() {
-            m.repack();
-            after(m);
+            m.repack_then(&mut |r| done(r));
         }
     });
 }

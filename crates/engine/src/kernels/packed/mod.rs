@@ -101,6 +101,9 @@ impl std::fmt::Debug for Packed {
     }
 }
 
+/// Groups of rows repacked between two reports of [`Packed::new_then`] (4096 rows).
+pub const RELEASE_GROUPS: usize = 256;
+
 /// Whether `format` has a repacked kernel.
 pub fn supports(format: WeightFormat) -> bool {
     use WeightFormat::*;
@@ -117,6 +120,20 @@ impl Packed {
         cols: usize,
         data: &[u8],
         isa: Isa,
+    ) -> Option<Packed> {
+        Packed::new_then(format, rows, cols, data, isa, &mut |_| {})
+    }
+
+    /// [`Packed::new`], telling `done` how many leading bytes of `data` it will not read
+    /// again, every [`RELEASE_GROUPS`] groups and at the end: the owner of a mapping can
+    /// drop those pages while the rest is copied, so a big matrix is never held twice.
+    pub fn new_then(
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        isa: Isa,
+        done: &mut dyn FnMut(usize),
     ) -> Option<Packed> {
         let qk = format.block_elems();
         if !supports(format)
@@ -140,7 +157,11 @@ impl Packed {
                 let block = |l: usize| &data[(g * GROUP + l) * row_bytes + b * bb..][..bb];
                 layout::fill(format, isa, cell, block);
             }
+            if (g + 1) % RELEASE_GROUPS == 0 {
+                done((g + 1) * GROUP * row_bytes);
+            }
         }
+        done(data.len());
         Some(Packed { format, isa, rows, blocks, bytes })
     }
 
