@@ -86,6 +86,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--requests', '--requests', [CompletionResultType]::ParameterName, 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input')
             [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]')
             [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]')
+            [CompletionResult]::new('--prefill-budget-ms', '--prefill-budget-ms', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)')
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
             [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for every stage to be ready (weights loaded, edges up)')
             [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for each token')
@@ -134,6 +135,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)')
             [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature')
             [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads (the in-process stages share them) [default: the CPUs available]')
+            [CompletionResult]::new('--speculate', '--speculate', [CompletionResultType]::ParameterName, 'Speculative decoding: `ngram` drafts from the prompt and output so far and verifies each draft in one pass (the output is the same tokens as without it)')
+            [CompletionResult]::new('--draft-max', '--draft-max', [CompletionResultType]::ParameterName, 'The most tokens drafted per pass (the length follows the measured acceptance)')
             [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]')
             [CompletionResult]::new('--kv-cache', '--kv-cache', [CompletionResultType]::ParameterName, 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)')
             [CompletionResult]::new('--activation-dtype', '--activation-dtype', [CompletionResultType]::ParameterName, 'Element type of activations between stages (f32 is bit-exact with one process)')
@@ -175,6 +178,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--requests', '--requests', [CompletionResultType]::ParameterName, 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input')
             [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]')
             [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]')
+            [CompletionResult]::new('--prefill-budget-ms', '--prefill-budget-ms', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)')
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every event of the run as JSON Lines to this file')
             [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for every stage to be ready (weights loaded, edges up)')
             [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for each token')
@@ -220,6 +224,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--model-name', '--model-name', [CompletionResultType]::ParameterName, 'The model''s name in /v1/models and in responses [default: the GGUF''s name, else its file name]')
             [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'Requests waiting for a slot at most; more are refused with 429 [default: 64]')
             [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]')
+            [CompletionResult]::new('--prefill-budget-ms', '--prefill-budget-ms', [CompletionResultType]::ParameterName, 'A micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)')
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every session''s events as JSON Lines to this file (never overwritten)')
             [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds each session may take from provisioning to serving')
             [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds a micro-batch in flight may take to come back before the session faults')
@@ -560,7 +565,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;decode' {
-            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the split run')
             [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens to generate per run')
             [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)')
@@ -572,7 +577,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;pipeline' {
-            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the split run')
             [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens to generate per run')
             [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)')
@@ -618,12 +623,14 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;serve' {
-            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
-            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the session (one node process and one compute thread each)')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the session (one node process each)')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the baselines get every core of the host)')
             [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens each request generates')
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Concurrency levels')
             [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0`)')
             [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'Micro-batches in flight at most (`run local --groups`) [default: the session''s]')
+            [CompletionResult]::new('--prefill-budget-ms', '--prefill-budget-ms', [CompletionResultType]::ParameterName, 'The session''s prefill time budget (`run local --prefill-budget-ms`) [default: the session''s]')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed')
             [CompletionResult]::new('--synth-1b', '--synth-1b', [CompletionResultType]::ParameterName, 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model''s')
             [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job''s figures')

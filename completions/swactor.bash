@@ -767,7 +767,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__serve)
-            opts="-h --model --synth-1b --stages --tokens --concurrency --requantize --groups --http --repeat --json --help"
+            opts="-h --model --synth-1b --stages --threads --tokens --concurrency --requantize --groups --prefill-budget-ms --http --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -778,6 +778,10 @@ _swactor() {
                     return 0
                     ;;
                 --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -794,6 +798,10 @@ _swactor() {
                     return 0
                     ;;
                 --groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefill-budget-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1103,7 +1111,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__generate)
-            opts="-h --model --prompt --prompt-ids --chat --stages --device --threads --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --model --prompt --prompt-ids --chat --stages --device --threads --speculate --draft-max --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1130,6 +1138,14 @@ _swactor() {
                     return 0
                     ;;
                 --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculate)
+                    COMPREPLY=($(compgen -W "off ngram" -- "${cur}"))
+                    return 0
+                    ;;
+                --draft-max)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2153,7 +2169,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2220,6 +2236,10 @@ _swactor() {
                     return 0
                     ;;
                 --groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefill-budget-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2295,7 +2315,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --queue --groups --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2378,6 +2398,10 @@ _swactor() {
                     return 0
                     ;;
                 --groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefill-budget-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2641,7 +2665,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --prompt --chat --requests --stream --queue --groups --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2700,6 +2724,10 @@ _swactor() {
                     return 0
                     ;;
                 --groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefill-budget-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

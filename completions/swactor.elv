@@ -80,6 +80,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input'
             cand --queue 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]'
             cand --groups 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]'
+            cand --prefill-budget-ms 'With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)'
             cand --events 'Write every event of the run as JSON Lines to this file'
             cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
             cand --token-timeout 'Seconds to wait for each token'
@@ -123,6 +124,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --stages 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)'
             cand --device 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature'
             cand --threads 'Compute threads (the in-process stages share them) [default: the CPUs available]'
+            cand --speculate 'Speculative decoding: `ngram` drafts from the prompt and output so far and verifies each draft in one pass (the output is the same tokens as without it)'
+            cand --draft-max 'The most tokens drafted per pass (the length follows the measured acceptance)'
             cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
             cand --kv-cache 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)'
             cand --activation-dtype 'Element type of activations between stages (f32 is bit-exact with one process)'
@@ -162,6 +165,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input'
             cand --queue 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]'
             cand --groups 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]'
+            cand --prefill-budget-ms 'With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)'
             cand --events 'Write every event of the run as JSON Lines to this file'
             cand --readiness-timeout 'Seconds to wait for every stage to be ready (weights loaded, edges up)'
             cand --token-timeout 'Seconds to wait for each token'
@@ -206,6 +210,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --model-name 'The model''s name in /v1/models and in responses [default: the GGUF''s name, else its file name]'
             cand --queue 'Requests waiting for a slot at most; more are refused with 429 [default: 64]'
             cand --groups 'Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]'
+            cand --prefill-budget-ms 'A micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)'
             cand --events 'Write every session''s events as JSON Lines to this file (never overwritten)'
             cand --readiness-timeout 'Seconds each session may take from provisioning to serving'
             cand --token-timeout 'Seconds a micro-batch in flight may take to come back before the session faults'
@@ -498,7 +503,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
         }
         &'swactor;bench;decode'= {
-            cand --model 'The GGUF model'
+            cand --model 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)'
             cand --stages 'Stages of the split run'
             cand --tokens 'Tokens to generate per run'
             cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)'
@@ -509,7 +514,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
         }
         &'swactor;bench;pipeline'= {
-            cand --model 'The GGUF model'
+            cand --model 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)'
             cand --stages 'Stages of the split run'
             cand --tokens 'Tokens to generate per run'
             cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)'
@@ -551,12 +556,14 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --help 'Print help'
         }
         &'swactor;bench;serve'= {
-            cand --model 'The GGUF model'
-            cand --stages 'Stages of the session (one node process and one compute thread each)'
+            cand --model 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)'
+            cand --stages 'Stages of the session (one node process each)'
+            cand --threads 'Compute threads of each stage worker (the baselines get every core of the host)'
             cand --tokens 'Tokens each request generates'
             cand --concurrency 'Concurrency levels'
             cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0`)'
             cand --groups 'Micro-batches in flight at most (`run local --groups`) [default: the session''s]'
+            cand --prefill-budget-ms 'The session''s prefill time budget (`run local --prefill-budget-ms`) [default: the session''s]'
             cand --repeat 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed'
             cand --synth-1b 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model''s'
             cand --http 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job''s figures'

@@ -79,6 +79,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l requests -d 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request\'s result (or error) on stdout. `-` reads standard input' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l queue -d 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l groups -d 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l prefill-budget-ms -d 'With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l token-timeout -d 'Seconds to wait for each token' -r
@@ -114,6 +115,9 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt-ids 
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l stages -d 'Split the model into this many stages in this process (activations cross each boundary as wire bytes, as in a pipeline)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l device -d 'Where to compute: `cpu` (swactor\'s engine), `candle` (candle\'s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l threads -d 'Compute threads (the in-process stages share them) [default: the CPUs available]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l speculate -d 'Speculative decoding: `ngram` drafts from the prompt and output so far and verifies each draft in one pass (the output is the same tokens as without it)' -r -f -a "off\t'No speculation'
+ngram\t'N-gram lookup over the sequence\'s own prompt and output'"
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l draft-max -d 'The most tokens drafted per pass (the length follows the measured acceptance)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
@@ -150,6 +154,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l requests -d 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request\'s result (or error) on stdout. `-` reads standard input' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l queue -d 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l groups -d 'With `--requests` or `--serve`: micro-batches in flight at most (the sequences are spread over this many groups) [default: one per stage, at most `--max-sequences`]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l prefill-budget-ms -d 'With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l token-timeout -d 'Seconds to wait for each token' -r
@@ -194,6 +199,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l model-name -d 'The model\'s name in /v1/models and in responses [default: the GGUF\'s name, else its file name]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l queue -d 'Requests waiting for a slot at most; more are refused with 429 [default: 64]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l prefill-budget-ms -d 'A micro-batch carrying a prompt chunk while other sequences decode should come back within this many milliseconds; the chunk size follows what the session measures (0: chunks follow the row budget alone)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l events -d 'Write every session\'s events as JSON Lines to this file (never overwritten)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l readiness-timeout -d 'Seconds each session may take from provisioning to serving' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l token-timeout -d 'Seconds a micro-batch in flight may take to come back before the session faults' -r
@@ -377,7 +383,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from edge" -l samples -d 'Latency samples' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from edge" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from edge" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l model -d 'The GGUF model' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l model -d 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l stages -d 'Stages of the split run' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l tokens -d 'Tokens to generate per run' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)' -r
@@ -385,7 +391,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from decode" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l model -d 'The GGUF model' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l model -d 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l stages -d 'Stages of the split run' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l tokens -d 'Tokens to generate per run' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from pipeline" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0,q4_0`)' -r
@@ -415,12 +421,14 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l resume -d 'Resume instead of failing: the session re-forms over a spare node and, in a second series, over the survivors alone; the time from the kill to the first resumed token and its parts'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -s h -l help -d 'Print help'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l model -d 'The GGUF model' -r -F
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l stages -d 'Stages of the session (one node process and one compute thread each)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l model -d 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l stages -d 'Stages of the session (one node process each)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l threads -d 'Compute threads of each stage worker (the baselines get every core of the host)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l tokens -d 'Tokens each request generates' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l concurrency -d 'Concurrency levels' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most (`run local --groups`) [default: the session\'s]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l prefill-budget-ms -d 'The session\'s prefill time budget (`run local --prefill-budget-ms`) [default: the session\'s]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l repeat -d 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l http -d 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job\'s figures'

@@ -64,14 +64,22 @@ pub fn generate_rate(
     summary["decode_tokens_per_s"].as_f64().ok_or_else(|| err("no decode rate"))
 }
 
-/// The model as `label`, then a copy re-quantized into `dir` for each `--requantize` type.
+/// The first model as `label`, every further one labelled by its file name, then a copy of
+/// the first re-quantized into `dir` for each `--requantize` type.
 pub fn with_requantized(
-    model: &std::path::Path,
+    models: &[std::path::PathBuf],
     requantize: &[String],
     label: String,
     dir: &std::path::Path,
 ) -> Result<Vec<(String, std::path::PathBuf)>, BenchError> {
-    let mut models = vec![(label, model.to_path_buf())];
+    let Some(model) = models.first() else { return Err(err("no model")) };
+    let mut out = vec![(label, model.clone())];
+    // Further models (`--model` again): measured as shipped, labelled by their file name.
+    for m in &models[1..] {
+        let stem = m.file_stem().map(|s| s.to_string_lossy().into_owned());
+        out.push((stem.unwrap_or_else(|| m.display().to_string()), m.clone()));
+    }
+    let mut models = out;
     for q in requantize {
         let target = crate::model::synth::parse_recipe(q)
             .ok_or_else(|| err(format!("unknown type `{q}`")))?;

@@ -210,8 +210,8 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
 
 /// `swactor bench decode`.
 pub fn decode(args: &BenchDecodeArgs, out: &mut Output) -> Result<(), CliError> {
-    let facts = crate::model::read_facts(&args.model)
-        .map_err(|e| super::exit::model_error(&args.model, e))?;
+    let first = args.model.first().map(|p| p.as_path()).unwrap_or(std::path::Path::new(""));
+    let facts = crate::model::read_facts(first).map_err(|e| super::exit::model_error(first, e))?;
     let shipped = facts
         .tensor_types
         .iter()

@@ -82,48 +82,8 @@ pub fn serve(args: &BenchServeArgs, out: &mut Output) -> Result<(), CliError> {
             if args.output.json {
                 out.json("bench_serve", &fig)?;
             } else {
-                let target = match (c, one_ttft) {
-                    (8, Some(one)) => format!(
-                        "   (targets: ratio >= 3 x own single, batching ratio >= 0.8, ttft p50 \
-                         < 2 x {one:.0} ms = {:.0} ms)",
-                        2.0 * one
-                    ),
-                    (8, None) => "   (target: batching ratio >= 0.8)".into(),
-                    _ => String::new(),
-                };
-                let own = match one_rate {
-                    Some(one) if c > 1 && one > 0.0 => {
-                        format!(", {:.2} x own single", fig.aggregate_tokens_per_s / one)
-                    }
-                    _ => String::new(),
-                };
-                let batching = if fig.batch_tokens_per_s > 0.0 {
-                    format!(
-                        ", one process batching {c} {:.1} tok/s, ratio {:.2}",
-                        fig.batch_tokens_per_s, fig.batch_ratio
-                    )
-                } else {
-                    String::new()
-                };
-                progress.suspend(|| {
-                    out.line(format!(
-                        "{:<8} {:>2} concurrent: aggregate {:>6.1} tok/s, generate ({} threads) \
-                         {:>6.1} tok/s, ratio {:.2}{own}{batching}; ttft p50 {:.0} ms p95 {:.0} ms; inter-token \
-                         p50 {:.1} ms p95 {:.1} ms; {} tokens, {} failed{target}",
-                        fig.dtype,
-                        c,
-                        fig.aggregate_tokens_per_s,
-                        threads,
-                        generate,
-                        fig.ratio,
-                        fig.ttft_p50_ms,
-                        fig.ttft_p95_ms,
-                        fig.itl_p50_ms,
-                        fig.itl_p95_ms,
-                        fig.tokens,
-                        fig.failed
-                    ))
-                })?;
+                let line = direct_line(&fig, threads, (one_ttft, one_rate));
+                progress.suspend(|| out.line(line))?;
             }
             if args.http {
                 let mut http = bench::serve::median_figure(&http);
@@ -186,4 +146,55 @@ fn print_http(
         ))
     })?;
     Ok(())
+}
+
+/// One level's line without HTTP: the session beside its baselines and targets (`single`:
+/// the 1-concurrent time to first token and aggregate rate, where measured).
+fn direct_line(
+    fig: &bench::serve::ServeFigure,
+    threads: u32,
+    single: (Option<f64>, Option<f64>),
+) -> String {
+    let (c, generate) = (fig.concurrency, fig.generate_tokens_per_s);
+    let (one_ttft, one_rate) = single;
+    let target = match (c, one_ttft) {
+        (8, Some(one)) => format!(
+            "   (targets: ratio >= 3 x own single, batching ratio >= 0.8, ttft p50 \
+             < 2 x {one:.0} ms = {:.0} ms)",
+            2.0 * one
+        ),
+        (8, None) => "   (target: batching ratio >= 0.8)".into(),
+        _ => String::new(),
+    };
+    let own = match one_rate {
+        Some(one) if c > 1 && one > 0.0 => {
+            format!(", {:.2} x own single", fig.aggregate_tokens_per_s / one)
+        }
+        _ => String::new(),
+    };
+    let batching = if fig.batch_tokens_per_s > 0.0 {
+        format!(
+            ", one process batching {c} {:.1} tok/s, ratio {:.2}",
+            fig.batch_tokens_per_s, fig.batch_ratio
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{:<8} {:>2} concurrent: aggregate {:>6.1} tok/s, generate ({} threads) \
+             {:>6.1} tok/s, ratio {:.2}{own}{batching}; ttft p50 {:.0} ms p95 {:.0} ms; inter-token \
+             p50 {:.1} ms p95 {:.1} ms; {} tokens, {} failed{target}",
+        fig.dtype,
+        c,
+        fig.aggregate_tokens_per_s,
+        threads,
+        generate,
+        fig.ratio,
+        fig.ttft_p50_ms,
+        fig.ttft_p95_ms,
+        fig.itl_p50_ms,
+        fig.itl_p95_ms,
+        fig.tokens,
+        fig.failed
+    )
 }

@@ -7,11 +7,18 @@ use color_eyre::eyre::eyre;
 use serde::Serialize;
 
 use super::args::GenerateArgs;
+use super::args::model::Speculate;
 use super::config::runtime::runtime_config;
 use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
-use crate::model::generate::{LocalPipeline, StopReason, even_split, generate_until as run};
+use crate::model::generate::{
+    LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
+};
+
+/// One more row of a verifying pass against a whole decode step, in one process (decode
+/// reads every weight once for all its rows).
+const SPEC_ROW_COST: f64 = 0.1;
 use crate::model::gguf::read_content;
 use crate::model::llama::{ComputeDevice, StageError};
 use crate::model::sampling::Sampler;
@@ -34,6 +41,32 @@ struct Summary {
     load_ms: f64,
     prefill_ms: f64,
     decode_tokens_per_s: f64,
+    /// Speculation's counters (`--speculate`), named as llama.cpp's and vLLM's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speculation: Option<SpecSummary>,
+}
+
+#[derive(Serialize)]
+struct SpecSummary {
+    swactor_spec_decode_num_drafts_total: u64,
+    swactor_spec_decode_num_draft_tokens_total: u64,
+    swactor_spec_decode_num_accepted_tokens_total: u64,
+    /// Accepted over drafted tokens.
+    acceptance: f64,
+    /// Tokens generated per pass through the model (prefill excluded).
+    tokens_per_pass: f64,
+}
+
+impl SpecSummary {
+    fn of(spec: &SpecCounts, tokens: u32) -> SpecSummary {
+        SpecSummary {
+            swactor_spec_decode_num_drafts_total: spec.drafts,
+            swactor_spec_decode_num_draft_tokens_total: spec.draft_tokens,
+            swactor_spec_decode_num_accepted_tokens_total: spec.accepted_tokens,
+            acceptance: spec.accepted_tokens as f64 / spec.draft_tokens.max(1) as f64,
+            tokens_per_pass: f64::from(tokens.saturating_sub(1)) / spec.trips.max(1) as f64,
+        }
+    }
 }
 
 fn stage_error(e: StageError) -> CliError {
@@ -147,24 +180,38 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let mut first_token_at = None;
     let json = args.output.json;
     let stops: Vec<u32> = [facts.eos_token_id, facts.eot_token_id].into_iter().flatten().collect();
-    let stop = run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, &stops, |id| {
+    let mut spec = SpecCounts::default();
+    let on_token = |id| {
         if first_token_at.is_none() {
             first_token_at = Some(Instant::now());
         }
         let text = detok.push(id);
-        let r = if json {
-            out.json("token", &TokenLine { index: count, id, text: &text })
-        } else if text.is_empty() {
-            Ok(())
-        } else {
-            out.write_str(&text)
+        let r = match (json, text.is_empty()) {
+            (true, _) => out.json("token", &TokenLine { index: count, id, text: &text }),
+            (false, true) => Ok(()),
+            (false, false) => out.write_str(&text),
         };
         if let Err(e) = r {
             write_err.get_or_insert(e);
         }
         count += 1;
         signals.stopped().is_none()
-    })
+    };
+    let stop = match args.speculate {
+        Speculate::Off => {
+            run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, &stops, on_token)
+        }
+        Speculate::Ngram => generate_speculative(
+            &mut pipeline,
+            &prompt,
+            runtime.max_tokens,
+            &mut sampler,
+            &stops,
+            (args.draft_max as usize, SPEC_ROW_COST),
+            &mut spec,
+            on_token,
+        ),
+    }
     .map_err(stage_error)?;
     if let Some(e) = write_err {
         return Err(e.into());
@@ -194,11 +241,23 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         } else {
             0.0
         },
+        speculation: (args.speculate != Speculate::Off).then(|| SpecSummary::of(&spec, count)),
     };
+    print_summary(out, json, &summary, &rest)
+}
+
+/// The generation's summary: a `generation` line, or the rest of the text and a line on
+/// stderr.
+fn print_summary(
+    out: &mut Output,
+    json: bool,
+    summary: &Summary,
+    rest: &str,
+) -> Result<(), CliError> {
     if json {
         out.json("generation", &summary)?;
     } else {
-        out.write_str(&rest)?;
+        out.write_str(rest)?;
         out.line("")?;
         eprintln!(
             "completed ({}): {} prompt tokens, {} generated; prefill {:.0} ms, decode {:.1} \

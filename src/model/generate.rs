@@ -103,6 +103,131 @@ impl LocalPipeline {
     }
 }
 
+impl LocalPipeline {
+    /// Runs `tokens` (one sequence, slot 0) through every stage, the last returning the
+    /// logits of every row: verifying a draft. Engine stages only.
+    pub fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>, StageError> {
+        let hidden = self.stages[0].facts().hidden_size as usize;
+        let no = std::sync::atomic::AtomicBool::new(false);
+        let slots = vec![0usize; tokens.len()];
+        let n = self.stages.len();
+        let first = StageInput::Tokens(tokens);
+        let mut out = if n == 1 {
+            self.stages[0].verify_rows(&slots, first, &no)?
+        } else {
+            self.stages[0].forward_rows(&slots, first, &no)?
+        };
+        for (i, stage) in self.stages.iter_mut().enumerate().skip(1) {
+            let StageOutput::Hidden(h) = out else {
+                return Err(StageError::BadInput("a middle stage produced logits".into()));
+            };
+            let bytes = encode_hidden(&h, self.dtype);
+            let h = decode_hidden(&bytes, hidden, self.dtype)?;
+            out = if i + 1 == n {
+                stage.verify_rows(&slots, StageInput::Hidden(&h), &no)?
+            } else {
+                stage.forward_rows(&slots, StageInput::Hidden(&h), &no)?
+            };
+        }
+        match out {
+            StageOutput::Logits(l) => Ok(l),
+            StageOutput::Hidden(_) => {
+                Err(StageError::BadInput("the last stage produced hidden states".into()))
+            }
+        }
+    }
+
+    /// Drops every stage's cached positions from `len` on (a rejected draft's rows).
+    pub fn truncate(&mut self, len: usize) -> Result<(), StageError> {
+        self.stages.iter_mut().try_for_each(|s| s.truncate_slot(0, len))
+    }
+}
+
+/// What speculation did over one generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecCounts {
+    /// Trips that carried a draft.
+    pub drafts: u64,
+    /// Tokens drafted.
+    pub draft_tokens: u64,
+    /// Drafted tokens accepted.
+    pub accepted_tokens: u64,
+    /// Trips through the model in all (prefill excluded).
+    pub trips: u64,
+}
+
+/// As [`generate_until`], drafting with the n-gram drafter and verifying each draft in
+/// one trip (up to `max_k` drafted tokens, the length following the measured acceptance
+/// with one more row costing `row_cost` of a step). Every sampling policy stays exact:
+/// the sampler is keyed by position, so a drafted token is kept only where it is the
+/// token the model would have produced there; the output is the same tokens as without
+/// speculation.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_speculative(
+    pipeline: &mut LocalPipeline,
+    prompt: &[u32],
+    max_tokens: u32,
+    sampler: &mut Sampler,
+    stops: &[u32],
+    (max_k, row_cost): (usize, f64),
+    counts: &mut SpecCounts,
+    mut on_token: impl FnMut(u32) -> bool,
+) -> Result<StopReason, StageError> {
+    use crate::speculate::{adapt::DraftLength, ngram::NgramDrafter, verify::accept_greedy};
+    let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
+    let drafter = NgramDrafter::default();
+    let mut length = DraftLength::new(max_k);
+    let mut history = prompt.to_vec();
+    let logits = pipeline.step(prompt)?;
+    let mut pending = vec![sampler.sample(&logits, prompt.len() as u32)];
+    let mut produced = 0u32;
+    loop {
+        // Emit what the last trip decided, stopping where one token ends the sequence.
+        for &token in &pending {
+            if stops.contains(&token) {
+                return Ok(StopReason::Eos);
+            }
+            if !on_token(token) {
+                return Ok(StopReason::Stopped);
+            }
+            history.push(token);
+            produced += 1;
+            if produced >= max_tokens {
+                return Ok(StopReason::MaxTokens);
+            }
+            if history.len() > max_seq {
+                return Ok(StopReason::ContextFull);
+            }
+        }
+        let last = *history.last().unwrap_or(&0);
+        let cached = history.len() - 1;
+        // Room for the draft: the tokens still wanted and the context left.
+        let room = (max_tokens - produced) as usize;
+        let room = room.min(max_seq.saturating_sub(history.len()));
+        let k = length.next(row_cost).min(room);
+        let draft = drafter.draft(&history, k);
+        let mut rows = vec![last];
+        rows.extend_from_slice(&draft);
+        let logits = pipeline.verify(&rows)?;
+        counts.trips += 1;
+        let vocab = logits.len() / rows.len();
+        let target: Vec<u32> = (0..rows.len())
+            .map(|i| sampler.sample(&logits[i * vocab..(i + 1) * vocab], (cached + 1 + i) as u32))
+            .collect();
+        let verdict = accept_greedy(&draft, &target)
+            .ok_or_else(|| StageError::BadInput("the verification lost a row".into()))?;
+        if !draft.is_empty() {
+            counts.drafts += 1;
+            counts.draft_tokens += draft.len() as u64;
+            counts.accepted_tokens += verdict.accepted as u64;
+            length.observe(draft.len(), verdict.accepted);
+        }
+        // Row 0 and the accepted drafts stay cached; the rejected rows go.
+        pipeline.truncate(cached + 1 + verdict.accepted)?;
+        pending = verdict.tokens;
+    }
+}
+
 /// Why generation stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -339,6 +339,42 @@ impl LlamaStage {
         }
     }
 
+    /// Drops one slot's cached positions from `len` on (a rejected draft's rows): the
+    /// next row continues at `len`. Refused on candle, which cannot roll back.
+    pub fn truncate_slot(&mut self, slot: usize, len: usize) -> Result<(), StageError> {
+        match &mut self.backend {
+            Backend::Engine(s) if slot < s.slots() => {
+                s.truncate(slot, len);
+                Ok(())
+            }
+            Backend::Engine(_) => Err(StageError::BadInput(format!("slot {slot} does not exist"))),
+            Backend::Candle(_) => {
+                Err(StageError::BadInput("candle stages cannot roll a cache back".into()))
+            }
+        }
+    }
+
+    /// As [`LlamaStage::forward_rows`] on one slot, but the last stage returns the logits
+    /// of every row (`[rows, vocab]`): verifying a draft. Engine stages only.
+    pub fn verify_rows(
+        &mut self,
+        slots: &[usize],
+        input: StageInput<'_>,
+        abort: &AtomicBool,
+    ) -> Result<StageOutput, StageError> {
+        let Backend::Engine(s) = &mut self.backend else {
+            return Err(StageError::BadInput("candle stages cannot verify drafts".into()));
+        };
+        let input = match input {
+            StageInput::Tokens(ids) => swactor_engine::llama::Input::Tokens(ids),
+            StageInput::Hidden(h) => swactor_engine::llama::Input::Hidden(h),
+        };
+        Ok(match s.forward_every_row(slots, input, abort)? {
+            swactor_engine::llama::Output::Hidden(h) => StageOutput::Hidden(h),
+            swactor_engine::llama::Output::Logits(l) => StageOutput::Logits(l),
+        })
+    }
+
     /// Runs the stage over `n` new tokens (prefill when `n > 1`, decode when 1).
     pub fn forward(&mut self, input: StageInput<'_>) -> Result<StageOutput, StageError> {
         self.forward_abortable(input, &AtomicBool::new(false))

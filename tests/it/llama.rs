@@ -354,3 +354,112 @@ fn a_rows_results_are_bitwise_the_same_at_batch_1_3_8_and_16_and_in_a_prefill_ch
         assert_eq!(beside(7, 3, true), alone, "{dtype:?} {kv:?}: batch 8 on 3 threads");
     }
 }
+
+/// The tokens of `generate_speculative` at `max_k`, beside its counters.
+fn run_speculative(
+    path: &Path,
+    ranges: &[LayerRange],
+    prompt: &[u32],
+    tokens: u32,
+    policy: SamplingPolicy,
+    max_k: usize,
+) -> (Vec<u32>, swactor::model::generate::SpecCounts) {
+    let mut p = LocalPipeline::load(
+        path,
+        ranges,
+        256,
+        Default::default(),
+        ActivationDType::F32,
+        ComputeDevice::Cpu,
+        1,
+    )
+    .expect("load");
+    let mut out = Vec::new();
+    let mut counts = Default::default();
+    let stop = swactor::model::generate::generate_speculative(
+        &mut p,
+        prompt,
+        tokens,
+        &mut Sampler::new(policy),
+        &[],
+        (max_k, 0.0),
+        &mut counts,
+        |t| {
+            out.push(t);
+            true
+        },
+    )
+    .expect("generate");
+    assert_eq!(stop, StopReason::MaxTokens);
+    (out, counts)
+}
+
+#[test]
+fn speculation_gives_the_same_tokens_at_every_draft_length_stage_count_and_policy() {
+    let path = f32_model();
+    // A prompt that repeats itself, so that the n-gram drafter proposes often.
+    let base: Vec<u32> = (0..12).map(|i| 20 + (i * 7) % 50).collect();
+    let prompt: Vec<u32> = base.iter().chain(&base).chain(&base[..6]).copied().collect();
+    let sampled =
+        SamplingPolicy::Sample { temperature: 0.9, top_k: Some(40), top_p: None, seed: 5 };
+    let mut drafted = 0;
+    for policy in [SamplingPolicy::Greedy, sampled] {
+        let plain = {
+            let mut p = LocalPipeline::load(
+                &path,
+                &even_split(6, 1),
+                256,
+                Default::default(),
+                ActivationDType::F32,
+                ComputeDevice::Cpu,
+                1,
+            )
+            .expect("load");
+            let mut out = Vec::new();
+            generate(&mut p, &prompt, 48, &mut Sampler::new(policy), &[], |t| out.push(t))
+                .expect("generate");
+            out
+        };
+        for stages in 1..=4 {
+            for max_k in [1, 3, 8] {
+                let (out, counts) =
+                    run_speculative(&path, &even_split(6, stages), &prompt, 48, policy, max_k);
+                assert_eq!(out, plain, "{policy:?}, {stages} stages, k <= {max_k}");
+                assert!(counts.accepted_tokens <= counts.draft_tokens);
+                drafted += counts.draft_tokens;
+            }
+        }
+    }
+    assert!(drafted > 0, "the drafter never proposed: the test proves nothing");
+}
+
+#[test]
+fn a_rejected_draft_leaves_no_row_behind_in_any_stage() {
+    // Truncating to the accepted length and continuing gives the same logits as never
+    // having run the rejected rows.
+    let path = f32_model();
+    let load = || {
+        LocalPipeline::load(
+            &path,
+            &even_split(6, 2),
+            256,
+            Default::default(),
+            ActivationDType::F32,
+            ComputeDevice::Cpu,
+            1,
+        )
+        .expect("load")
+    };
+    let prompt: Vec<u32> = (1..20).collect();
+    let mut a = load();
+    a.step(&prompt).expect("prefill");
+    let verified = a.verify(&[7, 8, 9, 10]).expect("verify");
+    assert_eq!(verified.len() % 4, 0, "logits for every row");
+    a.truncate(prompt.len() + 1).expect("truncate");
+    let after = a.step(&[11]).expect("continue");
+    let mut b = load();
+    b.step(&prompt).expect("prefill");
+    b.step(&[7]).expect("step");
+    let want = b.step(&[11]).expect("continue");
+    assert_eq!(after, want);
+}

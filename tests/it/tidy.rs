@@ -37,6 +37,7 @@ fn layer(key: &str) -> Option<u8> {
             ("control/", 0),
             ("ring/", 0),
             ("model/", 0),
+            ("speculate/", 0),
             ("worker/protocol.rs", 0),
             ("worker/device.rs", 0),
             ("worker/", 2),

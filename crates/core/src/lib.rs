@@ -34,6 +34,7 @@ pub mod planner;
 pub mod ring;
 pub mod serve;
 pub mod sim;
+pub mod speculate;
 pub mod stage;
 pub mod wire;
 pub mod worker;

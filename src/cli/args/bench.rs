@@ -108,9 +108,10 @@ pub struct BenchEdgeArgs {
 /// `swactor bench decode` and `swactor bench pipeline`
 #[derive(Debug, Args)]
 pub struct BenchDecodeArgs {
-    /// The GGUF model.
-    #[arg(long, value_name = "GGUF")]
-    pub model: PathBuf,
+    /// The GGUF model; again for more models, measured one after another in the same run
+    /// (`--requantize` copies the first).
+    #[arg(long, value_name = "GGUF", required = true)]
+    pub model: Vec<PathBuf>,
     /// Stages of the split run.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub stages: u32,
@@ -211,9 +212,10 @@ pub struct BenchFailoverArgs {
 /// `swactor bench serve`
 #[derive(Debug, Args)]
 pub struct BenchServeArgs {
-    /// The GGUF model.
-    #[arg(long, value_name = "GGUF")]
-    pub model: PathBuf,
+    /// The GGUF model; again for more models, measured one after another in the same run
+    /// (`--requantize` copies the first).
+    #[arg(long, value_name = "GGUF", required = true)]
+    pub model: Vec<PathBuf>,
     /// Also measure a 1.1B llama written on the fly into the scratch directory (`model
     /// synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures
     /// at a real size beside the model's.

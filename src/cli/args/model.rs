@@ -35,6 +35,14 @@ pub struct GenerateArgs {
     /// Compute threads (the in-process stages share them) [default: the CPUs available].
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
+    /// Speculative decoding: `ngram` drafts from the prompt and output so far and verifies
+    /// each draft in one pass (the output is the same tokens as without it).
+    #[arg(long, value_enum, default_value_t = Speculate::Off, value_name = "HOW")]
+    pub speculate: Speculate,
+    /// The most tokens drafted per pass (the length follows the measured acceptance).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=15))]
+    pub draft_max: u32,
     /// Runtime settings.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -223,4 +231,13 @@ impl From<SynthArchArg> for crate::model::synth::SynthArch {
             SynthArchArg::Gemma3 => S::Gemma3,
         }
     }
+}
+
+/// `--speculate`: how drafts are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Speculate {
+    /// No speculation.
+    Off,
+    /// N-gram lookup over the sequence's own prompt and output.
+    Ngram,
 }

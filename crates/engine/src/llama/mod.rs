@@ -170,7 +170,8 @@ pub enum Input<'a> {
 pub enum Output {
     /// Hidden states `[rows, hidden]` for the next stage.
     Hidden(Vec<f32>),
-    /// Logits `[k, vocab]` of the last row of each slot in the batch, in row order.
+    /// Logits `[k, vocab]` of the last row of each slot in the batch, in row order (of
+    /// every row from [`Stage::forward_every_row`]).
     Logits(Vec<f32>),
 }
 
@@ -218,6 +219,9 @@ pub struct Stage {
     layout: Layout,
     slots: Vec<Slot>,
     s: Scratch,
+    /// The last stage returns logits for every row, not each slot's last (verifying a
+    /// draft).
+    every_row: bool,
 }
 
 impl Stage {
@@ -249,6 +253,7 @@ impl Stage {
             layout,
             slots: (0..slots.max(1)).map(|_| Slot::default()).collect(),
             s: Scratch::default(),
+            every_row: false,
         })
     }
 
@@ -299,6 +304,30 @@ impl Stage {
     /// Empties `slot`'s cache (its memory is kept).
     pub fn reset(&mut self, slot: usize) {
         self.slots[slot].len = 0;
+    }
+
+    /// Drops `slot`'s cached positions from `len` on (nothing when it holds fewer): a
+    /// rejected draft's rows. The next row continues at `len`, as if they had never run.
+    /// On a sliding-window block the rows dropped must be at most the window's spare
+    /// positions (`window_cap - window`): a verifying pass of at most that many rows.
+    pub fn truncate(&mut self, slot: usize, len: usize) {
+        if let Some(s) = self.slots.get_mut(slot) {
+            s.len = s.len.min(len);
+        }
+    }
+
+    /// As [`Stage::forward`], but the last stage returns the logits of every row
+    /// (`[rows, vocab]`), as verifying a draft needs.
+    pub fn forward_every_row(
+        &mut self,
+        slots: &[usize],
+        input: Input<'_>,
+        abort: &AtomicBool,
+    ) -> Result<Output, ForwardError> {
+        self.every_row = true;
+        let out = self.forward(slots, input, abort);
+        self.every_row = false;
+        out
     }
 
     /// Runs the stage over rows; `slots[i]` is row `i`'s sequence slot. `abort` is polled
@@ -406,8 +435,9 @@ impl Stage {
         let d = self.cfg.hidden;
         match (&self.w.norm, &self.w.head) {
             (Some(norm), Some(head)) => {
-                let last: Vec<usize> =
-                    (0..n).filter(|&i| !slots[i + 1..].contains(&slots[i])).collect();
+                let last: Vec<usize> = (0..n)
+                    .filter(|&i| self.every_row || !slots[i + 1..].contains(&slots[i]))
+                    .collect();
                 let k = last.len();
                 let acts = &mut self.s.acts;
                 acts.f32.resize(k * d, 0.0);

@@ -1,0 +1,134 @@
+//! The draft length of one sequence (pure): how many tokens to draft for its next trip,
+//! from its measured acceptance and what one more row costs.
+//!
+//! With a per-token acceptance rate `a` (a moving average of accepted / drafted), `k`
+//! drafted tokens yield `(1 - a^(k+1)) / (1 - a)` tokens per trip in expectation, and the
+//! trip costs `1 + r k` times a plain one, where `r` is the cost of one more row relative
+//! to a whole decode step (small while decode reads the weights once for every row, near
+//! 1 when the session is busy and every row costs compute). The length chosen maximizes
+//! tokens per cost; where no length beats 1.0 speculation is off for the sequence, and a
+//! short draft probes again every [`PROBE_EVERY`] trips so that a sequence that starts to
+//! repeat its input gets it back. Gains follow tokens accepted per trip, not tokens
+//! drafted.
+
+/// Trips between probes while speculation is off.
+pub const PROBE_EVERY: u32 = 16;
+/// Weight of the newest trip in the acceptance average.
+const NEW_WEIGHT: f64 = 0.3;
+/// Acceptance assumed before anything was measured (optimistic: try it).
+const PRIOR: f64 = 0.6;
+
+/// One sequence's draft length controller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftLength {
+    max_k: usize,
+    acceptance: f64,
+    /// Trips since speculation went off (`None`: on).
+    off_for: Option<u32>,
+}
+
+impl DraftLength {
+    /// A controller drafting at most `max_k` tokens.
+    pub fn new(max_k: usize) -> DraftLength {
+        DraftLength { max_k, acceptance: PRIOR, off_for: None }
+    }
+
+    /// The acceptance rate it believes (accepted per drafted token).
+    pub fn acceptance(&self) -> f64 {
+        self.acceptance
+    }
+
+    /// A trip drafted `drafted` tokens and `accepted` of them were kept (a trip that
+    /// drafted nothing teaches nothing).
+    pub fn observe(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            return;
+        }
+        let rate = accepted.min(drafted) as f64 / drafted as f64;
+        self.acceptance += NEW_WEIGHT * (rate - self.acceptance);
+    }
+
+    /// Tokens to draft for the next trip, one more row costing `row_cost` of a decode
+    /// step: 0 while speculation does not pay (with a probe of 1 every [`PROBE_EVERY`]
+    /// trips).
+    pub fn next(&mut self, row_cost: f64) -> usize {
+        let best = best_length(self.acceptance, row_cost, self.max_k);
+        if best > 0 {
+            self.off_for = None;
+            return best;
+        }
+        let off = self.off_for.map_or(1, |n| n + 1);
+        if off >= PROBE_EVERY && self.max_k > 0 && row_cost < 1.0 {
+            self.off_for = Some(0);
+            return 1;
+        }
+        self.off_for = Some(off);
+        0
+    }
+}
+
+/// Expected tokens per trip with `k` drafted at acceptance `a`.
+pub fn expected_tokens(a: f64, k: usize) -> f64 {
+    let a = a.clamp(0.0, 1.0);
+    if a >= 1.0 { (k + 1) as f64 } else { (1.0 - a.powi(k as i32 + 1)) / (1.0 - a) }
+}
+
+/// The `k` in `0..=max_k` with the most expected tokens per unit of cost `1 + r k`; 0
+/// unless some `k` gains at least 5 % over plain decoding.
+pub fn best_length(a: f64, r: f64, max_k: usize) -> usize {
+    let r = r.max(0.0);
+    let mut best = (0usize, 1.0f64);
+    for k in 1..=max_k {
+        let gain = expected_tokens(a, k) / (1.0 + r * k as f64);
+        if gain > best.1 {
+            best = (k, gain);
+        }
+    }
+    if best.1 >= 1.05 { best.0 } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_tokens_grow_with_acceptance_and_length() {
+        assert_eq!(expected_tokens(0.0, 5), 1.0);
+        assert_eq!(expected_tokens(1.0, 3), 4.0);
+        assert!((expected_tokens(0.5, 2) - 1.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cheap_rows_and_high_acceptance_draft_long_expensive_rows_or_low_acceptance_none() {
+        assert_eq!(best_length(0.9, 0.05, 8), 8);
+        assert!(best_length(0.6, 0.1, 8) >= 2);
+        assert_eq!(best_length(0.05, 0.1, 8), 0);
+        assert_eq!(best_length(0.9, 1.0, 8), 0, "a busy session: a row costs a step");
+    }
+
+    #[test]
+    fn a_sequence_whose_drafts_fail_turns_speculation_off_and_probes_again_later() {
+        let mut d = DraftLength::new(6);
+        assert!(d.next(0.1) > 0, "tried before anything is known");
+        for _ in 0..20 {
+            d.observe(4, 0);
+        }
+        let ks: Vec<usize> = (0..PROBE_EVERY).map(|_| d.next(0.1)).collect();
+        assert_eq!(ks.iter().filter(|&&k| k > 0).count(), 1, "one probe per {PROBE_EVERY}");
+        assert_eq!(*ks.last().unwrap(), 1);
+        // The probe succeeds again and again: speculation comes back.
+        for _ in 0..10 {
+            d.observe(1, 1);
+        }
+        assert!(d.next(0.1) > 1);
+    }
+
+    #[test]
+    fn a_busy_session_never_probes() {
+        let mut d = DraftLength::new(4);
+        for _ in 0..20 {
+            d.observe(4, 0);
+        }
+        assert!((0..3 * PROBE_EVERY).all(|_| d.next(1.0) == 0));
+    }
+}
