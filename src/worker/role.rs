@@ -180,7 +180,13 @@ fn llama_step(
             stage.reset_slot(slot);
             samplers[slot] = Some(Sampler::new(e.sampling.policy()));
         }
-        let at = stage.slot_position(slot);
+        let mut at = stage.slot_position(slot);
+        if e.flags.contains(EntryFlags::ROLLBACK) && (e.first_position as usize) < at {
+            stage
+                .truncate_slot(slot, e.first_position as usize)
+                .map_err(|e| fail(format!("slot {slot}: {e}")))?;
+            at = stage.slot_position(slot);
+        }
         if e.first_position as usize != at {
             return Err(fail(format!(
                 "slot {slot} holds {at} positions, the micro-batch continues at {}",
@@ -193,29 +199,53 @@ fn llama_step(
         .iter()
         .flat_map(|e| std::iter::repeat_n(e.slot as usize, e.tokens as usize))
         .collect();
+    // A verifying entry needs the logits after every row: the last stage then returns
+    // every row's, and each entry's last row is found by its offset.
+    let every = stage.spec().head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
+    let forward = |stage: &mut LlamaStage, input: StageInput<'_>| {
+        if every {
+            stage.verify_rows(&slots, input, abort)
+        } else {
+            stage.forward_rows(&slots, input, abort)
+        }
+    };
     let out = if embedding {
         let ids: Vec<u32> =
             rows.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        stage.forward_rows(&slots, StageInput::Tokens(&ids), abort)
+        forward(stage, StageInput::Tokens(&ids))
     } else {
-        decode_hidden(rows, hidden, dtype)
-            .and_then(|h| stage.forward_rows(&slots, StageInput::Hidden(&h), abort))
+        decode_hidden(rows, hidden, dtype).and_then(|h| forward(stage, StageInput::Hidden(&h)))
     };
     let mut bytes = table.encode();
     match out {
         Ok(StageOutput::Logits(logits)) => {
-            let vocab = logits.len() / table.entries().len().max(1);
+            let n = if every { slots.len() } else { table.entries().len() };
+            let vocab = logits.len() / n.max(1);
             let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
             let mut logprobs = vec![None; table.entries().len()];
+            let mut verified = vec![Vec::new(); table.entries().len()];
+            let mut row0 = 0usize;
             for (i, e) in table.entries().iter().enumerate() {
+                // This entry's last row among the logits returned.
+                let last = if every { row0 + e.tokens as usize - 1 } else { i };
+                row0 += e.tokens as usize;
                 if !e.flags.contains(EntryFlags::SAMPLE) {
                     continue;
                 }
                 let sampler = samplers[e.slot as usize]
                     .get_or_insert_with(|| Sampler::new(e.sampling.policy()));
-                let row = &logits[i * vocab..(i + 1) * vocab];
+                let row = &logits[last * vocab..(last + 1) * vocab];
                 // The token stands right after the entry's rows.
                 tokens[i] = sampler.sample(row, e.first_position + e.tokens);
+                if e.flags.contains(EntryFlags::VERIFY) {
+                    let first = last + 1 - e.tokens as usize;
+                    verified[i] = (0..e.tokens as usize - 1)
+                        .map(|j| {
+                            let r = &logits[(first + j) * vocab..(first + j + 1) * vocab];
+                            sampler.sample(r, e.first_position + j as u32 + 1)
+                        })
+                        .collect();
+                }
                 if e.flags.contains(EntryFlags::LOGPROBS) {
                     let k = e.sampling.top_logprobs as usize;
                     logprobs[i] = Some(crate::wire::logprobs::of_logits(row, tokens[i], k));
@@ -223,6 +253,7 @@ fn llama_step(
             }
             bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
             crate::wire::logprobs::encode(&table, &logprobs, &mut bytes);
+            crate::wire::batch::encode_verify_section(&table, &verified, &mut bytes);
         }
         Ok(StageOutput::Hidden(h)) => bytes.extend_from_slice(&encode_hidden(&h, dtype)),
         Err(StageError::Aborted) => return Err(StepError::Aborted),

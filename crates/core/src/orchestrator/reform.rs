@@ -77,6 +77,7 @@ pub fn resubmission(
         max_tokens: budget - replay.generated,
         sampling: request.sampling,
         logprobs: request.logprobs,
+        speculative: true,
     })
 }
 

@@ -155,6 +155,9 @@ pub struct SessionLimits {
     /// A micro-batch carrying prompt rows while other sequences decode should come back
     /// within this (`None`: chunks follow `batch_tokens` alone).
     pub prefill_budget: Option<std::time::Duration>,
+    /// Speculative decoding: the most tokens the n-gram drafter proposes per trip for one
+    /// sequence (0: off).
+    pub draft_max: u8,
 }
 
 impl Default for SessionLimits {
@@ -164,6 +167,7 @@ impl Default for SessionLimits {
             batch_tokens: DEFAULT_BATCH_TOKENS,
             groups: 0,
             prefill_budget: Some(super::scheduler::pacer::DEFAULT_BUDGET),
+            draft_max: 0,
         }
     }
 }
@@ -226,6 +230,7 @@ impl RunFsm {
             eot: plan.model.eot_token_id,
             vocab: plan.model.vocab_size,
             max_top_logprobs: plan.runtime.max_top_logprobs,
+            draft_max: limits.draft_max,
         });
         let mut fsm = RunFsm {
             run_id: plan.run_id,
@@ -289,6 +294,7 @@ impl RunFsm {
                 max_tokens: plan.runtime.max_tokens,
                 sampling: plan.runtime.sampling,
                 logprobs: None,
+                speculative: true,
             },
         );
         fsm.close_input(now);
@@ -304,6 +310,11 @@ impl RunFsm {
         let id = self.sched.submit(req)?;
         self.pump(now);
         Ok(id)
+    }
+
+    /// Speculation's counters over the session so far.
+    pub fn spec_counters(&self) -> super::scheduler::SpecCounters {
+        self.sched.spec_counters()
     }
 
     /// The next sequence that took a slot (its wait in the queue ended).
@@ -497,8 +508,9 @@ impl RunFsm {
         let vocab = self.sched.config().vocab;
         let returned = crate::wire::logprobs::split_token_out(payload, self.limits, vocab)
             .map_err(|_| TokenFault::Malformed)
-            .and_then(|(table, tokens, logprobs)| {
-                self.sched.batch_returned_with(&table, &tokens, &logprobs).map_err(|e| match e {
+            .and_then(|(table, tokens, logprobs, verified)| {
+                let sched = &mut self.sched;
+                sched.batch_returned_all(&table, &tokens, &logprobs, &verified).map_err(|e| match e {
                     super::scheduler::ReturnError::OutOfVocab(_) => TokenFault::OutOfVocab,
                     _ => TokenFault::Malformed,
                 })

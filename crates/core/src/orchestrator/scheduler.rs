@@ -28,7 +28,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::wire::SamplingPolicy;
-use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, NO_TOKEN};
+use crate::speculate::adapt::DraftLength;
+use crate::speculate::ngram::NgramDrafter;
+use crate::speculate::verify::accept_greedy;
+use crate::wire::batch::{
+    BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_VERIFY_ROWS, NO_TOKEN,
+};
 use crate::wire::logprobs::TokenLogprobs;
 
 /// A sequence's id within one session (assigned at submission, increasing from 0).
@@ -59,6 +64,9 @@ pub struct SchedulerConfig {
     /// The most log-probability alternatives an entry may ask for (`None`: no entry asks;
     /// a sequence's request is cut to this).
     pub max_top_logprobs: Option<u32>,
+    /// Speculative decoding: the most tokens drafted (n-gram) per trip for one sequence
+    /// (0: off; at most 15).
+    pub draft_max: u8,
 }
 
 /// One request.
@@ -72,6 +80,9 @@ pub struct SeqRequest {
     pub sampling: SamplingPolicy,
     /// Log-probabilities of each token and this many alternatives (`None`: none).
     pub logprobs: Option<u32>,
+    /// Whether its tokens may be drafted and verified several at a time (where the
+    /// session speculates; never with log-probabilities).
+    pub speculative: bool,
 }
 
 /// Why a request was refused (nothing changed).
@@ -218,6 +229,12 @@ struct Seq {
     in_flight: bool,
     /// Cancelled while in flight: finish with this when its micro-batch returns.
     cancelled: Option<FinishReason>,
+    /// The draft riding with its last token in the micro-batch in flight.
+    draft: Vec<u32>,
+    /// Its draft length (`None`: it does not speculate).
+    spec: Option<DraftLength>,
+    /// The stages hold rows of a rejected draft: its next entry rolls them back.
+    rollback: bool,
 }
 
 impl Seq {
@@ -255,6 +272,19 @@ pub struct Scheduler {
     planted_skip_reset: bool,
     /// Slots that held a sequence before (for the planted skipped reset).
     used_slots: BTreeSet<u16>,
+    drafter: NgramDrafter,
+    spec: SpecCounters,
+}
+
+/// Speculation's counters over a session (named as llama.cpp's and vLLM's in reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecCounters {
+    /// Trips that carried a draft.
+    pub drafts: u64,
+    /// Tokens drafted.
+    pub draft_tokens: u64,
+    /// Drafted tokens accepted.
+    pub accepted_tokens: u64,
 }
 
 impl Scheduler {
@@ -281,6 +311,8 @@ impl Scheduler {
             planted_early_release: false,
             planted_skip_reset: false,
             used_slots: BTreeSet::new(),
+            drafter: NgramDrafter::default(),
+            spec: SpecCounters::default(),
             cfg,
         }
     }
@@ -381,6 +413,13 @@ impl Scheduler {
                     logprobs: req.logprobs.is_some() && self.cfg.max_top_logprobs.is_some(),
                     in_flight: false,
                     cancelled: None,
+                    draft: Vec::new(),
+                    spec: (self.cfg.draft_max > 0 && req.speculative && req.logprobs.is_none())
+                        .then(|| {
+                            let most = usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
+                            DraftLength::new(most)
+                        }),
+                    rollback: false,
                 },
             );
         }
@@ -469,7 +508,14 @@ impl Scheduler {
             if shared { self.pacer.chunk_rows(self.cfg.batch_tokens) as usize } else { usize::MAX };
         let mut prompts_left = if shared && !self.pacer.learned() { 1 } else { usize::MAX };
         let mut prompt_rows = 0u32;
-        // Decoding sequences first (one row each), then prompt chunks within the budgets.
+        // One more verifying row is nearly free while decode reads the weights once for
+        // every row; with requests waiting or a crowded group it costs a step: drafts
+        // yield.
+        let crowd = self.live.values().filter(|s| s.group == group).count();
+        let row_cost = if self.queue.is_empty() && crowd < 4 { 0.1 } else { 1.0 };
+        let (max_seq_len, drafter) = (self.cfg.max_seq_len as usize, &self.drafter);
+        // Decoding sequences first (their last token and any draft), then prompt chunks
+        // within the budgets.
         for decoding in [true, false] {
             for (&id, seq) in self.live.iter_mut() {
                 if seq.group != group || !seq.has_work() || budget == 0 {
@@ -481,12 +527,36 @@ impl Scheduler {
                 {
                     continue;
                 }
-                let (first, rows, mut flags): (usize, &[u32], EntryFlags) = if decoding {
+                let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
                     let Some(last) = seq.generated.len().checked_sub(1) else { continue };
-                    (seq.prompt.len() + last, &seq.generated[last..], EntryFlags::SAMPLE)
+                    let first = seq.prompt.len() + last;
+                    let mut rows = vec![seq.generated[last]];
+                    let mut flags = EntryFlags::SAMPLE;
+                    if seq.rollback {
+                        flags = flags | EntryFlags::ROLLBACK;
+                        seq.rollback = false;
+                    }
+                    seq.draft.clear();
+                    if let Some(length) = seq.spec.as_mut() {
+                        // Room: the context, the tokens still wanted, the row budget.
+                        let room = (max_seq_len.saturating_sub(first + 1))
+                            .min((seq.max_tokens as usize).saturating_sub(last + 1))
+                            .min(budget - 1);
+                        let k = length.next(row_cost).min(room);
+                        if k > 0 {
+                            let mut history = seq.prompt.clone();
+                            history.extend_from_slice(&seq.generated);
+                            seq.draft = drafter.draft(&history, k);
+                        }
+                    }
+                    if !seq.draft.is_empty() {
+                        flags = flags | EntryFlags::VERIFY;
+                        rows.extend_from_slice(&seq.draft);
+                    }
+                    (first, rows, flags)
                 } else {
                     let n = (seq.prompt.len() - seq.prefilled).min(budget).min(prompt_budget);
-                    let chunk = &seq.prompt[seq.prefilled..seq.prefilled + n];
+                    let chunk = seq.prompt[seq.prefilled..seq.prefilled + n].to_vec();
                     let flags = if seq.prefilled + n == seq.prompt.len() {
                         EntryFlags::SAMPLE
                     } else {
@@ -508,7 +578,7 @@ impl Scheduler {
                     ..seq.sampling
                 };
                 budget -= rows.len();
-                tokens.extend_from_slice(rows);
+                tokens.extend_from_slice(&rows);
                 entries.push(BatchEntry {
                     slot: u32::from(seq.slot),
                     first_position: first as u32,
@@ -564,6 +634,20 @@ impl Scheduler {
         tokens: &[u32],
         logprobs: &[Option<TokenLogprobs>],
     ) -> Result<(), ReturnError> {
+        self.batch_returned_all(table, tokens, logprobs, &[])
+    }
+
+    /// As [`Scheduler::batch_returned_with`], with each verifying entry's tokens after its
+    /// rows but the last (`verified[i]`, empty for the others): a draft keeps its longest
+    /// prefix that agrees with them, then the target's own next token; rejected rows are
+    /// rolled back by the sequence's next entry.
+    pub fn batch_returned_all(
+        &mut self,
+        table: &BatchTable,
+        tokens: &[u32],
+        logprobs: &[Option<TokenLogprobs>],
+        verified: &[Vec<u32>],
+    ) -> Result<(), ReturnError> {
         let Some(sent) = self.in_flight.front() else { return Err(ReturnError::Unexpected) };
         if sent.table != *table {
             return Err(ReturnError::TableMismatch);
@@ -590,14 +674,42 @@ impl Scheduler {
             if !samples {
                 continue;
             }
-            let token = tokens[i];
+            let draft = std::mem::take(&mut seq.draft);
+            let taken = if draft.is_empty() {
+                vec![tokens[i]]
+            } else {
+                let mut target = verified.get(i).cloned().unwrap_or_default();
+                target.push(tokens[i]);
+                let Some(verdict) = accept_greedy(&draft, &target) else {
+                    return Err(ReturnError::Malformed);
+                };
+                self.spec.drafts += 1;
+                self.spec.draft_tokens += draft.len() as u64;
+                self.spec.accepted_tokens += verdict.accepted as u64;
+                if let Some(length) = seq.spec.as_mut() {
+                    length.observe(draft.len(), verdict.accepted);
+                }
+                seq.rollback = verdict.accepted < draft.len();
+                verdict.tokens
+            };
+            let lp = logprobs.get(i).cloned().flatten();
+            self.take_tokens(id, &taken, lp);
+        }
+        Ok(())
+    }
+
+    /// Sequence `id` takes `taken` in order (its log-probabilities `lp` before the first),
+    /// finishing at the first that ends it.
+    fn take_tokens(&mut self, id: SeqId, taken: &[u32], mut lp: Option<TokenLogprobs>) {
+        for &token in taken {
+            let Some(seq) = self.live.get_mut(&id) else { return };
             if Some(token) == self.cfg.eos || Some(token) == self.cfg.eot {
                 self.finish(id, FinishReason::Eos);
-                continue;
+                return;
             }
             seq.generated.push(token);
-            if let Some(Some(lp)) = logprobs.get(i) {
-                self.outputs.push_back(SeqOutput::Logprobs { id, logprobs: lp.clone() });
+            if let Some(lp) = lp.take() {
+                self.outputs.push_back(SeqOutput::Logprobs { id, logprobs: lp });
             }
             self.outputs.push_back(SeqOutput::Token { id, token });
             let generated = seq.generated.len();
@@ -605,11 +717,17 @@ impl Scheduler {
             let full = seq.prompt.len() + generated > self.cfg.max_seq_len as usize;
             if generated >= seq.max_tokens as usize {
                 self.finish(id, FinishReason::MaxTokens);
+                return;
             } else if full {
                 self.finish(id, FinishReason::ContextFull);
+                return;
             }
         }
-        Ok(())
+    }
+
+    /// Speculation's counters so far.
+    pub fn spec_counters(&self) -> SpecCounters {
+        self.spec
     }
 
     /// The next output.

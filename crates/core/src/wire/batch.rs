@@ -7,7 +7,10 @@
 //! - token-in: one `u32` token id per row;
 //! - activation edges: one hidden-state row per token;
 //! - token-out: one `u32` per table entry (the sampled token of a sampling entry, or
-//!   [`NO_TOKEN`]), `capacity` of them, whatever the entry count.
+//!   [`NO_TOKEN`]), `capacity` of them, whatever the entry count; then the
+//!   log-probability section ([`super::logprobs`]); then, for each `VERIFY` entry in table
+//!   order, the tokens sampled after each of its rows but the last (`tokens - 1` values;
+//!   the last row's is the entry's token above); zeros to the object's fixed size.
 //!
 //! Every stage copies the table unchanged from its input to its output, so the token-out
 //! object names the slots its tokens belong to. Layout (little-endian):
@@ -38,8 +41,10 @@ use super::plan::SamplingPolicy;
 /// `"SWMB"` little-endian.
 pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"SWMB");
 /// The one table version this build reads and writes (2: entries may ask for
-/// log-probabilities).
-pub const BATCH_VERSION: u16 = 2;
+/// log-probabilities; 3: entries may verify a draft and roll a slot back).
+pub const BATCH_VERSION: u16 = 3;
+/// The most rows a `VERIFY` entry may have (the last accepted token and 15 drafted).
+pub const MAX_VERIFY_ROWS: u32 = 16;
 /// Bytes of the table header.
 pub const TABLE_HEADER_BYTES: u64 = 16;
 /// Bytes of one entry.
@@ -69,8 +74,17 @@ impl EntryFlags {
     /// With `SAMPLE`: the token-out payload also carries the token's log-probability and
     /// the `top_logprobs` most likely tokens ([`super::logprobs`]).
     pub const LOGPROBS: EntryFlags = EntryFlags(4);
+    /// With `SAMPLE`: the last stage samples after every row, not only the last (the
+    /// rows after the first are a draft to verify; at most [`MAX_VERIFY_ROWS`] rows, no
+    /// `LOGPROBS`).
+    pub const VERIFY: EntryFlags = EntryFlags(8);
+    /// Before this entry's rows, every stage drops the slot's cached positions from
+    /// `first_position` on (the rows of a draft that was not accepted), so they continue
+    /// there; without it a stage refuses a first position other than its cached length.
+    /// Never with `RESET`.
+    pub const ROLLBACK: EntryFlags = EntryFlags(16);
     /// Every defined bit.
-    pub const KNOWN: EntryFlags = EntryFlags(7);
+    pub const KNOWN: EntryFlags = EntryFlags(31);
 
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: EntryFlags) -> bool {
@@ -242,6 +256,13 @@ pub enum BatchError {
     /// Sampling parameters out of range.
     #[error("slot {0} has invalid sampling parameters")]
     BadSampling(u32),
+    /// A `VERIFY` entry that does not sample, asks for log-probabilities or has more than
+    /// [`MAX_VERIFY_ROWS`] rows.
+    #[error("slot {0}: a verifying entry must sample, ask no log-probabilities and have at most 16 rows")]
+    BadVerify(u32),
+    /// An entry with both `ROLLBACK` and `RESET`.
+    #[error("slot {0} is both reset and rolled back")]
+    RollbackWithReset(u32),
     /// The header's total is not the sum of the entries' rows.
     #[error("total {total} is not the entries' {sum} rows")]
     TotalMismatch {
@@ -277,6 +298,8 @@ impl BatchError {
             BatchError::PastContext { .. } => "past_context",
             BatchError::ResetNotAtStart(_) => "reset_not_at_start",
             BatchError::BadSampling(_) => "bad_sampling",
+            BatchError::BadVerify(_) => "bad_verify",
+            BatchError::RollbackWithReset(_) => "rollback_with_reset",
             BatchError::TotalMismatch { .. } => "total_mismatch",
             BatchError::PayloadMismatch { .. } => "payload_mismatch",
         }
@@ -398,6 +421,16 @@ impl BatchTable {
             if !e.sampling.valid() {
                 return Err(BatchError::BadSampling(e.slot));
             }
+            if e.flags.contains(EntryFlags::VERIFY)
+                && (!e.flags.contains(EntryFlags::SAMPLE)
+                    || e.flags.contains(EntryFlags::LOGPROBS)
+                    || e.tokens > MAX_VERIFY_ROWS)
+            {
+                return Err(BatchError::BadVerify(e.slot));
+            }
+            if e.flags.contains(EntryFlags::ROLLBACK) && e.flags.contains(EntryFlags::RESET) {
+                return Err(BatchError::RollbackWithReset(e.slot));
+            }
         }
         Ok(())
     }
@@ -505,10 +538,13 @@ impl BatchTable {
         let table = BatchTable::decode(payload, limits)?;
         let rest = &payload[table.encoded_len() as usize..];
         let ids = u64::from(table.capacity) * 4;
-        let expected = ids + super::logprobs::section_bytes(&table);
-        // Exactly the section its entries ask for, or zero-padded to the fixed size.
+        let expected =
+            ids + super::logprobs::section_bytes(&table) + verify_section_bytes(&table);
+        // Exactly the sections its entries ask for, or zero-padded to the fixed size.
         let most = super::logprobs::MAX_TOP_LOGPROBS;
-        let padded = ids + super::logprobs::max_section_bytes(table.capacity, Some(most));
+        let padded = ids
+            + super::logprobs::max_section_bytes(table.capacity, Some(most))
+            + max_verify_section_bytes(table.capacity);
         let len = rest.len() as u64;
         let fits = len == expected
             || (len > expected
@@ -527,6 +563,60 @@ impl BatchTable {
         }
         Ok((table, tokens))
     }
+}
+
+/// Bytes of the verify section `table` implies: `tokens - 1` token ids per `VERIFY` entry.
+pub fn verify_section_bytes(table: &BatchTable) -> u64 {
+    table
+        .entries()
+        .iter()
+        .filter(|e| e.flags.contains(EntryFlags::VERIFY))
+        .map(|e| 4 * u64::from(e.tokens.saturating_sub(1)))
+        .sum()
+}
+
+/// The largest verify section a table of `capacity` entries can carry.
+pub const fn max_verify_section_bytes(capacity: u16) -> u64 {
+    capacity as u64 * 4 * (MAX_VERIFY_ROWS as u64 - 1)
+}
+
+/// Appends the verify section: for each `VERIFY` entry, the tokens sampled after its rows
+/// but the last (`rows[i]` holds entry `i`'s; missing values are written as [`NO_TOKEN`]).
+pub fn encode_verify_section(table: &BatchTable, rows: &[Vec<u32>], out: &mut Vec<u8>) {
+    for (i, e) in table.entries().iter().enumerate() {
+        if !e.flags.contains(EntryFlags::VERIFY) {
+            continue;
+        }
+        for j in 0..e.tokens.saturating_sub(1) as usize {
+            let t = rows.get(i).and_then(|r| r.get(j)).copied().unwrap_or(NO_TOKEN);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+}
+
+/// Reads the verify section of `table` from `bytes` (exactly [`verify_section_bytes`]
+/// long): each entry's tokens after its rows but the last (empty for an entry that does
+/// not verify). A token at or above `vocab` is refused.
+pub fn decode_verify_section(
+    table: &BatchTable,
+    bytes: &[u8],
+    vocab: u32,
+) -> Result<Vec<Vec<u32>>, BatchError> {
+    let expected = verify_section_bytes(table);
+    if bytes.len() as u64 != expected {
+        return Err(BatchError::PayloadMismatch { found: bytes.len() as u64, expected });
+    }
+    let mut words = bytes.chunks_exact(4).map(|c| u32_at(c, 0));
+    let mut out = Vec::with_capacity(table.entries().len());
+    for e in table.entries() {
+        let n = if e.flags.contains(EntryFlags::VERIFY) { e.tokens - 1 } else { 0 };
+        let row: Vec<u32> = words.by_ref().take(n as usize).collect();
+        if row.iter().any(|&t| t >= vocab) {
+            return Err(BatchError::PayloadMismatch { found: bytes.len() as u64, expected });
+        }
+        out.push(row);
+    }
+    Ok(out)
 }
 
 /// Bytes of a token-out payload for `capacity` entries (table plus one `u32` each).

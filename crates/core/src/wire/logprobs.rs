@@ -52,7 +52,10 @@ pub const fn max_section_bytes(capacity: u16, max_top: Option<u32>) -> u64 {
 /// section, zero-padded after the section its entries ask for (the last stage writes one
 /// fixed-size object; without log-probabilities it is the table and the ids alone).
 pub const fn token_out_max_bytes(capacity: u16, max_top: Option<u32>) -> u64 {
-    super::batch::table_bytes(capacity) + 4 * capacity as u64 + max_section_bytes(capacity, max_top)
+    super::batch::table_bytes(capacity)
+        + 4 * capacity as u64
+        + max_section_bytes(capacity, max_top)
+        + super::batch::max_verify_section_bytes(capacity)
 }
 
 /// Appends the section for `table`: entry `i`'s values from `values[i]` (an entry that
@@ -107,8 +110,9 @@ pub fn decode(
 }
 
 /// A decoded token-out payload: its table, each entry's token, each entry's
-/// log-probabilities.
-pub type TokenOut = (BatchTable, Vec<u32>, Vec<Option<TokenLogprobs>>);
+/// log-probabilities, and each entry's tokens after its rows but the last (a verifying
+/// entry's; empty for the others).
+pub type TokenOut = (BatchTable, Vec<u32>, Vec<Option<TokenLogprobs>>, Vec<Vec<u32>>);
 
 /// Decodes a token-out payload with its log-probability section: the table, each entry's
 /// token ([`super::batch::NO_TOKEN`] where it does not sample) and each entry's
@@ -122,7 +126,9 @@ pub fn split_token_out(
     let at = (table.encoded_len() + 4 * u64::from(table.capacity())) as usize;
     let end = at + section_bytes(&table) as usize;
     let logprobs = decode(&table, &payload[at..end], vocab)?;
-    Ok((table, tokens, logprobs))
+    let vend = end + super::batch::verify_section_bytes(&table) as usize;
+    let verified = super::batch::decode_verify_section(&table, &payload[end..vend], vocab)?;
+    Ok((table, tokens, logprobs, verified))
 }
 
 /// The log-probabilities of `logits` for `chosen` and the `k` most likely tokens (ties by

@@ -544,6 +544,7 @@ fn req(len: u32, max_tokens: u32) -> SeqRequest {
         max_tokens,
         sampling: SamplingPolicy::Greedy,
         logprobs: None,
+        speculative: true,
     }
 }
 

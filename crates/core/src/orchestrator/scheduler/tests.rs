@@ -19,6 +19,7 @@ fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerC
         eot: None,
         vocab: 100,
         max_top_logprobs: Some(20),
+        draft_max: 0,
     }
 }
 
@@ -28,6 +29,7 @@ fn req(len: usize, max_tokens: u32) -> SeqRequest {
         max_tokens,
         sampling: SamplingPolicy::Greedy,
         logprobs: None,
+        speculative: false,
     }
 }
 

@@ -168,6 +168,7 @@ impl World {
                     max_tokens: self.reqs[k].max_tokens,
                     sampling: self.reqs[k].sampling(),
                     logprobs: None,
+                    speculative: true,
                 };
                 let got = fsm.submit(now, req);
                 self.trace(format!("submit request {k}: {got:?}"));

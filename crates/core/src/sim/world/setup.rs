@@ -95,6 +95,7 @@ impl World {
             batch_tokens: rng.random_range(1..=16u32),
             groups: rng.random_range(0..=3u16),
             prefill_budget: Some(Duration::from_millis(20)),
+            draft_max: 0,
         };
         let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
         let nodes = (0..stages).map(|i| sim_node(base, i, cfg.planted)).collect();
