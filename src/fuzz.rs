@@ -180,7 +180,8 @@ fn decode(target: Target, input: &[u8]) -> bool {
         Target::MicroBatch => {
             use crate::wire::batch::BatchTable;
             let rows = BatchTable::split_rows(input, BATCH_LIMITS, 4).is_ok();
-            BatchTable::split_tokens(input, BATCH_LIMITS).is_ok() || rows
+            let out = crate::wire::logprobs::split_token_out(input, BATCH_LIMITS, 1000).is_ok();
+            BatchTable::split_tokens(input, BATCH_LIMITS).is_ok() || rows || out
         }
     }
 }
@@ -216,7 +217,24 @@ fn batch_corpus() -> Vec<Vec<u8>> {
     token_in.extend([5u32, 6, 7, 8].iter().flat_map(|t| t.to_le_bytes()));
     let mut token_out = table.encode();
     token_out.extend([11u32, 12, NO_TOKEN, NO_TOKEN].iter().flat_map(|t| t.to_le_bytes()));
-    vec![token_in, token_out]
+    // A verifying entry (its last token and a draft of 3, after a rollback) beside a reset.
+    let verifying = BatchTable::new(
+        BATCH_LIMITS.capacity,
+        vec![
+            entry(1, 7, 4, EntryFlags::SAMPLE | EntryFlags::VERIFY | EntryFlags::ROLLBACK),
+            entry(3, 0, 2, EntryFlags::RESET | EntryFlags::SAMPLE),
+        ],
+    );
+    let mut verify_in = verifying.encode();
+    verify_in.extend([5u32, 6, 7, 8, 9, 10].iter().flat_map(|t| t.to_le_bytes()));
+    let mut verify_out = verifying.encode();
+    verify_out.extend([21u32, 22, NO_TOKEN, NO_TOKEN].iter().flat_map(|t| t.to_le_bytes()));
+    crate::wire::batch::encode_verify_section(
+        &verifying,
+        &[vec![1, 2, 3], vec![]],
+        &mut verify_out,
+    );
+    vec![token_in, token_out, verify_in, verify_out]
 }
 
 /// Applies one to three random mutations to `base` (`other` for splices).

@@ -24,6 +24,26 @@ struct Summary {
     pool_ready_ms: f64,
     time_to_first_token_ms: Option<f64>,
     decode_tokens_per_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speculation: Option<SpecSummary>,
+}
+
+/// Speculation's counters, named as llama.cpp's and vLLM's, and the acceptance.
+#[derive(Serialize)]
+struct SpecSummary {
+    swactor_spec_decode_num_drafts_total: u64,
+    swactor_spec_decode_num_draft_tokens_total: u64,
+    swactor_spec_decode_num_accepted_tokens_total: u64,
+    acceptance: f64,
+}
+
+fn spec_summary(c: crate::orchestrator::scheduler::SpecCounters) -> Option<SpecSummary> {
+    (c.drafts > 0).then(|| SpecSummary {
+        swactor_spec_decode_num_drafts_total: c.drafts,
+        swactor_spec_decode_num_draft_tokens_total: c.draft_tokens,
+        swactor_spec_decode_num_accepted_tokens_total: c.accepted_tokens,
+        acceptance: c.accepted_tokens as f64 / c.draft_tokens.max(1) as f64,
+    })
 }
 
 #[derive(Serialize)]
@@ -37,6 +57,8 @@ struct BatchSummary {
     completion_tokens: u64,
     pool_ready_ms: f64,
     decode_tokens_per_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speculation: Option<SpecSummary>,
 }
 
 /// A batch job's summary (stderr, or a `run` line with `--json`) and exit code: the
@@ -59,6 +81,7 @@ pub fn finish_batch(
         completion_tokens: tokens,
         pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
         decode_tokens_per_s: if decode > 0.0 { tokens as f64 / decode } else { 0.0 },
+        speculation: spec_summary(report.spec),
     };
     if print.json {
         out.json("run", &summary)?;
@@ -114,6 +137,7 @@ pub fn finish(
         } else {
             0.0
         },
+        speculation: spec_summary(report.spec),
     };
     if print.json {
         out.json("run", &summary)?;

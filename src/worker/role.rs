@@ -201,7 +201,8 @@ fn llama_step(
         .collect();
     // A verifying entry needs the logits after every row: the last stage then returns
     // every row's, and each entry's last row is found by its offset.
-    let every = stage.spec().head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
+    let every =
+        stage.spec().head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
     let forward = |stage: &mut LlamaStage, input: StageInput<'_>| {
         if every {
             stage.verify_rows(&slots, input, abort)

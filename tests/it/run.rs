@@ -1485,3 +1485,46 @@ fn a_run_stopped_in_text_mode_says_so_once_in_its_summary_with_no_error_block_af
     assert_eq!(err.matches("stopped by the operator").count(), 1, "{err}");
     assert!(!err.contains("Error:"), "the summary said it; nothing repeats it: {err}");
 }
+
+#[test]
+fn speculation_through_one_to_three_stages_gives_generates_tokens_and_counts_its_drafts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(model) = crate::cli::smollm2() else { return };
+    // Text the answer repeats, so that the n-gram drafter has something to propose.
+    let prompt = "Copy the line twice. Line: the old lighthouse keeper looked out at the sea. \
+                  Copy: the old lighthouse keeper looked out at the sea. Copy:";
+    let lines = |cmd: &mut Command| -> Vec<Value> {
+        let out = cmd.output().expect("run");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let args = ["--json", "--max-tokens", "40", "--prompt", prompt, "--threads", "1"];
+    let reference =
+        tokens(&lines(Command::new(exe()).arg("generate").args(args).arg("--model").arg(&model)));
+    assert_eq!(reference.len(), 40);
+    let mut accepted = 0;
+    for stages in ["1", "2", "3"] {
+        let tmp = fresh_tmp("run-local-speculate");
+        let got = lines(
+            Command::new(exe())
+                .env("TMPDIR", &tmp)
+                .args(["run", "local", "--stages", stages, "--speculate", "ngram"])
+                .args(args)
+                .arg("--model")
+                .arg(&model),
+        );
+        assert_eq!(tokens(&got), reference, "{stages} stages with speculation");
+        let spec = &events(&got, "run")[0]["speculation"];
+        let (drafted, kept) = (
+            spec["swactor_spec_decode_num_draft_tokens_total"].as_u64().unwrap_or(0),
+            spec["swactor_spec_decode_num_accepted_tokens_total"].as_u64().unwrap_or(0),
+        );
+        assert!(kept <= drafted, "{spec}");
+        accepted += kept;
+        assert!(!node_processes_left(&tmp), "no node process is left behind");
+    }
+    assert!(accepted > 0, "no draft was ever accepted: the test proves nothing");
+}

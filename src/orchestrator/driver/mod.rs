@@ -153,6 +153,8 @@ pub struct RunReport {
     pub first_token_after: Option<Duration>,
     /// From the first token to the last.
     pub decode_time: Duration,
+    /// Speculation's counters over the run (zeros without `--speculate`).
+    pub spec: crate::orchestrator::scheduler::SpecCounters,
 }
 
 /// Why no run could be started.

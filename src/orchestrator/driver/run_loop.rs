@@ -56,6 +56,8 @@ pub(super) struct RunLoop<'t> {
     plan: RunPlan,
     me: NodeId,
     fsm: RunFsm,
+    /// Speculation's counters of the sessions before a re-formation.
+    spec_before: crate::orchestrator::scheduler::SpecCounters,
     plane: EdgePlane,
     executor: PlaneExecutor,
     user: TokenUser,
@@ -185,6 +187,7 @@ impl<'t> RunLoop<'t> {
             t0,
             me: config.pool.orchestrator.node_id,
             fsm,
+            spec_before: Default::default(),
             book,
             unsent: Vec::new(),
             arriving: rx,
@@ -253,6 +256,7 @@ impl<'t> RunLoop<'t> {
         (self.plane, self.executor, self.user, self.wakes) =
             (parts.plane, parts.executor, parts.user, parts.wakes);
         let now = Instant::now();
+        self.spec_before = self.spec_before + self.fsm.spec_counters();
         self.fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
         self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         self.plan = plan;
@@ -670,6 +674,7 @@ impl<'t> RunLoop<'t> {
             }),
             (_, fault) => fault,
         };
+        let spec = self.spec_before + self.fsm.spec_counters();
         RunReport {
             outcome,
             stop: self.fsm.cause(),
@@ -681,6 +686,7 @@ impl<'t> RunLoop<'t> {
             pool_ready_after,
             first_token_after: self.first_token_at.map(|t| t - self.t0),
             decode_time: self.first_token_at.map(|t| self.last_token_at - t).unwrap_or_default(),
+            spec,
         }
     }
 }

@@ -510,7 +510,8 @@ impl RunFsm {
             .map_err(|_| TokenFault::Malformed)
             .and_then(|(table, tokens, logprobs, verified)| {
                 let sched = &mut self.sched;
-                sched.batch_returned_all(&table, &tokens, &logprobs, &verified).map_err(|e| match e {
+                sched.batch_returned_all(&table, &tokens, &logprobs, &verified).map_err(|e| match e
+                {
                     super::scheduler::ReturnError::OutOfVocab(_) => TokenFault::OutOfVocab,
                     _ => TokenFault::Malformed,
                 })

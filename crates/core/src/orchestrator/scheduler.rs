@@ -27,14 +27,15 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use crate::wire::SamplingPolicy;
 use crate::speculate::adapt::DraftLength;
 use crate::speculate::ngram::NgramDrafter;
-use crate::speculate::verify::accept_greedy;
+use crate::wire::SamplingPolicy;
 use crate::wire::batch::{
     BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_VERIFY_ROWS, NO_TOKEN,
 };
+
 use crate::wire::logprobs::TokenLogprobs;
+pub use spec::SpecCounters;
 
 /// A sequence's id within one session (assigned at submission, increasing from 0).
 pub type SeqId = u64;
@@ -276,17 +277,6 @@ pub struct Scheduler {
     spec: SpecCounters,
 }
 
-/// Speculation's counters over a session (named as llama.cpp's and vLLM's in reports).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct SpecCounters {
-    /// Trips that carried a draft.
-    pub drafts: u64,
-    /// Tokens drafted.
-    pub draft_tokens: u64,
-    /// Drafted tokens accepted.
-    pub accepted_tokens: u64,
-}
-
 impl Scheduler {
     /// An idle scheduler.
     pub fn new(cfg: SchedulerConfig) -> Scheduler {
@@ -416,7 +406,8 @@ impl Scheduler {
                     draft: Vec::new(),
                     spec: (self.cfg.draft_max > 0 && req.speculative && req.logprobs.is_none())
                         .then(|| {
-                            let most = usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
+                            let most =
+                                usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
                             DraftLength::new(most)
                         }),
                     rollback: false,
@@ -528,32 +519,12 @@ impl Scheduler {
                     continue;
                 }
                 let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
-                    let Some(last) = seq.generated.len().checked_sub(1) else { continue };
-                    let first = seq.prompt.len() + last;
-                    let mut rows = vec![seq.generated[last]];
-                    let mut flags = EntryFlags::SAMPLE;
-                    if seq.rollback {
-                        flags = flags | EntryFlags::ROLLBACK;
-                        seq.rollback = false;
-                    }
-                    seq.draft.clear();
-                    if let Some(length) = seq.spec.as_mut() {
-                        // Room: the context, the tokens still wanted, the row budget.
-                        let room = (max_seq_len.saturating_sub(first + 1))
-                            .min((seq.max_tokens as usize).saturating_sub(last + 1))
-                            .min(budget - 1);
-                        let k = length.next(row_cost).min(room);
-                        if k > 0 {
-                            let mut history = seq.prompt.clone();
-                            history.extend_from_slice(&seq.generated);
-                            seq.draft = drafter.draft(&history, k);
-                        }
-                    }
-                    if !seq.draft.is_empty() {
-                        flags = flags | EntryFlags::VERIFY;
-                        rows.extend_from_slice(&seq.draft);
-                    }
-                    (first, rows, flags)
+                    let Some(entry) =
+                        spec::decode_entry(seq, drafter, row_cost, max_seq_len, budget)
+                    else {
+                        continue;
+                    };
+                    entry
                 } else {
                     let n = (seq.prompt.len() - seq.prefilled).min(budget).min(prompt_budget);
                     let chunk = seq.prompt[seq.prefilled..seq.prefilled + n].to_vec();
@@ -674,60 +645,12 @@ impl Scheduler {
             if !samples {
                 continue;
             }
-            let draft = std::mem::take(&mut seq.draft);
-            let taken = if draft.is_empty() {
-                vec![tokens[i]]
-            } else {
-                let mut target = verified.get(i).cloned().unwrap_or_default();
-                target.push(tokens[i]);
-                let Some(verdict) = accept_greedy(&draft, &target) else {
-                    return Err(ReturnError::Malformed);
-                };
-                self.spec.drafts += 1;
-                self.spec.draft_tokens += draft.len() as u64;
-                self.spec.accepted_tokens += verdict.accepted as u64;
-                if let Some(length) = seq.spec.as_mut() {
-                    length.observe(draft.len(), verdict.accepted);
-                }
-                seq.rollback = verdict.accepted < draft.len();
-                verdict.tokens
-            };
+            let target = verified.get(i).map_or(&[][..], Vec::as_slice);
+            let taken = spec::verdict(seq, &mut self.spec, target, tokens[i])?;
             let lp = logprobs.get(i).cloned().flatten();
             self.take_tokens(id, &taken, lp);
         }
         Ok(())
-    }
-
-    /// Sequence `id` takes `taken` in order (its log-probabilities `lp` before the first),
-    /// finishing at the first that ends it.
-    fn take_tokens(&mut self, id: SeqId, taken: &[u32], mut lp: Option<TokenLogprobs>) {
-        for &token in taken {
-            let Some(seq) = self.live.get_mut(&id) else { return };
-            if Some(token) == self.cfg.eos || Some(token) == self.cfg.eot {
-                self.finish(id, FinishReason::Eos);
-                return;
-            }
-            seq.generated.push(token);
-            if let Some(lp) = lp.take() {
-                self.outputs.push_back(SeqOutput::Logprobs { id, logprobs: lp });
-            }
-            self.outputs.push_back(SeqOutput::Token { id, token });
-            let generated = seq.generated.len();
-            // Feeding the token back would pass the context: full, decided before the step.
-            let full = seq.prompt.len() + generated > self.cfg.max_seq_len as usize;
-            if generated >= seq.max_tokens as usize {
-                self.finish(id, FinishReason::MaxTokens);
-                return;
-            } else if full {
-                self.finish(id, FinishReason::ContextFull);
-                return;
-            }
-        }
-    }
-
-    /// Speculation's counters so far.
-    pub fn spec_counters(&self) -> SpecCounters {
-        self.spec
     }
 
     /// The next output.
@@ -762,6 +685,7 @@ impl Scheduler {
 }
 
 pub mod pacer;
+mod spec;
 
 #[cfg(test)]
 mod tests;

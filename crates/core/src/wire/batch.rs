@@ -258,7 +258,9 @@ pub enum BatchError {
     BadSampling(u32),
     /// A `VERIFY` entry that does not sample, asks for log-probabilities or has more than
     /// [`MAX_VERIFY_ROWS`] rows.
-    #[error("slot {0}: a verifying entry must sample, ask no log-probabilities and have at most 16 rows")]
+    #[error(
+        "slot {0}: a verifying entry must sample, ask no log-probabilities and have at most 16 rows"
+    )]
     BadVerify(u32),
     /// An entry with both `ROLLBACK` and `RESET`.
     #[error("slot {0} is both reset and rolled back")]
@@ -538,8 +540,7 @@ impl BatchTable {
         let table = BatchTable::decode(payload, limits)?;
         let rest = &payload[table.encoded_len() as usize..];
         let ids = u64::from(table.capacity) * 4;
-        let expected =
-            ids + super::logprobs::section_bytes(&table) + verify_section_bytes(&table);
+        let expected = ids + super::logprobs::section_bytes(&table) + verify_section_bytes(&table);
         // Exactly the sections its entries ask for, or zero-padded to the fixed size.
         let most = super::logprobs::MAX_TOP_LOGPROBS;
         let padded = ids
@@ -710,7 +711,28 @@ mod tests {
             (BatchTable::new(4, vec![entry(1, 0, 0, EntryFlags::NONE)]), "empty_entry"),
             (BatchTable::new(4, vec![entry(1, 60, 5, EntryFlags::NONE)]), "past_context"),
             (BatchTable::new(4, vec![entry(1, 3, 1, EntryFlags::RESET)]), "reset_not_at_start"),
-            (BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags(8))]), "unknown_flags"),
+            (BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags(32))]), "unknown_flags"),
+            (BatchTable::new(4, vec![entry(1, 0, 2, EntryFlags::VERIFY)]), "bad_verify"),
+            (
+                BatchTable::new(
+                    4,
+                    vec![entry(
+                        1,
+                        0,
+                        2,
+                        EntryFlags::VERIFY | EntryFlags::SAMPLE | EntryFlags::LOGPROBS,
+                    )],
+                ),
+                "bad_verify",
+            ),
+            (
+                BatchTable::new(4, vec![entry(1, 0, 17, EntryFlags::VERIFY | EntryFlags::SAMPLE)]),
+                "bad_verify",
+            ),
+            (
+                BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags::ROLLBACK | EntryFlags::RESET)]),
+                "rollback_with_reset",
+            ),
             (
                 BatchTable::new(
                     4,
@@ -813,5 +835,33 @@ mod tests {
             let _ = BatchTable::split_rows(&b, LIMITS, 4);
             let _ = BatchTable::split_tokens(&b, LIMITS);
         }
+    }
+
+    #[test]
+    fn a_verifying_entrys_tokens_after_each_row_follow_the_ids_and_round_trip() {
+        let limits = BatchLimits { capacity: 4, max_seq_len: 64 };
+        let t = BatchTable::new(
+            4,
+            vec![
+                entry(0, 5, 4, EntryFlags::SAMPLE | EntryFlags::VERIFY | EntryFlags::ROLLBACK),
+                entry(2, 0, 3, EntryFlags::SAMPLE | EntryFlags::RESET),
+            ],
+        );
+        let mut bytes = t.encode();
+        bytes.extend([40u32, 41, NO_TOKEN, NO_TOKEN].iter().flat_map(|v| v.to_le_bytes()));
+        encode_verify_section(&t, &[vec![30, 31, 32], vec![]], &mut bytes);
+        assert_eq!(verify_section_bytes(&t), 12);
+        let (table, tokens, _, verified) =
+            crate::wire::logprobs::split_token_out(&bytes, limits, 100).unwrap();
+        assert_eq!((table, tokens), (t.clone(), vec![40, 41, NO_TOKEN, NO_TOKEN]));
+        assert_eq!(verified, vec![vec![30, 31, 32], vec![]]);
+        // Zero-padded to the fixed size it still decodes; a short section does not.
+        let mut padded = bytes.clone();
+        padded.resize(crate::wire::logprobs::token_out_max_bytes(4, None) as usize, 0);
+        assert!(crate::wire::logprobs::split_token_out(&padded, limits, 100).is_ok());
+        let short = &bytes[..bytes.len() - 4];
+        assert!(crate::wire::logprobs::split_token_out(short, limits, 100).is_err());
+        // A verified token outside the vocabulary is refused.
+        assert!(crate::wire::logprobs::split_token_out(&bytes, limits, 32).is_err());
     }
 }

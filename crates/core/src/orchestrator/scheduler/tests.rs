@@ -463,3 +463,111 @@ fn prompts_arriving_together_go_whole_and_one_arriving_beside_decoders_waits_for
     assert_eq!(rows, vec![1, 1, 20]);
     assert_eq!(ids.len(), 2);
 }
+
+/// A scheduler that speculates (k up to `k`), one slot, one group, context 64.
+fn speculating(k: u8) -> Scheduler {
+    Scheduler::new(SchedulerConfig { max_seq_len: 64, draft_max: k, ..cfg(1, 1, 4, 64) })
+}
+
+/// The token-out of a verifying batch: the target's token after every row (`target[i]`
+/// after row `i`), split as the wire carries it.
+fn verify_answer(b: &PlannedBatch, target: &[u32]) -> (Vec<u32>, Vec<Vec<u32>>) {
+    let mut last = vec![NO_TOKEN; usize::from(b.table.capacity())];
+    let (head, tail) = target.split_at(target.len() - 1);
+    last[0] = tail[0];
+    (last, vec![head.to_vec()])
+}
+
+#[test]
+fn a_decoding_sequence_drafts_from_its_history_and_keeps_the_agreeing_prefix() {
+    let mut s = speculating(4);
+    // Prompt 11 12 13 11 12: after "11 12" came "13 11 12".
+    let id = s
+        .submit(SeqRequest { prompt: vec![11, 12, 13, 11, 12], speculative: true, ..req(1, 20) })
+        .unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+    // History 11 12 13 11 12 13: the 3-gram matched at 0 -> draft "11 12 13".
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert!(e.flags.contains(EntryFlags::VERIFY | EntryFlags::SAMPLE));
+    assert_eq!(b.tokens, vec![13, 11, 12, 13]);
+    assert_eq!(e.first_position, 5);
+    // The target agrees on "11 12", then says 19 instead of 13.
+    let (last, verified) = verify_answer(&b, &[11, 12, 19, 17]);
+    s.batch_returned_all(&b.table, &last, &[], &verified).unwrap();
+    let got: Vec<u32> = drain(&mut s)
+        .into_iter()
+        .filter_map(|o| match o {
+            SeqOutput::Token { token, .. } => Some(token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, vec![13, 11, 12, 19], "the agreeing prefix, then the target's own 19");
+    assert_eq!(s.spec_counters(), SpecCounters { drafts: 1, draft_tokens: 3, accepted_tokens: 2 });
+    // The stages hold row 3 of the draft: the next entry starts at the kept length and
+    // rolls the rest back, in order, with its own rows.
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert!(e.flags.contains(EntryFlags::ROLLBACK));
+    assert_eq!(e.first_position, 8);
+    assert_eq!(b.tokens[0], 19);
+    let _ = id;
+}
+
+#[test]
+fn a_fully_accepted_draft_needs_no_rollback_and_stops_at_max_tokens_or_eos_inside_it() {
+    let mut s = speculating(4);
+    s.submit(SeqRequest { prompt: vec![11, 12, 13, 11, 12], speculative: true, ..req(1, 3) })
+        .unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+    let b = s.next_batch().unwrap();
+    // max_tokens 3 with one generated: the draft is cut to the 2 tokens still wanted... by
+    // room: k <= max_tokens - generated = 2.
+    assert_eq!(b.tokens.len(), 3);
+    let (last, verified) = verify_answer(&b, &[11, 12, 15]);
+    s.batch_returned_all(&b.table, &last, &[], &verified).unwrap();
+    let outs = drain(&mut s);
+    assert!(matches!(
+        outs.last(),
+        Some(SeqOutput::Finished { reason: FinishReason::MaxTokens, generated, .. })
+            if generated == &vec![13, 11, 12]
+    ));
+    // EOS among the accepted tokens ends the sequence there.
+    let mut s = speculating(4);
+    s.submit(SeqRequest { prompt: vec![11, 12, 13, 11, 12], speculative: true, ..req(1, 30) })
+        .unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+    let b = s.next_batch().unwrap();
+    let (last, verified) = verify_answer(&b, &[11, EOS, 14, 14]);
+    s.batch_returned_all(&b.table, &last, &[], &verified).unwrap();
+    let outs = drain(&mut s);
+    assert!(matches!(
+        outs.last(),
+        Some(SeqOutput::Finished { reason: FinishReason::Eos, generated, .. })
+            if generated == &vec![13, 11]
+    ));
+}
+
+#[test]
+fn sequences_that_opt_out_or_ask_for_logprobs_never_draft() {
+    for r in [
+        SeqRequest { prompt: vec![11, 12, 13, 11, 12], speculative: false, ..req(1, 9) },
+        SeqRequest {
+            prompt: vec![11, 12, 13, 11, 12],
+            speculative: true,
+            logprobs: Some(1),
+            ..req(1, 9)
+        },
+    ] {
+        let mut s = speculating(4);
+        s.submit(r).unwrap();
+        let b = s.next_batch().unwrap();
+        s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+        let b = s.next_batch().unwrap();
+        assert_eq!(b.tokens, vec![13]);
+        assert!(!b.table.entries()[0].flags.contains(EntryFlags::VERIFY));
+    }
+}

@@ -1,0 +1,129 @@
+//! The scheduler's part of speculative decoding: a decoding sequence's entry with its
+//! draft, and what a verifying entry's return gives the sequence.
+
+use super::{FinishReason, ReturnError, Scheduler, Seq, SeqId, SeqOutput};
+use crate::speculate::ngram::NgramDrafter;
+use crate::speculate::verify::accept_greedy;
+use crate::wire::batch::EntryFlags;
+use crate::wire::logprobs::TokenLogprobs;
+
+/// Speculation's counters over a session (named as llama.cpp's and vLLM's in reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecCounters {
+    /// Trips that carried a draft.
+    pub drafts: u64,
+    /// Tokens drafted.
+    pub draft_tokens: u64,
+    /// Drafted tokens accepted.
+    pub accepted_tokens: u64,
+}
+
+impl std::ops::Add for SpecCounters {
+    type Output = SpecCounters;
+    fn add(self, o: SpecCounters) -> SpecCounters {
+        SpecCounters {
+            drafts: self.drafts + o.drafts,
+            draft_tokens: self.draft_tokens + o.draft_tokens,
+            accepted_tokens: self.accepted_tokens + o.accepted_tokens,
+        }
+    }
+}
+
+/// A decoding sequence's entry: its first position, rows (its last token, then any
+/// draft, which it keeps until the return) and flags (`ROLLBACK` where the stages hold a
+/// rejected draft's rows, `VERIFY` with a draft). `None` before its first token.
+pub(super) fn decode_entry(
+    seq: &mut Seq,
+    drafter: &NgramDrafter,
+    row_cost: f64,
+    max_seq_len: usize,
+    budget: usize,
+) -> Option<(usize, Vec<u32>, EntryFlags)> {
+    let last = seq.generated.len().checked_sub(1)?;
+    let first = seq.prompt.len() + last;
+    let mut rows = vec![seq.generated[last]];
+    let mut flags = EntryFlags::SAMPLE;
+    if std::mem::take(&mut seq.rollback) {
+        flags = flags | EntryFlags::ROLLBACK;
+    }
+    seq.draft.clear();
+    if let Some(length) = seq.spec.as_mut() {
+        // Room: the context, the tokens still wanted, the row budget.
+        let room = (max_seq_len.saturating_sub(first + 1))
+            .min((seq.max_tokens as usize).saturating_sub(last + 1))
+            .min(budget.saturating_sub(1));
+        let k = length.next(row_cost).min(room);
+        if k > 0 {
+            let mut history = seq.prompt.clone();
+            history.extend_from_slice(&seq.generated);
+            seq.draft = drafter.draft(&history, k);
+        }
+    }
+    if !seq.draft.is_empty() {
+        flags = flags | EntryFlags::VERIFY;
+        rows.extend_from_slice(&seq.draft);
+    }
+    Some((first, rows, flags))
+}
+
+/// The tokens a returned sampling entry gives `seq`: its token alone, or for a draft the
+/// longest prefix agreeing with the tokens sampled after each row (`target`, then
+/// `token` after the last), then the target's own next token. The counters and the
+/// sequence's draft length learn from it; a rejected tail is rolled back by its next
+/// entry.
+pub(super) fn verdict(
+    seq: &mut Seq,
+    counters: &mut SpecCounters,
+    target: &[u32],
+    token: u32,
+) -> Result<Vec<u32>, ReturnError> {
+    let draft = std::mem::take(&mut seq.draft);
+    if draft.is_empty() {
+        return Ok(vec![token]);
+    }
+    let mut target = target.to_vec();
+    target.push(token);
+    let verdict = accept_greedy(&draft, &target).ok_or(ReturnError::Malformed)?;
+    counters.drafts += 1;
+    counters.draft_tokens += draft.len() as u64;
+    counters.accepted_tokens += verdict.accepted as u64;
+    if let Some(length) = seq.spec.as_mut() {
+        length.observe(draft.len(), verdict.accepted);
+    }
+    seq.rollback = verdict.accepted < draft.len();
+    Ok(verdict.tokens)
+}
+
+impl Scheduler {
+    /// Sequence `id` takes `taken` in order (its log-probabilities `lp` before the first),
+    /// finishing at the first that ends it.
+    pub(super) fn take_tokens(&mut self, id: SeqId, taken: &[u32], mut lp: Option<TokenLogprobs>) {
+        for &token in taken {
+            let Some(seq) = self.live.get_mut(&id) else { return };
+            if Some(token) == self.cfg.eos || Some(token) == self.cfg.eot {
+                self.finish(id, FinishReason::Eos);
+                return;
+            }
+            seq.generated.push(token);
+            if let Some(lp) = lp.take() {
+                self.outputs.push_back(SeqOutput::Logprobs { id, logprobs: lp });
+            }
+            self.outputs.push_back(SeqOutput::Token { id, token });
+            let generated = seq.generated.len();
+            // Feeding the token back would pass the context: full, decided before the step.
+            let full = seq.prompt.len() + generated > self.cfg.max_seq_len as usize;
+            if generated >= seq.max_tokens as usize {
+                self.finish(id, FinishReason::MaxTokens);
+                return;
+            } else if full {
+                self.finish(id, FinishReason::ContextFull);
+                return;
+            }
+        }
+    }
+
+    /// Speculation's counters so far.
+    pub fn spec_counters(&self) -> SpecCounters {
+        self.spec
+    }
+}
