@@ -367,4 +367,5 @@ pub mod products;
 pub mod runs;
 pub mod serve;
 pub mod serve_http;
+pub mod speculate;
 pub use engine::{EngineBenchConfig, EngineFigure, batch_rate, bench_prompts, engine_figures};

@@ -1,7 +1,7 @@
 //! `swactor bench serve`: a session serving N concurrent requests beside one-sequence
 //! `generate` and one process batching the same N sequences, with the CPU named.
 
-use super::args::BenchServeArgs;
+use super::args::{BenchServeArgs, BenchSpeculateArgs};
 use super::bench_cmd::{check_requantize, exe, failed, print_cpu};
 use super::exit::CliError;
 use super::output::Output;
@@ -197,4 +197,60 @@ fn direct_line(
         fig.tokens,
         fig.failed
     )
+}
+
+/// `swactor bench speculate`.
+pub fn speculate(args: &BenchSpeculateArgs, out: &mut Output) -> Result<(), CliError> {
+    let grounded = bench::speculate::grounded_prompts(&args.grounded).map_err(failed)?;
+    let free: Vec<(String, u32)> = (0..args.free as usize)
+        .map(|i| (bench::serve::PROMPTS[i % bench::serve::PROMPTS.len()].to_string(), args.tokens))
+        .collect();
+    print_cpu(args.output.json, out)?;
+    let mut progress = Progress::new(args.output.json);
+    let layouts = [0, args.stages];
+    progress.bar((2 * layouts.len() * (grounded.len() + free.len())) as u64, "bench speculate");
+    for (workload, prompts) in [("grounded", &grounded), ("free", &free)] {
+        for stages in layouts {
+            let layout =
+                if stages == 0 { "one process".to_string() } else { format!("{stages} stages") };
+            let mut pairs = Vec::new();
+            for (prompt, tokens) in prompts {
+                progress.message(format!("bench speculate: {workload}, {layout}"));
+                let run = |on| {
+                    bench::speculate::spec_run(&exe()?, &args.model, stages, prompt, *tokens, on)
+                        .map_err(failed)
+                };
+                let off = run(false)?;
+                progress.step();
+                let on = run(true)?;
+                progress.step();
+                pairs.push((off, on));
+            }
+            let fig = bench::speculate::figure(workload, layout, &pairs);
+            if args.output.json {
+                out.json("bench_speculate", &fig)?;
+            } else {
+                let target = match (workload, stages) {
+                    ("grounded", s) if s > 0 => " (target >= 2)",
+                    ("free", _) => " (target >= 0.97)",
+                    _ => "",
+                };
+                let line = format!(
+                    "{:<8} {:<12} {} prompts: off {:>6.1} tok/s, ngram {:>6.1} tok/s, ratio \
+                     {:.2}{target}; acceptance {:.2}, mean draft {:.1} tokens",
+                    fig.workload,
+                    fig.layout,
+                    fig.prompts,
+                    fig.off_tokens_per_s,
+                    fig.on_tokens_per_s,
+                    fig.ratio,
+                    fig.acceptance,
+                    fig.mean_draft_length
+                );
+                progress.suspend(|| out.line(line))?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(())
 }

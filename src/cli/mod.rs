@@ -131,6 +131,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Serve(args)) => bench_serve_cmd::serve(&args, out),
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
         Command::Bench(BenchCommand::Products(args)) => bench_products_cmd::products(&args, out),
+        Command::Bench(BenchCommand::Speculate(args)) => bench_serve_cmd::speculate(&args, out),
         Command::Node(NodeCommand::Id(args)) => node_cmd::node_id(&args, out),
         Command::Node(NodeCommand::Boot(args)) => node_cmd::boot(&args, out),
         Command::Edge(EdgeCommand::Inspect(args)) => edge_inspect_cmd::inspect(&args, out),

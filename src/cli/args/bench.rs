@@ -43,6 +43,11 @@ pub enum BenchCommand {
     /// prefills.
     #[command(after_help = SEE_EXIT_CODES)]
     Products(BenchProductsArgs),
+    /// Speculative decoding: one sequence's decode tokens/s with and without n-gram
+    /// drafts, in one process and through a `run local` pipeline, on a grounded workload
+    /// (text the answer repeats or edits) and on free generation, each pair side by side.
+    #[command(after_help = SEE_EXIT_CODES)]
+    Speculate(BenchSpeculateArgs),
     /// Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures
     /// the time to `run_faulted` and to `run_torn_down`.
     #[command(after_help = SEE_EXIT_CODES)]
@@ -270,6 +275,32 @@ impl BenchCommand {
             BenchCommand::Products(a) => &a.output,
             BenchCommand::Failover(a) => &a.output,
             BenchCommand::Serve(a) => &a.output,
+            BenchCommand::Speculate(a) => &a.output,
         }
     }
+}
+
+/// `swactor bench speculate`
+#[derive(Debug, Args)]
+pub struct BenchSpeculateArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// The grounded workload: JSON Lines of `{"prompt", "max_tokens"}`.
+    #[arg(long, value_name = "FILE", default_value = "examples/speculate-grounded.jsonl")]
+    pub grounded: PathBuf,
+    /// Stages of the pipeline layout.
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub stages: u32,
+    /// Tokens per free-generation prompt.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub tokens: u32,
+    /// Free-generation prompts (story openings).
+    #[arg(long, default_value_t = 4, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub free: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
 }
