@@ -31,11 +31,18 @@ mod tests {
     #[test]
     fn two_thousand_seeds_of_traffic_alone_complete_with_the_reference_tokens() {
         let base = base();
+        let mut drafted = 0;
         for seed in 0..2000 {
             let r = simulate(base, SimConfig { seed, faults: false, planted: None });
             assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
             assert_eq!(r.outcome, Some(crate::events::RunOutcome::Completed), "seed {seed}");
+            drafted += r.draft_tokens;
         }
+        // A third of the seeds speculate: their drafts are verified (and mostly rolled
+        // back) through the real stage controllers, and the tokens still match. The
+        // stand-in model's tokens are hashes, so its own output seldom repeats and drafts
+        // are rare (about a dozen tokens over these seeds): they must still happen.
+        assert!(drafted > 0, "the simulated sessions never drafted");
     }
 
     #[test]

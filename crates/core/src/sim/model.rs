@@ -4,7 +4,9 @@
 //! samples — so that a micro-batch through the real stage controllers and the real
 //! scheduler must give exactly the tokens of the one-sequence reference.
 
-use crate::wire::batch::{BatchError, BatchLimits, BatchTable, EntryFlags, NO_TOKEN};
+use crate::wire::batch::{
+    BatchError, BatchLimits, BatchTable, EntryFlags, MAX_VERIFY_ROWS, NO_TOKEN,
+};
 
 /// splitmix64's finaliser: a cheap, well-mixed hash step.
 pub fn mix(a: u64, b: u64) -> u64 {
@@ -17,22 +19,45 @@ pub fn mix(a: u64, b: u64) -> u64 {
 /// Layers of the stand-in model (the simulated plan's blocks).
 pub const LAYERS: usize = 6;
 
+/// Positions a slot can roll back (a verifying entry's rows at most).
+const RECENT: usize = MAX_VERIFY_ROWS as usize;
+
 /// One slot of one stage: its "KV cache" (positions, and a running state per layer it
-/// holds) and the seed of its sampler.
+/// holds), the states before its last [`RECENT`] positions (so a rejected draft's rows
+/// can be rolled back) and the seed of its sampler.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SlotState {
     /// Positions cached.
     pub positions: u32,
     /// The running state of each layer (every row of the sequence so far).
     pub state: [u64; LAYERS],
+    /// `recent[p % RECENT]`: the state before position `p`, for the last positions.
+    pub recent: [[u64; LAYERS]; RECENT],
     /// The sampler's seed (set at the slot's reset).
     pub seed: u64,
+}
+
+impl SlotState {
+    /// Drops the positions from `to` on (a rejected draft's rows); `false` when they are
+    /// more than it remembers.
+    pub fn roll_back(&mut self, to: u32) -> bool {
+        if to >= self.positions {
+            return true;
+        }
+        if (self.positions - to) as usize > RECENT {
+            return false;
+        }
+        self.state = self.recent[to as usize % RECENT];
+        self.positions = to;
+        true
+    }
 }
 
 /// One row through `layers` at position `pos` of a slot: each layer's state takes the
 /// row, the row's output depends on it. The result depends on the layers alone, never on
 /// how they are split into stages.
 pub fn row(layers: std::ops::Range<u32>, slot: &mut SlotState, x: u32, pos: u32) -> u32 {
+    slot.recent[pos as usize % RECENT] = slot.state;
     let mut x = x;
     for l in layers {
         let st = &mut slot.state[l as usize % LAYERS];
@@ -88,11 +113,19 @@ pub fn step(
         BatchTable::split_rows(input, limits, row_bytes).map_err(ComputeError::Batch)?;
     let mut out = table.encode();
     let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
+    let mut verified = vec![Vec::new(); table.entries().len()];
     let mut at = 0usize;
     for (i, e) in table.entries().iter().enumerate() {
         let slot = &mut slots[e.slot as usize];
         if e.flags.contains(EntryFlags::RESET) {
             *slot = SlotState { seed: e.sampling.seed, ..SlotState::default() };
+        }
+        if e.flags.contains(EntryFlags::ROLLBACK) && !slot.roll_back(e.first_position) {
+            return Err(ComputeError::Position {
+                slot: e.slot,
+                holds: slot.positions,
+                starts: e.first_position,
+            });
         }
         if slot.positions != e.first_position {
             return Err(ComputeError::Position {
@@ -102,6 +135,7 @@ pub fn step(
             });
         }
         let mut y = 0;
+        let verify = last && e.flags.contains(EntryFlags::VERIFY);
         for k in 0..e.tokens {
             let x = u32::from_le_bytes(rows[at..at + 4].try_into().unwrap_or([0; 4]));
             at += row_bytes as usize;
@@ -109,6 +143,10 @@ pub fn step(
             if !last {
                 out.extend_from_slice(&y.to_le_bytes());
                 out.resize(out.len() + out_row_bytes as usize - 4, 0);
+            } else if verify && k + 1 < e.tokens {
+                // A verifying entry: the token after every row but the last too.
+                let pos = e.first_position + k + 1;
+                verified[i].push(sample(slot.seed, y, pos, e.sampling.temperature, vocab));
             }
         }
         if last && e.flags.contains(EntryFlags::SAMPLE) {
@@ -118,6 +156,7 @@ pub fn step(
     }
     if last {
         out.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+        crate::wire::batch::encode_verify_section(&table, &verified, &mut out);
     }
     Ok(out)
 }
@@ -171,5 +210,24 @@ mod tests {
             let mid = row(0..2, &mut parts[0], x, pos as u32);
             assert_eq!(row(2..6, &mut parts[1], mid, pos as u32), y);
         }
+    }
+
+    #[test]
+    fn a_rolled_back_slot_continues_as_if_the_dropped_rows_never_ran() {
+        let mut a = SlotState::default();
+        let mut b = SlotState::default();
+        for (pos, x) in [5u32, 9, 200].into_iter().enumerate() {
+            row(0..6, &mut a, x, pos as u32);
+            row(0..6, &mut b, x, pos as u32);
+        }
+        // `a` runs three draft rows, then drops two of them.
+        for (k, x) in [7u32, 8, 9].into_iter().enumerate() {
+            row(0..6, &mut a, x, 3 + k as u32);
+        }
+        assert!(a.roll_back(4));
+        row(0..6, &mut b, 7, 3);
+        assert_eq!((a.positions, a.state), (b.positions, b.state));
+        assert_eq!(row(0..6, &mut a, 1, 4), row(0..6, &mut b, 1, 4));
+        assert!(!a.roll_back(0) || RECENT >= 5, "only the recent positions roll back");
     }
 }

@@ -137,6 +137,8 @@ pub struct SimReport {
     pub sim_ms: u64,
     /// Times the session re-formed after a node loss.
     pub reformed: u32,
+    /// Tokens drafted and verified (every session of the run).
+    pub draft_tokens: u64,
     /// Why re-forming was given up, if it was.
     pub abandoned: Option<&'static str>,
     /// Every broken invariant.
@@ -348,6 +350,7 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     let mut w = World::new(base, cfg);
     w.run();
     w.check_end();
+    w.report.draft_tokens += w.fsm.as_ref().map_or(0, |f| f.spec_counters().draft_tokens);
     w.report.outcome = w.outcome();
     w.report.abandoned = w.abandoned;
     w.report.sim_ms = w.now.as_millis() as u64;

@@ -80,7 +80,9 @@ impl World {
             self.torn_down = true;
             return;
         };
-        self.last_outcome = self.fsm.take().and_then(|f| f.outcome());
+        let fsm = self.fsm.take();
+        self.report.draft_tokens += fsm.as_ref().map_or(0, |f| f.spec_counters().draft_tokens);
+        self.last_outcome = fsm.and_then(|f| f.outcome());
         self.inflight.clear();
         self.gate.reform(self.instant());
         let at = r.deadline.saturating_duration_since(self.base);

@@ -95,7 +95,9 @@ impl World {
             batch_tokens: rng.random_range(1..=16u32),
             groups: rng.random_range(0..=3u16),
             prefill_budget: Some(Duration::from_millis(20)),
-            draft_max: 0,
+            // Every third seed speculates (from the seed, not the stream: the other draws
+            // stay as they were).
+            draft_max: [0, 3, 0][(cfg.seed % 3) as usize],
         };
         let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
         let nodes = (0..stages).map(|i| sim_node(base, i, cfg.planted)).collect();
@@ -140,6 +142,7 @@ impl World {
                 steps: 0,
                 sim_ms: 0,
                 reformed: 0,
+                draft_tokens: 0,
                 abandoned: None,
                 violations: Vec::new(),
                 trace: Vec::new(),
@@ -194,7 +197,15 @@ impl World {
         let mut last = Duration::ZERO;
         for i in 0..n {
             let len = self.rng.random_range(1..=MAX_SEQ as usize + 4);
-            let prompt: Vec<u32> = (0..len).map(|_| self.rng.random_range(3..VOCAB)).collect();
+            let mut prompt: Vec<u32> = (0..len).map(|_| self.rng.random_range(3..VOCAB)).collect();
+            // A speculating session gets prompts that repeat a short pattern, so that the
+            // n-gram drafter proposes (no further draws: the stream stays as it was).
+            if self.session.0.draft_max > 0 {
+                let period = 2 + i % 3;
+                for j in period..prompt.len() {
+                    prompt[j] = prompt[j - period];
+                }
+            }
             let hot = self.rng.random_bool(0.3);
             self.reqs.push(Req {
                 id: None,
