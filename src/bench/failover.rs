@@ -156,6 +156,7 @@ async fn run_on(
             sampling: runtime.sampling,
             stop: Vec::new(),
             logprobs: None,
+            speculative: true,
         })
         .collect();
     let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();

@@ -344,6 +344,7 @@ pub async fn failover_run(
             sampling: runtime.sampling,
             stop: Vec::new(),
             logprobs: None,
+            speculative: true,
         }],
         session: Default::default(),
         stages: Some(stages),

@@ -78,6 +78,7 @@ fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
         sampling: p.sampling,
         stop: p.stop,
         logprobs: None,
+        speculative: true,
     };
     tx.send((index, request)).is_ok()
 }

@@ -114,6 +114,7 @@ fn prompt_request(
         sampling: runtime.sampling,
         stop: Vec::new(),
         logprobs: None,
+        speculative: true,
     })
 }
 

@@ -77,7 +77,7 @@ pub fn resubmission(
         max_tokens: budget - replay.generated,
         sampling: request.sampling,
         logprobs: request.logprobs,
-        speculative: true,
+        speculative: request.speculative,
     })
 }
 
@@ -128,6 +128,7 @@ mod tests {
             },
             stop: vec![],
             logprobs: Some(2),
+            speculative: true,
         }
     }
 

@@ -26,6 +26,9 @@ pub struct Request {
     pub stop: Vec<String>,
     /// Log-probabilities of each token and this many alternatives (`None`: none).
     pub logprobs: Option<u32>,
+    /// Whether its tokens may be drafted and verified several at a time where the
+    /// session speculates (`"speculative": false` opts a request out).
+    pub speculative: bool,
 }
 
 /// What became of one request: a result, or an error with a stable reason.

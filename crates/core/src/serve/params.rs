@@ -55,6 +55,8 @@ pub struct Parsed {
     pub include_usage: bool,
     /// Top log-probabilities per token asked for (`None`: none).
     pub logprobs: Option<u32>,
+    /// Whether the session may speculate for it (`"speculative": false` opts out).
+    pub speculative: bool,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +87,7 @@ struct Common {
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
+    speculative: Option<bool>,
     #[allow(dead_code)]
     user: Option<IgnoredAny>,
 }
@@ -238,6 +241,7 @@ fn common(
         stream: c.stream,
         include_usage: c.stream_options.is_some_and(|o| o.include_usage),
         logprobs,
+        speculative: c.speculative.unwrap_or(true),
     })
 }
 
@@ -302,6 +306,7 @@ impl Parsed {
             sampling: self.sampling,
             stop: self.stop.clone(),
             logprobs: self.logprobs,
+            speculative: self.speculative,
         })
     }
 }

@@ -35,7 +35,7 @@ impl RunLoop<'_> {
             max_tokens: r.max_tokens,
             sampling: r.sampling,
             logprobs: r.logprobs,
-            speculative: true,
+            speculative: r.speculative,
         };
         match self.fsm.submit(now, req) {
             Ok(seq) => self.book.admitted(index, seq),

@@ -32,6 +32,7 @@ fn a_request_stops_at_its_stop_string_drops_later_tokens_and_keeps_the_text_befo
         sampling: SamplingPolicy::Greedy,
         stop: vec![", good".into()],
         logprobs: None,
+        speculative: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -62,6 +63,7 @@ fn the_time_to_first_token_is_given_in_milliseconds_rounded_to_a_tenth() {
         sampling: SamplingPolicy::Greedy,
         stop: Vec::new(),
         logprobs: None,
+        speculative: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -83,6 +85,7 @@ fn a_sequence_ended_by_the_sessions_fault_is_an_error_naming_it_and_unrun_ones_s
         sampling: SamplingPolicy::Greedy,
         stop: vec![],
         logprobs: None,
+        speculative: true,
     };
     let mut book = RequestBook::new(&tok, vec![req("a"), req("b"), req("c")]);
     book.admitted(0, 0);
@@ -106,6 +109,7 @@ fn stream(text: &str, stops: &[&str]) -> (Vec<String>, String, String) {
         sampling: SamplingPolicy::Greedy,
         stop: stops.iter().map(|s| s.to_string()).collect(),
         logprobs: None,
+        speculative: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     book.admitted(0, 1);
@@ -180,6 +184,7 @@ fn a_kept_sequence_resumes_with_its_text_and_counts_and_its_result_covers_both_r
         sampling: SamplingPolicy::Greedy,
         stop: vec![],
         logprobs: None,
+        speculative: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -216,6 +221,7 @@ fn a_kept_sequence_that_cannot_resume_ends_with_the_fault_and_its_text_so_far() 
         sampling: SamplingPolicy::Greedy,
         stop: vec![],
         logprobs: None,
+        speculative: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     book.admitted(0, 1);

@@ -118,6 +118,7 @@ impl World {
                 sampling: r.sampling(),
                 stop: Vec::new(),
                 logprobs: None,
+                speculative: true,
             };
             let mut tokens = r.prompt.clone();
             tokens.extend_from_slice(&r.tokens);
