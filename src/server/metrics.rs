@@ -85,6 +85,12 @@ pub struct Metrics {
     pub stage_step: Family<Stage, Histogram>,
     /// An object's hop from one stage's egress to the next stage's ingress.
     pub hop: Family<Edge, Histogram>,
+    /// Trips that carried a speculative draft.
+    pub spec_drafts: Counter,
+    /// Tokens drafted.
+    pub spec_draft_tokens: Counter,
+    /// Drafted tokens accepted.
+    pub spec_accepted_tokens: Counter,
 }
 
 impl Default for Metrics {
@@ -109,6 +115,9 @@ impl Metrics {
             e2e_request_latency: latency_hist(0.05, 14),
             request_queue_time: latency_hist(0.001, 16),
             slots_in_use: Gauge::default(),
+            spec_drafts: Counter::default(),
+            spec_draft_tokens: Counter::default(),
+            spec_accepted_tokens: Counter::default(),
             sessions_formed: Counter::default(),
             session_faults: Family::default(),
             failovers: Family::default(),
@@ -161,6 +170,21 @@ impl Metrics {
             m.request_queue_time.clone(),
         );
         r.register("swactor_slots_in_use", "Slots holding a sequence", m.slots_in_use.clone());
+        r.register(
+            "swactor_spec_decode_num_drafts",
+            "Trips that carried a speculative draft",
+            m.spec_drafts.clone(),
+        );
+        r.register(
+            "swactor_spec_decode_num_draft_tokens",
+            "Tokens drafted for speculative decoding",
+            m.spec_draft_tokens.clone(),
+        );
+        r.register(
+            "swactor_spec_decode_num_accepted_tokens",
+            "Drafted tokens the target model accepted",
+            m.spec_accepted_tokens.clone(),
+        );
         r.register(
             "swactor_sessions_formed",
             "Sessions that reached serving",

@@ -29,6 +29,8 @@ struct ServeSink<'a> {
     events: Option<&'a mut dyn FnMut(&EventLine)>,
     /// Since when the session re-forms after a node loss.
     reforming: Option<Instant>,
+    /// Speculation's counters as last counted into the metrics.
+    spec_seen: crate::orchestrator::scheduler::SpecCounters,
 }
 
 impl RunSink for ServeSink<'_> {
@@ -100,6 +102,16 @@ impl RunSink for ServeSink<'_> {
         (view.slots_in_use, view.waiting) = (running, waiting);
     }
 
+    fn speculated(&mut self, c: crate::orchestrator::scheduler::SpecCounters) {
+        // Counters only grow: a new session's restart from zero counts from zero.
+        let m = &self.shared.metrics;
+        let last = std::mem::replace(&mut self.spec_seen, c);
+        let delta = |now: u64, before: u64| if now >= before { now - before } else { now };
+        m.spec_drafts.inc_by(delta(c.drafts, last.drafts));
+        m.spec_draft_tokens.inc_by(delta(c.draft_tokens, last.draft_tokens));
+        m.spec_accepted_tokens.inc_by(delta(c.accepted_tokens, last.accepted_tokens));
+    }
+
     fn planned(&mut self, plan: &RunPlan) {
         self.shared.view().planned(plan);
     }
@@ -149,6 +161,7 @@ pub async fn run_sessions(
             t0,
             events: events.as_mut().map(|f| &mut **f as &mut dyn FnMut(&EventLine)),
             reforming: None,
+            spec_seen: Default::default(),
         };
         let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());
         let result =

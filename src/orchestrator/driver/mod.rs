@@ -124,6 +124,10 @@ pub trait RunSink {
     fn load(&mut self, running: usize, waiting: usize) {
         let _ = (running, waiting);
     }
+    /// Speculation's counters over the run so far (when the load changes).
+    fn speculated(&mut self, counters: crate::orchestrator::scheduler::SpecCounters) {
+        let _ = counters;
+    }
     /// The plan the session runs (once planned).
     fn planned(&mut self, plan: &RunPlan) {
         let _ = plan;

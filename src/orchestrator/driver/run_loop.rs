@@ -400,6 +400,7 @@ impl<'t> RunLoop<'t> {
             if load != self.load {
                 self.load = load;
                 sink.load(load.0, load.1);
+                sink.speculated(self.spec_before + self.fsm.spec_counters());
             }
             for index in std::mem::take(&mut self.unsent) {
                 self.give_result(index, sink);
