@@ -823,3 +823,43 @@ fn a_stage_node_sigkilled_mid_decode_loses_no_stream_every_text_equals_generate(
     let (code, _) = s.terminate();
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn eight_concurrent_chats_served_with_speculation_equal_generate_and_an_opt_out_drafts_nothing() {
+    let Some(model) = smollm2() else { return };
+    let s = Server::local(&model, &["--max-sequences", "8", "--speculate", "ngram"]);
+    let url = format!("{}/v1/chat/completions", s.url);
+    let answers = runtime().block_on(async {
+        let calls = CHATS.iter().map(|c| {
+            let body = chat_body(c, 24, true).to_string().into_bytes();
+            post_raw(&url, body, None)
+        });
+        futures_util::future::join_all(calls).await
+    });
+    for (chat, a) in CHATS.iter().zip(&answers) {
+        let (text, _) = streamed_text(a, true);
+        assert_eq!(text, generate_chat(&model, chat, 24), "{chat}");
+    }
+    let drafted = |s: &Server| -> u64 {
+        let text = runtime().block_on(async {
+            client().get(format!("{}/metrics", s.url)).send().await.expect("metrics").text().await
+        });
+        let text = text.expect("metrics text");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("swactor_spec_decode_num_draft_tokens_total"))
+            .expect("the draft counter");
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a count")
+    };
+    let before = drafted(&s);
+    let prompt = "Copy: the old lighthouse keeper looked out at the sea. Copy: the old lighthouse \
+                  keeper looked out at the sea. Copy:";
+    let body = json!({"prompt": prompt, "max_tokens": 24, "temperature": 0, "speculative": false});
+    let opted_out = post(&format!("{}/v1/completions", s.url), &body).json();
+    assert_eq!(drafted(&s), before, "a request that opts out drafts nothing");
+    assert_eq!(
+        opted_out["choices"][0]["text"].as_str(),
+        Some(completion_of(&s.url, prompt, 24).as_str())
+    );
+    assert!(drafted(&s) > before, "the same request speculating drafts");
+}
