@@ -538,6 +538,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
             [CompletionResult]::new('engine', 'engine', [CompletionResultType]::ParameterValue, 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp')
             [CompletionResult]::new('products', 'products', [CompletionResultType]::ParameterValue, 'The engine''s matrix products one at a time on a model''s own weights: time per product against the bytes it reads and this machine''s memory read bandwidth (measured in the same run), beside the whole forward pass, for a decode step and prefills')
+            [CompletionResult]::new('speculate', 'speculate', [CompletionResultType]::ParameterValue, 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -617,6 +618,17 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;speculate' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--grounded', '--grounded', [CompletionResultType]::ParameterName, 'The grounded workload: JSON Lines of `{"prompt", "max_tokens"}`')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the pipeline layout')
+            [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens per free-generation prompt')
+            [CompletionResult]::new('--free', '--free', [CompletionResultType]::ParameterName, 'Free-generation prompts (story openings)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;failover' {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the local pipeline (node 2 is killed)')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'With `--resume`: the GGUF model served')
@@ -653,6 +665,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
             [CompletionResult]::new('engine', 'engine', [CompletionResultType]::ParameterValue, 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp')
             [CompletionResult]::new('products', 'products', [CompletionResultType]::ParameterValue, 'The engine''s matrix products one at a time on a model''s own weights: time per product against the bytes it reads and this machine''s memory read bandwidth (measured in the same run), beside the whole forward pass, for a decode step and prefills')
+            [CompletionResult]::new('speculate', 'speculate', [CompletionResultType]::ParameterValue, 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -677,6 +690,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;products' {
+            break
+        }
+        'swactor;bench;help;speculate' {
             break
         }
         'swactor;bench;help;failover' {
@@ -801,6 +817,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('pipeline', 'pipeline', [CompletionResultType]::ParameterValue, 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token')
             [CompletionResult]::new('engine', 'engine', [CompletionResultType]::ParameterValue, 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp')
             [CompletionResult]::new('products', 'products', [CompletionResultType]::ParameterValue, 'The engine''s matrix products one at a time on a model''s own weights: time per product against the bytes it reads and this machine''s memory read bandwidth (measured in the same run), beside the whole forward pass, for a decode step and prefills')
+            [CompletionResult]::new('speculate', 'speculate', [CompletionResultType]::ParameterValue, 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             break
@@ -824,6 +841,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;products' {
+            break
+        }
+        'swactor;help;bench;speculate' {
             break
         }
         'swactor;help;bench;failover' {

@@ -79,6 +79,9 @@ _swactor() {
             swactor__subcmd__bench,serve)
                 cmd="swactor__subcmd__bench__subcmd__serve"
                 ;;
+            swactor__subcmd__bench,speculate)
+                cmd="swactor__subcmd__bench__subcmd__speculate"
+                ;;
             swactor__subcmd__bench,wake)
                 cmd="swactor__subcmd__bench__subcmd__wake"
                 ;;
@@ -108,6 +111,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,serve)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__serve"
+                ;;
+            swactor__subcmd__bench__subcmd__help,speculate)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__speculate"
                 ;;
             swactor__subcmd__bench__subcmd__help,wake)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__wake"
@@ -201,6 +207,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,serve)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__serve"
+                ;;
+            swactor__subcmd__help__subcmd__bench,speculate)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__speculate"
                 ;;
             swactor__subcmd__help__subcmd__bench,wake)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__wake"
@@ -373,7 +382,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode pipeline engine products failover serve help"
+            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -519,7 +528,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode pipeline engine products failover serve help"
+            opts="ring wake edge decode pipeline engine products speculate failover serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -645,6 +654,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__speculate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -806,6 +829,40 @@ _swactor() {
                     return 0
                     ;;
                 --repeat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__speculate)
+            opts="-h --model --grounded --stages --tokens --free --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grounded)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --free)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1211,7 +1268,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode pipeline engine products failover serve"
+            opts="ring wake edge decode pipeline engine products speculate failover serve"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1323,6 +1380,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__speculate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

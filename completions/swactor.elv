@@ -480,6 +480,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
             cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand products 'The engine''s matrix products one at a time on a model''s own weights: time per product against the bytes it reads and this machine''s memory read bandwidth (measured in the same run), beside the whole forward pass, for a decode step and prefills'
+            cand speculate 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -551,6 +552,16 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;speculate'= {
+            cand --model 'The GGUF model'
+            cand --grounded 'The grounded workload: JSON Lines of `{"prompt", "max_tokens"}`'
+            cand --stages 'Stages of the pipeline layout'
+            cand --tokens 'Tokens per free-generation prompt'
+            cand --free 'Free-generation prompts (story openings)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;failover'= {
             cand --stages 'Stages of the local pipeline (node 2 is killed)'
             cand --model 'With `--resume`: the GGUF model served'
@@ -585,6 +596,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
             cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand products 'The engine''s matrix products one at a time on a model''s own weights: time per product against the bytes it reads and this machine''s memory read bandwidth (measured in the same run), beside the whole forward pass, for a decode step and prefills'
+            cand speculate 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -602,6 +614,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;engine'= {
         }
         &'swactor;bench;help;products'= {
+        }
+        &'swactor;bench;help;speculate'= {
         }
         &'swactor;bench;help;failover'= {
         }
@@ -696,6 +710,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand pipeline 'Decode tokens/s of a `run local` pipeline (one node process per stage, one compute thread each) against `swactor generate` at one thread, and the time from `run local`''s start to its first token'
             cand engine 'The CPU engine on one or more models (and re-quantized copies): decode and prefill tokens/s at each thread count, aggregate decode at several batch sizes, and stage load time (mapped, against candle''s copying load). `scripts/bench-llama-cpp.py` runs it beside llama.cpp'
             cand products 'The engine''s matrix products one at a time on a model''s own weights: time per product against the bytes it reads and this machine''s memory read bandwidth (measured in the same run), beside the whole forward pass, for a decode step and prefills'
+            cand speculate 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
         }
@@ -712,6 +727,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;engine'= {
         }
         &'swactor;help;bench;products'= {
+        }
+        &'swactor;help;bench;speculate'= {
         }
         &'swactor;help;bench;failover'= {
         }
