@@ -1168,7 +1168,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__generate)
-            opts="-h --model --prompt --prompt-ids --chat --stages --device --threads --speculate --draft-max --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --model --prompt --prompt-ids --chat --stages --device --threads --speculate --draft-model --draft-max --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1200,6 +1200,10 @@ _swactor() {
                     ;;
                 --speculate)
                     COMPREPLY=($(compgen -W "off ngram" -- "${cur}"))
+                    return 0
+                    ;;
+                --draft-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --draft-max)

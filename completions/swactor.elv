@@ -127,6 +127,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --device 'Where to compute: `cpu` (swactor''s engine), `candle` (candle''s CPU ops, the reference), or `cuda:N` in a build with the `cuda` feature'
             cand --threads 'Compute threads (the in-process stages share them) [default: the CPUs available]'
             cand --speculate 'Speculative decoding: `ngram` drafts from the prompt and output so far and verifies each draft in one pass (the output is the same tokens as without it)'
+            cand --draft-model 'A draft model (same vocabulary) that proposes the drafts, run greedily in this process; implies speculation'
             cand --draft-max 'The most tokens drafted per pass (the length follows the measured acceptance)'
             cand --max-seq-len 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model''s context length, at most 2048]'
             cand --kv-cache 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)'

@@ -120,6 +120,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l device -d '
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l threads -d 'Compute threads (the in-process stages share them) [default: the CPUs available]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l speculate -d 'Speculative decoding: `ngram` drafts from the prompt and output so far and verifies each draft in one pass (the output is the same tokens as without it)' -r -f -a "off\t'No speculation'
 ngram\t'N-gram lookup over the sequence\'s own prompt and output'"
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l draft-model -d 'A draft model (same vocabulary) that proposes the drafts, run greedily in this process; implies speculation' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l draft-max -d 'The most tokens drafted per pass (the length follows the measured acceptance)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'

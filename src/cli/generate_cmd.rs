@@ -12,6 +12,7 @@ use super::config::runtime::runtime_config;
 use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
+use crate::model::draft::{DraftModel, Drafter};
 use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
 };
@@ -170,6 +171,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         ));
     }
     let mut pipeline = load_pipeline(args, &facts, &runtime)?;
+    let drafter = load_drafter(args, &facts, runtime.max_seq_len)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     let mut sampler = Sampler::new(runtime.sampling);
@@ -197,17 +199,15 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         count += 1;
         signals.stopped().is_none()
     };
-    let stop = match args.speculate {
-        Speculate::Off => {
-            run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, &stops, on_token)
-        }
-        Speculate::Ngram => generate_speculative(
+    let stop = match drafter {
+        None => run(&mut pipeline, &prompt, runtime.max_tokens, &mut sampler, &stops, on_token),
+        Some(mut drafter) => generate_speculative(
             &mut pipeline,
             &prompt,
             runtime.max_tokens,
             &mut sampler,
             &stops,
-            (args.draft_max as usize, SPEC_ROW_COST),
+            (&mut drafter, args.draft_max as usize, SPEC_ROW_COST),
             &mut spec,
             on_token,
         ),
@@ -241,7 +241,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         } else {
             0.0
         },
-        speculation: (args.speculate != Speculate::Off).then(|| SpecSummary::of(&spec, count)),
+        speculation: (spec.trips > 0).then(|| SpecSummary::of(&spec, count)),
     };
     print_summary(out, json, &summary, &rest)
 }
@@ -270,4 +270,20 @@ fn print_summary(
         );
     }
     Ok(())
+}
+
+/// `--draft-model`'s drafter, or the n-gram one with `--speculate ngram`; `None` without
+/// speculation. A draft model that cannot load or has another vocabulary is a usage error.
+fn load_drafter(
+    args: &GenerateArgs,
+    facts: &crate::model::ModelFacts,
+    max_seq_len: u32,
+) -> Result<Option<Drafter>, CliError> {
+    let Some(path) = &args.draft_model else {
+        return Ok((args.speculate == Speculate::Ngram).then(|| Drafter::Ngram(Default::default())));
+    };
+    let target = (facts.vocab_size, facts.bytes.tensors);
+    let model = DraftModel::load(path, max_seq_len, compute_threads(args.threads)?, target)
+        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))?;
+    Ok(Some(Drafter::Model(Box::new(model))))
 }

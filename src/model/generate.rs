@@ -156,9 +156,10 @@ pub struct SpecCounts {
     pub trips: u64,
 }
 
-/// As [`generate_until`], drafting with the n-gram drafter and verifying each draft in
-/// one trip (up to `max_k` drafted tokens, the length following the measured acceptance
-/// with one more row costing `row_cost` of a step). Every sampling policy stays exact:
+/// As [`generate_until`], drafting with `drafter` and verifying each draft in one trip
+/// (up to `max_k` drafted tokens, the length following the measured acceptance with one
+/// more row costing `row_cost` of a step, plus a draft model's own step). Every sampling
+/// policy stays exact:
 /// the sampler is keyed by position, so a drafted token is kept only where it is the
 /// token the model would have produced there; the output is the same tokens as without
 /// speculation.
@@ -169,13 +170,13 @@ pub fn generate_speculative(
     max_tokens: u32,
     sampler: &mut Sampler,
     stops: &[u32],
-    (max_k, row_cost): (usize, f64),
+    (drafter, max_k, row_cost): (&mut super::draft::Drafter, usize, f64),
     counts: &mut SpecCounts,
     mut on_token: impl FnMut(u32) -> bool,
 ) -> Result<StopReason, StageError> {
-    use crate::speculate::{adapt::DraftLength, ngram::NgramDrafter, verify::accept_greedy};
+    use crate::speculate::{adapt::DraftLength, verify::accept_greedy};
     let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
-    let drafter = NgramDrafter::default();
+    let row_cost = row_cost + drafter.step_cost();
     let mut length = DraftLength::new(max_k);
     let mut history = prompt.to_vec();
     let logits = pipeline.step(prompt)?;
@@ -205,7 +206,7 @@ pub fn generate_speculative(
         let room = (max_tokens - produced) as usize;
         let room = room.min(max_seq.saturating_sub(history.len()));
         let k = length.next(row_cost).min(room);
-        let draft = drafter.draft(&history, k);
+        let draft = drafter.draft(&history, k)?;
         let mut rows = vec![last];
         rows.extend_from_slice(&draft);
         let logits = pipeline.verify(&rows)?;
@@ -222,8 +223,10 @@ pub fn generate_speculative(
             counts.accepted_tokens += verdict.accepted as u64;
             length.observe(draft.len(), verdict.accepted);
         }
-        // Row 0 and the accepted drafts stay cached; the rejected rows go.
+        // Row 0 and the accepted drafts stay cached; the rejected rows go, here and in the
+        // drafter.
         pipeline.truncate(cached + 1 + verdict.accepted)?;
+        drafter.kept(cached + 1 + verdict.accepted)?;
         pending = verdict.tokens;
     }
 }

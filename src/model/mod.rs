@@ -8,6 +8,7 @@
 pub use swactor_core::model::{ModelBytes, ModelError, ModelFacts, RopeFacts, sampling};
 
 pub mod candle_stage;
+pub mod draft;
 pub mod engine;
 pub mod facts;
 pub mod generate;

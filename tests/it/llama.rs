@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::support::{GgufBuilder, scratch};
+use swactor::model::draft::{DraftModel, Drafter};
 use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
 use swactor::model::gguf::read_content;
 use swactor::model::llama::{ComputeDevice, LlamaStage, StageError, StageSpec};
@@ -363,6 +364,7 @@ fn run_speculative(
     tokens: u32,
     policy: SamplingPolicy,
     max_k: usize,
+    draft: Option<&Path>,
 ) -> (Vec<u32>, swactor::model::generate::SpecCounts) {
     let mut p = LocalPipeline::load(
         path,
@@ -376,13 +378,20 @@ fn run_speculative(
     .expect("load");
     let mut out = Vec::new();
     let mut counts = Default::default();
+    let mut drafter = match draft {
+        None => Drafter::Ngram(Default::default()),
+        // Its steps counted as free, so that drafts are always tried.
+        Some(d) => {
+            Drafter::Model(Box::new(DraftModel::load(d, 256, 1, (300, u64::MAX)).expect("draft")))
+        }
+    };
     let stop = swactor::model::generate::generate_speculative(
         &mut p,
         prompt,
         tokens,
         &mut Sampler::new(policy),
         &[],
-        (max_k, 0.0),
+        (&mut drafter, max_k, 0.0),
         &mut counts,
         |t| {
             out.push(t);
@@ -422,8 +431,9 @@ fn speculation_gives_the_same_tokens_at_every_draft_length_stage_count_and_polic
         };
         for stages in 1..=4 {
             for max_k in [1, 3, 8] {
+                let ranges = even_split(6, stages);
                 let (out, counts) =
-                    run_speculative(&path, &even_split(6, stages), &prompt, 48, policy, max_k);
+                    run_speculative(&path, &ranges, &prompt, 48, policy, max_k, None);
                 assert_eq!(out, plain, "{policy:?}, {stages} stages, k <= {max_k}");
                 assert!(counts.accepted_tokens <= counts.draft_tokens);
                 drafted += counts.draft_tokens;
@@ -462,4 +472,52 @@ fn a_rejected_draft_leaves_no_row_behind_in_any_stage() {
     b.step(&[7]).expect("step");
     let want = b.step(&[11]).expect("continue");
     assert_eq!(after, want);
+}
+
+#[test]
+fn a_draft_model_gives_the_same_tokens_and_the_model_itself_as_draft_is_always_accepted() {
+    let path = f32_model();
+    let other = scratch().join("llama-f32-6-other.gguf");
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let spec = SynthSpec {
+            blocks: 2,
+            hidden: 64,
+            heads: 2,
+            kv_heads: 1,
+            ffn: 128,
+            vocab: 300,
+            seed: 11,
+            ..SynthSpec::default()
+        };
+        write_model(&other, &spec).expect("synth");
+    });
+    let prompt: Vec<u32> = (1..15).collect();
+    let plain = run(&path, &even_split(6, 1), &prompt, 40);
+    for stages in [1, 3] {
+        let ranges = even_split(6, stages);
+        let greedy = SamplingPolicy::Greedy;
+        let (same, counts) = run_speculative(&path, &ranges, &prompt, 40, greedy, 4, Some(&path));
+        assert_eq!(same, plain, "{stages} stages, the model as its own draft");
+        assert!(counts.draft_tokens > 0);
+        assert_eq!(counts.accepted_tokens, counts.draft_tokens, "its own greedy drafts all hold");
+        let (out, _) = run_speculative(&path, &ranges, &prompt, 40, greedy, 4, Some(&other));
+        assert_eq!(out, plain, "{stages} stages, another model as draft");
+    }
+    // A draft model with another vocabulary is refused.
+    let small = scratch().join("llama-f32-vocab-400.gguf");
+    write_model(
+        &small,
+        &SynthSpec {
+            blocks: 1,
+            hidden: 64,
+            heads: 2,
+            kv_heads: 1,
+            ffn: 128,
+            vocab: 400,
+            ..SynthSpec::default()
+        },
+    )
+    .expect("synth");
+    assert!(DraftModel::load(&small, 256, 1, (300, 1)).is_err());
 }

@@ -39,6 +39,10 @@ pub struct GenerateArgs {
     /// each draft in one pass (the output is the same tokens as without it).
     #[arg(long, value_enum, default_value_t = Speculate::Off, value_name = "HOW")]
     pub speculate: Speculate,
+    /// A draft model (same vocabulary) that proposes the drafts, run greedily in this
+    /// process; implies speculation.
+    #[arg(long, value_name = "GGUF")]
+    pub draft_model: Option<PathBuf>,
     /// The most tokens drafted per pass (the length follows the measured acceptance).
     #[arg(long, default_value_t = 8, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=15))]
