@@ -78,7 +78,7 @@ fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
         sampling: p.sampling,
         stop: p.stop,
         logprobs: None,
-        speculative: true,
+        speculative: p.speculative,
     };
     tx.send((index, request)).is_ok()
 }
@@ -99,6 +99,7 @@ mod tests {
             max_tokens: 1,
             sampling: SamplingPolicy::Greedy,
             stop: Vec::new(),
+            speculative: true,
         }
     }
 

@@ -9,7 +9,9 @@
 //! at least one, written with the model's chat template; a content is text, so one that
 //! spells `<|im_start|>` forges no turn), `max_tokens`, `temperature` (0 is
 //! greedy), `top_p`, `top_k`, `seed`, `stop` (a string or a list of at most
-//! [`MAX_STOPS`] strings of at most [`MAX_STOP_BYTES`] bytes). Blank lines are skipped.
+//! [`MAX_STOPS`] strings of at most [`MAX_STOP_BYTES`] bytes), `speculative` (`false`
+//! keeps the request from drafting where the session speculates). Blank lines are
+//! skipped.
 
 use std::collections::HashSet;
 
@@ -67,6 +69,8 @@ pub struct Pending {
     pub sampling: SamplingPolicy,
     /// Its stop strings.
     pub stop: Vec<String>,
+    /// Whether it may draft where the session speculates.
+    pub speculative: bool,
 }
 
 impl Pending {
@@ -133,6 +137,7 @@ struct Line {
     top_k: Option<u32>,
     seed: Option<u64>,
     stop: Option<Stop>,
+    speculative: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -279,7 +284,8 @@ fn parse_line(
     if max_tokens == 0 {
         return Err(err("invalid_request", "max_tokens must be at least 1".into()));
     }
-    Ok(Pending { id, text, messages, max_tokens, sampling, stop })
+    let speculative = line.speculative.unwrap_or(true);
+    Ok(Pending { id, text, messages, max_tokens, sampling, stop, speculative })
 }
 
 /// Line `number`'s default id: its number, as a JSON string.
