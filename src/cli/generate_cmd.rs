@@ -279,6 +279,11 @@ fn load_drafter(
     facts: &crate::model::ModelFacts,
     max_seq_len: u32,
 ) -> Result<Option<Drafter>, CliError> {
+    let speculates = args.draft_model.is_some() || args.speculate == Speculate::Ngram;
+    if speculates && args.device != "cpu" {
+        let message = eyre!("speculation verifies drafts on the CPU engine: use --device cpu");
+        return Err(CliError::new(ExitCode::Usage, "usage", message));
+    }
     let Some(path) = &args.draft_model else {
         return Ok((args.speculate == Speculate::Ngram).then(|| Drafter::Ngram(Default::default())));
     };
