@@ -12,6 +12,7 @@ use super::config::runtime::runtime_config;
 use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
+use super::run_report::SpecSummary;
 use crate::model::draft::{DraftModel, Drafter};
 use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
@@ -45,29 +46,6 @@ struct Summary {
     /// Speculation's counters (`--speculate`), named as llama.cpp's and vLLM's.
     #[serde(skip_serializing_if = "Option::is_none")]
     speculation: Option<SpecSummary>,
-}
-
-#[derive(Serialize)]
-struct SpecSummary {
-    swactor_spec_decode_num_drafts_total: u64,
-    swactor_spec_decode_num_draft_tokens_total: u64,
-    swactor_spec_decode_num_accepted_tokens_total: u64,
-    /// Accepted over drafted tokens.
-    acceptance: f64,
-    /// Tokens generated per pass through the model (prefill excluded).
-    tokens_per_pass: f64,
-}
-
-impl SpecSummary {
-    fn of(spec: &SpecCounts, tokens: u32) -> SpecSummary {
-        SpecSummary {
-            swactor_spec_decode_num_drafts_total: spec.drafts,
-            swactor_spec_decode_num_draft_tokens_total: spec.draft_tokens,
-            swactor_spec_decode_num_accepted_tokens_total: spec.accepted_tokens,
-            acceptance: spec.accepted_tokens as f64 / spec.draft_tokens.max(1) as f64,
-            tokens_per_pass: f64::from(tokens.saturating_sub(1)) / spec.trips.max(1) as f64,
-        }
-    }
 }
 
 fn stage_error(e: StageError) -> CliError {
@@ -241,7 +219,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         } else {
             0.0
         },
-        speculation: (spec.trips > 0).then(|| SpecSummary::of(&spec, count)),
+        speculation: spec_block(&spec, count),
     };
     print_summary(out, json, &summary, &rest)
 }
@@ -291,4 +269,15 @@ fn load_drafter(
     let model = DraftModel::load(path, max_seq_len, compute_threads(args.threads)?, target)
         .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))?;
     Ok(Some(Drafter::Model(Box::new(model))))
+}
+
+/// The summary's `speculation` block (`None` where nothing was verified).
+fn spec_block(spec: &SpecCounts, tokens: u32) -> Option<SpecSummary> {
+    let counters = crate::orchestrator::scheduler::SpecCounters {
+        drafts: spec.drafts,
+        draft_tokens: spec.draft_tokens,
+        accepted_tokens: spec.accepted_tokens,
+    };
+    let per_pass = f64::from(tokens.saturating_sub(1)) / spec.trips.max(1) as f64;
+    (spec.trips > 0).then(|| SpecSummary::of(counters, Some(per_pass)))
 }

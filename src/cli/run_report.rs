@@ -28,22 +28,38 @@ struct Summary {
     speculation: Option<SpecSummary>,
 }
 
-/// Speculation's counters, named as llama.cpp's and vLLM's, and the acceptance.
+/// Speculation's counters, named as llama.cpp's and vLLM's, and the acceptance (the
+/// `speculation` block of a `run` or `generation` summary).
 #[derive(Serialize)]
-struct SpecSummary {
+pub(crate) struct SpecSummary {
     swactor_spec_decode_num_drafts_total: u64,
     swactor_spec_decode_num_draft_tokens_total: u64,
     swactor_spec_decode_num_accepted_tokens_total: u64,
+    /// Accepted over drafted tokens.
     acceptance: f64,
+    /// Tokens generated per pass through the model, prefill excluded (`generate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens_per_pass: Option<f64>,
+}
+
+impl SpecSummary {
+    /// The block for `c`, with `tokens_per_pass` where it is known.
+    pub(crate) fn of(
+        c: crate::orchestrator::scheduler::SpecCounters,
+        tokens_per_pass: Option<f64>,
+    ) -> SpecSummary {
+        SpecSummary {
+            swactor_spec_decode_num_drafts_total: c.drafts,
+            swactor_spec_decode_num_draft_tokens_total: c.draft_tokens,
+            swactor_spec_decode_num_accepted_tokens_total: c.accepted_tokens,
+            acceptance: c.accepted_tokens as f64 / c.draft_tokens.max(1) as f64,
+            tokens_per_pass,
+        }
+    }
 }
 
 fn spec_summary(c: crate::orchestrator::scheduler::SpecCounters) -> Option<SpecSummary> {
-    (c.drafts > 0).then(|| SpecSummary {
-        swactor_spec_decode_num_drafts_total: c.drafts,
-        swactor_spec_decode_num_draft_tokens_total: c.draft_tokens,
-        swactor_spec_decode_num_accepted_tokens_total: c.accepted_tokens,
-        acceptance: c.accepted_tokens as f64 / c.draft_tokens.max(1) as f64,
-    })
+    (c.drafts > 0).then(|| SpecSummary::of(c, None))
 }
 
 #[derive(Serialize)]

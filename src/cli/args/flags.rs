@@ -215,3 +215,28 @@ impl ServeFlags {
             || self.model_name.is_some()
     }
 }
+
+/// Speculative decoding in a session (`run local`, `orchestrate pool|serve`).
+#[derive(Debug, Clone, Args)]
+pub struct SpeculateFlags {
+    /// Speculative decoding: `ngram` drafts each sequence's next tokens from its own
+    /// prompt and output and verifies them in one trip through the pipeline (the output
+    /// is the same tokens as without it).
+    #[arg(long, value_enum, default_value_t = super::model::Speculate::Off, value_name = "HOW")]
+    pub speculate: super::model::Speculate,
+    /// With `--speculate`: the most tokens drafted per trip (the length follows each
+    /// sequence's measured acceptance).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=15))]
+    pub draft_max: u8,
+}
+
+impl SpeculateFlags {
+    /// The session's draft length limit: `--draft-max` where `--speculate` drafts, else 0.
+    pub fn draft_max(&self) -> u8 {
+        match self.speculate {
+            super::model::Speculate::Off => 0,
+            super::model::Speculate::Ngram => self.draft_max,
+        }
+    }
+}

@@ -97,16 +97,9 @@ pub struct PromptArgs {
     /// follows what the session measures (0: chunks follow the row budget alone).
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub prefill_budget_ms: u64,
-    /// Speculative decoding: `ngram` drafts each sequence's next tokens from its own
-    /// prompt and output and verifies them in one trip through the pipeline (the output
-    /// is the same tokens as without it).
-    #[arg(long, value_enum, default_value_t = super::model::Speculate::Off, value_name = "HOW")]
-    pub speculate: super::model::Speculate,
-    /// With `--speculate`: the most tokens drafted per trip (the length follows each
-    /// sequence's measured acceptance).
-    #[arg(long, default_value_t = 8, value_name = "N",
-          value_parser = clap::value_parser!(u8).range(1..=15))]
-    pub draft_max: u8,
+    /// Speculative decoding.
+    #[command(flatten)]
+    pub spec: super::flags::SpeculateFlags,
     /// Write every event of the run as JSON Lines to this file.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
@@ -237,14 +230,9 @@ pub struct OrchestrateServeArgs {
     /// (0: chunks follow the row budget alone).
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub prefill_budget_ms: u64,
-    /// Speculative decoding: `ngram` drafts each sequence's next tokens from its own
-    /// prompt and output and verifies them in one trip through the pipeline.
-    #[arg(long, value_enum, default_value_t = super::model::Speculate::Off, value_name = "HOW")]
-    pub speculate: super::model::Speculate,
-    /// With `--speculate`: the most tokens drafted per trip.
-    #[arg(long, default_value_t = 8, value_name = "N",
-          value_parser = clap::value_parser!(u8).range(1..=15))]
-    pub draft_max: u8,
+    /// Speculative decoding.
+    #[command(flatten)]
+    pub spec: super::flags::SpeculateFlags,
     /// Write every session's events as JSON Lines to this file (never overwritten).
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,

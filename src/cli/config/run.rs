@@ -155,21 +155,13 @@ fn read_requests(path: &Path) -> Result<Vec<u8>, CliError> {
     Ok(bytes)
 }
 
-/// The session's draft length limit: `--draft-max` where `--speculate` drafts, else 0.
-pub fn draft_max(how: crate::cli::args::model::Speculate, most: u8) -> u8 {
-    match how {
-        crate::cli::args::model::Speculate::Off => 0,
-        crate::cli::args::model::Speculate::Ngram => most,
-    }
-}
-
 /// Session limits for a run: a batch job's queue holds every request unless `--queue`.
 pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
     SessionLimits {
         queue_capacity: run.queue.unwrap_or(inputs.request_count().max(1)),
         groups: run.groups.unwrap_or(0),
         prefill_budget: Some(Duration::from_millis(run.prefill_budget_ms)),
-        draft_max: draft_max(run.speculate, run.draft_max),
+        draft_max: run.spec.draft_max(),
         ..SessionLimits::default()
     }
 }

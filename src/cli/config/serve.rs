@@ -168,7 +168,7 @@ impl ServeRun {
                 queue_capacity: args.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
                 groups: args.groups.unwrap_or(0),
                 prefill_budget: Some(Duration::from_millis(args.prefill_budget_ms)),
-                draft_max: super::run::draft_max(args.speculate, args.draft_max),
+                draft_max: args.spec.draft_max(),
                 ..SessionLimits::default()
             },
             stages: args.placement.stages,
@@ -228,7 +228,7 @@ pub fn local_orchestrate(
             queue_capacity: args.run.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
             groups: args.run.groups.unwrap_or(0),
             prefill_budget: Some(Duration::from_millis(args.run.prefill_budget_ms)),
-            draft_max: super::run::draft_max(args.run.speculate, args.run.draft_max),
+            draft_max: args.run.spec.draft_max(),
             ..SessionLimits::default()
         },
         stages: Some(args.stages),
