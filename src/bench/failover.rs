@@ -182,6 +182,7 @@ async fn run_on(
             teardown: Duration::from_secs(10),
         },
         resume: ResumePolicy::default(),
+        drafter: None,
     };
     let mut sink = Sink {
         victim: pool.pid(2).unwrap_or(0),

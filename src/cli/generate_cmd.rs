@@ -13,7 +13,6 @@ use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
 use super::run_report::SpecSummary;
-use crate::model::draft::{DraftModel, Drafter};
 use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
 };
@@ -185,7 +184,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             runtime.max_tokens,
             &mut sampler,
             &stops,
-            (&mut drafter, args.draft_max as usize, SPEC_ROW_COST),
+            (drafter.as_mut(), args.draft_max as usize, SPEC_ROW_COST),
             &mut spec,
             on_token,
         ),
@@ -256,19 +255,17 @@ fn load_drafter(
     args: &GenerateArgs,
     facts: &crate::model::ModelFacts,
     max_seq_len: u32,
-) -> Result<Option<Drafter>, CliError> {
+) -> Result<Option<Box<dyn crate::speculate::Draft>>, CliError> {
     let speculates = args.draft_model.is_some() || args.speculate == Speculate::Ngram;
     if speculates && args.device != "cpu" {
         let message = eyre!("speculation verifies drafts on the CPU engine: use --device cpu");
         return Err(CliError::new(ExitCode::Usage, "usage", message));
     }
-    let Some(path) = &args.draft_model else {
-        return Ok((args.speculate == Speculate::Ngram).then(|| Drafter::Ngram(Default::default())));
-    };
+    let ngram = args.speculate == Speculate::Ngram;
     let target = (facts.vocab_size, facts.bytes.tensors);
-    let model = DraftModel::load(path, max_seq_len, compute_threads(args.threads)?, target)
-        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))?;
-    Ok(Some(Drafter::Model(Box::new(model))))
+    let sizing = (max_seq_len, compute_threads(args.threads)?);
+    crate::model::draft::load_drafter(ngram, args.draft_model.as_deref(), sizing, target)
+        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))
 }
 
 /// The summary's `speculation` block (`None` where nothing was verified).

@@ -1,64 +1,42 @@
-//! Where `generate`'s drafts come from: the n-gram drafter over the sequence's own tokens,
-//! or a draft model (same vocabulary) run greedily by the engine in this process, its own
-//! cache rolled back to what the target accepted.
+//! A draft model: a smaller model with the target's vocabulary, run greedily by the
+//! engine in this process (`generate`'s or the orchestrator's), one KV cache per slot.
+//! It implements [`Draft`]: the scheduler asks for every drafting sequence of a
+//! micro-batch at once and the model steps them together, one row each per drafted
+//! token. Each slot remembers the tokens its cache holds; an ask keeps the longest
+//! prefix its history shares with them (what the target accepted), so a rejected draft
+//! is rolled back, and a new sequence in the slot starts over, without being told.
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use super::generate::LocalPipeline;
-use super::llama::{ComputeDevice, StageError};
-use crate::speculate::ngram::NgramDrafter;
+use super::llama::{ComputeDevice, LlamaStage, StageError, StageInput, StageOutput};
+use crate::speculate::{Draft, DraftAsk};
 use crate::wire::{ActivationDType, LayerRange};
 
-/// A source of drafts for one sequence.
-#[derive(Debug)]
-pub enum Drafter {
-    /// N-gram lookup over the sequence's prompt and output.
-    Ngram(NgramDrafter),
-    /// A smaller model with the same vocabulary.
-    Model(Box<DraftModel>),
-}
+/// Prompt rows fed to the draft model in one pass at most (a long prompt catches up in
+/// chunks, bounding the engine's scratch).
+const CATCH_UP_ROWS: usize = 512;
+/// Cached rows a slot drops by truncation at most; past this it starts over (a
+/// sliding-window cache can drop only its spare positions, and a verifying trip never
+/// rejects more).
+const MAX_DROP: usize = crate::wire::batch::MAX_VERIFY_ROWS as usize;
 
-impl Drafter {
-    /// Up to `k` tokens to follow `history`.
-    pub fn draft(&mut self, history: &[u32], k: usize) -> Result<Vec<u32>, StageError> {
-        match self {
-            Drafter::Ngram(d) => Ok(d.draft(history, k)),
-            Drafter::Model(m) => m.draft(history, k),
-        }
-    }
-
-    /// The target kept the sequence's first `len` tokens: what the drafter holds past
-    /// them is dropped.
-    pub fn kept(&mut self, len: usize) -> Result<(), StageError> {
-        match self {
-            Drafter::Ngram(_) => Ok(()),
-            Drafter::Model(m) => m.kept(len),
-        }
-    }
-
-    /// One more drafted token's cost relative to a target step, beside its verifying row:
-    /// a draft model's step costs its weights' share of the target's.
-    pub fn step_cost(&self) -> f64 {
-        match self {
-            Drafter::Ngram(_) => 0.0,
-            Drafter::Model(m) => m.cost,
-        }
-    }
-}
-
-/// A draft model: a whole model in one in-process stage and the positions its cache holds
-/// of the sequence.
+/// A draft model. See the module docs.
 #[derive(Debug)]
 pub struct DraftModel {
     pipeline: LocalPipeline,
-    cached: usize,
+    /// Per slot: the tokens whose rows its cache holds.
+    cached: Vec<Vec<u32>>,
     max_seq: usize,
     cost: f64,
+    /// Why it stopped drafting, after a compute error.
+    failed: Option<String>,
 }
 
 impl DraftModel {
     /// Loads `path` as a draft for a target of `target_vocab` tokens and `target_bytes` of
-    /// weights; a different vocabulary is refused.
+    /// weights, computing on `threads` threads; a different vocabulary is refused.
     pub fn load(
         path: &Path,
         max_seq_len: u32,
@@ -84,38 +62,152 @@ impl DraftModel {
             threads,
         )?;
         let cost = facts.bytes.tensors as f64 / target_bytes.max(1) as f64;
-        Ok(DraftModel { pipeline, cached: 0, max_seq: max_seq_len as usize, cost })
+        Ok(DraftModel {
+            pipeline,
+            cached: Vec::new(),
+            max_seq: max_seq_len as usize,
+            cost,
+            failed: None,
+        })
     }
 
-    fn draft(&mut self, history: &[u32], k: usize) -> Result<Vec<u32>, StageError> {
-        let len = history.len();
-        if k == 0 || len == 0 {
-            return Ok(Vec::new());
-        }
-        // Its cache must end one token short of the history, whose last token it reads.
-        if self.cached >= len {
-            self.pipeline.truncate(len - 1)?;
-            self.cached = len - 1;
-        }
-        let mut logits = self.pipeline.step(&history[self.cached..])?;
-        self.cached = len;
-        let mut out = Vec::with_capacity(k);
-        loop {
-            let t = crate::model::sampling::argmax(&logits);
-            out.push(t);
-            if out.len() == k || self.cached + 1 > self.max_seq {
-                return Ok(out);
-            }
-            logits = self.pipeline.step(&[t])?;
-            self.cached += 1;
-        }
+    /// Why it stopped drafting (a compute error), if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
     }
 
-    fn kept(&mut self, len: usize) -> Result<(), StageError> {
-        if self.cached > len {
-            self.pipeline.truncate(len)?;
-            self.cached = len;
+    fn stage(&mut self) -> &mut LlamaStage {
+        &mut self.pipeline.stages_mut()[0]
+    }
+
+    /// Brings `slot`'s cache to `history` but its last token (kept rows, the rest fed).
+    fn catch_up(&mut self, slot: usize, history: &[u32]) -> Result<(), StageError> {
+        if slot >= self.cached.len() {
+            self.cached.resize_with(slot + 1, Vec::new);
+            self.stage().set_slots(slot + 1)?;
+        }
+        let want = history.len() - 1;
+        let held = &self.cached[slot];
+        let mut keep = held.iter().zip(&history[..want]).take_while(|(a, b)| a == b).count();
+        if held.len() - keep > MAX_DROP {
+            keep = 0;
+        }
+        if keep == 0 {
+            self.stage().reset_slot(slot);
+        } else {
+            self.stage().truncate_slot(slot, keep)?;
+        }
+        self.cached[slot].truncate(keep);
+        let no = AtomicBool::new(false);
+        for chunk in history[keep..want].chunks(CATCH_UP_ROWS) {
+            self.stage().forward_rows(&vec![slot; chunk.len()], StageInput::Tokens(chunk), &no)?;
+            self.cached[slot].extend_from_slice(chunk);
         }
         Ok(())
+    }
+
+    fn run(&mut self, asks: &[DraftAsk<'_>]) -> Result<Vec<Vec<u32>>, StageError> {
+        let mut out = vec![Vec::new(); asks.len()];
+        // Each slot once, with room in the context for what it feeds.
+        let mut active: Vec<usize> = Vec::new();
+        for (i, a) in asks.iter().enumerate() {
+            let fits = a.history.len() + a.k <= self.max_seq + 1;
+            let fresh = !active.iter().any(|&j| asks[j].slot == a.slot);
+            if a.k > 0 && !a.history.is_empty() && fits && fresh {
+                self.catch_up(usize::from(a.slot), a.history)?;
+                active.push(i);
+            }
+        }
+        let mut next: Vec<u32> =
+            active.iter().map(|&i| *asks[i].history.last().unwrap_or(&0)).collect();
+        let no = AtomicBool::new(false);
+        while !active.is_empty() {
+            let slots: Vec<usize> = active.iter().map(|&i| usize::from(asks[i].slot)).collect();
+            let logits = match self.stage().forward_rows(&slots, StageInput::Tokens(&next), &no)? {
+                StageOutput::Logits(l) => l,
+                StageOutput::Hidden(_) => {
+                    return Err(StageError::BadInput("the draft model produced no logits".into()));
+                }
+            };
+            let vocab = logits.len() / active.len().max(1);
+            let mut still = Vec::new();
+            let mut feed = Vec::new();
+            for (row, &i) in active.iter().enumerate() {
+                self.cached[usize::from(asks[i].slot)].push(next[row]);
+                let t = crate::model::sampling::argmax(&logits[row * vocab..(row + 1) * vocab]);
+                out[i].push(t);
+                if out[i].len() < asks[i].k {
+                    still.push(i);
+                    feed.push(t);
+                }
+            }
+            (active, next) = (still, feed);
+        }
+        Ok(out)
+    }
+}
+
+impl Draft for DraftModel {
+    fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
+        if self.failed.is_none() {
+            match self.run(asks) {
+                Ok(drafts) => return drafts,
+                Err(e) => {
+                    eprintln!("swactor: the draft model failed and drafts no more: {e}");
+                    // Whatever its caches hold is unknown now: every slot starts over.
+                    self.cached.clear();
+                    self.failed = Some(e.to_string());
+                }
+            }
+        }
+        vec![Vec::new(); asks.len()]
+    }
+
+    fn step_cost(&self) -> f64 {
+        self.cost
+    }
+}
+
+/// The drafter `--speculate ngram` or `--draft-model FILE` asks for: `None` where neither
+/// drafts.
+pub fn load_drafter(
+    ngram: bool,
+    model: Option<&Path>,
+    (max_seq_len, threads): (u32, u32),
+    target: (u32, u64),
+) -> Result<Option<Box<dyn Draft>>, StageError> {
+    Ok(match model {
+        Some(path) => Some(Box::new(DraftModel::load(path, max_seq_len, threads, target)?)),
+        None if ngram => Some(Box::new(crate::speculate::ngram::NgramDrafter::default())),
+        None => None,
+    })
+}
+
+/// A drafter several sessions take turns with (a server forms one session after
+/// another; each run of a session, re-formed ones too, drafts through the same model and
+/// caches). Sessions never run at once, so the lock is never contended.
+#[derive(Debug, Clone)]
+pub struct SharedDraft(std::sync::Arc<std::sync::Mutex<Box<dyn Draft>>>);
+
+impl SharedDraft {
+    /// Shares `drafter`.
+    pub fn new(drafter: Box<dyn Draft>) -> SharedDraft {
+        SharedDraft(std::sync::Arc::new(std::sync::Mutex::new(drafter)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Draft>> {
+        // A drafter that panicked mid-draft holds nothing the next ask trusts blindly:
+        // it compares each slot's cache with the history anyway.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Draft for SharedDraft {
+    fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
+        self.lock().draft(asks)
+    }
+
+    fn step_cost(&self) -> f64 {
+        self.lock().step_cost()
     }
 }

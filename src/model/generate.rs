@@ -170,7 +170,7 @@ pub fn generate_speculative(
     max_tokens: u32,
     sampler: &mut Sampler,
     stops: &[u32],
-    (drafter, max_k, row_cost): (&mut super::draft::Drafter, usize, f64),
+    (drafter, max_k, row_cost): (&mut dyn crate::speculate::Draft, usize, f64),
     counts: &mut SpecCounts,
     mut on_token: impl FnMut(u32) -> bool,
 ) -> Result<StopReason, StageError> {
@@ -206,7 +206,8 @@ pub fn generate_speculative(
         let room = (max_tokens - produced) as usize;
         let room = room.min(max_seq.saturating_sub(history.len()));
         let k = length.next(row_cost).min(room);
-        let draft = drafter.draft(&history, k)?;
+        let ask = crate::speculate::DraftAsk { slot: 0, history: &history, k };
+        let draft = drafter.draft(&[ask]).pop().unwrap_or_default();
         let mut rows = vec![last];
         rows.extend_from_slice(&draft);
         let logits = pipeline.verify(&rows)?;
@@ -223,10 +224,9 @@ pub fn generate_speculative(
             counts.accepted_tokens += verdict.accepted as u64;
             length.observe(draft.len(), verdict.accepted);
         }
-        // Row 0 and the accepted drafts stay cached; the rejected rows go, here and in the
-        // drafter.
+        // Row 0 and the accepted drafts stay cached; the rejected rows go (a draft model
+        // finds its own from the next history).
         pipeline.truncate(cached + 1 + verdict.accepted)?;
-        drafter.kept(cached + 1 + verdict.accepted)?;
         pending = verdict.tokens;
     }
 }

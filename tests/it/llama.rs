@@ -4,13 +4,14 @@
 use std::path::Path;
 
 use crate::support::{GgufBuilder, scratch};
-use swactor::model::draft::{DraftModel, Drafter};
+use swactor::model::draft::DraftModel;
 use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
 use swactor::model::gguf::read_content;
 use swactor::model::llama::{ComputeDevice, LlamaStage, StageError, StageSpec};
 use swactor::model::sampling::{Sampler, argmax};
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::model::tokenizer::tokenizer_from_gguf;
+use swactor::speculate::Draft;
 use swactor::wire::reason::WeightsFailure;
 use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
 
@@ -378,12 +379,10 @@ fn run_speculative(
     .expect("load");
     let mut out = Vec::new();
     let mut counts = Default::default();
-    let mut drafter = match draft {
-        None => Drafter::Ngram(Default::default()),
+    let mut drafter: Box<dyn Draft> = match draft {
+        None => Box::new(swactor::speculate::ngram::NgramDrafter::default()),
         // Its steps counted as free, so that drafts are always tried.
-        Some(d) => {
-            Drafter::Model(Box::new(DraftModel::load(d, 256, 1, (300, u64::MAX)).expect("draft")))
-        }
+        Some(d) => Box::new(DraftModel::load(d, 256, 1, (300, u64::MAX)).expect("draft")),
     };
     let stop = swactor::model::generate::generate_speculative(
         &mut p,
@@ -391,7 +390,7 @@ fn run_speculative(
         tokens,
         &mut Sampler::new(policy),
         &[],
-        (&mut drafter, max_k, 0.0),
+        (drafter.as_mut(), max_k, 0.0),
         &mut counts,
         |t| {
             out.push(t);
@@ -520,4 +519,40 @@ fn a_draft_model_gives_the_same_tokens_and_the_model_itself_as_draft_is_always_a
     )
     .expect("synth");
     assert!(DraftModel::load(&small, 256, 1, (300, 1)).is_err());
+}
+
+#[test]
+fn a_draft_model_drafts_several_slots_at_once_as_each_alone_and_follows_a_changed_history() {
+    use swactor::speculate::DraftAsk;
+    let path = f32_model();
+    let load = || DraftModel::load(&path, 256, 1, (300, u64::MAX)).expect("draft");
+    fn ask(slot: u16, history: &[u32], k: usize) -> DraftAsk<'_> {
+        DraftAsk { slot, history, k }
+    }
+    let alone = |history: &[u32], k| load().draft(&[ask(0, history, k)]).pop().expect("a draft");
+    let a: Vec<u32> = (1..15).collect();
+    let b: Vec<u32> = (40..47).collect();
+    let (alone_a, alone_b) = (alone(&a, 5), alone(&b, 3));
+    assert_eq!((alone_a.len(), alone_b.len()), (5, 3));
+    // Two sequences in one call, in slots 2 and 0: each as if it were alone.
+    let mut m = load();
+    let both = m.draft(&[ask(2, &a, 5), ask(0, &b, 3)]);
+    assert_eq!(both, vec![alone_a.clone(), alone_b]);
+    // The target kept two drafted tokens and said another: the slot's cache drops the
+    // rest, and the next draft is a fresh model's for that history.
+    let mut h = a.clone();
+    h.extend_from_slice(&alone_a[..2]);
+    h.push((alone_a[2] + 1) % 300);
+    assert_eq!(m.draft(&[ask(2, &h, 4)]), vec![alone(&h, 4)]);
+    // Everything accepted and one more: it continues.
+    let mut h2 = h.clone();
+    h2.extend_from_slice(&m.draft(&[ask(2, &h, 4)])[0]);
+    h2.push(7);
+    assert_eq!(m.draft(&[ask(2, &h2, 4)]), vec![alone(&h2, 4)]);
+    // Another sequence takes slot 0: it starts over.
+    let c: Vec<u32> = (100..130).collect();
+    assert_eq!(m.draft(&[ask(0, &c, 4)]), vec![alone(&c, 4)]);
+    // Asks it cannot serve get nothing: k 0, an empty history, a slot asked twice.
+    let got = m.draft(&[ask(1, &c, 0), ask(1, &[], 3), ask(3, &c, 2), ask(3, &a, 2)]);
+    assert_eq!(got, vec![vec![], vec![], alone(&c, 2), vec![]]);
 }

@@ -229,14 +229,24 @@ pub struct SpeculateFlags {
     #[arg(long, default_value_t = 8, value_name = "N",
           value_parser = clap::value_parser!(u8).range(1..=15))]
     pub draft_max: u8,
+    /// A draft model (same vocabulary as the model) that proposes the drafts, run
+    /// greedily by this process's engine for every speculating sequence at once;
+    /// implies speculation.
+    #[arg(long, value_name = "GGUF")]
+    pub draft_model: Option<std::path::PathBuf>,
+    /// With `--draft-model`: its compute threads in this process.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub draft_threads: u32,
 }
 
 impl SpeculateFlags {
-    /// The session's draft length limit: `--draft-max` where `--speculate` drafts, else 0.
+    /// The session's draft length limit: `--draft-max` where the session drafts
+    /// (`--speculate ngram` or `--draft-model`), else 0.
     pub fn draft_max(&self) -> u8 {
-        match self.speculate {
-            super::model::Speculate::Off => 0,
-            super::model::Speculate::Ngram => self.draft_max,
+        match (self.speculate, &self.draft_model) {
+            (super::model::Speculate::Off, None) => 0,
+            _ => self.draft_max,
         }
     }
 }

@@ -166,6 +166,21 @@ pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
     }
 }
 
+/// `--draft-model`'s drafter for the session's sequences (`None`: without it, a
+/// speculating session drafts by n-gram lookup). A draft model that cannot load or has
+/// another vocabulary than `facts` is a usage error (`bad_draft_model`).
+pub fn session_drafter(
+    spec: &crate::cli::args::SpeculateFlags,
+    facts: &ModelFacts,
+    max_seq_len: u32,
+) -> Result<Option<crate::model::draft::SharedDraft>, CliError> {
+    let Some(path) = &spec.draft_model else { return Ok(None) };
+    let target = (facts.vocab_size, facts.bytes.tensors);
+    crate::model::draft::DraftModel::load(path, max_seq_len, spec.draft_threads, target)
+        .map(|m| Some(crate::model::draft::SharedDraft::new(Box::new(m))))
+        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))
+}
+
 /// The run's timeouts: `--readiness-timeout`, `--token-timeout`, and 10 s to tear down.
 pub fn timeouts(run: &PromptArgs) -> RunTimeouts {
     RunTimeouts {

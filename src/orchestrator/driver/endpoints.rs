@@ -3,14 +3,23 @@
 //! executor attaches them when the rings are installed and detaches them (their `stop` is
 //! the evidence that they let go) when the edges stop.
 
+use std::sync::Arc;
+
+use iroh::Endpoint;
 use tokio::sync::mpsc;
 
+use super::OrchestrateError;
 use super::run_loop::Wake as LoopWake;
+use crate::arena::{Arena, ArenaManager};
+use crate::edge::executor::PlaneExecutor;
 use crate::edge::executor::{AttachFault, Hint, Ring, RingUser};
+use crate::edge::plane::EdgePlane;
 use crate::events::Direction;
+use crate::net::edge::EdgeRouter;
 use crate::orchestrator::tokens::{TokenIn, TokenOut};
 use crate::wire::evidence::WorkerQuiet;
-use crate::wire::{EdgeId, ObjectSpec, RingId, RingLayout};
+use crate::wire::reason::Component;
+use crate::wire::{EdgeId, ObjectSpec, RingId, RingLayout, RunPlan};
 
 /// The token endpoints, once their rings exist.
 pub(super) struct TokenUser {
@@ -57,5 +66,58 @@ impl RingUser for TokenUser {
     fn filled_hint(&self, _ring_id: RingId) -> Hint {
         let wakes = self.wakes.clone();
         Box::new(move || drop(wakes.send(LoopWake::TokenOutReadable)))
+    }
+}
+
+/// One run's token endpoints: their plane, executor and pumps' wake-ups.
+pub(super) struct Parts {
+    pub(super) plane: EdgePlane,
+    pub(super) executor: PlaneExecutor,
+    pub(super) user: TokenUser,
+    pub(super) wakes: mpsc::UnboundedReceiver<LoopWake>,
+}
+
+impl Parts {
+    /// The token endpoints' arena, plane and executor for `plan`; only its nodes may open
+    /// an edge stream before the token-out edge is provisioned.
+    pub(super) fn new(
+        plan: &RunPlan,
+        endpoint: &Endpoint,
+        router: &EdgeRouter,
+    ) -> Result<Parts, OrchestrateError> {
+        let ring_bytes = |e: Option<&crate::wire::EdgePlan>| {
+            e.map_or(0, |e| crate::planner::ring_arena_bytes(&e.ring))
+        };
+        let arena_bytes = ring_bytes(plan.edges.first())
+            + ring_bytes(plan.edges.last())
+            + 2 * crate::arena::manager::LEASE_PAGE;
+        let arena = Arc::new(
+            Arena::create(arena_bytes)
+                .map_err(|e| OrchestrateError::Setup(format!("token endpoint arena: {e}")))?,
+        );
+        let mut manager = ArenaManager::new(arena_bytes);
+        manager.arena_ready();
+        let planned: std::collections::HashSet<[u8; 32]> = plan
+            .nodes
+            .iter()
+            .filter_map(|p| {
+                p.endpoint_id.as_deref().and_then(crate::membership::auth::parse_key_hex)
+            })
+            .collect();
+        router.admit_early(Arc::new(move |peer| planned.contains(peer.as_bytes())));
+        // A fresh channel per run: a late notice of an earlier run's pump reaches nobody.
+        let (tx, wakes) = mpsc::unbounded_channel();
+        let notices = tx.clone();
+        let executor =
+            PlaneExecutor::new(endpoint.clone(), router.clone(), arena, move |edge, n| {
+                let _ = notices.send(LoopWake::Pump(edge, n));
+            });
+        let plane = EdgePlane::new(manager, Component::TokenEndpoint);
+        Ok(Parts {
+            plane,
+            executor,
+            user: TokenUser { token_in: None, token_out: None, wakes: tx },
+            wakes,
+        })
     }
 }

@@ -82,6 +82,9 @@ pub struct OrchestrateConfig {
     pub timeouts: RunTimeouts,
     /// What the session does when a stage node is lost.
     pub resume: ResumePolicy,
+    /// Where the session's drafts come from when it speculates (`session.draft_max`):
+    /// a draft model in this process; `None`: the n-gram lookup.
+    pub drafter: Option<crate::model::draft::SharedDraft>,
 }
 
 /// Requests that join a session while it runs.

@@ -4,19 +4,17 @@
 //! loop only carries inputs to them and executes what they ask.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iroh::Endpoint;
 use tokio::sync::mpsc;
 
-use super::endpoints::TokenUser;
+use super::endpoints::{Parts, TokenUser};
 use super::served::{Reply, Routes, next_routed};
 use super::{
     Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
     rejected_event,
 };
-use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::edge::establisher::{EdgeEnd, EdgeProvision};
 use crate::edge::executor::{PlaneExecutor, PumpNotice};
@@ -48,6 +46,15 @@ pub(super) enum Wake {
     TokenInWritable,
     /// The receive pump committed token-out bytes.
     TokenOutReadable,
+}
+
+/// A run of `plan` in the session `config` describes (its drafter too).
+fn start_fsm(now: Instant, plan: &RunPlan, config: &OrchestrateConfig) -> RunFsm {
+    let mut fsm = RunFsm::start(now, plan, config.session, config.timeouts);
+    if let Some(d) = &config.drafter {
+        fsm.set_drafter(Box::new(d.clone()));
+    }
+    fsm
 }
 
 /// One run. See the module docs.
@@ -101,59 +108,6 @@ pub(super) struct RunLoop<'t> {
     stopped: bool,
 }
 
-/// One run's token endpoints: their plane, executor and pumps' wake-ups.
-struct Parts {
-    plane: EdgePlane,
-    executor: PlaneExecutor,
-    user: TokenUser,
-    wakes: mpsc::UnboundedReceiver<Wake>,
-}
-
-impl Parts {
-    /// The token endpoints' arena, plane and executor for `plan`; only its nodes may open
-    /// an edge stream before the token-out edge is provisioned.
-    fn new(
-        plan: &RunPlan,
-        endpoint: &Endpoint,
-        router: &EdgeRouter,
-    ) -> Result<Parts, OrchestrateError> {
-        let ring_bytes = |e: Option<&crate::wire::EdgePlan>| {
-            e.map_or(0, |e| crate::planner::ring_arena_bytes(&e.ring))
-        };
-        let arena_bytes = ring_bytes(plan.edges.first())
-            + ring_bytes(plan.edges.last())
-            + 2 * crate::arena::manager::LEASE_PAGE;
-        let arena = Arc::new(
-            Arena::create(arena_bytes)
-                .map_err(|e| OrchestrateError::Setup(format!("token endpoint arena: {e}")))?,
-        );
-        let mut manager = ArenaManager::new(arena_bytes);
-        manager.arena_ready();
-        let planned: std::collections::HashSet<[u8; 32]> = plan
-            .nodes
-            .iter()
-            .filter_map(|p| {
-                p.endpoint_id.as_deref().and_then(crate::membership::auth::parse_key_hex)
-            })
-            .collect();
-        router.admit_early(Arc::new(move |peer| planned.contains(peer.as_bytes())));
-        // A fresh channel per run: a late notice of an earlier run's pump reaches nobody.
-        let (tx, wakes) = mpsc::unbounded_channel();
-        let notices = tx.clone();
-        let executor =
-            PlaneExecutor::new(endpoint.clone(), router.clone(), arena, move |edge, n| {
-                let _ = notices.send(Wake::Pump(edge, n));
-            });
-        let plane = EdgePlane::new(manager, Component::TokenEndpoint);
-        Ok(Parts {
-            plane,
-            executor,
-            user: TokenUser { token_in: None, token_out: None, wakes: tx },
-            wakes,
-        })
-    }
-}
-
 impl<'t> RunLoop<'t> {
     /// Sets up the token endpoints' router and the first run's endpoints, and starts the
     /// run FSM.
@@ -169,7 +123,7 @@ impl<'t> RunLoop<'t> {
         tokio::spawn(router.clone().accept_loop(endpoint.clone()));
         let parts = Parts::new(&plan, endpoint, &router)?;
         let now = Instant::now();
-        let fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
+        let fsm = start_fsm(now, &plan, config);
         let (book, rx, served) = match arriving {
             Some(Arriving::Batch { ids: more, requests }) => {
                 let mut ids: Vec<String> = config.requests.iter().map(|r| r.id.clone()).collect();
@@ -257,7 +211,7 @@ impl<'t> RunLoop<'t> {
             (parts.plane, parts.executor, parts.user, parts.wakes);
         let now = Instant::now();
         self.spec_before = self.spec_before + self.fsm.spec_counters();
-        self.fsm = RunFsm::start(now, &plan, config.session, config.timeouts);
+        self.fsm = start_fsm(now, &plan, config);
         self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         self.plan = plan;
         (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =

@@ -317,6 +317,12 @@ impl RunFsm {
         self.sched.spec_counters()
     }
 
+    /// The session's drafts come from `drafter` (where it speculates; the n-gram lookup
+    /// until set).
+    pub fn set_drafter(&mut self, drafter: Box<dyn crate::speculate::Draft>) {
+        self.sched.set_drafter(drafter);
+    }
+
     /// The next sequence that took a slot (its wait in the queue ended).
     pub fn poll_started(&mut self) -> Option<SeqId> {
         self.sched.poll_started()

@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+use crate::speculate::Draft;
 use crate::speculate::adapt::DraftLength;
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
@@ -65,8 +66,8 @@ pub struct SchedulerConfig {
     /// The most log-probability alternatives an entry may ask for (`None`: no entry asks;
     /// a sequence's request is cut to this).
     pub max_top_logprobs: Option<u32>,
-    /// Speculative decoding: the most tokens drafted (n-gram) per trip for one sequence
-    /// (0: off; at most 15).
+    /// Speculative decoding: the most tokens drafted per trip for one sequence (0: off;
+    /// at most 15), by the n-gram lookup unless [`Scheduler::set_drafter`] sets another.
     pub draft_max: u8,
 }
 
@@ -273,7 +274,7 @@ pub struct Scheduler {
     planted_skip_reset: bool,
     /// Slots that held a sequence before (for the planted skipped reset).
     used_slots: BTreeSet<u16>,
-    drafter: NgramDrafter,
+    drafter: Box<dyn Draft>,
     spec: SpecCounters,
 }
 
@@ -301,7 +302,7 @@ impl Scheduler {
             planted_early_release: false,
             planted_skip_reset: false,
             used_slots: BTreeSet::new(),
-            drafter: NgramDrafter::default(),
+            drafter: Box::new(NgramDrafter::default()),
             spec: SpecCounters::default(),
             cfg,
         }
@@ -504,7 +505,7 @@ impl Scheduler {
         // yield.
         let crowd = self.live.values().filter(|s| s.group == group).count();
         let row_cost = if self.queue.is_empty() && crowd < 4 { 0.1 } else { 1.0 };
-        let (max_seq_len, drafter) = (self.cfg.max_seq_len as usize, &self.drafter);
+        let mut drafts = self.drafts(group, row_cost, budget);
         // Decoding sequences first (their last token and any draft), then prompt chunks
         // within the budgets.
         for decoding in [true, false] {
@@ -519,9 +520,7 @@ impl Scheduler {
                     continue;
                 }
                 let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
-                    let Some(entry) =
-                        spec::decode_entry(seq, drafter, row_cost, max_seq_len, budget)
-                    else {
+                    let Some(entry) = spec::decode_entry(seq, drafts.remove(&id)) else {
                         continue;
                     };
                     entry

@@ -3,7 +3,44 @@
 //! per-sequence draft length that follows measured acceptance ([`adapt`]). No clock, no
 //! randomness of its own, no IO: the caller feeds tokens, probabilities and uniform
 //! numbers.
+//!
+//! [`Draft`] is where a session's drafts come from: the n-gram lookup here, or a draft
+//! model the orchestrator's process runs (the engine, outside this crate). Whatever a
+//! drafter proposes, the output is the target's own: a draft only decides how many of
+//! the target's tokens one trip yields.
 
 pub mod adapt;
 pub mod ngram;
 pub mod verify;
+
+/// One sequence's ask for a draft.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DraftAsk<'a> {
+    /// The slot the sequence holds (a drafter with caches keeps one per slot, and finds
+    /// by the history what of it still holds).
+    pub slot: u16,
+    /// The sequence's tokens so far: its prompt, then its output.
+    pub history: &'a [u32],
+    /// Tokens wanted at most.
+    pub k: usize,
+}
+
+/// A source of drafts for a session's sequences.
+pub trait Draft: std::fmt::Debug + Send {
+    /// For each ask, in order, up to its `k` tokens to follow its history (fewer, or
+    /// none, where it has no guess). A drafter that fails drafts nothing: speculation
+    /// only ever saves trips.
+    fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>>;
+
+    /// One drafted token's own cost relative to a decode step of the target (0 for a
+    /// lookup; a draft model's share of the target's weights).
+    fn step_cost(&self) -> f64 {
+        0.0
+    }
+}
+
+impl Draft for ngram::NgramDrafter {
+    fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
+        asks.iter().map(|a| ngram::NgramDrafter::draft(self, a.history, a.k)).collect()
+    }
+}

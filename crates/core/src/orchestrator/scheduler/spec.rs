@@ -1,9 +1,11 @@
 //! The scheduler's part of speculative decoding: a decoding sequence's entry with its
 //! draft, and what a verifying entry's return gives the sequence.
 
+use std::collections::BTreeMap;
+
 use super::{FinishReason, ReturnError, Scheduler, Seq, SeqId, SeqOutput};
-use crate::speculate::ngram::NgramDrafter;
 use crate::speculate::verify::accept_greedy;
+use crate::speculate::{Draft, DraftAsk};
 use crate::wire::batch::EntryFlags;
 use crate::wire::logprobs::TokenLogprobs;
 
@@ -29,15 +31,12 @@ impl std::ops::Add for SpecCounters {
     }
 }
 
-/// A decoding sequence's entry: its first position, rows (its last token, then any
-/// draft, which it keeps until the return) and flags (`ROLLBACK` where the stages hold a
+/// A decoding sequence's entry: its first position, rows (its last token, then `draft`,
+/// which it keeps until the return) and flags (`ROLLBACK` where the stages hold a
 /// rejected draft's rows, `VERIFY` with a draft). `None` before its first token.
 pub(super) fn decode_entry(
     seq: &mut Seq,
-    drafter: &NgramDrafter,
-    row_cost: f64,
-    max_seq_len: usize,
-    budget: usize,
+    draft: Option<Vec<u32>>,
 ) -> Option<(usize, Vec<u32>, EntryFlags)> {
     let last = seq.generated.len().checked_sub(1)?;
     let first = seq.prompt.len() + last;
@@ -46,19 +45,7 @@ pub(super) fn decode_entry(
     if std::mem::take(&mut seq.rollback) {
         flags = flags | EntryFlags::ROLLBACK;
     }
-    seq.draft.clear();
-    if let Some(length) = seq.spec.as_mut() {
-        // Room: the context, the tokens still wanted, the row budget.
-        let room = (max_seq_len.saturating_sub(first + 1))
-            .min((seq.max_tokens as usize).saturating_sub(last + 1))
-            .min(budget.saturating_sub(1));
-        let k = length.next(row_cost).min(room);
-        if k > 0 {
-            let mut history = seq.prompt.clone();
-            history.extend_from_slice(&seq.generated);
-            seq.draft = drafter.draft(&history, k);
-        }
-    }
+    seq.draft = draft.unwrap_or_default();
     if !seq.draft.is_empty() {
         flags = flags | EntryFlags::VERIFY;
         rows.extend_from_slice(&seq.draft);
@@ -95,6 +82,62 @@ pub(super) fn verdict(
 }
 
 impl Scheduler {
+    /// The drafts of `group`'s decoding sequences for their next trip, asked of the
+    /// drafter at once (a draft model runs them as one batch). Each sequence's length
+    /// follows its acceptance and what a row costs (`row_cost`, plus the drafter's own
+    /// step), within the context, the tokens it still wants and the micro-batch's rows
+    /// (`budget`, one of them its last token).
+    pub(super) fn drafts(
+        &mut self,
+        group: u16,
+        row_cost: f64,
+        mut budget: usize,
+    ) -> BTreeMap<SeqId, Vec<u32>> {
+        let row_cost = row_cost + self.drafter.step_cost();
+        let max_seq_len = self.cfg.max_seq_len as usize;
+        let mut wanted = Vec::new();
+        for (&id, seq) in self.live.iter_mut() {
+            let decoding = seq.prefilled >= seq.prompt.len() && !seq.generated.is_empty();
+            if seq.group != group || !seq.has_work() || !decoding || budget == 0 {
+                continue;
+            }
+            budget -= 1;
+            let Some(length) = seq.spec.as_mut() else { continue };
+            let (first, made) = (seq.prompt.len() + seq.generated.len() - 1, seq.generated.len());
+            let room = (max_seq_len.saturating_sub(first + 1))
+                .min((seq.max_tokens as usize).saturating_sub(made))
+                .min(budget);
+            let k = length.next(row_cost).min(room);
+            if k > 0 {
+                budget -= k;
+                let mut history = seq.prompt.clone();
+                history.extend_from_slice(&seq.generated);
+                wanted.push((id, seq.slot, history, k));
+            }
+        }
+        if wanted.is_empty() {
+            return BTreeMap::new();
+        }
+        let asks: Vec<DraftAsk<'_>> = wanted
+            .iter()
+            .map(|(_, slot, history, k)| DraftAsk { slot: *slot, history, k: *k })
+            .collect();
+        let drafts = self.drafter.draft(&asks);
+        wanted
+            .iter()
+            .zip(drafts)
+            .map(|((id, _, _, k), mut d)| {
+                d.truncate(*k);
+                (*id, d)
+            })
+            .collect()
+    }
+
+    /// Drafts come from `drafter` from now on (the n-gram lookup until set).
+    pub fn set_drafter(&mut self, drafter: Box<dyn Draft>) {
+        self.drafter = drafter;
+    }
+
     /// Sequence `id` takes `taken` in order (its log-probabilities `lp` before the first),
     /// finishing at the first that ends it.
     pub(super) fn take_tokens(&mut self, id: SeqId, taken: &[u32], mut lp: Option<TokenLogprobs>) {

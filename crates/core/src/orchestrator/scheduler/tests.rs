@@ -571,3 +571,63 @@ fn sequences_that_opt_out_or_ask_for_logprobs_never_draft() {
         assert!(!b.table.entries()[0].flags.contains(EntryFlags::VERIFY));
     }
 }
+
+/// A drafter that records what it was asked and always proposes too much (`k + 2`
+/// tokens counting up from 50), at a cost it is told.
+#[derive(Debug, Default)]
+struct Recording {
+    asks: std::sync::Arc<std::sync::Mutex<Vec<Vec<(u16, Vec<u32>, usize)>>>>,
+    cost: f64,
+}
+
+impl crate::speculate::Draft for Recording {
+    fn draft(&mut self, asks: &[crate::speculate::DraftAsk<'_>]) -> Vec<Vec<u32>> {
+        let seen = asks.iter().map(|a| (a.slot, a.history.to_vec(), a.k)).collect();
+        self.asks.lock().unwrap().push(seen);
+        asks.iter().map(|a| (50..50 + a.k as u32 + 2).collect()).collect()
+    }
+    fn step_cost(&self) -> f64 {
+        self.cost
+    }
+}
+
+#[test]
+fn a_set_drafter_is_asked_once_per_micro_batch_for_every_drafting_sequence_of_the_group() {
+    let mut s =
+        Scheduler::new(SchedulerConfig { max_seq_len: 64, draft_max: 3, ..cfg(3, 1, 4, 64) });
+    let drafter = Recording::default();
+    let asks = drafter.asks.clone();
+    s.set_drafter(Box::new(drafter));
+    for (prompt, speculative) in [(vec![11, 12], true), (vec![21], false), (vec![31, 32, 33], true)]
+    {
+        s.submit(SeqRequest { prompt, speculative, ..req(1, 20) }).unwrap();
+    }
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 7)).unwrap();
+    assert!(asks.lock().unwrap().is_empty(), "prompts are not drafted for");
+    let b = s.next_batch().unwrap();
+    // One call for the whole micro-batch: the two speculating sequences, with their slot
+    // and history; the opted-out one is not asked for.
+    let seen = asks.lock().unwrap().clone();
+    assert_eq!(seen, vec![vec![(0, vec![11, 12, 7], 3), (2, vec![31, 32, 33, 7], 3)]]);
+    // Each draft is cut to the k asked for and rides after its sequence's last token.
+    assert_eq!(b.tokens, vec![7, 50, 51, 52, 7, 7, 50, 51, 52]);
+    let flags: Vec<bool> =
+        b.table.entries().iter().map(|e| e.flags.contains(EntryFlags::VERIFY)).collect();
+    assert_eq!(flags, vec![true, false, true]);
+}
+
+#[test]
+fn a_drafter_as_costly_as_the_target_is_never_asked() {
+    let mut s = speculating(4);
+    let drafter = Recording { cost: 1.0, ..Recording::default() };
+    let asks = drafter.asks.clone();
+    s.set_drafter(Box::new(drafter));
+    s.submit(SeqRequest { prompt: vec![11, 12], speculative: true, ..req(1, 40) }).unwrap();
+    for _ in 0..30 {
+        let b = s.next_batch().unwrap();
+        assert_eq!(b.tokens.len(), if b.table.entries()[0].first_position == 0 { 2 } else { 1 });
+        s.batch_returned(&b.table, &answer(&b, 7)).unwrap();
+    }
+    assert!(asks.lock().unwrap().is_empty(), "a draft step costing a whole step never pays");
+}
