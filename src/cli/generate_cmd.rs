@@ -16,10 +16,6 @@ use super::run_report::SpecSummary;
 use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
 };
-
-/// One more row of a verifying pass against a whole decode step, in one process (decode
-/// reads every weight once for all its rows).
-const SPEC_ROW_COST: f64 = 0.1;
 use crate::model::gguf::read_content;
 use crate::model::llama::{ComputeDevice, StageError};
 use crate::model::sampling::Sampler;
@@ -184,7 +180,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             runtime.max_tokens,
             &mut sampler,
             &stops,
-            (drafter.as_mut(), args.draft_max as usize, SPEC_ROW_COST),
+            (drafter.as_mut(), args.draft_max as usize, None),
             &mut spec,
             on_token,
         ),
@@ -262,7 +258,7 @@ fn load_drafter(
         return Err(CliError::new(ExitCode::Usage, "usage", message));
     }
     let ngram = args.speculate == Speculate::Ngram;
-    let target = (facts.vocab_size, facts.bytes.tensors);
+    let target = (facts.vocab_size, facts.bytes.step_bytes());
     let sizing = (max_seq_len, compute_threads(args.threads)?);
     crate::model::draft::load_drafter(ngram, args.draft_model.as_deref(), sizing, target)
         .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))

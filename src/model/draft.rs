@@ -35,8 +35,9 @@ pub struct DraftModel {
 }
 
 impl DraftModel {
-    /// Loads `path` as a draft for a target of `target_vocab` tokens and `target_bytes` of
-    /// weights, computing on `threads` threads; a different vocabulary is refused.
+    /// Loads `path` as a draft for a target of `target_vocab` tokens that reads
+    /// `target_bytes` of weights a step ([`crate::model::ModelBytes::step_bytes`]),
+    /// computing on `threads` threads; a different vocabulary is refused.
     pub fn load(
         path: &Path,
         max_seq_len: u32,
@@ -61,7 +62,7 @@ impl DraftModel {
             ComputeDevice::Cpu,
             threads,
         )?;
-        let cost = facts.bytes.tensors as f64 / target_bytes.max(1) as f64;
+        let cost = facts.bytes.step_bytes() as f64 / target_bytes.max(1) as f64;
         Ok(DraftModel {
             pipeline,
             cached: Vec::new(),

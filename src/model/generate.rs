@@ -157,9 +157,9 @@ pub struct SpecCounts {
 }
 
 /// As [`generate_until`], drafting with `drafter` and verifying each draft in one trip
-/// (up to `max_k` drafted tokens, the length following the measured acceptance with one
-/// more row costing `row_cost` of a step, plus a draft model's own step). Every sampling
-/// policy stays exact:
+/// (up to `max_k` drafted tokens, the length following the measured acceptance and what
+/// one more row costs relative to a step: `row_cost`, or measured from the passes where
+/// `None`, plus a draft model's own step). Every sampling policy stays exact:
 /// the sampler is keyed by position, so a drafted token is kept only where it is the
 /// token the model would have produced there; the output is the same tokens as without
 /// speculation.
@@ -170,13 +170,14 @@ pub fn generate_speculative(
     max_tokens: u32,
     sampler: &mut Sampler,
     stops: &[u32],
-    (drafter, max_k, row_cost): (&mut dyn crate::speculate::Draft, usize, f64),
+    (drafter, max_k, row_cost): (&mut dyn crate::speculate::Draft, usize, Option<f64>),
     counts: &mut SpecCounts,
     mut on_token: impl FnMut(u32) -> bool,
 ) -> Result<StopReason, StageError> {
-    use crate::speculate::{adapt::DraftLength, verify::accept_greedy};
+    use crate::speculate::adapt::{DraftLength, RowCost};
+    use crate::speculate::verify::accept_greedy;
     let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
-    let row_cost = row_cost + drafter.step_cost();
+    let mut measured = RowCost::default();
     let mut length = DraftLength::new(max_k);
     let mut history = prompt.to_vec();
     let logits = pipeline.step(prompt)?;
@@ -205,12 +206,13 @@ pub fn generate_speculative(
         // Room for the draft: the tokens still wanted and the context left.
         let room = (max_tokens - produced) as usize;
         let room = room.min(max_seq.saturating_sub(history.len()));
-        let k = length.next(row_cost).min(room);
+        let k =
+            length.next(row_cost.unwrap_or(measured.relative()) + drafter.step_cost()).min(room);
         let ask = crate::speculate::DraftAsk { slot: 0, history: &history, k };
         let draft = drafter.draft(&[ask]).pop().unwrap_or_default();
         let mut rows = vec![last];
         rows.extend_from_slice(&draft);
-        let logits = pipeline.verify(&rows)?;
+        let logits = timed(&mut measured, draft.len(), || pipeline.verify(&rows))?;
         counts.trips += 1;
         let vocab = logits.len() / rows.len();
         let target: Vec<u32> = (0..rows.len())
@@ -229,6 +231,19 @@ pub fn generate_speculative(
         pipeline.truncate(cached + 1 + verdict.accepted)?;
         pending = verdict.tokens;
     }
+}
+
+/// Runs one verifying pass, teaching `cost` its time with `extra_rows` drafted rows.
+#[allow(clippy::disallowed_methods)] // generate is its own driver: it measures its passes
+fn timed<T>(
+    cost: &mut crate::speculate::adapt::RowCost,
+    extra_rows: usize,
+    pass: impl FnOnce() -> T,
+) -> T {
+    let t0 = std::time::Instant::now();
+    let out = pass();
+    cost.observe(extra_rows, t0.elapsed());
+    out
 }
 
 /// Why generation stopped.

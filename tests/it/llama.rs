@@ -390,7 +390,7 @@ fn run_speculative(
         tokens,
         &mut Sampler::new(policy),
         &[],
-        (drafter.as_mut(), max_k, 0.0),
+        (drafter.as_mut(), max_k, Some(0.0)),
         &mut counts,
         |t| {
             out.push(t);

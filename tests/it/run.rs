@@ -1527,4 +1527,28 @@ fn speculation_through_one_to_three_stages_gives_generates_tokens_and_counts_its
         assert!(!node_processes_left(&tmp), "no node process is left behind");
     }
     assert!(accepted > 0, "no draft was ever accepted: the test proves nothing");
+    // A draft model (a tiny random one with the vocabulary: nearly every draft is
+    // rejected and rolled back) through 2 stages: the same tokens.
+    let tmp = fresh_tmp("run-local-draft-model");
+    let draft = tmp.join("draft.gguf");
+    let synth = Command::new(exe())
+        .args(["model", "synth", "--blocks", "1", "--hidden", "64", "--heads", "2"])
+        .args(["--kv-heads", "1", "--ffn", "128", "--vocab", "49152", "--out"])
+        .arg(&draft)
+        .output()
+        .expect("synth");
+    assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+    let got = lines(
+        Command::new(exe())
+            .env("TMPDIR", &tmp)
+            .args(["run", "local", "--stages", "2", "--draft-model"])
+            .arg(&draft)
+            .args(args)
+            .arg("--model")
+            .arg(&model),
+    );
+    assert_eq!(tokens(&got), reference, "2 stages with a draft model");
+    let spec = &events(&got, "run")[0]["speculation"];
+    assert!(spec["swactor_spec_decode_num_draft_tokens_total"].as_u64() > Some(0), "{spec}");
+    assert!(!node_processes_left(&tmp), "no node process is left behind");
 }

@@ -863,3 +863,39 @@ fn eight_concurrent_chats_served_with_speculation_equal_generate_and_an_opt_out_
     );
     assert!(drafted(&s) > before, "the same request speculating drafts");
 }
+
+#[test]
+fn concurrent_chats_served_with_a_draft_model_equal_generate_and_count_its_drafts() {
+    let Some(model) = smollm2() else { return };
+    // A tiny random draft with the model's vocabulary: its drafts are nearly all
+    // rejected, so every sequence's slot rolls back again and again.
+    let draft = crate::support::scratch().join("serve-draft-49152.gguf");
+    let synth = Command::new(exe())
+        .args(["model", "synth", "--blocks", "1", "--hidden", "64", "--heads", "2"])
+        .args(["--kv-heads", "1", "--ffn", "128", "--vocab", "49152", "--seed", "3", "--out"])
+        .arg(&draft)
+        .output()
+        .expect("synth");
+    assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+    let draft_arg = draft.to_str().expect("utf-8 path");
+    let s = Server::local(&model, &["--max-sequences", "4", "--draft-model", draft_arg]);
+    let url = format!("{}/v1/chat/completions", s.url);
+    let answers = runtime().block_on(async {
+        let calls = CHATS[..4].iter().map(|c| {
+            let body = chat_body(c, 16, true).to_string().into_bytes();
+            post_raw(&url, body, None)
+        });
+        futures_util::future::join_all(calls).await
+    });
+    for (chat, a) in CHATS.iter().zip(&answers) {
+        let (text, _) = streamed_text(a, true);
+        assert_eq!(text, generate_chat(&model, chat, 16), "{chat}");
+    }
+    let m = runtime().block_on(async {
+        client().get(format!("{}/metrics", s.url)).send().await.expect("metrics").text().await
+    });
+    let m = m.expect("metrics text");
+    assert!(metric(&m, "swactor_spec_decode_num_draft_tokens_total") > 0.0, "{m}");
+    let (code, _) = s.terminate();
+    assert_eq!(code, Some(0));
+}

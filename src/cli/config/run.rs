@@ -175,7 +175,7 @@ pub fn session_drafter(
     max_seq_len: u32,
 ) -> Result<Option<crate::model::draft::SharedDraft>, CliError> {
     let Some(path) = &spec.draft_model else { return Ok(None) };
-    let target = (facts.vocab_size, facts.bytes.tensors);
+    let target = (facts.vocab_size, facts.bytes.step_bytes());
     crate::model::draft::DraftModel::load(path, max_seq_len, spec.draft_threads, target)
         .map(|m| Some(crate::model::draft::SharedDraft::new(Box::new(m))))
         .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))

@@ -30,6 +30,14 @@ pub struct ModelBytes {
     pub file: u64,
 }
 
+impl ModelBytes {
+    /// Weight bytes one decode step reads: every block and the head (of the embedding,
+    /// one row): what one token costs where decoding is bound by reading the weights.
+    pub fn step_bytes(&self) -> u64 {
+        self.per_block.iter().sum::<u64>() + self.head
+    }
+}
+
 /// What a GGUF header says about a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelFacts {

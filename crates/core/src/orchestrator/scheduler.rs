@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::speculate::Draft;
-use crate::speculate::adapt::DraftLength;
+use crate::speculate::adapt::{DraftLength, RowCost};
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
 use crate::wire::batch::{
@@ -37,6 +37,7 @@ use crate::wire::batch::{
 
 use crate::wire::logprobs::TokenLogprobs;
 pub use spec::SpecCounters;
+pub use view::SlotView;
 
 /// A sequence's id within one session (assigned at submission, increasing from 0).
 pub type SeqId = u64;
@@ -170,24 +171,6 @@ pub enum SeqOutput {
     },
 }
 
-/// One slot as the scheduler sees it (`/slots`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SlotView {
-    /// The slot.
-    pub id: u16,
-    /// Whether a sequence holds it.
-    pub is_processing: bool,
-    /// The sequence holding it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sequence: Option<SeqId>,
-    /// Its prompt's tokens.
-    pub n_prompt_tokens: u32,
-    /// Prompt tokens computed so far.
-    pub n_prompt_tokens_processed: u32,
-    /// Tokens generated so far.
-    pub n_decoded: u32,
-}
-
 /// One planned micro-batch for the token-in edge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedBatch {
@@ -252,6 +235,8 @@ struct InFlight {
     ids: Vec<SeqId>,
     /// Prompt rows it carries (the pacer's input).
     prompt_rows: u32,
+    /// Drafted rows it carries (the row cost's input).
+    draft_rows: usize,
 }
 
 /// The scheduler of one session.
@@ -276,6 +261,8 @@ pub struct Scheduler {
     used_slots: BTreeSet<u16>,
     drafter: Box<dyn Draft>,
     spec: SpecCounters,
+    /// A verifying row's cost relative to a trip, measured.
+    row_cost: RowCost,
 }
 
 impl Scheduler {
@@ -304,6 +291,7 @@ impl Scheduler {
             used_slots: BTreeSet::new(),
             drafter: Box::new(NgramDrafter::default()),
             spec: SpecCounters::default(),
+            row_cost: RowCost::default(),
             cfg,
         }
     }
@@ -329,30 +317,6 @@ impl Scheduler {
     /// The next sequence that left the queue for a slot (its wait ended).
     pub fn poll_started(&mut self) -> Option<SeqId> {
         self.started.pop_front()
-    }
-
-    /// Every slot: free, or the sequence holding it and how far it is.
-    pub fn slots(&self) -> Vec<SlotView> {
-        let mut slots: Vec<SlotView> = (0..self.cfg.max_sequences)
-            .map(|id| SlotView {
-                id,
-                is_processing: false,
-                sequence: None,
-                n_prompt_tokens: 0,
-                n_prompt_tokens_processed: 0,
-                n_decoded: 0,
-            })
-            .collect();
-        for (id, seq) in &self.live {
-            if let Some(v) = slots.get_mut(usize::from(seq.slot)) {
-                v.is_processing = true;
-                v.sequence = Some(*id);
-                v.n_prompt_tokens = seq.prompt.len() as u32;
-                v.n_prompt_tokens_processed = seq.prefilled as u32;
-                v.n_decoded = seq.generated.len() as u32;
-            }
-        }
-        slots
     }
 
     /// Submits a request: it is admitted into a free slot or queued, or refused.
@@ -500,11 +464,12 @@ impl Scheduler {
             if shared { self.pacer.chunk_rows(self.cfg.batch_tokens) as usize } else { usize::MAX };
         let mut prompts_left = if shared && !self.pacer.learned() { 1 } else { usize::MAX };
         let mut prompt_rows = 0u32;
-        // One more verifying row is nearly free while decode reads the weights once for
-        // every row; with requests waiting or a crowded group it costs a step: drafts
-        // yield.
+        // One more verifying row costs a fraction of a trip while decode reads the weights
+        // once for every row (measured); with requests waiting or a crowded group it costs
+        // a step: drafts yield.
         let crowd = self.live.values().filter(|s| s.group == group).count();
-        let row_cost = if self.queue.is_empty() && crowd < 4 { 0.1 } else { 1.0 };
+        let row_cost =
+            if self.queue.is_empty() && crowd < 4 { self.row_cost.relative() } else { 1.0 };
         let mut drafts = self.drafts(group, row_cost, budget);
         // Decoding sequences first (their last token and any draft), then prompt chunks
         // within the budgets.
@@ -571,7 +536,17 @@ impl Scheduler {
         }
         let table = BatchTable::new(self.cfg.max_sequences, entries);
         self.group_busy[usize::from(group)] = true;
-        self.in_flight.push_back(InFlight { group, table: table.clone(), ids, prompt_rows });
+        let draft_rows = (table.entries().iter())
+            .filter(|e| e.flags.contains(EntryFlags::VERIFY))
+            .map(|e| e.tokens.saturating_sub(1) as usize)
+            .sum();
+        self.in_flight.push_back(InFlight {
+            group,
+            table: table.clone(),
+            ids,
+            prompt_rows,
+            draft_rows,
+        });
         Some(PlannedBatch { group, table, tokens })
     }
 
@@ -581,6 +556,9 @@ impl Scheduler {
     pub fn round_trip(&mut self, elapsed: Duration, alone: bool) {
         if let Some(f) = self.in_flight.front() {
             self.pacer.observe(f.prompt_rows, elapsed, alone);
+            if alone && f.prompt_rows == 0 {
+                self.row_cost.observe(f.draft_rows, elapsed);
+            }
         }
     }
 
@@ -685,6 +663,7 @@ impl Scheduler {
 
 pub mod pacer;
 mod spec;
+mod view;
 
 #[cfg(test)]
 mod tests;

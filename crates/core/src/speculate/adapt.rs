@@ -87,9 +87,68 @@ pub fn best_length(a: f64, r: f64, max_k: usize) -> usize {
     if best.1 >= 1.05 { best.0 } else { 0 }
 }
 
+/// A row's relative cost assumed until trips have been measured.
+pub const PRIOR_ROW_COST: f64 = 0.1;
+/// The least relative row cost believed (timer noise never makes rows free).
+const MIN_ROW_COST: f64 = 0.02;
+
+/// What one more verifying row costs relative to a plain trip, learned from measured
+/// trips (durations the caller measures): a plain trip's time, and each extra row's
+/// time beyond it, as moving averages. [`PRIOR_ROW_COST`] until both were seen. The
+/// cost differs by CPU, format and pipeline (hops make rows relatively cheaper), so it
+/// is measured, not assumed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowCost {
+    trip_s: Option<f64>,
+    per_row_s: Option<f64>,
+}
+
+impl RowCost {
+    /// A trip carrying `extra_rows` verifying rows beyond its plain ones took `elapsed`.
+    pub fn observe(&mut self, extra_rows: usize, elapsed: std::time::Duration) {
+        let t = elapsed.as_secs_f64();
+        if extra_rows == 0 {
+            self.trip_s = Some(self.trip_s.map_or(t, |o| o + NEW_WEIGHT * (t - o)));
+        } else if let Some(trip) = self.trip_s {
+            let per_row = (t - trip).max(0.0) / extra_rows as f64;
+            self.per_row_s =
+                Some(self.per_row_s.map_or(per_row, |o| o + NEW_WEIGHT * (per_row - o)));
+        }
+    }
+
+    /// One more row's cost relative to a plain trip (within `0.02..=1`).
+    pub fn relative(&self) -> f64 {
+        match (self.trip_s, self.per_row_s) {
+            (Some(trip), Some(row)) if trip > 0.0 => (row / trip).clamp(MIN_ROW_COST, 1.0),
+            _ => PRIOR_ROW_COST,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_row_cost_is_the_prior_until_measured_then_follows_the_trips() {
+        let ms = std::time::Duration::from_millis;
+        let mut c = RowCost::default();
+        assert_eq!(c.relative(), PRIOR_ROW_COST);
+        c.observe(4, ms(100));
+        assert_eq!(c.relative(), PRIOR_ROW_COST, "an extra row means nothing without a plain trip");
+        c.observe(0, ms(40));
+        c.observe(4, ms(80));
+        assert!((c.relative() - 0.25).abs() < 1e-9, "{}", c.relative());
+        // Rows measured as free are still believed to cost something; never more than a trip.
+        let mut free = RowCost::default();
+        free.observe(0, ms(40));
+        free.observe(3, ms(39));
+        assert_eq!(free.relative(), MIN_ROW_COST);
+        let mut dear = RowCost::default();
+        dear.observe(0, ms(10));
+        dear.observe(1, ms(50));
+        assert_eq!(dear.relative(), 1.0);
+    }
 
     #[test]
     fn expected_tokens_grow_with_acceptance_and_length() {

@@ -572,11 +572,14 @@ fn sequences_that_opt_out_or_ask_for_logprobs_never_draft() {
     }
 }
 
+/// One ask as a drafter saw it: slot, history, k.
+type Asked = (u16, Vec<u32>, usize);
+
 /// A drafter that records what it was asked and always proposes too much (`k + 2`
 /// tokens counting up from 50), at a cost it is told.
 #[derive(Debug, Default)]
 struct Recording {
-    asks: std::sync::Arc<std::sync::Mutex<Vec<Vec<(u16, Vec<u32>, usize)>>>>,
+    asks: std::sync::Arc<std::sync::Mutex<Vec<Vec<Asked>>>>,
     cost: f64,
 }
 
