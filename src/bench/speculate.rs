@@ -1,5 +1,5 @@
-//! `swactor bench speculate`: single-sequence decode tokens/s with and without n-gram
-//! speculation, in one process (`swactor generate`) and through a `run local` pipeline,
+//! `swactor bench speculate`: single-sequence decode tokens/s with and without
+//! speculation (n-gram drafts, or a draft model's), in one process (`swactor generate`) and through a `run local` pipeline,
 //! on an input-grounded workload (prompts whose answer repeats or edits text they hold:
 //! `examples/speculate-grounded.jsonl`) and on free generation (story openings), each
 //! pair measured one after the other in the same run.
@@ -31,6 +31,8 @@ pub struct SpecFigure {
     pub workload: String,
     /// `one process` or `N stages`.
     pub layout: String,
+    /// Where drafts came from: `ngram`, or the draft model's file name.
+    pub drafter: String,
     /// Prompts measured.
     pub prompts: usize,
     /// Mean decode tokens/s without speculation.
@@ -45,13 +47,13 @@ pub struct SpecFigure {
     pub mean_draft_length: f64,
 }
 
-/// Runs one prompt: `generate` when `stages` is 0, else `run local --stages`.
+/// Runs one prompt: `generate` when `stages` is 0, else `run local --stages`; with
+/// `speculate`, drafts by `draft_model` where given, else by n-gram lookup.
 pub fn spec_run(
     exe: &Path,
-    model: &Path,
+    (model, draft_model): (&Path, Option<&Path>),
     stages: u32,
-    prompt: &str,
-    max_tokens: u32,
+    (prompt, max_tokens): (&str, u32),
     speculate: bool,
 ) -> Result<SpecRun, BenchError> {
     let mut cmd = std::process::Command::new(exe);
@@ -60,14 +62,16 @@ pub fn spec_run(
     } else {
         cmd.args(["run", "local", "--stages", &stages.to_string(), "--threads", "1"]);
     }
-    let output = cmd
-        .args(["--json", "--prompt", prompt, "--max-tokens", &max_tokens.to_string()])
-        .args(["--max-seq-len", "1024", "--speculate", if speculate { "ngram" } else { "off" }])
-        .arg("--model")
-        .arg(model)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map_err(err)?;
+    cmd.args(["--json", "--prompt", prompt, "--max-tokens", &max_tokens.to_string()])
+        .arg("--max-seq-len")
+        .arg("1024");
+    match (speculate, draft_model) {
+        (true, Some(d)) => cmd.arg("--draft-model").arg(d),
+        (true, None) => cmd.args(["--speculate", "ngram"]),
+        (false, _) => cmd.args(["--speculate", "off"]),
+    };
+    let output =
+        cmd.arg("--model").arg(model).stderr(std::process::Stdio::null()).output().map_err(err)?;
     if !output.status.success() {
         return Err(err(format!("a speculation run failed ({})", output.status)));
     }
@@ -87,7 +91,10 @@ pub fn spec_run(
 }
 
 /// The figure of a workload's runs (`pairs`: each prompt off, then on).
-pub fn figure(workload: &str, layout: String, pairs: &[(SpecRun, SpecRun)]) -> SpecFigure {
+pub fn figure(
+    (workload, layout, drafter): (&str, String, String),
+    pairs: &[(SpecRun, SpecRun)],
+) -> SpecFigure {
     let n = pairs.len().max(1) as f64;
     let off = pairs.iter().map(|(a, _)| a.tokens_per_s).sum::<f64>() / n;
     let on = pairs.iter().map(|(_, b)| b.tokens_per_s).sum::<f64>() / n;
@@ -97,6 +104,7 @@ pub fn figure(workload: &str, layout: String, pairs: &[(SpecRun, SpecRun)]) -> S
     SpecFigure {
         workload: workload.to_string(),
         layout,
+        drafter,
         prompts: pairs.len(),
         off_tokens_per_s: off,
         on_tokens_per_s: on,

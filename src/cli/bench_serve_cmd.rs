@@ -217,7 +217,8 @@ pub fn speculate(args: &BenchSpeculateArgs, out: &mut Output) -> Result<(), CliE
             for (prompt, tokens) in prompts {
                 progress.message(format!("bench speculate: {workload}, {layout}"));
                 let run = |on| {
-                    bench::speculate::spec_run(&exe()?, &args.model, stages, prompt, *tokens, on)
+                    let models = (args.model.as_path(), args.draft_model.as_deref());
+                    bench::speculate::spec_run(&exe()?, models, stages, (prompt, *tokens), on)
                         .map_err(failed)
                 };
                 let off = run(false)?;
@@ -226,7 +227,13 @@ pub fn speculate(args: &BenchSpeculateArgs, out: &mut Output) -> Result<(), CliE
                 progress.step();
                 pairs.push((off, on));
             }
-            let fig = bench::speculate::figure(workload, layout, &pairs);
+            let drafter = match &args.draft_model {
+                Some(d) => {
+                    d.file_name().map_or("draft model".into(), |n| n.to_string_lossy().into())
+                }
+                None => "ngram".to_string(),
+            };
+            let fig = bench::speculate::figure((workload, layout, drafter), &pairs);
             if args.output.json {
                 out.json("bench_speculate", &fig)?;
             } else {
@@ -235,8 +242,9 @@ pub fn speculate(args: &BenchSpeculateArgs, out: &mut Output) -> Result<(), CliE
                     ("free", _) => " (target >= 0.97)",
                     _ => "",
                 };
+                let how = if args.draft_model.is_some() { "draft" } else { "ngram" };
                 let line = format!(
-                    "{:<8} {:<12} {} prompts: off {:>6.1} tok/s, ngram {:>6.1} tok/s, ratio \
+                    "{:<8} {:<12} {} prompts: off {:>6.1} tok/s, {how} {:>6.1} tok/s, ratio \
                      {:.2}{target}; acceptance {:.2}, mean draft {:.1} tokens",
                     fig.workload,
                     fig.layout,

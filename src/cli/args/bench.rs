@@ -300,6 +300,9 @@ pub struct BenchSpeculateArgs {
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=16))]
     pub free: u32,
+    /// Draft with this model (same vocabulary) instead of n-gram lookup.
+    #[arg(long, value_name = "GGUF")]
+    pub draft_model: Option<PathBuf>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,
