@@ -167,6 +167,16 @@ impl Draft for DraftModel {
     fn step_cost(&self) -> f64 {
         self.cost
     }
+
+    fn warm(&mut self, slot: u16, history: &[u32]) {
+        if self.failed.is_none() && !history.is_empty() && history.len() <= self.max_seq {
+            if let Err(e) = self.catch_up(usize::from(slot), history) {
+                eprintln!("swactor: the draft model failed and drafts no more: {e}");
+                self.cached.clear();
+                self.failed = Some(e.to_string());
+            }
+        }
+    }
 }
 
 /// The drafter `--speculate ngram` or `--draft-model FILE` asks for: `None` where neither
@@ -210,5 +220,9 @@ impl Draft for SharedDraft {
 
     fn step_cost(&self) -> f64 {
         self.lock().step_cost()
+    }
+
+    fn warm(&mut self, slot: u16, history: &[u32]) {
+        self.lock().warm(slot, history);
     }
 }

@@ -181,6 +181,8 @@ pub fn generate_speculative(
     let mut length = DraftLength::new(max_k);
     let mut history = prompt.to_vec();
     let logits = pipeline.step(prompt)?;
+    // The draft model reads the prompt now, as part of the prefill.
+    drafter.warm(0, prompt);
     let mut pending = vec![sampler.sample(&logits, prompt.len() as u32)];
     let mut produced = 0u32;
     loop {

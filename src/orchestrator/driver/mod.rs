@@ -271,6 +271,21 @@ async fn run_on(
     };
     let ask = Ask { run_id: config.run_id, stages: config.stages, prompt_tokens };
     let plan = plan_run(config, facts, &pool, &reports, ask)?;
+    // Verifying a draft needs the CPU engine on every stage: elsewhere the session runs
+    // without speculation (its output is the same).
+    let plain;
+    let config = match off_cpu(&plan, &reports) {
+        Some(device) if config.session.draft_max > 0 => {
+            sink.progress(&format!("speculation is off: a stage computes on {device}"));
+            plain = OrchestrateConfig {
+                session: SessionLimits { draft_max: 0, ..config.session },
+                drafter: None,
+                ..config.clone()
+            };
+            &plain
+        }
+        _ => config,
+    };
     sink.planned(&plan);
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));
 
@@ -388,6 +403,14 @@ impl std::fmt::Display for RunFault {
         }
         write!(f, ", detected by {}", self.component)
     }
+}
+
+/// The device of a planned stage's node that is not the CPU, if any.
+fn off_cpu(plan: &RunPlan, reports: &HashMap<crate::wire::NodeId, NodeReport>) -> Option<String> {
+    plan.stages
+        .iter()
+        .filter_map(|s| reports.get(&s.node_id).and_then(|r| r.device.clone()))
+        .find(|d| d != "cpu")
 }
 
 /// What a node reported of itself in `node_available`.

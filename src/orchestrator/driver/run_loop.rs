@@ -94,6 +94,8 @@ pub(super) struct RunLoop<'t> {
     router: EdgeRouter,
     /// What the session does when a stage node is lost.
     resume: ResumePolicy,
+    /// The session's draft model, if it has one (it reads prompts while they fly).
+    drafter: Option<crate::model::draft::SharedDraft>,
     /// The re-formation under way (the run faulted with a node loss).
     reforming: Option<Reformation>,
     /// The current run re-formed the session (`session_reformed` at its barrier).
@@ -164,6 +166,7 @@ impl<'t> RunLoop<'t> {
             loaded_weights: 0,
             load: (0, 0),
             resume: config.resume,
+            drafter: config.drafter.clone(),
             reforming: None,
             reformed: false,
             waiting: Vec::new(),
@@ -260,6 +263,7 @@ impl<'t> RunLoop<'t> {
         let mut exit_deadline: Option<Instant> = None;
         loop {
             self.settle(phase, sink).await;
+            self.warm_drafter();
             if self.torn_down && self.plane.live_edges() == 0 {
                 self.resolve_rest(sink);
                 return;
@@ -292,6 +296,23 @@ impl<'t> RunLoop<'t> {
                 arrived = super::next_arrival(&mut self.arriving) => self.arrive(arrived),
                 routed = next_routed(&mut self.served) => self.routed(routed, sink),
             }
+        }
+    }
+
+    /// Hands the prompts just sent to the draft model, on a blocking thread, so that it
+    /// reads them while the pipeline computes (its next draft waits for it).
+    fn warm_drafter(&mut self) {
+        let warms = self.fsm.take_warms();
+        if let Some(d) = &self.drafter
+            && !warms.is_empty()
+        {
+            let mut d = d.clone();
+            tokio::task::spawn_blocking(move || {
+                use crate::speculate::Draft;
+                for (slot, prompt) in warms {
+                    d.warm(slot, &prompt);
+                }
+            });
         }
     }
 

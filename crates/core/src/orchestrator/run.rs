@@ -317,6 +317,12 @@ impl RunFsm {
         self.sched.spec_counters()
     }
 
+    /// Speculating sequences whose whole prompt was just sent, with their slot (see
+    /// [`super::scheduler::Scheduler::take_warms`]).
+    pub fn take_warms(&mut self) -> Vec<(u16, Vec<u32>)> {
+        self.sched.take_warms()
+    }
+
     /// The session's drafts come from `drafter` (where it speculates; the n-gram lookup
     /// until set).
     pub fn set_drafter(&mut self, drafter: Box<dyn crate::speculate::Draft>) {

@@ -263,6 +263,9 @@ pub struct Scheduler {
     spec: SpecCounters,
     /// A verifying row's cost relative to a trip, measured.
     row_cost: RowCost,
+    /// Speculating sequences whose whole prompt was just sent, by slot (see
+    /// [`Scheduler::take_warms`]).
+    to_warm: BTreeMap<u16, Vec<u32>>,
 }
 
 impl Scheduler {
@@ -292,6 +295,7 @@ impl Scheduler {
             drafter: Box::new(NgramDrafter::default()),
             spec: SpecCounters::default(),
             row_cost: RowCost::default(),
+            to_warm: BTreeMap::new(),
             cfg,
         }
     }
@@ -523,6 +527,9 @@ impl Scheduler {
                 });
                 if !decoding {
                     seq.prefilled += rows.len();
+                    if seq.prefilled == seq.prompt.len() && seq.spec.is_some() {
+                        self.to_warm.insert(seq.slot, seq.prompt.clone());
+                    }
                     prompt_budget -= rows.len();
                     prompts_left -= 1;
                     prompt_rows += rows.len() as u32;

@@ -37,6 +37,13 @@ pub trait Draft: std::fmt::Debug + Send {
     fn step_cost(&self) -> f64 {
         0.0
     }
+
+    /// The sequence in `slot` holds `history` (its whole prompt, now on its way through
+    /// the target): a drafter with caches catches up now, while the target computes,
+    /// rather than at the first ask. Nothing by default.
+    fn warm(&mut self, slot: u16, history: &[u32]) {
+        let _ = (slot, history);
+    }
 }
 
 impl Draft for ngram::NgramDrafter {

@@ -133,6 +133,14 @@ impl Scheduler {
             .collect()
     }
 
+    /// The speculating sequences whose whole prompt has been sent since the last call,
+    /// with their slot: a drafter with caches may read them now, while the prompt is in
+    /// flight ([`crate::speculate::Draft::warm`]), rather than at its first draft. At
+    /// most one per slot is kept.
+    pub fn take_warms(&mut self) -> Vec<(u16, Vec<u32>)> {
+        std::mem::take(&mut self.to_warm).into_iter().collect()
+    }
+
     /// Drafts come from `drafter` from now on (the n-gram lookup until set).
     pub fn set_drafter(&mut self, drafter: Box<dyn Draft>) {
         self.drafter = drafter;
