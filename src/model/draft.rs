@@ -77,6 +77,13 @@ impl DraftModel {
         self.failed.as_deref()
     }
 
+    /// A compute error: it drafts no more (whatever its caches hold is unknown now).
+    fn fail(&mut self, e: StageError) {
+        eprintln!("swactor: the draft model failed and drafts no more: {e}");
+        self.cached.clear();
+        self.failed = Some(e.to_string());
+    }
+
     fn stage(&mut self) -> &mut LlamaStage {
         &mut self.pipeline.stages_mut()[0]
     }
@@ -153,12 +160,7 @@ impl Draft for DraftModel {
         if self.failed.is_none() {
             match self.run(asks) {
                 Ok(drafts) => return drafts,
-                Err(e) => {
-                    eprintln!("swactor: the draft model failed and drafts no more: {e}");
-                    // Whatever its caches hold is unknown now: every slot starts over.
-                    self.cached.clear();
-                    self.failed = Some(e.to_string());
-                }
+                Err(e) => self.fail(e),
             }
         }
         vec![Vec::new(); asks.len()]
@@ -169,12 +171,12 @@ impl Draft for DraftModel {
     }
 
     fn warm(&mut self, slot: u16, history: &[u32]) {
-        if self.failed.is_none() && !history.is_empty() && history.len() <= self.max_seq {
-            if let Err(e) = self.catch_up(usize::from(slot), history) {
-                eprintln!("swactor: the draft model failed and drafts no more: {e}");
-                self.cached.clear();
-                self.failed = Some(e.to_string());
-            }
+        let fits = !history.is_empty() && history.len() <= self.max_seq;
+        if self.failed.is_none()
+            && fits
+            && let Err(e) = self.catch_up(usize::from(slot), history)
+        {
+            self.fail(e);
         }
     }
 }

@@ -11,8 +11,11 @@
 //! repeat its input gets it back. Gains follow tokens accepted per trip, not tokens
 //! drafted.
 
-/// Trips between probes while speculation is off.
+/// Trips before the first probe once speculation went off.
 pub const PROBE_EVERY: u32 = 16;
+/// Trips between probes at most: each probe that does not bring speculation back doubles
+/// the wait, up to this (a probe costs more than its row where the drafter must catch up).
+pub const PROBE_EVERY_MAX: u32 = 256;
 /// Weight of the newest trip in the acceptance average.
 const NEW_WEIGHT: f64 = 0.3;
 /// Acceptance assumed before anything was measured (optimistic: try it).
@@ -23,14 +26,16 @@ const PRIOR: f64 = 0.6;
 pub struct DraftLength {
     max_k: usize,
     acceptance: f64,
-    /// Trips since speculation went off (`None`: on).
+    /// Trips since speculation went off or last probed (`None`: on).
     off_for: Option<u32>,
+    /// Trips to wait for the next probe.
+    probe_every: u32,
 }
 
 impl DraftLength {
     /// A controller drafting at most `max_k` tokens.
     pub fn new(max_k: usize) -> DraftLength {
-        DraftLength { max_k, acceptance: PRIOR, off_for: None }
+        DraftLength { max_k, acceptance: PRIOR, off_for: None, probe_every: PROBE_EVERY }
     }
 
     /// The acceptance rate it believes (accepted per drafted token).
@@ -49,17 +54,20 @@ impl DraftLength {
     }
 
     /// Tokens to draft for the next trip, one more row costing `row_cost` of a decode
-    /// step: 0 while speculation does not pay (with a probe of 1 every [`PROBE_EVERY`]
-    /// trips).
+    /// step: 0 while speculation does not pay, with a probe of 1 after [`PROBE_EVERY`]
+    /// trips, then after twice as many each time until speculation pays again (at most
+    /// [`PROBE_EVERY_MAX`]).
     pub fn next(&mut self, row_cost: f64) -> usize {
         let best = best_length(self.acceptance, row_cost, self.max_k);
         if best > 0 {
             self.off_for = None;
+            self.probe_every = PROBE_EVERY;
             return best;
         }
         let off = self.off_for.map_or(1, |n| n + 1);
-        if off >= PROBE_EVERY && self.max_k > 0 && row_cost < 1.0 {
+        if off >= self.probe_every && self.max_k > 0 && row_cost < 1.0 {
             self.off_for = Some(0);
+            self.probe_every = (self.probe_every * 2).min(PROBE_EVERY_MAX);
             return 1;
         }
         self.off_for = Some(off);
@@ -180,6 +188,35 @@ mod tests {
             d.observe(1, 1);
         }
         assert!(d.next(0.1) > 1);
+    }
+
+    #[test]
+    fn probes_that_keep_failing_come_ever_more_rarely_and_a_success_resets_them() {
+        let mut d = DraftLength::new(4);
+        for _ in 0..20 {
+            d.observe(4, 0);
+        }
+        let mut probes = Vec::new();
+        for trip in 1..=2000u32 {
+            if d.next(0.1) > 0 {
+                probes.push(trip);
+                d.observe(1, 0);
+            }
+        }
+        let gaps: Vec<u32> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(probes[0], PROBE_EVERY);
+        assert_eq!(&gaps[..4], &[32, 64, 128, 256]);
+        assert!(gaps[4..].iter().all(|&g| g == PROBE_EVERY_MAX), "{gaps:?}");
+        // Speculation that pays again starts the waits over.
+        for _ in 0..10 {
+            d.observe(1, 1);
+        }
+        assert!(d.next(0.1) > 0);
+        for _ in 0..20 {
+            d.observe(4, 0);
+        }
+        let first = (1..=PROBE_EVERY).find(|_| d.next(0.1) > 0);
+        assert_eq!(first, Some(PROBE_EVERY));
     }
 
     #[test]
