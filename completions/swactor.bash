@@ -840,7 +840,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__speculate)
-            opts="-h --model --grounded --stages --tokens --free --json --help"
+            opts="-h --model --grounded --stages --tokens --free --draft-model --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -863,6 +863,10 @@ _swactor() {
                     return 0
                     ;;
                 --free)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-model)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2244,7 +2248,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2326,6 +2330,14 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --draft-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --events)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -2398,7 +2410,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --queue --groups --prefill-budget-ms --speculate --draft-max --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2493,6 +2505,14 @@ _swactor() {
                     return 0
                     ;;
                 --draft-max)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-threads)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2756,7 +2776,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2827,6 +2847,14 @@ _swactor() {
                     return 0
                     ;;
                 --draft-max)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-threads)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

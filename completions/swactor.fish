@@ -83,6 +83,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l speculate -d 'Speculative decoding: `ngram` drafts each sequence\'s next tokens from its own prompt and output and verifies them in one trip through the pipeline (the output is the same tokens as without it)' -r -f -a "off\t'No speculation'
 ngram\t'N-gram lookup over the sequence\'s own prompt and output'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l draft-max -d 'With `--speculate`: the most tokens drafted per trip (the length follows each sequence\'s measured acceptance)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l draft-model -d 'A draft model (same vocabulary as the model) that proposes the drafts, run greedily by this process\'s engine for every speculating sequence at once; implies speculation' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l draft-threads -d 'With `--draft-model`: its compute threads in this process' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l token-timeout -d 'Seconds to wait for each token' -r
@@ -162,6 +164,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l speculate -d 'Speculative decoding: `ngram` drafts each sequence\'s next tokens from its own prompt and output and verifies them in one trip through the pipeline (the output is the same tokens as without it)' -r -f -a "off\t'No speculation'
 ngram\t'N-gram lookup over the sequence\'s own prompt and output'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l draft-max -d 'With `--speculate`: the most tokens drafted per trip (the length follows each sequence\'s measured acceptance)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l draft-model -d 'A draft model (same vocabulary as the model) that proposes the drafts, run greedily by this process\'s engine for every speculating sequence at once; implies speculation' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l draft-threads -d 'With `--draft-model`: its compute threads in this process' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l events -d 'Write every event of the run as JSON Lines to this file' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l readiness-timeout -d 'Seconds to wait for every stage to be ready (weights loaded, edges up)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l token-timeout -d 'Seconds to wait for each token' -r
@@ -210,6 +214,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l speculate -d 'Speculative decoding: `ngram` drafts each sequence\'s next tokens from its own prompt and output and verifies them in one trip through the pipeline (the output is the same tokens as without it)' -r -f -a "off\t'No speculation'
 ngram\t'N-gram lookup over the sequence\'s own prompt and output'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l draft-max -d 'With `--speculate`: the most tokens drafted per trip (the length follows each sequence\'s measured acceptance)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l draft-model -d 'A draft model (same vocabulary as the model) that proposes the drafts, run greedily by this process\'s engine for every speculating sequence at once; implies speculation' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l draft-threads -d 'With `--draft-model`: its compute threads in this process' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l events -d 'Write every session\'s events as JSON Lines to this file (never overwritten)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l readiness-timeout -d 'Seconds each session may take from provisioning to serving' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l token-timeout -d 'Seconds a micro-batch in flight may take to come back before the session faults' -r
@@ -430,6 +436,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from speculate" -l stages -d 'Stages of the pipeline layout' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from speculate" -l tokens -d 'Tokens per free-generation prompt' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from speculate" -l free -d 'Free-generation prompts (story openings)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from speculate" -l draft-model -d 'Draft with this model (same vocabulary) instead of n-gram lookup' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from speculate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from speculate" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l stages -d 'Stages of the local pipeline (node 2 is killed)' -r

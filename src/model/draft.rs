@@ -88,8 +88,9 @@ impl DraftModel {
         &mut self.pipeline.stages_mut()[0]
     }
 
-    /// Brings `slot`'s cache to `history` but its last token (kept rows, the rest fed).
-    fn catch_up(&mut self, slot: usize, history: &[u32]) -> Result<(), StageError> {
+    /// Trims `slot`'s cache to the longest prefix it shares with `history` but its last
+    /// token (starting over past [`MAX_DROP`] dropped rows); returns the rows kept.
+    fn trim(&mut self, slot: usize, history: &[u32]) -> Result<usize, StageError> {
         if slot >= self.cached.len() {
             self.cached.resize_with(slot + 1, Vec::new);
             self.stage().set_slots(slot + 1)?;
@@ -106,8 +107,13 @@ impl DraftModel {
             self.stage().truncate_slot(slot, keep)?;
         }
         self.cached[slot].truncate(keep);
+        Ok(keep)
+    }
+
+    /// Feeds `tokens` to `slot`'s cache in chunks (their logits unused).
+    fn feed(&mut self, slot: usize, tokens: &[u32]) -> Result<(), StageError> {
         let no = AtomicBool::new(false);
-        for chunk in history[keep..want].chunks(CATCH_UP_ROWS) {
+        for chunk in tokens.chunks(CATCH_UP_ROWS) {
             self.stage().forward_rows(&vec![slot; chunk.len()], StageInput::Tokens(chunk), &no)?;
             self.cached[slot].extend_from_slice(chunk);
         }
@@ -116,32 +122,44 @@ impl DraftModel {
 
     fn run(&mut self, asks: &[DraftAsk<'_>]) -> Result<Vec<Vec<u32>>, StageError> {
         let mut out = vec![Vec::new(); asks.len()];
-        // Each slot once, with room in the context for what it feeds.
+        // Each slot once, with room in the context for what it feeds. What its cache
+        // lacks of the history rides in the first step with the last token (one pass
+        // for every slot); only a long gap is fed ahead, in chunks.
         let mut active: Vec<usize> = Vec::new();
+        let mut first: Vec<&[u32]> = Vec::new();
         for (i, a) in asks.iter().enumerate() {
             let fits = a.history.len() + a.k <= self.max_seq + 1;
             let fresh = !active.iter().any(|&j| asks[j].slot == a.slot);
             if a.k > 0 && !a.history.is_empty() && fits && fresh {
-                self.catch_up(usize::from(a.slot), a.history)?;
+                let slot = usize::from(a.slot);
+                let keep = self.trim(slot, a.history)?;
+                let ahead = (a.history.len() - keep).saturating_sub(CATCH_UP_ROWS);
+                self.feed(slot, &a.history[keep..keep + ahead])?;
                 active.push(i);
+                first.push(&a.history[keep + ahead..]);
             }
         }
-        let mut next: Vec<u32> =
-            active.iter().map(|&i| *asks[i].history.last().unwrap_or(&0)).collect();
+        let mut rows: Vec<u32> = first.concat();
+        let mut slots: Vec<usize> = (active.iter().zip(&first))
+            .flat_map(|(&i, f)| std::iter::repeat_n(usize::from(asks[i].slot), f.len()))
+            .collect();
         let no = AtomicBool::new(false);
         while !active.is_empty() {
-            let slots: Vec<usize> = active.iter().map(|&i| usize::from(asks[i].slot)).collect();
-            let logits = match self.stage().forward_rows(&slots, StageInput::Tokens(&next), &no)? {
+            let logits = match self.stage().forward_rows(&slots, StageInput::Tokens(&rows), &no)? {
                 StageOutput::Logits(l) => l,
                 StageOutput::Hidden(_) => {
                     return Err(StageError::BadInput("the draft model produced no logits".into()));
                 }
             };
             let vocab = logits.len() / active.len().max(1);
+            let mut at = 0;
             let mut still = Vec::new();
             let mut feed = Vec::new();
             for (row, &i) in active.iter().enumerate() {
-                self.cached[usize::from(asks[i].slot)].push(next[row]);
+                let slot = usize::from(asks[i].slot);
+                let n = slots[at..].iter().take_while(|&&s| s == slot).count();
+                self.cached[slot].extend_from_slice(&rows[at..at + n]);
+                at += n;
                 let t = crate::model::sampling::argmax(&logits[row * vocab..(row + 1) * vocab]);
                 out[i].push(t);
                 if out[i].len() < asks[i].k {
@@ -149,7 +167,8 @@ impl DraftModel {
                     feed.push(t);
                 }
             }
-            (active, next) = (still, feed);
+            slots = still.iter().map(|&i| usize::from(asks[i].slot)).collect();
+            (active, rows) = (still, feed);
         }
         Ok(out)
     }
@@ -172,11 +191,14 @@ impl Draft for DraftModel {
 
     fn warm(&mut self, slot: u16, history: &[u32]) {
         let fits = !history.is_empty() && history.len() <= self.max_seq;
-        if self.failed.is_none()
-            && fits
-            && let Err(e) = self.catch_up(usize::from(slot), history)
-        {
-            self.fail(e);
+        if self.failed.is_none() && fits {
+            let slot = usize::from(slot);
+            let caught_up = self
+                .trim(slot, history)
+                .and_then(|keep| self.feed(slot, &history[keep..history.len() - 1]));
+            if let Err(e) = caught_up {
+                self.fail(e);
+            }
         }
     }
 }
