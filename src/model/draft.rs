@@ -32,6 +32,8 @@ pub struct DraftModel {
     cost: f64,
     /// Why it stopped drafting, after a compute error.
     failed: Option<String>,
+    /// Measured seconds per drafted token (a moving average), catching up included.
+    per_token_s: Option<f64>,
 }
 
 impl DraftModel {
@@ -69,6 +71,7 @@ impl DraftModel {
             max_seq: max_seq_len as usize,
             cost,
             failed: None,
+            per_token_s: None,
         })
     }
 
@@ -177,12 +180,24 @@ impl DraftModel {
 impl Draft for DraftModel {
     fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
         if self.failed.is_none() {
-            match self.run(asks) {
-                Ok(drafts) => return drafts,
-                Err(e) => self.fail(e),
+            match timed(|| self.run(asks)) {
+                (Ok(drafts), seconds) => {
+                    let n = drafts.iter().map(Vec::len).sum::<usize>();
+                    if n > 0 {
+                        let per = seconds / n as f64;
+                        self.per_token_s =
+                            Some(self.per_token_s.map_or(per, |o| o + 0.25 * (per - o)));
+                    }
+                    return drafts;
+                }
+                (Err(e), _) => self.fail(e),
             }
         }
         vec![Vec::new(); asks.len()]
+    }
+
+    fn seconds_per_token(&self) -> Option<f64> {
+        self.per_token_s
     }
 
     fn step_cost(&self) -> f64 {
@@ -201,6 +216,14 @@ impl Draft for DraftModel {
             }
         }
     }
+}
+
+/// Runs `f`, returning its result and the seconds it took.
+#[allow(clippy::disallowed_methods)] // the draft model's driver measures its own cost
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t0 = std::time::Instant::now();
+    let out = f();
+    (out, t0.elapsed().as_secs_f64())
 }
 
 /// The drafter `--speculate ngram` or `--draft-model FILE` asks for: `None` where neither
@@ -244,6 +267,10 @@ impl Draft for SharedDraft {
 
     fn step_cost(&self) -> f64 {
         self.lock().step_cost()
+    }
+
+    fn seconds_per_token(&self) -> Option<f64> {
+        self.lock().seconds_per_token()
     }
 
     fn warm(&mut self, slot: u16, history: &[u32]) {

@@ -208,8 +208,8 @@ pub fn generate_speculative(
         // Room for the draft: the tokens still wanted and the context left.
         let room = (max_tokens - produced) as usize;
         let room = room.min(max_seq.saturating_sub(history.len()));
-        let k =
-            length.next(row_cost.unwrap_or(measured.relative()) + drafter.step_cost()).min(room);
+        let draft_cost = crate::speculate::draft_cost(drafter, measured.trip_seconds());
+        let k = length.next(row_cost.unwrap_or(measured.relative()) + draft_cost).min(room);
         let ask = crate::speculate::DraftAsk { slot: 0, history: &history, k };
         let draft = drafter.draft(&[ask]).pop().unwrap_or_default();
         let mut rows = vec![last];

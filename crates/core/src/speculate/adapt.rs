@@ -124,6 +124,11 @@ impl RowCost {
         }
     }
 
+    /// A plain trip's measured time, in seconds.
+    pub fn trip_seconds(&self) -> Option<f64> {
+        self.trip_s
+    }
+
     /// One more row's cost relative to a plain trip (within `0.02..=1`).
     pub fn relative(&self) -> f64 {
         match (self.trip_s, self.per_row_s) {

@@ -38,11 +38,27 @@ pub trait Draft: std::fmt::Debug + Send {
         0.0
     }
 
+    /// Its measured time per drafted token, catching up included (`None`: not measured;
+    /// the caller then goes by [`Draft::step_cost`]). Over a measured trip's time it is
+    /// the drafter's true share of a trip.
+    fn seconds_per_token(&self) -> Option<f64> {
+        None
+    }
+
     /// The sequence in `slot` holds `history` (its whole prompt, now on its way through
     /// the target): a drafter with caches catches up now, while the target computes,
     /// rather than at the first ask. Nothing by default.
     fn warm(&mut self, slot: u16, history: &[u32]) {
         let _ = (slot, history);
+    }
+}
+
+/// One drafted token's cost relative to a trip of `trip_seconds` (`None`: not measured
+/// yet): the drafter's measured time where both are known, else its own estimate.
+pub fn draft_cost(drafter: &dyn Draft, trip_seconds: Option<f64>) -> f64 {
+    match (drafter.seconds_per_token(), trip_seconds) {
+        (Some(d), Some(t)) if t > 0.0 => (d / t).clamp(0.0, 4.0),
+        _ => drafter.step_cost(),
     }
 }
 

@@ -84,8 +84,8 @@ pub(super) fn verdict(
 impl Scheduler {
     /// The drafts of `group`'s decoding sequences for their next trip, asked of the
     /// drafter at once (a draft model runs them as one batch). Each sequence's length
-    /// follows its acceptance and what a row costs (`row_cost`, plus the drafter's own
-    /// step), within the context, the tokens it still wants and the micro-batch's rows
+    /// follows its acceptance and what a row costs (`row_cost`, plus a drafted token's
+    /// measured share of a trip), within the context, the tokens it still wants and the micro-batch's rows
     /// (`budget`, one of them its last token).
     pub(super) fn drafts(
         &mut self,
@@ -93,7 +93,8 @@ impl Scheduler {
         row_cost: f64,
         mut budget: usize,
     ) -> BTreeMap<SeqId, Vec<u32>> {
-        let row_cost = row_cost + self.drafter.step_cost();
+        let trip = self.row_cost.trip_seconds();
+        let row_cost = row_cost + crate::speculate::draft_cost(self.drafter.as_ref(), trip);
         let max_seq_len = self.cfg.max_seq_len as usize;
         let mut wanted = Vec::new();
         for (&id, seq) in self.live.iter_mut() {
