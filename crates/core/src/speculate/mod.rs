@@ -67,3 +67,32 @@ impl Draft for ngram::NgramDrafter {
         asks.iter().map(|a| ngram::NgramDrafter::draft(self, a.history, a.k)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Timed(Option<f64>);
+
+    impl Draft for Timed {
+        fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
+            vec![Vec::new(); asks.len()]
+        }
+        fn step_cost(&self) -> f64 {
+            0.4
+        }
+        fn seconds_per_token(&self) -> Option<f64> {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_drafters_cost_is_its_measured_share_of_a_trip_and_its_estimate_until_measured() {
+        assert_eq!(draft_cost(&Timed(None), Some(0.05)), 0.4);
+        assert_eq!(draft_cost(&Timed(Some(0.01)), None), 0.4);
+        assert!((draft_cost(&Timed(Some(0.01)), Some(0.05)) - 0.2).abs() < 1e-12);
+        assert_eq!(draft_cost(&Timed(Some(1.0)), Some(0.01)), 4.0, "bounded");
+        assert_eq!(draft_cost(&ngram::NgramDrafter::default(), Some(0.05)), 0.0);
+    }
+}
