@@ -43,6 +43,7 @@ use crate::wire::reason::{
     Component, ControlFault, FaultReason, OperatorStop, StreamFault, Timeout, TokenFault,
 };
 use crate::wire::{EdgeId, NodeId, ObjectId, RunId, RunPlan, Sequence, StageIndex};
+pub use limits::{DEFAULT_BATCH_TOKENS, SessionLimits};
 
 /// What the run asks of its driver.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,38 +143,6 @@ struct HeldFault {
     stage_index: Option<StageIndex>,
     edge_id: Option<EdgeId>,
 }
-
-/// How a session's scheduler is sized beyond what the plan fixes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionLimits {
-    /// Requests waiting for a slot at most (a full queue refuses with `busy`).
-    pub queue_capacity: usize,
-    /// Rows per micro-batch at most (prompt chunks fill what decoding leaves).
-    pub batch_tokens: u32,
-    /// Micro-batches in flight at most (`0`: one per stage, at most the slots).
-    pub groups: u16,
-    /// A micro-batch carrying prompt rows while other sequences decode should come back
-    /// within this (`None`: chunks follow `batch_tokens` alone).
-    pub prefill_budget: Option<std::time::Duration>,
-    /// Speculative decoding: the most tokens the n-gram drafter proposes per trip for one
-    /// sequence (0: off).
-    pub draft_max: u8,
-}
-
-impl Default for SessionLimits {
-    fn default() -> Self {
-        SessionLimits {
-            queue_capacity: 64,
-            batch_tokens: DEFAULT_BATCH_TOKENS,
-            groups: 0,
-            prefill_budget: Some(super::scheduler::pacer::DEFAULT_BUDGET),
-            draft_max: 0,
-        }
-    }
-}
-
-/// Rows per micro-batch by default.
-pub const DEFAULT_BATCH_TOKENS: u32 = 512;
 
 /// One run (a session), from provisioning to teardown.
 #[derive(Debug)]
@@ -699,6 +668,7 @@ impl RunFsm {
     }
 }
 
+mod limits;
 mod teardown;
 
 #[cfg(test)]
