@@ -258,10 +258,8 @@ fn load_drafter(
         return Err(CliError::new(ExitCode::Usage, "usage", message));
     }
     let ngram = args.speculate == Speculate::Ngram;
-    let target = (facts.vocab_size, facts.bytes.step_bytes());
     let sizing = (max_seq_len, compute_threads(args.threads)?);
-    crate::model::draft::load_drafter(ngram, args.draft_model.as_deref(), sizing, target)
-        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))
+    crate::cli::config::run::drafter(ngram, args.draft_model.as_deref(), sizing, facts)
 }
 
 /// The summary's `speculation` block (`None` where nothing was verified).

@@ -226,14 +226,15 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     (out, t0.elapsed().as_secs_f64())
 }
 
-/// The drafter `--speculate ngram` or `--draft-model FILE` asks for: `None` where neither
-/// drafts.
+/// The drafter `--speculate ngram` or `--draft-model FILE` asks for, drafting for a
+/// target with `target`'s facts: `None` where neither drafts.
 pub fn load_drafter(
     ngram: bool,
     model: Option<&Path>,
     (max_seq_len, threads): (u32, u32),
-    target: (u32, u64),
+    target: &crate::model::ModelFacts,
 ) -> Result<Option<Box<dyn Draft>>, StageError> {
+    let target = (target.vocab_size, target.bytes.step_bytes());
     Ok(match model {
         Some(path) => Some(Box::new(DraftModel::load(path, max_seq_len, threads, target)?)),
         None if ngram => Some(Box::new(crate::speculate::ngram::NgramDrafter::default())),

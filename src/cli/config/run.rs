@@ -166,19 +166,29 @@ pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
     }
 }
 
+/// The drafter `--speculate ngram` or `--draft-model` asks for (see
+/// [`crate::model::draft::load_drafter`]). A draft model that cannot load or has another
+/// vocabulary than `facts` is a usage error (`bad_draft_model`).
+pub fn drafter(
+    ngram: bool,
+    model: Option<&Path>,
+    sizing: (u32, u32),
+    facts: &ModelFacts,
+) -> Result<Option<Box<dyn crate::speculate::Draft>>, CliError> {
+    crate::model::draft::load_drafter(ngram, model, sizing, facts)
+        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))
+}
+
 /// `--draft-model`'s drafter for the session's sequences (`None`: without it, a
-/// speculating session drafts by n-gram lookup). A draft model that cannot load or has
-/// another vocabulary than `facts` is a usage error (`bad_draft_model`).
+/// speculating session drafts by n-gram lookup).
 pub fn session_drafter(
     spec: &crate::cli::args::SpeculateFlags,
     facts: &ModelFacts,
     max_seq_len: u32,
 ) -> Result<Option<crate::model::draft::SharedDraft>, CliError> {
-    let Some(path) = &spec.draft_model else { return Ok(None) };
-    let target = (facts.vocab_size, facts.bytes.step_bytes());
-    crate::model::draft::DraftModel::load(path, max_seq_len, spec.draft_threads, target)
-        .map(|m| Some(crate::model::draft::SharedDraft::new(Box::new(m))))
-        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))
+    let sizing = (max_seq_len, spec.draft_threads);
+    let model = drafter(false, spec.draft_model.as_deref(), sizing, facts)?;
+    Ok(model.map(crate::model::draft::SharedDraft::new))
 }
 
 /// The run's timeouts: `--readiness-timeout`, `--token-timeout`, and 10 s to tear down.

@@ -85,8 +85,8 @@ impl Scheduler {
     /// The drafts of `group`'s decoding sequences for their next trip, asked of the
     /// drafter at once (a draft model runs them as one batch). Each sequence's length
     /// follows its acceptance and what a row costs (`row_cost`, plus a drafted token's
-    /// measured share of a trip), within the context, the tokens it still wants and the micro-batch's rows
-    /// (`budget`, one of them its last token).
+    /// measured share of a trip), within the context, the tokens it still wants and the
+    /// micro-batch's rows (`budget`, one of them its last token).
     pub(super) fn drafts(
         &mut self,
         group: u16,
