@@ -280,7 +280,10 @@ fn watch_event(notice: PoolNotice) -> Option<WatchEvent> {
         PoolNotice::Gate(
             GateEvent::ReadinessLost { node } | GateEvent::RequiredNodeLost { node, .. },
         ) => WatchEvent::ReadinessLost { node },
-        // A watch runs no run: session messages and closes change only the gate.
-        PoolNotice::Message(..) | PoolNotice::SessionClosed(_) => return None,
+        // A watch runs no run: session messages and closes change only the gate, and
+        // a run's growth is the orchestrator's business.
+        PoolNotice::Message(..)
+        | PoolNotice::SessionClosed(_)
+        | PoolNotice::Gate(GateEvent::CapacityGrew { .. }) => return None,
     })
 }

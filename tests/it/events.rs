@@ -223,6 +223,8 @@ fn fault_reasons_serialize_as_class_dot_code_and_parse_back() {
     all.extend(TokenFault::ALL.iter().map(|&r| FaultReason::from(r)));
     all.extend(Timeout::ALL.iter().map(|&r| FaultReason::from(r)));
     all.extend(OperatorStop::ALL.iter().map(|&r| FaultReason::from(r)));
+    all.extend(NodeStop::ALL.iter().map(|&r| FaultReason::from(r)));
+    all.extend(PoolChange::ALL.iter().map(|&r| FaultReason::from(r)));
     let mut seen = std::collections::HashSet::new();
     for r in all {
         let json = serde_json::to_string(&r).expect("json");

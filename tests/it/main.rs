@@ -19,6 +19,7 @@ mod net;
 mod page;
 mod planner;
 mod pool;
+mod regrow;
 mod resume;
 mod run;
 mod serve;

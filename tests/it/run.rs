@@ -196,6 +196,23 @@ impl Nodes {
         Running::spawn(cmd)
     }
 
+    /// `orchestrate serve --json` on this pool, its API on a free loopback port: its first
+    /// line is `serving` with the API's URL.
+    pub(crate) fn serve(&self, model: &Path, extra: &[&str]) -> Running {
+        let mut cmd = Command::new(exe());
+        cmd.args(["orchestrate", "serve", "--json", "--http", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0", "--window-ms", "300"])
+            .args(["--pool-timeout", "60"])
+            .arg("--pool")
+            .arg(&self.pool)
+            .arg("--key")
+            .arg(&self.key)
+            .arg("--model")
+            .arg(model)
+            .args(extra);
+        Running::spawn(cmd)
+    }
+
     /// What the node's admin socket shows.
     pub(crate) fn inspect(&self, i: u32) -> Value {
         let out = Command::new(exe())
@@ -269,6 +286,11 @@ impl Running {
                 Err(_) => panic!("timed out waiting for {what}; lines: {:?}", self.lines),
             }
         }
+    }
+
+    /// Every line seen so far.
+    pub(crate) fn seen(&self) -> &[Value] {
+        &self.lines
     }
 
     /// Waits for the exit; returns the exit code and every line.

@@ -292,7 +292,7 @@ async fn run_on(
     // Phase 3: the run, re-formed over the nodes left as long as nodes are lost and the
     // policy survives it.
     let mut run = run_loop::RunLoop::start(plan, config, arriving, endpoint, tokenizer, t0)?;
-    run.run(&mut phase, sink, &mut stop).await;
+    run.run(&mut phase, &mut reports, sink, &mut stop).await;
     while run.reformation().is_some() {
         let mut ctx = reform::Context { config, facts, pool: &pool, reports: &mut reports, t0 };
         match reform::replan(&mut run, &mut ctx, &mut phase, sink, &mut stop).await {
@@ -317,7 +317,7 @@ async fn run_on(
                     run.abandon("setup", sink);
                     break;
                 }
-                run.run(&mut phase, sink, &mut stop).await;
+                run.run(&mut phase, &mut reports, sink, &mut stop).await;
             }
             Err(why) => run.abandon(why, sink),
         }
@@ -512,6 +512,22 @@ fn node_notice(
         other => return Some(other),
     }
     None
+}
+
+/// Keeps what a node reported of itself for the next plan, writing nothing; any other
+/// notice is handed back (a node's fault or a refused datagram is dropped).
+fn keep_report(
+    notice: PoolNotice,
+    reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
+) -> Option<PoolNotice> {
+    match notice {
+        PoolNotice::NodeAvailable { node_id, memory_bytes, arena_bytes, device, .. } => {
+            reports.insert(node_id, NodeReport { memory_bytes, arena_bytes, device });
+            None
+        }
+        PoolNotice::Rejected(..) | PoolNotice::NodeFaulted { .. } => None,
+        other => Some(other),
+    }
 }
 
 /// Writes one of the orchestrator's own events, stamped now.

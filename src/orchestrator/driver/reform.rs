@@ -37,8 +37,12 @@ pub(super) async fn replan(
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
 ) -> Result<RunPlan, &'static str> {
     let Some(reformation) = run.reformation() else { return Err("none") };
-    sink.progress(&format!("{}: re-forming the session over the nodes left", reformation.cause));
-    let stages_before = run.plan().stages.len() as u32;
+    let over =
+        if reformation.cause.counts_as_resume() { "the nodes left" } else { "the nodes ready" };
+    sink.progress(&format!("{}: re-forming the session over {over}", reformation.cause));
+    // As many stages as the session asks for (`--stages`, or one per pool node), as far
+    // as the nodes offered go: a spare or a node back restores the shape.
+    let stages_before = ctx.config.stages.unwrap_or(ctx.pool.nodes.len() as u32);
     let next_run = RunId(run.plan().run_id.0 + 1);
     // The gate began re-forming at the fault: it may have offered the nodes left already.
     if let Some(nodes) = run.take_offered() {
@@ -79,8 +83,8 @@ fn refused(
     phase.gate().offer_refused();
 }
 
-/// The plan of the re-formed run over `nodes`: as many stages as before where enough
-/// nodes are left (a spare or the lost node back), else one per node left.
+/// The plan of the re-formed run over `nodes`: as many stages as the session asks for
+/// where enough nodes are ready (a spare or the lost node back), else one per node.
 fn plan_over(
     ctx: &Context<'_>,
     nodes: &[NodeId],

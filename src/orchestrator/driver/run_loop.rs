@@ -13,7 +13,6 @@ use super::endpoints::{Parts, TokenUser};
 use super::served::{Reply, Routes, next_routed};
 use super::{
     Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
-    rejected_event,
 };
 use crate::control::ControlMessage;
 use crate::edge::establisher::{EdgeEnd, EdgeProvision};
@@ -108,6 +107,12 @@ pub(super) struct RunLoop<'t> {
     offered: Option<Vec<NodeId>>,
     /// The operator stopped the session while it re-formed.
     stopped: bool,
+    /// The stage count the session asks for (`--stages`, or one per pool node): a
+    /// session re-formed onto fewer grows back to it when nodes come back.
+    desired_stages: u32,
+    /// The nodes the gate reported ready when the pool grew, while the run ends to
+    /// re-form onto them.
+    grown: Option<Vec<NodeId>>,
 }
 
 impl<'t> RunLoop<'t> {
@@ -173,6 +178,8 @@ impl<'t> RunLoop<'t> {
             input_closed,
             offered: None,
             stopped: false,
+            desired_stages: config.stages.unwrap_or(config.pool.nodes.len() as u32).max(1),
+            grown: None,
         };
         for (index, r) in config.requests.iter().enumerate() {
             run.book.arrived(index, r.clone());
@@ -257,6 +264,7 @@ impl<'t> RunLoop<'t> {
     pub(super) async fn run(
         &mut self,
         phase: &mut PoolPhase,
+        reports: &mut HashMap<NodeId, super::NodeReport>,
         sink: &mut dyn RunSink,
         stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
     ) {
@@ -289,7 +297,16 @@ impl<'t> RunLoop<'t> {
                 }
                 notices = phase.next() => {
                     for notice in notices {
-                        self.pool_notice(notice, sink);
+                        // What a node says of itself is kept for the next plan (and written
+                        // while the run is up: nothing follows its `run_torn_down`).
+                        let notice = if self.torn_down {
+                            super::keep_report(notice, reports)
+                        } else {
+                            super::node_notice(notice, reports, sink, self.t0)
+                        };
+                        if let Some(notice) = notice {
+                            self.pool_notice(notice, sink);
+                        }
                     }
                 }
                 Some(wake) = self.wakes.recv() => self.wake(wake, sink),
@@ -334,8 +351,15 @@ impl<'t> RunLoop<'t> {
                         edge_id: *edge_id,
                     });
                     if self.faulted(*reason, sink) {
-                        // The gate's window runs while the faulted run tears down.
-                        phase.gate().reform(Instant::now());
+                        match self.grown.take() {
+                            // Ended to grow: the grown set is offered at once.
+                            Some(nodes) if !reason.counts_as_resume() => {
+                                phase.gate().reform_onto(&nodes);
+                                self.offered = Some(nodes);
+                            }
+                            // The gate's window runs while the faulted run tears down.
+                            _ => phase.gate().reform(Instant::now()),
+                        }
                     }
                 }
                 if let Event::RunTornDown { .. } = ev {
@@ -540,18 +564,43 @@ impl<'t> RunLoop<'t> {
                     self.fsm.fault(now, reason.into(), component, Some(node), None, None);
                 }
             }
-            PoolNotice::Rejected(r, count) => emit(sink, self.t0, rejected_event(r, count)),
+            // A member of the plan declared down after the gate stopped reporting losses
+            // (a second node lost while the session re-forms): its stages are lost now,
+            // not at the teardown deadline.
+            PoolNotice::MemberDown(node) if self.in_plan(node) && self.fsm.outcome().is_some() => {
+                let reason = MembershipLoss::NodeDown.into();
+                self.fsm.node_lost(now, node, reason, Component::Membership);
+            }
+            PoolNotice::Gate(GateEvent::CapacityGrew { nodes }) => self.grow(nodes, sink),
             // Re-forming: what the gate offers while the faulted run still tears down.
             PoolNotice::Gate(GateEvent::PoolReady { nodes }) if self.reforming.is_some() => {
                 self.offered = Some(nodes);
             }
             PoolNotice::Gate(GateEvent::ReadinessLost { .. }) => self.offered = None,
-            PoolNotice::NodeFaulted { node_id, reason } if !self.torn_down => {
-                let component = Component::WorkerCtl;
-                emit(sink, self.t0, Event::NodeFaulted { node_id, reason, component });
-            }
             _ => {}
         }
+    }
+
+    /// More nodes are ready than the run uses: a session re-formed onto fewer stages than
+    /// it asks for re-forms onto them, at once (its sequences resume on the larger plan;
+    /// the re-formation does not count against their resume cap).
+    fn grow(&mut self, nodes: Vec<NodeId>, sink: &mut dyn RunSink) {
+        let stages = self.plan.stages.len() as u32;
+        let serving = self.fsm.outcome().is_none() && self.reforming.is_none();
+        let idle = self.input_closed && self.load == (0, 0) && self.waiting.is_empty();
+        if !serving || idle || !self.resume.enabled || stages >= self.desired_stages {
+            return;
+        }
+        if (nodes.len() as u32).min(self.desired_stages) <= stages {
+            return;
+        }
+        sink.progress(&format!(
+            "nodes {nodes:?} are ready: re-forming the session from {stages} stages to {}",
+            (nodes.len() as u32).min(self.desired_stages)
+        ));
+        self.grown = Some(nodes);
+        let reason = crate::wire::reason::PoolChange::CapacityGrew.into();
+        self.fsm.fault(Instant::now(), reason, Component::PoolGate, None, None, None);
     }
 
     fn in_plan(&self, node: NodeId) -> bool {

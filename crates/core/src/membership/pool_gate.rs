@@ -47,6 +47,13 @@ pub enum GateEvent {
         /// How it was lost.
         reason: MembershipLoss,
     },
+    /// After a re-formation, a run is committed over part of the pool and more candidates
+    /// have been ready and stable for the window (a lost node came back, or a spare
+    /// joined): a larger plan may fit. Reported once per grown set.
+    CapacityGrew {
+        /// Every candidate ready now, sorted.
+        nodes: Vec<NodeId>,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -219,6 +226,26 @@ impl PoolGate {
         self.changed_at = now;
     }
 
+    /// The run re-forms on purpose over `nodes` (just reported by
+    /// [`GateEvent::CapacityGrew`]): they are offered at once, as if `PoolReady` had named
+    /// them, so provisioning may start without another window. Losses are reported afresh.
+    pub fn reform_onto(&mut self, nodes: &[NodeId]) {
+        self.phase = Phase::Ready;
+        self.partial = true;
+        self.offered = Some(nodes.iter().copied().collect());
+        self.lost.clear();
+    }
+
+    /// Whether a committed run over a partial offer has more candidates ready than it was
+    /// offered.
+    fn grown(&self) -> bool {
+        self.partial
+            && self
+                .offered
+                .as_ref()
+                .is_some_and(|o| self.ready_nodes().iter().any(|n| !o.contains(n)))
+    }
+
     /// The set just offered could not hold a plan: the gate offers again only once the
     /// ready set changes (a node comes back or a spare joins) and is stable again.
     pub fn offer_refused(&mut self) {
@@ -250,7 +277,8 @@ impl PoolGate {
                 let now_ready = self.ready_nodes();
                 !now_ready.is_empty() && self.offered.as_ref() != Some(&now_ready)
             }
-            Phase::Ready | Phase::Committed => false,
+            Phase::Committed => self.grown(),
+            Phase::Ready => false,
         };
         ready.then(|| self.changed_at + self.window)
     }
@@ -260,6 +288,13 @@ impl PoolGate {
         if let Some(deadline) = self.poll_timeout()
             && now >= deadline
         {
+            if self.phase == Phase::Committed {
+                let ready = self.ready_nodes();
+                self.offered = Some(ready.clone());
+                let nodes = ready.into_iter().collect();
+                self.events.push_back(GateEvent::CapacityGrew { nodes });
+                return;
+            }
             let nodes: Vec<NodeId> = if self.phase == Phase::Reforming {
                 let ready = self.ready_nodes();
                 self.offered = Some(ready.clone());

@@ -34,7 +34,7 @@ impl ResumePolicy {
 
     /// Whether a session that faulted with `cause` re-forms.
     pub fn survives(&self, cause: FaultReason) -> bool {
-        self.enabled && cause.is_node_loss()
+        self.enabled && cause.reforms()
     }
 }
 
@@ -113,7 +113,7 @@ impl Reformation {
 mod tests {
     use super::*;
     use crate::wire::SamplingPolicy;
-    use crate::wire::reason::{ControlFault, MembershipLoss, StepFailure, TokenFault};
+    use crate::wire::reason::{ControlFault, MembershipLoss, PoolChange, StepFailure, TokenFault};
 
     fn request(max_tokens: u32) -> Request {
         Request {
@@ -146,6 +146,8 @@ mod tests {
         assert!(!on.survives(StepFailure::ComputeFailed.into()), "a failed step would repeat");
         assert!(!on.survives(TokenFault::OutOfOrder.into()));
         assert!(!ResumePolicy::DISABLED.survives(MembershipLoss::NodeDown.into()));
+        assert!(on.survives(PoolChange::CapacityGrew.into()), "a pool that grew re-forms");
+        assert!(!ResumePolicy::DISABLED.survives(PoolChange::CapacityGrew.into()));
     }
 
     #[test]

@@ -373,10 +373,12 @@ impl<'t> RequestBook<'t> {
     }
 
     /// Kept request `index` resumed as sequence `seq`: its text continues where it was.
-    pub fn resumed(&mut self, index: usize, seq: SeqId) {
+    /// `counted`: the re-formation counts against its resume cap (a pool that grew does
+    /// not).
+    pub fn resumed(&mut self, index: usize, seq: SeqId, counted: bool) {
         if let Some(Kept { mut live, generated, .. }) = self.kept.remove(&index) {
             live.prior = generated;
-            live.resumed += 1;
+            live.resumed += u32::from(counted);
             self.live.insert(seq, live);
         }
     }

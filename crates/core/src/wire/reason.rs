@@ -417,6 +417,15 @@ reason_enum!(
     }
 );
 
+reason_enum!(
+    /// Why a serving session's pipeline was ended on purpose to re-form it.
+    PoolChange {
+        /// More nodes are ready than the pipeline uses (a lost node came back, or a new
+        /// one joined): the session re-forms to the larger plan, losing nothing.
+        CapacityGrew = "capacity_grew",
+    }
+);
+
 /// Any fault reason, grouped by class. Serializes as `"class.code"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultReason {
@@ -452,6 +461,8 @@ pub enum FaultReason {
     Operator(OperatorStop),
     /// A node ended its sessions (it stopped).
     Node(NodeStop),
+    /// The pool changed and the session re-forms on purpose.
+    Pool(PoolChange),
 }
 
 impl FaultReason {
@@ -476,6 +487,18 @@ impl FaultReason {
         )
     }
 
+    /// Whether a session that faulted with this reason re-forms over the nodes ready
+    /// (policy permitting): a node loss, or a pool that grew back.
+    pub const fn reforms(&self) -> bool {
+        self.is_node_loss() || matches!(self, FaultReason::Pool(_))
+    }
+
+    /// Whether a re-formation for this reason counts against a sequence's resume cap: a
+    /// pool that grew is not a failure, so it never uses up a sequence's resumes.
+    pub const fn counts_as_resume(&self) -> bool {
+        !matches!(self, FaultReason::Pool(_))
+    }
+
     /// The class part of the code (`"stream"` in `"stream.write_failed"`).
     pub const fn class(&self) -> &'static str {
         match self {
@@ -495,6 +518,7 @@ impl FaultReason {
             FaultReason::Timeout(_) => "timeout",
             FaultReason::Operator(_) => "operator",
             FaultReason::Node(_) => "node",
+            FaultReason::Pool(_) => "pool",
         }
     }
 
@@ -517,6 +541,7 @@ impl FaultReason {
             FaultReason::Timeout(r) => r.as_str(),
             FaultReason::Operator(r) => r.as_str(),
             FaultReason::Node(r) => r.as_str(),
+            FaultReason::Pool(r) => r.as_str(),
         }
     }
 
@@ -540,6 +565,7 @@ impl FaultReason {
             "timeout" => FaultReason::Timeout(Timeout::from_code(code)?),
             "operator" => FaultReason::Operator(OperatorStop::from_code(code)?),
             "node" => FaultReason::Node(NodeStop::from_code(code)?),
+            "pool" => FaultReason::Pool(PoolChange::from_code(code)?),
             _ => return None,
         })
     }
@@ -592,4 +618,5 @@ into_fault_reason!(
     Timeout => Timeout,
     OperatorStop => Operator,
     NodeStop => Node,
+    PoolChange => Pool,
 );

@@ -152,10 +152,17 @@ impl RunLoop<'_> {
         };
         let fault = cause.map(|c| c.to_string()).unwrap_or_default();
         let max = self.plan.runtime.max_seq_len;
-        let (reason, error) = match resubmission(&self.resume, request, &replay, max) {
+        // A pool that grew is no failure: it does not use up the sequence's resumes.
+        let counted = cause.is_none_or(|c| c.counts_as_resume());
+        let policy = if counted {
+            self.resume
+        } else {
+            crate::orchestrator::reform::ResumePolicy { max_resumes: u32::MAX, ..self.resume }
+        };
+        let (reason, error) = match resubmission(&policy, request, &replay, max) {
             Ok(req) => match self.fsm.submit(Instant::now(), req) {
                 Ok(seq) => {
-                    self.book.resumed(index, seq);
+                    self.book.resumed(index, seq, counted);
                     let (run_id, replayed_tokens) = (self.plan.run_id, replay.tokens.len() as u32);
                     emit(
                         sink,

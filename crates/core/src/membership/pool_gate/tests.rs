@@ -260,3 +260,47 @@ fn after_a_partial_offer_only_an_offered_node_breaks_readiness() {
         "readiness lost before a plan is offered again once stable"
     );
 }
+
+#[test]
+fn a_run_over_the_survivors_hears_once_when_a_lost_node_has_been_ready_for_the_window() {
+    let (mut g, t) = ready(Instant::now());
+    assert!(g.provisioning_started());
+    g.member_down(t + TICK, id(2));
+    drain(&mut g);
+    let t = t + 2 * TICK;
+    g.reform(t);
+    g.handle_timeout(t + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::PoolReady { nodes: vec![id(1), id(3)] }]);
+    assert!(g.provisioning_started());
+    assert_eq!(g.poll_timeout(), None, "nothing grew yet");
+    let back = t + WINDOW * 2;
+    g.member_up(back, id(2));
+    g.node_available(back, id(2), identity(2));
+    assert_eq!(g.poll_timeout(), Some(back + WINDOW), "growth waits for a stable window");
+    g.handle_timeout(back + WINDOW - TICK);
+    assert!(drain(&mut g).is_empty(), "not before the window ends");
+    g.handle_timeout(back + WINDOW);
+    assert_eq!(drain(&mut g), vec![GateEvent::CapacityGrew { nodes: vec![id(1), id(2), id(3)] }]);
+    g.handle_timeout(back + WINDOW * 3);
+    assert!(drain(&mut g).is_empty(), "the same growth is reported once");
+    // The session re-forms onto the grown set at once: provisioning may start.
+    g.reform_onto(&[id(1), id(2), id(3)]);
+    assert!(g.provisioning_started());
+    g.member_down(back + WINDOW * 4, id(2));
+    assert_eq!(
+        drain(&mut g),
+        vec![GateEvent::RequiredNodeLost { node: id(2), reason: MembershipLoss::NodeDown }],
+        "the returned node is required again"
+    );
+}
+
+#[test]
+fn the_first_run_over_the_whole_pool_never_reports_growth() {
+    let (mut g, t) = ready(Instant::now());
+    assert!(g.provisioning_started());
+    g.member_suspect(t + TICK, id(2));
+    g.member_up(t + 2 * TICK, id(2));
+    assert_eq!(g.poll_timeout(), None);
+    g.handle_timeout(t + WINDOW * 4);
+    assert!(drain(&mut g).is_empty());
+}

@@ -199,7 +199,7 @@ fn a_kept_sequence_resumes_with_its_text_and_counts_and_its_result_covers_both_r
     let replay = book.replay(0).expect("kept");
     assert_eq!(replay.tokens, [&[1, 2][..], &ids[..5]].concat());
     assert_eq!((replay.generated, replay.resumed), (5, 0));
-    book.resumed(0, 9);
+    book.resumed(0, 9, true);
     for &id in &ids[5..] {
         text.push_str(&book.token(t0, 9, id).expect("live again").piece);
     }
