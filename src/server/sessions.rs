@@ -28,7 +28,7 @@ struct ServeSink<'a> {
     t0: Instant,
     events: Option<&'a mut dyn FnMut(&EventLine)>,
     /// Since when the session re-forms after a node loss.
-    reforming: Option<Instant>,
+    reforming: Option<(Instant, crate::wire::reason::FaultReason)>,
     /// Speculation's counters as last counted into the metrics.
     spec_seen: crate::orchestrator::scheduler::SpecCounters,
 }
@@ -48,12 +48,19 @@ impl RunSink for ServeSink<'_> {
                     self.shared.set_input(self.input.take());
                 }
             }
-            Event::SessionReforming { .. } => self.reforming = Some(Instant::now()),
+            Event::SessionReforming { cause, .. } => {
+                self.reforming = Some((Instant::now(), *cause));
+            }
             Event::SessionReformed { .. } => {
-                if let Some(since) = self.reforming.take() {
+                // A re-formation onto a pool that grew is no failover: it counts apart.
+                let mut outcome = "resumed";
+                if let Some((since, cause)) = self.reforming.take() {
                     m.resume_seconds.observe(since.elapsed().as_secs_f64());
+                    if !cause.counts_as_resume() {
+                        outcome = "grown";
+                    }
                 }
-                let outcome = "resumed".into();
+                let outcome = outcome.into();
                 m.failovers.get_or_create(&super::metrics::Outcome { outcome }).inc();
             }
             Event::SessionReformFailed { why, .. } => {
@@ -63,8 +70,10 @@ impl RunSink for ServeSink<'_> {
                 self.shared.set_input(None);
             }
             Event::RunFaulted { reason, .. } => {
-                let reason = reason.to_string();
-                m.session_faults.get_or_create(&super::metrics::Reason { reason }).inc();
+                if reason.counts_as_resume() {
+                    let reason = reason.to_string();
+                    m.session_faults.get_or_create(&super::metrics::Reason { reason }).inc();
+                }
                 // A session that re-forms keeps its input: requests wait for it.
                 if self.reforming.is_none() {
                     self.shared.set_input(None);

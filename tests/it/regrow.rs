@@ -155,6 +155,11 @@ fn a_sigkilled_node_rebooted_with_its_key_is_used_again_and_no_request_loses_a_t
     // The page's view shows node 2 serving again, and a new request runs on three stages.
     let pool = get_json(&format!("{url}/pool"));
     assert_eq!(pool["nodes"]["2"]["state"], "serving", "{pool}");
+    let metrics = crate::serve::metrics_of(&url);
+    let count = |name: &str| crate::serve::metric(&metrics, name);
+    assert_eq!(count("swactor_failovers_total{outcome=\"resumed\"}"), 1.0, "{metrics}");
+    assert_eq!(count("swactor_failovers_total{outcome=\"grown\"}"), 1.0, "{metrics}");
+    assert!(!metrics.contains("pool.capacity_grew"), "a growth is no session fault: {metrics}");
     let after = complete_in_background(&url, PROMPTS[0], 8).join().expect("after");
     assert!(want[0].starts_with(after["choices"][0]["text"].as_str().expect("text")));
 
