@@ -586,17 +586,18 @@ impl<'t> RunLoop<'t> {
     /// the re-formation does not count against their resume cap).
     fn grow(&mut self, nodes: Vec<NodeId>, sink: &mut dyn RunSink) {
         let stages = self.plan.stages.len() as u32;
-        let serving = self.fsm.outcome().is_none() && self.reforming.is_none();
-        let idle = self.input_closed && self.load == (0, 0) && self.waiting.is_empty();
-        if !serving || idle || !self.resume.enabled || stages >= self.desired_stages {
+        let ask = crate::orchestrator::reform::GrowthAsk {
+            stages,
+            desired: self.desired_stages,
+            ready: nodes.len() as u32,
+            serving: self.fsm.outcome().is_none() && self.reforming.is_none(),
+            idle: self.input_closed && self.load == (0, 0) && self.waiting.is_empty(),
+        };
+        let Some(target) = crate::orchestrator::reform::grown_stages(&self.resume, ask) else {
             return;
-        }
-        if (nodes.len() as u32).min(self.desired_stages) <= stages {
-            return;
-        }
+        };
         sink.progress(&format!(
-            "nodes {nodes:?} are ready: re-forming the session from {stages} stages to {}",
-            (nodes.len() as u32).min(self.desired_stages)
+            "nodes {nodes:?} are ready: re-forming the session from {stages} stages to {target}"
         ));
         self.grown = Some(nodes);
         let reason = crate::wire::reason::PoolChange::CapacityGrew.into();

@@ -38,6 +38,30 @@ impl ResumePolicy {
     }
 }
 
+/// What a session is doing when the pool grows (see [`grown_stages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrowthAsk {
+    /// Stages of the run now serving.
+    pub stages: u32,
+    /// Stages the session asks for (`--stages`, or one per pool node).
+    pub desired: u32,
+    /// Candidates ready now (the gate's `CapacityGrew`).
+    pub ready: u32,
+    /// Whether the run serves (no outcome yet, not re-forming).
+    pub serving: bool,
+    /// Whether it holds nothing and no more requests will come.
+    pub idle: bool,
+}
+
+/// Whether a session re-forms onto a pool that grew, and to how many stages: only a
+/// serving, non-idle session with resuming on, when the ready nodes allow more stages than
+/// it runs (up to what it asks for). Such a re-formation ends the run with
+/// `pool.capacity_grew` and loses nothing (every sequence is kept and replayed).
+pub fn grown_stages(policy: &ResumePolicy, ask: GrowthAsk) -> Option<u32> {
+    let target = ask.ready.min(ask.desired);
+    (policy.enabled && ask.serving && !ask.idle && target > ask.stages).then_some(target)
+}
+
 /// Why a kept sequence does not resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeptEnd {
@@ -136,6 +160,19 @@ mod tests {
         let mut tokens = vec![1, 2];
         tokens.extend((0..generated).map(|t| 10 + t));
         Replay { tokens, generated, resumed }
+    }
+
+    #[test]
+    fn a_serving_session_grows_only_to_more_stages_than_it_runs_and_at_most_what_it_asks() {
+        let on = ResumePolicy::default();
+        let ask = GrowthAsk { stages: 2, desired: 3, ready: 3, serving: true, idle: false };
+        assert_eq!(grown_stages(&on, ask), Some(3));
+        assert_eq!(grown_stages(&on, GrowthAsk { ready: 5, ..ask }), Some(3), "capped");
+        assert_eq!(grown_stages(&on, GrowthAsk { ready: 2, ..ask }), None, "no more stages");
+        assert_eq!(grown_stages(&on, GrowthAsk { stages: 3, ..ask }), None, "already whole");
+        assert_eq!(grown_stages(&on, GrowthAsk { serving: false, ..ask }), None);
+        assert_eq!(grown_stages(&on, GrowthAsk { idle: true, ..ask }), None, "nothing to serve");
+        assert_eq!(grown_stages(&ResumePolicy::DISABLED, ask), None, "--no-resume");
     }
 
     #[test]
