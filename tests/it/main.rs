@@ -21,6 +21,7 @@ mod planner;
 mod pool;
 mod resume;
 mod run;
+mod scripts;
 mod serve;
 mod session;
 mod stage_worker;
