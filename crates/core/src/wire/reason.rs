@@ -59,6 +59,8 @@ reason_enum!(
         WorkerStart = "worker_start_failed",
         /// The worker did not report ready in time.
         WorkerInitTimeout = "worker_init_timeout",
+        /// The worker kept exiting soon after each start (`worker.crash_looping`).
+        WorkerCrashLooping = "worker_crash_looping",
         /// The compute device (`--device`) is missing, or this build cannot drive it.
         DeviceUnavailable = "device_unavailable",
         /// The iroh endpoint could not be bound.
@@ -210,6 +212,9 @@ reason_enum!(
         Exited = "exited",
         /// The worker's event stream was malformed.
         MalformedEvent = "malformed_event",
+        /// The worker kept crashing soon after each start, restarts paused longer and
+        /// longer ([`crate::workerctl::RestartPolicy`]), and the controller gave up.
+        CrashLooping = "crash_looping",
     }
 );
 
@@ -473,6 +478,23 @@ impl FaultReason {
                 )
                 | FaultReason::Worker(WorkerFatal::Exited)
                 | FaultReason::Node(NodeStop::Stopped)
+        )
+    }
+
+    /// Whether a new session would meet the same fault again: the weights' bytes are
+    /// wrong (their digest or size is not the plan's, the file does not parse, a range or
+    /// tensor is not in it). A failed download, a lost node or a timeout may pass.
+    pub const fn repeats_on_retry(&self) -> bool {
+        matches!(
+            self,
+            FaultReason::Weights(
+                WeightsFailure::ChecksumMismatch
+                    | WeightsFailure::SizeMismatch
+                    | WeightsFailure::ParseFailed
+                    | WeightsFailure::InvalidRange
+                    | WeightsFailure::MissingTensor
+                    | WeightsFailure::UnsupportedTensorType
+            )
         )
     }
 
