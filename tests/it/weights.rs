@@ -628,3 +628,67 @@ fn a_server_whose_weights_url_keeps_serving_wrong_bytes_backs_off_and_gives_up_t
     // Between them, pauses of 1, 2 and 4 s.
     assert!(took >= std::time::Duration::from_secs(7), "backed off: {took:?}");
 }
+
+#[test]
+fn a_second_attach_of_stage_ranges_reads_none_of_the_file_and_a_re_formation_little_of_it() {
+    use swactor::planner::{Placement, PlanRequest, plan};
+    use swactor::stage::ranges::{DigestMemo, attach_stage_ranges_with};
+    use swactor::wire::{ActivationDType, RunId, RuntimeConfig, SamplingPolicy};
+    let model = crate::support::synth_model(6);
+    let bytes = std::fs::read(&model).expect("model");
+    let facts = swactor::model::read_facts(&model).expect("facts");
+    let pool = crate::support::pool(3);
+    let url = "http://127.0.0.1:9/m.gguf".to_string();
+    let source =
+        WeightSource::Url { url, size: bytes.len() as u64, sha256: sha(&bytes), ranges: vec![] };
+    let runtime = RuntimeConfig {
+        max_seq_len: 256,
+        kv_cache: Default::default(),
+        activation_dtype: ActivationDType::F32,
+        max_tokens: 8,
+        sampling: SamplingPolicy::Greedy,
+        max_sequences: 1,
+        max_top_logprobs: None,
+    };
+    let request = |stages: u32| PlanRequest {
+        run_id: RunId(1),
+        model: &facts,
+        source: source.clone(),
+        pool: &pool,
+        stages: Some(stages),
+        placement: Placement::default(),
+        runtime,
+        prompt_tokens: 0,
+    };
+    let memo = DigestMemo::default();
+    let mut first = plan(&request(3)).expect("plan");
+    attach_stage_ranges_with(&mut first, &model, &memo).expect("attach");
+    let read = memo.bytes_read();
+    let planned: u64 = first.model.stage_ranges.iter().flatten().map(|r| r.len).sum();
+    // Every stage's ranges begin with the header: hashed once, for the first that names it.
+    assert!(read > 0 && read <= planned, "read {read} of {planned}");
+    let mut again = plan(&request(3)).expect("plan");
+    attach_stage_ranges_with(&mut again, &model, &memo).expect("attach");
+    assert_eq!(memo.bytes_read(), read, "a second attach over the same file reads none of it");
+    assert_eq!(again.model.stage_ranges, first.model.stage_ranges);
+    // Over two stages: stage 0's ranges start where they did, so only their tail is read.
+    let mut two = plan(&request(2)).expect("plan");
+    attach_stage_ranges_with(&mut two, &model, &memo).expect("attach");
+    let planned_two: u64 = two.model.stage_ranges.iter().flatten().map(|r| r.len).sum();
+    let extra = memo.bytes_read() - read;
+    let hashed_before = first.model.stage_ranges[0][0].len;
+    assert_eq!(
+        (two.model.stage_ranges[0][0].offset, first.model.stage_ranges[0][0].offset),
+        (0, 0)
+    );
+    assert!(
+        extra <= planned_two - hashed_before,
+        "read {extra} of the {planned_two} bytes the two stages name, {hashed_before} known"
+    );
+    let reference = {
+        let mut p = plan(&request(2)).expect("plan");
+        attach_stage_ranges_with(&mut p, &model, &DigestMemo::default()).expect("attach");
+        p.model.stage_ranges
+    };
+    assert_eq!(two.model.stage_ranges, reference, "the same digests as from scratch");
+}
