@@ -10,7 +10,7 @@ that avoid the AMX instructions these VMs advertise but fault on) into
 .cache/llama-cpp-venv (AVX-512) or .cache/llama-cpp-venv-avx2.
 
 The files: SmolLM2 (Q4_1 as shipped), Gemma 3 270M (Q4_K_M as shipped, when
-.ci/fetch-models has fetched it) and a 1.1B llama written on the fly by `swactor model
+.ci/fetch-models --tests has fetched it) and a 1.1B llama written on the fly by `swactor model
 synth` (22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000) re-quantized to each
 of `--types` (default Q4_0, Q8_0 and Q4_K_M, the K-quant mix published files use). For
 every file and thread count, interleaved so that both engines see the same machine:

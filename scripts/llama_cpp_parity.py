@@ -12,7 +12,7 @@ Used by scripts/bench-llama-cpp.py before it benchmarks (and alone with its
      then continues from llama.cpp's token. The near-ties are counted and printed.
   3. Tokenization of a corpus of awkward strings (digits, contractions, CJK, emoji,
      whitespace runs, special tokens) on every pre-tokenizer's vocabulary (llama.cpp's
-     test vocabularies, fetched by .ci/fetch-models) and on the real files: equal ids,
+     test vocabularies, fetched by .ci/fetch-models --tests) and on the real files: equal ids,
      with and without matching special tokens.
 """
 

@@ -131,6 +131,7 @@ async fn harness(exe: PathBuf, ring_bytes: u64, spec: ObjectSpec) -> Result<Harn
             init_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(5),
             max_restarts: 0,
+            restart: crate::workerctl::RestartPolicy::DEFAULT,
         },
         threads: 1,
         doorbells: true,

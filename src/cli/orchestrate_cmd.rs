@@ -251,6 +251,10 @@ pub fn orchestrate_error(e: OrchestrateError) -> CliError {
                 .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
         }
         OrchestrateError::Plan(p) => plan_error(p),
+        OrchestrateError::GaveUp { reason, .. } => {
+            CliError::new(ExitCode::RunFaulted, reason.to_string(), eyre!(e))
+                .with_suggestion("check the weights the URL serves against the --model file")
+        }
         OrchestrateError::Stopped => {
             CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e))
         }

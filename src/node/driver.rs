@@ -30,7 +30,7 @@ use crate::net::identity::NodeKey;
 use crate::wire::NodeId;
 use crate::wire::reason::{BootFault, Component, ControlFault, WorkerFatal};
 use crate::worker::protocol::{Backend, ShutdownMode};
-use crate::workerctl::{CtlConfig, CtlOutput, WorkerDriver, WorkerDriverConfig};
+use crate::workerctl::{CtlConfig, CtlOutput, RestartPolicy, WorkerDriver, WorkerDriverConfig};
 
 /// Everything `node boot` needs.
 #[derive(Debug, Clone)]
@@ -454,8 +454,10 @@ async fn start_worker(
         backend: config.device,
         init_timeout: Duration::from_secs(10),
         stop_timeout: Duration::from_secs(5),
-        // A worker that dies mid-run faults that run; the node restarts it for the next.
+        // A worker that dies mid-run faults that run; the node restarts it for the next
+        // (after a pause when it keeps dying at once, and not past a crash loop).
         max_restarts: config.max_worker_restarts.unwrap_or(u32::MAX),
+        restart: RestartPolicy::DEFAULT,
     };
     let (exe, threads) = (config.exe.clone(), config.worker_threads);
     let driver = WorkerDriverConfig { exe, ctl, threads, doorbells: true };
@@ -527,6 +529,7 @@ fn worker_failure(reason: WorkerFatal) -> BootFault {
     match reason {
         WorkerFatal::InitTimeout => BootFault::WorkerInitTimeout,
         WorkerFatal::BackendUnavailable => BootFault::DeviceUnavailable,
+        WorkerFatal::CrashLooping => BootFault::WorkerCrashLooping,
         _ => BootFault::WorkerStart,
     }
 }

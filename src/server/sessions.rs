@@ -17,6 +17,7 @@ use crate::orchestrator::driver::served::Served;
 use crate::orchestrator::driver::{
     Arriving, OrchestrateConfig, OrchestrateError, RunReport, RunSink, orchestrate,
 };
+use crate::orchestrator::retry::{NextSession, SessionRetry};
 use crate::wire::reason::OperatorStop;
 use crate::wire::{RunId, RunPlan};
 
@@ -31,6 +32,8 @@ struct ServeSink<'a> {
     reforming: Option<(Instant, crate::wire::reason::FaultReason)>,
     /// Speculation's counters as last counted into the metrics.
     spec_seen: crate::orchestrator::scheduler::SpecCounters,
+    /// Whether the session passed its readiness barrier.
+    served: bool,
 }
 
 impl RunSink for ServeSink<'_> {
@@ -41,6 +44,7 @@ impl RunSink for ServeSink<'_> {
         let m = &self.shared.metrics;
         match &line.event {
             Event::ReadinessBarrierPassed { .. } => {
+                self.served = true;
                 m.sessions_formed.inc();
                 // The server holds the only sender from here on: dropping it on a stop
                 // closes the session's input. A re-formed session keeps the same input.
@@ -158,6 +162,7 @@ pub async fn run_sessions(
     let tokenizer = shared.tokenizer.clone();
     let mut report = ServeReport { sessions: 0, last: None };
     let mut first = true;
+    let mut retry = SessionRetry::new();
     while !*shutdown.borrow() {
         let (submit, submissions) = mpsc::unbounded_channel();
         let (cancel, cancels) = mpsc::unbounded_channel();
@@ -171,10 +176,12 @@ pub async fn run_sessions(
             events: events.as_mut().map(|f| &mut **f as &mut dyn FnMut(&EventLine)),
             reforming: None,
             spec_seen: Default::default(),
+            served: false,
         };
         let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());
         let result =
             orchestrate(config.clone(), Some(arriving), facts, &tokenizer, &mut sink, stop).await;
+        let served = sink.served;
         drop(sink);
         shared.set_input(None);
         // The next session's run id follows every run this one held (re-formations too).
@@ -182,15 +189,22 @@ pub async fn run_sessions(
         config.run_id = RunId(last.0.max(config.run_id.0) + 1);
         match result {
             Ok(r) => {
+                let fault = r.fault.map(|f| f.reason).filter(|_| r.outcome == RunOutcome::Faulted);
                 let faulted = (r.outcome == RunOutcome::Faulted)
-                    .then(|| r.fault.map(|f| f.reason.to_string()).unwrap_or_default());
+                    .then(|| fault.map(|f| f.to_string()).unwrap_or_default());
                 shared.phase().session_ended(faulted.as_deref());
                 report.sessions += 1;
                 report.last = Some(r);
                 first = false;
-                if faulted.is_some() {
-                    // A session that keeps faulting is not re-formed in a tight loop.
-                    pause(&mut shutdown).await;
+                // Sessions that keep faulting before serving are formed less and less
+                // often, and given up when the fault would repeat (wrong weights).
+                let next = retry.ended(served, fault);
+                match next {
+                    _ if faulted.is_none() => {}
+                    NextSession::After(wait) => pause(&mut shutdown, wait).await,
+                    NextSession::GiveUp { reason, sessions } => {
+                        return Err(OrchestrateError::GaveUp { reason, sessions });
+                    }
                 }
             }
             Err(OrchestrateError::Stopped) => break,
@@ -198,17 +212,17 @@ pub async fn run_sessions(
             Err(e) => {
                 eprintln!("swactor: no session formed: {e}; trying again");
                 shared.phase().session_ended(None);
-                pause(&mut shutdown).await;
+                pause(&mut shutdown, SessionRetry::FIRST_PAUSE).await;
             }
         }
     }
     Ok(report)
 }
 
-/// A second between session attempts, cut short by a stop.
-async fn pause(shutdown: &mut watch::Receiver<bool>) {
+/// A pause between session attempts, cut short by a stop.
+async fn pause(shutdown: &mut watch::Receiver<bool>, wait: Duration) {
     tokio::select! {
-        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        () = tokio::time::sleep(wait) => {}
         _ = shutdown.wait_for(|s| *s) => {}
     }
 }

@@ -2,6 +2,8 @@
 //! removing it (`swactor cache clear`). Only files named as the downloader names them are
 //! listed or removed (`<sha256>.gguf`, `<sha256>.<key>.ranges.gguf`, their `.part` and
 //! `.json` companions); nothing else in the directory, and nothing below it, is touched.
+//! The cache directory itself may be a symbolic link to a directory; a link inside it is
+//! not the cache's (it is never followed, listed or removed).
 
 use std::path::{Path, PathBuf};
 
@@ -71,10 +73,18 @@ fn owned(name: &str) -> bool {
     parse_name(name.strip_suffix(".json").unwrap_or(name)).is_some()
 }
 
-/// The files of `dir` (sorted by name), or none if it does not exist.
+/// The regular files of `dir` (sorted by name), or none if it does not exist. `dir` may be
+/// a symbolic link to a directory (as `node boot --cache` accepts it); a link inside it is
+/// never followed, listed or removed.
 fn files(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>, CacheError> {
-    match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A link to nothing is not a missing cache: say what it is.
+            if std::fs::symlink_metadata(dir).is_ok() {
+                return Err(CacheError::NotADirectory(dir.to_path_buf()));
+            }
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(CacheError::Io(dir.to_path_buf(), e)),
         Ok(m) if !m.is_dir() => return Err(CacheError::NotADirectory(dir.to_path_buf())),
         Ok(_) => {}
@@ -83,9 +93,10 @@ fn files(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>, CacheError> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;
+        // The entry's own metadata: a link is a link here, whatever it points at.
         let meta = entry.metadata().map_err(io)?;
         if let Some(name) = entry.file_name().to_str()
-            && !meta.is_dir()
+            && meta.is_file()
         {
             out.push((name.to_string(), meta));
         }

@@ -164,16 +164,101 @@ fn tls(tcp: TcpStream, host: &str) -> Result<Box<dyn Conn>, String> {
     Ok(Box::new(rustls::StreamOwned::new(conn, tcp)))
 }
 
-/// An HTTP response's status, `Content-Length` and body.
+/// An HTTP response's status, `Content-Length`, `Location` and body.
 struct Response {
     code: u16,
     length: Option<u64>,
+    location: Option<String>,
     body: BufReader<Box<dyn Conn>>,
 }
 
-/// Sends `GET url` with `Range: bytes=<range>` (HTTP/1.1, over TLS for `https://`) and
-/// reads the status line and headers.
+/// Redirects followed for one request at most (a Hugging Face `resolve/` URL takes one or
+/// two).
+const MAX_REDIRECTS: usize = 8;
+
+/// Sends `GET url` with `Range: bytes=<range>` (HTTP/1.1, over TLS for `https://`),
+/// following redirects (301, 302, 303, 307, 308) up to [`MAX_REDIRECTS`], and reads the
+/// final status line and headers.
 fn get(url: &str, range: &str) -> Result<Response, WeightsError> {
+    let mut current = url.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        let response = get_once(&current, range)?;
+        if !matches!(response.code, 301 | 302 | 303 | 307 | 308) {
+            return Ok(response);
+        }
+        let Some(location) = response.location else {
+            return Err(fail(
+                WeightsFailure::DownloadFailed,
+                format!("HTTP {} without a Location for {current}", response.code),
+            ));
+        };
+        current = redirect_target(&current, &location)?;
+    }
+    Err(fail(
+        WeightsFailure::DownloadFailed,
+        format!("more than {MAX_REDIRECTS} redirects for {url}"),
+    ))
+}
+
+/// Where a redirect from `base` to `location` leads: an absolute URL, one without a scheme
+/// (`//host/path`), an absolute path, or a path relative to `base`'s directory.
+fn redirect_target(base: &str, location: &str) -> Result<String, WeightsError> {
+    let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
+    let location = location.trim();
+    // A scheme (`name:` before any `/`, `?` or `#`) makes it absolute: http(s) only.
+    let scheme_end = location.find(':').filter(|&i| {
+        let name = &location[..i];
+        name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    if scheme_end.is_some() {
+        crate::wire::WeightsUrl::parse(location).map_err(dl)?;
+        return Ok(location.to_string());
+    }
+    let parsed = crate::wire::WeightsUrl::parse(base).map_err(dl)?;
+    let scheme = if parsed.secure { "https" } else { "http" };
+    let target = if location.starts_with("//") {
+        format!("{scheme}:{location}")
+    } else {
+        let joined = if location.starts_with('/') {
+            location.to_string()
+        } else {
+            let path = parsed.path.split(['?', '#']).next().unwrap_or("/");
+            format!("{}{location}", &path[..path.rfind('/').map_or(0, |i| i + 1)])
+        };
+        format!("{scheme}://{}{}", parsed.host_header(), without_dot_segments(&joined))
+    };
+    crate::wire::WeightsUrl::parse(&target).map_err(dl)?;
+    Ok(target)
+}
+
+/// `path` (with its query) without `.` and `..` segments (RFC 3986, 5.2.4).
+fn without_dot_segments(path: &str) -> String {
+    let (path, query) = match path.find('?') {
+        Some(i) => path.split_at(i),
+        None => (path, ""),
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match *segment {
+            "." | ".." => {
+                if *segment == ".." {
+                    out.pop();
+                }
+                if last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    format!("/{}{query}", out.join("/"))
+}
+
+/// One `GET url` with `Range: bytes=<range>`: the status line and headers.
+fn get_once(url: &str, range: &str) -> Result<Response, WeightsError> {
     let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
     let parsed = crate::wire::WeightsUrl::parse(url).map_err(dl)?;
     let addr = parsed.connect_addr();
@@ -194,7 +279,7 @@ fn get(url: &str, range: &str) -> Result<Response, WeightsError> {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| dl(format!("bad status line {status:?}")))?;
-    let mut length: Option<u64> = None;
+    let (mut length, mut location) = (None, None);
     loop {
         let mut line = String::new();
         body.read_line(&mut line).map_err(|e| dl(e.to_string()))?;
@@ -202,20 +287,22 @@ fn get(url: &str, range: &str) -> Result<Response, WeightsError> {
         if line.is_empty() {
             break;
         }
-        if let Some((k, v)) = line.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            length = v.trim().parse().ok();
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().ok();
+            } else if k.eq_ignore_ascii_case("location") {
+                location = Some(v.trim().to_string());
+            }
         }
     }
-    Ok(Response { code, length, body })
+    Ok(Response { code, length, location, body })
 }
 
 /// Appends `url`'s bytes from offset `from` to `part` (an HTTP/1.1 range request, over TLS
 /// for `https://`).
 fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsError> {
     let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
-    let Response { code, length, body } = get(url, &format!("{from}-"))?;
+    let Response { code, length, body, .. } = get(url, &format!("{from}-"))?;
     let append = match code {
         206 => true,
         200 => false, // no range support: start over
@@ -237,40 +324,69 @@ fn download(url: &str, part: &Path, from: u64, size: u64) -> Result<(), WeightsE
     file.sync_all().map_err(|e| dl(e.to_string()))
 }
 
-/// Writes the `len` bytes of `url` at `offset` into `file` at the same offset (one HTTP
-/// range request; a server without range support sends the whole file, whose bytes before
-/// `offset` are skipped). `received` is told the bytes as they arrive.
-fn download_range(
+/// Fetches `ranges` (sorted by offset, not overlapping) of `url` into `file` at their
+/// offsets, and checks each against its digest as soon as it is written (`check`). Each
+/// range is one HTTP range request; a server without range support answers the first with
+/// the whole file (200), which is then read once, every range taken from it as it passes.
+/// `received` is told the bytes as they arrive.
+fn download_ranges(
     url: &str,
     file: &mut std::fs::File,
-    offset: u64,
-    len: u64,
+    ranges: &[&WeightRange],
+    received: &mut dyn FnMut(u64),
+    check: &mut dyn FnMut(&mut std::fs::File, &WeightRange) -> Result<(), WeightsError>,
+) -> Result<(), WeightsError> {
+    let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
+    let mut next = 0;
+    while let Some(r) = ranges.get(next) {
+        let last = r.offset + r.len - 1;
+        let Response { code, mut body, .. } = get(url, &format!("{}-{last}", r.offset))?;
+        match code {
+            206 => {
+                copy_range(&mut body, file, r, received)?;
+                check(file, r)?;
+                next += 1;
+            }
+            200 => {
+                // The whole file, from its first byte: every range left comes from it.
+                let mut at = 0u64;
+                for r in &ranges[next..] {
+                    let skip = r.offset.checked_sub(at).ok_or_else(|| {
+                        dl(format!("ranges overlap at offset {} for {url}", r.offset))
+                    })?;
+                    let skipped = std::io::copy(&mut (&mut body).take(skip), &mut std::io::sink())
+                        .map_err(|e| dl(e.to_string()))?;
+                    if skipped < skip {
+                        return Err(dl(format!("the file ended before offset {}", r.offset)));
+                    }
+                    copy_range(&mut body, file, r, received)?;
+                    check(file, r)?;
+                    at = r.offset + r.len;
+                }
+                next = ranges.len();
+            }
+            other => return Err(dl(format!("HTTP {other} for {url} bytes {}-{last}", r.offset))),
+        }
+    }
+    Ok(())
+}
+
+/// Copies the next `r.len` bytes of `body` into `file` at `r.offset`.
+fn copy_range(
+    body: &mut impl Read,
+    file: &mut std::fs::File,
+    r: &WeightRange,
     received: &mut dyn FnMut(u64),
 ) -> Result<(), WeightsError> {
     let dl = |d: String| fail(WeightsFailure::DownloadFailed, d);
-    let last = offset + len - 1;
-    let Response { code, body, .. } = get(url, &format!("{offset}-{last}"))?;
-    let mut body: Box<dyn Read> = match code {
-        206 => Box::new(body),
-        200 => {
-            let mut body = body;
-            let skipped = std::io::copy(&mut (&mut body).take(offset), &mut std::io::sink())
-                .map_err(|e| dl(e.to_string()))?;
-            if skipped < offset {
-                return Err(dl(format!("the file ended before offset {offset}")));
-            }
-            Box::new(body)
-        }
-        other => return Err(dl(format!("HTTP {other} for {url} bytes {offset}-{last}"))),
-    };
-    file.seek(SeekFrom::Start(offset)).map_err(|e| dl(e.to_string()))?;
+    file.seek(SeekFrom::Start(r.offset)).map_err(|e| dl(e.to_string()))?;
     let mut buf = vec![0u8; 1 << 16];
     let mut copied = 0u64;
-    while copied < len {
-        let want = usize::try_from((len - copied).min(buf.len() as u64)).unwrap_or(buf.len());
+    while copied < r.len {
+        let want = usize::try_from((r.len - copied).min(buf.len() as u64)).unwrap_or(buf.len());
         let n = body.read(&mut buf[..want]).map_err(|e| dl(e.to_string()))?;
         if n == 0 {
-            return Err(dl(format!("connection closed after {copied} of {len} bytes")));
+            return Err(dl(format!("connection closed after {copied} of {} bytes", r.len)));
         }
         file.write_all(&buf[..n]).map_err(|e| dl(e.to_string()))?;
         copied += n as u64;
@@ -397,32 +513,59 @@ pub fn resolve_ranges(
     // A report per 1% (at least 1 MiB), not per read.
     let step = (total / 100).max(1 << 20);
     let mut reported = have;
-    for r in missing {
-        let mut received = |n: u64| {
-            have += n;
-            if have - reported >= step || have == total {
-                reported = have;
-                progress(WeightsProgress::Received { bytes: have, total });
-            }
-        };
-        download_range(source.url, &mut file, r.offset, r.len, &mut received)?;
-        let got = sha256_range(&mut file, r.offset, r.len).map_err(|e| dl(e.to_string()))?;
-        if !got.eq_ignore_ascii_case(&r.sha256) {
+    missing.sort_by_key(|r| r.offset);
+    let mut received = |n: u64| {
+        have += n;
+        if have - reported >= step || have == total {
+            reported = have;
+            progress(WeightsProgress::Received { bytes: have, total });
+        }
+    };
+    let mut check = |file: &mut std::fs::File, r: &WeightRange| {
+        let got = sha256_range(file, r.offset, r.len).map_err(|e| dl(e.to_string()))?;
+        if got.eq_ignore_ascii_case(&r.sha256) {
+            return Ok(());
+        }
+        Err(fail(
+            WeightsFailure::ChecksumMismatch,
+            format!("bytes {}+{} have sha256 {got}, the plan says {}", r.offset, r.len, r.sha256),
+        ))
+    };
+    let fetched = download_ranges(source.url, &mut file, &missing, &mut received, &mut check);
+    if let Err(e) = fetched {
+        if e.reason == WeightsFailure::ChecksumMismatch {
             drop(file);
             let _ = std::fs::remove_file(&part);
             let _ = std::fs::remove_file(sidecar(&done));
-            return Err(fail(
-                WeightsFailure::ChecksumMismatch,
-                format!(
-                    "bytes {}+{} have sha256 {got}, the plan says {}",
-                    r.offset, r.len, r.sha256
-                ),
-            ));
         }
+        return Err(e);
     }
     file.sync_all().map_err(|e| dl(e.to_string()))?;
     drop(file);
     std::fs::rename(&part, &done).map_err(|e| dl(e.to_string()))?;
     progress(WeightsProgress::Downloaded { bytes: total });
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{redirect_target, without_dot_segments};
+
+    #[test]
+    fn a_redirect_location_resolves_against_the_url_it_came_from() {
+        let base = "https://hf.example/org/model/resolve/main/m.gguf?download=1";
+        let cases = [
+            ("https://cdn.example/x/m.gguf?sig=1", "https://cdn.example/x/m.gguf?sig=1"),
+            ("//cdn.example/m.gguf", "https://cdn.example/m.gguf"),
+            ("/api/m.gguf", "https://hf.example/api/m.gguf"),
+            ("other.gguf", "https://hf.example/org/model/resolve/main/other.gguf"),
+            ("../../blob/m.gguf", "https://hf.example/org/model/blob/m.gguf"),
+        ];
+        for (location, want) in cases {
+            assert_eq!(redirect_target(base, location).expect(location), want, "{location}");
+        }
+        assert!(redirect_target(base, "ftp://x/m.gguf").is_err(), "only http(s)");
+        assert_eq!(without_dot_segments("/a/./b/../../c?q=../x"), "/c?q=../x");
+        assert_eq!(without_dot_segments("/../a/.."), "/");
+    }
 }

@@ -214,6 +214,14 @@ async fn run(
                     }
                 }
                 other => {
+                    if let CtlOutput::Restarting { generation, after } = &other
+                        && !after.is_zero()
+                    {
+                        eprintln!(
+                            "swactor: the worker keeps exiting at start; generation {} in {after:?}",
+                            generation.0
+                        );
+                    }
                     let _ = events.send(other);
                 }
             }
@@ -224,7 +232,7 @@ async fn run(
         {
             let generation = w.generation;
             worker = None;
-            ctl.worker_exited(generation);
+            ctl.worker_exited(generation, Instant::now());
             continue;
         }
         let finished = matches!(ctl.state(), CtlState::Stopped | CtlState::Failed { .. });
@@ -248,8 +256,8 @@ async fn run(
                 }
             },
             Some((generation, line)) = lines.recv() => match line {
-                Line::Event(e) => ctl.worker_event(generation, e),
-                Line::Malformed => ctl.malformed_event(generation),
+                Line::Event(e) => ctl.worker_event(generation, e, Instant::now()),
+                Line::Malformed => ctl.malformed_event(generation, Instant::now()),
                 Line::Eof => {
                     if let Some(w) = worker.as_mut().filter(|w| w.generation == generation) {
                         w.eof = true;

@@ -133,7 +133,7 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
     assert_ne!(logits(global, 3), logits(global, 200), "block 5 sees every position");
 }
 
-/// Gemma 3 270M (Q4_K_M), fetched by `.ci/fetch-models`. Required under CI.
+/// Gemma 3 270M (Q4_K_M), fetched by `.ci/fetch-models --tests`. Required under CI.
 pub fn gemma3() -> Option<PathBuf> {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache/models/gemma-3-270m-q4_k_m.gguf");
@@ -141,7 +141,7 @@ pub fn gemma3() -> Option<PathBuf> {
         return Some(path);
     }
     assert!(std::env::var_os("CI").is_none(), "CI must provide Gemma 3 at {}", path.display());
-    eprintln!("note: {} not fetched; run .ci/fetch-models", path.display());
+    eprintln!("note: {} not fetched; run .ci/fetch-models --tests", path.display());
     None
 }
 

@@ -22,6 +22,7 @@ mod pool;
 mod regrow;
 mod resume;
 mod run;
+mod scripts;
 mod serve;
 mod session;
 mod stage_worker;

@@ -155,6 +155,11 @@ impl Nodes {
         self.children[slot] = child;
     }
 
+    /// The orchestrator's key file.
+    pub(crate) fn key(&self) -> &Path {
+        &self.key
+    }
+
     /// The pool file naming the nodes.
     pub(crate) fn pool_file(&self) -> &Path {
         &self.pool

@@ -115,6 +115,7 @@ async fn start(
             init_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(5),
             max_restarts: 0,
+            restart: swactor::workerctl::RestartPolicy::DEFAULT,
         },
         threads: 1,
         doorbells: false,

@@ -1,5 +1,5 @@
 //! Tokenizers match llama.cpp's token ids: its own vocabulary test files (fetched by
-//! `.ci/fetch-models`), SmolLM2, and synthesized models.
+//! `.ci/fetch-models --tests`), SmolLM2, and synthesized models.
 
 use std::path::PathBuf;
 
@@ -24,10 +24,10 @@ fn check_vocab(name: &str) {
     if !gguf.exists() {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI must fetch {} (.ci/fetch-models)",
+            "CI must fetch {} (.ci/fetch-models --tests)",
             gguf.display()
         );
-        eprintln!("note: {} not fetched; run .ci/fetch-models", gguf.display());
+        eprintln!("note: {} not fetched; run .ci/fetch-models --tests", gguf.display());
         return;
     }
     let tok = tokenizer(&gguf);
@@ -219,7 +219,7 @@ fn a_200_000_character_word_tokenizes_quickly_on_real_vocabularies() {
     for name in ["gpt-2", "llama-spm"] {
         let gguf = vocab_dir().join(format!("ggml-vocab-{name}.gguf"));
         if !gguf.exists() {
-            eprintln!("note: {} not fetched; run .ci/fetch-models", gguf.display());
+            eprintln!("note: {} not fetched; run .ci/fetch-models --tests", gguf.display());
             continue;
         }
         let tok = tokenizer(&gguf);

@@ -42,6 +42,12 @@ fn range_of(v: &str, len: usize) -> (usize, usize) {
 
 /// [`serve`], counting the bytes it sends; understands `Range: bytes=a-b` and `a-`.
 pub fn server(body: Vec<u8>, status: u16, cut_first: bool) -> Served {
+    server_with(body, status, cut_first, true)
+}
+
+/// [`server`]; without `partial` it ignores `Range` and sends the whole file with 200, as
+/// a server without range support does.
+pub fn server_with(body: Vec<u8>, status: u16, cut_first: bool, partial: bool) -> Served {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/model.gguf", listener.local_addr().expect("addr"));
     let hits = Arc::new(AtomicUsize::new(0));
@@ -68,12 +74,12 @@ pub fn server(body: Vec<u8>, status: u16, cut_first: bool) -> Served {
                 let _ = write!(out, "HTTP/1.1 {status} Nope\r\nContent-Length: 0\r\n\r\n");
                 continue;
             }
+            if !partial {
+                (from, to) = (0, body.len());
+            }
             let rest = &body[from..to];
-            let _ = write!(
-                out,
-                "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\n\r\n",
-                rest.len()
-            );
+            let head = if partial { "206 Partial Content" } else { "200 OK" };
+            let _ = write!(out, "HTTP/1.1 {head}\r\nContent-Length: {}\r\n\r\n", rest.len());
             let send = if cut_first && n == 0 { &rest[..rest.len() / 2] } else { rest };
             if out.write_all(send).is_ok() {
                 sent.fetch_add(send.len() as u64, Ordering::SeqCst);
@@ -439,4 +445,250 @@ fn cache_commands_on_a_path_that_is_not_a_directory_fail_typed_and_touch_nothing
         assert_eq!(err["reason"], "cache_not_a_directory", "{stdout}");
     }
     assert_eq!(std::fs::read(&file).expect("read"), b"keep me");
+}
+
+#[test]
+fn a_symlinked_cache_directory_is_listed_and_cleared_and_a_link_inside_it_is_never_touched() {
+    let b = body();
+    let base = scratch().join("wcache-linked");
+    let _ = std::fs::remove_dir_all(&base);
+    let (real, outside) = (base.join("real"), base.join("outside"));
+    std::fs::create_dir_all(&outside).expect("outside");
+    let s = server(b.clone(), 200, false);
+    let whole =
+        WeightSource::Url { url: s.url, size: b.len() as u64, sha256: sha(&b), ranges: vec![] };
+    resolve(&whole, &real, |_| {}).expect("whole");
+    // A file outside the cache, linked from inside it under a cached file's name.
+    let precious = outside.join("precious.gguf");
+    std::fs::write(&precious, b"keep").expect("write");
+    let alias = real.join(format!("{}.gguf", "d".repeat(64)));
+    std::os::unix::fs::symlink(&precious, &alias).expect("link inside");
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&real, &link).expect("link to the cache");
+    let dir = link.to_str().expect("utf8");
+
+    let (code, stdout) = cache_cmd(&["ls", "--json", "--cache", dir]);
+    assert_eq!(code, 0, "{stdout}");
+    let entries = json_lines(&stdout);
+    assert_eq!(entries.len(), 1, "the link inside is not listed: {stdout}");
+    assert_eq!(entries[0]["sha256"], sha(&b));
+    let (code, stdout) = cache_cmd(&["clear", "--json", "--cache", dir]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(json_lines(&stdout)[0]["removed"].as_array().map(Vec::len), Some(2), "{stdout}");
+    assert!(std::fs::symlink_metadata(&alias).is_ok(), "the link inside is left");
+    assert_eq!(std::fs::read(&precious).expect("read"), b"keep", "nothing outside is touched");
+    assert!(std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()));
+
+    let dangling = base.join("dangling");
+    std::os::unix::fs::symlink(base.join("nowhere"), &dangling).expect("link to nothing");
+    let (code, stdout) = cache_cmd(&["ls", "--json", "--cache", dangling.to_str().expect("utf8")]);
+    assert_eq!(code, 3, "{stdout}");
+    assert!(stdout.contains("cache_not_a_directory"), "{stdout}");
+}
+
+/// A loopback server that answers each request path in `routes` with `code` and a
+/// `Location`; returns its address (`http://127.0.0.1:PORT`) and the requests it had.
+fn redirector(routes: Vec<(&'static str, u16, String)>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            h.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request = String::new();
+            let _ = reader.read_line(&mut request);
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+            }
+            let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            let mut out = stream;
+            match routes.iter().find(|(p, ..)| *p == path) {
+                Some((_, code, to)) => {
+                    let _ = write!(
+                        out,
+                        "HTTP/1.1 {code} Moved\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n"
+                    );
+                }
+                None => {
+                    let _ = write!(out, "HTTP/1.1 404 Nope\r\nContent-Length: 0\r\n\r\n");
+                }
+            }
+        }
+    });
+    (base, hits)
+}
+
+#[test]
+fn a_url_that_redirects_relatively_then_absolutely_is_followed_to_the_file() {
+    let b = body();
+    let s = server(b.clone(), 200, false);
+    // As a Hugging Face `resolve/` URL: a relative hop on the first host, then another host.
+    let (base, hops) = redirector(vec![
+        ("/resolve/main/model.gguf", 302, "../files/model.gguf".to_string()),
+        ("/resolve/files/model.gguf", 307, s.url.clone()),
+    ]);
+    let url = format!("{base}/resolve/main/model.gguf");
+    let whole = WeightSource::Url {
+        url: url.clone(),
+        size: b.len() as u64,
+        sha256: sha(&b),
+        ranges: vec![],
+    };
+    let path = resolve(&whole, &scratch().join("wcache-redirect"), |_| {}).expect("followed");
+    assert_eq!(std::fs::read(path).expect("read"), b);
+    assert_eq!(hops.load(Ordering::SeqCst), 2);
+    let ranges = ranges_of(&b, &[(0, 1000), (90_000, 5000)]);
+    let sparse = WeightSource::Url { url, size: b.len() as u64, sha256: sha(&b), ranges };
+    resolve(&sparse, &scratch().join("wcache-redirect-ranges"), |_| {}).expect("ranges followed");
+    assert_eq!(s.ranges.lock().expect("lock")[1..], ["0-999", "90000-94999"]);
+
+    let (looping, _) = redirector(vec![("/m.gguf", 301, "/m.gguf".to_string())]);
+    let endless = WeightSource::Url {
+        url: format!("{looping}/m.gguf"),
+        size: b.len() as u64,
+        sha256: sha(&b),
+        ranges: vec![],
+    };
+    let err = resolve(&endless, &scratch().join("wcache-redirect-loop"), |_| {}).expect_err("loop");
+    assert_eq!(err.reason, WeightsFailure::DownloadFailed);
+    assert!(err.detail.contains("redirects"), "{}", err.detail);
+}
+
+#[test]
+fn a_server_without_range_support_is_read_once_for_every_range() {
+    let b = body();
+    let s = server_with(b.clone(), 200, false, false);
+    let ranges = ranges_of(&b, &[(150_000, 5000), (0, 1000), (40_000, 2000)]);
+    let source = WeightSource::Url { url: s.url, size: b.len() as u64, sha256: sha(&b), ranges };
+    let mut progress = Vec::new();
+    let path = resolve(&source, &scratch().join("wcache-no-ranges"), |p| progress.push(p))
+        .expect("ranges from one response");
+    assert_eq!(s.hits.load(Ordering::SeqCst), 1, "one request for three ranges");
+    let got = std::fs::read(&path).expect("read");
+    for (offset, len) in [(0, 1000), (40_000, 2000), (150_000, 5000)] {
+        assert_eq!(got[offset..offset + len], b[offset..offset + len], "bytes at {offset}");
+    }
+    assert_eq!(progress.last(), Some(&WeightsProgress::Downloaded { bytes: 8000 }));
+
+    // A corrupt range in such a response is still named and nothing is kept.
+    let mut bad = b.clone();
+    bad[40_500] ^= 0xff;
+    let s = server_with(bad, 200, false, false);
+    let ranges = ranges_of(&b, &[(0, 1000), (40_000, 2000)]);
+    let source = WeightSource::Url { url: s.url, size: b.len() as u64, sha256: sha(&b), ranges };
+    let cache = scratch().join("wcache-no-ranges-bad");
+    let err = resolve(&source, &cache, |_| {}).expect_err("corrupt");
+    assert_eq!(err.reason, WeightsFailure::ChecksumMismatch);
+    assert!(err.detail.contains("bytes 40000+2000"), "{}", err.detail);
+    assert_eq!(std::fs::read_dir(&cache).expect("dir").count(), 0, "nothing kept");
+}
+
+#[test]
+fn a_server_whose_weights_url_keeps_serving_wrong_bytes_backs_off_and_gives_up_typed() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = crate::support::synth_model(6);
+    let mut file = std::fs::read(&model).expect("model");
+    let middle = file.len() / 2;
+    file[middle] ^= 0x55; // inside the middle blocks' tensor data
+    let s = server(file, 200, false);
+    let nodes = crate::run::Nodes::boot("weights-serve-give-up", 3, |_| vec![]);
+    let events = scratch().join("weights-give-up-events.jsonl");
+    let _ = std::fs::remove_file(&events);
+    let mut cmd = std::process::Command::new(crate::run::exe());
+    cmd.args(["orchestrate", "serve", "--json", "--http", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0", "--window-ms", "300"])
+        .args(["--pool-timeout", "30", "--max-seq-len", "256", "--weights-url", &s.url])
+        .arg("--pool")
+        .arg(nodes.pool_file())
+        .arg("--key")
+        .arg(nodes.key())
+        .arg("--model")
+        .arg(&model)
+        .arg("--events")
+        .arg(&events);
+    let t0 = std::time::Instant::now();
+    let (code, lines, err) = crate::run::Running::spawn(cmd).finish();
+    let took = t0.elapsed();
+    assert_eq!(code, 7, "{err}");
+    let error = lines.iter().find(|v| v["type"] == "error").expect("an error line");
+    assert_eq!(error["reason"], "weights.checksum_mismatch", "{error}");
+    let text = std::fs::read_to_string(&events).expect("events");
+    let faults: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "run_faulted")
+        .collect();
+    assert_eq!(faults.len(), 4, "four sessions, then given up: {faults:?}");
+    assert!(faults.iter().all(|f| f["reason"] == "weights.checksum_mismatch"), "{faults:?}");
+    // Between them, pauses of 1, 2 and 4 s.
+    assert!(took >= std::time::Duration::from_secs(7), "backed off: {took:?}");
+}
+
+#[test]
+fn a_second_attach_of_stage_ranges_reads_none_of_the_file_and_a_re_formation_little_of_it() {
+    use swactor::planner::{Placement, PlanRequest, plan};
+    use swactor::stage::ranges::{DigestMemo, attach_stage_ranges_with};
+    use swactor::wire::{ActivationDType, RunId, RuntimeConfig, SamplingPolicy};
+    let model = crate::support::synth_model(6);
+    let bytes = std::fs::read(&model).expect("model");
+    let facts = swactor::model::read_facts(&model).expect("facts");
+    let pool = crate::support::pool(3);
+    let url = "http://127.0.0.1:9/m.gguf".to_string();
+    let source =
+        WeightSource::Url { url, size: bytes.len() as u64, sha256: sha(&bytes), ranges: vec![] };
+    let runtime = RuntimeConfig {
+        max_seq_len: 256,
+        kv_cache: Default::default(),
+        activation_dtype: ActivationDType::F32,
+        max_tokens: 8,
+        sampling: SamplingPolicy::Greedy,
+        max_sequences: 1,
+        max_top_logprobs: None,
+    };
+    let request = |stages: u32| PlanRequest {
+        run_id: RunId(1),
+        model: &facts,
+        source: source.clone(),
+        pool: &pool,
+        stages: Some(stages),
+        placement: Placement::default(),
+        runtime,
+        prompt_tokens: 0,
+    };
+    let memo = DigestMemo::default();
+    let mut first = plan(&request(3)).expect("plan");
+    attach_stage_ranges_with(&mut first, &model, &memo).expect("attach");
+    let read = memo.bytes_read();
+    let planned: u64 = first.model.stage_ranges.iter().flatten().map(|r| r.len).sum();
+    // Every stage's ranges begin with the header: hashed once, for the first that names it.
+    assert!(read > 0 && read <= planned, "read {read} of {planned}");
+    let mut again = plan(&request(3)).expect("plan");
+    attach_stage_ranges_with(&mut again, &model, &memo).expect("attach");
+    assert_eq!(memo.bytes_read(), read, "a second attach over the same file reads none of it");
+    assert_eq!(again.model.stage_ranges, first.model.stage_ranges);
+    // Over two stages: stage 0's ranges start where they did, so only their tail is read.
+    let mut two = plan(&request(2)).expect("plan");
+    attach_stage_ranges_with(&mut two, &model, &memo).expect("attach");
+    let planned_two: u64 = two.model.stage_ranges.iter().flatten().map(|r| r.len).sum();
+    let extra = memo.bytes_read() - read;
+    let hashed_before = first.model.stage_ranges[0][0].len;
+    assert_eq!(
+        (two.model.stage_ranges[0][0].offset, first.model.stage_ranges[0][0].offset),
+        (0, 0)
+    );
+    assert!(
+        extra <= planned_two - hashed_before,
+        "read {extra} of the {planned_two} bytes the two stages name, {hashed_before} known"
+    );
+    let reference = {
+        let mut p = plan(&request(2)).expect("plan");
+        attach_stage_ranges_with(&mut p, &model, &DigestMemo::default()).expect("attach");
+        p.model.stage_ranges
+    };
+    assert_eq!(two.model.stage_ranges, reference, "the same digests as from scratch");
 }

@@ -18,7 +18,7 @@ use swactor::worker::protocol::{
     Backend, Command, Event, InputBinding, OutputBinding, RoleConfig, ShutdownMode,
 };
 use swactor::worker::role::transform;
-use swactor::workerctl::{CtlConfig, CtlOutput, WorkerDriver, WorkerDriverConfig};
+use swactor::workerctl::{CtlConfig, CtlOutput, RestartPolicy, WorkerDriver, WorkerDriverConfig};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 const ARENA: u64 = 8 << 20;
@@ -57,6 +57,7 @@ pub(crate) async fn start(backend: Backend) -> Plane {
             init_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(5),
             max_restarts: 0,
+            restart: RestartPolicy::DEFAULT,
         },
         threads: 1,
         doorbells: false,
@@ -653,6 +654,7 @@ async fn a_crashed_worker_is_replaced_by_the_next_generation_when_restarts_are_a
             init_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(5),
             max_restarts: 1,
+            restart: RestartPolicy::DEFAULT,
         },
         threads: 1,
         doorbells: false,
@@ -669,7 +671,10 @@ async fn a_crashed_worker_is_replaced_by_the_next_generation_when_restarts_are_a
     rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
     assert_eq!(
         next(&mut events).await,
-        CtlOutput::Restarting { generation: swactor::wire::WorkerGeneration(2) }
+        CtlOutput::Restarting {
+            generation: swactor::wire::WorkerGeneration(2),
+            after: Duration::ZERO
+        }
     );
     match next(&mut events).await {
         CtlOutput::Ready { pid, generation } => {
@@ -682,6 +687,50 @@ async fn a_crashed_worker_is_replaced_by_the_next_generation_when_restarts_are_a
     driver.stop(ShutdownMode::Graceful);
     while !matches!(next(&mut events).await, CtlOutput::Stopped) {}
     driver.join().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_exits_at_once_is_restarted_after_growing_pauses_and_reported_crash_looping()
+{
+    let arena = Arc::new(Arena::create(ARENA).expect("arena"));
+    let ms = Duration::from_millis;
+    let restart = RestartPolicy {
+        stable_after: Duration::from_secs(10),
+        first_backoff: ms(50),
+        max_backoff: ms(200),
+        crash_loop_after: 5,
+    };
+    // `false worker` exits 1 at once, like a worker that cannot start.
+    let exe =
+        ["/usr/bin/false", "/bin/false"].into_iter().find(|p| std::path::Path::new(p).exists());
+    let config = WorkerDriverConfig {
+        exe: exe.expect("false").into(),
+        ctl: CtlConfig {
+            arena_ceiling: ARENA,
+            backend: Backend::Cpu,
+            init_timeout: Duration::from_secs(10),
+            stop_timeout: Duration::from_secs(5),
+            max_restarts: u32::MAX,
+            restart,
+        },
+        threads: 1,
+        doorbells: false,
+    };
+    let t0 = std::time::Instant::now();
+    let (driver, mut events) = WorkerDriver::start(config, arena);
+    let mut pauses = Vec::new();
+    let reason = loop {
+        match next(&mut events).await {
+            CtlOutput::Restarting { after, .. } => pauses.push(after),
+            CtlOutput::Failed { reason } => break reason,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(reason, WorkerFatal::CrashLooping);
+    assert_eq!(pauses, [ms(0), ms(50), ms(100), ms(200)], "four restarts, then given up");
+    assert!(t0.elapsed() >= ms(350), "the pauses were kept: {:?}", t0.elapsed());
+    driver.join().await;
+    assert!(events.recv().await.is_none(), "nothing after the failure");
 }
 
 #[test]

@@ -183,6 +183,15 @@ pub enum OrchestrateError {
     /// The operator stopped before the run started.
     #[error("stopped by the operator before the run started")]
     Stopped,
+    /// Sessions kept faulting before they served, with a fault a new session would meet
+    /// again (weights whose bytes are wrong): the server stopped forming them.
+    #[error("{sessions} sessions in a row faulted with {reason} before serving; given up")]
+    GaveUp {
+        /// The fault they met.
+        reason: FaultReason,
+        /// How many.
+        sessions: u32,
+    },
 }
 
 fn now_us(t0: Instant) -> u64 {
@@ -270,7 +279,7 @@ async fn run_on(
         _ => 0,
     };
     let ask = Ask { run_id: config.run_id, stages: config.stages, prompt_tokens };
-    let plan = plan_run(config, facts, &pool, &reports, ask)?;
+    let plan = plan_run(config, facts, &pool, &reports, ask).await?;
     // Verifying a draft needs the CPU engine on every stage: elsewhere the session runs
     // without speculation (its output is the same).
     let plain;
@@ -334,8 +343,9 @@ struct Ask {
 }
 
 /// Plans a run over `pool` (the orchestrator's identity filled in) with what each node
-/// reported where the pool file leaves it out, and attaches a URL source's stage ranges.
-fn plan_run(
+/// reported where the pool file leaves it out, and attaches a URL source's stage ranges
+/// (hashed on a blocking thread, and only once per extent: `stage::ranges`).
+async fn plan_run(
     config: &OrchestrateConfig,
     facts: &ModelFacts,
     pool: &Pool,
@@ -362,11 +372,11 @@ fn plan_run(
         runtime: config.runtime,
         prompt_tokens: ask.prompt_tokens,
     };
-    let mut plan = plan(&request).map_err(OrchestrateError::Plan)?;
+    let plan = plan(&request).map_err(OrchestrateError::Plan)?;
     // A URL source: each node downloads only its stage's ranges, checked by their digests.
-    crate::stage::ranges::attach_stage_ranges(&mut plan, &config.model)
-        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
-    Ok(plan)
+    crate::stage::ranges::attach_stage_ranges_async(plan, &config.model)
+        .await
+        .map_err(|e| OrchestrateError::Setup(e.to_string()))
 }
 
 /// The first fault of a faulted run: why, who detected it, and where.

@@ -46,7 +46,7 @@ pub(super) async fn replan(
     let next_run = RunId(run.plan().run_id.0 + 1);
     // The gate began re-forming at the fault: it may have offered the nodes left already.
     if let Some(nodes) = run.take_offered() {
-        match plan_over(ctx, &nodes, stages_before, next_run) {
+        match plan_over(ctx, &nodes, stages_before, next_run).await {
             Ok(plan) => return Ok(plan),
             Err(e) => refused(phase, sink, &nodes, &e),
         }
@@ -63,7 +63,7 @@ pub(super) async fn replan(
         for notice in notices {
             let offer = node_notice(notice, ctx.reports, sink, ctx.t0);
             if let Some(PoolNotice::Gate(GateEvent::PoolReady { nodes })) = offer {
-                match plan_over(ctx, &nodes, stages_before, next_run) {
+                match plan_over(ctx, &nodes, stages_before, next_run).await {
                     Ok(plan) => return Ok(plan),
                     Err(e) => refused(phase, sink, &nodes, &e),
                 }
@@ -85,7 +85,7 @@ fn refused(
 
 /// The plan of the re-formed run over `nodes`: as many stages as the session asks for
 /// where enough nodes are ready (a spare or the lost node back), else one per node.
-fn plan_over(
+async fn plan_over(
     ctx: &Context<'_>,
     nodes: &[NodeId],
     stages_before: u32,
@@ -95,5 +95,5 @@ fn plan_over(
     pool.nodes.retain(|n| nodes.contains(&n.node_id));
     let stages = Some(stages_before.min(pool.nodes.len() as u32).max(1));
     let ask = Ask { run_id, stages, prompt_tokens: 0 };
-    plan_run(ctx.config, ctx.facts, &pool, ctx.reports, ask)
+    plan_run(ctx.config, ctx.facts, &pool, ctx.reports, ask).await
 }

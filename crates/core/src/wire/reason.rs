@@ -59,6 +59,8 @@ reason_enum!(
         WorkerStart = "worker_start_failed",
         /// The worker did not report ready in time.
         WorkerInitTimeout = "worker_init_timeout",
+        /// The worker kept exiting soon after each start (`worker.crash_looping`).
+        WorkerCrashLooping = "worker_crash_looping",
         /// The compute device (`--device`) is missing, or this build cannot drive it.
         DeviceUnavailable = "device_unavailable",
         /// The iroh endpoint could not be bound.
@@ -210,6 +212,9 @@ reason_enum!(
         Exited = "exited",
         /// The worker's event stream was malformed.
         MalformedEvent = "malformed_event",
+        /// The worker kept crashing soon after each start, restarts paused longer and
+        /// longer ([`crate::workerctl::RestartPolicy`]), and the controller gave up.
+        CrashLooping = "crash_looping",
     }
 );
 
@@ -497,6 +502,23 @@ impl FaultReason {
     /// pool that grew is not a failure, so it never uses up a sequence's resumes.
     pub const fn counts_as_resume(&self) -> bool {
         !matches!(self, FaultReason::Pool(_))
+    }
+
+    /// Whether a new session would meet the same fault again: the weights' bytes are
+    /// wrong (their digest or size is not the plan's, the file does not parse, a range or
+    /// tensor is not in it). A failed download, a lost node or a timeout may pass.
+    pub const fn repeats_on_retry(&self) -> bool {
+        matches!(
+            self,
+            FaultReason::Weights(
+                WeightsFailure::ChecksumMismatch
+                    | WeightsFailure::SizeMismatch
+                    | WeightsFailure::ParseFailed
+                    | WeightsFailure::InvalidRange
+                    | WeightsFailure::MissingTensor
+                    | WeightsFailure::UnsupportedTensorType
+            )
+        )
     }
 
     /// The class part of the code (`"stream"` in `"stream.write_failed"`).

@@ -12,7 +12,10 @@
 //!   is asked to stop each ring's pump, before the controller fails or restarts with
 //!   generation + 1;
 //! - a worker that does not initialize in time is killed and the controller fails with
-//!   `init_timeout`; a worker that does not stop in time is killed.
+//!   `init_timeout`; a worker that does not stop in time is killed;
+//! - a worker that crashes soon after its start ([`RestartPolicy::stable_after`]) is
+//!   restarted after a pause that doubles with each such crash in a row, up to a cap, and
+//!   one that keeps crashing fails the controller with `crash_looping`.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -35,6 +38,47 @@ pub struct CtlConfig {
     pub stop_timeout: Duration,
     /// Restarts allowed after crashes (0: a crash fails the controller).
     pub max_restarts: u32,
+    /// How fast crashed workers are restarted, and when a crash loop is given up.
+    pub restart: RestartPolicy,
+}
+
+/// How a crashed worker is restarted. A worker that lived at least `stable_after` is
+/// replaced at once; one that crashed sooner is part of a streak of quick crashes: the
+/// first is replaced at once, the second after `first_backoff`, each next one after twice
+/// the pause before (at most `max_backoff`), and the `crash_loop_after`-th fails the
+/// controller with [`WorkerFatal::CrashLooping`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// A worker that lived this long before it crashed ends the streak of quick crashes.
+    pub stable_after: Duration,
+    /// The pause before the second restart of a streak.
+    pub first_backoff: Duration,
+    /// The longest pause.
+    pub max_backoff: Duration,
+    /// Quick crashes in a row that make a crash loop (0: never given up).
+    pub crash_loop_after: u32,
+}
+
+impl RestartPolicy {
+    /// The node's policy: 10 s to count as stable, pauses from 100 ms doubling to 5 s,
+    /// and the 8th quick crash in a row (about 6.3 s after the first) gives up.
+    pub const DEFAULT: RestartPolicy = RestartPolicy {
+        stable_after: Duration::from_secs(10),
+        first_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(5),
+        crash_loop_after: 8,
+    };
+
+    /// The pause before the restart that follows the `streak`-th quick crash in a row.
+    pub fn pause(&self, streak: u32) -> Duration {
+        match streak {
+            0 | 1 => Duration::ZERO,
+            n => {
+                let doubled = self.first_backoff.saturating_mul(1 << (n - 2).min(20));
+                doubled.min(self.max_backoff)
+            }
+        }
+    }
 }
 
 /// Where the controller is.
@@ -51,6 +95,11 @@ pub enum CtlState {
     },
     /// Ready; commands flow.
     Running,
+    /// A crashed worker's successor is spawned at `until` (a pause after quick crashes).
+    Backoff {
+        /// When to spawn.
+        until: Instant,
+    },
     /// A shutdown was sent; waiting for the exit until the deadline.
     Stopping {
         /// When to kill.
@@ -103,10 +152,12 @@ pub enum CtlOutput {
         ring_id: RingId,
     },
     /// A crashed worker is being replaced by this generation (everything must be
-    /// reinstalled).
+    /// reinstalled), spawned after `after` (zero: at once).
     Restarting {
         /// The new generation.
         generation: WorkerGeneration,
+        /// The pause before its spawn (quick crashes in a row, [`RestartPolicy`]).
+        after: Duration,
     },
     /// The worker stopped after a requested shutdown.
     Stopped,
@@ -163,6 +214,10 @@ pub struct WorkerCtl {
     state: CtlState,
     generation: WorkerGeneration,
     restarts: u32,
+    /// When the current worker was spawned.
+    spawned_at: Option<Instant>,
+    /// Quick crashes in a row ([`RestartPolicy`]).
+    streak: u32,
     installed: BTreeSet<RingId>,
     handles: BTreeSet<DeviceHandle>,
     out: VecDeque<CtlOutput>,
@@ -176,6 +231,8 @@ impl WorkerCtl {
             state: CtlState::NotStarted,
             generation: WorkerGeneration(0),
             restarts: 0,
+            spawned_at: None,
+            streak: 0,
             installed: BTreeSet::new(),
             handles: BTreeSet::new(),
             out: VecDeque::new(),
@@ -212,6 +269,7 @@ impl WorkerCtl {
     fn spawn_next(&mut self) {
         self.generation = WorkerGeneration(self.generation.0 + 1);
         self.state = CtlState::Spawning;
+        self.spawned_at = None;
         self.out.push_back(CtlOutput::Spawn { generation: self.generation });
     }
 
@@ -221,6 +279,7 @@ impl WorkerCtl {
             return;
         }
         self.state = CtlState::Initializing { deadline: now + self.config.init_timeout };
+        self.spawned_at = Some(now);
         self.out.push_back(CtlOutput::ToWorker(Command::InitializeWorker {
             generation: self.generation,
             arena_ceiling: self.config.arena_ceiling,
@@ -229,7 +288,8 @@ impl WorkerCtl {
         }));
     }
 
-    /// The process could not be spawned.
+    /// The process could not be spawned (the executable is missing or not runnable: no
+    /// retry would help).
     pub fn spawn_failed(&mut self) {
         if self.state == CtlState::Spawning {
             self.fail(WorkerFatal::Exited);
@@ -282,9 +342,9 @@ impl WorkerCtl {
         Ok(())
     }
 
-    /// Handles one event line from the worker of `generation` (stale generations are
-    /// ignored).
-    pub fn worker_event(&mut self, generation: WorkerGeneration, event: Event) {
+    /// Handles one event line from the worker of `generation`, read at `now` (stale
+    /// generations are ignored).
+    pub fn worker_event(&mut self, generation: WorkerGeneration, event: Event, now: Instant) {
         if generation != self.generation {
             return;
         }
@@ -308,7 +368,7 @@ impl WorkerCtl {
                 if reason == WorkerFatal::BackendUnavailable {
                     self.restarts = self.config.max_restarts;
                 }
-                self.crash(Some(reason));
+                self.crash(now, Some(reason));
             }
             (CtlState::Running | CtlState::Stopping { .. }, _) => {
                 match &event {
@@ -328,25 +388,25 @@ impl WorkerCtl {
             // Anything else before ready is a protocol fault.
             (CtlState::Initializing { .. }, _) => {
                 self.out.push_back(CtlOutput::Kill);
-                self.crash(Some(WorkerFatal::MalformedEvent));
+                self.crash(now, Some(WorkerFatal::MalformedEvent));
             }
             _ => {}
         }
     }
 
-    /// A line from the worker of `generation` could not be parsed.
-    pub fn malformed_event(&mut self, generation: WorkerGeneration) {
+    /// A line from the worker of `generation` could not be parsed (at `now`).
+    pub fn malformed_event(&mut self, generation: WorkerGeneration, now: Instant) {
         if generation == self.generation
             && matches!(self.state, CtlState::Initializing { .. } | CtlState::Running)
         {
             self.out.push_back(CtlOutput::Kill);
-            self.crash(Some(WorkerFatal::MalformedEvent));
+            self.crash(now, Some(WorkerFatal::MalformedEvent));
         }
     }
 
-    /// The worker process of `generation` exited (it has been reaped). Exits of older
-    /// generations are ignored.
-    pub fn worker_exited(&mut self, generation: WorkerGeneration) {
+    /// The worker process of `generation` exited (it has been reaped) at `now`. Exits of
+    /// older generations are ignored.
+    pub fn worker_exited(&mut self, generation: WorkerGeneration, now: Instant) {
         if generation != self.generation {
             return;
         }
@@ -356,8 +416,9 @@ impl WorkerCtl {
                 self.state = CtlState::Stopped;
                 self.out.push_back(CtlOutput::Stopped);
             }
-            CtlState::Initializing { .. } | CtlState::Running => self.crash(None),
-            CtlState::Spawning => self.crash(None),
+            CtlState::Initializing { .. } | CtlState::Running | CtlState::Spawning => {
+                self.crash(now, None);
+            }
             _ => {}
         }
     }
@@ -373,7 +434,8 @@ impl WorkerCtl {
                 self.state = CtlState::Killing;
                 self.out.push_back(CtlOutput::Kill);
             }
-            CtlState::NotStarted => {
+            // Nothing runs (a crashed worker's successor is not spawned yet).
+            CtlState::NotStarted | CtlState::Backoff { .. } => {
                 self.state = CtlState::Stopped;
                 self.out.push_back(CtlOutput::Stopped);
             }
@@ -387,8 +449,9 @@ impl WorkerCtl {
             CtlState::Initializing { deadline } if now >= deadline => {
                 self.out.push_back(CtlOutput::Kill);
                 self.restarts = self.config.max_restarts; // a worker that cannot start is not retried
-                self.crash(Some(WorkerFatal::InitTimeout));
+                self.crash(now, Some(WorkerFatal::InitTimeout));
             }
+            CtlState::Backoff { until } if now >= until => self.spawn_next(),
             CtlState::Stopping { deadline } if now >= deadline => {
                 self.state = CtlState::Killing;
                 self.out.push_back(CtlOutput::Kill);
@@ -401,6 +464,7 @@ impl WorkerCtl {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             CtlState::Initializing { deadline } | CtlState::Stopping { deadline } => Some(deadline),
+            CtlState::Backoff { until } => Some(until),
             _ => None,
         }
     }
@@ -424,18 +488,38 @@ impl WorkerCtl {
         self.handles.clear();
     }
 
-    fn crash(&mut self, reason: Option<WorkerFatal>) {
-        if matches!(self.state, CtlState::Failed { .. } | CtlState::Stopped) {
+    /// The worker crashed at `now`: its rings fault, and its successor is spawned (at
+    /// once, or after a pause when it crashed soon after its start), or the controller
+    /// fails (no restarts left, or a crash loop).
+    fn crash(&mut self, now: Instant, reason: Option<WorkerFatal>) {
+        if matches!(
+            self.state,
+            CtlState::Failed { .. } | CtlState::Stopped | CtlState::Backoff { .. }
+        ) {
             return;
         }
         let reason = reason.unwrap_or(WorkerFatal::Exited);
         self.invalidate(reason);
-        if self.restarts < self.config.max_restarts {
-            self.restarts += 1;
-            self.spawn_next();
-            self.out.push_back(CtlOutput::Restarting { generation: self.generation });
-        } else {
+        let policy = self.config.restart;
+        let lived = self.spawned_at.map(|t| now.saturating_duration_since(t));
+        if lived.is_some_and(|l| l >= policy.stable_after) {
+            self.streak = 0;
+        }
+        self.streak = self.streak.saturating_add(1);
+        if self.restarts >= self.config.max_restarts {
             self.fail(reason);
+        } else if policy.crash_loop_after > 0 && self.streak >= policy.crash_loop_after {
+            self.fail(WorkerFatal::CrashLooping);
+        } else {
+            self.restarts += 1;
+            let after = policy.pause(self.streak);
+            let generation = WorkerGeneration(self.generation.0 + 1);
+            if after.is_zero() {
+                self.spawn_next();
+            } else {
+                self.state = CtlState::Backoff { until: now + after };
+            }
+            self.out.push_back(CtlOutput::Restarting { generation, after });
         }
     }
 }

@@ -2,4 +2,4 @@
 
 pub mod fsm;
 
-pub use fsm::{CtlConfig, CtlError, CtlOutput, CtlState, WorkerCtl};
+pub use fsm::{CtlConfig, CtlError, CtlOutput, CtlState, RestartPolicy, WorkerCtl};

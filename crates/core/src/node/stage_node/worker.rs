@@ -30,7 +30,7 @@ impl StageNode {
                 self.generation = generation;
                 self.device_objects = 0; // a new worker holds nothing
             }
-            CtlOutput::Restarting { generation } => {
+            CtlOutput::Restarting { generation, .. } => {
                 self.generation = generation;
                 self.device_objects = 0;
                 // The crashed worker took the stage's role with it.

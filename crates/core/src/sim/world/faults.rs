@@ -98,7 +98,7 @@ impl World {
                 self.possible.insert(FaultReason::Ring(RingFault::WorkerCrashed));
                 self.possible.insert(FaultReason::Worker(crate::wire::reason::WorkerFatal::Exited));
                 let g = self.nodes[i].wctl.generation();
-                self.nodes[i].wctl.worker_exited(g);
+                self.nodes[i].wctl.worker_exited(g, self.base + self.now);
                 self.pump_wctl(i);
                 self.neighbours_see_broken_streams(i);
             }

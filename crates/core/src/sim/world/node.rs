@@ -60,8 +60,8 @@ impl World {
                 }
             }
             NodeIn::Worker(g, cmd) => self.worker_process(i, g, cmd),
-            NodeIn::FromWorker(g, ev) => n.wctl.worker_event(g, ev),
-            NodeIn::Exited(g) => n.wctl.worker_exited(g),
+            NodeIn::FromWorker(g, ev) => n.wctl.worker_event(g, ev, self.base + self.now),
+            NodeIn::Exited(g) => n.wctl.worker_exited(g, self.base + self.now),
             NodeIn::RoleReleased => {
                 n.slots.clear();
                 let ev = WorkerEvent::RoleReleased { role_id: STAGE_ROLE };

@@ -250,6 +250,7 @@ fn sim_node(base: Instant, i: u32, planted: Option<Planted>) -> Node {
             init_timeout: Duration::from_secs(2),
             stop_timeout: Duration::from_secs(2),
             max_restarts: 3,
+            restart: crate::workerctl::RestartPolicy::DEFAULT,
         }),
         mute: false,
         stage: {

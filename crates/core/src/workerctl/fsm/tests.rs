@@ -16,6 +16,7 @@ fn config(max_restarts: u32) -> CtlConfig {
         init_timeout: Duration::from_secs(5),
         stop_timeout: Duration::from_secs(2),
         max_restarts,
+        restart: RestartPolicy::DEFAULT,
     }
 }
 
@@ -37,7 +38,7 @@ fn running(max_restarts: u32) -> (WorkerCtl, Instant) {
             ..
         })]
     ));
-    c.worker_event(WorkerGeneration(1), ready_event(1));
+    c.worker_event(WorkerGeneration(1), ready_event(1), now);
     assert_eq!(drain(&mut c), vec![CtlOutput::Ready { pid: 42, generation: WorkerGeneration(1) }]);
     assert_eq!(c.state(), CtlState::Running);
     (c, now)
@@ -133,7 +134,7 @@ fn handles_of_another_generation_are_refused() {
 
 #[test]
 fn worker_events_are_routed_and_tracked() {
-    let (mut c, _) = running(0);
+    let (mut c, now) = running(0);
     c.command(install(3)).expect("install");
     drain(&mut c);
     let loaded = Event::ObjectLoaded {
@@ -147,11 +148,11 @@ fn worker_events_are_routed_and_tracked() {
         taken_by: None,
         at_us: None,
     };
-    c.worker_event(WorkerGeneration(1), loaded.clone());
+    c.worker_event(WorkerGeneration(1), loaded.clone(), now);
     assert_eq!(drain(&mut c), vec![CtlOutput::Routed(loaded)]);
     assert_eq!(c.live_handles(), 1);
-    c.worker_event(WorkerGeneration(1), Event::DeviceObjectReleased { handle: handle(1, 5) });
-    c.worker_event(WorkerGeneration(1), Event::RingQuiesced { ring_id: RingId(3) });
+    c.worker_event(WorkerGeneration(1), Event::DeviceObjectReleased { handle: handle(1, 5) }, now);
+    c.worker_event(WorkerGeneration(1), Event::RingQuiesced { ring_id: RingId(3) }, now);
     assert_eq!(drain(&mut c).len(), 2);
     assert_eq!(c.live_handles(), 0);
     assert_eq!(c.installed_rings().count(), 0);
@@ -159,7 +160,7 @@ fn worker_events_are_routed_and_tracked() {
 
 #[test]
 fn a_crash_faults_every_installed_ring_stops_their_pumps_and_invalidates_handles() {
-    let (mut c, _) = running(0);
+    let (mut c, now) = running(0);
     c.command(install(1)).expect("install");
     c.command(install(2)).expect("install");
     drain(&mut c);
@@ -176,9 +177,10 @@ fn a_crash_faults_every_installed_ring_stops_their_pumps_and_invalidates_handles
             taken_by: None,
             at_us: None,
         },
+        now,
     );
     drain(&mut c);
-    c.worker_exited(WorkerGeneration(1));
+    c.worker_exited(WorkerGeneration(1), now);
     let out = drain(&mut c);
     let g = WorkerGeneration(1);
     assert_eq!(
@@ -208,23 +210,26 @@ fn a_crash_with_restarts_left_spawns_the_next_generation() {
     let (mut c, now) = running(1);
     c.command(install(1)).expect("install");
     drain(&mut c);
-    c.worker_exited(WorkerGeneration(1));
+    c.worker_exited(WorkerGeneration(1), now);
     let out = drain(&mut c);
     assert!(out.contains(&CtlOutput::Spawn { generation: WorkerGeneration(2) }));
-    assert!(out.contains(&CtlOutput::Restarting { generation: WorkerGeneration(2) }));
-    c.worker_exited(WorkerGeneration(1));
+    assert!(out.contains(&CtlOutput::Restarting {
+        generation: WorkerGeneration(2),
+        after: Duration::ZERO
+    }));
+    c.worker_exited(WorkerGeneration(1), now);
     assert!(drain(&mut c).is_empty(), "a late exit of the old generation changes nothing");
     c.spawned(now);
     drain(&mut c);
-    c.worker_event(WorkerGeneration(1), ready_event(1));
+    c.worker_event(WorkerGeneration(1), ready_event(1), now);
     assert!(drain(&mut c).is_empty(), "events of the old generation are ignored");
-    c.worker_event(WorkerGeneration(2), ready_event(2));
+    c.worker_event(WorkerGeneration(2), ready_event(2), now);
     assert_eq!(drain(&mut c), vec![CtlOutput::Ready { pid: 42, generation: WorkerGeneration(2) }]);
     assert_eq!(
         c.command(Command::ReleaseDeviceObject { handle: handle(1, 1) }),
         Err(CtlError::StaleHandle { found: WorkerGeneration(1), current: WorkerGeneration(2) })
     );
-    c.worker_exited(WorkerGeneration(2));
+    c.worker_exited(WorkerGeneration(2), now);
     assert!(
         drain(&mut c).contains(&CtlOutput::Failed { reason: WorkerFatal::Exited }),
         "no restarts left"
@@ -255,9 +260,13 @@ fn a_fatal_worker_fails_the_controller_with_its_reason() {
     c.start();
     c.spawned(now);
     drain(&mut c);
-    c.worker_event(WorkerGeneration(1), Event::WorkerFatal { reason: WorkerFatal::AbiMismatch });
+    c.worker_event(
+        WorkerGeneration(1),
+        Event::WorkerFatal { reason: WorkerFatal::AbiMismatch },
+        now,
+    );
     assert_eq!(drain(&mut c), vec![CtlOutput::Failed { reason: WorkerFatal::AbiMismatch }]);
-    c.worker_exited(WorkerGeneration(1));
+    c.worker_exited(WorkerGeneration(1), now);
     assert!(drain(&mut c).is_empty());
 }
 
@@ -269,7 +278,7 @@ fn a_worker_that_cannot_drive_its_device_fails_at_once_whatever_restarts_are_lef
     c.spawned(now);
     drain(&mut c);
     let fatal = Event::WorkerFatal { reason: WorkerFatal::BackendUnavailable };
-    c.worker_event(WorkerGeneration(1), fatal);
+    c.worker_event(WorkerGeneration(1), fatal, now);
     assert_eq!(drain(&mut c), vec![CtlOutput::Failed { reason: WorkerFatal::BackendUnavailable }]);
 }
 
@@ -284,7 +293,7 @@ fn graceful_stop_escalates_to_kill_after_the_deadline() {
     c.handle_timeout(now + Duration::from_secs(2));
     assert_eq!(drain(&mut c), vec![CtlOutput::Kill]);
     assert_eq!(c.state(), CtlState::Killing);
-    c.worker_exited(WorkerGeneration(1));
+    c.worker_exited(WorkerGeneration(1), now);
     assert_eq!(drain(&mut c), vec![CtlOutput::Stopped]);
 }
 
@@ -298,9 +307,10 @@ fn a_stopped_worker_still_faults_rings_it_left_installed() {
     c.worker_event(
         WorkerGeneration(1),
         Event::StepFailed { role_id: RoleId(1), step_id: StepId(1), reason: StepFailure::Aborted },
+        now,
     );
     assert_eq!(drain(&mut c).len(), 1, "events still route while stopping");
-    c.worker_exited(WorkerGeneration(1));
+    c.worker_exited(WorkerGeneration(1), now);
     let out = drain(&mut c);
     assert_eq!(out.last(), Some(&CtlOutput::Stopped));
     assert!(out.contains(&CtlOutput::StopPump { ring_id: RingId(4) }));
@@ -308,10 +318,10 @@ fn a_stopped_worker_still_faults_rings_it_left_installed() {
 
 #[test]
 fn an_unparseable_event_line_kills_the_worker_and_fails_the_controller() {
-    let (mut c, _) = running(0);
+    let (mut c, now) = running(0);
     c.command(install(1)).expect("install");
     drain(&mut c);
-    c.malformed_event(WorkerGeneration(1));
+    c.malformed_event(WorkerGeneration(1), now);
     let out = drain(&mut c);
     assert_eq!(out.first(), Some(&CtlOutput::Kill));
     assert!(out.contains(&CtlOutput::RingFault {
@@ -324,9 +334,9 @@ fn an_unparseable_event_line_kills_the_worker_and_fails_the_controller() {
 
 #[test]
 fn a_ring_install_that_reaches_no_worker_faults_the_ring_with_evidence_that_none_holds_it() {
-    let (mut c, _) = running(1);
+    let (mut c, now) = running(1);
     // The worker dies; while its replacement starts, an edge installs a ring.
-    c.worker_exited(WorkerGeneration(1));
+    c.worker_exited(WorkerGeneration(1), now);
     drain(&mut c);
     assert_eq!(c.command(install(9)), Err(CtlError::NotRunning));
     let out = drain(&mut c);
@@ -336,4 +346,131 @@ fn a_ring_install_that_reaches_no_worker_faults_the_ring_with_evidence_that_none
         CtlOutput::RingFault { ring_id: RingId(9), reason: RingFault::WorkerCrashed, .. }
     ));
     assert_eq!(out[0].quiet_evidence().map(|q| q.ring_id()), Some(RingId(9)));
+}
+
+/// A controller with any number of restarts and a small restart policy: pauses of 100,
+/// 200, 400 ms (the cap), the 6th quick crash in a row a crash loop, 10 s to be stable.
+fn looping() -> WorkerCtl {
+    let mut config = config(u32::MAX);
+    config.restart = RestartPolicy {
+        stable_after: Duration::from_secs(10),
+        first_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(400),
+        crash_loop_after: 6,
+    };
+    WorkerCtl::new(config)
+}
+
+/// Spawns the pending generation at `at` and has it exit at `exit`; returns the outputs.
+fn live_and_die(c: &mut WorkerCtl, at: Instant, exit: Instant) -> Vec<CtlOutput> {
+    c.spawned(at);
+    drain(c);
+    c.worker_exited(c.generation(), exit);
+    drain(c)
+}
+
+#[test]
+fn a_worker_that_exits_at_once_is_restarted_after_doubling_pauses_then_fails_crash_looping() {
+    let t0 = Instant::now();
+    let mut c = looping();
+    c.start();
+    assert_eq!(drain(&mut c), vec![CtlOutput::Spawn { generation: WorkerGeneration(1) }]);
+    let mut now = t0;
+    let ms = Duration::from_millis;
+    for (crash, pause) in [ms(0), ms(100), ms(200), ms(400), ms(400)].into_iter().enumerate() {
+        let out = live_and_die(&mut c, now, now);
+        let next = WorkerGeneration(crash as u64 + 2);
+        let restarting = CtlOutput::Restarting { generation: next, after: pause };
+        if pause.is_zero() {
+            assert_eq!(out, vec![CtlOutput::Spawn { generation: next }, restarting]);
+            continue;
+        }
+        assert_eq!(
+            out,
+            vec![restarting],
+            "crash {}: nothing is spawned during the pause",
+            crash + 1
+        );
+        assert_eq!(c.state(), CtlState::Backoff { until: now + pause });
+        assert_eq!(c.poll_timeout(), Some(now + pause));
+        c.handle_timeout(now + pause - ms(1));
+        assert!(drain(&mut c).is_empty(), "not before the pause is over");
+        now += pause;
+        c.handle_timeout(now);
+        assert_eq!(drain(&mut c), vec![CtlOutput::Spawn { generation: next }]);
+    }
+    let out = live_and_die(&mut c, now, now + ms(5));
+    assert_eq!(out, vec![CtlOutput::Failed { reason: WorkerFatal::CrashLooping }]);
+    assert_eq!(c.state(), CtlState::Failed { reason: WorkerFatal::CrashLooping });
+    assert_eq!(c.poll_timeout(), None);
+    assert_eq!(WorkerFatal::CrashLooping.to_string(), "crash_looping");
+    let reason: crate::wire::reason::FaultReason = WorkerFatal::CrashLooping.into();
+    assert_eq!(reason.to_string(), "worker.crash_looping");
+}
+
+#[test]
+fn a_worker_that_ran_long_enough_is_restarted_at_once_and_ends_the_streak_of_quick_crashes() {
+    let t0 = Instant::now();
+    let mut c = looping();
+    c.start();
+    drain(&mut c);
+    live_and_die(&mut c, t0, t0);
+    let out = live_and_die(&mut c, t0, t0);
+    assert!(out.contains(&CtlOutput::Restarting {
+        generation: WorkerGeneration(3),
+        after: Duration::from_millis(100)
+    }));
+    let t1 = t0 + Duration::from_millis(100);
+    c.handle_timeout(t1);
+    drain(&mut c);
+    // Generation 3 runs 10 s, then crashes: a restart at once, the streak starts over.
+    let t2 = t1 + Duration::from_secs(10);
+    let out = live_and_die(&mut c, t1, t2);
+    assert_eq!(
+        out[out.len() - 2..],
+        [
+            CtlOutput::Spawn { generation: WorkerGeneration(4) },
+            CtlOutput::Restarting { generation: WorkerGeneration(4), after: Duration::ZERO }
+        ]
+    );
+    let out = live_and_die(&mut c, t2, t2);
+    assert!(out.contains(&CtlOutput::Restarting {
+        generation: WorkerGeneration(5),
+        after: Duration::from_millis(100)
+    }));
+}
+
+#[test]
+fn a_pause_before_a_restart_holds_no_worker_refuses_commands_and_a_stop_ends_it() {
+    let t0 = Instant::now();
+    let mut c = looping();
+    c.start();
+    drain(&mut c);
+    live_and_die(&mut c, t0, t0);
+    live_and_die(&mut c, t0, t0);
+    assert!(matches!(c.state(), CtlState::Backoff { .. }));
+    assert_eq!(c.command(install(7)), Err(CtlError::NotRunning));
+    assert!(
+        drain(&mut c).iter().any(|o| matches!(o, CtlOutput::RingFault { ring_id: RingId(7), .. })),
+        "a ring that reaches no worker faults"
+    );
+    c.worker_exited(WorkerGeneration(2), t0);
+    assert!(drain(&mut c).is_empty(), "a late exit of the crashed worker changes nothing");
+    c.stop(t0, ShutdownMode::AbortInFlight);
+    assert_eq!(drain(&mut c), vec![CtlOutput::Stopped]);
+    c.handle_timeout(t0 + Duration::from_secs(1));
+    assert!(drain(&mut c).is_empty(), "no spawn after the stop");
+}
+
+#[test]
+fn the_default_pauses_double_from_100_ms_to_5_s_and_a_loop_is_given_up_in_seconds() {
+    let p = RestartPolicy::DEFAULT;
+    let pauses: Vec<Duration> = (1..=p.crash_loop_after).map(|n| p.pause(n)).collect();
+    assert_eq!(
+        pauses[..3],
+        [Duration::ZERO, Duration::from_millis(100), Duration::from_millis(200)]
+    );
+    assert_eq!(p.pause(40), p.max_backoff, "capped, never overflowing");
+    let total: Duration = pauses[..pauses.len() - 1].iter().sum();
+    assert!(total < Duration::from_secs(10), "within a node's boot timeout: {total:?}");
 }
