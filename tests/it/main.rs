@@ -22,6 +22,7 @@ mod pool;
 mod resume;
 mod run;
 mod serve;
+mod serve_http;
 mod session;
 mod stage_worker;
 mod support;

@@ -110,11 +110,13 @@ impl Server {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+/// A one-thread runtime for a client.
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
-fn client() -> reqwest::Client {
+/// An HTTP client that goes nowhere but where it is told.
+pub fn client() -> reqwest::Client {
     // reqwest is built without a TLS provider of its own; plain HTTP needs none, but the
     // builder asks for one.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -478,15 +480,26 @@ fn eight_concurrent_streamed_chats_each_equal_generate_chat_on_the_same_message(
     }
 }
 
+/// The slot holding a sequence, if any: its `n_decoded`.
+fn busy_slot(u: &str) -> Option<u64> {
+    let (_, slots) = get(&format!("{u}/slots")).expect("slots");
+    let slots = slots.as_array().expect("slots").clone();
+    slots.iter().find(|s| s["is_processing"] == true).map(|s| s["n_decoded"].as_u64().expect("n"))
+}
+
 #[test]
-fn a_client_that_disconnects_cancels_its_sequence_and_frees_its_slot() {
+fn a_client_that_disconnects_stops_its_generation_at_once_and_frees_its_slot() {
     let Some(model) = smollm2() else { return };
     let s = Server::local(&model, &["--max-sequences", "2"]);
     let u = s.url.clone();
-    runtime().block_on(async {
-        let body = json!({"prompt": "Once upon a time", "max_tokens": 400, "stream": true, "ignore_eos": true});
+    // 500 tokens: far more than a working cancel lets it make after the client is gone.
+    let max_tokens: u32 = 500;
+    let at_drop = runtime().block_on(async {
+        let body = json!({"prompt": "Once upon a time", "max_tokens": max_tokens, "stream": true,
+                          "ignore_eos": true});
         let mut r = client()
             .post(format!("{u}/v1/completions"))
+            .header("content-type", "application/json")
             .body(body.to_string())
             .send()
             .await
@@ -495,27 +508,31 @@ fn a_client_that_disconnects_cancels_its_sequence_and_frees_its_slot() {
         for _ in 0..3 {
             r.chunk().await.expect("chunk").expect("more");
         }
-        let slots = client().get(format!("{u}/slots")).send().await.expect("slots");
-        let slots: Value = serde_json::from_str(&slots.text().await.expect("text")).expect("json");
-        assert!(slots.as_array().expect("slots").iter().any(|s| s["is_processing"] == true));
+        let decoded = busy_slot(&u).expect("the request holds a slot");
         drop(r);
+        decoded
     });
+    // The slot frees within a few tokens of the disconnect: a cancel that did not reach
+    // the session would let it run on towards 500 (seen here, or still busy at the end).
     let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = at_drop;
+    while let Some(n) = busy_slot(&u) {
+        last = n;
+        assert!(n < at_drop + 100, "generation went on after the disconnect: {n} tokens");
+        assert!(Instant::now() < deadline, "the slot stayed busy ({n} tokens)");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(last < u64::from(max_tokens) / 2, "{last}");
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, slots) = get(&format!("{u}/slots")).expect("slots");
-        let busy =
-            slots.as_array().expect("array").iter().filter(|s| s["is_processing"] == true).count();
-        let metrics = runtime().block_on(async {
-            client().get(format!("{u}/metrics")).send().await.expect("m").text().await.expect("t")
-        });
-        if busy == 0
-            && metrics.contains("swactor_slots_in_use 0")
+        let metrics = metrics_of(&u);
+        if metrics.contains("swactor_slots_in_use 0")
             && metrics.contains("swactor_requests_running 0")
         {
             break;
         }
-        assert!(Instant::now() < deadline, "the slot stayed busy: {slots}");
-        std::thread::sleep(Duration::from_millis(100));
+        assert!(Instant::now() < deadline, "the load never fell to 0: {metrics}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -563,7 +580,13 @@ fn stream_in_background(u: &str, max_tokens: u32) -> std::thread::JoinHandle<Str
         runtime().block_on(async {
             let body = json!({"prompt": "Once upon a time", "max_tokens": max_tokens,
                               "temperature": 0, "stream": true});
-            let mut r = client().post(url).body(body.to_string()).send().await.expect("send");
+            let mut r = client()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("send");
             let mut text = String::new();
             let mut told = false;
             while let Ok(Some(c)) = r.chunk().await {
