@@ -756,6 +756,73 @@ fn orchestrate_serve_is_503_until_it_serves_and_without_resume_forms_a_new_sessi
 }
 
 #[test]
+fn a_request_that_arrives_while_the_session_reforms_waits_for_it_and_gets_its_whole_answer() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = crate::support::synth_model(4);
+    let mut nodes = crate::run::Nodes::boot("serve-reforming", 2, |_| vec![]);
+    // Node 1 cannot hold the model: the session runs on node 2 alone and, once node 2 is
+    // lost, re-forms only when it comes back; requests arrive in between for as long as
+    // the test takes.
+    let pool = std::fs::read_to_string(nodes.pool_file()).expect("pool");
+    let pool = pool.replacen("memory_bytes = 8589934592", "memory_bytes = 1048576", 1);
+    std::fs::write(nodes.pool_file(), pool).expect("pool");
+    let s = Server::start(&[
+        "orchestrate",
+        "serve",
+        "--pool",
+        nodes.pool_file().to_str().expect("pool"),
+        "--key",
+        nodes.key_file().to_str().expect("key"),
+        "--model",
+        model.to_str().expect("model"),
+        "--listen",
+        "127.0.0.1:0",
+        "--swim",
+        "127.0.0.1:0",
+        "--window-ms",
+        "300",
+        "--stages",
+        "1",
+        "--nodes",
+        "2",
+        "--max-seq-len",
+        "512",
+        "--queue",
+        "1",
+        "--resume-timeout",
+        "300",
+    ]);
+    s.wait_healthy(Duration::from_secs(90));
+    let url = format!("{}/v1/completions", s.url);
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0});
+    let first = post(&url, &body);
+    assert_eq!(first.status, 200, "{}", first.body);
+    crate::run::signal(nodes.pid(2), rustix::process::Signal::KILL);
+    s.wait_health(Duration::from_secs(60), |st, h| st == 503 && h["status"] == "reforming");
+    // Two requests arrive: the queue holds one, which waits; the other is refused at once.
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..2 {
+        let (tx, url, body) = (tx.clone(), url.clone(), body.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(post(&url, &body));
+        });
+    }
+    let refused = rx.recv_timeout(Duration::from_secs(60)).expect("an answer while re-forming");
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(error_of(&refused)["reason"], "busy");
+    let (_, h) = get(&format!("{}/health", s.url)).expect("health");
+    assert_eq!(h["status"], "reforming", "refused while the session re-forms: {h}");
+    nodes.restart(2);
+    let waited = rx.recv_timeout(Duration::from_secs(120)).expect("the waiting request");
+    assert_eq!(waited.status, 200, "{}", waited.body);
+    assert_eq!(waited.json()["choices"][0]["text"], first.json()["choices"][0]["text"]);
+    let m = metrics_of(&s.url);
+    assert_eq!(metric(&m, "swactor_failovers_total{outcome=\"resumed\"}"), 1.0, "{m}");
+    let (code, _) = s.terminate();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
 fn a_second_signal_cuts_the_grace_short_and_the_stream_in_flight_ends_with_an_error_event() {
     let Some(model) = smollm2() else { return };
     let s = Server::local(&model, &["--grace-s", "300"]);
