@@ -494,7 +494,8 @@ fn a_client_that_disconnects_stops_its_generation_at_once_and_frees_its_slot() {
     let u = s.url.clone();
     // 500 tokens: far more than a working cancel lets it make after the client is gone.
     let max_tokens: u32 = 500;
-    let at_drop = runtime().block_on(async {
+    let rt = runtime();
+    let r = rt.block_on(async {
         let body = json!({"prompt": "Once upon a time", "max_tokens": max_tokens, "stream": true,
                           "ignore_eos": true});
         let mut r = client()
@@ -508,10 +509,11 @@ fn a_client_that_disconnects_stops_its_generation_at_once_and_frees_its_slot() {
         for _ in 0..3 {
             r.chunk().await.expect("chunk").expect("more");
         }
-        let decoded = busy_slot(&u).expect("the request holds a slot");
-        drop(r);
-        decoded
+        r
     });
+    let at_drop = busy_slot(&u).expect("the request holds a slot");
+    drop(r);
+    drop(rt);
     // The slot frees within a few tokens of the disconnect: a cancel that did not reach
     // the session would let it run on towards 500 (seen here, or still busy at the end).
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -333,7 +333,7 @@ fn tokenize_refuses_content_past_the_prompt_cap_and_its_pieces_are_the_tokens_te
         // --max-seq-len 512: at most 64 bytes per position.
         let long = json!({"content": "a".repeat(64 * 512 + 1), "with_pieces": true});
         let a = post_raw(&format!("{u}/tokenize"), long.to_string().into_bytes(), None).await;
-        assert_eq!(a.status, 413, "{}", a.body);
+        assert_eq!(a.status, 413, "{}", &a.body[..a.body.len().min(300)]);
         let e: Value = serde_json::from_str(&a.body).expect("json");
         assert_eq!(
             (e["error"]["type"].as_str(), e["error"]["reason"].as_str()),
@@ -425,12 +425,30 @@ async fn metrics_of_async(u: &str) -> String {
 #[test]
 fn a_body_limit_of_zero_is_a_usage_error_and_each_servers_help_tells_its_own_defaults() {
     let exe = assert_cmd::cargo::cargo_bin("swactor");
-    let out = Command::new(&exe)
-        .args(["run", "local", "--serve", "--max-body-bytes", "0"])
-        .output()
+    let mut child = Command::new(&exe)
+        .args(["run", "local", "--serve", "--http", "127.0.0.1:0", "--max-body-bytes", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run");
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-body-bytes"));
+    // A usage error exits at once; a server that started instead is stopped and fails.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("--max-body-bytes 0 was taken: the server started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut err).expect("stderr");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("--max-body-bytes"), "{err}");
     let help = |args: &[&str]| {
         let out = Command::new(&exe).args(args).arg("--help").output().expect("help");
         let text = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
