@@ -2248,7 +2248,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2410,7 +2410,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2481,6 +2481,26 @@ _swactor() {
                     return 0
                     ;;
                 --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections-per-peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --header-timeout-s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --body-timeout-s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cors-origin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allowed-host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2776,7 +2796,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --json --help"
+            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --run-id --no-resume --resume-timeout --max-resumes --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2815,6 +2835,26 @@ _swactor() {
                     return 0
                     ;;
                 --max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-connections-per-peer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --header-timeout-s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --body-timeout-s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cors-origin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allowed-host)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

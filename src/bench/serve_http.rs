@@ -166,8 +166,12 @@ async fn one_notifying(
                       "stream_options": {"include_usage": true}});
     let sent = Instant::now();
     let mut s = Stream { arrivals: Vec::new(), sent, tokens: 0, ok: false };
-    let Ok(mut r) =
-        client.post(format!("{url}/v1/completions")).body(body.to_string()).send().await
+    let Ok(mut r) = client
+        .post(format!("{url}/v1/completions"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string())
+        .send()
+        .await
     else {
         return s;
     };

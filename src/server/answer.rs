@@ -79,19 +79,41 @@ pub async fn whole(
 
 /// Streams the request as server-sent events, read straight off its reply channel; a
 /// client that goes away drops the body, and with it the guard that cancels the sequence.
-pub fn stream(
+/// The response's head waits until the request took a slot: one refused (a full queue,
+/// a session gone) is answered with its status (429, 503, with `Retry-After`), never
+/// `200` and an error event.
+pub async fn stream(
     meta: Meta,
-    sub: Submitted,
-    tracker: Tracker,
+    mut sub: Submitted,
+    mut tracker: Tracker,
     include_usage: bool,
     tok: Arc<Tokenizer>,
-) -> Response {
+) -> Result<Response, Failure> {
+    let first = match sub.replies.recv().await {
+        Some(Reply::Started) => {
+            tracker.started();
+            None
+        }
+        Some(Reply::Done(r)) if r.error.is_some() => {
+            sub.guard.disarm();
+            let err = r.error.as_deref().unwrap_or_default();
+            return Err(tracker.failed(err).into());
+        }
+        None => {
+            sub.guard.disarm();
+            return Err(tracker.failed("session.ended").into());
+        }
+        other => other,
+    };
     let mut pending = VecDeque::new();
     if let Some(first) = meta.role_chunk() {
         pending.push_back(first.to_string());
     }
-    let state =
+    let mut state =
         Streaming { meta, sub, tracker, include_usage, pending, done: false, tok, offset: 0 };
+    if first.is_some() {
+        state.reply(first);
+    }
     let events = futures_util::stream::unfold(state, |mut st| async move {
         loop {
             if let Some(data) = st.pending.pop_front() {
@@ -104,7 +126,7 @@ pub fn stream(
             st.reply(reply);
         }
     });
-    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
 }
 
 /// A streamed request between its replies and its events.

@@ -1,18 +1,27 @@
 //! The HTTP listener: hyper's HTTP/1 connections over the router, at most
-//! `max_connections` at once (further ones wait in the kernel's backlog), each with a
-//! header-read timeout (which also closes a keep-alive connection that stays idle), and a
-//! graceful end: stop accepting, let the open connections finish their responses for up
-//! to the grace period, close the rest.
+//! `max_connections` at once and `max_connections_per_peer` from one IP address; a client
+//! over either cap is answered at once (503, or 429 for its own address, with
+//! `Retry-After`) and closed rather than left in the kernel's backlog. Each connection has
+//! a header-read timeout (which also closes a keep-alive connection that stays idle); the
+//! body's timeout is the router's ([`super::guard`]). A graceful end: stop accepting, let
+//! the open connections finish their responses for up to the grace period, close the
+//! rest.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
+
+use super::state::lock;
+use crate::serve::error::{ApiError, ErrorType};
 
 /// The listener's bounds.
 #[derive(Debug, Clone, Copy)]
@@ -21,8 +30,12 @@ pub struct HttpLimits {
     pub max_body: usize,
     /// Connections open at once.
     pub max_connections: usize,
+    /// Connections open at once from one IP address.
+    pub max_connections_per_peer: usize,
     /// A request's headers must arrive within this (and an idle connection closes).
     pub header_timeout: Duration,
+    /// A request's body must arrive within this, from when its headers did (408).
+    pub body_timeout: Duration,
 }
 
 impl Default for HttpLimits {
@@ -30,9 +43,99 @@ impl Default for HttpLimits {
         HttpLimits {
             max_body: 8 << 20,
             max_connections: 256,
-            header_timeout: Duration::from_secs(30),
+            max_connections_per_peer: 128, // half of max_connections
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// Refusals being written at once, at most; past that a client over a cap is closed
+/// without an answer (a flood cannot make the refusals themselves the leak).
+const MAX_REFUSING: usize = 64;
+
+/// How long a refused client has to read its answer.
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+
+/// The connections open, in all and per peer address.
+#[derive(Default)]
+struct Open {
+    total: usize,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+/// A connection's place among the open ones, given back when dropped.
+struct Place {
+    open: Arc<Mutex<Open>>,
+    peer: IpAddr,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut open = lock(&self.open);
+        open.total -= 1;
+        if let Some(n) = open.per_peer.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                open.per_peer.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// Takes a place for a connection from `peer`, or says which cap it is over.
+fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &HttpLimits) -> Result<Place, ApiError> {
+    let mut o = lock(open);
+    if o.total >= limits.max_connections.max(1) {
+        return Err(ApiError::unavailable(
+            "too_many_connections",
+            "the server holds as many connections as it takes; try again shortly",
+        ));
+    }
+    let mine = o.per_peer.get(&peer).copied().unwrap_or(0);
+    if mine >= limits.max_connections_per_peer.max(1) {
+        return Err(ApiError::new(
+            ErrorType::RateLimitError,
+            "your address holds as many connections as one address may",
+        )
+        .because("too_many_connections_from_peer"));
+    }
+    o.total += 1;
+    *o.per_peer.entry(peer).or_insert(0) += 1;
+    Ok(Place { open: open.clone(), peer })
+}
+
+/// Answers a client over a cap with `error` and closes: the answer is written at once,
+/// then what the client sends is read (so closing does not reset the connection under
+/// its answer) for a moment.
+async fn refuse(mut stream: TcpStream, error: ApiError) {
+    let body = error.body();
+    let reason = if error.status() == 429 { "Too Many Requests" } else { "Service Unavailable" };
+    let head = format!(
+        "HTTP/1.1 {} {reason}\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n",
+        error.status(),
+        body.len()
+    );
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    if !matches!(tokio::time::timeout(REFUSAL_LINGER, write).await, Ok(Ok(()))) {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        let mut read = 0usize;
+        while read < 64 << 10 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
 }
 
 /// Serves `app` on `listener` until `stop` turns true, then closes gracefully within
@@ -45,23 +148,32 @@ pub async fn serve(
     grace: Duration,
     mut force: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let open = Arc::new(Mutex::new(Open::default()));
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let graceful = GracefulShutdown::new();
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            () = stopped(&mut stop) => break,
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             () = stopped(&mut stop) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
             Err(e) => {
                 // Out of descriptors, say: wait a little rather than spin.
                 eprintln!("swactor: http accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let place = match admit(&open, peer.ip(), &limits) {
+            Ok(p) => p,
+            Err(e) => {
+                if let Ok(permit) = refusing.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse(stream, e).await;
+                        drop(permit);
+                    });
+                }
                 continue;
             }
         };
@@ -74,7 +186,7 @@ pub async fn serve(
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
-            drop(permit);
+            drop(place);
         });
     }
     drop(listener);
@@ -87,4 +199,31 @@ pub async fn serve(
 /// Resolves once `stop` is true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_over_its_cap_and_anyone_over_the_total_are_refused_and_places_come_back() {
+        let limits =
+            HttpLimits { max_connections: 3, max_connections_per_peer: 2, ..Default::default() };
+        let open = Arc::new(Mutex::new(Open::default()));
+        let (a, b): (IpAddr, IpAddr) =
+            ("127.0.0.1".parse().expect("ip"), "127.0.0.2".parse().expect("ip"));
+        let a1 = admit(&open, a, &limits).expect("first");
+        let _a2 = admit(&open, a, &limits).expect("second");
+        let e = admit(&open, a, &limits).err().expect("a third from one peer");
+        assert_eq!(
+            (e.status(), e.reason.as_deref()),
+            (429, Some("too_many_connections_from_peer"))
+        );
+        let _b1 = admit(&open, b, &limits).expect("another peer");
+        let e = admit(&open, b, &limits).err().expect("over the total");
+        assert_eq!((e.status(), e.reason.as_deref()), (503, Some("too_many_connections")));
+        drop(a1);
+        assert!(admit(&open, b, &limits).is_ok(), "a closed connection frees its place");
+        assert_eq!(lock(&open).per_peer.get(&a), Some(&1));
+    }
 }

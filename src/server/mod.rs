@@ -1,12 +1,13 @@
 //! The server role (`swactor orchestrate serve`, `swactor run local --serve`): the
 //! OpenAI-compatible API over a resident pipeline. Sessions are formed and re-formed by
 //! [`sessions`] through the orchestrator's driver; [`routes`] answers HTTP (axum on hyper,
-//! through [`http`]'s bounded listener); [`metrics`] and [`view`] follow the sessions'
-//! events. What a request means and what it answers is the core's
-//! [`serve`](crate::serve) module; this role carries it over sockets.
+//! through [`http`]'s bounded listener, each request past [`guard`]'s checks); [`metrics`]
+//! and [`view`] follow the sessions' events. What a request means and what it answers is
+//! the core's [`serve`](crate::serve) module; this role carries it over sockets.
 #![allow(clippy::disallowed_methods)] // the server owns the clock (`created` stamps)
 
 pub mod answer;
+pub mod guard;
 pub mod http;
 pub mod key;
 pub mod metrics;
@@ -64,6 +65,8 @@ pub struct ServeConfig {
     pub api_key: Option<String>,
     /// The listener's bounds.
     pub limits: HttpLimits,
+    /// Which `Host` and `Origin` values are answered.
+    pub access: crate::serve::access::AccessRules,
     /// The model's name (`/v1/models`, every response's `model`).
     pub model_name: String,
     /// Unix seconds the server started (`/v1/models`).

@@ -7,23 +7,29 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::answer;
+use super::guard::{self, off_loop};
 use super::state::Shared;
 use super::track::Tracker;
+use crate::model::tokenizer::Tokenizer;
 use crate::serve::error::{ApiError, ErrorType};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
 use crate::serve::shapes::{Api, Meta};
 
 /// The page at `/`: one self-contained file, embedded.
 const PAGE: &str = include_str!("page.html");
+
+/// Text longer than this many bytes per context position cannot fit (a token takes at
+/// least one byte): such prompts, and `/tokenize` content, are refused before tokenizing.
+const BYTES_PER_POSITION: usize = 64;
 
 /// An API error as a response: its status, its JSON body, and `Retry-After` on 429 / 503.
 pub struct Failure(pub ApiError);
@@ -46,7 +52,8 @@ impl IntoResponse for Failure {
     }
 }
 
-/// Every route, behind the API key (when set) and the body limit.
+/// Every route, behind [`guard`]'s checks (outermost first: `Host`, CORS, the API key,
+/// JSON bodies) and the body limit.
 pub fn router(shared: Arc<Shared>) -> Router {
     let max_body = shared.config.limits.max_body;
     Router::new()
@@ -55,6 +62,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/models", get(models))
         .route("/models", get(models))
+        .route("/v1/models/{*id}", get(model))
+        .route("/models/{*id}", get(model))
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
@@ -66,7 +75,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/pool", get(pool))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(shared.clone(), auth))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard::json_body))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard::auth))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard::cors))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard::host))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(shared)
 }
@@ -81,29 +93,6 @@ async fn method_not_allowed() -> Response {
     e.code = 405;
     let mut r = Failure(e).into_response();
     *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    r
-}
-
-/// `--api-key-file`: every route but `/health` and the page needs `Authorization: Bearer
-/// KEY`, compared in constant time.
-async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let Some(key) = &shared.config.api_key else { return next.run(request).await };
-    let path = request.uri().path();
-    if matches!(path, "/health" | "/v1/health" | "/") {
-        return next.run(request).await;
-    }
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if super::key::same_key(given, key) {
-        return next.run(request).await;
-    }
-    let e = ApiError::new(ErrorType::AuthenticationError, "invalid or missing API key");
-    let mut r = Failure(e).into_response();
-    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     r
 }
 
@@ -123,18 +112,35 @@ async fn health(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-async fn models(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Value> {
+/// The served model as OpenAI's model object.
+fn model_object(shared: &Shared) -> serde_json::Value {
     let c = &shared.config;
-    axum::Json(json!({
-        "object": "list",
-        "data": [{
-            "id": c.model_name,
-            "object": "model",
-            "created": c.created,
-            "owned_by": "swactor",
-            "meta": {"n_ctx": c.defaults.n_ctx, "n_vocab": c.vocab},
-        }],
-    }))
+    json!({
+        "id": c.model_name,
+        "object": "model",
+        "created": c.created,
+        "owned_by": "swactor",
+        "meta": {"n_ctx": c.defaults.n_ctx, "n_vocab": c.vocab},
+    })
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Value> {
+    axum::Json(json!({"object": "list", "data": [model_object(&shared)]}))
+}
+
+/// `GET /v1/models/{id}`: the served model, or 404 `model_not_found`.
+async fn model(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<serde_json::Value>, Failure> {
+    if id == shared.config.model_name {
+        return Ok(axum::Json(model_object(&shared)));
+    }
+    let message = format!(
+        "the model {id:?} does not exist (this server serves {:?})",
+        shared.config.model_name
+    );
+    Err(ApiError::new(ErrorType::NotFoundError, message).because("model_not_found").into())
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
@@ -186,27 +192,54 @@ struct TokenizeBody {
     with_pieces: bool,
 }
 
+/// A token and its text, as `/tokenize` lists them with `with_pieces`.
+#[derive(Serialize)]
+struct Piece<'a> {
+    id: u32,
+    piece: &'a str,
+}
+
+/// `/tokenize`'s answer to `raw`, as JSON bytes: content over the prompt cap (64 bytes
+/// per context position) is refused (413 `content_too_long`); the pieces are written one
+/// after the other, nothing per token outliving its line.
+fn tokenized(tok: &Tokenizer, raw: &[u8], n_ctx: u32) -> Result<Vec<u8>, ApiError> {
+    let b: TokenizeBody = serde_json::from_slice(raw)
+        .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
+    let cap = BYTES_PER_POSITION * n_ctx as usize;
+    if b.content.len() > cap {
+        let message = format!(
+            "the content is {} bytes; at most {cap} ({BYTES_PER_POSITION} per context position) are tokenized",
+            b.content.len()
+        );
+        return Err(ApiError::new(ErrorType::RequestTooLarge, message).because("content_too_long"));
+    }
+    let ids = tok.encode(&b.content, b.add_special, false);
+    drop(b.content);
+    let failed = |e: serde_json::Error| ApiError::new(ErrorType::ServerError, e.to_string());
+    if !b.with_pieces {
+        return serde_json::to_vec(&json!({"tokens": ids})).map_err(failed);
+    }
+    let mut out = Vec::with_capacity(16 + ids.len() * 24);
+    out.extend_from_slice(b"{\"tokens\":[");
+    for (i, &id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let piece = tok.decode(&[id]);
+        serde_json::to_writer(&mut out, &Piece { id, piece: &piece }).map_err(failed)?;
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
 async fn tokenize(
     State(shared): State<Arc<Shared>>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
     let raw = body(raw)?;
-    let b: TokenizeBody = serde_json::from_slice(&raw)
-        .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
-    let tok = shared.tokenizer.clone();
-    let (add, pieces) = (b.add_special, b.with_pieces);
-    let out = tokio::task::spawn_blocking(move || {
-        let ids = tok.encode(&b.content, add, false);
-        if !pieces {
-            return json!({"tokens": ids});
-        }
-        let with: Vec<_> =
-            ids.iter().map(|id| json!({"id": id, "piece": tok.decode(&[*id])})).collect();
-        json!({"tokens": with})
-    })
-    .await
-    .map_err(|_| ApiError::new(ErrorType::ServerError, "tokenizing failed"))?;
-    Ok(axum::Json(out).into_response())
+    let (tok, n_ctx) = (shared.tokenizer.clone(), shared.config.defaults.n_ctx);
+    let out = off_loop(move || tokenized(&tok, &raw, n_ctx)).await??;
+    Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
 }
 
 #[derive(Deserialize)]
@@ -214,21 +247,26 @@ struct DetokenizeBody {
     tokens: Vec<u32>,
 }
 
+/// `/detokenize`'s answer to `raw`.
+fn detokenized(tok: &Tokenizer, raw: &[u8], vocab: u32) -> Result<serde_json::Value, ApiError> {
+    let b: DetokenizeBody = serde_json::from_slice(raw)
+        .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
+    if let Some(t) = b.tokens.iter().find(|t| **t >= vocab) {
+        return Err(ApiError::invalid(format!(
+            "token id {t} is outside the vocabulary of {vocab}"
+        )));
+    }
+    Ok(json!({"content": tok.decode(&b.tokens)}))
+}
+
 async fn detokenize(
     State(shared): State<Arc<Shared>>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
     let raw = body(raw)?;
-    let b: DetokenizeBody = serde_json::from_slice(&raw)
-        .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
-    let vocab = shared.config.vocab;
-    if let Some(t) = b.tokens.iter().find(|t| **t >= vocab) {
-        return Err(ApiError::invalid(format!(
-            "token id {t} is outside the vocabulary of {vocab}"
-        ))
-        .into());
-    }
-    Ok(axum::Json(json!({"content": shared.tokenizer.decode(&b.tokens)})).into_response())
+    let (tok, vocab) = (shared.tokenizer.clone(), shared.config.vocab);
+    let out = off_loop(move || detokenized(&tok, &raw, vocab)).await??;
+    Ok(axum::Json(out).into_response())
 }
 
 async fn chat(State(s): State<Arc<Shared>>, raw: Result<Bytes, BytesRejection>) -> Response {
@@ -249,10 +287,11 @@ async fn complete(
     let raw = body(raw)?;
     let defaults = shared.config.defaults.params();
     let seed = rand::random::<u64>();
-    let parsed = match api {
-        Api::Chat => parse_chat(&raw, &defaults, seed)?,
-        Api::Completion => parse_completion(&raw, &defaults, seed)?,
-    };
+    let parsed = off_loop(move || match api {
+        Api::Chat => parse_chat(&raw, &defaults, seed),
+        Api::Completion => parse_completion(&raw, &defaults, seed),
+    })
+    .await??;
     let prompt = tokenize_prompt(&shared, &parsed).await?;
     let ticket = shared.ticket();
     let (n_ctx, vocab) = (defaults.n_ctx, shared.config.vocab);
@@ -263,7 +302,7 @@ async fn complete(
     let tracker = tracker.submitted(prompt_n);
     let tok = shared.tokenizer.clone();
     if parsed.stream {
-        Ok(answer::stream(meta, submitted, tracker, parsed.include_usage, tok))
+        answer::stream(meta, submitted, tracker, parsed.include_usage, tok).await
     } else {
         answer::whole(meta, submitted, tracker, tok).await
     }
@@ -279,12 +318,12 @@ async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u3
         Prompt::Text(t) => t.len(),
         Prompt::Tokens(_) => 0,
     };
-    if bytes > 64 * n_ctx as usize {
-        return Err(ApiError::exceeds_context((bytes / 64) as u32, n_ctx).into());
+    if bytes > BYTES_PER_POSITION * n_ctx as usize {
+        return Err(ApiError::exceeds_context((bytes / BYTES_PER_POSITION) as u32, n_ctx).into());
     }
     let (tok, template, prompt) =
         (shared.tokenizer.clone(), shared.template.clone(), parsed.prompt.clone());
-    let encoded = tokio::task::spawn_blocking(move || match prompt {
+    let encoded = off_loop(move || match prompt {
         Prompt::Messages(m) => {
             let pairs: Vec<(&str, &str)> =
                 m.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
@@ -294,7 +333,6 @@ async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u3
         Prompt::Text(t) => Ok(tok.encode(&t, true, false)),
         Prompt::Tokens(ids) => Ok(ids),
     })
-    .await
-    .map_err(|_| ApiError::new(ErrorType::ServerError, "tokenizing failed"))?;
+    .await?;
     Ok(encoded?)
 }

@@ -118,9 +118,15 @@ impl Shared {
         *lock(&self.input) = input;
     }
 
-    /// The serving session's input, if one serves and the server takes requests.
+    /// The serving session's input, if one serves or re-forms (a request taken while it
+    /// re-forms waits for the re-formed session) and the server takes requests.
     fn serving_input(&self) -> Result<SessionInput, ApiError> {
-        self.phase().health()?;
+        {
+            let phase = self.phase();
+            if !phase.serving() {
+                phase.health()?;
+            }
+        }
         lock(&self.input)
             .clone()
             .ok_or_else(|| ApiError::unavailable("session_forming", "the session is forming"))

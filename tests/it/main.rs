@@ -24,6 +24,7 @@ mod resume;
 mod run;
 mod scripts;
 mod serve;
+mod serve_http;
 mod session;
 mod stage_worker;
 mod support;

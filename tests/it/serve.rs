@@ -110,11 +110,13 @@ impl Server {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+/// A one-thread runtime for a client.
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
-fn client() -> reqwest::Client {
+/// An HTTP client that goes nowhere but where it is told.
+pub fn client() -> reqwest::Client {
     // reqwest is built without a TLS provider of its own; plain HTTP needs none, but the
     // builder asks for one.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -478,15 +480,27 @@ fn eight_concurrent_streamed_chats_each_equal_generate_chat_on_the_same_message(
     }
 }
 
+/// The slot holding a sequence, if any: its `n_decoded`.
+fn busy_slot(u: &str) -> Option<u64> {
+    let (_, slots) = get(&format!("{u}/slots")).expect("slots");
+    let slots = slots.as_array().expect("slots").clone();
+    slots.iter().find(|s| s["is_processing"] == true).map(|s| s["n_decoded"].as_u64().expect("n"))
+}
+
 #[test]
-fn a_client_that_disconnects_cancels_its_sequence_and_frees_its_slot() {
+fn a_client_that_disconnects_stops_its_generation_at_once_and_frees_its_slot() {
     let Some(model) = smollm2() else { return };
     let s = Server::local(&model, &["--max-sequences", "2"]);
     let u = s.url.clone();
-    runtime().block_on(async {
-        let body = json!({"prompt": "Once upon a time", "max_tokens": 400, "stream": true, "ignore_eos": true});
+    // 500 tokens: far more than a working cancel lets it make after the client is gone.
+    let max_tokens: u32 = 500;
+    let rt = runtime();
+    let r = rt.block_on(async {
+        let body = json!({"prompt": "Once upon a time", "max_tokens": max_tokens, "stream": true,
+                          "ignore_eos": true});
         let mut r = client()
             .post(format!("{u}/v1/completions"))
+            .header("content-type", "application/json")
             .body(body.to_string())
             .send()
             .await
@@ -495,27 +509,32 @@ fn a_client_that_disconnects_cancels_its_sequence_and_frees_its_slot() {
         for _ in 0..3 {
             r.chunk().await.expect("chunk").expect("more");
         }
-        let slots = client().get(format!("{u}/slots")).send().await.expect("slots");
-        let slots: Value = serde_json::from_str(&slots.text().await.expect("text")).expect("json");
-        assert!(slots.as_array().expect("slots").iter().any(|s| s["is_processing"] == true));
-        drop(r);
+        r
     });
+    let at_drop = busy_slot(&u).expect("the request holds a slot");
+    drop(r);
+    drop(rt);
+    // The slot frees within a few tokens of the disconnect: a cancel that did not reach
+    // the session would let it run on towards 500 (seen here, or still busy at the end).
     let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = at_drop;
+    while let Some(n) = busy_slot(&u) {
+        last = n;
+        assert!(n < at_drop + 100, "generation went on after the disconnect: {n} tokens");
+        assert!(Instant::now() < deadline, "the slot stayed busy ({n} tokens)");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(last < u64::from(max_tokens) / 2, "{last}");
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, slots) = get(&format!("{u}/slots")).expect("slots");
-        let busy =
-            slots.as_array().expect("array").iter().filter(|s| s["is_processing"] == true).count();
-        let metrics = runtime().block_on(async {
-            client().get(format!("{u}/metrics")).send().await.expect("m").text().await.expect("t")
-        });
-        if busy == 0
-            && metrics.contains("swactor_slots_in_use 0")
+        let metrics = metrics_of(&u);
+        if metrics.contains("swactor_slots_in_use 0")
             && metrics.contains("swactor_requests_running 0")
         {
             break;
         }
-        assert!(Instant::now() < deadline, "the slot stayed busy: {slots}");
-        std::thread::sleep(Duration::from_millis(100));
+        assert!(Instant::now() < deadline, "the load never fell to 0: {metrics}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -563,7 +582,13 @@ fn stream_in_background(u: &str, max_tokens: u32) -> std::thread::JoinHandle<Str
         runtime().block_on(async {
             let body = json!({"prompt": "Once upon a time", "max_tokens": max_tokens,
                               "temperature": 0, "stream": true});
-            let mut r = client().post(url).body(body.to_string()).send().await.expect("send");
+            let mut r = client()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("send");
             let mut text = String::new();
             let mut told = false;
             while let Ok(Some(c)) = r.chunk().await {
@@ -728,6 +753,73 @@ fn orchestrate_serve_is_503_until_it_serves_and_without_resume_forms_a_new_sessi
     });
     assert!(metrics.contains("swactor_sessions_formed_total 2"), "{metrics}");
     assert!(metrics.contains("swactor_session_faults_total{reason="), "{metrics}");
+    let (code, _) = s.terminate();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn a_request_that_arrives_while_the_session_reforms_waits_for_it_and_gets_its_whole_answer() {
+    let _serial = crate::run::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = crate::support::synth_model(4);
+    let mut nodes = crate::run::Nodes::boot("serve-reforming", 2, |_| vec![]);
+    // Node 1 cannot hold the model: the session runs on node 2 alone and, once node 2 is
+    // lost, re-forms only when it comes back; requests arrive in between for as long as
+    // the test takes.
+    let pool = std::fs::read_to_string(nodes.pool_file()).expect("pool");
+    let pool = pool.replacen("memory_bytes = 8589934592", "memory_bytes = 1048576", 1);
+    std::fs::write(nodes.pool_file(), pool).expect("pool");
+    let s = Server::start(&[
+        "orchestrate",
+        "serve",
+        "--pool",
+        nodes.pool_file().to_str().expect("pool"),
+        "--key",
+        nodes.key_file().to_str().expect("key"),
+        "--model",
+        model.to_str().expect("model"),
+        "--listen",
+        "127.0.0.1:0",
+        "--swim",
+        "127.0.0.1:0",
+        "--window-ms",
+        "300",
+        "--stages",
+        "1",
+        "--nodes",
+        "2",
+        "--max-seq-len",
+        "512",
+        "--queue",
+        "1",
+        "--resume-timeout",
+        "300",
+    ]);
+    s.wait_healthy(Duration::from_secs(90));
+    let url = format!("{}/v1/completions", s.url);
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0});
+    let first = post(&url, &body);
+    assert_eq!(first.status, 200, "{}", first.body);
+    crate::run::signal(nodes.pid(2), rustix::process::Signal::KILL);
+    s.wait_health(Duration::from_secs(60), |st, h| st == 503 && h["status"] == "reforming");
+    // Two requests arrive: the queue holds one, which waits; the other is refused at once.
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..2 {
+        let (tx, url, body) = (tx.clone(), url.clone(), body.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(post(&url, &body));
+        });
+    }
+    let refused = rx.recv_timeout(Duration::from_secs(60)).expect("an answer while re-forming");
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(error_of(&refused)["reason"], "busy");
+    let (_, h) = get(&format!("{}/health", s.url)).expect("health");
+    assert_eq!(h["status"], "reforming", "refused while the session re-forms: {h}");
+    nodes.restart(2);
+    let waited = rx.recv_timeout(Duration::from_secs(120)).expect("the waiting request");
+    assert_eq!(waited.status, 200, "{}", waited.body);
+    assert_eq!(waited.json()["choices"][0]["text"], first.json()["choices"][0]["text"]);
+    let m = metrics_of(&s.url);
+    assert_eq!(metric(&m, "swactor_failovers_total{outcome=\"resumed\"}"), 1.0, "{m}");
     let (code, _) = s.terminate();
     assert_eq!(code, Some(0));
 }

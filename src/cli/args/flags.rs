@@ -35,7 +35,7 @@ pub struct RuntimeArgs {
     #[command(flatten)]
     pub sampler: SamplingFlags,
     /// Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per
-    /// slot [default: 1, or 8 with `--requests`].
+    /// slot [default: 1].
     #[arg(long, value_name = "N")]
     pub max_sequences: Option<u32>,
 }
@@ -193,11 +193,37 @@ pub struct ServeFlags {
     #[arg(long, value_name = "FILE")]
     pub api_key_file: Option<std::path::PathBuf>,
     /// Request bodies over this many bytes are refused with 413 [default: 8388608].
-    #[arg(long, value_name = "N")]
-    pub max_body_bytes: Option<usize>,
-    /// HTTP connections open at once; more wait to be accepted [default: 256].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_body_bytes: Option<u64>,
+    /// HTTP connections open at once; a client past them is answered 503 at once
+    /// [default: 256].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
+    /// HTTP connections open at once from one IP address; a client past them is answered
+    /// 429 at once (behind a proxy on this host every client is one address) [default:
+    /// half of `--max-connections`].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_peer: Option<u32>,
+    /// Seconds a request's headers may take to arrive (and an idle kept-alive connection
+    /// stays open) [default: 10].
+    #[arg(long = "header-timeout-s", value_name = "S",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_s: Option<u64>,
+    /// Seconds a request's body may take to arrive once its headers have; then 408 and
+    /// the connection closes [default: 30].
+    #[arg(long = "body-timeout-s", value_name = "S",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_s: Option<u64>,
+    /// A page origin (`scheme://host[:port]`) allowed to call the API from a browser,
+    /// besides the server's own page and localhost pages; repeatable; `*` allows any.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
+    /// A host name (or `name:port`) requests may name in `Host`, besides IP addresses and
+    /// `localhost` (this stops DNS rebinding); repeatable; `*` allows any. Without it, a
+    /// server bound to a wildcard address (`0.0.0.0`, `[::]`) answers any name, one bound
+    /// to a given address only IP addresses and `localhost`.
+    #[arg(long, value_name = "HOST")]
+    pub allowed_host: Vec<String>,
     /// The model's name in /v1/models and in responses [default: the GGUF's name, else
     /// its file name].
     #[arg(long, value_name = "NAME")]
@@ -212,6 +238,11 @@ impl ServeFlags {
             || self.api_key_file.is_some()
             || self.max_body_bytes.is_some()
             || self.max_connections.is_some()
+            || self.max_connections_per_peer.is_some()
+            || self.header_timeout_s.is_some()
+            || self.body_timeout_s.is_some()
+            || !self.cors_origin.is_empty()
+            || !self.allowed_host.is_empty()
             || self.model_name.is_some()
     }
 }

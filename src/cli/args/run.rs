@@ -32,6 +32,16 @@ pub enum OrchestrateCommand {
     Serve(Box<OrchestrateServeArgs>),
 }
 
+/// `--max-sequences` where a requests file raises its default.
+const SEQUENCES_HELP_BATCH: &str = "Sequences in the pipeline at once (1 to 256): every stage \
+    holds a KV cache per slot [default: 1, or 8 with `--requests`]";
+/// `--max-sequences` of `run local`, which also serves.
+const SEQUENCES_HELP_LOCAL: &str = "Sequences in the pipeline at once (1 to 256): every stage \
+    holds a KV cache per slot [default: 1, or 8 with `--requests` or `--serve`]";
+/// `--max-sequences` of a server.
+const SEQUENCES_HELP_SERVE: &str = "Sequences served at once, the session's slots (1 to 256): \
+    every stage holds a KV cache per slot [default: 8]";
+
 /// `swactor run plan`
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -127,6 +137,7 @@ pub struct PromptArgs {
 
 /// `swactor orchestrate pool`
 #[derive(Debug, Args)]
+#[command(mut_arg("max_sequences", |a| a.help(SEQUENCES_HELP_BATCH)))]
 pub struct OrchestratePoolArgs {
     /// The pool file.
     #[arg(long, value_name = "POOL")]
@@ -155,6 +166,7 @@ pub struct OrchestratePoolArgs {
 
 /// `swactor run local`
 #[derive(Debug, Args)]
+#[command(mut_arg("max_sequences", |a| a.help(SEQUENCES_HELP_LOCAL)))]
 pub struct LocalArgs {
     /// Number of stages (one node process each).
     #[arg(long, default_value_t = 3, value_name = "N")]
@@ -196,6 +208,7 @@ impl RunCommand {
 
 /// `swactor orchestrate serve`.
 #[derive(Debug, Args)]
+#[command(mut_arg("max_sequences", |a| a.help(SEQUENCES_HELP_SERVE)))]
 pub struct OrchestrateServeArgs {
     /// The pool file.
     #[arg(long, value_name = "POOL")]

@@ -18,6 +18,7 @@ use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::orchestrator::local::LocalPool;
 use crate::orchestrator::run::{RunTimeouts, SessionLimits};
 use crate::planner::{Placement, PlanRequest, check_before_reports};
+use crate::serve::access::AccessRules;
 use crate::server::{HttpLimits, ServeConfig, ServeDefaults};
 use crate::wire::{RuntimeConfig, WeightSource};
 
@@ -84,14 +85,26 @@ pub fn server_config(
     let runtime = &served.runtime;
     #[allow(clippy::disallowed_methods)] // a stamp, not a measurement
     let created = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_secs());
+    let http = flags.http.unwrap_or(([127, 0, 0, 1], 8080).into());
+    let max_connections = flags.max_connections.map_or(defaults.max_connections, |n| n as usize);
+    let secs = |s: Option<u64>, d: Duration| s.map_or(d, Duration::from_secs);
     Ok(ServeConfig {
-        http: flags.http.unwrap_or(([127, 0, 0, 1], 8080).into()),
+        http,
         grace: Duration::from_secs(flags.grace_s.unwrap_or(30)),
         api_key,
         limits: HttpLimits {
-            max_body: flags.max_body_bytes.unwrap_or(defaults.max_body),
-            max_connections: flags.max_connections.map_or(defaults.max_connections, |n| n as usize),
-            header_timeout: defaults.header_timeout,
+            max_body: flags.max_body_bytes.map_or(defaults.max_body, |n| n as usize),
+            max_connections,
+            max_connections_per_peer: flags
+                .max_connections_per_peer
+                .map_or((max_connections / 2).max(1), |n| n as usize),
+            header_timeout: secs(flags.header_timeout_s, defaults.header_timeout),
+            body_timeout: secs(flags.body_timeout_s, defaults.body_timeout),
+        },
+        access: AccessRules {
+            bound: http,
+            allowed_hosts: flags.allowed_host.clone(),
+            cors_origins: flags.cors_origin.clone(),
         },
         model_name,
         created,
@@ -197,8 +210,9 @@ fn fresh_run_id() -> crate::wire::RunId {
 pub fn check_local_flags(args: &LocalArgs) -> Result<(), CliError> {
     if !args.serve && args.http.any() {
         return Err(super::run::usage(
-            "--http, --grace-s, --api-key-file, --max-body-bytes, --max-connections and \
-             --model-name need --serve"
+            "--http, --grace-s, --api-key-file, --max-body-bytes, --max-connections, \
+             --max-connections-per-peer, --header-timeout-s, --body-timeout-s, --cors-origin, \
+             --allowed-host and --model-name need --serve"
                 .into(),
         ));
     }

@@ -101,6 +101,9 @@ pub(super) struct RunLoop<'t> {
     reformed: bool,
     /// Requests that arrived while the session re-formed, for the next run.
     waiting: Vec<usize>,
+    /// Requests that may wait for a slot (`--queue`): also how many may wait for a
+    /// re-formation.
+    queue_capacity: usize,
     /// No more requests will come.
     input_closed: bool,
     /// The nodes the gate offered for the re-formation while the faulted run tore down.
@@ -175,6 +178,7 @@ impl<'t> RunLoop<'t> {
             reforming: None,
             reformed: false,
             waiting: Vec::new(),
+            queue_capacity: config.session.queue_capacity,
             input_closed,
             offered: None,
             stopped: false,

@@ -13,10 +13,16 @@ pub enum ErrorType {
     ExceedContextSizeError,
     /// 401: the bearer token is missing or wrong.
     AuthenticationError,
-    /// 404: no such route.
+    /// 403: the request's `Host` or `Origin` is not allowed.
+    PermissionError,
+    /// 404: no such route, or no such model.
     NotFoundError,
+    /// 408: the request's body did not arrive in time.
+    RequestTimeout,
     /// 413: the body is over the limit.
     RequestTooLarge,
+    /// 415: the body is not JSON.
+    UnsupportedMediaType,
     /// 429: the admission queue is full.
     RateLimitError,
     /// 503: no session can serve now.
@@ -31,8 +37,11 @@ impl ErrorType {
         match self {
             ErrorType::InvalidRequestError | ErrorType::ExceedContextSizeError => 400,
             ErrorType::AuthenticationError => 401,
+            ErrorType::PermissionError => 403,
             ErrorType::NotFoundError => 404,
+            ErrorType::RequestTimeout => 408,
             ErrorType::RequestTooLarge => 413,
+            ErrorType::UnsupportedMediaType => 415,
             ErrorType::RateLimitError => 429,
             ErrorType::UnavailableError => 503,
             ErrorType::ServerError => 500,

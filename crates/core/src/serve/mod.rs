@@ -1,9 +1,11 @@
 //! The OpenAI-compatible API's pure side: requests parsed and judged into a session's
 //! [`Request`](crate::orchestrator::requests::Request) ([`params`]), the response and
 //! stream-chunk shapes with their `usage` and `timings` ([`shapes`]), one error shape
-//! ([`error`]), and the server's lifecycle ([`phase`]: whether it serves, and why not).
+//! ([`error`]), the server's lifecycle ([`phase`]: whether it serves, and why not), and
+//! who may reach it from a browser ([`access`]).
 //! No IO and no clock: the server passes the moments and the fresh seeds in.
 
+pub mod access;
 pub mod error;
 pub mod params;
 pub mod phase;

@@ -20,7 +20,13 @@ impl RunLoop<'_> {
         let now = Instant::now();
         let Some(r) = self.book.request(index) else { return };
         if self.fsm.outcome().is_some() && self.reforming.is_some() {
-            // The session re-forms: the request waits for the next run.
+            // The session re-forms: the request waits for the next run, as many as the
+            // queue holds (more are refused at once, as a full queue refuses them).
+            if self.waiting.len() >= self.queue_capacity {
+                self.book.refused(index, "busy");
+                self.unsent.push(index);
+                return;
+            }
             self.waiting.push(index);
             return;
         }
@@ -105,7 +111,13 @@ impl RunLoop<'_> {
         sink: &mut dyn RunSink,
     ) {
         match routed {
-            Routed::Submission(sub) => self.submission(sub),
+            Routed::Submission(sub) => {
+                self.submission(sub);
+                // A refusal goes out at once, a re-forming session's too.
+                for index in std::mem::take(&mut self.unsent) {
+                    self.give_result(index, sink);
+                }
+            }
             Routed::Cancel(ticket) => self.cancelled(ticket, sink),
             Routed::Slots(answer) => {
                 let (slots, queued) = self.fsm.slots();
