@@ -20,6 +20,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::metrics::Reason;
 use super::state::lock;
 use crate::serve::error::{ApiError, ErrorType};
 
@@ -50,6 +55,15 @@ impl Default for HttpLimits {
     }
 }
 
+/// What the listener counts into the metrics.
+#[derive(Clone, Default)]
+pub struct HttpMetrics {
+    /// Connections open.
+    pub open: Gauge,
+    /// Connections refused, by reason.
+    pub refused: Family<Reason, Counter>,
+}
+
 /// Refusals being written at once, at most; past that a client over a cap is closed
 /// without an answer (a flood cannot make the refusals themselves the leak).
 const MAX_REFUSING: usize = 64;
@@ -68,10 +82,12 @@ struct Open {
 struct Place {
     open: Arc<Mutex<Open>>,
     peer: IpAddr,
+    gauge: Gauge,
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
+        self.gauge.dec();
         let mut open = lock(&self.open);
         open.total -= 1;
         if let Some(n) = open.per_peer.get_mut(&self.peer) {
@@ -84,7 +100,12 @@ impl Drop for Place {
 }
 
 /// Takes a place for a connection from `peer`, or says which cap it is over.
-fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &HttpLimits) -> Result<Place, ApiError> {
+fn admit(
+    open: &Arc<Mutex<Open>>,
+    peer: IpAddr,
+    limits: &HttpLimits,
+    gauge: &Gauge,
+) -> Result<Place, ApiError> {
     let mut o = lock(open);
     if o.total >= limits.max_connections.max(1) {
         return Err(ApiError::unavailable(
@@ -102,7 +123,8 @@ fn admit(open: &Arc<Mutex<Open>>, peer: IpAddr, limits: &HttpLimits) -> Result<P
     }
     o.total += 1;
     *o.per_peer.entry(peer).or_insert(0) += 1;
-    Ok(Place { open: open.clone(), peer })
+    gauge.inc();
+    Ok(Place { open: open.clone(), peer, gauge: gauge.clone() })
 }
 
 /// Answers a client over a cap with `error` and closes: the answer is written at once,
@@ -147,6 +169,7 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
     grace: Duration,
     mut force: watch::Receiver<bool>,
+    metrics: HttpMetrics,
 ) {
     let open = Arc::new(Mutex::new(Open::default()));
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
@@ -165,9 +188,11 @@ pub async fn serve(
                 continue;
             }
         };
-        let place = match admit(&open, peer.ip(), &limits) {
+        let place = match admit(&open, peer.ip(), &limits, &metrics.open) {
             Ok(p) => p,
             Err(e) => {
+                let reason = e.reason.clone().unwrap_or_default();
+                metrics.refused.get_or_create(&Reason { reason }).inc();
                 if let Ok(permit) = refusing.clone().try_acquire_owned() {
                     tokio::spawn(async move {
                         refuse(stream, e).await;
@@ -210,20 +235,22 @@ mod tests {
         let limits =
             HttpLimits { max_connections: 3, max_connections_per_peer: 2, ..Default::default() };
         let open = Arc::new(Mutex::new(Open::default()));
+        let gauge = Gauge::default();
         let (a, b): (IpAddr, IpAddr) =
             ("127.0.0.1".parse().expect("ip"), "127.0.0.2".parse().expect("ip"));
-        let a1 = admit(&open, a, &limits).expect("first");
-        let _a2 = admit(&open, a, &limits).expect("second");
-        let e = admit(&open, a, &limits).err().expect("a third from one peer");
+        let a1 = admit(&open, a, &limits, &gauge).expect("first");
+        let _a2 = admit(&open, a, &limits, &gauge).expect("second");
+        let e = admit(&open, a, &limits, &gauge).err().expect("a third from one peer");
         assert_eq!(
             (e.status(), e.reason.as_deref()),
             (429, Some("too_many_connections_from_peer"))
         );
-        let _b1 = admit(&open, b, &limits).expect("another peer");
-        let e = admit(&open, b, &limits).err().expect("over the total");
+        let _b1 = admit(&open, b, &limits, &gauge).expect("another peer");
+        let e = admit(&open, b, &limits, &gauge).err().expect("over the total");
         assert_eq!((e.status(), e.reason.as_deref()), (503, Some("too_many_connections")));
         drop(a1);
-        assert!(admit(&open, b, &limits).is_ok(), "a closed connection frees its place");
+        assert!(admit(&open, b, &limits, &gauge).is_ok(), "a closed connection frees its place");
         assert_eq!(lock(&open).per_peer.get(&a), Some(&1));
+        assert_eq!(gauge.get(), 2, "the places of the connections still open");
     }
 }

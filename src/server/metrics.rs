@@ -91,6 +91,10 @@ pub struct Metrics {
     pub spec_draft_tokens: Counter,
     /// Drafted tokens accepted.
     pub spec_accepted_tokens: Counter,
+    /// HTTP connections open.
+    pub http_connections: Gauge,
+    /// HTTP connections answered at once and closed, by reason (a cap reached).
+    pub http_refused: Family<Reason, Counter>,
 }
 
 impl Default for Metrics {
@@ -118,6 +122,8 @@ impl Metrics {
             spec_drafts: Counter::default(),
             spec_draft_tokens: Counter::default(),
             spec_accepted_tokens: Counter::default(),
+            http_connections: Gauge::default(),
+            http_refused: Family::default(),
             sessions_formed: Counter::default(),
             session_faults: Family::default(),
             failovers: Family::default(),
@@ -184,6 +190,16 @@ impl Metrics {
             "swactor_spec_decode_num_accepted_tokens",
             "Drafted tokens the target model accepted",
             m.spec_accepted_tokens.clone(),
+        );
+        r.register(
+            "swactor_http_connections_open",
+            "HTTP connections open",
+            m.http_connections.clone(),
+        );
+        r.register(
+            "swactor_http_connections_refused",
+            "HTTP connections answered at once and closed, by the cap reached",
+            m.http_refused.clone(),
         );
         r.register(
             "swactor_sessions_formed",

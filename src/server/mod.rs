@@ -146,6 +146,10 @@ pub async fn serve(
         stop_rx.clone(),
         grace + Duration::from_secs(5),
         force_rx.clone(),
+        http::HttpMetrics {
+            open: shared.metrics.http_connections.clone(),
+            refused: shared.metrics.http_refused.clone(),
+        },
     ));
     listening(addr);
     let stopping = sessions::Stopping { shutdown: stop_rx, force: force_rx };

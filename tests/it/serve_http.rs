@@ -107,6 +107,7 @@ fn a_stalled_body_is_answered_408_and_drip_fed_headers_are_cut_off_after_their_t
         "2",
     ]);
     let to = addr(&s);
+    wait_for_no_other_connections(to);
     // Two connections, every place the server has, each stalled mid-body.
     let mut stalled: Vec<TcpStream> = (0..2)
         .map(|_| {
@@ -166,6 +167,7 @@ fn clients_over_the_connection_caps_are_answered_at_once_429_per_address_and_503
         "120",
     ]);
     let to = addr(&s);
+    wait_for_no_other_connections(to);
     // Two idle connections from one address hold its share.
     let mut idle = vec![connect_from("127.0.0.1", to), connect_from("127.0.0.1", to)];
     let mut third = connect_from("127.0.0.1", to);
@@ -197,6 +199,25 @@ fn clients_over_the_connection_caps_are_answered_at_once_429_per_address_and_503
         }
         assert!(Instant::now() < deadline, "the place never came back: {r}");
         std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = raw(to, "GET", "/metrics", "127.0.0.1", &[], "");
+    for (reason, n) in [("too_many_connections_from_peer", 1.0), ("too_many_connections", 1.0)] {
+        let name = format!("swactor_http_connections_refused_total{{reason=\"{reason}\"}}");
+        assert!(metric(&r, &name) >= n, "{name}: {r}");
+    }
+}
+
+/// Waits until the server holds no connection but the probe asking it (the health
+/// checks' are gone); the probe's is one the server closes itself, gone once answered.
+fn wait_for_no_other_connections(to: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = raw(to, "GET", "/metrics", "127.0.0.1", &[], "");
+        if metric(&r, "swactor_http_connections_open") == 1.0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "connections stayed open: {r}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
