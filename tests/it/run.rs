@@ -165,11 +165,6 @@ impl Nodes {
         &self.pool
     }
 
-    /// The orchestrator's key file.
-    pub(crate) fn key_file(&self) -> &Path {
-        &self.key
-    }
-
     /// Rewrites the pool file so that every node allows `bytes` of memory.
     pub(crate) fn set_memory_bytes(&self, bytes: u64) {
         let text = std::fs::read_to_string(&self.pool).expect("pool file");

@@ -774,7 +774,7 @@ fn a_request_that_arrives_while_the_session_reforms_waits_for_it_and_gets_its_wh
         "--pool",
         nodes.pool_file().to_str().expect("pool"),
         "--key",
-        nodes.key_file().to_str().expect("key"),
+        nodes.key().to_str().expect("key"),
         "--model",
         model.to_str().expect("model"),
         "--listen",
@@ -921,16 +921,21 @@ fn eight_concurrent_chats_served_with_speculation_equal_generate_and_an_opt_out_
     let Some(model) = smollm2() else { return };
     let s = Server::local(&model, &["--max-sequences", "8", "--speculate", "ngram"]);
     let url = format!("{}/v1/chat/completions", s.url);
+    // Seven chats and one that asks for a repetition, so that the n-gram drafter has
+    // something to find while all eight stream together.
+    let mut chats = CHATS;
+    chats[7] = "Repeat this sentence three times: the old lighthouse keeper looked out at the \
+                sea.";
     let answers = runtime().block_on(async {
-        let calls = CHATS.iter().map(|c| {
-            let body = chat_body(c, 24, true).to_string().into_bytes();
+        let calls = chats.iter().map(|c| {
+            let body = chat_body(c, 40, true).to_string().into_bytes();
             post_raw(&url, body, None)
         });
         futures_util::future::join_all(calls).await
     });
-    for (chat, a) in CHATS.iter().zip(&answers) {
+    for (chat, a) in chats.iter().zip(&answers) {
         let (text, _) = streamed_text(a, true);
-        assert_eq!(text, generate_chat(&model, chat, 24), "{chat}");
+        assert_eq!(text, generate_chat(&model, chat, 40), "{chat}");
     }
     let drafted = |s: &Server| -> u64 {
         let text = runtime().block_on(async {
@@ -944,6 +949,7 @@ fn eight_concurrent_chats_served_with_speculation_equal_generate_and_an_opt_out_
         line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a count")
     };
     let before = drafted(&s);
+    assert!(before > 0, "the n-gram drafter drafted while the eight chats streamed");
     let prompt = "Copy: the old lighthouse keeper looked out at the sea. Copy: the old lighthouse \
                   keeper looked out at the sea. Copy:";
     let body = json!({"prompt": prompt, "max_tokens": 24, "temperature": 0, "speculative": false});
