@@ -29,6 +29,22 @@ struct TokenLine<'a> {
     text: &'a str,
 }
 
+/// The text the detokenizer held back at the end (an incomplete character, written
+/// lossily): with the `token` lines' texts, the whole text.
+#[derive(Serialize)]
+pub(crate) struct TextLine<'a> {
+    pub(crate) text: &'a str,
+}
+
+/// Writes the detokenizer's tail: text, or a `text` line with `--json` (none when empty).
+pub(crate) fn write_tail(out: &mut Output, json: bool, rest: &str) -> std::io::Result<()> {
+    match (json, rest.is_empty()) {
+        (_, true) => Ok(()),
+        (true, false) => out.json("text", &TextLine { text: rest }),
+        (false, false) => out.write_str(rest),
+    }
+}
+
 #[derive(Serialize)]
 struct Summary {
     prompt_tokens: usize,
@@ -190,8 +206,10 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         return Err(e.into());
     }
     if let Some(how) = signals.stopped() {
-        let _ = out.write_str(&detok.finish());
-        let _ = out.line("");
+        let _ = write_tail(out, json, &detok.finish());
+        if !json {
+            let _ = out.line("");
+        }
         return Err(CliError::new(
             ExitCode::Stopped,
             crate::wire::reason::FaultReason::Operator(how).to_string(),
@@ -227,10 +245,10 @@ fn print_summary(
     summary: &Summary,
     rest: &str,
 ) -> Result<(), CliError> {
+    write_tail(out, json, rest)?;
     if json {
         out.json("generation", &summary)?;
     } else {
-        out.write_str(rest)?;
         out.line("")?;
         eprintln!(
             "completed ({}): {} prompt tokens, {} generated; prefill {:.0} ms, decode {:.1} \

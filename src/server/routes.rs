@@ -18,7 +18,7 @@ use serde_json::json;
 use super::answer;
 use super::state::Shared;
 use super::track::Tracker;
-use crate::serve::error::{ApiError, ErrorType};
+use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
 use crate::serve::shapes::{Api, Meta};
 
@@ -259,7 +259,8 @@ async fn complete(
     let request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
     let prompt_n = request.prompt.len() as u32;
     let submitted = shared.submit(ticket, request)?;
-    let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone());
+    let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone())
+        .with_echo(parsed.echo_text(&shared.tokenizer));
     let tracker = tracker.submitted(prompt_n);
     let tok = shared.tokenizer.clone();
     if parsed.stream {
@@ -270,8 +271,8 @@ async fn complete(
 }
 
 /// The prompt's token ids: the chat template's, the text's, or the ids given. Long
-/// prompts are refused before tokenizing (a token takes at least one byte of text, so
-/// a prompt of more than 64 bytes per context position cannot fit).
+/// prompts are refused by their bytes before tokenizing (no token spells more than 64
+/// bytes, so a prompt of more than 64 bytes per context position cannot fit).
 async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u32>, Failure> {
     let n_ctx = shared.config.defaults.n_ctx;
     let bytes = match &parsed.prompt {
@@ -279,8 +280,8 @@ async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u3
         Prompt::Text(t) => t.len(),
         Prompt::Tokens(_) => 0,
     };
-    if bytes > 64 * n_ctx as usize {
-        return Err(ApiError::exceeds_context((bytes / 64) as u32, n_ctx).into());
+    if bytes > MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize {
+        return Err(ApiError::exceeds_context_bytes(bytes, n_ctx).into());
     }
     let (tok, template, prompt) =
         (shared.tokenizer.clone(), shared.template.clone(), parsed.prompt.clone());

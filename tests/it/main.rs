@@ -26,6 +26,7 @@ mod session;
 mod stage_worker;
 mod support;
 mod synth;
+mod text;
 mod tidy;
 mod tokenizer;
 mod weights;

@@ -259,3 +259,55 @@ proptest! {
         prop_assert_eq!(tok.encode(&text, false, false), reference_spm(&tok, &text));
     }
 }
+
+/// A byte-level tokenizer whose first 256 tokens are the bytes, then `extra` (each a run
+/// of bytes, written in GPT-2 characters).
+fn byte_vocabulary(extra: &[Vec<u8>]) -> Tokenizer {
+    let alphabet = byte_to_unicode();
+    let spell = |bytes: &[u8]| bytes.iter().map(|b| alphabet[*b as usize]).collect::<String>();
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| spell(&[b])).collect();
+    for t in extra {
+        let s = spell(t);
+        if !tokens.contains(&s) {
+            tokens.push(s);
+        }
+    }
+    bpe(&tokens, &[]).expect("byte tokenizer")
+}
+
+/// Streams `ids` through a detokenizer: every piece, the tail last.
+fn streamed(tok: &Tokenizer, ids: &[u32]) -> Vec<String> {
+    let mut d = Detokenizer::new(tok);
+    let mut pieces: Vec<String> = ids.iter().map(|&id| d.push(id)).collect();
+    pieces.push(d.finish());
+    pieces
+}
+
+#[test]
+fn text_after_an_invalid_sequence_is_released_with_it() {
+    let tok = byte_vocabulary(&[b"\xff It's".to_vec(), b"\xe2\x82".to_vec()]);
+    let (invalid_then_text, incomplete) = (256, 257);
+    let pieces = streamed(&tok, &[u32::from(b'y'), invalid_then_text, incomplete]);
+    assert_eq!(pieces, ["y", "\u{FFFD} It's", "", "\u{FFFD}"]);
+}
+
+proptest! {
+    #[test]
+    fn streamed_pieces_concatenate_to_the_lossy_decoding_of_every_byte(
+        extra in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..5), 0..24),
+        picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..64),
+    ) {
+        let tok = byte_vocabulary(&extra);
+        let ids: Vec<u32> = picks.iter().map(|i| i.index(tok.vocab_size()) as u32).collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id)).collect();
+        let pieces = streamed(&tok, &ids);
+        // Nothing is held back but an incomplete character: at most three bytes.
+        let mut d = Detokenizer::new(&tok);
+        for &id in &ids {
+            d.push(id);
+            prop_assert!(d.state.pending.len() < 4);
+        }
+        prop_assert_eq!(pieces.concat(), String::from_utf8_lossy(&bytes).into_owned());
+        prop_assert_eq!(tok.decode(&ids), String::from_utf8_lossy(&bytes).into_owned());
+    }
+}
