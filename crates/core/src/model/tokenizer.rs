@@ -27,7 +27,9 @@ mod merge;
 #[cfg(test)]
 mod tests;
 
-pub use chat::{ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text};
+pub use chat::{
+    ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text, chatml_default_system,
+};
 use merge::{MergeTable, merge_bpe, merge_spm};
 
 /// llama.cpp token types.

@@ -311,3 +311,38 @@ proptest! {
         prop_assert_eq!(tok.decode(&ids), String::from_utf8_lossy(&bytes).into_owned());
     }
 }
+
+/// SmolLM2-135M-Instruct's `tokenizer.chat_template`, as its GGUF file holds it.
+const SMOLLM2_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+#[test]
+fn a_chatml_template_with_a_default_system_turn_keeps_it_when_no_system_message_is_given() {
+    let t = Some(SMOLLM2_TEMPLATE);
+    let smol = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+    assert_eq!(chatml_default_system(SMOLLM2_TEMPLATE).as_deref(), Some(smol));
+    let pieces = chat_pieces(t, &[("user", "Hi")]).expect("chatml");
+    assert_eq!(
+        chat_text(&pieces),
+        format!(
+            "<|im_start|>system\n{smol}<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+             <|im_start|>assistant\n"
+        )
+    );
+    // A system message of the conversation replaces the default, as the template says.
+    let own = chat_pieces(t, &[("system", "Be brief."), ("user", "Hi")]).expect("chatml");
+    assert_eq!(
+        chat_text(&own),
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+         <|im_start|>assistant\n"
+    );
+    // Escaped newlines (`\n` in the template's source) read the same; a turn built from a
+    // message, or a template without one, has no default.
+    let qwen = r"{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}{%- else %}{{- '<|im_start|>system\nYou are Qwen.\nBe helpful.<|im_end|>\n' }}{%- endif %}";
+    assert_eq!(chatml_default_system(qwen).as_deref(), Some("You are Qwen.\nBe helpful."));
+    let plain = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+    assert_eq!(chatml_default_system(plain), None);
+    let built = "{{ '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}";
+    assert_eq!(chatml_default_system(built), None);
+    let pieces = chat_pieces(Some(plain), &[("user", "Hi")]).expect("chatml");
+    assert_eq!(chat_text(&pieces), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
