@@ -303,6 +303,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Storage type of the weight matrices')
             [CompletionResult]::new('--arch', '--arch', [CompletionResultType]::ParameterName, 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the random weights')
+            [CompletionResult]::new('--vocab-from', '--vocab-from', [CompletionResultType]::ParameterName, 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count')
             [CompletionResult]::new('--tied-embeddings', '--tied-embeddings', [CompletionResultType]::ParameterName, 'Reuse the token embedding as the output head (no `output.weight`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')

@@ -282,6 +282,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --dtype 'Storage type of the weight matrices'
             cand --arch 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3'
             cand --seed 'Seed of the random weights'
+            cand --vocab-from 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count'
             cand --tied-embeddings 'Reuse the token embedding as the output head (no `output.weight`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help (see more with ''--help'')'

@@ -267,6 +267,7 @@ qwen2\t'Qwen 2.5 (`qwen2`: Q / K / V biases)'
 qwen3\t'Qwen 3 (`qwen3`: Q / K norms, wide heads)'
 gemma3\t'Gemma 3 (`gemma3`: post norms, Q / K norms, GeGLU, sliding window)'"
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l seed -d 'Seed of the random weights' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l vocab-from -d 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l tied-embeddings -d 'Reuse the token embedding as the output head (no `output.weight`)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'

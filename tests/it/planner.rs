@@ -44,6 +44,7 @@ fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
             per_block,
         },
         tensor_types: BTreeMap::new(),
+        vocab_digest: None,
     }
 }
 

@@ -40,6 +40,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
             file: 1 << 16,
         },
         tensor_types: BTreeMap::new(),
+        vocab_digest: None,
     };
     let pool = Pool {
         orchestrator: OrchestratorEntry { node_id: ORCH, endpoint_id: None, addrs: vec![] },
