@@ -543,6 +543,20 @@ fn a_draft_model_with_other_tokens_of_the_same_count_is_refused() {
     let e = DraftModel::load(&other, 256, 1, &free_target(&path)).expect_err("other tokens");
     assert!(e.to_string().contains("vocabulary"), "{e}");
     DraftModel::load(&path, 256, 1, &free_target(&path)).expect("the same vocabulary");
+    // `model synth --vocab-from` writes a tiny model with the model's own tokens.
+    let tiny = scratch().join("llama-f32-6-tiny-draft.gguf");
+    let synth = std::process::Command::new(env!("CARGO_BIN_EXE_swactor"))
+        .args(["model", "synth", "--blocks", "1", "--hidden", "64", "--heads", "2"])
+        .args(["--kv-heads", "1", "--ffn", "128", "--vocab-from"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&tiny)
+        .output()
+        .expect("synth");
+    assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+    let t = swactor::model::read_facts(&tiny).expect("facts");
+    assert_eq!((t.vocab_size, &t.vocab_digest), (a.vocab_size, &a.vocab_digest));
+    DraftModel::load(&tiny, 256, 1, &free_target(&path)).expect("a draft of the model");
     // `generate` refuses it as a usage error, `bad_draft_model`.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_swactor"))
         .args(["generate", "--json", "--prompt", "hi", "--max-tokens", "2", "--model"])
