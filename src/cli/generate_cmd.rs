@@ -123,7 +123,12 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
     let tokenizer =
         tokenizer_from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
-    let runtime = runtime_config(&args.runtime, &facts)?;
+    let mut runtime = runtime_config(&args.runtime, &facts)?;
+    if args.runtime.max_seq_len.is_none() {
+        let available = crate::node::host_memory_available();
+        runtime =
+            super::config::runtime::fit_in_host_memory(runtime, &facts, args.stages, available);
+    }
     if args.stages == 0 || args.stages > facts.block_count {
         return Err(CliError::new(
             ExitCode::Usage,

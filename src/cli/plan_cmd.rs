@@ -5,7 +5,7 @@ use super::config::plan::PlanConfig;
 use super::exit::{CliError, plan_error};
 use super::output::{Output, human_bytes, table};
 use crate::planner::plan;
-use crate::wire::{EdgeKind, RunPlan, SamplingPolicy};
+use crate::wire::{ContextWhy, EdgeKind, RunPlan, SamplingPolicy};
 
 /// `swactor run plan`.
 pub fn run_plan(args: &PlanArgs, out: &mut Output) -> Result<(), CliError> {
@@ -19,6 +19,21 @@ pub fn run_plan(args: &PlanArgs, out: &mut Output) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The plan's context and why it is that long.
+pub fn context_line(c: &crate::wire::PlanContext) -> String {
+    let (tokens, trained) = (c.tokens, c.trained);
+    match c.why {
+        ContextWhy::Given => {
+            format!("context: {tokens} tokens, as --max-seq-len gives (trained: {trained})")
+        }
+        ContextWhy::Trained => format!("context: {tokens} tokens, the model's trained length"),
+        ContextWhy::Memory { node } => format!(
+            "context: {tokens} tokens, the most every stage's node holds (the trained {trained} \
+             do not fit node {node}'s memory; --max-seq-len sets it)"
+        ),
+    }
 }
 
 /// Human rendering of a plan.
@@ -44,6 +59,9 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
             ),
         }
     )];
+    if let Some(c) = &plan.context {
+        lines.push(context_line(c));
+    }
     lines.push(String::new());
     let mut rows = vec![vec![
         "stage".into(),

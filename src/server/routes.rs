@@ -132,7 +132,7 @@ async fn models(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Val
             "object": "model",
             "created": c.created,
             "owned_by": "swactor",
-            "meta": {"n_ctx": c.defaults.n_ctx, "n_vocab": c.vocab},
+            "meta": {"n_ctx": shared.n_ctx(), "n_vocab": c.vocab},
         }],
     }))
 }
@@ -153,7 +153,7 @@ async fn pool(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Value
 
 async fn slots(State(shared): State<Arc<Shared>>) -> Result<Response, Failure> {
     let report = shared.slots().await?;
-    let n_ctx = shared.config.defaults.n_ctx;
+    let n_ctx = shared.n_ctx();
     let slots: Vec<serde_json::Value> = report
         .slots
         .iter()
@@ -247,7 +247,7 @@ async fn complete(
 ) -> Result<Response, Failure> {
     let tracker = Tracker::arrived(shared.clone());
     let raw = body(raw)?;
-    let defaults = shared.config.defaults.params();
+    let defaults = shared.defaults();
     let seed = rand::random::<u64>();
     let parsed = match api {
         Api::Chat => parse_chat(&raw, &defaults, seed)?,
@@ -274,7 +274,7 @@ async fn complete(
 /// prompts are refused by their bytes before tokenizing (no token spells more than 64
 /// bytes, so a prompt of more than 64 bytes per context position cannot fit).
 async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u32>, Failure> {
-    let n_ctx = shared.config.defaults.n_ctx;
+    let n_ctx = shared.n_ctx();
     let bytes = match &parsed.prompt {
         Prompt::Messages(m) => m.iter().map(|(r, c)| r.len() + c.len()).sum(),
         Prompt::Text(t) => t.len(),

@@ -4,6 +4,7 @@
 mod cli;
 mod compose;
 mod dataplane;
+mod defaults;
 mod events;
 mod families;
 mod faults;

@@ -37,7 +37,9 @@ pub(super) async fn replan(
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
 ) -> Result<RunPlan, &'static str> {
     let Some(reformation) = run.reformation() else { return Err("none") };
-    sink.progress(&format!("{}: re-forming the session over the nodes left", reformation.cause));
+    // The fault names the node lost (`membership.node_down on node 2 (stage 1), ...`).
+    let fault = run.fault().map_or_else(|| reformation.cause.to_string(), |f| f.to_string());
+    sink.progress(&format!("{fault}: re-forming the session over the nodes left"));
     let stages_before = run.plan().stages.len() as u32;
     let next_run = RunId(run.plan().run_id.0 + 1);
     // The gate began re-forming at the fault: it may have offered the nodes left already.

@@ -98,8 +98,9 @@ pub(super) struct RunLoop<'t> {
     drafter: Option<crate::model::draft::SharedDraft>,
     /// The re-formation under way (the run faulted with a node loss).
     reforming: Option<Reformation>,
-    /// The current run re-formed the session (`session_reformed` at its barrier).
-    reformed: bool,
+    /// The current run re-formed the session (`session_reformed` at its barrier), with
+    /// this many kept requests resumed.
+    reformed: Option<usize>,
     /// Requests that arrived while the session re-formed, for the next run.
     waiting: Vec<usize>,
     /// No more requests will come.
@@ -168,7 +169,7 @@ impl<'t> RunLoop<'t> {
             resume: config.resume,
             drafter: config.drafter.clone(),
             reforming: None,
-            reformed: false,
+            reformed: None,
             waiting: Vec::new(),
             input_closed,
             offered: None,
@@ -187,6 +188,11 @@ impl<'t> RunLoop<'t> {
     /// The re-formation under way, if the last run lost a node and the session re-forms.
     pub(super) fn reformation(&self) -> Option<Reformation> {
         self.reforming
+    }
+
+    /// The fault of the current run, if it faulted (with the node it lost).
+    pub(super) fn fault(&self) -> Option<RunFault> {
+        self.fault
     }
 
     /// What the gate offered while the faulted run tore down (taken once).
@@ -220,10 +226,11 @@ impl<'t> RunLoop<'t> {
         (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =
             (None, false, 0, 0);
         let cause = self.reforming.take().map(|r| r.cause);
-        self.reformed = true;
-        for index in self.book.kept() {
+        let kept = self.book.kept();
+        for &index in &kept {
             self.resume_kept(index, cause, sink);
         }
+        self.reformed = Some(kept.iter().filter(|i| self.book.seq_of(**i).is_some()).count());
         for index in std::mem::take(&mut self.waiting) {
             self.submit(index);
         }
@@ -352,7 +359,11 @@ impl<'t> RunLoop<'t> {
                     }
                 }
                 emit(sink, self.t0, ev);
-                if barrier && std::mem::take(&mut self.reformed) {
+                if barrier && let Some(resumed) = self.reformed.take() {
+                    let nodes: Vec<u64> = self.plan.stages.iter().map(|s| s.node_id.0).collect();
+                    sink.progress(&format!(
+                        "the session re-formed over nodes {nodes:?}: {resumed} requests resumed"
+                    ));
                     let plan = self.plan.stages.iter().map(planned_stage).collect();
                     emit(sink, self.t0, Event::SessionReformed { run_id: self.plan.run_id, plan });
                 }
