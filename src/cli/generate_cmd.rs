@@ -115,6 +115,20 @@ fn load_pipeline(
     .map_err(stage_error)
 }
 
+/// The runtime flags, checked; without `--max-seq-len`, the context fitted to this host's
+/// available memory as a plan fits it.
+fn generate_runtime(
+    args: &GenerateArgs,
+    facts: &crate::model::ModelFacts,
+) -> Result<crate::wire::RuntimeConfig, CliError> {
+    let runtime = runtime_config(&args.runtime, facts)?;
+    if args.runtime.max_seq_len.is_some() {
+        return Ok(runtime);
+    }
+    let available = crate::node::host_memory_available();
+    Ok(super::config::runtime::fit_in_host_memory(runtime, facts, args.stages, available))
+}
+
 /// `swactor generate`.
 pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let signals = super::signals::StopFlag::install();
@@ -123,12 +137,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
     let tokenizer =
         tokenizer_from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
-    let mut runtime = runtime_config(&args.runtime, &facts)?;
-    if args.runtime.max_seq_len.is_none() {
-        let available = crate::node::host_memory_available();
-        runtime =
-            super::config::runtime::fit_in_host_memory(runtime, &facts, args.stages, available);
-    }
+    let runtime = generate_runtime(args, &facts)?;
     if args.stages == 0 || args.stages > facts.block_count {
         return Err(CliError::new(
             ExitCode::Usage,

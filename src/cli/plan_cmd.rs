@@ -36,11 +36,11 @@ pub fn context_line(c: &crate::wire::PlanContext) -> String {
     }
 }
 
-/// Human rendering of a plan.
-pub fn render_plan(plan: &RunPlan) -> Vec<String> {
+/// The plan's first line: the model, the stages, the runtime.
+fn header_line(plan: &RunPlan) -> String {
     let m = &plan.model;
     let rt = &plan.runtime;
-    let mut lines = vec![format!(
+    format!(
         "run {}: {} ({}, {} blocks, hidden {}) in {} stages, max_seq_len {}, activations {:?}, {}",
         plan.run_id,
         m.name.as_deref().unwrap_or("model"),
@@ -58,7 +58,12 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
                 top_p.map_or("-".into(), |p| p.to_string())
             ),
         }
-    )];
+    )
+}
+
+/// Human rendering of a plan.
+pub fn render_plan(plan: &RunPlan) -> Vec<String> {
+    let mut lines = vec![header_line(plan)];
     if let Some(c) = &plan.context {
         lines.push(context_line(c));
     }

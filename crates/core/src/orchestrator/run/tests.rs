@@ -80,6 +80,7 @@ fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
             max_top_logprobs: None,
         },
         prompt_tokens: 4,
+        fit_context: false,
     })
     .expect("plan")
 }
