@@ -1936,7 +1936,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__synth)
-            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --seed --json --help"
+            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --seed --vocab-from --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1983,6 +1983,10 @@ _swactor() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --vocab-from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -50,12 +50,12 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l prompt-tokens -d 'Prompt length assumed for the prefill predictions' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l weights-url -d 'Nodes download the weights from this `http(s)://host[:port]/path` URL instead of reading `--model`\'s path; the plan carries the size and sha256 of the local `--model` file to check them against' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l run-id -d 'The run id to write into the plan' -r
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s trained context length, lowered to what the nodes\' memory holds; `run plan` says which and why]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
 f16\t'16-bit floats (half the bytes per hop)'"
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-tokens -d 'Most tokens to generate [default: until the end of sequence, a stop, or the context\'s end; a server\'s requests without `max_tokens` too]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
@@ -96,12 +96,12 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l run-id -d 'The run id (default: a fresh one, from this host\'s clock in microseconds, so no two runs of an orchestrator share one)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l resume-timeout -d 'Seconds to wait for enough nodes to re-form after a node is lost; then every request the session held ends with the fault' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-resumes -d 'Times one request may be resumed; past that it ends with the fault' -r
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s trained context length, lowered to what the nodes\' memory holds; `run plan` says which and why]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
 f16\t'16-bit floats (half the bytes per hop)'"
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-tokens -d 'Most tokens to generate [default: until the end of sequence, a stop, or the context\'s end; a server\'s requests without `max_tokens` too]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
@@ -129,12 +129,12 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l speculate -
 ngram\t'N-gram lookup over the sequence\'s own prompt and output'"
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l draft-model -d 'A draft model (same vocabulary) that proposes the drafts, run greedily in this process; implies speculation' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l draft-max -d 'The most tokens drafted per pass (the length follows the measured acceptance)' -r
-complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s trained context length, lowered to what the nodes\' memory holds; `run plan` says which and why]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
 f16\t'16-bit floats (half the bytes per hop)'"
-complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-tokens -d 'Most tokens to generate [default: until the end of sequence, a stop, or the context\'s end; a server\'s requests without `max_tokens` too]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
@@ -177,12 +177,12 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l run-id -d 'The run id (default: a fresh one, from this host\'s clock in microseconds, so no two runs of an orchestrator share one)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l resume-timeout -d 'Seconds to wait for enough nodes to re-form after a node is lost; then every request the session held ends with the fault' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-resumes -d 'Times one request may be resumed; past that it ends with the fault' -r
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s trained context length, lowered to what the nodes\' memory holds; `run plan` says which and why]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
 f16\t'16-bit floats (half the bytes per hop)'"
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-tokens -d 'Most tokens to generate [default: until the end of sequence, a stop, or the context\'s end; a server\'s requests without `max_tokens` too]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
@@ -231,12 +231,12 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l token-timeout -d 'Seconds a micro-batch in flight may take to come back before the session faults' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l resume-timeout -d 'Seconds to wait for enough nodes to re-form after a node is lost; then every request the session held ends with the fault' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l max-resumes -d 'Times one request may be resumed; past that it ends with the fault' -r
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s context length, at most 2048]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l max-seq-len -d 'Longest sequence (prompt + generated tokens) the KV caches hold [default: the model\'s trained context length, lowered to what the nodes\' memory holds; `run plan` says which and why]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l kv-cache -d 'Element type of the KV caches: f16 halves their memory (the values are rounded to f16 as they are stored; the CPU engine only)' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats (half the KV cache memory)'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l activation-dtype -d 'Element type of activations between stages (f32 is bit-exact with one process)' -r -f -a "f32\t'32-bit floats (bit-exact with one process)'
 f16\t'16-bit floats (half the bytes per hop)'"
-complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l max-tokens -d 'Most tokens to generate' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l max-tokens -d 'Most tokens to generate [default: until the end of sequence, a stop, or the context\'s end; a server\'s requests without `max_tokens` too]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l sampling -d 'How the last stage picks tokens' -r -f -a "greedy\t'The most likely token, always'
 sample\t'Temperature sampling with optional top-k / top-p, seeded'"
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l temperature -d 'Softmax temperature (with `--sampling sample`): finite and >= 0, where 0 is greedy' -r
@@ -277,6 +277,7 @@ qwen2\t'Qwen 2.5 (`qwen2`: Q / K / V biases)'
 qwen3\t'Qwen 3 (`qwen3`: Q / K norms, wide heads)'
 gemma3\t'Gemma 3 (`gemma3`: post norms, Q / K norms, GeGLU, sliding window)'"
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l seed -d 'Seed of the random weights' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l vocab-from -d 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l tied-embeddings -d 'Reuse the token embedding as the output head (no `output.weight`)'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -439,6 +439,7 @@ fn sample_plan() -> Option<RunPlan> {
             max_sequences: 1,
             max_top_logprobs: None,
         },
+        fit_context: false,
         prompt_tokens: 4,
     })
     .ok()

@@ -173,6 +173,7 @@ async fn run_on(
         stages: Some(stages),
         placement: Default::default(),
         runtime,
+        fit_context: false,
         run_id: crate::wire::RunId(1),
         window: Duration::from_millis(300),
         pool_timeout: Duration::from_secs(60),

@@ -58,6 +58,7 @@ pub fn predicted(
             max_sequences: 1,
             max_top_logprobs: None,
         },
+        fit_context: false,
         prompt_tokens: 1,
     })
     .map_err(|e| err(format!("{e:?}")))?;

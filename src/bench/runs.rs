@@ -350,6 +350,7 @@ pub async fn failover_run(
         stages: Some(stages),
         placement: Default::default(),
         runtime,
+        fit_context: false,
         run_id: crate::wire::RunId(u64::from(run)),
         window: std::time::Duration::from_millis(300),
         pool_timeout: std::time::Duration::from_secs(30),

@@ -29,6 +29,22 @@ struct TokenLine<'a> {
     text: &'a str,
 }
 
+/// The text the detokenizer held back at the end (an incomplete character, written
+/// lossily): with the `token` lines' texts, the whole text.
+#[derive(Serialize)]
+pub(crate) struct TextLine<'a> {
+    pub(crate) text: &'a str,
+}
+
+/// Writes the detokenizer's tail: text, or a `text` line with `--json` (none when empty).
+pub(crate) fn write_tail(out: &mut Output, json: bool, rest: &str) -> std::io::Result<()> {
+    match (json, rest.is_empty()) {
+        (_, true) => Ok(()),
+        (true, false) => out.json("text", &TextLine { text: rest }),
+        (false, false) => out.write_str(rest),
+    }
+}
+
 #[derive(Serialize)]
 struct Summary {
     prompt_tokens: usize,
@@ -99,6 +115,20 @@ fn load_pipeline(
     .map_err(stage_error)
 }
 
+/// The runtime flags, checked; without `--max-seq-len`, the context fitted to this host's
+/// available memory as a plan fits it.
+fn generate_runtime(
+    args: &GenerateArgs,
+    facts: &crate::model::ModelFacts,
+) -> Result<crate::wire::RuntimeConfig, CliError> {
+    let runtime = runtime_config(&args.runtime, facts)?;
+    if args.runtime.max_seq_len.is_some() {
+        return Ok(runtime);
+    }
+    let available = crate::node::host_memory_available();
+    Ok(super::config::runtime::fit_in_host_memory(runtime, facts, args.stages, available))
+}
+
 /// `swactor generate`.
 pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let signals = super::signals::StopFlag::install();
@@ -107,7 +137,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
     let tokenizer =
         tokenizer_from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
-    let runtime = runtime_config(&args.runtime, &facts)?;
+    let runtime = generate_runtime(args, &facts)?;
     if args.stages == 0 || args.stages > facts.block_count {
         return Err(CliError::new(
             ExitCode::Usage,
@@ -190,8 +220,10 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         return Err(e.into());
     }
     if let Some(how) = signals.stopped() {
-        let _ = out.write_str(&detok.finish());
-        let _ = out.line("");
+        let _ = write_tail(out, json, &detok.finish());
+        if !json {
+            let _ = out.line("");
+        }
         return Err(CliError::new(
             ExitCode::Stopped,
             crate::wire::reason::FaultReason::Operator(how).to_string(),
@@ -227,10 +259,10 @@ fn print_summary(
     summary: &Summary,
     rest: &str,
 ) -> Result<(), CliError> {
+    write_tail(out, json, rest)?;
     if json {
         out.json("generation", &summary)?;
     } else {
-        out.write_str(rest)?;
         out.line("")?;
         eprintln!(
             "completed ({}): {} prompt tokens, {} generated; prefill {:.0} ms, decode {:.1} \

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::args::{InspectArgs, QuantizeArgs, SynthArgs, TokenizeArgs};
 use super::exit::{CliError, ExitCode, model_error};
 use super::output::{Output, human_bytes, table};
-use crate::model::synth::{SynthError, SynthSpec, parse_recipe, quantize_file, write_model};
+use crate::model::synth::{SynthError, SynthSpec, parse_recipe, quantize_file, write_model_with};
 use crate::model::{ModelFacts, read_facts};
 
 #[derive(Serialize)]
@@ -179,20 +179,26 @@ struct SynthRecord<'a> {
 
 /// `swactor model synth --out FILE ...`.
 pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
+    let vocab = args
+        .vocab_from
+        .as_deref()
+        .map(crate::model::synth::borrow_vocab)
+        .transpose()
+        .map_err(|e| CliError::new(ExitCode::Input, "bad_vocab_source", eyre!(e)))?;
     let spec = SynthSpec {
         blocks: args.blocks,
         hidden: args.hidden,
         heads: args.heads,
         kv_heads: args.kv_heads,
         ffn: args.ffn,
-        vocab: args.vocab,
+        vocab: vocab.as_ref().map_or(args.vocab, |v| v.tokens),
         context: args.context,
         dtype: args.dtype.into(),
         tied_embeddings: args.tied_embeddings,
         seed: args.seed,
         arch: args.arch.into(),
     };
-    write_model(&args.out, &spec).map_err(|e| match e {
+    write_model_with(&args.out, &spec, vocab.as_ref()).map_err(|e| match e {
         SynthError::InvalidShape(_) => CliError::new(ExitCode::Usage, "invalid_shape", eyre!(e)),
         SynthError::Io { .. } => CliError::new(ExitCode::Input, "io", eyre!(e)),
         SynthError::Tensor(_) => CliError::internal(eyre!(e)),

@@ -5,7 +5,7 @@ use super::config::plan::PlanConfig;
 use super::exit::{CliError, plan_error};
 use super::output::{Output, human_bytes, table};
 use crate::planner::plan;
-use crate::wire::{EdgeKind, RunPlan, SamplingPolicy};
+use crate::wire::{ContextWhy, EdgeKind, RunPlan, SamplingPolicy};
 
 /// `swactor run plan`.
 pub fn run_plan(args: &PlanArgs, out: &mut Output) -> Result<(), CliError> {
@@ -21,11 +21,26 @@ pub fn run_plan(args: &PlanArgs, out: &mut Output) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Human rendering of a plan.
-pub fn render_plan(plan: &RunPlan) -> Vec<String> {
+/// The plan's context and why it is that long.
+pub fn context_line(c: &crate::wire::PlanContext) -> String {
+    let (tokens, trained) = (c.tokens, c.trained);
+    match c.why {
+        ContextWhy::Given => {
+            format!("context: {tokens} tokens, as --max-seq-len gives (trained: {trained})")
+        }
+        ContextWhy::Trained => format!("context: {tokens} tokens, the model's trained length"),
+        ContextWhy::Memory { node } => format!(
+            "context: {tokens} tokens, the most every stage's node holds (the trained {trained} \
+             do not fit node {node}'s memory; --max-seq-len sets it)"
+        ),
+    }
+}
+
+/// The plan's first line: the model, the stages, the runtime.
+fn header_line(plan: &RunPlan) -> String {
     let m = &plan.model;
     let rt = &plan.runtime;
-    let mut lines = vec![format!(
+    format!(
         "run {}: {} ({}, {} blocks, hidden {}) in {} stages, max_seq_len {}, activations {:?}, {}",
         plan.run_id,
         m.name.as_deref().unwrap_or("model"),
@@ -43,7 +58,15 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
                 top_p.map_or("-".into(), |p| p.to_string())
             ),
         }
-    )];
+    )
+}
+
+/// Human rendering of a plan.
+pub fn render_plan(plan: &RunPlan) -> Vec<String> {
+    let mut lines = vec![header_line(plan)];
+    if let Some(c) = &plan.context {
+        lines.push(context_line(c));
+    }
     lines.push(String::new());
     let mut rows = vec![vec![
         "stage".into(),

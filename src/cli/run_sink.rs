@@ -223,7 +223,16 @@ impl RunSink for CliSink<'_> {
     }
 
     fn text(&mut self, request: usize, text: &str) {
-        let Some(batch) = &self.batch else { return };
+        let Some(batch) = &self.batch else {
+            // A prompt run's tail: a `text` line with `--json` (the text mode prints it
+            // with the summary).
+            if self.json {
+                let r = super::generate_cmd::write_tail(self.out, true, text)
+                    .and_then(|()| self.out.flush());
+                self.keep(r);
+            }
+            return;
+        };
         if let Some(rid) = batch.ids.get(request).filter(|_| batch.stream) {
             let line = BatchToken { id: rid, token: None, text };
             let r = self.out.json("text", &line).and_then(|()| self.out.flush());

@@ -117,18 +117,31 @@ async fn serve(
         tokenizer: model.tokenizer.clone(),
         template: model.template.clone(),
     };
+    let out = std::cell::RefCell::new(out);
     let mut said = Ok(());
+    let (n_ctx, max_tokens) = (server.defaults.n_ctx, server.defaults.max_tokens);
+    let fitted = orchestrate.fit_context;
     let listening = |addr: SocketAddr| {
         let url = format!("http://{addr}/");
         eprintln!("swactor: serving the OpenAI-compatible API at {url}v1 (the page at {url})");
+        eprintln!("swactor: {}", defaults_words(n_ctx, fitted, max_tokens));
         if json {
-            said =
-                out.json("serving", &json!({"url": url, "http": addr})).and_then(|()| out.flush());
+            let line = json!({"url": url, "http": addr, "n_ctx": n_ctx, "max_tokens": max_tokens});
+            let mut out = out.borrow_mut();
+            said = out.json("serving", &line).and_then(|()| out.flush());
         }
     };
+    let mut ready = Ready::default();
     let mut write = |line: &crate::events::EventLine| {
         if let Some(f) = events.as_mut() {
             f.write(&line.to_json());
+        }
+        if let Some(r) = ready.event(&line.event) {
+            eprintln!("swactor: {}", r.words());
+            if json {
+                let mut out = out.borrow_mut();
+                let _ = out.json("ready", &r).and_then(|()| out.flush());
+            }
         }
     };
     let sink: Option<&mut dyn FnMut(&crate::events::EventLine)> = Some(&mut write);
@@ -142,9 +155,63 @@ async fn serve(
     }
     let report = result.map_err(serve_error)?;
     if json {
-        out.json("served", &json!({"sessions": report.sessions}))?;
+        out.into_inner().json("served", &json!({"sessions": report.sessions}))?;
     }
     Ok(())
+}
+
+/// What a request leaves out, in words: the context and `max_tokens`.
+fn defaults_words(n_ctx: u32, fitted: bool, max_tokens: Option<u32>) -> String {
+    let context = if fitted {
+        format!(
+            "a context of up to {n_ctx} tokens per sequence (the model's trained length; each \
+             session's plan lowers it to what its nodes' memory holds)"
+        )
+    } else {
+        format!("a context of {n_ctx} tokens per sequence (--max-seq-len)")
+    };
+    let tokens = match max_tokens {
+        Some(n) => format!("a request without max_tokens generates at most {n} tokens"),
+        None => "a request without max_tokens generates until a stop or the context's end".into(),
+    };
+    format!("{context}; {tokens}")
+}
+
+/// The `ready` line: the first session serves.
+#[derive(Debug, Default, serde::Serialize)]
+struct Ready {
+    /// The first session's stages.
+    stages: u32,
+    /// Its context and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<crate::wire::PlanContext>,
+    #[serde(skip)]
+    said: bool,
+}
+
+impl Ready {
+    /// Follows the sessions' events; the line to say once the first session serves.
+    fn event(&mut self, event: &crate::events::Event) -> Option<&Ready> {
+        use crate::events::Event;
+        match event {
+            Event::RunPlanned { stages, context, .. } if !self.said => {
+                (self.stages, self.context) = (*stages, *context);
+                None
+            }
+            Event::ReadinessBarrierPassed { .. } if !std::mem::replace(&mut self.said, true) => {
+                Some(self)
+            }
+            _ => None,
+        }
+    }
+
+    fn words(&self) -> String {
+        let context = match &self.context {
+            Some(c) => format!(", {}", super::plan_cmd::context_line(c)),
+            None => String::new(),
+        };
+        format!("ready: the first session serves over {} stages{context}", self.stages)
+    }
 }
 
 fn serve_error(e: ServeError) -> CliError {

@@ -22,6 +22,29 @@ const CATCH_UP_ROWS: usize = 512;
 /// rejects more).
 const MAX_DROP: usize = crate::wire::batch::MAX_VERIFY_ROWS as usize;
 
+/// What a draft model is checked and costed against: the target's vocabulary and the
+/// weight bytes it reads a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DraftTarget {
+    /// Its vocabulary's size.
+    pub vocab_size: u32,
+    /// Its vocabulary's digest ([`crate::model::ModelFacts::vocab_digest`]).
+    pub vocab_digest: Option<String>,
+    /// Weight bytes it reads a decode step ([`crate::model::ModelBytes::step_bytes`]).
+    pub step_bytes: u64,
+}
+
+impl DraftTarget {
+    /// The target `facts` describe.
+    pub fn of(facts: &crate::model::ModelFacts) -> DraftTarget {
+        DraftTarget {
+            vocab_size: facts.vocab_size,
+            vocab_digest: facts.vocab_digest.clone(),
+            step_bytes: facts.bytes.step_bytes(),
+        }
+    }
+}
+
 /// A draft model. See the module docs.
 #[derive(Debug)]
 pub struct DraftModel {
@@ -37,17 +60,17 @@ pub struct DraftModel {
 }
 
 impl DraftModel {
-    /// Loads `path` as a draft for a target of `target_vocab` tokens that reads
-    /// `target_bytes` of weights a step ([`crate::model::ModelBytes::step_bytes`]),
-    /// computing on `threads` threads; a different vocabulary is refused.
+    /// Loads `path` as a draft for `target`, computing on `threads` threads; a different
+    /// vocabulary (another size, or other tokens) is refused.
     pub fn load(
         path: &Path,
         max_seq_len: u32,
         threads: u32,
-        (target_vocab, target_bytes): (u32, u64),
+        target: &DraftTarget,
     ) -> Result<DraftModel, StageError> {
         let facts = crate::model::read_facts(path)
             .map_err(|e| StageError::BadInput(format!("the draft model: {e}")))?;
+        let target_vocab = target.vocab_size;
         if facts.vocab_size != target_vocab {
             return Err(StageError::BadInput(format!(
                 "the draft model has {} tokens, the model {target_vocab}: they must share a \
@@ -55,6 +78,13 @@ impl DraftModel {
                 facts.vocab_size
             )));
         }
+        if facts.vocab_digest != target.vocab_digest {
+            return Err(StageError::BadInput(format!(
+                "the draft model's {target_vocab} tokens are not the model's (their vocabulary \
+                 digests differ): they must share a vocabulary"
+            )));
+        }
+        let target_bytes = target.step_bytes;
         let pipeline = LocalPipeline::load(
             path,
             &[LayerRange::new(0, facts.block_count)],
@@ -234,9 +264,11 @@ pub fn load_drafter(
     (max_seq_len, threads): (u32, u32),
     target: &crate::model::ModelFacts,
 ) -> Result<Option<Box<dyn Draft>>, StageError> {
-    let target = (target.vocab_size, target.bytes.step_bytes());
     Ok(match model {
-        Some(path) => Some(Box::new(DraftModel::load(path, max_seq_len, threads, target)?)),
+        Some(path) => {
+            let target = DraftTarget::of(target);
+            Some(Box::new(DraftModel::load(path, max_seq_len, threads, &target)?))
+        }
         None if ngram => Some(Box::new(crate::speculate::ngram::NgramDrafter::default())),
         None => None,
     })

@@ -124,7 +124,24 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         tensor_types: bytes.tensor_types,
         architecture: shape.architecture,
         arch: arch_facts,
+        vocab_digest: vocab_digest(content),
     })
+}
+
+/// The sha256 of `tokenizer.ggml.tokens` (each token's length as a little-endian `u64`,
+/// then its bytes), lowercase hex; `None` without a token list of strings.
+fn vocab_digest(content: &Content) -> Option<String> {
+    use sha2::Digest;
+    let Some(Value::Array(tokens)) = content.metadata.get("tokenizer.ggml.tokens") else {
+        return None;
+    };
+    let mut hash = sha2::Sha256::new();
+    for t in tokens {
+        let Value::String(t) = t else { return None };
+        hash.update((t.len() as u64).to_le_bytes());
+        hash.update(t.as_bytes());
+    }
+    Some(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The error of a header whose facts contradict each other.

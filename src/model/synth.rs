@@ -539,9 +539,57 @@ pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)
 
 /// Writes a synthesized model to `path`, replacing any file there.
 pub fn write_model(path: &Path, spec: &SynthSpec) -> Result<(), SynthError> {
+    write_model_with(path, spec, None)
+}
+
+/// Another model's tokenizer (every `tokenizer.*` key of its file, in key order) and its
+/// token count: a model synthesized with it shares that model's vocabulary (a draft
+/// model for it, say).
+#[derive(Debug, Clone)]
+pub struct BorrowedVocab {
+    /// The `tokenizer.*` metadata.
+    pub metadata: Vec<(String, Value)>,
+    /// Tokens in `tokenizer.ggml.tokens`.
+    pub tokens: u32,
+}
+
+/// The tokenizer of the GGUF file at `path` ([`BorrowedVocab`]).
+pub fn borrow_vocab(path: &Path) -> Result<BorrowedVocab, SynthError> {
+    let bad = |m: String| SynthError::InvalidShape(format!("{}: {m}", path.display()));
+    let (content, _) = super::gguf::read_content(path).map_err(|e| bad(e.to_string()))?;
+    let tokens = match content.metadata.get("tokenizer.ggml.tokens") {
+        Some(Value::Array(t)) => t.len() as u32,
+        _ => return Err(bad("the file has no tokenizer.ggml.tokens".into())),
+    };
+    let mut metadata: Vec<(String, Value)> =
+        content.metadata.into_iter().filter(|(k, _)| k.starts_with("tokenizer.")).collect();
+    metadata.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(BorrowedVocab { metadata, tokens })
+}
+
+/// [`write_model`], with `vocab`'s tokenizer in place of the synthesized one (`spec`'s
+/// vocabulary size must be its token count).
+pub fn write_model_with(
+    path: &Path,
+    spec: &SynthSpec,
+    vocab: Option<&BorrowedVocab>,
+) -> Result<(), SynthError> {
     spec.validate()?;
-    let vocab = bpe_vocab(spec.vocab);
-    let metadata = build_metadata(spec, &vocab);
+    let mut metadata = match vocab {
+        None => build_metadata(spec, &bpe_vocab(spec.vocab)),
+        Some(v) => {
+            if v.tokens != spec.vocab {
+                return Err(SynthError::InvalidShape(format!(
+                    "vocab {} is not the borrowed vocabulary's {} tokens",
+                    spec.vocab, v.tokens
+                )));
+            }
+            let mut md = build_metadata(spec, &bpe_vocab(MIN_VOCAB));
+            md.retain(|(k, _)| !k.starts_with("tokenizer."));
+            md
+        }
+    };
+    metadata.extend(vocab.into_iter().flat_map(|v| v.metadata.iter().cloned()));
     let tensors = build_tensors(spec)?;
     let io = |source| SynthError::Io { path: path.display().to_string(), source };
     let mut file = BufWriter::new(File::create(path).map_err(io)?);

@@ -4,7 +4,7 @@
 use crate::worker::protocol::Backend;
 
 /// The host's available memory (`MemAvailable` of `/proc/meminfo`), if it can be read.
-pub(super) fn host_memory_available() -> Option<u64> {
+pub(crate) fn host_memory_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

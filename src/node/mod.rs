@@ -8,5 +8,6 @@ pub use swactor_core::node::*;
 pub mod admin;
 pub mod driver;
 mod facts;
+pub(crate) use facts::host_memory_available;
 pub mod host;
 pub mod inbox;

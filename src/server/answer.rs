@@ -16,11 +16,12 @@ use super::track::Tracker;
 use crate::model::tokenizer::Tokenizer;
 use crate::orchestrator::driver::served::Reply;
 use crate::orchestrator::scheduler::FinishReason;
-use crate::serve::shapes::{Meta, TokenChoice, Usage, finish_reason};
+use crate::serve::shapes::{Meta, TextOffsets, TokenChoice, Usage, finish_reason};
 use crate::wire::logprobs::TokenLogprobs;
 
-/// A token's log-probabilities with the texts of it and its alternatives.
-fn choice(tok: &Tokenizer, id: u32, lp: &TokenLogprobs) -> TokenChoice {
+/// A token's log-probabilities with the texts of it and its alternatives, its text at
+/// `offset`.
+fn choice(tok: &Tokenizer, id: u32, lp: &TokenLogprobs, offset: usize) -> TokenChoice {
     let text = |id: u32| {
         let bytes = tok.token_bytes(id);
         (String::from_utf8_lossy(&bytes).into_owned(), bytes)
@@ -34,7 +35,7 @@ fn choice(tok: &Tokenizer, id: u32, lp: &TokenLogprobs) -> TokenChoice {
             (s, b, l)
         })
         .collect();
-    TokenChoice { token, bytes, logprob: lp.logprob, top }
+    TokenChoice { token, bytes, logprob: lp.logprob, top, offset }
 }
 
 /// Waits for the result and answers it whole.
@@ -45,13 +46,15 @@ pub async fn whole(
     tok: Arc<Tokenizer>,
 ) -> Result<Response, Failure> {
     let mut choices = Vec::new();
+    let mut offsets = TextOffsets::default();
     let result = loop {
         match sub.replies.recv().await {
             Some(Reply::Started) => tracker.started(),
             Some(Reply::Token { id, logprobs, .. }) => {
                 tracker.token();
+                let offset = offsets.next(&tok, id);
                 if let Some(lp) = logprobs {
-                    choices.push(choice(&tok, id, &lp));
+                    choices.push(choice(&tok, id, &lp, offset));
                 }
             }
             Some(Reply::Text(_)) => {}
@@ -72,7 +75,7 @@ pub async fn whole(
     let usage = Usage::new(result.prompt_tokens, result.completion_tokens);
     let mut v = meta.response(&result.text, finish, usage, timings);
     if !choices.is_empty() {
-        v["choices"][0]["logprobs"] = meta.logprobs_value(&choices, 0);
+        v["choices"][0]["logprobs"] = meta.logprobs_value(&choices);
     }
     Ok(axum::Json(v).into_response())
 }
@@ -109,8 +112,9 @@ pub async fn stream(
     if let Some(first) = meta.role_chunk() {
         pending.push_back(first.to_string());
     }
+    let offsets = TextOffsets::default();
     let mut state =
-        Streaming { meta, sub, tracker, include_usage, pending, done: false, tok, offset: 0 };
+        Streaming { meta, sub, tracker, include_usage, pending, done: false, tok, offsets };
     if first.is_some() {
         state.reply(first);
     }
@@ -138,8 +142,8 @@ struct Streaming {
     pending: VecDeque<String>,
     done: bool,
     tok: Arc<Tokenizer>,
-    /// Bytes of text sent so far (a completion's `text_offset`).
-    offset: usize,
+    /// Where each token's text begins (a completion's `text_offset`).
+    offsets: TextOffsets,
 }
 
 impl Streaming {
@@ -149,10 +153,11 @@ impl Streaming {
             Some(Reply::Started) => self.tracker.started(),
             Some(Reply::Token { id, piece, logprobs }) => {
                 self.tracker.token();
+                let offset = self.offsets.next(&self.tok, id);
                 match logprobs {
                     Some(lp) => {
-                        let c = choice(&self.tok, id, &lp);
-                        let v = self.meta.logprobs_value(&[c], self.offset);
+                        let c = choice(&self.tok, id, &lp, offset);
+                        let v = self.meta.logprobs_value(&[c]);
                         self.pending.push_back(self.meta.text_chunk_with(&piece, v));
                     }
                     None if !piece.is_empty() => {
@@ -160,11 +165,9 @@ impl Streaming {
                     }
                     None => {}
                 }
-                self.offset += piece.len();
             }
             Some(Reply::Text(t)) => {
                 if !t.is_empty() {
-                    self.offset += t.len();
                     self.pending.push_back(self.meta.text_chunk(&t));
                 }
             }

@@ -20,16 +20,12 @@ use super::guard::{self, off_loop};
 use super::state::Shared;
 use super::track::Tracker;
 use crate::model::tokenizer::Tokenizer;
-use crate::serve::error::{ApiError, ErrorType};
+use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
 use crate::serve::shapes::{Api, Meta};
 
 /// The page at `/`: one self-contained file, embedded.
 const PAGE: &str = include_str!("page.html");
-
-/// Text longer than this many bytes per context position cannot fit (a token takes at
-/// least one byte): such prompts, and `/tokenize` content, are refused before tokenizing.
-const BYTES_PER_POSITION: usize = 64;
 
 /// An API error as a response: its status, its JSON body, and `Retry-After` on 429 / 503.
 pub struct Failure(pub ApiError);
@@ -120,7 +116,7 @@ fn model_object(shared: &Shared) -> serde_json::Value {
         "object": "model",
         "created": c.created,
         "owned_by": "swactor",
-        "meta": {"n_ctx": c.defaults.n_ctx, "n_vocab": c.vocab},
+        "meta": {"n_ctx": shared.n_ctx(), "n_vocab": c.vocab},
     })
 }
 
@@ -159,7 +155,7 @@ async fn pool(State(shared): State<Arc<Shared>>) -> axum::Json<serde_json::Value
 
 async fn slots(State(shared): State<Arc<Shared>>) -> Result<Response, Failure> {
     let report = shared.slots().await?;
-    let n_ctx = shared.config.defaults.n_ctx;
+    let n_ctx = shared.n_ctx();
     let slots: Vec<serde_json::Value> = report
         .slots
         .iter()
@@ -205,10 +201,10 @@ struct Piece<'a> {
 fn tokenized(tok: &Tokenizer, raw: &[u8], n_ctx: u32) -> Result<Vec<u8>, ApiError> {
     let b: TokenizeBody = serde_json::from_slice(raw)
         .map_err(|e| ApiError::invalid(format!("the body is not a valid request: {e}")))?;
-    let cap = BYTES_PER_POSITION * n_ctx as usize;
+    let cap = MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize;
     if b.content.len() > cap {
         let message = format!(
-            "the content is {} bytes; at most {cap} ({BYTES_PER_POSITION} per context position) are tokenized",
+            "the content is {} bytes; at most {cap} ({MAX_PROMPT_BYTES_PER_POSITION} per context position) are tokenized",
             b.content.len()
         );
         return Err(ApiError::new(ErrorType::RequestTooLarge, message).because("content_too_long"));
@@ -237,7 +233,7 @@ async fn tokenize(
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Failure> {
     let raw = body(raw)?;
-    let (tok, n_ctx) = (shared.tokenizer.clone(), shared.config.defaults.n_ctx);
+    let (tok, n_ctx) = (shared.tokenizer.clone(), shared.n_ctx());
     let out = off_loop(move || tokenized(&tok, &raw, n_ctx)).await??;
     Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
 }
@@ -285,7 +281,7 @@ async fn complete(
 ) -> Result<Response, Failure> {
     let tracker = Tracker::arrived(shared.clone());
     let raw = body(raw)?;
-    let defaults = shared.config.defaults.params();
+    let defaults = shared.defaults();
     let seed = rand::random::<u64>();
     let parsed = off_loop(move || match api {
         Api::Chat => parse_chat(&raw, &defaults, seed),
@@ -298,7 +294,8 @@ async fn complete(
     let request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
     let prompt_n = request.prompt.len() as u32;
     let submitted = shared.submit(ticket, request)?;
-    let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone());
+    let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone())
+        .with_echo(parsed.echo_text(&shared.tokenizer));
     let tracker = tracker.submitted(prompt_n);
     let tok = shared.tokenizer.clone();
     if parsed.stream {
@@ -309,17 +306,17 @@ async fn complete(
 }
 
 /// The prompt's token ids: the chat template's, the text's, or the ids given. Long
-/// prompts are refused before tokenizing (a token takes at least one byte of text, so
-/// a prompt of more than 64 bytes per context position cannot fit).
+/// prompts are refused by their bytes before tokenizing (no token spells more than 64
+/// bytes, so a prompt of more than 64 bytes per context position cannot fit).
 async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u32>, Failure> {
-    let n_ctx = shared.config.defaults.n_ctx;
+    let n_ctx = shared.n_ctx();
     let bytes = match &parsed.prompt {
         Prompt::Messages(m) => m.iter().map(|(r, c)| r.len() + c.len()).sum(),
         Prompt::Text(t) => t.len(),
         Prompt::Tokens(_) => 0,
     };
-    if bytes > BYTES_PER_POSITION * n_ctx as usize {
-        return Err(ApiError::exceeds_context((bytes / BYTES_PER_POSITION) as u32, n_ctx).into());
+    if bytes > MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize {
+        return Err(ApiError::exceeds_context_bytes(bytes, n_ctx).into());
     }
     let (tok, template, prompt) =
         (shared.tokenizer.clone(), shared.template.clone(), parsed.prompt.clone());

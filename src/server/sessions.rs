@@ -126,6 +126,7 @@ impl RunSink for ServeSink<'_> {
     }
 
     fn planned(&mut self, plan: &RunPlan) {
+        self.shared.planned_context(plan.runtime.max_seq_len);
         self.shared.view().planned(plan);
     }
 }

@@ -1,7 +1,7 @@
 //! What the server's tasks share: the lifecycle, the current session's input (set only
 //! while it serves), the metrics, and the pool's view for the page.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{mpsc, oneshot};
@@ -43,6 +43,8 @@ pub struct Shared {
     /// The pool as the page shows it.
     view: Mutex<PoolView>,
     tickets: AtomicU64,
+    /// The context of the session's plan (the configured one until a session is planned).
+    n_ctx: AtomicU32,
 }
 
 /// Locks `m`, whatever a panicking holder left (the data stays usable).
@@ -86,6 +88,7 @@ impl Shared {
     /// The shared state of a server that has not formed a session yet.
     pub fn new(config: ServeConfig, tokenizer: Arc<Tokenizer>, template: Option<String>) -> Shared {
         let view = PoolView::new(&config);
+        let n_ctx = AtomicU32::new(config.defaults.n_ctx);
         Shared {
             config,
             tokenizer,
@@ -95,7 +98,24 @@ impl Shared {
             metrics: Metrics::new(),
             view: Mutex::new(view),
             tickets: AtomicU64::new(1),
+            n_ctx,
         }
+    }
+
+    /// The context requests are judged against: the latest session plan's (a plan may
+    /// lower the configured one to what its nodes' memory holds).
+    pub fn n_ctx(&self) -> u32 {
+        self.n_ctx.load(Ordering::Relaxed)
+    }
+
+    /// A session was planned with a context of `n_ctx` tokens.
+    pub fn planned_context(&self, n_ctx: u32) {
+        self.n_ctx.store(n_ctx, Ordering::Relaxed);
+    }
+
+    /// What a request leaves out, with the planned context.
+    pub fn defaults(&self) -> crate::serve::params::Defaults {
+        crate::serve::params::Defaults { n_ctx: self.n_ctx(), ..self.config.defaults.params() }
     }
 
     /// The lifecycle.

@@ -64,7 +64,7 @@ impl Tracker {
         let m = &self.shared.metrics;
         m.request_failure.get_or_create(&Reason { reason: reason.to_string() }).inc();
         m.e2e_request_latency.observe(self.arrived.elapsed().as_secs_f64());
-        ApiError::from_request_error(reason, self.prompt_n, self.shared.config.defaults.n_ctx)
+        ApiError::from_request_error(reason, self.prompt_n, self.shared.n_ctx())
     }
 
     /// It finished (`finish`, OpenAI's reason) after `predicted_n` tokens: counted, and

@@ -32,7 +32,16 @@ fn one_of_each() -> Vec<Event> {
             component: Component::NodeBoot,
         },
         Event::PoolReady { nodes: vec![NodeId(1), node_id] },
-        Event::RunPlanned { run_id, stages: 3, edges: 4 },
+        Event::RunPlanned {
+            run_id,
+            stages: 3,
+            edges: 4,
+            context: Some(swactor::wire::PlanContext {
+                tokens: 4096,
+                trained: 8192,
+                why: swactor::wire::ContextWhy::Memory { node: NodeId(2) },
+            }),
+        },
         Event::StageProvisionStarted { run_id, node_id, stage_index, by: Reporter::Node },
         Event::WeightsDownloadStarted { run_id, node_id, stage_index, bytes: 10 },
         Event::WeightsDownloading { run_id, node_id, stage_index, bytes: 5, total: 10 },

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::support::{GgufBuilder, scratch};
-use swactor::model::draft::DraftModel;
+use swactor::model::draft::{DraftModel, DraftTarget};
 use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
 use swactor::model::gguf::read_content;
 use swactor::model::llama::{ComputeDevice, LlamaStage, StageError, StageSpec};
@@ -382,7 +382,7 @@ fn run_speculative(
     let mut drafter: Box<dyn Draft> = match draft {
         None => Box::new(swactor::speculate::ngram::NgramDrafter::default()),
         // Its steps counted as free, so that drafts are always tried.
-        Some(d) => Box::new(DraftModel::load(d, 256, 1, (300, u64::MAX)).expect("draft")),
+        Some(d) => Box::new(DraftModel::load(d, 256, 1, &free_target(path)).expect("draft")),
     };
     let stop = swactor::model::generate::generate_speculative(
         &mut p,
@@ -518,14 +518,63 @@ fn a_draft_model_gives_the_same_tokens_and_the_model_itself_as_draft_is_always_a
         },
     )
     .expect("synth");
-    assert!(DraftModel::load(&small, 256, 1, (300, 1)).is_err());
+    assert!(DraftModel::load(&small, 256, 1, &free_target(&path)).is_err());
+}
+
+/// `path` as a draft's target whose steps cost nothing (so that drafts are always tried).
+fn free_target(path: &Path) -> DraftTarget {
+    let facts = swactor::model::read_facts(path).expect("facts");
+    DraftTarget { step_bytes: u64::MAX, ..DraftTarget::of(&facts) }
+}
+
+#[test]
+fn a_draft_model_with_other_tokens_of_the_same_count_is_refused() {
+    let path = f32_model();
+    let mut bytes = std::fs::read(&path).expect("read");
+    let eot = b"<|endoftext|>";
+    let at = bytes.windows(eot.len()).position(|w| w == eot).expect("the end-of-text token");
+    bytes[at + 2] = b'E';
+    let other = scratch().join("llama-f32-6-other-tokens.gguf");
+    std::fs::write(&other, &bytes).expect("write");
+    let (a, b) = (swactor::model::read_facts(&path), swactor::model::read_facts(&other));
+    let (a, b) = (a.expect("facts"), b.expect("facts"));
+    assert_eq!(a.vocab_size, b.vocab_size, "the same count of tokens");
+    assert_ne!(a.vocab_digest, b.vocab_digest);
+    let e = DraftModel::load(&other, 256, 1, &free_target(&path)).expect_err("other tokens");
+    assert!(e.to_string().contains("vocabulary"), "{e}");
+    DraftModel::load(&path, 256, 1, &free_target(&path)).expect("the same vocabulary");
+    // `model synth --vocab-from` writes a tiny model with the model's own tokens.
+    let tiny = scratch().join("llama-f32-6-tiny-draft.gguf");
+    let synth = std::process::Command::new(env!("CARGO_BIN_EXE_swactor"))
+        .args(["model", "synth", "--blocks", "1", "--hidden", "64", "--heads", "2"])
+        .args(["--kv-heads", "1", "--ffn", "128", "--vocab-from"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&tiny)
+        .output()
+        .expect("synth");
+    assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+    let t = swactor::model::read_facts(&tiny).expect("facts");
+    assert_eq!((t.vocab_size, &t.vocab_digest), (a.vocab_size, &a.vocab_digest));
+    DraftModel::load(&tiny, 256, 1, &free_target(&path)).expect("a draft of the model");
+    // `generate` refuses it as a usage error, `bad_draft_model`.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swactor"))
+        .args(["generate", "--json", "--prompt", "hi", "--max-tokens", "2", "--model"])
+        .arg(&path)
+        .arg("--draft-model")
+        .arg(&other)
+        .output()
+        .expect("generate");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("an error line");
+    assert_eq!(line["reason"], "bad_draft_model");
 }
 
 #[test]
 fn a_draft_model_drafts_several_slots_at_once_as_each_alone_and_follows_a_changed_history() {
     use swactor::speculate::DraftAsk;
     let path = f32_model();
-    let load = || DraftModel::load(&path, 256, 1, (300, u64::MAX)).expect("draft");
+    let load = || DraftModel::load(&path, 256, 1, &free_target(&path)).expect("draft");
     fn ask(slot: u16, history: &[u32], k: usize) -> DraftAsk<'_> {
         DraftAsk { slot, history, k }
     }

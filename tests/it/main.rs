@@ -4,6 +4,7 @@
 mod cli;
 mod compose;
 mod dataplane;
+mod defaults;
 mod events;
 mod families;
 mod faults;
@@ -29,6 +30,7 @@ mod session;
 mod stage_worker;
 mod support;
 mod synth;
+mod text;
 mod tidy;
 mod tokenizer;
 mod weights;

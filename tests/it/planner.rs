@@ -44,6 +44,7 @@ fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
             per_block,
         },
         tensor_types: BTreeMap::new(),
+        vocab_digest: None,
     }
 }
 
@@ -73,6 +74,7 @@ fn request<'a>(model: &'a ModelFacts, pool: &'a Pool, stages: Option<u32>) -> Pl
         placement: Placement::default(),
         runtime: runtime(),
         prompt_tokens: 100,
+        fit_context: false,
     }
 }
 
@@ -586,4 +588,38 @@ fn a_pool_file_leaves_out_a_memory_it_does_not_know_and_reads_back_the_same() {
     let text = pool.to_toml();
     assert_eq!(text.matches("memory_bytes").count(), 1, "{text}");
     assert_eq!(Pool::from_toml(&text).expect("parse"), pool);
+}
+
+#[test]
+fn a_context_left_to_the_planner_is_the_trained_length_lowered_to_what_memory_holds() {
+    use swactor::wire::{ContextWhy, PlanContext};
+    let model = facts(4);
+    let at = |tokens: u32| {
+        let roomy = pool(1);
+        let mut req = request(&model, &roomy, Some(1));
+        req.runtime.max_seq_len = tokens;
+        plan(&req).expect("plan").stages[0].prediction.total_bytes
+    };
+    // A node that holds a context of 1024 tokens and not one of 1280.
+    let (fits, too_much) = (at(1024), at(1280));
+    assert!(fits < too_much);
+    let small = pool_with_memory(&[fits]);
+    let mut req = request(&model, &small, Some(1));
+    req.runtime.max_seq_len = model.context_length;
+    assert_eq!(rejection(&req), PlanRejection::ExceedsNodeMemory, "a given context is kept");
+    req.fit_context = true;
+    let p = plan(&req).expect("a context that fits");
+    assert_eq!(p.runtime.max_seq_len, 1024, "the longest multiple of 256 that fits");
+    let why = ContextWhy::Memory { node: NodeId(1) };
+    assert_eq!(p.context, Some(PlanContext { tokens: 1024, trained: 4096, why }));
+    validate_plan(&p).expect("a valid plan");
+    // A node that holds the trained length gets it, and says so.
+    let roomy = pool(1);
+    let p = plan(&PlanRequest { pool: &roomy, ..req.clone() }).expect("plan");
+    let why = ContextWhy::Trained;
+    assert_eq!(p.context, Some(PlanContext { tokens: 4096, trained: 4096, why }));
+    // A node that holds no context at all is refused as before.
+    let tiny = pool_with_memory(&[1 << 20]);
+    let err = plan(&PlanRequest { pool: &tiny, ..req }).expect_err("nothing fits");
+    assert_eq!(err.reason, PlanRejection::ExceedsNodeMemory);
 }

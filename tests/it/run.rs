@@ -1560,7 +1560,9 @@ fn speculation_through_one_to_three_stages_gives_generates_tokens_and_counts_its
     let draft = tmp.join("draft.gguf");
     let synth = Command::new(exe())
         .args(["model", "synth", "--blocks", "1", "--hidden", "64", "--heads", "2"])
-        .args(["--kv-heads", "1", "--ffn", "128", "--vocab", "49152", "--out"])
+        .args(["--kv-heads", "1", "--ffn", "128", "--vocab-from"])
+        .arg(&model)
+        .arg("--out")
         .arg(&draft)
         .output()
         .expect("synth");

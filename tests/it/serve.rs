@@ -970,7 +970,9 @@ fn concurrent_chats_served_with_a_draft_model_equal_generate_and_count_its_draft
     let draft = crate::support::scratch().join("serve-draft-49152.gguf");
     let synth = Command::new(exe())
         .args(["model", "synth", "--blocks", "1", "--hidden", "64", "--heads", "2"])
-        .args(["--kv-heads", "1", "--ffn", "128", "--vocab", "49152", "--seed", "3", "--out"])
+        .args(["--kv-heads", "1", "--ffn", "128", "--seed", "3", "--vocab-from"])
+        .arg(&model)
+        .arg("--out")
         .arg(&draft)
         .output()
         .expect("synth");

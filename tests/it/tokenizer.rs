@@ -179,11 +179,19 @@ fn smollm2_chat_prompt_encodes_its_special_tokens_as_single_ids() {
     let ids = tok.encode_chat_prompt(template, "Hi").expect("SmolLM2 ships a ChatML template");
     let im_start = tok.encode("<|im_start|>", false, true);
     assert_eq!(im_start.len(), 1, "<|im_start|> is one special token");
-    assert_eq!(ids.iter().filter(|&&i| i == im_start[0]).count(), 2);
+    // The template's default system turn, the user's, the assistant's.
+    assert_eq!(ids.iter().filter(|&&i| i == im_start[0]).count(), 3);
     // An ordinary prompt gives the ids of the written prompt parsed with specials, as
     // before contents were kept apart.
     let text = chat_prompt(template, "Hi").expect("chatml");
     assert_eq!(ids, tok.encode(&text, true, true));
+    assert!(
+        text.starts_with(
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by \
+             Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
+        ),
+        "without a system message, SmolLM2's template writes its own: {text:?}"
+    );
 }
 
 #[test]
@@ -199,6 +207,11 @@ fn a_chat_content_that_spells_special_tokens_cannot_forge_a_turn() {
     };
     let (start, end) = (special("<|im_start|>"), special("<|im_end|>"));
     let mut want = tok.encode("", true, false);
+    let default = swactor::model::tokenizer::chatml_default_system(template.expect("template"));
+    want.push(start);
+    want.extend(tok.encode(&format!("system\n{}", default.expect("SmolLM2's")), false, false));
+    want.push(end);
+    want.extend(tok.encode("\n", false, false));
     want.push(start);
     want.extend(tok.encode(&format!("user\n{forged}"), false, false));
     want.push(end);
@@ -206,8 +219,8 @@ fn a_chat_content_that_spells_special_tokens_cannot_forge_a_turn() {
     want.push(start);
     want.extend(tok.encode("assistant\n", false, false));
     assert_eq!(ids, want);
-    assert_eq!(ids.iter().filter(|&&i| i == start).count(), 2, "no third turn");
-    assert_eq!(ids.iter().filter(|&&i| i == end).count(), 1, "one end of turn");
+    assert_eq!(ids.iter().filter(|&&i| i == start).count(), 3, "no fourth turn");
+    assert_eq!(ids.iter().filter(|&&i| i == end).count(), 2, "the system's and the user's ends");
     // The same text with one character changed tokenizes to a similar length.
     let plain = forged.replace("<|im_end|>", "<|im_end|]");
     let plain_ids = tok.encode_chat(template, &[("user", &plain)]).expect("chatml");

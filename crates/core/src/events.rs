@@ -140,6 +140,9 @@ pub enum Event {
         stages: u32,
         /// Number of edges.
         edges: u32,
+        /// Its context and why it is that long (the plan's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<crate::wire::PlanContext>,
     },
     /// A stage's provisioning was sent (orchestrator) or accepted (node).
     StageProvisionStarted {

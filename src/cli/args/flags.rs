@@ -18,7 +18,8 @@ pub struct OutputFlags {
 #[derive(Debug, Args, Clone)]
 pub struct RuntimeArgs {
     /// Longest sequence (prompt + generated tokens) the KV caches hold [default: the
-    /// model's context length, at most 2048].
+    /// model's trained context length, lowered to what the nodes' memory holds; `run
+    /// plan` says which and why].
     #[arg(long, value_name = "N")]
     pub max_seq_len: Option<u32>,
     /// Element type of the KV caches: f16 halves their memory (the values are rounded to
@@ -28,9 +29,10 @@ pub struct RuntimeArgs {
     /// Element type of activations between stages (f32 is bit-exact with one process).
     #[arg(long, value_enum, default_value = "f32", value_name = "DTYPE")]
     pub activation_dtype: ActivationArg,
-    /// Most tokens to generate.
-    #[arg(long, default_value_t = 256, value_name = "N")]
-    pub max_tokens: u32,
+    /// Most tokens to generate [default: until the end of sequence, a stop, or the
+    /// context's end; a server's requests without `max_tokens` too].
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
     /// How the last stage picks tokens.
     #[command(flatten)]
     pub sampler: SamplingFlags,

@@ -148,6 +148,11 @@ pub struct SynthArgs {
     /// Seed of the random weights.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
+    /// Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat
+    /// template) instead of synthesizing one: the model shares its vocabulary (a tiny
+    /// draft model for it). The vocabulary size is its token count.
+    #[arg(long, value_name = "GGUF", conflicts_with = "vocab")]
+    pub vocab_from: Option<PathBuf>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,

@@ -112,6 +112,7 @@ impl LocalRun {
             stages: Some(args.stages),
             placement: Placement::default(),
             runtime: inputs.runtime,
+            fit_context: args.run.runtime.max_seq_len.is_none(),
             run_id: super::run::run_id(&args.run),
             window: Duration::from_millis(300),
             pool_timeout: Duration::from_secs(60),

@@ -57,6 +57,7 @@ impl PoolRun {
                 }
                 _ => 0,
             },
+            fit_context: args.run.runtime.max_seq_len.is_none(),
         })
         .map_err(plan_error)?;
         let join = &args.join;
@@ -73,6 +74,7 @@ impl PoolRun {
             stages: args.placement.stages,
             placement,
             runtime: inputs.runtime,
+            fit_context: args.run.runtime.max_seq_len.is_none(),
             run_id,
             window: Duration::from_millis(join.window_ms),
             pool_timeout: Duration::from_secs(join.pool_timeout),

@@ -27,6 +27,8 @@ pub struct PlanConfig {
     pub run_id: RunId,
     /// The prompt length the prefill predictions assume (at most `max_seq_len`).
     pub prompt_tokens: u32,
+    /// No `--max-seq-len`: the context is fitted to memory.
+    pub fit_context: bool,
 }
 
 impl PlanConfig {
@@ -54,6 +56,7 @@ impl PlanConfig {
             runtime,
             run_id: RunId(args.run_id),
             prompt_tokens: args.prompt_tokens.min(runtime.max_seq_len),
+            fit_context: args.runtime.max_seq_len.is_none(),
         })
     }
 
@@ -68,6 +71,7 @@ impl PlanConfig {
             placement: self.placement.clone(),
             runtime: self.runtime,
             prompt_tokens: self.prompt_tokens,
+            fit_context: self.fit_context,
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct ServedModel {
     pub template: Option<String>,
     /// The runtime settings, checked (eight slots by default).
     pub runtime: RuntimeConfig,
+    /// `--max-tokens`: what a request without `max_tokens` generates at most (`None`: to
+    /// the end of sequence, a stop, or the context's end).
+    pub max_tokens: Option<u32>,
 }
 
 impl ServedModel {
@@ -57,7 +60,7 @@ impl ServedModel {
             max_top_logprobs: Some(crate::wire::logprobs::MAX_TOP_LOGPROBS),
             ..runtime_config(&args, &facts)?
         };
-        Ok(ServedModel { facts, tokenizer, template, runtime })
+        Ok(ServedModel { facts, tokenizer, template, runtime, max_tokens: args.max_tokens })
     }
 }
 
@@ -111,7 +114,7 @@ pub fn server_config(
         vocab: served.facts.vocab_size,
         defaults: ServeDefaults {
             sampling: runtime.sampling,
-            max_tokens: Some(runtime.max_tokens),
+            max_tokens: served.max_tokens,
             n_ctx: runtime.max_seq_len,
             slots: runtime.max_sequences,
         },
@@ -163,6 +166,7 @@ impl ServeRun {
             placement: placement.clone(),
             runtime: model.runtime,
             prompt_tokens: 0,
+            fit_context: args.runtime.max_seq_len.is_none(),
         })
         .map_err(plan_error)?;
         let nodes = pool.nodes.iter().map(|n| n.node_id.0).collect();
@@ -188,6 +192,7 @@ impl ServeRun {
             stages: args.placement.stages,
             placement,
             runtime: model.runtime,
+            fit_context: args.runtime.max_seq_len.is_none(),
             run_id,
             window: Duration::from_millis(join.window_ms),
             pool_timeout: Duration::from_secs(join.pool_timeout),
@@ -250,6 +255,7 @@ pub fn local_orchestrate(
         stages: Some(args.stages),
         placement: Placement::default(),
         runtime: served.runtime,
+        fit_context: args.run.runtime.max_seq_len.is_none(),
         run_id: fresh_run_id(),
         window: Duration::from_millis(300),
         pool_timeout: Duration::from_secs(60),

@@ -19,7 +19,7 @@ fn a_run_shows_the_pool_then_a_weights_bar_then_the_prefill_then_nothing() {
     p.message("node 2 available");
     assert_eq!(p.shown().0, "node 2 available");
 
-    p.event(&Event::RunPlanned { run_id, stages: 3, edges: 4 });
+    p.event(&Event::RunPlanned { run_id, stages: 3, edges: 4, context: None });
     assert_eq!(p.phase(), RunPhase::Weights);
     assert_eq!(p.shown().1, (0, Some(3)), "one step per stage");
     p.event(&Event::WeightsDownloadStarted {
@@ -72,7 +72,7 @@ fn a_run_shows_the_pool_then_a_weights_bar_then_the_prefill_then_nothing() {
 #[test]
 fn a_run_that_ends_before_its_first_token_clears_its_progress() {
     let mut p = RunProgress::new(Progress::with(false));
-    p.event(&Event::RunPlanned { run_id: RunId(1), stages: 2, edges: 3 });
+    p.event(&Event::RunPlanned { run_id: RunId(1), stages: 2, edges: 3, context: None });
     p.event(&Event::RunStopped {
         run_id: RunId(1),
         reason: crate::wire::reason::OperatorStop::Interrupt.into(),

@@ -72,6 +72,9 @@ pub struct OrchestrateConfig {
     pub placement: Placement,
     /// Runtime settings.
     pub runtime: RuntimeConfig,
+    /// No `--max-seq-len` was given: each plan fits the context to its nodes' memory
+    /// (`runtime.max_seq_len`, the model's trained length, at most).
+    pub fit_context: bool,
     /// The run's id.
     pub run_id: RunId,
     /// Convergence window of the pool gate.
@@ -371,6 +374,7 @@ async fn plan_run(
         placement: config.placement.clone(),
         runtime: config.runtime,
         prompt_tokens: ask.prompt_tokens,
+        fit_context: config.fit_context,
     };
     let plan = plan(&request).map_err(OrchestrateError::Plan)?;
     // A URL source: each node downloads only its stage's ranges, checked by their digests.

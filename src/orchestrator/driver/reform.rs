@@ -37,9 +37,11 @@ pub(super) async fn replan(
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
 ) -> Result<RunPlan, &'static str> {
     let Some(reformation) = run.reformation() else { return Err("none") };
+    // The fault names the node lost (`membership.node_down on node 2 (stage 1), ...`).
+    let fault = run.fault().map_or_else(|| reformation.cause.to_string(), |f| f.to_string());
     let over =
         if reformation.cause.counts_as_resume() { "the nodes left" } else { "the nodes ready" };
-    sink.progress(&format!("{}: re-forming the session over {over}", reformation.cause));
+    sink.progress(&format!("{fault}: re-forming the session over {over}"));
     // As many stages as the session asks for (`--stages`, or one per pool node), as far
     // as the nodes offered go: a spare or a node back restores the shape.
     let stages_before = ctx.config.stages.unwrap_or(ctx.pool.nodes.len() as u32);

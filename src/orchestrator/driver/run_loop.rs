@@ -11,29 +11,25 @@ use tokio::sync::mpsc;
 
 use super::endpoints::{Parts, TokenUser};
 use super::served::{Reply, Routes, next_routed};
-use super::{
-    Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit, now_us,
-};
+use super::{Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit};
 use crate::control::ControlMessage;
 use crate::edge::establisher::{EdgeEnd, EdgeProvision};
 use crate::edge::executor::{PlaneExecutor, PumpNotice};
 use crate::edge::plane::{EdgePlane, PlaneEvent};
-use crate::events::{Direction, Event, EventLine, PlannedStage, RunOutcome};
-use crate::membership::pool_gate::GateEvent;
+use crate::events::{Direction, Event, PlannedStage, RunOutcome};
 use crate::model::tokenizer::Tokenizer;
 use crate::net::edge::{EdgeRouter, Refusal};
-use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
+use crate::orchestrator::pool_phase::PoolPhase;
 use crate::orchestrator::reform::{Reformation, ResumePolicy};
 use crate::orchestrator::requests::{Request, RequestBook};
 use crate::orchestrator::run::{RunCommand, RunFsm};
 use crate::orchestrator::scheduler::FinishReason;
 use crate::orchestrator::tokens::TokenOutEvent;
 use crate::ring::Wake as RingWake;
-use crate::wire::reason::{
-    Component, ControlFault, MembershipLoss, OperatorStop, RingFault, Timeout,
-};
+use crate::wire::reason::{Component, ControlFault, OperatorStop, RingFault, Timeout};
 use crate::wire::{EdgeId, NodeId, RunPlan, StageIndex};
 
+mod pool;
 mod requests;
 
 /// What the token endpoints' pumps tell the loop.
@@ -97,8 +93,9 @@ pub(super) struct RunLoop<'t> {
     drafter: Option<crate::model::draft::SharedDraft>,
     /// The re-formation under way (the run faulted with a node loss).
     reforming: Option<Reformation>,
-    /// The current run re-formed the session (`session_reformed` at its barrier).
-    reformed: bool,
+    /// The current run re-formed the session (`session_reformed` at its barrier), with
+    /// this many kept requests resumed.
+    reformed: Option<usize>,
     /// Requests that arrived while the session re-formed, for the next run.
     waiting: Vec<usize>,
     /// Requests that may wait for a slot (`--queue`): also how many may wait for a
@@ -176,7 +173,7 @@ impl<'t> RunLoop<'t> {
             resume: config.resume,
             drafter: config.drafter.clone(),
             reforming: None,
-            reformed: false,
+            reformed: None,
             waiting: Vec::new(),
             queue_capacity: config.session.queue_capacity,
             input_closed,
@@ -198,6 +195,11 @@ impl<'t> RunLoop<'t> {
     /// The re-formation under way, if the last run lost a node and the session re-forms.
     pub(super) fn reformation(&self) -> Option<Reformation> {
         self.reforming
+    }
+
+    /// The fault of the current run, if it faulted (with the node it lost).
+    pub(super) fn fault(&self) -> Option<RunFault> {
+        self.fault
     }
 
     /// What the gate offered while the faulted run tore down (taken once).
@@ -231,10 +233,11 @@ impl<'t> RunLoop<'t> {
         (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =
             (None, false, 0, 0);
         let cause = self.reforming.take().map(|r| r.cause);
-        self.reformed = true;
-        for index in self.book.kept() {
+        let kept = self.book.kept();
+        for &index in &kept {
             self.resume_kept(index, cause, sink);
         }
+        self.reformed = Some(kept.iter().filter(|i| self.book.seq_of(**i).is_some()).count());
         for index in std::mem::take(&mut self.waiting) {
             self.submit(index);
         }
@@ -380,7 +383,11 @@ impl<'t> RunLoop<'t> {
                     }
                 }
                 emit(sink, self.t0, ev);
-                if barrier && std::mem::take(&mut self.reformed) {
+                if barrier && let Some(resumed) = self.reformed.take() {
+                    let nodes: Vec<u64> = self.plan.stages.iter().map(|s| s.node_id.0).collect();
+                    sink.progress(&format!(
+                        "the session re-formed over nodes {nodes:?}: {resumed} requests resumed"
+                    ));
                     let plan = self.plan.stages.iter().map(planned_stage).collect();
                     emit(sink, self.t0, Event::SessionReformed { run_id: self.plan.run_id, plan });
                 }
@@ -540,114 +547,6 @@ impl<'t> RunLoop<'t> {
                 self.fsm.fault(Instant::now(), reason, component, None, None, Some(edge_id));
             }
             PlaneEvent::EdgeStopped { .. } => {}
-        }
-    }
-
-    fn pool_notice(&mut self, notice: PoolNotice, sink: &mut dyn RunSink) {
-        let now = Instant::now();
-        match notice {
-            PoolNotice::Message(node, ControlMessage::SessionEnding { reason, .. }) => {
-                // The node said why its session ends (it stops, or was taken over): that,
-                // not the lost connection that follows, is what its stages' loss is.
-                self.fsm.node_lost(now, node, reason, Component::ControlChannel);
-            }
-            PoolNotice::Message(node, msg) => self.stage_message(node, msg, sink),
-            PoolNotice::SessionClosed(node) => {
-                // No stage report will come from a node without a session: its stages are
-                // lost (the run FSM ignores nodes outside the plan).
-                let reason = ControlFault::ConnectionLost.into();
-                self.fsm.node_lost(now, node, reason, Component::ControlChannel);
-            }
-            PoolNotice::Gate(GateEvent::RequiredNodeLost { node, reason })
-                if self.in_plan(node) =>
-            {
-                if reason == MembershipLoss::NodeDown {
-                    self.fsm.node_lost(now, node, reason.into(), Component::Membership);
-                } else {
-                    let component = Component::Membership;
-                    self.fsm.fault(now, reason.into(), component, Some(node), None, None);
-                }
-            }
-            // A member of the plan declared down after the gate stopped reporting losses
-            // (a second node lost while the session re-forms): its stages are lost now,
-            // not at the teardown deadline.
-            PoolNotice::MemberDown(node) if self.in_plan(node) && self.fsm.outcome().is_some() => {
-                let reason = MembershipLoss::NodeDown.into();
-                self.fsm.node_lost(now, node, reason, Component::Membership);
-            }
-            PoolNotice::Gate(GateEvent::CapacityGrew { nodes }) => self.grow(nodes, sink),
-            // Re-forming: what the gate offers while the faulted run still tears down.
-            PoolNotice::Gate(GateEvent::PoolReady { nodes }) if self.reforming.is_some() => {
-                self.offered = Some(nodes);
-            }
-            PoolNotice::Gate(GateEvent::ReadinessLost { .. }) => self.offered = None,
-            _ => {}
-        }
-    }
-
-    /// More nodes are ready than the run uses: a session re-formed onto fewer stages than
-    /// it asks for re-forms onto them, at once (its sequences resume on the larger plan;
-    /// the re-formation does not count against their resume cap).
-    fn grow(&mut self, nodes: Vec<NodeId>, sink: &mut dyn RunSink) {
-        let stages = self.plan.stages.len() as u32;
-        let ask = crate::orchestrator::reform::GrowthAsk {
-            stages,
-            desired: self.desired_stages,
-            ready: nodes.len() as u32,
-            serving: self.fsm.outcome().is_none() && self.reforming.is_none(),
-            idle: self.input_closed && self.load == (0, 0) && self.waiting.is_empty(),
-        };
-        let Some(target) = crate::orchestrator::reform::grown_stages(&self.resume, ask) else {
-            return;
-        };
-        sink.progress(&format!(
-            "nodes {nodes:?} are ready: re-forming the session from {stages} stages to {target}"
-        ));
-        self.grown = Some(nodes);
-        let reason = crate::wire::reason::PoolChange::CapacityGrew.into();
-        self.fsm.fault(Instant::now(), reason, Component::PoolGate, None, None, None);
-    }
-
-    fn in_plan(&self, node: NodeId) -> bool {
-        self.node_of.values().any(|n| *n == node)
-    }
-
-    fn stage_message(&mut self, node: NodeId, msg: ControlMessage, sink: &mut dyn RunSink) {
-        let now = Instant::now();
-        match msg {
-            ControlMessage::StageReady { run_id, stage_index } => {
-                if let Err(e) = self.fsm.stage_ready(now, run_id, stage_index, node) {
-                    eprintln!("swactor: stage_ready from node {node} refused: {e}");
-                }
-            }
-            ControlMessage::StageFault { run_id, stage_index, reason, component } => {
-                if run_id == self.plan.run_id && self.node_of.get(&stage_index) == Some(&node) {
-                    self.fsm.fault(now, reason, component, Some(node), Some(stage_index), None);
-                } else {
-                    eprintln!(
-                        "swactor: node {node}: {reason} for run {run_id} stage {stage_index} ({component})"
-                    );
-                }
-            }
-            ControlMessage::StageStopped { run_id, stage_index } => {
-                if let Err(e) = self.fsm.stage_stopped(run_id, stage_index, node) {
-                    eprintln!("swactor: stage_stopped from node {node} refused: {e}");
-                }
-            }
-            ControlMessage::Event { line } if !self.torn_down => {
-                if let Event::WeightsLoaded { .. } = line.event {
-                    self.loaded_weights += 1;
-                    let of = self.plan.stages.len();
-                    sink.progress(&format!(
-                        "weights loaded on {} of {of} stages",
-                        self.loaded_weights
-                    ));
-                }
-                // A node's event keeps the moment it happened on its host.
-                sink.event(&EventLine { ts_us: now_us(self.t0), ..line });
-            }
-            ControlMessage::Event { .. } => {}
-            other => eprintln!("swactor: unexpected message from node {node}: {other:?}"),
         }
     }
 

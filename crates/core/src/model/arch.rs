@@ -279,6 +279,7 @@ mod tests {
                 file: 14,
             },
             tensor_types: Default::default(),
+            vocab_digest: None,
         };
         let per_position = 2 * 256 * 4;
         let kv = |f: &ModelFacts, b| f.kv_bytes_of_block(b, 8192, KvCacheDType::F32);

@@ -86,6 +86,10 @@ pub struct ModelFacts {
     pub bytes: ModelBytes,
     /// Number of tensors of each GGML type (`q4_1`, `f32`, ...).
     pub tensor_types: BTreeMap<String, u32>,
+    /// The sha256 of the vocabulary's tokens in order (lowercase hex; `None` for a file
+    /// without `tokenizer.ggml.tokens`): two models share a vocabulary when they are equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab_digest: Option<String>,
 }
 
 /// Resident bytes of a stage's processes besides its weights, caches, rings and scratch:

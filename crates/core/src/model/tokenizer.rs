@@ -27,7 +27,9 @@ mod merge;
 #[cfg(test)]
 mod tests;
 
-pub use chat::{ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text};
+pub use chat::{
+    ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text, chatml_default_system,
+};
 use merge::{MergeTable, merge_bpe, merge_spm};
 
 /// llama.cpp token types.
@@ -436,36 +438,81 @@ enum Fragment<'t> {
 #[derive(Debug)]
 pub struct Detokenizer<'a> {
     tokenizer: &'a Tokenizer,
-    pending: Vec<u8>,
-    first: bool,
+    state: DetokenizerState,
 }
 
 impl<'a> Detokenizer<'a> {
     /// A detokenizer at the start of a text.
     pub fn new(tokenizer: &'a Tokenizer) -> Detokenizer<'a> {
-        Detokenizer { tokenizer, pending: Vec::new(), first: true }
+        Detokenizer { tokenizer, state: DetokenizerState::default() }
     }
 
     /// Adds a token; returns the text that became complete.
     pub fn push(&mut self, id: u32) -> String {
-        let mut bytes = self.tokenizer.token_bytes(id);
+        self.state.push(self.tokenizer, id)
+    }
+
+    /// Flushes whatever is held back (lossy).
+    pub fn finish(&mut self) -> String {
+        self.state.finish()
+    }
+}
+
+/// A [`Detokenizer`]'s state apart from its tokenizer, for an owner that holds the
+/// tokenizer itself. What [`DetokenizerState::push`] returns, concatenated with
+/// [`DetokenizerState::finish`], is `String::from_utf8_lossy` of every token's bytes (less
+/// the space SentencePiece puts before the first);
+/// only an incomplete character at the end is held back.
+#[derive(Debug, Clone)]
+pub struct DetokenizerState {
+    pending: Vec<u8>,
+    first: bool,
+}
+
+impl Default for DetokenizerState {
+    fn default() -> Self {
+        DetokenizerState { pending: Vec::new(), first: true }
+    }
+}
+
+impl DetokenizerState {
+    /// Adds a token; returns the text that became complete.
+    pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> String {
+        let mut bytes = tokenizer.token_bytes(id);
         if self.first && !bytes.is_empty() {
             // SentencePiece prepends a space to the text; do not print it.
-            if matches!(self.tokenizer.kind, Kind::Spm { add_space_prefix: true })
-                && bytes[0] == b' '
-            {
+            if matches!(tokenizer.kind, Kind::Spm { add_space_prefix: true }) && bytes[0] == b' ' {
                 bytes.remove(0);
             }
             self.first = false;
         }
         self.pending.extend_from_slice(&bytes);
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(s) => s.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(), // incomplete tail: wait
-            Err(e) => e.valid_up_to() + e.error_len().unwrap_or(1), // invalid: flush lossy
-        };
-        let out: Vec<u8> = self.pending.drain(..valid).collect();
-        String::from_utf8_lossy(&out).into_owned()
+        // Everything up to an incomplete character at the end is final: each invalid
+        // sequence becomes one U+FFFD exactly where `String::from_utf8_lossy` of the whole
+        // text puts one, and the valid text after it is released with it.
+        let mut done = 0;
+        let mut out = String::new();
+        while done < self.pending.len() {
+            match std::str::from_utf8(&self.pending[done..]) {
+                Ok(s) => {
+                    out.push_str(s);
+                    done = self.pending.len();
+                }
+                Err(e) => {
+                    let valid = &self.pending[done..done + e.valid_up_to()];
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    let Some(bad) = e.error_len() else {
+                        // An incomplete character at the end: wait for its next bytes.
+                        done += e.valid_up_to();
+                        break;
+                    };
+                    out.push(char::REPLACEMENT_CHARACTER);
+                    done += e.valid_up_to() + bad;
+                }
+            }
+        }
+        self.pending.drain(..done);
+        out
     }
 
     /// Flushes whatever is held back (lossy).

@@ -232,6 +232,7 @@ impl RunFsm {
             run_id: fsm.run_id,
             stages: fsm.stages.len() as u32,
             edges: plan.edges.len() as u32,
+            context: plan.context,
         });
         for &(stage_index, node_id) in &fsm.stages {
             fsm.commands.push_back(RunCommand::Provision(stage_index));

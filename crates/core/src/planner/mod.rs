@@ -10,6 +10,7 @@
 //! ([`validate_plan`]); their public items are re-exported here.
 
 mod checks;
+mod context;
 mod edges;
 pub mod pool;
 mod ranges;
@@ -63,6 +64,10 @@ pub struct PlanRequest<'a> {
     pub runtime: RuntimeConfig,
     /// Prompt length assumed for the prefill predictions.
     pub prompt_tokens: u32,
+    /// The context was not given: `runtime.max_seq_len` is the model's trained length,
+    /// lowered until every stage's node holds it ([`plan`]). Otherwise a stage whose node
+    /// cannot hold the context is rejected.
+    pub fit_context: bool,
 }
 
 /// A typed rejection: a stable [`PlanRejection`] reason and a human message.
@@ -105,8 +110,16 @@ pub fn check_before_reports(req: &PlanRequest<'_>) -> Result<()> {
     plan(&PlanRequest { pool: &pool, ..req.clone() }).map(|_| ())
 }
 
-/// Plans a run. Returns exactly one complete plan or the first rejection.
+/// Plans a run. Returns exactly one complete plan or the first rejection. With
+/// [`PlanRequest::fit_context`], a context that a stage's node cannot hold is lowered
+/// (to a multiple of 256 tokens) until every stage fits, and the plan says so
+/// ([`RunPlan::context`]).
 pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
+    context::plan_fitting(req, plan_exact)
+}
+
+/// Plans a run with the context `req.runtime` gives.
+fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let model = req.model;
     check_runtime(req)?;
     check_model(model)?;
@@ -149,6 +162,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
         edges,
         runtime: req.runtime,
         prediction,
+        context: None,
     };
     validate_plan(&plan)?;
     Ok(plan)

@@ -49,6 +49,10 @@ impl ErrorType {
     }
 }
 
+/// Prompt bytes per context position past which a prompt is refused before it is
+/// tokenized (no token of a vocabulary in use spells more).
+pub const MAX_PROMPT_BYTES_PER_POSITION: usize = 64;
+
 /// An API error: the body's `error` object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ApiError {
@@ -62,6 +66,10 @@ pub struct ApiError {
     /// `exceed_context_size_error`: the prompt's tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n_prompt_tokens: Option<u32>,
+    /// `exceed_context_size_error` of a prompt refused by its length before it was
+    /// tokenized: its bytes (its tokens were never counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_prompt_bytes: Option<usize>,
     /// `exceed_context_size_error`: the context.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n_ctx: Option<u32>,
@@ -85,6 +93,7 @@ impl ApiError {
             message: message.into(),
             kind,
             n_prompt_tokens: None,
+            n_prompt_bytes: None,
             n_ctx: None,
             reason: None,
         }
@@ -105,6 +114,25 @@ impl ApiError {
                 format!(
                     "the request exceeds the available context size: {n_prompt_tokens} prompt \
                      tokens, a context of {n_ctx}"
+                ),
+            )
+        }
+    }
+
+    /// 400 `exceed_context_size_error` of a prompt of `n_prompt_bytes` bytes, refused
+    /// before tokenizing: more than [`MAX_PROMPT_BYTES_PER_POSITION`] bytes per position
+    /// of a context of `n_ctx` cannot fit.
+    pub fn exceeds_context_bytes(n_prompt_bytes: usize, n_ctx: u32) -> ApiError {
+        let most = MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize;
+        ApiError {
+            n_prompt_bytes: Some(n_prompt_bytes),
+            n_ctx: Some(n_ctx),
+            ..ApiError::new(
+                ErrorType::ExceedContextSizeError,
+                format!(
+                    "the request exceeds the available context size: the prompt has \
+                     {n_prompt_bytes} bytes, more than a context of {n_ctx} tokens can hold \
+                     ({most} bytes); it was not tokenized"
                 ),
             )
         }
@@ -167,6 +195,18 @@ mod tests {
         assert_eq!(v["error"]["n_prompt_tokens"], 900);
         assert_eq!(v["error"]["n_ctx"], 512);
         assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("900")));
+    }
+
+    #[test]
+    fn a_prompt_refused_by_its_length_says_bytes_and_invents_no_token_count() {
+        let e = ApiError::exceeds_context_bytes(40_000, 512);
+        let v: serde_json::Value = serde_json::from_str(&e.body()).expect("json");
+        assert_eq!(v["error"]["type"], "exceed_context_size_error");
+        assert_eq!(v["error"]["n_prompt_bytes"], 40_000);
+        assert_eq!(v["error"]["n_ctx"], 512);
+        assert!(v["error"].get("n_prompt_tokens").is_none(), "{v}");
+        let m = v["error"]["message"].as_str().expect("message");
+        assert!(m.contains("40000 bytes") && !m.contains("tokens,"), "{m}");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Request bodies of `/v1/chat/completions` and `/v1/completions`, parsed and judged:
 //! unknown fields are ignored (as OpenAI does), every field that is present must be in
-//! range, and what is left out takes the server's defaults. The result names the prompt
+//! range, and what is left out takes the server's defaults. A known field that would
+//! change the output but is not implemented (`logit_bias`, `presence_penalty`,
+//! `frequency_penalty`, `tools`, a `response_format` other than text) is refused with a
+//! 400 `unsupported_field` unless its value is neutral, never silently ignored. The result names the prompt
 //! (messages for the chat template, text, or token ids) and everything else a session's
 //! request needs; [`Parsed::request`] makes that request once the prompt is tokenized.
 
@@ -57,6 +60,8 @@ pub struct Parsed {
     pub logprobs: Option<u32>,
     /// Whether the session may speculate for it (`"speculative": false` opts out).
     pub speculative: bool,
+    /// A completion that echoes its prompt's text before its own (`echo`).
+    pub echo: bool,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +95,17 @@ struct Common {
     speculative: Option<bool>,
     #[allow(dead_code)]
     user: Option<IgnoredAny>,
+    logit_bias: Option<serde_json::Map<String, serde_json::Value>>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    tools: Option<Vec<IgnoredAny>>,
+    response_format: Option<ResponseFormat>,
+}
+
+#[derive(Deserialize)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: String,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +151,8 @@ enum PromptField {
 struct CompletionBody {
     prompt: Option<PromptField>,
     logprobs: Option<u32>,
+    #[serde(default)]
+    echo: bool,
     #[serde(flatten)]
     common: Common,
 }
@@ -170,7 +188,9 @@ pub fn parse_chat(body: &[u8], defaults: &Defaults, fresh_seed: u64) -> Result<P
                 text
             }
         };
-        messages.push((m.role, content));
+        // OpenAI's SDKs send their newer name of the system role.
+        let role = if m.role == "developer" { "system".to_string() } else { m.role };
+        messages.push((role, content));
     }
     let logprobs = match (body.logprobs, body.top_logprobs) {
         (false, Some(_)) => {
@@ -198,7 +218,44 @@ pub fn parse_completion(
         Some(PromptField::TokenLists(mut t)) if t.len() == 1 => Prompt::Tokens(t.remove(0)),
         Some(_) => return Err(one()),
     };
-    common(body.common, prompt, body.logprobs, defaults, fresh_seed)
+    if body.echo && body.logprobs.is_some() {
+        return Err(ApiError::invalid(
+            "'echo' with 'logprobs' is not supported: the prompt's tokens get no \
+             log-probabilities here",
+        )
+        .because(UNSUPPORTED));
+    }
+    let parsed = common(body.common, prompt, body.logprobs, defaults, fresh_seed)?;
+    Ok(Parsed { echo: body.echo, ..parsed })
+}
+
+/// The reason of a refused field that would change the output but is not implemented.
+pub const UNSUPPORTED: &str = "unsupported_field";
+
+/// Refuses what would change the output but is not implemented, unless it is neutral:
+/// penalties of 0, an empty `logit_bias`, no tools, a text `response_format`.
+fn refuse_unsupported(c: &Common) -> Result<(), ApiError> {
+    let refuse = |m: String| Err(ApiError::invalid(m).because(UNSUPPORTED));
+    for (name, value) in
+        [("presence_penalty", c.presence_penalty), ("frequency_penalty", c.frequency_penalty)]
+    {
+        if let Some(v) = value.filter(|v| *v != 0.0) {
+            return refuse(format!("'{name}' is not supported: only 0 is accepted, not {v}"));
+        }
+    }
+    if c.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
+        return refuse("'logit_bias' is not supported: only an empty map is accepted".into());
+    }
+    if c.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return refuse("'tools' are not supported yet: send the request without them".into());
+    }
+    if let Some(f) = c.response_format.as_ref().filter(|f| f.kind != "text") {
+        return refuse(format!(
+            "'response_format' of type '{}' is not supported yet: only 'text'",
+            f.kind
+        ));
+    }
+    Ok(())
 }
 
 fn common(
@@ -211,6 +268,7 @@ fn common(
     if let Some(n) = c.n.filter(|n| *n != 1) {
         return Err(ApiError::invalid(format!("'n' must be 1 (one choice per request), not {n}")));
     }
+    refuse_unsupported(&c)?;
     if let Some(k) = logprobs.filter(|k| *k > MAX_TOP_LOGPROBS) {
         return Err(ApiError::invalid(format!(
             "at most {MAX_TOP_LOGPROBS} top log-probabilities per token, not {k}"
@@ -242,6 +300,7 @@ fn common(
         include_usage: c.stream_options.is_some_and(|o| o.include_usage),
         logprobs,
         speculative: c.speculative.unwrap_or(true),
+        echo: false,
     })
 }
 
@@ -277,6 +336,19 @@ fn sampling(
 }
 
 impl Parsed {
+    /// The text a completion that asked for `echo` repeats before its own: the prompt as
+    /// given, or its token ids decoded (`None` without `echo`, and for a chat).
+    pub fn echo_text(&self, tokenizer: &crate::model::tokenizer::Tokenizer) -> Option<String> {
+        if !self.echo {
+            return None;
+        }
+        match &self.prompt {
+            Prompt::Text(t) => Some(t.clone()),
+            Prompt::Tokens(ids) => Some(tokenizer.decode(ids)),
+            Prompt::Messages(_) => None,
+        }
+    }
+
     /// The session's request for `prompt` (the tokenized prompt), or why it cannot run:
     /// an empty prompt, a prompt that leaves no room in the context, a token id outside
     /// the vocabulary.

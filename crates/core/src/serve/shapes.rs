@@ -6,6 +6,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::model::tokenizer::{DetokenizerState, Tokenizer};
 use crate::orchestrator::scheduler::FinishReason;
 
 /// llama-server's `timings`: the prompt (from admission to the first token) and the
@@ -87,6 +88,27 @@ pub struct TokenChoice {
     pub logprob: f32,
     /// The alternatives, highest first: text, bytes, log-probability.
     pub top: Vec<(String, Vec<u8>, f32)>,
+    /// Where its text begins in the completion's text, in bytes ([`TextOffsets`]).
+    pub offset: usize,
+}
+
+/// Each token's `text_offset` in a completion's text: the bytes of text complete before
+/// it (what the detokenizer released; a token that finishes a character another began
+/// starts where that character does). The same tokens give the same offsets whether the
+/// response is whole or streamed, whatever is held back for stop strings.
+#[derive(Debug, Clone, Default)]
+pub struct TextOffsets {
+    detok: DetokenizerState,
+    released: usize,
+}
+
+impl TextOffsets {
+    /// The next token's offset (`id`, detokenized with `tokenizer`).
+    pub fn next(&mut self, tokenizer: &Tokenizer, id: u32) -> usize {
+        let at = self.released;
+        self.released += self.detok.push(tokenizer, id).len();
+        at
+    }
 }
 
 /// Which API a response belongs to.
@@ -124,6 +146,8 @@ pub struct Meta {
     head: String,
     /// A text chunk's JSON after the text.
     tail: String,
+    /// The prompt's text a completion echoes before its own (`echo`; empty: none).
+    echo: String,
 }
 
 /// Stands for the text while a text chunk's frame is serialized.
@@ -136,7 +160,8 @@ impl Meta {
             Api::Chat => format!("chatcmpl-{ticket}"),
             Api::Completion => format!("cmpl-{ticket}"),
         };
-        let mut meta = Meta { api, id, created, model, head: String::new(), tail: String::new() };
+        let (head, tail, echo) = (String::new(), String::new(), String::new());
+        let mut meta = Meta { api, id, created, model, head, tail, echo };
         let frame = meta.text_chunk_value(TEXT_MARK).to_string();
         let mark = serde_json::to_string(TEXT_MARK).unwrap_or_default();
         if let Some(at) = frame.find(&mark) {
@@ -144,6 +169,15 @@ impl Meta {
             meta.tail = frame[at + mark.len()..].to_string();
         }
         meta
+    }
+
+    /// A completion that echoes `prompt` (its text) before its own text, whole and
+    /// streamed (`None`, and for a chat: no echo).
+    pub fn with_echo(mut self, prompt: Option<String>) -> Meta {
+        if self.api == Api::Completion {
+            self.echo = prompt.unwrap_or_default();
+        }
+        self
     }
 
     fn object(&self, chunk: bool) -> &'static str {
@@ -166,9 +200,9 @@ impl Meta {
     }
 
     /// The `logprobs` object of a choice listing `tokens`: OpenAI's `content` list for a
-    /// chat; `tokens`, `token_logprobs`, `top_logprobs` and `text_offset` (from `offset`,
-    /// in bytes of the text) for a completion.
-    pub fn logprobs_value(&self, tokens: &[TokenChoice], offset: usize) -> Value {
+    /// chat; `tokens`, `token_logprobs`, `top_logprobs` and `text_offset` (each token's
+    /// [`TokenChoice::offset`]) for a completion.
+    pub fn logprobs_value(&self, tokens: &[TokenChoice]) -> Value {
         match self.api {
             Api::Chat => {
                 let content: Vec<Value> = tokens
@@ -185,12 +219,7 @@ impl Meta {
                 json!({"content": content})
             }
             Api::Completion => {
-                let mut at = offset;
-                let mut offsets = Vec::with_capacity(tokens.len());
-                for t in tokens {
-                    offsets.push(at);
-                    at += t.bytes.len();
-                }
+                let offsets: Vec<usize> = tokens.iter().map(|t| t.offset).collect();
                 let top: Vec<serde_json::Map<String, Value>> = tokens
                     .iter()
                     .map(|t| t.top.iter().map(|(s, _, l)| (s.clone(), json!(l))).collect())
@@ -222,7 +251,8 @@ impl Meta {
                 "finish_reason": finish,
             }),
             Api::Completion => json!({
-                "index": 0, "text": text, "logprobs": null, "finish_reason": finish,
+                "index": 0, "text": format!("{}{text}", self.echo), "logprobs": null,
+                "finish_reason": finish,
             }),
         };
         let mut v = self.envelope(false, json!([choice]));
@@ -231,8 +261,12 @@ impl Meta {
         v
     }
 
-    /// The first chunk of a chat stream: the role, no text (`None` for a completion).
+    /// The first chunk of a stream: a chat's role (no text), or the prompt a completion
+    /// echoes (`None` for a completion that echoes nothing).
     pub fn role_chunk(&self) -> Option<Value> {
+        if self.api == Api::Completion {
+            return (!self.echo.is_empty()).then(|| self.text_chunk_value(&self.echo));
+        }
         (self.api == Api::Chat).then(|| {
             let delta = json!({"role": "assistant", "content": ""});
             self.envelope(
@@ -320,6 +354,37 @@ mod tests {
         assert_eq!(v["timings"]["predicted_n"], 4);
         assert_eq!(v["timings"]["predicted_per_second"], 100.0);
         assert_eq!(v["usage"]["completion_tokens"], 4);
+    }
+
+    #[test]
+    fn a_completion_that_echoes_repeats_its_prompt_whole_and_as_the_first_chunk() {
+        let m = Meta::new(Api::Completion, 1, 0, "smol".into()).with_echo(Some("Once".into()));
+        let v = m.response(" upon", "length", Usage::new(2, 1), Timings::new(2, 1.0, 1, 1.0));
+        assert_eq!(v["choices"][0]["text"], "Once upon");
+        assert_eq!(v["usage"]["prompt_tokens"], 2, "echo bills nothing more");
+        let first = m.role_chunk().expect("the echo comes first");
+        assert_eq!(first["choices"][0]["text"], "Once");
+        let chat = Meta::new(Api::Chat, 1, 0, "smol".into()).with_echo(Some("x".into()));
+        assert_eq!(chat.role_chunk().expect("role")["choices"][0]["delta"]["content"], "");
+    }
+
+    #[test]
+    fn a_tokens_text_offset_is_where_its_text_begins_in_the_lossy_text() {
+        use crate::model::tokenizer::{Kind, Tokenizer, byte_to_unicode, pre_tokenizer};
+        let tokens: Vec<String> = byte_to_unicode().iter().map(|c| c.to_string()).collect();
+        let n = tokens.len();
+        let (pre, ignore_merges) = pre_tokenizer("default").expect("pre-tokenizer");
+        let kind = Kind::Bpe { pre: pre.into_iter().map(String::from).collect(), ignore_merges };
+        let tok = Tokenizer::new(kind, tokens, vec![1; n], vec![0.0; n], &[], None, None, false)
+            .expect("tokenizer");
+        let ids: Vec<u32> = [b'a', 0xFF, b'b', 0xE2, 0x82, 0xAC, b'c'].map(u32::from).to_vec();
+        let mut offsets = TextOffsets::default();
+        let at: Vec<usize> = ids.iter().map(|&id| offsets.next(&tok, id)).collect();
+        let text = tok.decode(&ids);
+        assert_eq!(text, "a\u{FFFD}b\u{20AC}c");
+        // The euro sign's three tokens start where it does.
+        assert_eq!(at, [0, 1, 4, 5, 5, 5, 8]);
+        assert!(at.iter().all(|&o| text.is_char_boundary(o)));
     }
 
     #[test]

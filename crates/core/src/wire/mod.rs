@@ -21,9 +21,9 @@ pub use ids::{
     WorkerGeneration,
 };
 pub use plan::{
-    EdgeKind, EdgePlan, KvCacheDType, LayerRange, Peer, PlanPrediction, PlannedModel,
-    ProvisionStage, RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy, SendEdgeProvision,
-    StagePlan, StagePrediction, WeightRange, WeightSource, WeightsUrl,
+    ContextWhy, EdgeKind, EdgePlan, KvCacheDType, LayerRange, Peer, PlanContext, PlanPrediction,
+    PlannedModel, ProvisionStage, RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy,
+    SendEdgeProvision, StagePlan, StagePrediction, WeightRange, WeightSource, WeightsUrl,
 };
 pub use reason::{Component, FaultReason, ObjectFailure};
 pub use spec::{

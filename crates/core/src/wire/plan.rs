@@ -494,6 +494,36 @@ pub struct RunPlan {
     pub runtime: RuntimeConfig,
     /// Predictions.
     pub prediction: PlanPrediction,
+    /// How the context (`runtime.max_seq_len`) was chosen (`None` from an older planner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<PlanContext>,
+}
+
+/// The context a plan gives each sequence, and why it is that long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanContext {
+    /// Positions per sequence (`runtime.max_seq_len`).
+    pub tokens: u32,
+    /// The model's trained context length.
+    pub trained: u32,
+    /// Why it is `tokens` long.
+    pub why: ContextWhy,
+}
+
+/// Why a plan's context is as long as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ContextWhy {
+    /// `--max-seq-len` gave it.
+    Given,
+    /// The model's trained length, which every stage's node holds.
+    Trained,
+    /// The longest that every stage's node holds: the trained length does not fit `node`
+    /// (the node whose memory it fills the most).
+    Memory {
+        /// The node that bounds it.
+        node: NodeId,
+    },
 }
 
 /// A stage's receive edge as its node sees it.

@@ -67,6 +67,12 @@ pub fn chat_pieces<'a>(
     let mut out = Vec::new();
     let marker = |out: &mut Vec<ChatPiece<'a>>, s: String| out.push(ChatPiece::Marker(s));
     if t.contains("<|im_start|>") {
+        if messages.first().is_none_or(|(role, _)| *role != "system")
+            && let Some(default) = chatml_default_system(t)
+        {
+            // The template's own turn, written as the template writes it.
+            marker(&mut out, format!("<|im_start|>system\n{default}<|im_end|>\n"));
+        }
         for &(role, content) in messages {
             marker(&mut out, format!("<|im_start|>{role}\n"));
             out.push(ChatPiece::Content(content));
@@ -126,6 +132,36 @@ pub fn chat_pieces<'a>(
         return Err(ChatError::UnsupportedTemplate);
     }
     Ok(out)
+}
+
+/// The system message a ChatML template writes when the conversation brings none, if it
+/// has one (SmolLM2's "You are a helpful AI assistant named SmolLM, trained by Hugging
+/// Face", Qwen2.5's "You are Qwen, ..."): the first string literal of the template that
+/// opens a system turn with fixed text, `'<|im_start|>system\n...<|im_end|>'`. A turn
+/// built from a message (`'<|im_start|>system\n' + message['content']`) is not one.
+/// Until templates are rendered by a Jinja engine, this keeps the model's own default.
+pub fn chatml_default_system(template: &str) -> Option<String> {
+    const OPEN: &str = "<|im_start|>system";
+    const END: &str = "<|im_end|>";
+    let mut from = 0;
+    while let Some(at) = template[from..].find(OPEN).map(|i| from + i) {
+        from = at + OPEN.len();
+        let quote = template[..at].chars().next_back();
+        if !matches!(quote, Some('\'' | '"')) {
+            continue;
+        }
+        let rest = &template[from..];
+        let Some(body) = rest.strip_prefix('\n').or_else(|| rest.strip_prefix("\\n")) else {
+            continue;
+        };
+        let Some(end) = body.find(END) else { continue };
+        let text = &body[..end];
+        let literal = !text.contains(['\'', '"', '{', '}', '+']);
+        if literal && !text.trim().is_empty() {
+            return Some(text.replace("\\n", "\n"));
+        }
+    }
+    None
 }
 
 /// The text of a written conversation (for showing it; tokenize it with

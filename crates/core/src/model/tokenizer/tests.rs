@@ -259,3 +259,90 @@ proptest! {
         prop_assert_eq!(tok.encode(&text, false, false), reference_spm(&tok, &text));
     }
 }
+
+/// A byte-level tokenizer whose first 256 tokens are the bytes, then `extra` (each a run
+/// of bytes, written in GPT-2 characters).
+fn byte_vocabulary(extra: &[Vec<u8>]) -> Tokenizer {
+    let alphabet = byte_to_unicode();
+    let spell = |bytes: &[u8]| bytes.iter().map(|b| alphabet[*b as usize]).collect::<String>();
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| spell(&[b])).collect();
+    for t in extra {
+        let s = spell(t);
+        if !tokens.contains(&s) {
+            tokens.push(s);
+        }
+    }
+    bpe(&tokens, &[]).expect("byte tokenizer")
+}
+
+/// Streams `ids` through a detokenizer: every piece, the tail last.
+fn streamed(tok: &Tokenizer, ids: &[u32]) -> Vec<String> {
+    let mut d = Detokenizer::new(tok);
+    let mut pieces: Vec<String> = ids.iter().map(|&id| d.push(id)).collect();
+    pieces.push(d.finish());
+    pieces
+}
+
+#[test]
+fn text_after_an_invalid_sequence_is_released_with_it() {
+    let tok = byte_vocabulary(&[b"\xff It's".to_vec(), b"\xe2\x82".to_vec()]);
+    let (invalid_then_text, incomplete) = (256, 257);
+    let pieces = streamed(&tok, &[u32::from(b'y'), invalid_then_text, incomplete]);
+    assert_eq!(pieces, ["y", "\u{FFFD} It's", "", "\u{FFFD}"]);
+}
+
+proptest! {
+    #[test]
+    fn streamed_pieces_concatenate_to_the_lossy_decoding_of_every_byte(
+        extra in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..5), 0..24),
+        picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..64),
+    ) {
+        let tok = byte_vocabulary(&extra);
+        let ids: Vec<u32> = picks.iter().map(|i| i.index(tok.vocab_size()) as u32).collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id)).collect();
+        let pieces = streamed(&tok, &ids);
+        // Nothing is held back but an incomplete character: at most three bytes.
+        let mut d = Detokenizer::new(&tok);
+        for &id in &ids {
+            d.push(id);
+            prop_assert!(d.state.pending.len() < 4);
+        }
+        prop_assert_eq!(pieces.concat(), String::from_utf8_lossy(&bytes).into_owned());
+        prop_assert_eq!(tok.decode(&ids), String::from_utf8_lossy(&bytes).into_owned());
+    }
+}
+
+/// SmolLM2-135M-Instruct's `tokenizer.chat_template`, as its GGUF file holds it.
+const SMOLLM2_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+#[test]
+fn a_chatml_template_with_a_default_system_turn_keeps_it_when_no_system_message_is_given() {
+    let t = Some(SMOLLM2_TEMPLATE);
+    let smol = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+    assert_eq!(chatml_default_system(SMOLLM2_TEMPLATE).as_deref(), Some(smol));
+    let pieces = chat_pieces(t, &[("user", "Hi")]).expect("chatml");
+    assert_eq!(
+        chat_text(&pieces),
+        format!(
+            "<|im_start|>system\n{smol}<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+             <|im_start|>assistant\n"
+        )
+    );
+    // A system message of the conversation replaces the default, as the template says.
+    let own = chat_pieces(t, &[("system", "Be brief."), ("user", "Hi")]).expect("chatml");
+    assert_eq!(
+        chat_text(&own),
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+         <|im_start|>assistant\n"
+    );
+    // Escaped newlines (`\n` in the template's source) read the same; a turn built from a
+    // message, or a template without one, has no default.
+    let qwen = r"{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}{%- else %}{{- '<|im_start|>system\nYou are Qwen.\nBe helpful.<|im_end|>\n' }}{%- endif %}";
+    assert_eq!(chatml_default_system(qwen).as_deref(), Some("You are Qwen.\nBe helpful."));
+    let plain = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+    assert_eq!(chatml_default_system(plain), None);
+    let built = "{{ '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}";
+    assert_eq!(chatml_default_system(built), None);
+    let pieces = chat_pieces(Some(plain), &[("user", "Hi")]).expect("chatml");
+    assert_eq!(chat_text(&pieces), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}

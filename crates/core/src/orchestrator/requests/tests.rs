@@ -237,3 +237,48 @@ fn a_kept_sequence_that_cannot_resume_ends_with_the_fault_and_its_text_so_far() 
     assert_eq!((r.tokens.clone(), r.prompt_tokens, r.completion_tokens), (ids, 1, 3));
     assert!(book.kept().is_empty() && book.unresolved().is_empty());
 }
+
+proptest::proptest! {
+    /// What a session streams of a request (each token's piece, then the rest at its end:
+    /// a server's SSE chunks, a batch job's `token` and `text` lines, `run local --json`'s)
+    /// adds up to its result's text, which is the lossy decoding of every byte generated,
+    /// cut before the stop string.
+    #[test]
+    fn streamed_pieces_and_the_rest_add_up_to_the_lossy_text_cut_at_the_stop(
+        bytes in proptest::collection::vec(
+            proptest::sample::select(vec![b'a', b'b', b' ', 0xE2, 0x82, 0xAC, 0xC3, 0xFF]),
+            0..60,
+        ),
+        stop in "[ab\u{FFFD}]{0,3}",
+    ) {
+        let tok = tokenizer("lossy");
+        let req = Request {
+            id: "p".into(),
+            prompt: vec![1],
+            max_tokens: 100,
+            sampling: SamplingPolicy::Greedy,
+            stop: vec![stop.clone()],
+            logprobs: None,
+            speculative: true,
+        };
+        let mut book = RequestBook::new(&tok, vec![req]);
+        book.admitted(0, 1);
+        #[allow(clippy::disallowed_methods)] // a test owns the clock
+        let now = Instant::now();
+        let mut streamed = String::new();
+        for &b in &bytes {
+            if let Some(note) = book.token(now, 1, u32::from(b)) {
+                streamed.push_str(&note.piece);
+            }
+        }
+        let (_, r, rest) =
+            book.finished(1, FinishReason::MaxTokens, &[1], vec![], "").expect("live");
+        let lossy = String::from_utf8_lossy(&bytes).into_owned();
+        let cut = match lossy.find(stop.as_str()).filter(|_| !stop.is_empty()) {
+            Some(at) => &lossy[..at],
+            None => &lossy[..],
+        };
+        proptest::prop_assert_eq!(streamed + &rest, r.text.clone());
+        proptest::prop_assert_eq!(r.text.as_str(), cut);
+    }
+}

@@ -47,6 +47,7 @@ fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
             file: 1 << 20,
         },
         tensor_types: BTreeMap::new(),
+        vocab_digest: None,
     };
     let pool = Pool {
         orchestrator: OrchestratorEntry { node_id: NodeId(100), endpoint_id: None, addrs: vec![] },
@@ -79,6 +80,7 @@ fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
             max_top_logprobs: None,
         },
         prompt_tokens: 4,
+        fit_context: false,
     })
     .expect("plan")
 }

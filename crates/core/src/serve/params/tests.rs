@@ -4,15 +4,28 @@ fn defaults() -> Defaults {
     Defaults { sampling: SamplingPolicy::Greedy, max_tokens: None, n_ctx: 512 }
 }
 
+/// A byte-level BPE tokenizer without merges: one token per byte.
+fn byte_tokenizer() -> crate::model::tokenizer::Tokenizer {
+    use crate::model::tokenizer::{Kind, Tokenizer, byte_to_unicode, pre_tokenizer};
+    let tokens: Vec<String> = byte_to_unicode().iter().map(|c| c.to_string()).collect();
+    let n = tokens.len();
+    let (pre, ignore_merges) = pre_tokenizer("default").expect("the default pre-tokenizer");
+    let kind = Kind::Bpe { pre: pre.into_iter().map(String::from).collect(), ignore_merges };
+    Tokenizer::new(kind, tokens, vec![1; n], vec![0.0; n], &[], None, None, false)
+        .expect("tokenizer")
+}
+
 fn chat(body: &str) -> Result<Parsed, ApiError> {
     parse_chat(body.as_bytes(), &defaults(), 77)
 }
 
 #[test]
 fn a_chat_body_keeps_its_messages_and_ignores_fields_it_does_not_know() {
-    let p = chat(r#"{"model":"m","messages":[{"role":"system","content":"be brief"},
+    let p = chat(
+        r#"{"model":"m","messages":[{"role":"system","content":"be brief"},
         {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
-        "frequency_penalty":0.5,"user":"u1","stream":true,"stream_options":{"include_usage":true}}"#)
+        "metadata":{"k":"v"},"user":"u1","stream":true,"stream_options":{"include_usage":true}}"#,
+    )
     .expect("parses");
     let want = vec![("system".into(), "be brief".into()), ("user".into(), "hi there".into())];
     assert_eq!(p.prompt, Prompt::Messages(want));
@@ -100,4 +113,63 @@ fn logprobs_carry_their_count_and_more_than_twenty_alternatives_are_refused() {
     assert_eq!(alone.expect_err("without logprobs").status(), 400);
     let p = parse_completion(br#"{"prompt":"x","logprobs":2}"#, &defaults(), 1).expect("ok");
     assert_eq!(p.logprobs, Some(2));
+}
+
+#[test]
+fn fields_that_would_change_the_output_are_refused_unless_neutral() {
+    let x = r#""messages":[{"role":"user","content":"x"}]"#;
+    for field in [
+        r#""presence_penalty":0.5"#,
+        r#""frequency_penalty":-1"#,
+        r#""logit_bias":{"50256":-100}"#,
+        r#""tools":[{"type":"function","function":{"name":"f"}}]"#,
+        r#""response_format":{"type":"json_object"}"#,
+        r#""response_format":{"type":"json_schema","json_schema":{"name":"s"}}"#,
+    ] {
+        let e = chat(&format!("{{{x},{field}}}")).expect_err(field);
+        assert_eq!((e.status(), e.reason.as_deref()), (400, Some(UNSUPPORTED)), "{field}");
+        let name = field.split('"').nth(1).expect("a name");
+        assert!(e.message.contains(name), "{field}: {}", e.message);
+    }
+    for neutral in [
+        r#""presence_penalty":0,"frequency_penalty":0.0"#,
+        r#""logit_bias":{}"#,
+        r#""logit_bias":null,"presence_penalty":null"#,
+        r#""tools":[]"#,
+        r#""response_format":{"type":"text"}"#,
+    ] {
+        chat(&format!("{{{x},{neutral}}}")).unwrap_or_else(|e| panic!("{neutral}: {e:?}"));
+    }
+    let d = defaults();
+    let e = parse_completion(br#"{"prompt":"x","frequency_penalty":1}"#, &d, 1).expect_err("pen");
+    assert_eq!(e.status(), 400);
+}
+
+#[test]
+fn a_developer_message_is_a_system_message() {
+    let p = chat(
+        r#"{"messages":[{"role":"developer","content":"be brief"},
+        {"role":"user","content":"hi"}]}"#,
+    )
+    .expect("parses");
+    let want = vec![("system".into(), "be brief".into()), ("user".into(), "hi".into())];
+    assert_eq!(p.prompt, Prompt::Messages(want));
+}
+
+#[test]
+fn echo_repeats_a_completions_prompt_and_is_refused_with_logprobs() {
+    let d = defaults();
+    let p = parse_completion(br#"{"prompt":"Once upon","echo":true}"#, &d, 1).expect("echo");
+    assert!(p.echo);
+    let tok = byte_tokenizer();
+    assert_eq!(p.echo_text(&tok).as_deref(), Some("Once upon"));
+    let ids = tok.encode("Once upon", false, false);
+    let body = format!(r#"{{"prompt":{ids:?},"echo":true}}"#);
+    let p = parse_completion(body.as_bytes(), &d, 1).expect("echo of ids");
+    assert_eq!(p.echo_text(&tok).as_deref(), Some("Once upon"));
+    let p = parse_completion(br#"{"prompt":"Once"}"#, &d, 1).expect("no echo");
+    assert_eq!(p.echo_text(&tok), None);
+    let e = parse_completion(br#"{"prompt":"x","echo":true,"logprobs":1}"#, &d, 1)
+        .expect_err("echo with logprobs");
+    assert_eq!((e.status(), e.reason.as_deref()), (400, Some(UNSUPPORTED)));
 }

@@ -40,6 +40,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
             file: 1 << 16,
         },
         tensor_types: BTreeMap::new(),
+        vocab_digest: None,
     };
     let pool = Pool {
         orchestrator: OrchestratorEntry { node_id: ORCH, endpoint_id: None, addrs: vec![] },
@@ -75,6 +76,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
         placement: Placement::default(),
         runtime,
         prompt_tokens: 0,
+        fit_context: false,
     };
     plan(&req).unwrap_or_else(|e| panic!("the simulation's plan is valid: {e}"))
 }
