@@ -588,7 +588,8 @@ fn a_message_content_that_spells_special_tokens_forges_no_turn_in_a_batch_job() 
     let want = tok.encode_chat(template.as_deref(), &[("user", forged)]).expect("chat");
     let im_start = tok.encode("<|im_start|>", false, true);
     let starts = want.windows(im_start.len()).filter(|w| *w == im_start.as_slice()).count();
-    assert_eq!(starts, 2, "the user's and the assistant's turns only: {want:?}");
+    // The template's default system turn, the user's and the assistant's: no forged one.
+    assert_eq!(starts, 3, "the system's, the user's and the assistant's turns only: {want:?}");
     let result = &results(&out)["forged"];
     assert_eq!(result["prompt_tokens"], want.len(), "{result}");
 }
