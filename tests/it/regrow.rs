@@ -49,32 +49,9 @@ fn complete_in_background(
     let body = json!({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0});
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-        rt.block_on(async {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let client = reqwest::Client::builder().no_proxy().build().expect("client");
-            let r = client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await
-                .expect("send");
-            let status = r.status().as_u16();
-            let text = r.text().await.expect("body");
-            assert_eq!(status, 200, "{text}");
-            serde_json::from_str(&text).expect("json")
-        })
-    })
-}
-
-/// GET `url`'s JSON.
-fn get_json(url: &str) -> Value {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    rt.block_on(async {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder().no_proxy().build().expect("client");
-        let text = client.get(url).send().await.expect("get").text().await.expect("text");
-        serde_json::from_str(&text).expect("json")
+        let a = rt.block_on(crate::serve::post_raw(&url, body.to_string().into_bytes(), None));
+        assert_eq!(a.status, 200, "{}", a.body);
+        serde_json::from_str(&a.body).expect("json")
     })
 }
 
@@ -153,7 +130,7 @@ fn a_sigkilled_node_rebooted_with_its_key_is_used_again_and_no_request_loses_a_t
         assert_eq!(text, want[i % PROMPTS.len()], "request {i}");
     }
     // The page's view shows node 2 serving again, and a new request runs on three stages.
-    let pool = get_json(&format!("{url}/pool"));
+    let (_, pool) = crate::serve::get(&format!("{url}/pool")).expect("pool");
     assert_eq!(pool["nodes"]["2"]["state"], "serving", "{pool}");
     let metrics = crate::serve::metrics_of(&url);
     let count = |name: &str| crate::serve::metric(&metrics, name);
