@@ -186,12 +186,14 @@ impl Nodes {
         self.children[(i - 1) as usize].id()
     }
 
-    /// `orchestrate pool` on this pool, as a child with its stdout lines on a channel.
-    pub(crate) fn orchestrate(&self, model: &Path, extra: &[&str]) -> Running {
+    /// `orchestrate ROLE --json` on this pool (its own SWIM and QUIC on free loopback
+    /// ports, a 300 ms window), as a child with its stdout lines on a channel.
+    fn orchestrator(&self, role: &[&str], model: &Path, extra: &[&str]) -> Running {
         let mut cmd = Command::new(exe());
-        cmd.args(["orchestrate", "pool", "--json", "--listen", "127.0.0.1:0"])
-            .args(["--swim", "127.0.0.1:0", "--window-ms", "300", "--pool-timeout", "30"])
-            .arg("--pool")
+        cmd.arg("orchestrate")
+            .args(role)
+            .args(["--json", "--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0"])
+            .args(["--window-ms", "300", "--pool"])
             .arg(&self.pool)
             .arg("--key")
             .arg(&self.key)
@@ -201,21 +203,15 @@ impl Nodes {
         Running::spawn(cmd)
     }
 
-    /// `orchestrate serve --json` on this pool, its API on a free loopback port: its first
-    /// line is `serving` with the API's URL.
+    /// `orchestrate pool` on this pool, as a child with its stdout lines on a channel.
+    pub(crate) fn orchestrate(&self, model: &Path, extra: &[&str]) -> Running {
+        self.orchestrator(&["pool", "--pool-timeout", "30"], model, extra)
+    }
+
+    /// `orchestrate serve` on this pool, its API on a free loopback port: its first line
+    /// is `serving` with the API's URL.
     pub(crate) fn serve(&self, model: &Path, extra: &[&str]) -> Running {
-        let mut cmd = Command::new(exe());
-        cmd.args(["orchestrate", "serve", "--json", "--http", "127.0.0.1:0"])
-            .args(["--listen", "127.0.0.1:0", "--swim", "127.0.0.1:0", "--window-ms", "300"])
-            .args(["--pool-timeout", "60"])
-            .arg("--pool")
-            .arg(&self.pool)
-            .arg("--key")
-            .arg(&self.key)
-            .arg("--model")
-            .arg(model)
-            .args(extra);
-        Running::spawn(cmd)
+        self.orchestrator(&["serve", "--http", "127.0.0.1:0", "--pool-timeout", "60"], model, extra)
     }
 
     /// What the node's admin socket shows.
