@@ -9,7 +9,6 @@ use iroh::Endpoint;
 use tokio::sync::mpsc;
 
 use super::OrchestrateError;
-use super::run_loop::Wake as LoopWake;
 use crate::arena::{Arena, ArenaManager};
 use crate::edge::executor::PlaneExecutor;
 use crate::edge::executor::{AttachFault, Hint, Ring, RingUser};
@@ -21,12 +20,23 @@ use crate::wire::evidence::WorkerQuiet;
 use crate::wire::reason::Component;
 use crate::wire::{EdgeId, ObjectSpec, RingId, RingLayout, RunPlan};
 
+/// What the token endpoints' pumps tell the run loop.
+#[derive(Debug)]
+pub(super) enum Wake {
+    /// A pump's notice, for the plane.
+    Pump(EdgeId, crate::edge::executor::PumpNotice),
+    /// The send pump freed token-in ring space.
+    TokenInWritable,
+    /// The receive pump committed token-out bytes.
+    TokenOutReadable,
+}
+
 /// The token endpoints, once their rings exist.
 pub(super) struct TokenUser {
     pub(super) token_in: Option<(RingId, TokenIn<Ring>)>,
     pub(super) token_out: Option<(RingId, TokenOut<Ring>)>,
     /// Where the pumps' wake-ups go (the run loop).
-    pub(super) wakes: mpsc::UnboundedSender<LoopWake>,
+    pub(super) wakes: mpsc::UnboundedSender<Wake>,
 }
 
 impl RingUser for TokenUser {
@@ -60,12 +70,12 @@ impl RingUser for TokenUser {
 
     fn drained_hint(&self, _ring_id: RingId) -> Hint {
         let wakes = self.wakes.clone();
-        Box::new(move || drop(wakes.send(LoopWake::TokenInWritable)))
+        Box::new(move || drop(wakes.send(Wake::TokenInWritable)))
     }
 
     fn filled_hint(&self, _ring_id: RingId) -> Hint {
         let wakes = self.wakes.clone();
-        Box::new(move || drop(wakes.send(LoopWake::TokenOutReadable)))
+        Box::new(move || drop(wakes.send(Wake::TokenOutReadable)))
     }
 }
 
@@ -74,7 +84,7 @@ pub(super) struct Parts {
     pub(super) plane: EdgePlane,
     pub(super) executor: PlaneExecutor,
     pub(super) user: TokenUser,
-    pub(super) wakes: mpsc::UnboundedReceiver<LoopWake>,
+    pub(super) wakes: mpsc::UnboundedReceiver<Wake>,
 }
 
 impl Parts {
@@ -110,7 +120,7 @@ impl Parts {
         let notices = tx.clone();
         let executor =
             PlaneExecutor::new(endpoint.clone(), router.clone(), arena, move |edge, n| {
-                let _ = notices.send(LoopWake::Pump(edge, n));
+                let _ = notices.send(Wake::Pump(edge, n));
             });
         let plane = EdgePlane::new(manager, Component::TokenEndpoint);
         Ok(Parts {

@@ -24,13 +24,15 @@ use super::pool_phase::{PoolNotice, PoolPhase, Role};
 use super::reform::ResumePolicy;
 use super::requests::{Request, RequestResult};
 use super::run::{RunTimeouts, SessionLimits};
-use crate::events::{Event, EventLine, RunOutcome};
+use crate::events::{Event, EventLine};
 use crate::membership::auth::RejectRecord;
 use crate::membership::pool_gate::GateEvent;
 use crate::model::ModelFacts;
 use crate::model::tokenizer::Tokenizer;
 use crate::net::endpoint::bind;
 use crate::net::identity::NodeKey;
+use crate::orchestrator::session::ReformEnd;
+pub use crate::orchestrator::session::{RunFault, RunReport};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
 use crate::wire::reason::{Component, FaultReason, OperatorStop};
 use crate::wire::{RunId, RunPlan, RuntimeConfig, WeightSource};
@@ -138,33 +140,6 @@ pub trait RunSink {
     fn planned(&mut self, plan: &RunPlan) {
         let _ = plan;
     }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct RunReport {
-    /// The one terminal outcome.
-    pub outcome: RunOutcome,
-    /// Why a completed run completed.
-    pub stop: Option<crate::events::CompletionCause>,
-    /// The first fault, for a faulted run.
-    pub fault: Option<RunFault>,
-    /// Generated token ids of the first request (EOS excluded).
-    pub tokens: Vec<u32>,
-    /// Text left in the first request's detokenizer at the end.
-    pub tail: String,
-    /// Every request's result or error, in request order.
-    pub results: Vec<RequestResult>,
-    /// The plan that ran.
-    pub plan: RunPlan,
-    /// From start to the pool being ready.
-    pub pool_ready_after: Duration,
-    /// From start to the first token.
-    pub first_token_after: Option<Duration>,
-    /// From the first token to the last.
-    pub decode_time: Duration,
-    /// Speculation's counters over the run (zeros without `--speculate`).
-    pub spec: crate::orchestrator::scheduler::SpecCounters,
 }
 
 /// Why no run could be started.
@@ -311,27 +286,14 @@ async fn run_on(
             Ok(plan) => {
                 sink.planned(&plan);
                 phase.gate().provisioning_started();
-                // A node of the faulted run that is in the new plan may never have heard
-                // that run end (its loss was the orchestrator's view, not its own): it
-                // stops it first (a node that already did ignores this) and holds the new
-                // provisioning until it has.
-                let old = run.plan().run_id;
-                for s in &run.plan().stages {
-                    if plan.stages.iter().any(|n| n.node_id == s.node_id) {
-                        phase.send(
-                            s.node_id,
-                            crate::control::ControlMessage::StopRun { run_id: old, faulted: true },
-                        );
-                    }
-                }
-                if let Err(e) = run.reform(plan, config, endpoint, sink) {
+                if let Err(e) = run.reform(plan, config, endpoint) {
                     sink.progress(&format!("the session could not re-form: {e}"));
-                    run.abandon("setup", sink);
+                    run.abandon(ReformEnd::Setup, &mut phase, sink);
                     break;
                 }
                 run.run(&mut phase, &mut reports, sink, &mut stop).await;
             }
-            Err(why) => run.abandon(why, sink),
+            Err(why) => run.abandon(why, &mut phase, sink),
         }
     }
     Ok(run.report(pool_ready_after))
@@ -381,42 +343,6 @@ async fn plan_run(
     crate::stage::ranges::attach_stage_ranges_async(plan, &config.model)
         .await
         .map_err(|e| OrchestrateError::Setup(e.to_string()))
-}
-
-/// The first fault of a faulted run: why, who detected it, and where.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunFault {
-    /// Why.
-    pub reason: FaultReason,
-    /// The component that detected it.
-    pub component: Component,
-    /// The node it is about, if any.
-    pub node_id: Option<crate::wire::NodeId>,
-    /// The stage it is about, if any.
-    pub stage_index: Option<crate::wire::StageIndex>,
-    /// The edge it is about, if any.
-    pub edge_id: Option<crate::wire::EdgeId>,
-}
-
-/// `membership.node_down on node 3 (stage 2), detected by membership`.
-impl std::fmt::Display for RunFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.reason)?;
-        let mut place = Vec::new();
-        if let Some(stage) = self.stage_index {
-            place.push(format!("stage {stage}"));
-        }
-        if let Some(edge) = self.edge_id {
-            place.push(format!("edge {edge}"));
-        }
-        match (self.node_id, place.is_empty()) {
-            (Some(node), true) => write!(f, " on node {node}")?,
-            (Some(node), false) => write!(f, " on node {node} ({})", place.join(", "))?,
-            (None, false) => write!(f, " at {}", place.join(", "))?,
-            (None, true) => {}
-        }
-        write!(f, ", detected by {}", self.component)
-    }
 }
 
 /// The device of a planned stage's node that is not the CPU, if any.

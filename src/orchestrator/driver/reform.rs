@@ -13,6 +13,7 @@ use super::{Ask, NodeReport, OrchestrateConfig, RunSink, node_notice, plan_run};
 use crate::membership::pool_gate::GateEvent;
 use crate::model::ModelFacts;
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
+use crate::orchestrator::session::ReformEnd;
 use crate::planner::Pool;
 use crate::wire::reason::OperatorStop;
 use crate::wire::{NodeId, RunId, RunPlan};
@@ -27,45 +28,45 @@ pub(super) struct Context<'a> {
     pub(super) t0: Instant,
 }
 
-/// Waits for the pool gate to offer the nodes left and plans the next run over them;
-/// or why re-forming is given up (`resume_timeout`, `operator_stop`).
+/// Waits for the pool gate to offer the nodes left and plans the next run over them (as
+/// many stages as the session says); or why re-forming is given up.
 pub(super) async fn replan(
     run: &mut RunLoop<'_>,
     ctx: &mut Context<'_>,
     phase: &mut PoolPhase,
     sink: &mut dyn RunSink,
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
-) -> Result<RunPlan, &'static str> {
-    let Some(reformation) = run.reformation() else { return Err("none") };
+) -> Result<RunPlan, ReformEnd> {
+    let Some(reformation) = run.reformation() else { return Err(ReformEnd::Setup) };
     // The fault names the node lost (`membership.node_down on node 2 (stage 1), ...`).
     let fault = run.fault().map_or_else(|| reformation.cause.to_string(), |f| f.to_string());
     let over =
         if reformation.cause.counts_as_resume() { "the nodes left" } else { "the nodes ready" };
     sink.progress(&format!("{fault}: re-forming the session over {over}"));
-    // As many stages as the session asks for (`--stages`, or one per pool node), as far
-    // as the nodes offered go: a spare or a node back restores the shape.
-    let stages_before = ctx.config.stages.unwrap_or(ctx.pool.nodes.len() as u32);
-    let next_run = RunId(run.plan().run_id.0 + 1);
+    let next_run = run.session().next_run_id();
     // The gate began re-forming at the fault: it may have offered the nodes left already.
-    if let Some(nodes) = run.take_offered() {
-        match plan_over(ctx, &nodes, stages_before, next_run).await {
+    if let Some(nodes) = run.session().take_offered() {
+        match plan_over(run, ctx, &nodes, next_run).await {
             Ok(plan) => return Ok(plan),
             Err(e) => refused(phase, sink, &nodes, &e),
         }
     }
     loop {
         let notices = tokio::select! {
-            _ = &mut *stop => return Err("operator_stop"),
+            _ = &mut *stop => return Err(ReformEnd::OperatorStop),
             () = tokio::time::sleep_until(reformation.deadline.into()) => {
-                return Err("resume_timeout");
+                return Err(ReformEnd::ResumeTimeout);
             }
             notices = phase.next() => notices,
-            () = run.next_input(sink) => continue,
+            () = run.next_input() => {
+                run.drain(phase, sink);
+                continue;
+            }
         };
         for notice in notices {
             let offer = node_notice(notice, ctx.reports, sink, ctx.t0);
             if let Some(PoolNotice::Gate(GateEvent::PoolReady { nodes })) = offer {
-                match plan_over(ctx, &nodes, stages_before, next_run).await {
+                match plan_over(run, ctx, &nodes, next_run).await {
                     Ok(plan) => return Ok(plan),
                     Err(e) => refused(phase, sink, &nodes, &e),
                 }
@@ -85,17 +86,17 @@ fn refused(
     phase.gate().offer_refused();
 }
 
-/// The plan of the re-formed run over `nodes`: as many stages as the session asks for
-/// where enough nodes are ready (a spare or the lost node back), else one per node.
+/// The plan of the re-formed run over `nodes`, with the stage count the session chooses
+/// for them ([`crate::orchestrator::session::Session::next_stages`]).
 async fn plan_over(
+    run: &mut RunLoop<'_>,
     ctx: &Context<'_>,
     nodes: &[NodeId],
-    stages_before: u32,
     run_id: RunId,
 ) -> Result<RunPlan, super::OrchestrateError> {
     let mut pool = ctx.pool.clone();
     pool.nodes.retain(|n| nodes.contains(&n.node_id));
-    let stages = Some(stages_before.min(pool.nodes.len() as u32).max(1));
+    let stages = Some(run.session().next_stages(pool.nodes.len()));
     let ask = Ask { run_id, stages, prompt_tokens: 0 };
     plan_run(ctx.config, ctx.facts, &pool, ctx.reports, ask).await
 }

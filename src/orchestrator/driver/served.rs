@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use tokio::sync::mpsc;
 
 use crate::orchestrator::requests::{Request, RequestResult};
-use crate::orchestrator::scheduler::{SeqId, SlotView};
+use crate::orchestrator::scheduler::SlotView;
 use crate::wire::logprobs::TokenLogprobs;
 
 /// A server's side of one session's input.
@@ -75,8 +75,6 @@ pub(super) struct Routes {
     queries: mpsc::UnboundedReceiver<tokio::sync::oneshot::Sender<SlotsReport>>,
     replies: HashMap<usize, mpsc::UnboundedSender<Reply>>,
     index_of: HashMap<u64, usize>,
-    /// Log-probabilities waiting for their sequence's next token.
-    held: HashMap<SeqId, TokenLogprobs>,
 }
 
 impl Routes {
@@ -87,18 +85,7 @@ impl Routes {
             queries: served.queries,
             replies: HashMap::new(),
             index_of: HashMap::new(),
-            held: HashMap::new(),
         }
-    }
-
-    /// Keeps `logprobs` for sequence `seq`'s next token.
-    pub(super) fn hold_logprobs(&mut self, seq: SeqId, logprobs: TokenLogprobs) {
-        self.held.insert(seq, logprobs);
-    }
-
-    /// The log-probabilities held for sequence `seq`'s token, if any.
-    pub(super) fn take_logprobs(&mut self, seq: SeqId) -> Option<TokenLogprobs> {
-        self.held.remove(&seq)
     }
 
     /// Request `index` answers on `reply`, and is cancelled by `ticket`.

@@ -7,4 +7,5 @@ pub mod requests;
 pub mod retry;
 pub mod run;
 pub mod scheduler;
+pub mod session;
 pub mod tokens;

@@ -253,6 +253,8 @@ pub struct RequestBook<'t> {
     live: HashMap<SeqId, Live<'t>>,
     kept: HashMap<usize, Kept<'t>>,
     results: HashMap<usize, RequestResult>,
+    /// Times each request resumed (counted resumes only).
+    resumes: HashMap<usize, u32>,
     serving_since: Option<Instant>,
 }
 
@@ -276,6 +278,7 @@ impl<'t> RequestBook<'t> {
             live: HashMap::new(),
             kept: HashMap::new(),
             results: HashMap::new(),
+            resumes: HashMap::new(),
             serving_since: None,
         }
     }
@@ -313,6 +316,7 @@ impl<'t> RequestBook<'t> {
         self.ids.remove(&index);
         self.requests.remove(&index);
         self.results.remove(&index);
+        self.resumes.remove(&index);
     }
 
     /// The request of live sequence `seq`.
@@ -379,6 +383,7 @@ impl<'t> RequestBook<'t> {
         if let Some(Kept { mut live, generated, .. }) = self.kept.remove(&index) {
             live.prior = generated;
             live.resumed += u32::from(counted);
+            *self.resumes.entry(index).or_default() += u32::from(counted);
             self.live.insert(seq, live);
         }
     }
@@ -466,6 +471,12 @@ impl<'t> RequestBook<'t> {
         let index = live.index;
         self.results.insert(index, result);
         Some((index, self.results.get(&index)?, rest))
+    }
+
+    /// Times request `index` resumed on a re-formed session (re-formations onto a pool
+    /// that grew not counted).
+    pub fn resumes(&self, index: usize) -> u32 {
+        self.resumes.get(&index).copied().unwrap_or(0)
     }
 
     /// Request `index`'s result, once it has one.

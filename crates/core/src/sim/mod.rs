@@ -1,6 +1,7 @@
 //! A deterministic simulation of a session, driven by one seed (TigerBeetle's VOPR and
-//! FoundationDB's simulation are the models): the real orchestrator run FSM with its real
-//! scheduler, one real stage controller per node, and a simulated world around them — a
+//! FoundationDB's simulation are the models): the real orchestrator `Session` (its run
+//! FSM, scheduler, request book and re-formation), one real stage node per node, and a
+//! simulated world around them — a
 //! worker that computes [`model`]'s tiny deterministic network on the real micro-batches,
 //! control messages and edge objects with seeded delays, the token endpoints, SWIM's
 //! verdicts and a simulated clock. One process, no threads, no sockets, no real clock.
@@ -80,11 +81,28 @@ mod tests {
 
     /// The first seed below `within` whose run breaks an invariant naming `symptom`.
     fn finds(planted: Planted, within: u64, symptom: &str) -> Option<u64> {
+        finds_in(planted, false, within, symptom)
+    }
+
+    /// As [`finds`], with faults injected (`faults`).
+    fn finds_in(planted: Planted, faults: bool, within: u64, symptom: &str) -> Option<u64> {
         let base = base();
         (0..within).find(|&seed| {
-            let r = simulate(base, SimConfig { seed, faults: false, planted: Some(planted) });
+            let r = simulate(base, SimConfig { seed, faults, planted: Some(planted) });
             r.violations.iter().any(|v| v.contains(symptom))
         })
+    }
+
+    #[test]
+    fn the_checks_find_a_re_formed_session_that_forgets_a_kept_request_within_a_thousand_seeds() {
+        let found = finds_in(Planted::ForgetKept, true, 1000, "which the session survived");
+        assert!(found.is_some(), "no seed lost the forgotten request");
+    }
+
+    #[test]
+    fn the_checks_find_a_replay_that_skips_a_token_within_a_thousand_seeds() {
+        let found = finds_in(Planted::ReplaySkipsToken, true, 1000, "reference");
+        assert!(found.is_some(), "no seed saw the skipped token");
     }
 
     #[test]

@@ -29,14 +29,23 @@ impl World {
     }
 
     /// A re-formed session loses nothing: unless re-forming was given up, no request ends
-    /// with a fault the session survived (only one past its resume cap); re-forming is
-    /// given up for lack of capacity only when no node is left.
+    /// with a fault the session survived (only one past its resume cap) or with the
+    /// session's end; re-forming is given up for lack of capacity only when no node is
+    /// left.
     fn check_nothing_lost(&mut self) {
         let mut lost = Vec::new();
         if self.abandoned.is_none() && self.outcome() == Some(RunOutcome::Completed) {
             for (k, r) in self.reqs.iter().enumerate() {
-                if r.finished == Some(FinishReason::Fault) && !r.capped {
-                    lost.push(format!("request {k} ended with a fault the session survived"));
+                let Some(error) = r.result.as_ref().and_then(|r| r.error.as_deref()) else {
+                    continue;
+                };
+                let survived = FaultReason::parse(error).is_some_and(|f| self.policy.survives(f));
+                let resumes = self.session.as_ref().map_or(0, |s| s.resumes(k));
+                let capped = resumes >= self.policy.max_resumes;
+                if r.admitted && (error == "session.ended" || (survived && !capped)) {
+                    lost.push(format!(
+                        "request {k} ended with {error}, which the session survived"
+                    ));
                 }
             }
         }
@@ -61,7 +70,8 @@ impl World {
         }
     }
 
-    /// Exactly one terminal outcome and one `run_torn_down` per run, the last event last.
+    /// Exactly one terminal outcome and one `run_torn_down` per run, the last run's
+    /// `run_torn_down` last (but for the end of re-forming given up).
     fn check_events(&mut self) {
         let runs = self.runs as usize;
         let terminal = self.events.iter().filter(|e| e.is_terminal_outcome()).count();
@@ -70,20 +80,22 @@ impl World {
         }
         let torn: Vec<&Event> =
             self.events.iter().filter(|e| matches!(e, Event::RunTornDown { .. })).collect();
+        let last =
+            self.events.iter().rev().find(|e| !matches!(e, Event::SessionReformFailed { .. }));
         if torn.len() != runs {
             self.violation(format!("run_torn_down {} times in {runs} runs", torn.len()));
-        } else if !matches!(self.events.last(), Some(Event::RunTornDown { .. })) {
+        } else if !matches!(last, Some(Event::RunTornDown { .. })) {
             self.violation("run_torn_down is not the last event".into());
         }
     }
 
-    /// Every admitted request ends exactly once; its tokens are the reference's (all of
-    /// them when it ended by itself, a prefix when it was cut short).
+    /// Every admitted request ends exactly once; the tokens its result names are the ones
+    /// streamed, and they are the reference's (all of them when it ended by itself, a
+    /// prefix when it was cut short).
     fn check_requests(&mut self) {
         let mut checks = Vec::new();
         for (k, r) in self.reqs.iter().enumerate() {
-            let admitted = r.id.is_some() || r.kept || r.finished.is_some();
-            if !admitted {
+            if !r.admitted {
                 continue;
             }
             let reference = model::reference(
@@ -96,15 +108,24 @@ impl World {
                 MAX_SEQ,
             );
             let got = r.tokens.clone();
-            match r.finished {
-                None => checks.push(format!("request {k} never finished")),
+            let Some(result) = &r.result else {
+                checks.push(format!("request {k} never finished"));
+                continue;
+            };
+            if result.tokens != got {
+                checks.push(format!(
+                    "request {k}: its result names tokens {:?}, it streamed {got:?}",
+                    result.tokens
+                ));
+            }
+            match result.finish_reason {
                 Some(FinishReason::Eos | FinishReason::MaxTokens | FinishReason::ContextFull) => {
                     if got != reference {
                         checks
                             .push(format!("request {k}: tokens {got:?}, reference {reference:?}"));
                     }
                 }
-                Some(_) => {
+                _ => {
                     if !reference.starts_with(&got) {
                         checks.push(format!(
                             "request {k}: tokens {got:?} not a prefix of {reference:?}"

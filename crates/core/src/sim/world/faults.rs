@@ -133,12 +133,7 @@ impl World {
                 self.report.faults.push("control_drop");
                 let reason = FaultReason::Control(ControlFault::ConnectionLost);
                 self.possible.insert(reason);
-                self.send(
-                    Link::Orch,
-                    100,
-                    5000,
-                    Ev::Orch(OrchIn::NodeLost(i, reason, Component::ControlChannel)),
-                );
+                self.send(Link::Orch, 100, 5000, Ev::Orch(OrchIn::NodeLost(i, reason)));
                 // Without its session the node tears its stage down by itself.
                 self.nodes[i].dead = true;
             }

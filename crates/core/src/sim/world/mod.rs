@@ -29,9 +29,10 @@ use crate::membership::pool_gate::PoolGate;
 use crate::model::{ModelBytes, ModelFacts, RopeFacts};
 use crate::node::boot::{BootConfig, BootFact, NodeBoot, WorkerPolicy};
 use crate::node::stage_node::{PlantedNodeBug, STAGE_ROLE, StageNode};
-use crate::orchestrator::reform::{Reformation, ResumePolicy};
-use crate::orchestrator::run::{RunFsm, RunTimeouts, SessionLimits};
-use crate::orchestrator::scheduler::{FinishReason, SeqId};
+use crate::orchestrator::reform::ResumePolicy;
+use crate::orchestrator::requests::RequestResult;
+use crate::orchestrator::run::{RunTimeouts, SessionLimits};
+use crate::orchestrator::session::Session;
 use crate::planner::pool::{OrchestratorEntry, PoolNode};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
 use crate::wire::batch::BatchLimits;
@@ -77,12 +78,21 @@ pub enum Planted {
     SkipReset,
     /// The stage node takes a late answer about an earlier run's step for this run's.
     NoLateAnswerFilter,
+    /// A re-formed session forgets its last kept request (neither resumed nor ended).
+    ForgetKept,
+    /// A re-formed session's replay leaves out the last token a kept request generated.
+    ReplaySkipsToken,
 }
 
 impl Planted {
     /// Every planted bug, in the order the command line lists them.
-    pub const ALL: [Planted; 3] =
-        [Planted::EarlySlotRelease, Planted::SkipReset, Planted::NoLateAnswerFilter];
+    pub const ALL: [Planted; 5] = [
+        Planted::EarlySlotRelease,
+        Planted::SkipReset,
+        Planted::NoLateAnswerFilter,
+        Planted::ForgetKept,
+        Planted::ReplaySkipsToken,
+    ];
 
     /// The bug's name on the command line (`early-slot-release`, `skip-reset`).
     pub const fn name(self) -> &'static str {
@@ -90,6 +100,8 @@ impl Planted {
             Planted::EarlySlotRelease => "early-slot-release",
             Planted::SkipReset => "skip-reset",
             Planted::NoLateAnswerFilter => "no-late-answer-filter",
+            Planted::ForgetKept => "forget-kept",
+            Planted::ReplaySkipsToken => "replay-skips-token",
         }
     }
 }
@@ -156,7 +168,7 @@ enum OrchIn {
     TokenOut(RunId, ObjectId, Sequence, Vec<u8>),
     EndpointsReady,
     EndpointsStopped,
-    NodeLost(usize, FaultReason, Component),
+    NodeLost(usize, FaultReason),
     Submit(usize),
     Cancel(usize),
     CloseInput,
@@ -170,7 +182,7 @@ enum OrchIn {
     /// The orchestrator stops waiting for the pool.
     PoolTimeout,
     /// A re-formation's wait for capacity ends.
-    ResumeTimeout(RunId),
+    ResumeTimeout,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -182,8 +194,8 @@ enum Membership {
 
 #[derive(Debug, Clone)]
 enum NodeIn {
-    Provision,
-    StopRun,
+    Provision(Box<crate::wire::plan::ProvisionStage>),
+    StopRun(RunId, bool),
     Object(RunId, ObjectId, Sequence, Vec<u8>),
     WeightsReady,
     RoleReady,
@@ -260,24 +272,16 @@ struct Node {
 }
 
 struct Req {
-    /// Its sequence in the current run.
-    id: Option<SeqId>,
+    /// Handed to the session (before it formed: at its start).
+    admitted: bool,
     prompt: Vec<u32>,
     max_tokens: u32,
     temperature: f32,
     seed: u64,
-    /// Every token it emitted, across runs.
+    /// Every token the session streamed for it, across runs.
     tokens: Vec<u32>,
-    /// Of which before its current sequence (replayed as its prefill).
-    base: usize,
-    /// How it ended.
-    finished: Option<FinishReason>,
-    /// Kept across a re-formation.
-    kept: bool,
-    /// Times resumed.
-    resumed: u32,
-    /// Ended by the resume cap.
-    capped: bool,
+    /// What the session gave as its result.
+    result: Option<RequestResult>,
 }
 
 struct World {
@@ -295,23 +299,19 @@ struct World {
     route: Vec<usize>,
     /// Slots of every run's plan.
     slots: u32,
-    /// The current run, once the pool gate said ready (`None` again while re-forming).
-    fsm: Option<RunFsm>,
+    /// The real session, once the pool gate said ready (it lives through re-formations).
+    session: Option<Session<'static>>,
     /// Runs started.
     runs: u32,
-    /// The outcome of the last run that tore down.
-    last_outcome: Option<RunOutcome>,
     /// What the session does when a node is lost.
     policy: ResumePolicy,
-    /// The re-formation under way.
-    reforming: Option<Reformation>,
     /// Re-formations given up (timeout or operator stop), and why.
     abandoned: Option<&'static str>,
-    /// The current run's sequences: their requests.
-    seqs: HashMap<SeqId, usize>,
+    /// The operator stopped while the faulted run tore down: it applies once it has.
+    stop_pending: bool,
     /// The session's input closed (no request will come).
     input_closed: bool,
-    session: (SessionLimits, RunTimeouts, Option<Planted>),
+    session_cfg: (SessionLimits, RunTimeouts, Option<Planted>),
     gate: PoolGate,
     /// Requests, cancellations, the input's close and a stop that came before the session.
     early: (Vec<usize>, Vec<usize>, bool, bool),
@@ -350,7 +350,7 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     let mut w = World::new(base, cfg);
     w.run();
     w.check_end();
-    w.report.draft_tokens += w.fsm.as_ref().map_or(0, |f| f.spec_counters().draft_tokens);
+    w.report.draft_tokens += w.session.as_ref().map_or(0, |s| s.spec_counters().draft_tokens);
     w.report.outcome = w.outcome();
     w.report.abandoned = w.abandoned;
     w.report.sim_ms = w.now.as_millis() as u64;
@@ -389,9 +389,9 @@ impl World {
         self.report.trace.push(line);
     }
 
-    /// The session's outcome: its current run's, or the last one's that tore down.
+    /// The session's outcome: its current (last) run's.
     fn outcome(&self) -> Option<RunOutcome> {
-        self.fsm.as_ref().and_then(RunFsm::outcome).or(self.last_outcome)
+        self.session.as_ref().and_then(Session::outcome)
     }
 
     /// The stage node `i` runs in the current run.
@@ -412,8 +412,8 @@ impl World {
     /// Every timer that is due (an early call changes nothing).
     fn timers(&mut self) {
         let now = self.instant();
-        if let Some(fsm) = self.fsm.as_mut() {
-            fsm.handle_timeout(now);
+        if let Some(session) = self.session.as_mut() {
+            session.handle_timeout(now);
         }
         self.gate.handle_timeout(now);
         for i in 0..self.nodes.len() {
@@ -439,7 +439,7 @@ impl World {
                 .filter(|n| !n.dead)
                 .flat_map(|n| [n.wctl.poll_timeout(), n.boot.poll_timeout()]);
             let deadline =
-                [self.fsm.as_ref().and_then(RunFsm::poll_timeout), self.gate.poll_timeout()]
+                [self.session.as_ref().and_then(Session::poll_timeout), self.gate.poll_timeout()]
                     .into_iter()
                     .chain(nodes)
                     .flatten()

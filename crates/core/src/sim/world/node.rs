@@ -15,7 +15,7 @@ use crate::node::stage_node::{NodeAction, STAGE_ROLE};
 use crate::sim::model::{self, SlotState};
 use crate::wire::evidence::PumpStopped;
 use crate::wire::reason::{BootFault, Component, ObjectFailure, RingFault, StepFailure};
-use crate::wire::{ObjectId, Sequence, StageIndex, StepId, WorkerGeneration};
+use crate::wire::{ObjectId, Sequence, StepId, WorkerGeneration};
 use crate::worker::protocol::{Backend, Command, DeviceHandle, Event as WorkerEvent, RING_ABI};
 use crate::workerctl::CtlOutput;
 
@@ -23,23 +23,15 @@ impl World {
     pub(super) fn node(&mut self, i: usize, m: NodeIn) {
         let n = &mut self.nodes[i];
         match m {
-            NodeIn::Provision => {
-                let stage = self.route.iter().position(|&n| n == i);
-                let prov = stage.and_then(|s| self.plan.provision(StageIndex(s as u32)));
-                let n = &mut self.nodes[i];
-                if let Some(p) = prov {
-                    // A new run: the simulated worker's view of its ingress starts afresh
-                    // (an earlier run's objects and steps are told apart by their run).
-                    (n.next_in, n.posted) = (0, None);
-                    n.executed.clear();
-                    n.ended.clear();
-                    let provision = Box::new(p);
-                    n.stage.control(SESSION, ControlMessage::ProvisionStage { provision });
-                }
+            NodeIn::Provision(provision) => {
+                // A new run: the simulated worker's view of its ingress starts afresh
+                // (an earlier run's objects and steps are told apart by their run).
+                (n.next_in, n.posted) = (0, None);
+                n.executed.clear();
+                n.ended.clear();
+                n.stage.control(SESSION, ControlMessage::ProvisionStage { provision });
             }
-            NodeIn::StopRun => {
-                let run_id = self.run;
-                let faulted = false;
+            NodeIn::StopRun(run_id, faulted) => {
                 self.nodes[i].stage.control(SESSION, ControlMessage::StopRun { run_id, faulted });
             }
             NodeIn::WeightsReady => {

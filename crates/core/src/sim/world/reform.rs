@@ -1,18 +1,17 @@
-//! The session across runs: each request followed by its index through every run, a run
-//! that lost a node kept as the driver keeps it (the real resume policy and replay), the
-//! pool gate's re-formation over the nodes left, and the next run resuming every kept
-//! request — or, past the resume timeout or at an operator stop, every kept request
-//! ending with the fault.
+//! The session across runs, as the orchestrator's driver carries it: once a faulted run
+//! that re-forms is down, the nodes the pool gate offered become the next run's plan (as
+//! many stages as the session says) and the session resumes on it; an operator stop or the
+//! resume timeout gives re-forming up. The decisions are the real [`Session`]'s.
+//!
+//! [`Session`]: crate::orchestrator::session::Session
 
+use super::World;
 use super::setup::the_plan;
-use super::{Ev, OrchIn, Req, World};
-use crate::orchestrator::reform::{KeptEnd, Reformation, resubmission};
-use crate::orchestrator::requests::{Replay, Request};
-use crate::orchestrator::scheduler::{FinishReason, SeqId, SeqRequest};
-use crate::wire::reason::FaultReason;
-use crate::wire::{RunId, SamplingPolicy};
+use crate::orchestrator::session::ReformEnd;
+use crate::wire::SamplingPolicy;
+use crate::wire::reason::OperatorStop;
 
-impl Req {
+impl super::Req {
     /// How its tokens are picked.
     pub(super) fn sampling(&self) -> SamplingPolicy {
         if self.temperature > 0.0 {
@@ -25,142 +24,61 @@ impl Req {
 }
 
 impl World {
-    /// Request `k` is sequence `seq` of the current run (its tokens so far are replayed).
-    pub(super) fn admitted(&mut self, k: usize, seq: SeqId) {
-        self.seqs.insert(seq, k);
-        let r = &mut self.reqs[k];
-        (r.id, r.base, r.kept) = (Some(seq), r.tokens.len(), false);
-    }
-
-    /// Sequence `id` of the current run ended: its token log must be what it emitted (its
-    /// replayed tokens counted as prompt); a fault while the session re-forms keeps it.
-    pub(super) fn sequence_ended(
-        &mut self,
-        id: SeqId,
-        reason: FinishReason,
-        prompt: &[u32],
-        generated: &[u32],
-    ) {
-        let Some(k) = self.seqs.remove(&id) else {
-            return self.violation(format!("unknown sequence {id} finished"));
-        };
-        let r = &self.reqs[k];
-        let mut logged = r.prompt.clone();
-        logged.extend_from_slice(&r.tokens[..r.base]);
-        if prompt != logged || generated != &r.tokens[r.base..] {
-            self.violation(format!("request {k}'s token log differs from its tokens"));
-        }
-        let r = &mut self.reqs[k];
-        r.id = None;
-        if reason == FinishReason::Fault && self.reforming.is_some() {
-            r.kept = true;
-            return;
-        }
-        if r.finished.replace(reason).is_some() {
-            self.violation(format!("request {k} finished twice"));
-        }
-    }
-
-    /// The run faulted with `cause`: a node loss the policy survives starts a re-formation,
-    /// unless nothing is left to resume and nothing more will come.
-    pub(super) fn faulted(&mut self, cause: FaultReason) {
-        let live = self.reqs.iter().any(|r| r.id.is_some()) || !self.early.0.is_empty();
-        let idle = self.input_closed && !live;
-        if self.reforming.is_some() || idle || !self.policy.survives(cause) {
-            return;
-        }
-        self.trace(format!("session_reforming after {cause}"));
-        self.reforming = Some(Reformation::start(self.instant(), cause, &self.policy));
-    }
-
-    /// The current run tore down: the session ends, or re-forms once the pool gate offers
-    /// the nodes left.
-    pub(super) fn run_torn_down(&mut self) {
-        let Some(r) = self.reforming else {
-            self.torn_down = true;
-            return;
-        };
-        let fsm = self.fsm.take();
-        self.report.draft_tokens += fsm.as_ref().map_or(0, |f| f.spec_counters().draft_tokens);
-        self.last_outcome = fsm.and_then(|f| f.outcome());
-        self.inflight.clear();
-        self.gate.reform(self.instant());
-        let at = r.deadline.saturating_duration_since(self.base);
-        self.at(at, Ev::Orch(OrchIn::ResumeTimeout(self.run)));
-    }
-
-    /// The gate offers `nodes`: the next run is planned over them (one stage each) and the
-    /// session resumes.
-    pub(super) fn reform_over(&mut self, nodes: &[crate::wire::NodeId]) {
-        let route: Vec<usize> = nodes.iter().map(|n| n.0 as usize - 1).collect();
-        self.run = RunId(self.run.0 + 1);
-        self.plan = the_plan(&route, self.slots, self.run);
-        self.route = self.plan.stages.iter().map(|s| s.node_id.0 as usize - 1).collect();
-        self.reforming = None;
-        self.report.reformed += 1;
-        self.trace(format!("session re-formed over nodes {:?} (run {})", self.route, self.run));
-        self.start_session();
-    }
-
-    /// Every kept request resumes on the new run (in request order, before any new one):
-    /// its prompt and tokens replayed, what is left of its budget.
-    pub(super) fn resume_kept(&mut self) {
+    /// After the current run is down: the session is over, or it re-forms over the nodes
+    /// offered, or gives re-forming up (an operator stop, or the deadline passed). Returns
+    /// whether the session was asked anything.
+    pub(super) fn after_teardown(&mut self) -> bool {
         let now = self.instant();
-        for k in 0..self.reqs.len() {
-            if !self.reqs[k].kept {
-                continue;
-            }
-            let r = &self.reqs[k];
-            let request = Request {
-                id: k.to_string(),
-                prompt: r.prompt.clone(),
-                max_tokens: r.max_tokens,
-                sampling: r.sampling(),
-                stop: Vec::new(),
-                logprobs: None,
-                speculative: true,
-            };
-            let mut tokens = r.prompt.clone();
-            tokens.extend_from_slice(&r.tokens);
-            let replay = Replay { tokens, generated: r.tokens.len() as u32, resumed: r.resumed };
-            let resubmitted: Result<SeqRequest, KeptEnd> =
-                resubmission(&self.policy, &request, &replay, super::MAX_SEQ);
-            let got = match resubmitted {
-                Ok(req) => self.fsm.as_mut().map(|f| f.submit(now, req).map_err(|e| e.code())),
-                Err(end) => {
-                    let r = &mut self.reqs[k];
-                    r.kept = false;
-                    r.capped = end == KeptEnd::CapReached;
-                    r.finished = Some(match end {
-                        KeptEnd::Finished(reason) => reason,
-                        KeptEnd::CapReached | KeptEnd::TooLong => FinishReason::Fault,
-                    });
-                    continue;
-                }
-            };
-            self.trace(format!("resume request {k}: {got:?}"));
-            match got {
-                Some(Ok(seq)) => {
-                    self.reqs[k].resumed += 1;
-                    self.admitted(k, seq);
-                }
-                _ => self.violation(format!("kept request {k} could not resume: {got:?}")),
-            }
+        let Some(session) = self.session.as_mut() else { return false };
+        if !session.is_torn_down() || self.torn_down {
+            return false;
         }
+        let Some(reformation) = session.reformation() else {
+            self.torn_down = true;
+            return false;
+        };
+        if let Some(nodes) = session.take_offered() {
+            self.reform_over(&nodes);
+            if std::mem::take(&mut self.stop_pending)
+                && let Some(session) = self.session.as_mut()
+            {
+                session.operator_stop(now, OperatorStop::Interrupt);
+            }
+            return true;
+        }
+        let why = if self.stop_pending {
+            ReformEnd::OperatorStop
+        } else if reformation.expired(now) {
+            ReformEnd::ResumeTimeout
+        } else {
+            return false;
+        };
+        self.trace(format!("session_reform_failed: {}", why.as_str()));
+        self.abandoned = Some(why.as_str());
+        if let Some(session) = self.session.as_mut() {
+            session.abandon(why);
+        }
+        true
     }
 
-    /// Re-forming is given up (`why`): every kept request ends with the fault, and the
-    /// session is over.
-    pub(super) fn abandon(&mut self, why: &'static str) {
-        self.trace(format!("session_reform_failed: {why}"));
-        self.reforming = None;
-        self.abandoned = Some(why);
-        // No session forms after it.
-        self.early.3 = true;
-        for r in self.reqs.iter_mut().filter(|r| r.kept) {
-            r.kept = false;
-            r.finished = Some(FinishReason::Fault);
+    /// The gate offered `nodes`: the next run is planned over as many of them as the
+    /// session asks for, and the session resumes on it.
+    fn reform_over(&mut self, nodes: &[crate::wire::NodeId]) {
+        let Some(session) = self.session.as_mut() else { return };
+        let stages = session.next_stages(nodes.len()) as usize;
+        let route: Vec<usize> = nodes.iter().take(stages).map(|n| n.0 as usize - 1).collect();
+        self.run = session.next_run_id();
+        self.plan = the_plan(&route, self.slots, self.run);
+        self.route = route;
+        self.runs += 1;
+        self.report.reformed += 1;
+        self.inflight.clear();
+        self.trace(format!("session re-formed over nodes {:?} (run {})", self.route, self.run));
+        let now = self.instant();
+        let plan = self.plan.clone();
+        if let Some(session) = self.session.as_mut() {
+            session.reform(now, plan, None);
         }
-        self.torn_down = true;
+        self.gate.provisioning_started();
     }
 }

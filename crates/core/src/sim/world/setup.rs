@@ -115,15 +115,13 @@ impl World {
             run: RUN,
             route: (0..stages as usize).collect(),
             slots,
-            fsm: None,
+            session: None,
             runs: 0,
-            last_outcome: None,
             policy: ResumePolicy { enabled: true, timeout: RESUME_TIMEOUT, max_resumes: 3 },
-            reforming: None,
             abandoned: None,
-            seqs: HashMap::new(),
+            stop_pending: false,
             input_closed: false,
-            session: (limits, timeouts, cfg.planted),
+            session_cfg: (limits, timeouts, cfg.planted),
             gate,
             early: (Vec::new(), Vec::new(), false, false),
             boot_faulted: false,
@@ -202,7 +200,7 @@ impl World {
             let mut prompt: Vec<u32> = (0..len).map(|_| self.rng.random_range(3..VOCAB)).collect();
             // A speculating session gets prompts that repeat a short pattern, so that the
             // n-gram drafter proposes (no further draws: the stream stays as it was).
-            if self.session.0.draft_max > 0 {
+            if self.session_cfg.0.draft_max > 0 {
                 let period = 2 + i % 3;
                 for j in period..prompt.len() {
                     prompt[j] = prompt[j - period];
@@ -210,17 +208,13 @@ impl World {
             }
             let hot = self.rng.random_bool(0.3);
             self.reqs.push(Req {
-                id: None,
+                admitted: false,
                 prompt,
                 max_tokens: self.rng.random_range(1..=24u32),
                 temperature: if hot { 0.8 } else { 0.0 },
                 seed: self.rng.random(),
                 tokens: Vec::new(),
-                base: 0,
-                finished: None,
-                kept: false,
-                resumed: 0,
-                capped: false,
+                result: None,
             });
             let at = Duration::from_micros(self.rng.random_range(300_000..450_000));
             last = last.max(at);
