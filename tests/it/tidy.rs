@@ -719,3 +719,64 @@ fn no_function_is_over_120_lines_and_no_file_over_700_in_any_crate() {
         oversized(&planted(&[("engine/planted/mod.rs", &"// a line\n".repeat(701))]), 120, 700);
     assert_eq!(found, vec!["engine/planted/mod.rs: 701 lines"]);
 }
+
+/// Every `.rs` path under `dir` (relative to the repository), recursively.
+fn rust_paths(root: &Path, dir: &str, out: &mut BTreeSet<String>) {
+    let Ok(entries) = std::fs::read_dir(root.join(dir)) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let rel = format!("{dir}/{name}");
+        if entry.path().is_dir() {
+            rust_paths(root, &rel, out);
+        } else if name.ends_with(".rs") {
+            out.insert(rel);
+        }
+    }
+}
+
+/// The `.rs` paths `doc` names that no file has: a path from the repository's root
+/// (`src/`, `crates/`, `tests/`, `examples/`) must be that file; a shorter one (`driver/
+/// reform.rs`, as a section names its files) must be the end of one.
+fn missing_doc_paths(doc: &str, files: &BTreeSet<String>) -> Vec<String> {
+    let is_path = |c: char| c.is_ascii_alphanumeric() || "_./-{}".contains(c);
+    let mut missing = Vec::new();
+    for word in doc.split(|c: char| !is_path(c)) {
+        let word = word.trim_start_matches("./").trim_end_matches('.');
+        // `x.rs` alone or `{a,b}.rs` patterns are prose, not one file.
+        if !word.ends_with(".rs") || word.contains('{') || word == ".rs" {
+            continue;
+        }
+        let rooted = ["src/", "crates/", "tests/", "examples/"].iter().any(|r| word.starts_with(r));
+        let found = files.contains(word)
+            || (!rooted && files.iter().any(|f| f.ends_with(&format!("/{word}"))));
+        if !found {
+            missing.push(word.to_string());
+        }
+    }
+    missing
+}
+
+#[test]
+fn every_rust_path_the_architecture_and_the_specs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = BTreeSet::new();
+    for dir in ["src", "crates", "tests", "examples"] {
+        rust_paths(root, dir, &mut files);
+    }
+    let mut docs = vec![root.join("ARCHITECTURE.md")];
+    let specs = std::fs::read_dir(root.join("specs")).expect("specs/").flatten();
+    docs.extend(specs.map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "md")));
+    let mut found = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).expect("doc");
+        let name = doc.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        found.extend(missing_doc_paths(&text, &files).into_iter().map(|p| format!("{name}: {p}")));
+    }
+    assert!(found.is_empty(), "paths the docs name that do not exist:\n{}", found.join("\n"));
+    // The checker itself: a moved file and a short name that ends no path are caught.
+    let planted = "`src/orchestrator/run.rs` moved; `driver/nowhere.rs`; `run_loop.rs` is fine";
+    assert_eq!(
+        missing_doc_paths(planted, &files),
+        vec!["src/orchestrator/run.rs", "driver/nowhere.rs"]
+    );
+}

@@ -673,4 +673,4 @@ mod limits;
 mod teardown;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -18,7 +18,7 @@ fn the_plan(max_tokens: u32) -> RunPlan {
 }
 
 /// The plan of a 3-stage session with `slots` sequence slots.
-fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
+pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
     let facts = ModelFacts {
         architecture: "llama".into(),
         arch: Default::default(),
