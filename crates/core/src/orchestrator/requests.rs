@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::scheduler::{FinishReason, SeqId};
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
 use crate::wire::SamplingPolicy;
+use crate::wire::reason::FaultReason;
 
 /// One request to a session.
 #[derive(Debug, Clone, PartialEq)]
@@ -238,6 +239,28 @@ pub struct Replay {
     pub generated: u32,
     /// Times it was resumed before.
     pub resumed: u32,
+}
+
+/// Why a request that did not finish ended: the run's fault, the operator's stop, or the
+/// session's end (`membership.node_down`, `operator.stopped`, `session.ended`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// The run faulted.
+    Fault(FaultReason),
+    /// The operator stopped the session.
+    OperatorStopped,
+    /// The session ended.
+    Ended,
+}
+
+impl std::fmt::Display for SessionEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionEnd::Fault(reason) => write!(f, "{reason}"),
+            SessionEnd::OperatorStopped => f.write_str("operator.stopped"),
+            SessionEnd::Ended => f.write_str("session.ended"),
+        }
+    }
 }
 
 /// Every request of a session: the live ones' text, and every result once known. A
@@ -500,8 +523,8 @@ impl<'t> RequestBook<'t> {
         ids.into_iter()
             .map(|(i, id)| {
                 self.results.remove(&i).unwrap_or_else(|| match self.requests.get(&i) {
-                    Some(req) => error_result(req, "session.ended".into()),
-                    None => error_for(id, "session.ended".into()),
+                    Some(req) => error_result(req, SessionEnd::Ended.to_string()),
+                    None => error_for(id, SessionEnd::Ended.to_string()),
                 })
             })
             .collect()

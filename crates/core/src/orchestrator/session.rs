@@ -32,6 +32,7 @@ mod requests;
 #[cfg(test)]
 mod tests;
 
+pub use super::requests::SessionEnd;
 pub use reform::{PlantedSessionBug, ReformEnd};
 
 /// How a session runs, beyond its plan.
@@ -213,28 +214,6 @@ pub struct RunReport {
     pub decode_time: Duration,
     /// Speculation's counters over the run (zeros without `--speculate`).
     pub spec: SpecCounters,
-}
-
-/// Why a request that did not finish ended: the run's fault, the operator's stop, or the
-/// session's end (`membership.node_down`, `operator.stopped`, `session.ended`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionEnd {
-    /// The run faulted.
-    Fault(FaultReason),
-    /// The operator stopped the session.
-    OperatorStopped,
-    /// The session ended.
-    Ended,
-}
-
-impl std::fmt::Display for SessionEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SessionEnd::Fault(reason) => write!(f, "{reason}"),
-            SessionEnd::OperatorStopped => f.write_str("operator.stopped"),
-            SessionEnd::Ended => f.write_str("session.ended"),
-        }
-    }
 }
 
 /// The orchestrator's session. See the module docs.
@@ -472,6 +451,8 @@ impl<'t> Session<'t> {
                     _ => GateAsk::Reform,
                 };
                 self.out.push_back(SessionOutput::Gate(ask));
+            } else if self.reforming.is_none() {
+                self.refuse_waiting();
             }
         }
         if let Event::RunTornDown { .. } = ev {

@@ -29,11 +29,17 @@ impl Session<'_> {
     }
 
     /// Submits request `index` (arrived) to the run, or ends it with the session's reason
-    /// once the run has an outcome; while the session re-forms it waits for the next run,
-    /// as many as the queue holds (more are refused at once, as a full queue refuses them).
+    /// once the run has an outcome; while the session re-forms — or may yet: the run
+    /// faulted and waits for the fault's cause — it waits for the next run, as many as the
+    /// queue holds (more are refused at once, as a full queue refuses them).
     pub(super) fn submit(&mut self, now: Instant, index: usize) {
+        // A request ends once: one that already has its result (the session's end reached
+        // it before it arrived) is not run.
         let Some(r) = self.book.request(index) else { return };
-        if self.fsm.outcome().is_some() && self.reforming.is_some() {
+        if self.book.result(index).is_some() {
+            return;
+        }
+        if self.fsm.outcome().is_some() && (self.reforming.is_some() || self.may_reform()) {
             if self.waiting.len() >= self.config.limits.queue_capacity {
                 self.book.refused(index, "busy");
                 self.unsent.push(index);
@@ -61,6 +67,23 @@ impl Session<'_> {
                 self.book.refused(index, refusal.code());
                 self.unsent.push(index);
             }
+        }
+    }
+
+    /// Whether the run faulted and its fault is not reported yet (a consequence waits for
+    /// its cause): the session may still re-form.
+    fn may_reform(&self) -> bool {
+        let faulted = self.fsm.outcome() == Some(crate::events::RunOutcome::Faulted);
+        faulted && self.fault.is_none() && self.config.resume.enabled
+    }
+
+    /// The run's fault was reported and the session does not re-form: the requests that
+    /// waited to see end with it.
+    pub(super) fn refuse_waiting(&mut self) {
+        let reason = self.end_reason().to_string();
+        for index in std::mem::take(&mut self.waiting) {
+            self.book.refused(index, &reason);
+            self.unsent.push(index);
         }
     }
 

@@ -75,15 +75,14 @@ fn events(outs: &[SessionOutput]) -> Vec<&'static str> {
 }
 
 #[test]
-fn a_node_loss_asks_the_gate_to_re_form_and_requests_that_arrive_meanwhile_wait_up_to_the_queue()
-{
+fn a_node_loss_asks_the_gate_to_re_form_and_requests_that_arrive_meanwhile_wait_up_to_the_queue() {
     let (tok, now) = (tokenizer(), Instant::now());
     let mut s = serving(&tok, now, 1);
     s.member_down(now, NodeId(2));
-    s.gate_event(now, GateEvent::RequiredNodeLost {
-        node: NodeId(2),
-        reason: MembershipLoss::NodeDown,
-    });
+    s.gate_event(
+        now,
+        GateEvent::RequiredNodeLost { node: NodeId(2), reason: MembershipLoss::NodeDown },
+    );
     let outs = drain(&mut s, now);
     assert!(outs.contains(&SessionOutput::Gate(GateAsk::Reform)), "{outs:?}");
     assert!(events(&outs).contains(&"session_reforming"), "{outs:?}");
@@ -153,10 +152,10 @@ fn re_forming_stops_the_faulted_run_on_nodes_it_keeps_before_provisioning_the_ne
     let (tok, now) = (tokenizer(), Instant::now());
     let mut s = serving(&tok, now, 4);
     let old = s.plan().run_id;
-    s.gate_event(now, GateEvent::RequiredNodeLost {
-        node: NodeId(3),
-        reason: MembershipLoss::NodeDown,
-    });
+    s.gate_event(
+        now,
+        GateEvent::RequiredNodeLost { node: NodeId(3), reason: MembershipLoss::NodeDown },
+    );
     drain(&mut s, now);
     let mut next = plan_with(8, 1);
     next.run_id = s.next_run_id();
@@ -219,10 +218,10 @@ fn an_idle_session_does_not_re_form_after_a_node_loss() {
     let mut s = Session::start(now, now, plan, config(4), book, None);
     s.close_input(now);
     drain(&mut s, now);
-    s.gate_event(now, GateEvent::RequiredNodeLost {
-        node: NodeId(2),
-        reason: MembershipLoss::NodeDown,
-    });
+    s.gate_event(
+        now,
+        GateEvent::RequiredNodeLost { node: NodeId(2), reason: MembershipLoss::NodeDown },
+    );
     let outs = drain(&mut s, now);
     assert!(!outs.iter().any(|o| matches!(o, SessionOutput::Gate(_))), "{outs:?}");
     assert!(s.reformation().is_none());

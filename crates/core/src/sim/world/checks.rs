@@ -5,6 +5,7 @@ use super::{EOS, MAX_SEQ, VOCAB, World};
 use crate::events::{Event, RunOutcome};
 use crate::node::stage_node::EdgeState;
 use crate::orchestrator::scheduler::FinishReason;
+use crate::orchestrator::session::SessionEnd;
 use crate::sim::model;
 use crate::wire::EdgeId;
 use crate::wire::reason::{FaultReason, Timeout};
@@ -42,7 +43,7 @@ impl World {
                 let survived = FaultReason::parse(error).is_some_and(|f| self.policy.survives(f));
                 let resumes = self.session.as_ref().map_or(0, |s| s.resumes(k));
                 let capped = resumes >= self.policy.max_resumes;
-                if r.admitted && (error == "session.ended" || (survived && !capped)) {
+                if r.admitted && (error == SessionEnd::Ended.to_string() || (survived && !capped)) {
                     lost.push(format!(
                         "request {k} ended with {error}, which the session survived"
                     ));

@@ -34,8 +34,10 @@ impl World {
             return false;
         }
         let Some(reformation) = session.reformation() else {
+            // Over: what never ran ends with the session's reason (the driver's last step).
+            session.resolve_rest();
             self.torn_down = true;
-            return false;
+            return true;
         };
         if let Some(nodes) = session.take_offered() {
             self.reform_over(&nodes);
