@@ -575,8 +575,8 @@ fn a_draft_model_drafts_several_slots_at_once_as_each_alone_and_follows_a_change
     use swactor::speculate::DraftAsk;
     let path = f32_model();
     let load = || DraftModel::load(&path, 256, 1, &free_target(&path)).expect("draft");
-    fn ask(slot: u16, history: &[u32], k: usize) -> DraftAsk<'_> {
-        DraftAsk { slot, history, k }
+    fn ask(slot: u16, history: &[u32], k: usize) -> DraftAsk {
+        DraftAsk { slot, history: history.to_vec(), k }
     }
     let alone = |history: &[u32], k| load().draft(&[ask(0, history, k)]).pop().expect("a draft");
     let a: Vec<u32> = (1..15).collect();

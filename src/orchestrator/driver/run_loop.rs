@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use iroh::Endpoint;
 use tokio::sync::mpsc;
 
+use super::drafting::{self, Drafter, Drafting};
 use super::endpoints::{Parts, TokenUser};
 use super::served::{Reply, Routes, next_routed};
 use super::{Arriving, OrchestrateConfig, OrchestrateError, RunFault, RunReport, RunSink, emit};
@@ -43,13 +44,16 @@ pub(super) enum Wake {
     TokenOutReadable,
 }
 
-/// A run of `plan` in the session `config` describes (its drafter too).
-fn start_fsm(now: Instant, plan: &RunPlan, config: &OrchestrateConfig) -> RunFsm {
+/// A run of `plan` in the session `config` describes, drafting with `drafter` if given.
+fn start_fsm(
+    now: Instant,
+    plan: &RunPlan,
+    config: &OrchestrateConfig,
+    drafter: Option<&Drafter>,
+) -> (RunFsm, Option<Drafting>) {
     let mut fsm = RunFsm::start(now, plan, config.session, config.timeouts);
-    if let Some(d) = &config.drafter {
-        fsm.set_drafter(Box::new(d.clone()));
-    }
-    fsm
+    let drafting = drafter.map(|d| Drafting::start(d, &mut fsm));
+    (fsm, drafting)
 }
 
 /// One run. See the module docs.
@@ -89,8 +93,8 @@ pub(super) struct RunLoop<'t> {
     router: EdgeRouter,
     /// What the session does when a stage node is lost.
     resume: ResumePolicy,
-    /// The session's draft model, if it has one (it reads prompts while they fly).
-    drafter: Option<crate::model::draft::SharedDraft>,
+    /// The run's side of the session's draft model, if it has one.
+    drafting: Option<Drafting>,
     /// The re-formation under way (the run faulted with a node loss).
     reforming: Option<Reformation>,
     /// The current run re-formed the session (`session_reformed` at its barrier), with
@@ -121,6 +125,7 @@ impl<'t> RunLoop<'t> {
     pub(super) fn start(
         plan: RunPlan,
         config: &OrchestrateConfig,
+        drafter: Option<&Drafter>,
         arriving: Option<Arriving>,
         endpoint: &Endpoint,
         tokenizer: &'t Tokenizer,
@@ -130,7 +135,7 @@ impl<'t> RunLoop<'t> {
         tokio::spawn(router.clone().accept_loop(endpoint.clone()));
         let parts = Parts::new(&plan, endpoint, &router)?;
         let now = Instant::now();
-        let fsm = start_fsm(now, &plan, config);
+        let (fsm, drafting) = start_fsm(now, &plan, config, drafter);
         let (book, rx, served) = match arriving {
             Some(Arriving::Batch { ids: more, requests }) => {
                 let mut ids: Vec<String> = config.requests.iter().map(|r| r.id.clone()).collect();
@@ -171,7 +176,7 @@ impl<'t> RunLoop<'t> {
             loaded_weights: 0,
             load: (0, 0),
             resume: config.resume,
-            drafter: config.drafter.clone(),
+            drafting,
             reforming: None,
             reformed: None,
             waiting: Vec::new(),
@@ -227,7 +232,8 @@ impl<'t> RunLoop<'t> {
             (parts.plane, parts.executor, parts.user, parts.wakes);
         let now = Instant::now();
         self.spec_before = self.spec_before + self.fsm.spec_counters();
-        self.fsm = start_fsm(now, &plan, config);
+        let drafter = self.drafting.as_ref().map(Drafting::drafter);
+        (self.fsm, self.drafting) = start_fsm(now, &plan, config, drafter);
         self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         self.plan = plan;
         (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =
@@ -278,7 +284,7 @@ impl<'t> RunLoop<'t> {
         let mut exit_deadline: Option<Instant> = None;
         loop {
             self.settle(phase, sink).await;
-            self.warm_drafter();
+            drafting::send_jobs(&mut self.drafting, &mut self.fsm);
             if self.torn_down && self.plane.live_edges() == 0 {
                 self.resolve_rest(sink);
                 return;
@@ -319,24 +325,10 @@ impl<'t> RunLoop<'t> {
                 Some(wake) = self.wakes.recv() => self.wake(wake, sink),
                 arrived = super::next_arrival(&mut self.arriving) => self.arrive(arrived),
                 routed = next_routed(&mut self.served) => self.routed(routed, sink),
-            }
-        }
-    }
-
-    /// Hands the prompts just sent to the draft model, on a blocking thread, so that it
-    /// reads them while the pipeline computes (its next draft waits for it).
-    fn warm_drafter(&mut self) {
-        let warms = self.fsm.take_warms();
-        if let Some(d) = &self.drafter
-            && !warms.is_empty()
-        {
-            let mut d = d.clone();
-            tokio::task::spawn_blocking(move || {
-                use crate::speculate::Draft;
-                for (slot, prompt) in warms {
-                    d.warm(slot, &prompt);
+                answer = drafting::next_answer(&mut self.drafting) => {
+                    self.fsm.drafts_ready(Instant::now(), answer);
                 }
-            });
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 //! injection in [`faults`] and the invariants in [`checks`].
 
 mod checks;
+mod drafter;
 mod faults;
 mod node;
 mod orchestrator;
@@ -171,6 +172,8 @@ enum OrchIn {
     PoolTimeout,
     /// A re-formation's wait for capacity ends.
     ResumeTimeout(RunId),
+    /// The drafter outside the core answers a draft request (`drafter.rs`).
+    Drafts(crate::speculate::DraftAnswer),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -328,6 +331,8 @@ struct World {
     /// The last delivery time on each ordered link (QUIC streams and the control stream
     /// deliver in order).
     links: HashMap<Link, Duration>,
+    /// The session drafts through its draft requests, which `drafter.rs` answers.
+    drafts_outside: bool,
 }
 
 /// An ordered channel of the simulated world.

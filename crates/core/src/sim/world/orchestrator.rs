@@ -59,6 +59,9 @@ impl World {
             Some(Planted::SkipReset) => fsm.plant_skip_reset(),
             Some(Planted::NoLateAnswerFilter) | None => {}
         }
+        if self.drafts_outside {
+            fsm.draft_externally(0.0);
+        }
         self.fsm = Some(fsm);
         self.gate.provisioning_started();
         self.resume_kept();
@@ -190,6 +193,7 @@ impl World {
                 self.faulty = true;
                 fsm.operator_stop(now, OperatorStop::Interrupt);
             }
+            OrchIn::Drafts(answer) => fsm.drafts_ready(now, answer),
             _ => {}
         }
         self.fsm = Some(fsm);
@@ -243,6 +247,7 @@ impl World {
                 }
             }
         }
+        self.answer_drafts();
         while let Some(ev) = self.fsm.as_mut().and_then(RunFsm::poll_event) {
             if self.torn_down {
                 self.violation(format!("{} after run_torn_down", ev.kind()));
