@@ -701,8 +701,15 @@ fn draft_requests(f: &mut RunFsm) -> Vec<crate::speculate::DraftRequest> {
 fn a_session_drafting_outside_waits_for_its_answer_at_most_a_trip_and_ignores_stale_ones() {
     use crate::speculate::{AskId, DraftAnswer, DraftJob};
     let plan = session_plan(1);
-    let (mut f, now) = ready_session(&plan);
+    let now = Instant::now();
+    let limits = SessionLimits { draft_max: 3, ..SessionLimits::default() };
+    let mut f = RunFsm::start(now, &plan, limits, T);
     f.draft_externally(0.0);
+    for s in 0..3u32 {
+        f.stage_ready(now, RunId(5), StageIndex(s), NodeId(u64::from(s) + 1)).expect("ready");
+    }
+    f.token_endpoints_ready(now);
+    drain(&mut f);
     f.submit(now, SeqRequest { prompt: vec![11, 12], ..req(2, 9) }).expect("admitted");
     let (cmds, _) = drain(&mut f);
     let warm = f.poll_draft_job();
