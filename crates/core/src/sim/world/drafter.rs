@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::{EOS, Ev, MAX_SEQ, OrchIn, VOCAB, World};
+use super::{EOS, Ev, MAX_SEQ, VOCAB, World};
 use crate::orchestrator::run::RunFsm;
 use crate::sim::model::{self, mix};
 use crate::speculate::{DraftAnswer, DraftAsk, DraftJob};
@@ -30,7 +30,15 @@ impl World {
             self.trace(format!("drafts for ask {} in {delay:?}", request.id.number));
             let seconds_per_token = Some(delay.as_secs_f64() / drafted as f64);
             let answer = DraftAnswer { id: request.id, drafts, seconds_per_token };
-            self.at(self.now + delay, Ev::Orch(OrchIn::Drafts(answer)));
+            self.at(self.now + delay, Ev::Drafts(answer));
+        }
+    }
+
+    /// An answer reaches the session (the current run's, or a stale one it ignores).
+    pub(super) fn drafts_arrived(&mut self, answer: DraftAnswer) {
+        let now = self.instant();
+        if let Some(fsm) = self.fsm.as_mut() {
+            fsm.drafts_ready(now, answer);
         }
     }
 

@@ -172,8 +172,6 @@ enum OrchIn {
     PoolTimeout,
     /// A re-formation's wait for capacity ends.
     ResumeTimeout(RunId),
-    /// The drafter outside the core answers a draft request (`drafter.rs`).
-    Drafts(crate::speculate::DraftAnswer),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -222,6 +220,8 @@ enum Fault {
 #[derive(Debug, Clone)]
 enum Ev {
     Orch(OrchIn),
+    /// The drafter outside the core answers a draft request (`drafter.rs`).
+    Drafts(crate::speculate::DraftAnswer),
     Node(usize, NodeIn),
     Fault(Fault),
 }
@@ -512,6 +512,7 @@ impl World {
                 self.pump_node(i);
             }
             Ev::Fault(f) => self.fault(f),
+            Ev::Drafts(answer) => self.drafts_arrived(answer),
         }
         self.pump_orch();
     }

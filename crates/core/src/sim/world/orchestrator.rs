@@ -193,7 +193,6 @@ impl World {
                 self.faulty = true;
                 fsm.operator_stop(now, OperatorStop::Interrupt);
             }
-            OrchIn::Drafts(answer) => fsm.drafts_ready(now, answer),
             _ => {}
         }
         self.fsm = Some(fsm);
