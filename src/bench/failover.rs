@@ -183,7 +183,7 @@ async fn run_on(
             teardown: Duration::from_secs(10),
         },
         resume: ResumePolicy::default(),
-        drafter: None,
+        draft_model: None,
     };
     let mut sink = Sink {
         victim: pool.pid(2).unwrap_or(0),

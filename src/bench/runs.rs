@@ -360,7 +360,7 @@ pub async fn failover_run(
             teardown: std::time::Duration::from_secs(10),
         },
         resume: crate::orchestrator::reform::ResumePolicy::DISABLED,
-        drafter: None,
+        draft_model: None,
     };
     let mut sink = FailoverSink {
         victim: pool.pid(2).unwrap_or(0),

@@ -251,6 +251,9 @@ pub fn orchestrate_error(e: OrchestrateError) -> CliError {
                 .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
         }
         OrchestrateError::Plan(p) => plan_error(p),
+        OrchestrateError::DraftModel(m) => {
+            CliError::new(ExitCode::Usage, "bad_draft_model", eyre!(m))
+        }
         OrchestrateError::GaveUp { reason, .. } => {
             CliError::new(ExitCode::RunFaulted, reason.to_string(), eyre!(e))
                 .with_suggestion("check the weights the URL serves against the --model file")

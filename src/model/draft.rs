@@ -1,8 +1,9 @@
 //! A draft model: a smaller model with the target's vocabulary, run greedily by the
-//! engine in this process (`generate`'s or the orchestrator's), one KV cache per slot.
-//! It implements [`Draft`]: the scheduler asks for every drafting sequence of a
-//! micro-batch at once and the model steps them together, one row each per drafted
-//! token. Each slot remembers the tokens its cache holds; an ask keeps the longest
+//! engine in this process (`generate`'s, or the orchestrator's on a thread of its own:
+//! `orchestrator/driver/drafting.rs`), one KV cache per slot. It implements [`Draft`]:
+//! a session asks for every drafting sequence of a micro-batch at once (a
+//! [`crate::speculate::DraftRequest`]) and the model steps them together, one row each
+//! per drafted token. Each slot remembers the tokens its cache holds; an ask keeps the longest
 //! prefix its history shares with them (what the target accepted), so a rejected draft
 //! is rolled back, and a new sequence in the slot starts over, without being told.
 
@@ -60,14 +61,13 @@ pub struct DraftModel {
 }
 
 impl DraftModel {
-    /// Loads `path` as a draft for `target`, computing on `threads` threads; a different
-    /// vocabulary (another size, or other tokens) is refused.
-    pub fn load(
+    /// Checks from its header alone that `path` can draft for `target`: a GGUF model
+    /// with the same vocabulary (another size, or other tokens, is refused). Returns its
+    /// facts. [`DraftModel::load`] checks the same first.
+    pub fn check(
         path: &Path,
-        max_seq_len: u32,
-        threads: u32,
         target: &DraftTarget,
-    ) -> Result<DraftModel, StageError> {
+    ) -> Result<crate::model::ModelFacts, StageError> {
         let facts = crate::model::read_facts(path)
             .map_err(|e| StageError::BadInput(format!("the draft model: {e}")))?;
         let target_vocab = target.vocab_size;
@@ -84,6 +84,18 @@ impl DraftModel {
                  digests differ): they must share a vocabulary"
             )));
         }
+        Ok(facts)
+    }
+
+    /// Loads `path` as a draft for `target`, computing on `threads` threads; a different
+    /// vocabulary (another size, or other tokens) is refused.
+    pub fn load(
+        path: &Path,
+        max_seq_len: u32,
+        threads: u32,
+        target: &DraftTarget,
+    ) -> Result<DraftModel, StageError> {
+        let facts = DraftModel::check(path, target)?;
         let target_bytes = target.step_bytes;
         let pipeline = LocalPipeline::load(
             path,
@@ -153,7 +165,7 @@ impl DraftModel {
         Ok(())
     }
 
-    fn run(&mut self, asks: &[DraftAsk<'_>]) -> Result<Vec<Vec<u32>>, StageError> {
+    fn run(&mut self, asks: &[DraftAsk]) -> Result<Vec<Vec<u32>>, StageError> {
         let mut out = vec![Vec::new(); asks.len()];
         // Each slot once, with room in the context for what it feeds. What its cache
         // lacks of the history rides in the first step with the last token (one pass
@@ -165,7 +177,7 @@ impl DraftModel {
             let fresh = !active.iter().any(|&j| asks[j].slot == a.slot);
             if a.k > 0 && !a.history.is_empty() && fits && fresh {
                 let slot = usize::from(a.slot);
-                let keep = self.trim(slot, a.history)?;
+                let keep = self.trim(slot, &a.history)?;
                 let ahead = (a.history.len() - keep).saturating_sub(CATCH_UP_ROWS);
                 self.feed(slot, &a.history[keep..keep + ahead])?;
                 active.push(i);
@@ -208,7 +220,7 @@ impl DraftModel {
 }
 
 impl Draft for DraftModel {
-    fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
+    fn draft(&mut self, asks: &[DraftAsk]) -> Vec<Vec<u32>> {
         if self.failed.is_none() {
             match timed(|| self.run(asks)) {
                 (Ok(drafts), seconds) => {
@@ -272,41 +284,4 @@ pub fn load_drafter(
         None if ngram => Some(Box::new(crate::speculate::ngram::NgramDrafter::default())),
         None => None,
     })
-}
-
-/// A drafter several sessions take turns with (a server forms one session after
-/// another; each run of a session, re-formed ones too, drafts through the same model and
-/// caches). Sessions never run at once, so the lock is never contended.
-#[derive(Debug, Clone)]
-pub struct SharedDraft(std::sync::Arc<std::sync::Mutex<Box<dyn Draft>>>);
-
-impl SharedDraft {
-    /// Shares `drafter`.
-    pub fn new(drafter: Box<dyn Draft>) -> SharedDraft {
-        SharedDraft(std::sync::Arc::new(std::sync::Mutex::new(drafter)))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Draft>> {
-        // A drafter that panicked mid-draft holds nothing the next ask trusts blindly:
-        // it compares each slot's cache with the history anyway.
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-impl Draft for SharedDraft {
-    fn draft(&mut self, asks: &[DraftAsk<'_>]) -> Vec<Vec<u32>> {
-        self.lock().draft(asks)
-    }
-
-    fn step_cost(&self) -> f64 {
-        self.lock().step_cost()
-    }
-
-    fn seconds_per_token(&self) -> Option<f64> {
-        self.lock().seconds_per_token()
-    }
-
-    fn warm(&mut self, slot: u16, history: &[u32]) {
-        self.lock().warm(slot, history);
-    }
 }

@@ -176,13 +176,16 @@ pub fn generate_speculative(
 ) -> Result<StopReason, StageError> {
     use crate::speculate::adapt::{DraftLength, RowCost};
     use crate::speculate::verify::accept_greedy;
+    use crate::speculate::{AskId, DraftAsk, DraftJob, DraftRequest};
     let max_seq = pipeline.stages[0].spec().max_seq_len as usize;
     let mut measured = RowCost::default();
     let mut length = DraftLength::new(max_k);
     let mut history = prompt.to_vec();
     let logits = pipeline.step(prompt)?;
-    // The draft model reads the prompt now, as part of the prefill.
-    drafter.warm(0, prompt);
+    // The draft model reads the prompt now, as part of the prefill (the jobs and answers
+    // a session's drafter takes, run here in order: this is one process, no reactor).
+    let warm = DraftJob::Warm { slot: 0, history: prompt.to_vec() };
+    crate::speculate::run_job(drafter, &warm);
     let mut pending = vec![sampler.sample(&logits, prompt.len() as u32)];
     let mut produced = 0u32;
     loop {
@@ -208,10 +211,14 @@ pub fn generate_speculative(
         // Room for the draft: the tokens still wanted and the context left.
         let room = (max_tokens - produced) as usize;
         let room = room.min(max_seq.saturating_sub(history.len()));
-        let draft_cost = crate::speculate::draft_cost(drafter, measured.trip_seconds());
+        let (step, per_token) = (drafter.step_cost(), drafter.seconds_per_token());
+        let draft_cost = crate::speculate::draft_cost(step, per_token, measured.trip_seconds());
         let k = length.next(row_cost.unwrap_or(measured.relative()) + draft_cost).min(room);
-        let ask = crate::speculate::DraftAsk { slot: 0, history: &history, k };
-        let draft = drafter.draft(&[ask]).pop().unwrap_or_default();
+        let id = AskId { run: crate::wire::RunId(0), number: counts.trips };
+        let asks = vec![DraftAsk { slot: 0, history: history.clone(), k }];
+        let request = DraftJob::Draft(DraftRequest { id, asks });
+        let answer = crate::speculate::run_job(drafter, &request);
+        let draft = answer.and_then(|mut a| a.drafts.pop()).unwrap_or_default();
         let mut rows = vec![last];
         rows.extend_from_slice(&draft);
         let logits = timed(&mut measured, draft.len(), || pipeline.verify(&rows))?;

@@ -15,7 +15,8 @@ use crate::events::{Event, EventLine, RunOutcome};
 use crate::model::ModelFacts;
 use crate::orchestrator::driver::served::Served;
 use crate::orchestrator::driver::{
-    Arriving, OrchestrateConfig, OrchestrateError, RunReport, RunSink, orchestrate,
+    Arriving, OrchestrateConfig, OrchestrateError, RunReport, RunSink, load_drafter,
+    orchestrate_drafting,
 };
 use crate::orchestrator::retry::{NextSession, SessionRetry};
 use crate::wire::reason::OperatorStop;
@@ -150,7 +151,8 @@ pub struct Stopping {
 
 /// Forms sessions until `shutdown` turns true; then drains the serving one within
 /// `grace` (or until `force`). The first session's setup or plan error, or a pool that never became ready
-/// for it, ends the server (the configuration is wrong); later ones are retried.
+/// for it, ends the server (the configuration is wrong); later ones are retried. The
+/// draft model, if any, is loaded once: every session drafts with it.
 pub async fn run_sessions(
     shared: Arc<Shared>,
     mut config: OrchestrateConfig,
@@ -164,6 +166,7 @@ pub async fn run_sessions(
     let mut report = ServeReport { sessions: 0, last: None };
     let mut first = true;
     let mut retry = SessionRetry::new();
+    let drafter = load_drafter(&config, facts).await?;
     while !*shutdown.borrow() {
         let (submit, submissions) = mpsc::unbounded_channel();
         let (cancel, cancels) = mpsc::unbounded_channel();
@@ -180,8 +183,10 @@ pub async fn run_sessions(
             served: false,
         };
         let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());
+        let (this, drafter) = (config.clone(), drafter.as_ref());
         let result =
-            orchestrate(config.clone(), Some(arriving), facts, &tokenizer, &mut sink, stop).await;
+            orchestrate_drafting(this, drafter, Some(arriving), facts, &tokenizer, &mut sink, stop)
+                .await;
         let served = sink.served;
         drop(sink);
         shared.set_input(None);

@@ -568,6 +568,20 @@ fn a_draft_model_with_other_tokens_of_the_same_count_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("an error line");
     assert_eq!(line["reason"], "bad_draft_model");
+    // So does `run local`, checking the draft's header before its session loads it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swactor"))
+        .args(["run", "local", "--stages", "1", "--json", "--prompt", "hi", "--model"])
+        .arg(&path)
+        .arg("--draft-model")
+        .arg(&other)
+        .output()
+        .expect("run local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().map(str::to_owned);
+    let line: serde_json::Value = serde_json::from_str(&last.unwrap_or_default()).expect("a line");
+    assert_eq!(line["reason"], "bad_draft_model", "{line}");
+    assert!(line.to_string().contains("vocabulary"), "{line}");
 }
 
 #[test]
@@ -575,8 +589,8 @@ fn a_draft_model_drafts_several_slots_at_once_as_each_alone_and_follows_a_change
     use swactor::speculate::DraftAsk;
     let path = f32_model();
     let load = || DraftModel::load(&path, 256, 1, &free_target(&path)).expect("draft");
-    fn ask(slot: u16, history: &[u32], k: usize) -> DraftAsk<'_> {
-        DraftAsk { slot, history, k }
+    fn ask(slot: u16, history: &[u32], k: usize) -> DraftAsk {
+        DraftAsk { slot, history: history.to_vec(), k }
     }
     let alone = |history: &[u32], k| load().draft(&[ask(0, history, k)]).pop().expect("a draft");
     let a: Vec<u32> = (1..15).collect();

@@ -13,7 +13,7 @@ use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
 use crate::planner::Placement;
 use crate::wire::WeightSource;
 
-use super::run::{PrintConfig, RunInputs, session_drafter, session_limits, timeouts, usage};
+use super::run::{PrintConfig, RunInputs, session_draft_model, session_limits, timeouts, usage};
 use super::runtime::runtime_config_for;
 use super::source::absolute;
 
@@ -118,7 +118,7 @@ impl LocalRun {
             pool_timeout: Duration::from_secs(60),
             timeouts: timeouts(&args.run),
             resume: args.run.resume.policy(),
-            drafter: session_drafter(&args.run.spec, &inputs.facts, inputs.runtime.max_seq_len)?,
+            draft_model: session_draft_model(&args.run.spec, &inputs.facts)?,
         };
         Ok(config)
     }

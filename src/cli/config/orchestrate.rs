@@ -8,7 +8,7 @@ use crate::cli::run_sink::EventsFile;
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::planner::{PlanRequest, check_before_reports};
 
-use super::run::{PrintConfig, RunInputs, session_drafter, session_limits, timeouts};
+use super::run::{PrintConfig, RunInputs, session_draft_model, session_limits, timeouts};
 use super::source::{check_url, placement, read_pool, weight_source};
 
 /// A run over a pool, configured: everything judged that can be judged without the nodes.
@@ -80,7 +80,7 @@ impl PoolRun {
             pool_timeout: Duration::from_secs(join.pool_timeout),
             timeouts: timeouts(&args.run),
             resume: args.run.resume.policy(),
-            drafter: session_drafter(&args.run.spec, &inputs.facts, inputs.runtime.max_seq_len)?,
+            draft_model: session_draft_model(&args.run.spec, &inputs.facts)?,
         };
         Ok(PoolRun { orchestrate, inputs, events, print: PrintConfig::of(&args.run) })
     }

@@ -179,16 +179,22 @@ pub fn drafter(
         .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))
 }
 
-/// `--draft-model`'s drafter for the session's sequences (`None`: without it, a
-/// speculating session drafts by n-gram lookup).
-pub fn session_drafter(
+/// `--draft-model`'s model for the session's sequences (`None`: without it, a
+/// speculating session drafts by n-gram lookup), checked now from its header: one that
+/// cannot be read or has another vocabulary than `facts` is a usage error
+/// (`bad_draft_model`). The role that drafts with it loads it.
+pub fn session_draft_model(
     spec: &crate::cli::args::SpeculateFlags,
     facts: &ModelFacts,
-    max_seq_len: u32,
-) -> Result<Option<crate::model::draft::SharedDraft>, CliError> {
-    let sizing = (max_seq_len, spec.draft_threads);
-    let model = drafter(false, spec.draft_model.as_deref(), sizing, facts)?;
-    Ok(model.map(crate::model::draft::SharedDraft::new))
+) -> Result<Option<crate::orchestrator::driver::DraftModelConfig>, CliError> {
+    let Some(path) = spec.draft_model.as_ref() else { return Ok(None) };
+    let target = crate::model::draft::DraftTarget::of(facts);
+    crate::model::draft::DraftModel::check(path, &target)
+        .map_err(|e| CliError::new(ExitCode::Usage, "bad_draft_model", eyre!("{e}")))?;
+    Ok(Some(crate::orchestrator::driver::DraftModelConfig {
+        path: path.clone(),
+        threads: spec.draft_threads,
+    }))
 }
 
 /// The run's timeouts: `--readiness-timeout`, `--token-timeout`, and 10 s to tear down.

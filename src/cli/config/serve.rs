@@ -22,7 +22,7 @@ use crate::serve::access::AccessRules;
 use crate::server::{HttpLimits, ServeConfig, ServeDefaults};
 use crate::wire::{RuntimeConfig, WeightSource};
 
-use super::run::session_drafter;
+use super::run::session_draft_model;
 use super::runtime::runtime_config;
 use super::source::{absolute, check_url, placement, read_pool, weight_source};
 
@@ -198,7 +198,7 @@ impl ServeRun {
             pool_timeout: Duration::from_secs(join.pool_timeout),
             timeouts: timeouts(args.readiness_timeout, args.token_timeout),
             resume: args.resume.policy(),
-            drafter: session_drafter(&args.spec, &model.facts, model.runtime.max_seq_len)?,
+            draft_model: session_draft_model(&args.spec, &model.facts)?,
         };
         Ok(ServeRun { orchestrate, server, model, events })
     }
@@ -261,6 +261,6 @@ pub fn local_orchestrate(
         pool_timeout: Duration::from_secs(60),
         timeouts: timeouts(args.run.readiness_timeout, args.run.token_timeout),
         resume: args.run.resume.policy(),
-        drafter: session_drafter(&args.run.spec, &served.facts, served.runtime.max_seq_len)?,
+        draft_model: session_draft_model(&args.run.spec, &served.facts)?,
     })
 }

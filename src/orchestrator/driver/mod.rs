@@ -8,6 +8,7 @@
 //! stream to the [`RunSink`].
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
+mod drafting;
 mod endpoints;
 mod reform;
 mod run_loop;
@@ -36,6 +37,7 @@ pub use crate::orchestrator::session::{RunFault, RunReport};
 use crate::planner::{Placement, PlanRequest, Pool, plan};
 use crate::wire::reason::{Component, FaultReason, OperatorStop};
 use crate::wire::{RunId, RunPlan, RuntimeConfig, WeightSource};
+pub use drafting::{DraftModelConfig, Drafter};
 
 /// The orchestrator's identity.
 #[derive(Debug, Clone)]
@@ -88,8 +90,9 @@ pub struct OrchestrateConfig {
     /// What the session does when a stage node is lost.
     pub resume: ResumePolicy,
     /// Where the session's drafts come from when it speculates (`session.draft_max`):
-    /// a draft model in this process; `None`: the n-gram lookup.
-    pub drafter: Option<crate::model::draft::SharedDraft>,
+    /// a draft model this process loads and runs off the reactor; `None`: the n-gram
+    /// lookup.
+    pub draft_model: Option<DraftModelConfig>,
 }
 
 /// Requests that join a session while it runs.
@@ -161,6 +164,10 @@ pub enum OrchestrateError {
     /// The operator stopped before the run started.
     #[error("stopped by the operator before the run started")]
     Stopped,
+    /// The draft model could not load (its file, or another vocabulary than the
+    /// model's).
+    #[error("{0}")]
+    DraftModel(String),
     /// Sessions kept faulting before they served, with a fault a new session would meet
     /// again (weights whose bytes are wrong): the server stopped forming them.
     #[error("{sessions} sessions in a row faulted with {reason} before serving; given up")]
@@ -179,9 +186,36 @@ fn now_us(t0: Instant) -> u64 {
 /// Runs one prompt through the pool: waits for the pool, plans, provisions, streams the
 /// tokens to `sink`, tears down. Returns the run's report (whatever its outcome) or why no
 /// run could start. `stop` resolves on Ctrl-C / SIGTERM. `arriving`: requests that join
-/// the session as they become ready (a batch job's), after `config.requests`.
+/// the session as they become ready (a batch job's), after `config.requests`. The
+/// session's draft model (`config.draft_model`) is loaded first.
 pub async fn orchestrate(
     config: OrchestrateConfig,
+    arriving: Option<Arriving>,
+    facts: &ModelFacts,
+    tokenizer: &Tokenizer,
+    sink: &mut dyn RunSink,
+    stop: impl std::future::Future<Output = OperatorStop>,
+) -> Result<RunReport, OrchestrateError> {
+    let drafter = load_drafter(&config, facts).await?;
+    orchestrate_drafting(config, drafter.as_ref(), arriving, facts, tokenizer, sink, stop).await
+}
+
+/// The draft model `config` names, loaded for the model `facts` describe (`None`:
+/// none named).
+pub async fn load_drafter(
+    config: &OrchestrateConfig,
+    facts: &ModelFacts,
+) -> Result<Option<Drafter>, OrchestrateError> {
+    let Some(d) = &config.draft_model else { return Ok(None) };
+    let max_seq_len = config.runtime.max_seq_len;
+    Drafter::load(d, facts, max_seq_len).await.map(Some).map_err(OrchestrateError::DraftModel)
+}
+
+/// As [`orchestrate`], drafting with `drafter` (a server's, loaded once for all its
+/// sessions) rather than loading `config.draft_model`.
+pub async fn orchestrate_drafting(
+    config: OrchestrateConfig,
+    drafter: Option<&Drafter>,
     arriving: Option<Arriving>,
     facts: &ModelFacts,
     tokenizer: &Tokenizer,
@@ -197,7 +231,8 @@ pub async fn orchestrate(
     };
     let endpoint =
         bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
-    let result = run_on(&config, arriving, facts, tokenizer, sink, stop, &key, &endpoint, t0).await;
+    let parts = (&key, &endpoint, drafter);
+    let result = run_on(&config, arriving, facts, tokenizer, sink, stop, parts, t0).await;
     match &result {
         // No run started: nothing waits for this endpoint's last words, and a handshake
         // toward a node that never answered would hold the close for seconds past
@@ -221,8 +256,7 @@ async fn run_on(
     tokenizer: &Tokenizer,
     sink: &mut dyn RunSink,
     stop: impl std::future::Future<Output = OperatorStop>,
-    key: &NodeKey,
-    endpoint: &Endpoint,
+    (key, endpoint, drafter): (&NodeKey, &Endpoint, Option<&Drafter>),
     t0: Instant,
 ) -> Result<RunReport, OrchestrateError> {
     let me = config.pool.orchestrator.node_id;
@@ -261,24 +295,25 @@ async fn run_on(
     // Verifying a draft needs the CPU engine on every stage: elsewhere the session runs
     // without speculation (its output is the same).
     let plain;
-    let config = match off_cpu(&plan, &reports) {
+    let (config, drafter) = match off_cpu(&plan, &reports) {
         Some(device) if config.session.draft_max > 0 => {
             sink.progress(&format!("speculation is off: a stage computes on {device}"));
             plain = OrchestrateConfig {
                 session: SessionLimits { draft_max: 0, ..config.session },
-                drafter: None,
+                draft_model: None,
                 ..config.clone()
             };
-            &plain
+            (&plain, None)
         }
-        _ => config,
+        _ => (config, drafter),
     };
     sink.planned(&plan);
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));
 
     // Phase 3: the run, re-formed over the nodes left as long as nodes are lost and the
     // policy survives it.
-    let mut run = run_loop::RunLoop::start(plan, config, arriving, endpoint, tokenizer, t0)?;
+    let mut run =
+        run_loop::RunLoop::start(plan, config, drafter, arriving, endpoint, tokenizer, t0)?;
     run.run(&mut phase, &mut reports, sink, &mut stop).await;
     while run.reformation().is_some() {
         let mut ctx = reform::Context { config, facts, pool: &pool, reports: &mut reports, t0 };
@@ -286,7 +321,7 @@ async fn run_on(
             Ok(plan) => {
                 sink.planned(&plan);
                 phase.gate().provisioning_started();
-                if let Err(e) = run.reform(plan, config, endpoint) {
+                if let Err(e) = run.reform(plan, endpoint) {
                     sink.progress(&format!("the session could not re-form: {e}"));
                     run.abandon(ReformEnd::Setup, &mut phase, sink);
                     break;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use iroh::Endpoint;
 use tokio::sync::mpsc;
 
+use super::drafting::{self, Drafter, Drafting};
 use super::endpoints::{Parts, TokenUser, Wake};
 use super::served::{Reply, Routes, next_routed};
 use super::{Arriving, OrchestrateConfig, OrchestrateError, RunReport, RunSink, emit};
@@ -34,11 +35,6 @@ use crate::wire::{EdgeId, NodeId, RunPlan};
 mod pool;
 mod requests;
 
-/// The session's drafter for one run (a clone of the server's shared draft model).
-fn drafter(config: &OrchestrateConfig) -> Option<Box<dyn crate::speculate::Draft>> {
-    config.drafter.clone().map(|d| Box::new(d) as Box<dyn crate::speculate::Draft>)
-}
-
 /// One session's runs. See the module docs.
 pub(super) struct RunLoop<'t> {
     t0: Instant,
@@ -55,8 +51,8 @@ pub(super) struct RunLoop<'t> {
     served: Option<Routes>,
     /// The token endpoints' router, shared by every run of the session.
     router: EdgeRouter,
-    /// The session's draft model, if it has one (it reads prompts while they fly).
-    drafter: Option<crate::model::draft::SharedDraft>,
+    /// The run's side of the session's draft model, if it has one.
+    drafting: Option<Drafting>,
 }
 
 impl<'t> RunLoop<'t> {
@@ -65,6 +61,7 @@ impl<'t> RunLoop<'t> {
     pub(super) fn start(
         plan: RunPlan,
         config: &OrchestrateConfig,
+        drafter: Option<&Drafter>,
         arriving: Option<Arriving>,
         endpoint: &Endpoint,
         tokenizer: &'t Tokenizer,
@@ -93,8 +90,9 @@ impl<'t> RunLoop<'t> {
             resume: config.resume,
             desired_stages: config.stages.unwrap_or(config.pool.nodes.len() as u32).max(1),
             forget_given: served.is_some(),
+            draft_step_cost: drafter.map(|d| d.step_cost),
         };
-        let mut session = Session::start(now, t0, plan, session_config, book, drafter(config));
+        let mut session = Session::start(now, t0, plan, session_config, book);
         for (index, r) in config.requests.iter().enumerate() {
             session.arrived(now, index, r.clone());
         }
@@ -113,7 +111,7 @@ impl<'t> RunLoop<'t> {
             arriving: rx,
             served,
             router,
-            drafter: config.drafter.clone(),
+            drafting: drafter.map(Drafting::start),
         })
     }
 
@@ -137,13 +135,14 @@ impl<'t> RunLoop<'t> {
     pub(super) fn reform(
         &mut self,
         plan: RunPlan,
-        config: &OrchestrateConfig,
         endpoint: &Endpoint,
     ) -> Result<(), OrchestrateError> {
         let parts = Parts::new(&plan, endpoint, &self.router)?;
         (self.plane, self.executor, self.user, self.wakes) =
             (parts.plane, parts.executor, parts.user, parts.wakes);
-        self.session.reform(Instant::now(), plan, drafter(config));
+        // The next run's answers come on a channel of its own (the last run's are stale).
+        self.drafting = self.drafting.as_ref().map(|d| Drafting::start(d.drafter()));
+        self.session.reform(Instant::now(), plan);
         Ok(())
     }
 
@@ -171,7 +170,7 @@ impl<'t> RunLoop<'t> {
         let mut exit_deadline: Option<Instant> = None;
         loop {
             self.settle(phase, sink).await;
-            self.warm_drafter();
+            drafting::send_jobs(&mut self.drafting, &mut self.session);
             let torn_down = self.session.is_torn_down();
             if torn_down && self.plane.live_edges() == 0 {
                 return self.resolve_rest(phase, sink);
@@ -211,6 +210,9 @@ impl<'t> RunLoop<'t> {
                 Some(wake) = self.wakes.recv() => self.wake(wake),
                 arrived = super::next_arrival(&mut self.arriving) => self.arrive(arrived),
                 routed = next_routed(&mut self.served) => self.routed(routed),
+                answer = drafting::next_answer(&mut self.drafting) => {
+                    self.session.drafts_ready(Instant::now(), answer);
+                }
             }
         }
     }
@@ -229,23 +231,6 @@ impl<'t> RunLoop<'t> {
         self.arriving = None;
         if let Some(routes) = self.served.as_mut() {
             routes.close();
-        }
-    }
-
-    /// Hands the prompts just sent to the draft model, on a blocking thread, so that it
-    /// reads them while the pipeline computes (its next draft waits for it).
-    fn warm_drafter(&mut self) {
-        let warms = self.session.take_warms();
-        if let Some(d) = &self.drafter
-            && !warms.is_empty()
-        {
-            let mut d = d.clone();
-            tokio::task::spawn_blocking(move || {
-                use crate::speculate::Draft;
-                for (slot, prompt) in warms {
-                    d.warm(slot, &prompt);
-                }
-            });
         }
     }
 

@@ -173,6 +173,10 @@ pub struct RunFsm {
     commands: VecDeque<RunCommand>,
     events: VecDeque<Event>,
     outputs: VecDeque<SeqOutput>,
+    /// Jobs for a drafter outside the core (see `run/drafting.rs`).
+    draft_jobs: VecDeque<crate::speculate::DraftJob>,
+    /// The draft requests whose answer a group waits for, and until when.
+    ask_deadlines: VecDeque<(crate::speculate::AskId, Instant)>,
 }
 
 impl RunFsm {
@@ -226,6 +230,8 @@ impl RunFsm {
             commands: VecDeque::new(),
             events: VecDeque::new(),
             outputs: VecDeque::new(),
+            draft_jobs: VecDeque::new(),
+            ask_deadlines: VecDeque::new(),
             stages,
         };
         fsm.events.push_back(Event::RunPlanned {
@@ -287,18 +293,6 @@ impl RunFsm {
         self.sched.spec_counters()
     }
 
-    /// Speculating sequences whose whole prompt was just sent, with their slot (see
-    /// [`super::scheduler::Scheduler::take_warms`]).
-    pub fn take_warms(&mut self) -> Vec<(u16, Vec<u32>)> {
-        self.sched.take_warms()
-    }
-
-    /// The session's drafts come from `drafter` (where it speculates; the n-gram lookup
-    /// until set).
-    pub fn set_drafter(&mut self, drafter: Box<dyn crate::speculate::Draft>) {
-        self.sched.set_drafter(drafter);
-    }
-
     /// The next sequence that took a slot (its wait in the queue ended).
     pub fn poll_started(&mut self) -> Option<SeqId> {
         self.sched.poll_started()
@@ -353,6 +347,7 @@ impl RunFsm {
                 deadline.get_or_insert(now + self.timeouts.token);
             }
             self.state = State::Running { deadline };
+            self.take_draft_jobs(now);
         }
         while let Some(o) = self.sched.poll_output() {
             if let SeqOutput::Finished { reason, .. } = &o {
@@ -553,6 +548,8 @@ impl RunFsm {
         while let Some(o) = self.sched.poll_output() {
             self.outputs.push_back(o);
         }
+        self.draft_jobs.clear();
+        self.ask_deadlines.clear();
     }
 
     fn report_fault(&mut self, now: Instant, f: HeldFault) {
@@ -606,13 +603,14 @@ impl RunFsm {
             State::Provisioning { deadline, .. }
             | State::Settling { deadline, .. }
             | State::TearingDown { deadline, .. } => Some(deadline),
-            State::Running { deadline } => deadline,
+            State::Running { deadline } => deadline.into_iter().chain(self.ask_deadline()).min(),
             State::Done => None,
         }
     }
 
     /// Handles an expired deadline; early or stale calls change nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.give_up_overdue_asks(now);
         match self.state {
             State::Provisioning { deadline, .. } if now >= deadline => {
                 self.fault(
@@ -669,6 +667,7 @@ impl RunFsm {
     }
 }
 
+mod drafting;
 mod limits;
 mod teardown;
 

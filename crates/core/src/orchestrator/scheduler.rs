@@ -27,7 +27,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use crate::speculate::Draft;
 use crate::speculate::adapt::{DraftLength, RowCost};
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
@@ -68,7 +67,7 @@ pub struct SchedulerConfig {
     /// a sequence's request is cut to this).
     pub max_top_logprobs: Option<u32>,
     /// Speculative decoding: the most tokens drafted per trip for one sequence (0: off;
-    /// at most 15), by the n-gram lookup unless [`Scheduler::set_drafter`] sets another.
+    /// at most 15), by the n-gram lookup unless [`Scheduler::draft_externally`].
     pub draft_max: u8,
 }
 
@@ -226,6 +225,11 @@ impl Seq {
     fn has_work(&self) -> bool {
         !self.in_flight && self.cancelled.is_none()
     }
+
+    /// Its tokens so far: the prompt, then its output.
+    fn history_len(&self) -> usize {
+        self.prompt.len() + self.generated.len()
+    }
 }
 
 #[derive(Debug)]
@@ -259,13 +263,13 @@ pub struct Scheduler {
     planted_skip_reset: bool,
     /// Slots that held a sequence before (for the planted skipped reset).
     used_slots: BTreeSet<u16>,
-    drafter: Box<dyn Draft>,
+    /// The in-core drafter (where no drafter outside is asked).
+    ngram: NgramDrafter,
+    /// A drafter outside the core, asked by jobs (see [`Scheduler::draft_externally`]).
+    asks: Option<asks::Asks>,
     spec: SpecCounters,
     /// A verifying row's cost relative to a trip, measured.
     row_cost: RowCost,
-    /// Speculating sequences whose whole prompt was just sent, by slot (see
-    /// [`Scheduler::take_warms`]).
-    to_warm: BTreeMap<u16, Vec<u32>>,
 }
 
 impl Scheduler {
@@ -292,10 +296,10 @@ impl Scheduler {
             planted_early_release: false,
             planted_skip_reset: false,
             used_slots: BTreeSet::new(),
-            drafter: Box::new(NgramDrafter::default()),
+            ngram: NgramDrafter::default(),
+            asks: None,
             spec: SpecCounters::default(),
             row_cost: RowCost::default(),
-            to_warm: BTreeMap::new(),
             cfg,
         }
     }
@@ -425,6 +429,9 @@ impl Scheduler {
             self.finish(id, reason);
         }
         self.group_busy.iter_mut().for_each(|b| *b = false);
+        if let Some(asks) = self.asks.as_mut() {
+            asks.clear();
+        }
     }
 
     fn finish(&mut self, id: SeqId, reason: FinishReason) {
@@ -474,7 +481,8 @@ impl Scheduler {
         let crowd = self.live.values().filter(|s| s.group == group).count();
         let row_cost =
             if self.queue.is_empty() && crowd < 4 { self.row_cost.relative() } else { 1.0 };
-        let mut drafts = self.drafts(group, row_cost, budget);
+        // A group whose drafts are asked of a drafter outside waits for the answer.
+        let mut drafts = self.drafts(group, row_cost, budget)?;
         // Decoding sequences first (their last token and any draft), then prompt chunks
         // within the budgets.
         for decoding in [true, false] {
@@ -527,8 +535,11 @@ impl Scheduler {
                 });
                 if !decoding {
                     seq.prefilled += rows.len();
-                    if seq.prefilled == seq.prompt.len() && seq.spec.is_some() {
-                        self.to_warm.insert(seq.slot, seq.prompt.clone());
+                    if let Some(asks) = self.asks.as_mut()
+                        && seq.prefilled == seq.prompt.len()
+                        && seq.spec.is_some()
+                    {
+                        asks.warm(seq.slot, seq.prompt.clone());
                     }
                     prompt_budget -= rows.len();
                     prompts_left -= 1;
@@ -668,6 +679,7 @@ impl Scheduler {
     }
 }
 
+mod asks;
 pub mod pacer;
 mod spec;
 mod view;

@@ -51,6 +51,11 @@ pub struct SessionConfig {
     /// A server's session: a request is forgotten once its result is given (a long-lived
     /// book holds only what is live).
     pub forget_given: bool,
+    /// Drafts come from outside (a draft model the driver runs), each drafted token
+    /// costing this share of a trip until measured: every run emits draft jobs
+    /// ([`Session::poll_draft_job`]) and takes answers back ([`Session::drafts_ready`]).
+    /// `None`: the n-gram lookup, in the core.
+    pub draft_step_cost: Option<f64>,
 }
 
 /// What a session asks of its driver, in order.
@@ -277,17 +282,15 @@ impl std::fmt::Debug for Session<'_> {
 impl<'t> Session<'t> {
     /// A session of `plan` started at `now` (`t0`: when the orchestrator started, which
     /// the report's times count from), with `book`'s requests known (none submitted yet:
-    /// see [`Session::arrived`]). `drafter`: where the run's drafts come from when it
-    /// speculates (`None`: the n-gram lookup).
+    /// see [`Session::arrived`]).
     pub fn start(
         now: Instant,
         t0: Instant,
         plan: RunPlan,
         config: SessionConfig,
         book: RequestBook<'t>,
-        drafter: Option<Box<dyn crate::speculate::Draft>>,
     ) -> Session<'t> {
-        let fsm = start_fsm(now, &plan, &config, drafter, None);
+        let fsm = start_fsm(now, &plan, &config, None);
         Session {
             t0,
             node_of: plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect(),
@@ -376,9 +379,16 @@ impl<'t> Session<'t> {
         self.fsm.slots()
     }
 
-    /// Prompts just sent, for a drafter with caches to read while the pipeline computes.
-    pub fn take_warms(&mut self) -> Vec<(u16, Vec<u32>)> {
-        self.fsm.take_warms()
+    /// The next job for the drafter outside (a warm, or a draft request), where the
+    /// session drafts from outside ([`SessionConfig::draft_step_cost`]).
+    pub fn poll_draft_job(&mut self) -> Option<crate::speculate::DraftJob> {
+        self.fsm.poll_draft_job()
+    }
+
+    /// The drafter answered at `now` (an answer for another run, or one given up, is
+    /// ignored).
+    pub fn drafts_ready(&mut self, now: Instant, answer: crate::speculate::DraftAnswer) {
+        self.fsm.drafts_ready(now, answer);
     }
 
     /// Speculation's counters over every run of the session.
@@ -560,17 +570,16 @@ impl<'t> Session<'t> {
     }
 }
 
-/// A run of `plan` under `config` (its drafter, and a planted bug, too).
+/// A run of `plan` under `config` (drafting from outside if it does, a planted bug too).
 fn start_fsm(
     now: Instant,
     plan: &RunPlan,
     config: &SessionConfig,
-    drafter: Option<Box<dyn crate::speculate::Draft>>,
     planted: Option<PlantedSessionBug>,
 ) -> RunFsm {
     let mut fsm = RunFsm::start(now, plan, config.limits, config.timeouts);
-    if let Some(d) = drafter {
-        fsm.set_drafter(d);
+    if let Some(cost) = config.draft_step_cost {
+        fsm.draft_externally(cost);
     }
     plant_in_run(&mut fsm, planted);
     fsm

@@ -678,3 +678,80 @@ fn a_request_arriving_while_others_decode_joins_and_a_cancelled_one_ends_when_it
         |o| matches!(o, SeqOutput::Finished { id, reason: FinishReason::Stop, .. } if id == b)
     ));
 }
+
+/// The token ids an injection carries.
+fn injected_rows(cmd: &RunCommand) -> Vec<u32> {
+    let RunCommand::Inject { payload, .. } = cmd else { panic!("not an injection: {cmd:?}") };
+    let limits = BatchLimits { capacity: 1, max_seq_len: 128 };
+    let (_, rows) = BatchTable::split_rows(payload, limits, 4).expect("a valid micro-batch");
+    rows.chunks(4).map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]])).collect()
+}
+
+/// The draft requests among `f`'s jobs (warms skipped).
+fn draft_requests(f: &mut RunFsm) -> Vec<crate::speculate::DraftRequest> {
+    std::iter::from_fn(|| f.poll_draft_job())
+        .filter_map(|j| match j {
+            crate::speculate::DraftJob::Draft(r) => Some(r),
+            crate::speculate::DraftJob::Warm { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_session_drafting_outside_waits_for_its_answer_at_most_a_trip_and_ignores_stale_ones() {
+    use crate::speculate::{AskId, DraftAnswer, DraftJob};
+    let plan = session_plan(1);
+    let now = Instant::now();
+    let limits = SessionLimits { draft_max: 3, ..SessionLimits::default() };
+    let mut f = RunFsm::start(now, &plan, limits, T);
+    f.draft_externally(0.0);
+    for s in 0..3u32 {
+        f.stage_ready(now, RunId(5), StageIndex(s), NodeId(u64::from(s) + 1)).expect("ready");
+    }
+    f.token_endpoints_ready(now);
+    drain(&mut f);
+    f.submit(now, SeqRequest { prompt: vec![11, 12], ..req(2, 9) }).expect("admitted");
+    let (cmds, _) = drain(&mut f);
+    let warm = f.poll_draft_job();
+    assert_eq!(warm, Some(DraftJob::Warm { slot: 0, history: vec![11, 12] }), "read in flight");
+    let (object, sequence, out) = answer(&cmds[0], 1, 7);
+    f.token_received(now, object, sequence, &out);
+    // The decoding sequence's drafts are asked for; nothing flies until they come, and
+    // before a plain trip was measured the wait is the token timeout.
+    assert!(drain(&mut f).0.is_empty());
+    let asked = draft_requests(&mut f);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].id, AskId { run: RunId(5), number: 0 });
+    assert_eq!(asked[0].asks[0].history, vec![11, 12, 7]);
+    assert_eq!(f.poll_timeout(), Some(now + T.token));
+    // The wait runs out: the trip goes without a draft, and the late answer is ignored.
+    let later = now + T.token;
+    f.handle_timeout(later);
+    let (cmds, _) = drain(&mut f);
+    assert_eq!(injected_rows(&cmds[0]), vec![7]);
+    let late = DraftAnswer { id: asked[0].id, drafts: vec![vec![1, 2]], seconds_per_token: None };
+    f.drafts_ready(later, late);
+    assert!(drain(&mut f).0.is_empty());
+    // That plain trip, alone, is measured: the next wait is one trip.
+    let back = later + Duration::from_millis(10);
+    let (object, sequence, out) = answer(&cmds[0], 1, 8);
+    f.token_received(back, object, sequence, &out);
+    let asked = draft_requests(&mut f);
+    assert_eq!(asked[0].id.number, 1);
+    assert_eq!(f.poll_timeout(), Some(back + Duration::from_millis(10)));
+    // Another run's answer is not this run's; this run's flies at once, cut to its k.
+    let drafts = vec![vec![20, 21, 22, 23, 24]];
+    let foreign = AskId { run: RunId(6), number: 1 };
+    f.drafts_ready(
+        back,
+        DraftAnswer { id: foreign, drafts: drafts.clone(), seconds_per_token: None },
+    );
+    assert!(drain(&mut f).0.is_empty());
+    let k = asked[0].asks[0].k;
+    assert!(k >= 1);
+    f.drafts_ready(back, DraftAnswer { id: asked[0].id, drafts, seconds_per_token: None });
+    let (cmds, _) = drain(&mut f);
+    let mut want = vec![8];
+    want.extend((20..).take(k));
+    assert_eq!(injected_rows(&cmds[0]), want);
+}

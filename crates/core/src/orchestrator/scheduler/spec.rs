@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use super::asks::Asks;
 use super::{FinishReason, ReturnError, Scheduler, Seq, SeqId, SeqOutput};
 use crate::speculate::verify::accept_greedy;
-use crate::speculate::{Draft, DraftAsk};
+use crate::speculate::{AskId, DraftAnswer, DraftJob};
+use crate::wire::RunId;
 use crate::wire::batch::EntryFlags;
 use crate::wire::logprobs::TokenLogprobs;
 
@@ -82,19 +84,36 @@ pub(super) fn verdict(
 }
 
 impl Scheduler {
-    /// The drafts of `group`'s decoding sequences for their next trip, asked of the
-    /// drafter at once (a draft model runs them as one batch). Each sequence's length
+    /// The drafts of `group`'s decoding sequences for their next trip; `None` while the
+    /// group waits for a drafter outside the core to answer. Each sequence's length
     /// follows its acceptance and what a row costs (`row_cost`, plus a drafted token's
     /// measured share of a trip), within the context, the tokens it still wants and the
-    /// micro-batch's rows (`budget`, one of them its last token).
+    /// micro-batch's rows (`budget`, one of them its last token). The n-gram lookup
+    /// drafts here at once; a drafter outside is asked once for all of them (a draft
+    /// model runs them as one batch) and the group forms when the answer comes.
     pub(super) fn drafts(
         &mut self,
         group: u16,
         row_cost: f64,
         mut budget: usize,
-    ) -> BTreeMap<SeqId, Vec<u32>> {
+    ) -> Option<BTreeMap<SeqId, Vec<u32>>> {
+        if let Some(asks) = self.asks.as_mut() {
+            let live = &self.live;
+            if asks.waiting(group, |id| live.get(&id).is_some_and(Seq::has_work)) {
+                return None;
+            }
+            // Drafts follow the history they were asked for (no trip of the group flew
+            // meanwhile, so it is the sequence's own unless it ended).
+            if let Some(answered) = asks.take_answered(group) {
+                let fits = |id: &SeqId, len: usize| {
+                    live.get(id).is_some_and(|s| s.has_work() && s.history_len() == len)
+                };
+                let drafts = answered.into_iter().filter(|(id, (len, _))| fits(id, *len));
+                return Some(drafts.map(|(id, (_, d))| (id, d)).collect());
+            }
+        }
         let trip = self.row_cost.trip_seconds();
-        let row_cost = row_cost + crate::speculate::draft_cost(self.drafter.as_ref(), trip);
+        let row_cost = row_cost + self.asks.as_ref().map_or(0.0, |a| a.cost(trip));
         let max_seq_len = self.cfg.max_seq_len as usize;
         let mut wanted = Vec::new();
         for (&id, seq) in self.live.iter_mut() {
@@ -117,34 +136,56 @@ impl Scheduler {
             }
         }
         if wanted.is_empty() {
-            return BTreeMap::new();
+            return Some(BTreeMap::new());
         }
-        let asks: Vec<DraftAsk<'_>> = wanted
-            .iter()
-            .map(|(_, slot, history, k)| DraftAsk { slot: *slot, history, k: *k })
-            .collect();
-        let drafts = self.drafter.draft(&asks);
-        wanted
-            .iter()
-            .zip(drafts)
-            .map(|((id, _, _, k), mut d)| {
-                d.truncate(*k);
-                (*id, d)
-            })
-            .collect()
+        if let Some(asks) = self.asks.as_mut() {
+            asks.ask(group, wanted);
+            return None;
+        }
+        let ngram = &self.ngram;
+        Some(wanted.into_iter().map(|(id, _, history, k)| (id, ngram.draft(&history, k))).collect())
     }
 
-    /// The speculating sequences whose whole prompt has been sent since the last call,
-    /// with their slot: a drafter with caches may read them now, while the prompt is in
-    /// flight ([`crate::speculate::Draft::warm`]), rather than at its first draft. At
-    /// most one per slot is kept.
-    pub fn take_warms(&mut self) -> Vec<(u16, Vec<u32>)> {
-        std::mem::take(&mut self.to_warm).into_iter().collect()
+    /// Drafts come from a drafter outside the core from now on: the scheduler emits
+    /// [`DraftJob`]s named in `run` ([`Scheduler::poll_draft_job`]) and takes their
+    /// answers ([`Scheduler::drafts_ready`]); a drafted token is costed at `step_cost` of
+    /// a target's step until the answers measure it. Until then, and without it, the
+    /// n-gram lookup drafts in the core.
+    pub fn draft_externally(&mut self, run: RunId, step_cost: f64) {
+        self.asks = Some(Asks::new(run, step_cost));
     }
 
-    /// Drafts come from `drafter` from now on (the n-gram lookup until set).
-    pub fn set_drafter(&mut self, drafter: Box<dyn Draft>) {
-        self.drafter = drafter;
+    /// The next job for the drafter outside the core: a prompt to read while it flies
+    /// (speculating sequences whose whole prompt was just sent), or drafts to answer.
+    pub fn poll_draft_job(&mut self) -> Option<DraftJob> {
+        self.asks.as_mut()?.poll_job()
+    }
+
+    /// A drafter's answer: the group that asked forms its micro-batch with the drafts
+    /// (each for the sequence it was asked for, if it still holds that history). An
+    /// answer for another run or an ask no group waits for changes nothing but the
+    /// drafter's measured cost (its run's own). Whether a group took it.
+    pub fn drafts_ready(&mut self, answer: DraftAnswer) -> bool {
+        match self.asks.as_mut() {
+            Some(asks) if asks.run() == answer.id.run => {
+                asks.answered(answer.id.number, answer.drafts, answer.seconds_per_token)
+            }
+            _ => false,
+        }
+    }
+
+    /// The wait for ask `id` is given up: its group forms without drafts, and its answer
+    /// is ignored when it comes. Another run's id, or an answered one, changes nothing.
+    pub fn give_up_ask(&mut self, id: AskId) {
+        if let Some(asks) = self.asks.as_mut().filter(|a| a.run() == id.run) {
+            asks.give_up(id.number);
+        }
+    }
+
+    /// How long a group should wait for its drafts at most: one trip, as measured
+    /// (`None`: not measured yet). Waiting longer would cost more than drafting saves.
+    pub fn draft_wait(&self) -> Option<std::time::Duration> {
+        self.row_cost.trip_seconds().map(std::time::Duration::from_secs_f64)
     }
 
     /// Sequence `id` takes `taken` in order (its log-probabilities `lp` before the first),

@@ -4,6 +4,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::wire::RunId;
 
 const EOS: u32 = 2;
 
@@ -572,48 +573,59 @@ fn sequences_that_opt_out_or_ask_for_logprobs_never_draft() {
     }
 }
 
-/// One ask as a drafter saw it: slot, history, k.
+/// One ask as a drafter outside the core sees it: slot, history, k.
 type Asked = (u16, Vec<u32>, usize);
 
-/// A drafter that records what it was asked and always proposes too much (`k + 2`
-/// tokens counting up from 50), at a cost it is told.
-#[derive(Debug, Default)]
-struct Recording {
-    asks: std::sync::Arc<std::sync::Mutex<Vec<Vec<Asked>>>>,
-    cost: f64,
+/// The jobs `s` emitted since the last call: its warms `(slot, prompt)`, and its draft
+/// requests.
+fn jobs(s: &mut Scheduler) -> (Vec<(u16, Vec<u32>)>, Vec<crate::speculate::DraftRequest>) {
+    let (mut warms, mut requests) = (Vec::new(), Vec::new());
+    while let Some(job) = s.poll_draft_job() {
+        match job {
+            crate::speculate::DraftJob::Warm { slot, history } => warms.push((slot, history)),
+            crate::speculate::DraftJob::Draft(r) => requests.push(r),
+        }
+    }
+    (warms, requests)
 }
 
-impl crate::speculate::Draft for Recording {
-    fn draft(&mut self, asks: &[crate::speculate::DraftAsk<'_>]) -> Vec<Vec<u32>> {
-        let seen = asks.iter().map(|a| (a.slot, a.history.to_vec(), a.k)).collect();
-        self.asks.lock().unwrap().push(seen);
-        asks.iter().map(|a| (50..50 + a.k as u32 + 2).collect()).collect()
-    }
-    fn step_cost(&self) -> f64 {
-        self.cost
-    }
+fn asked(r: &crate::speculate::DraftRequest) -> Vec<Asked> {
+    r.asks.iter().map(|a| (a.slot, a.history.clone(), a.k)).collect()
+}
+
+/// An answer to `r` that proposes too much (`k + 2` tokens counting up from 50).
+fn too_long(r: &crate::speculate::DraftRequest) -> crate::speculate::DraftAnswer {
+    let drafts = r.asks.iter().map(|a| (50..50 + a.k as u32 + 2).collect()).collect();
+    crate::speculate::DraftAnswer { id: r.id, drafts, seconds_per_token: None }
 }
 
 #[test]
-fn a_set_drafter_is_asked_once_per_micro_batch_for_every_drafting_sequence_of_the_group() {
+fn a_drafter_outside_is_asked_once_per_micro_batch_and_the_group_forms_with_its_answer() {
     let mut s =
         Scheduler::new(SchedulerConfig { max_seq_len: 64, draft_max: 3, ..cfg(3, 1, 4, 64) });
-    let drafter = Recording::default();
-    let asks = drafter.asks.clone();
-    s.set_drafter(Box::new(drafter));
+    s.draft_externally(RunId(5), 0.0);
     for (prompt, speculative) in [(vec![11, 12], true), (vec![21], false), (vec![31, 32, 33], true)]
     {
         s.submit(SeqRequest { prompt, speculative, ..req(1, 20) }).unwrap();
     }
     let b = s.next_batch().unwrap();
+    // The speculating prompts, sent whole, are for the drafter to read meanwhile.
+    let (warms, requests) = jobs(&mut s);
+    assert_eq!(warms, vec![(0, vec![11, 12]), (2, vec![31, 32, 33])]);
+    assert!(requests.is_empty(), "prompts are not drafted for");
     s.batch_returned(&b.table, &answer(&b, 7)).unwrap();
-    assert!(asks.lock().unwrap().is_empty(), "prompts are not drafted for");
-    let b = s.next_batch().unwrap();
-    // One call for the whole micro-batch: the two speculating sequences, with their slot
-    // and history; the opted-out one is not asked for.
-    let seen = asks.lock().unwrap().clone();
-    assert_eq!(seen, vec![vec![(0, vec![11, 12, 7], 3), (2, vec![31, 32, 33, 7], 3)]]);
+    // One request for the whole micro-batch: the two speculating sequences, with their
+    // slot and history; the opted-out one is not asked for. The group waits for it.
+    assert_eq!(s.next_batch(), None);
+    let (_, requests) = jobs(&mut s);
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].id, crate::speculate::AskId { run: RunId(5), number: 0 });
+    assert_eq!(asked(&requests[0]), vec![(0, vec![11, 12, 7], 3), (2, vec![31, 32, 33, 7], 3)]);
+    assert_eq!(s.next_batch(), None, "still waiting, asked once");
+    assert!(jobs(&mut s).1.is_empty());
+    assert!(s.drafts_ready(too_long(&requests[0])));
     // Each draft is cut to the k asked for and rides after its sequence's last token.
+    let b = s.next_batch().unwrap();
     assert_eq!(b.tokens, vec![7, 50, 51, 52, 7, 7, 50, 51, 52]);
     let flags: Vec<bool> =
         b.table.entries().iter().map(|e| e.flags.contains(EntryFlags::VERIFY)).collect();
@@ -621,16 +633,73 @@ fn a_set_drafter_is_asked_once_per_micro_batch_for_every_drafting_sequence_of_th
 }
 
 #[test]
+fn while_one_group_waits_for_its_drafts_the_others_go_on_and_answers_come_in_any_order() {
+    let mut s =
+        Scheduler::new(SchedulerConfig { max_seq_len: 64, draft_max: 2, ..cfg(2, 2, 4, 64) });
+    s.draft_externally(RunId(1), 0.0);
+    for prompt in [vec![11, 12], vec![31, 32]] {
+        s.submit(SeqRequest { prompt, speculative: true, ..req(1, 20) }).unwrap();
+    }
+    let (a, b) = (s.next_batch().unwrap(), s.next_batch().unwrap());
+    s.batch_returned(&a.table, &answer(&a, 7)).unwrap();
+    assert_eq!(s.next_batch(), None, "group 0 waits; group 1 is in flight");
+    s.batch_returned(&b.table, &answer(&b, 8)).unwrap();
+    assert_eq!(s.next_batch(), None, "both wait");
+    let (_, requests) = jobs(&mut s);
+    assert_eq!(requests.len(), 2);
+    // Group 1's answer first: it flies while group 0 still waits.
+    assert!(s.drafts_ready(too_long(&requests[1])));
+    let got = s.next_batch().unwrap();
+    assert_eq!((got.group, got.tokens.clone()), (1, vec![8, 50, 51]));
+    assert_eq!(s.next_batch(), None);
+    assert!(s.drafts_ready(too_long(&requests[0])));
+    assert_eq!(s.next_batch().unwrap().tokens, vec![7, 50, 51]);
+}
+
+#[test]
+fn a_stale_or_given_up_answer_drafts_nothing_and_the_group_forms_without_it() {
+    let mut s = speculating(4);
+    s.draft_externally(RunId(1), 0.0);
+    let id = s
+        .submit(SeqRequest { prompt: vec![11, 12, 13, 11, 12], speculative: true, ..req(1, 20) })
+        .unwrap();
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+    assert_eq!(s.next_batch(), None);
+    let (_, requests) = jobs(&mut s);
+    // Another run's answer with the same number is not this one's.
+    let mut foreign = too_long(&requests[0]);
+    foreign.id.run = RunId(2);
+    assert!(!s.drafts_ready(foreign));
+    assert_eq!(s.next_batch(), None);
+    // The wait is given up: the group forms without a draft, and the late answer is
+    // ignored.
+    s.give_up_ask(requests[0].id);
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.tokens, vec![13]);
+    assert!(!b.table.entries()[0].flags.contains(EntryFlags::VERIFY));
+    assert!(!s.drafts_ready(too_long(&requests[0])));
+    s.batch_returned(&b.table, &answer(&b, 14)).unwrap();
+    // A sequence that ends while its group waits: the wait ends with it, and its answer
+    // drafts for nobody.
+    assert_eq!(s.next_batch(), None);
+    let (_, requests) = jobs(&mut s);
+    assert_eq!(requests[0].id.number, 1);
+    s.cancel(id, FinishReason::Cancelled);
+    assert_eq!(s.next_batch(), None);
+    assert!(!s.drafts_ready(too_long(&requests[0])));
+    assert!(s.is_idle());
+}
+
+#[test]
 fn a_drafter_as_costly_as_the_target_is_never_asked() {
     let mut s = speculating(4);
-    let drafter = Recording { cost: 1.0, ..Recording::default() };
-    let asks = drafter.asks.clone();
-    s.set_drafter(Box::new(drafter));
+    s.draft_externally(RunId(1), 1.0);
     s.submit(SeqRequest { prompt: vec![11, 12], speculative: true, ..req(1, 40) }).unwrap();
     for _ in 0..30 {
         let b = s.next_batch().unwrap();
         assert_eq!(b.tokens.len(), if b.table.entries()[0].first_position == 0 { 2 } else { 1 });
         s.batch_returned(&b.table, &answer(&b, 7)).unwrap();
     }
-    assert!(asks.lock().unwrap().is_empty(), "a draft step costing a whole step never pays");
+    assert!(jobs(&mut s).1.is_empty(), "a draft step costing a whole step never pays");
 }

@@ -116,12 +116,7 @@ impl Session<'_> {
     /// heard it end: its loss was the orchestrator's view, not its own); every kept request
     /// resumes (its prompt and generated tokens replayed) and every request that arrived
     /// meanwhile is submitted.
-    pub fn reform(
-        &mut self,
-        now: Instant,
-        plan: RunPlan,
-        drafter: Option<Box<dyn crate::speculate::Draft>>,
-    ) {
+    pub fn reform(&mut self, now: Instant, plan: RunPlan) {
         let old = self.plan.run_id;
         for s in &self.plan.stages {
             if plan.stages.iter().any(|n| n.node_id == s.node_id) {
@@ -130,7 +125,7 @@ impl Session<'_> {
             }
         }
         self.spec_before = self.spec_before + self.fsm.spec_counters();
-        self.fsm = start_fsm(now, &plan, &self.config, drafter, self.planted);
+        self.fsm = start_fsm(now, &plan, &self.config, self.planted);
         self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         self.plan = plan;
         (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =

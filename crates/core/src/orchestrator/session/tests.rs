@@ -43,6 +43,7 @@ fn config(queue_capacity: usize) -> SessionConfig {
         resume: ResumePolicy::default(),
         desired_stages: 3,
         forget_given: false,
+        draft_step_cost: None,
     }
 }
 
@@ -50,7 +51,7 @@ fn config(queue_capacity: usize) -> SessionConfig {
 fn serving(tok: &Tokenizer, now: Instant, queue: usize) -> Session<'_> {
     let plan = plan_with(8, 1);
     let book = RequestBook::new(tok, Vec::new());
-    let mut s = Session::start(now, now, plan.clone(), config(queue), book, None);
+    let mut s = Session::start(now, now, plan.clone(), config(queue), book);
     for st in &plan.stages {
         s.stage_ready(now, plan.run_id, st.stage_index, st.node_id).expect("ready");
     }
@@ -159,7 +160,7 @@ fn re_forming_stops_the_faulted_run_on_nodes_it_keeps_before_provisioning_the_ne
     drain(&mut s, now);
     let mut next = plan_with(8, 1);
     next.run_id = s.next_run_id();
-    s.reform(now, next, None);
+    s.reform(now, next);
     let outs = drain(&mut s, now);
     let commands: Vec<&SessionCommand> = outs
         .iter()
@@ -215,7 +216,7 @@ fn an_idle_session_does_not_re_form_after_a_node_loss() {
     let (tok, now) = (tokenizer(), Instant::now());
     let plan = plan_with(8, 1);
     let book = RequestBook::new(&tok, Vec::new());
-    let mut s = Session::start(now, now, plan, config(4), book, None);
+    let mut s = Session::start(now, now, plan, config(4), book);
     s.close_input(now);
     drain(&mut s, now);
     s.gate_event(

@@ -7,6 +7,7 @@
 //! injection in [`faults`] and the invariants in [`checks`].
 
 mod checks;
+mod drafter;
 mod faults;
 mod node;
 mod orchestrator;
@@ -231,6 +232,8 @@ enum Fault {
 #[derive(Debug, Clone)]
 enum Ev {
     Orch(OrchIn),
+    /// The drafter outside the core answers a draft request (`drafter.rs`).
+    Drafts(crate::speculate::DraftAnswer),
     Node(usize, NodeIn),
     Fault(Fault),
 }
@@ -328,6 +331,8 @@ struct World {
     /// The last delivery time on each ordered link (QUIC streams and the control stream
     /// deliver in order).
     links: HashMap<Link, Duration>,
+    /// The session drafts through its draft requests, which `drafter.rs` answers.
+    drafts_outside: bool,
 }
 
 /// An ordered channel of the simulated world.
@@ -507,6 +512,7 @@ impl World {
                 self.pump_node(i);
             }
             Ev::Fault(f) => self.fault(f),
+            Ev::Drafts(answer) => self.drafts_arrived(answer),
         }
         self.pump_orch();
     }

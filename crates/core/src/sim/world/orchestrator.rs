@@ -54,10 +54,12 @@ impl World {
             resume: self.policy,
             desired_stages: self.route.len() as u32,
             forget_given: false,
+            // Half of the speculating seeds draft from outside (`drafter.rs`).
+            draft_step_cost: self.drafts_outside.then_some(0.0),
         };
         let ids = (0..self.reqs.len()).map(|k| k.to_string()).collect();
         let book = RequestBook::expecting(tokenizer(), ids);
-        let mut session = Session::start(now, self.base, self.plan.clone(), config, book, None);
+        let mut session = Session::start(now, self.base, self.plan.clone(), config, book);
         let bug = match planted {
             Some(Planted::EarlySlotRelease) => Some(PlantedSessionBug::EarlySlotRelease),
             Some(Planted::SkipReset) => Some(PlantedSessionBug::SkipReset),
@@ -233,6 +235,7 @@ impl World {
             while let Some(out) = self.session.as_mut().and_then(|s| s.poll(now)) {
                 self.output(out);
             }
+            self.answer_drafts();
             if !self.after_teardown() {
                 break;
             }

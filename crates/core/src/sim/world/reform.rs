@@ -79,7 +79,7 @@ impl World {
         let now = self.instant();
         let plan = self.plan.clone();
         if let Some(session) = self.session.as_mut() {
-            session.reform(now, plan, None);
+            session.reform(now, plan);
         }
         self.gate.provisioning_started();
     }

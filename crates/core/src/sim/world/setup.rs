@@ -149,6 +149,8 @@ impl World {
             },
             jitter: false,
             links: HashMap::new(),
+            // Half of the speculating seeds draft outside the core (from the seed too).
+            drafts_outside: cfg.seed % 6 == 4,
         };
         // Every node boots: its facts come in bring-up order, each after a short delay.
         for i in 0..w.nodes.len() {
