@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{ClaimError, Refresh, claim, serve};
-use crate::node::driver::{EdgeInspect, REFUSALS_KEPT};
+use crate::node::inspect::{EdgeInspect, REFUSALS_KEPT};
 use crate::wire::reason::BootFault;
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -8,10 +8,13 @@
 //! stream to the [`RunSink`].
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
+mod config;
 mod endpoints;
 mod reform;
 mod run_loop;
 pub mod served;
+
+pub use config::SessionSettings;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -44,7 +47,8 @@ pub enum OrchestratorKey {
     Memory(NodeKey),
 }
 
-/// Everything one orchestrated run needs.
+/// Everything one orchestrated run needs (built with [`OrchestrateConfig::new`] or
+/// [`OrchestrateConfig::local`], each caller stating what differs).
 #[derive(Debug, Clone)]
 pub struct OrchestrateConfig {
     /// The pool (its nodes must have been started with this orchestrator's endpoint id).
