@@ -81,10 +81,10 @@ pub fn with_requantized(
     }
     let mut models = out;
     for q in requantize {
-        let target = crate::model::synth::parse_recipe(q)
+        let target = crate::model::quantize::parse_recipe(q)
             .ok_or_else(|| err(format!("unknown type `{q}`")))?;
         let path = dir.join(format!("model-{q}.gguf"));
-        crate::model::synth::quantize_file(model, &path, target).map_err(err)?;
+        crate::model::quantize::quantize_file(model, &path, target).map_err(err)?;
         models.push((q.clone(), path));
     }
     Ok(models)
