@@ -546,19 +546,19 @@ async fn serve(
             },
             Some(input) = running.host_inputs.recv() => {
                 if let HostInput::ForeignControl(peer) = &input {
-                    let reason = ControlFault::UnauthorizedOrchestrator.as_str();
+                    let reason = ControlFault::UnauthorizedOrchestrator;
                     let line = format!("control session from {peer} refused: {reason}");
                     log_refusal(format!("control {peer}"), &line);
-                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason, line);
+                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason.into(), line);
                 }
                 running.host.input(input).await;
             }
             Some(refusal) = running.refusals.recv() => {
                 let edge = refusal.edge_id.map_or_else(|| "an unreadable preamble".to_string(), |e| format!("edge {}", e.0));
                 let line = format!("edge stream from {} for {edge} refused: {}", refusal.peer, refusal.reason);
-                let reason = refusal.reason.to_string();
+                let reason = refusal.reason;
                 log_refusal(format!("edge {} {reason}", refusal.peer), &line);
-                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
+                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason.into(), line);
             }
         }
     }

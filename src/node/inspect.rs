@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::wire::NodeId;
+use crate::wire::reason::FaultReason;
 
 /// The edge records `edge inspect` shows (none until runs provision edges).
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
@@ -45,10 +46,10 @@ pub struct EdgeInspect {
 pub const REFUSALS_KEPT: usize = 16;
 
 impl EdgeInspect {
-    /// Counts one refusal under `reason` and keeps its line among the latest
-    /// [`REFUSALS_KEPT`]: a peer refused over and over grows nothing.
-    pub fn record_refusal(&mut self, reason: &str, line: String) {
-        *self.refused.entry(reason.to_string()).or_default() += 1;
+    /// Counts one refusal under `reason` (by its code: `unknown_edge`) and keeps its line
+    /// among the latest [`REFUSALS_KEPT`]: a peer refused over and over grows nothing.
+    pub fn record_refusal(&mut self, reason: FaultReason, line: String) {
+        *self.refused.entry(reason.code().to_string()).or_default() += 1;
         if self.refusals.len() >= REFUSALS_KEPT {
             let excess = self.refusals.len() + 1 - REFUSALS_KEPT;
             self.refusals.drain(..excess);
