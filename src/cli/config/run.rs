@@ -194,12 +194,16 @@ impl PrintConfig {
     }
 }
 
-/// The run id: `--run-id`, or a fresh one from this host's clock in microseconds (below
-/// 2^53, so it stays exact in every JSON reader), so that no two runs of an orchestrator
-/// share one.
+/// The run id: `--run-id`, or a [`fresh_run_id`].
 pub fn run_id(run: &PromptArgs) -> crate::wire::RunId {
+    run.run_id.map_or_else(fresh_run_id, crate::wire::RunId)
+}
+
+/// A fresh run id from this host's clock in microseconds (below 2^53, so it stays exact
+/// in every JSON reader), so that no two runs of an orchestrator share one (a server's
+/// sessions each take the next).
+pub fn fresh_run_id() -> crate::wire::RunId {
     #[allow(clippy::disallowed_methods)] // an identity, not a measurement
-    let fresh =
-        || std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64).max(1);
-    crate::wire::RunId(run.run_id.unwrap_or_else(fresh))
+    let t = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64);
+    crate::wire::RunId(t.max(1))
 }

@@ -21,7 +21,7 @@ use crate::serve::access::AccessRules;
 use crate::server::{HttpLimits, ServeConfig, ServeDefaults};
 use crate::wire::RuntimeConfig;
 
-use super::run::session_drafter;
+use super::run::{fresh_run_id, session_drafter};
 use super::runtime::runtime_config;
 use super::session::{joined, session_settings};
 use super::source::{check_url, placement, read_pool, weight_source};
@@ -176,13 +176,6 @@ impl ServeRun {
         };
         Ok(ServeRun { orchestrate, server, model, events })
     }
-}
-
-/// A fresh run id from this host's clock (below 2^53); each new session takes the next.
-fn fresh_run_id() -> crate::wire::RunId {
-    #[allow(clippy::disallowed_methods)] // an identity, not a measurement
-    let t = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64);
-    crate::wire::RunId(t.max(1))
 }
 
 /// `run local --serve`'s flags that make no sense without it, or with it, refused.
