@@ -10,15 +10,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 
 use super::{BenchError, err};
 use crate::events::{Event, EventLine};
-use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey, RunSink, orchestrate};
+use crate::orchestrator::driver::{OrchestrateConfig, RunSink, orchestrate};
 use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
-use crate::orchestrator::reform::ResumePolicy;
 use crate::orchestrator::requests::{Request, RequestResult};
 
 /// One resumed failover's figures, in milliseconds from the SIGKILL.
@@ -159,31 +158,11 @@ async fn run_on(
             speculative: true,
         })
         .collect();
-    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    // The pool may hold a spare node: the session starts on `stages` of them.
     let config = OrchestrateConfig {
-        pool: pool.pool.clone(),
-        key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
-        listen: any,
-        swim: any,
-        advertise: None,
-        model: model.to_path_buf(),
-        source: crate::wire::WeightSource::Local { path: model.display().to_string() },
         requests,
-        session: Default::default(),
         stages: Some(stages),
-        placement: Default::default(),
-        runtime,
-        fit_context: false,
-        run_id: crate::wire::RunId(1),
-        window: Duration::from_millis(300),
-        pool_timeout: Duration::from_secs(60),
-        timeouts: crate::orchestrator::run::RunTimeouts {
-            readiness: Duration::from_secs(60),
-            token: Duration::from_secs(60),
-            teardown: Duration::from_secs(10),
-        },
-        resume: ResumePolicy::default(),
-        draft_model: None,
+        ..OrchestrateConfig::local(pool, model, runtime)
     };
     let mut sink = Sink {
         victim: pool.pid(2).unwrap_or(0),

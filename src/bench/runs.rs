@@ -81,10 +81,10 @@ pub fn with_requantized(
     }
     let mut models = out;
     for q in requantize {
-        let target = crate::model::synth::parse_recipe(q)
+        let target = crate::model::quantize::parse_recipe(q)
             .ok_or_else(|| err(format!("unknown type `{q}`")))?;
         let path = dir.join(format!("model-{q}.gguf"));
-        crate::model::synth::quantize_file(model, &path, target).map_err(err)?;
+        crate::model::quantize::quantize_file(model, &path, target).map_err(err)?;
         models.push((q.clone(), path));
     }
     Ok(models)
@@ -329,38 +329,21 @@ pub async fn failover_run(
         max_sequences: 1,
         max_top_logprobs: None,
     };
+    let prompt = tokenizer.encode("Once upon a time", true, false);
     let config = OrchestrateConfig {
-        pool: pool.pool.clone(),
-        key: crate::orchestrator::driver::OrchestratorKey::Memory(pool.orchestrator_key.clone()),
-        listen: ([127, 0, 0, 1], 0).into(),
-        swim: ([127, 0, 0, 1], 0).into(),
-        advertise: None,
-        model: model.clone(),
-        source: crate::wire::WeightSource::Local { path: model.display().to_string() },
         requests: vec![crate::orchestrator::requests::Request {
             id: "0".into(),
-            prompt: tokenizer.encode("Once upon a time", true, false),
+            prompt,
             max_tokens: runtime.max_tokens,
             sampling: runtime.sampling,
             stop: Vec::new(),
             logprobs: None,
             speculative: true,
         }],
-        session: Default::default(),
-        stages: Some(stages),
-        placement: Default::default(),
-        runtime,
-        fit_context: false,
         run_id: crate::wire::RunId(u64::from(run)),
-        window: std::time::Duration::from_millis(300),
         pool_timeout: std::time::Duration::from_secs(30),
-        timeouts: crate::orchestrator::run::RunTimeouts {
-            readiness: std::time::Duration::from_secs(60),
-            token: std::time::Duration::from_secs(60),
-            teardown: std::time::Duration::from_secs(10),
-        },
         resume: crate::orchestrator::reform::ResumePolicy::DISABLED,
-        draft_model: None,
+        ..OrchestrateConfig::local(&pool, &model, runtime)
     };
     let mut sink = FailoverSink {
         victim: pool.pid(2).unwrap_or(0),

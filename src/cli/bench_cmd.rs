@@ -23,7 +23,7 @@ pub(super) fn failed(e: bench::BenchError) -> CliError {
 /// Every `--requantize` type must be one `model quantize` knows (a usage error otherwise,
 /// before anything is written).
 pub(super) fn check_requantize(types: &[String]) -> Result<(), CliError> {
-    match types.iter().find(|q| crate::model::synth::parse_recipe(q).is_none()) {
+    match types.iter().find(|q| crate::model::quantize::parse_recipe(q).is_none()) {
         Some(q) => Err(CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`"))),
         None => Ok(()),
     }
@@ -144,10 +144,10 @@ pub fn engine(args: &BenchEngineArgs, out: &mut Output) -> Result<(), CliError> 
         models.push((model_label(m)?, m.clone()));
     }
     for q in &args.requantize {
-        let target = crate::model::synth::parse_recipe(q)
+        let target = crate::model::quantize::parse_recipe(q)
             .ok_or_else(|| CliError::new(ExitCode::Usage, "usage", eyre!("unknown type `{q}`")))?;
         let path = dir.join(format!("model-{q}.gguf"));
-        crate::model::synth::quantize_file(&args.model[0], &path, target)
+        crate::model::quantize::quantize_file(&args.model[0], &path, target)
             .map_err(|e| CliError::internal(eyre!(e)))?;
         models.push((q.clone(), path));
     }

@@ -6,7 +6,7 @@ use color_eyre::eyre::eyre;
 use super::args::EdgeInspectArgs;
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
-use crate::node::driver::EdgeInspect;
+use crate::node::inspect::EdgeInspect;
 
 /// `swactor edge inspect`.
 pub fn inspect(args: &EdgeInspectArgs, out: &mut Output) -> Result<(), CliError> {

@@ -17,6 +17,9 @@ use color_eyre::eyre::eyre;
 use color_eyre::{Report, Section};
 use std::fmt;
 
+use crate::orchestrator::driver::OrchestrateError;
+use crate::wire::reason::{FaultReason, OperatorStop, Timeout};
+
 /// The documented, stable exit codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitCode {
@@ -155,4 +158,36 @@ pub fn model_error(path: &std::path::Path, e: crate::model::ModelError) -> CliEr
 pub fn plan_error(e: crate::planner::PlanError) -> CliError {
     let reason = e.reason.as_str().to_string();
     CliError::new(ExitCode::PlanRejected, reason, eyre!(e).wrap_err("the run cannot be planned"))
+}
+
+/// The reason of a pool that was not ready in time (`timeout.pool_readiness`).
+pub const POOL_NOT_READY: FaultReason = FaultReason::Timeout(Timeout::PoolReadiness);
+
+/// The reason of a command the operator stopped (`operator.interrupt`).
+pub const INTERRUPTED: FaultReason = FaultReason::Operator(OperatorStop::Interrupt);
+
+/// Maps an orchestrator error onto its exit code.
+pub fn orchestrate_error(e: OrchestrateError) -> CliError {
+    match e {
+        OrchestrateError::Setup(m) => CliError::new(ExitCode::Input, "setup_failed", eyre!(m)),
+        OrchestrateError::PoolTimeout(..) => {
+            CliError::new(ExitCode::PoolNotReady, POOL_NOT_READY.to_string(), eyre!(e))
+                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
+        }
+        OrchestrateError::PoolRefused(..) => {
+            CliError::new(ExitCode::PoolNotReady, "pool_refused", eyre!(e))
+                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
+        }
+        OrchestrateError::Plan(p) => plan_error(p),
+        OrchestrateError::DraftModel(m) => {
+            CliError::new(ExitCode::Usage, "bad_draft_model", eyre!(m))
+        }
+        OrchestrateError::GaveUp { reason, .. } => {
+            CliError::new(ExitCode::RunFaulted, reason.to_string(), eyre!(e))
+                .with_suggestion("check the weights the URL serves against the --model file")
+        }
+        OrchestrateError::Stopped => {
+            CliError::new(ExitCode::Stopped, INTERRUPTED.to_string(), eyre!(e))
+        }
+    }
 }

@@ -7,7 +7,7 @@ use color_eyre::eyre::eyre;
 use serde::Serialize;
 
 use super::args::GenerateArgs;
-use super::args::model::Speculate;
+use super::args::flags::Speculate;
 use super::config::runtime::runtime_config;
 use super::exit::model_error;
 use super::exit::{CliError, ExitCode};

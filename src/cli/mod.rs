@@ -13,6 +13,7 @@ pub mod config;
 pub mod edge_inspect_cmd;
 pub mod exit;
 pub mod generate_cmd;
+pub mod local_nodes;
 pub mod model_cmd;
 pub mod node_cmd;
 pub mod orchestrate_cmd;
@@ -117,6 +118,7 @@ fn usage_error_line(e: &clap::Error) -> serde_json::Value {
 pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
     match command {
         Command::Run(RunCommand::Plan(args)) => plan_cmd::run_plan(&args, out),
+        Command::Run(RunCommand::Local(args)) if args.serve => serve_cmd::local(&args, out),
         Command::Run(RunCommand::Local(args)) => orchestrate_cmd::local(&args, out),
         Command::Orchestrate(OrchestrateCommand::Pool(args)) => orchestrate_cmd::pool(&args, out),
         Command::Orchestrate(OrchestrateCommand::Serve(args)) => serve_cmd::orchestrate(&args, out),

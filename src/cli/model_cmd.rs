@@ -6,7 +6,8 @@ use serde::Serialize;
 use super::args::{InspectArgs, QuantizeArgs, SynthArgs, TokenizeArgs};
 use super::exit::{CliError, ExitCode, model_error};
 use super::output::{Output, human_bytes, table};
-use crate::model::synth::{SynthError, SynthSpec, parse_recipe, quantize_file, write_model_with};
+use crate::model::quantize::{parse_recipe, quantize_file};
+use crate::model::synth::{SynthError, SynthSpec, write_model_with};
 use crate::model::{ModelFacts, read_facts};
 
 #[derive(Serialize)]

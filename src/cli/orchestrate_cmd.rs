@@ -14,15 +14,16 @@ use super::batch_tokens::{self, Encode};
 use super::config::local::LocalRun;
 use super::config::orchestrate::PoolRun;
 use super::config::run::{PrintConfig, RunInputs};
-use super::exit::{CliError, ExitCode, plan_error};
+use super::exit::{CliError, ExitCode, INTERRUPTED, orchestrate_error};
+use super::local_nodes::{start_pool, synth_model};
 use super::output::Output;
-use super::progress::Progress;
 use super::requests::Batch;
 use super::run_report::{finish, finish_batch};
 use super::run_sink::{CliSink, EventsFile, events_error, write_line_errors};
 use super::signals::StopSignal;
-use crate::orchestrator::driver::{OrchestrateConfig, OrchestrateError, orchestrate};
+use crate::orchestrator::driver::{OrchestrateConfig, orchestrate};
 use crate::orchestrator::local::LocalPool;
+use crate::wire::reason::RequestEnd;
 
 /// `swactor orchestrate pool`.
 pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError> {
@@ -43,11 +44,8 @@ pub fn pool(args: &OrchestratePoolArgs, out: &mut Output) -> Result<(), CliError
     result
 }
 
-/// `swactor run local`.
+/// `swactor run local` (`run local --serve` is [`super::serve_cmd::local`]).
 pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
-    if args.serve {
-        return super::serve_cmd::local(args, out);
-    }
     super::config::serve::check_local_flags(args)?;
     // Check what can be checked before any node starts.
     let mut run = LocalRun::from_args(args)?;
@@ -62,10 +60,10 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
         let config = run.pool_config()?;
         let Some(mut pool) = start_pool(&config, run.print.json, &stop).await? else {
             if let Some(inputs) = &run.inputs {
-                fail_batch(inputs, "operator.stopped", run.print, out)?;
+                fail_batch(inputs, RequestEnd::OperatorStopped.as_str(), run.print, out)?;
             }
             let stopped = eyre!("stopped while the nodes started");
-            return Err(CliError::new(ExitCode::Stopped, "operator.interrupt", stopped));
+            return Err(CliError::new(ExitCode::Stopped, INTERRUPTED.to_string(), stopped));
         };
         if let Some(pause) = run.pause {
             eprintln!("swactor: test pause: the nodes started");
@@ -77,40 +75,6 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
-}
-
-/// Without `--model`: a small synthesized model with random weights in the pool's
-/// directory (said on stderr: it `what`s random text).
-pub(super) fn synth_model(pool: &LocalPool, what: &str) -> Result<std::path::PathBuf, CliError> {
-    eprintln!(
-        "swactor: no --model: a small synthesized model with random weights {what} (its text \
-         is random); pass --model FILE.gguf for a real one"
-    );
-    let path = pool.dir().join("synth.gguf");
-    crate::model::synth::write_model(&path, &crate::model::synth::SynthSpec::default())
-        .map_err(|e| CliError::internal(eyre!("cannot synthesize a model: {e}")))?;
-    Ok(path)
-}
-
-/// Starts `run local`'s nodes (a spinner on a terminal), or `None` when the operator
-/// stopped first.
-pub(super) async fn start_pool(
-    config: &crate::orchestrator::local::LocalPoolConfig,
-    json: bool,
-    stop: &StopSignal,
-) -> Result<Option<LocalPool>, CliError> {
-    let mut starting = Progress::new(json);
-    starting.spinner(format!("starting {} nodes", config.nodes));
-    let pool = tokio::select! {
-        p = LocalPool::start(config) => p.map_err(|e| {
-            let reason = e.reason.clone().unwrap_or_else(|| "local_pool_failed".into());
-            CliError::new(ExitCode::BootFailed, reason, eyre!(e))
-                .with_suggestion("run again with --node-logs to see the nodes' logs")
-        })?,
-        _ = stop.clone().stopped() => return Ok(None),
-    };
-    starting.clear();
-    Ok(Some(pool))
 }
 
 /// The run of `run local` once its nodes run: the model (`--model`, or a synthesized one
@@ -194,7 +158,11 @@ async fn execute(
     let result = result.map_err(orchestrate_error);
     if let Err(e) = &result {
         // Every request gets its line, whatever ended the run before it started.
-        let reason = if e.code == ExitCode::Stopped { "operator.stopped" } else { &e.reason };
+        let reason = if e.code == ExitCode::Stopped {
+            RequestEnd::OperatorStopped.as_str()
+        } else {
+            &e.reason
+        };
         sink.fail_unreported(reason);
     }
     if let Some(e) = sink.error.take() {
@@ -236,30 +204,4 @@ fn fail_batch(
     let ids = batch.lines.iter().filter_map(|l| l.as_ref().ok()).map(|p| p.id.clone()).collect();
     CliSink::new(out, print, Some(ids), None).fail_unreported(reason);
     Ok(())
-}
-
-/// Maps an orchestrator error onto its exit code.
-pub fn orchestrate_error(e: OrchestrateError) -> CliError {
-    match e {
-        OrchestrateError::Setup(m) => CliError::new(ExitCode::Input, "setup_failed", eyre!(m)),
-        OrchestrateError::PoolTimeout(..) => {
-            CliError::new(ExitCode::PoolNotReady, "timeout.pool_readiness", eyre!(e))
-                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
-        }
-        OrchestrateError::PoolRefused(..) => {
-            CliError::new(ExitCode::PoolNotReady, "pool_refused", eyre!(e))
-                .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
-        }
-        OrchestrateError::Plan(p) => plan_error(p),
-        OrchestrateError::DraftModel(m) => {
-            CliError::new(ExitCode::Usage, "bad_draft_model", eyre!(m))
-        }
-        OrchestrateError::GaveUp { reason, .. } => {
-            CliError::new(ExitCode::RunFaulted, reason.to_string(), eyre!(e))
-                .with_suggestion("check the weights the URL serves against the --model file")
-        }
-        OrchestrateError::Stopped => {
-            CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!(e))
-        }
-    }
 }

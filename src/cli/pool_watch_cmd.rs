@@ -4,7 +4,7 @@ use color_eyre::eyre::eyre;
 
 use super::args::PoolWatchArgs;
 use super::config::source::read_pool;
-use super::exit::{CliError, ExitCode};
+use super::exit::{CliError, ExitCode, POOL_NOT_READY};
 use super::output::Output;
 use super::signals::{stdout_closed, stop_signal};
 
@@ -68,7 +68,7 @@ pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
                 "were the nodes started with this key's endpoint id as --orchestrator?",
             ),
         WatchError::NotReady(..) => {
-            CliError::new(ExitCode::PoolNotReady, "timeout.pool_readiness", eyre!(e))
+            CliError::new(ExitCode::PoolNotReady, POOL_NOT_READY.to_string(), eyre!(e))
                 .with_suggestion("are the nodes running with this orchestrator's endpoint id?")
         }
     })

@@ -9,6 +9,7 @@ use super::output::Output;
 use crate::events::RunOutcome;
 use crate::orchestrator::driver::RunReport;
 use crate::wire::RunId;
+use crate::wire::reason::RequestEnd;
 
 #[derive(Serialize)]
 struct Summary {
@@ -192,7 +193,7 @@ fn finish_outcome(report: &RunReport) -> Result<(), CliError> {
         }
         RunOutcome::OperatorStopped => Err(CliError::new(
             ExitCode::Stopped,
-            "operator.stopped",
+            RequestEnd::OperatorStopped.as_str(),
             eyre!("the run was stopped by the operator and torn down"),
         )),
     }

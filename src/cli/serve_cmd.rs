@@ -12,7 +12,8 @@ use super::args::{LocalArgs, OrchestrateServeArgs};
 use super::config::serve::{
     ServeRun, ServedModel, check_local_flags, local_orchestrate, server_config,
 };
-use super::exit::{CliError, ExitCode};
+use super::exit::{CliError, ExitCode, INTERRUPTED, orchestrate_error};
+use super::local_nodes::{start_pool, synth_model};
 use super::output::Output;
 use super::run_sink::{EventsFile, events_error};
 use super::signals::StopSignal;
@@ -40,8 +41,11 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
     if args.stages == 0 {
         return Err(super::config::run::usage("--stages must be at least 1".into()));
     }
-    let served =
-        args.model.as_deref().map(|m| ServedModel::read(m, &args.run.runtime)).transpose()?;
+    let served = args
+        .model
+        .as_deref()
+        .map(|m| ServedModel::read(m, &args.run.session.runtime))
+        .transpose()?;
     if let Some(s) = &served
         && args.stages > s.facts.block_count
     {
@@ -52,7 +56,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
         )
         .with_suggestion("use at most one stage per transformer block"));
     }
-    let mut events = args.run.events.as_deref().map(EventsFile::create).transpose()?;
+    let mut events = args.run.session.events.as_deref().map(EventsFile::create).transpose()?;
     let json = args.run.output.json;
     let rt = runtime()?;
     let result = rt.block_on(async {
@@ -64,7 +68,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
             arena_bytes: args.arena_bytes,
             node_logs: args.node_logs,
         };
-        let Some(mut pool) = super::orchestrate_cmd::start_pool(&config, json, &stop).await? else {
+        let Some(mut pool) = start_pool(&config, json, &stop).await? else {
             return Ok(());
         };
         let result = local_serve(args, &pool, served, events.as_mut(), stop, json, out).await;
@@ -87,8 +91,8 @@ async fn local_serve(
     let (path, model) = match (args.model.clone(), served) {
         (Some(path), Some(model)) => (path, model),
         _ => {
-            let path = super::orchestrate_cmd::synth_model(pool, "serves")?;
-            let model = ServedModel::read(&path, &args.run.runtime)?;
+            let path = synth_model(pool, "serves")?;
+            let model = ServedModel::read(&path, &args.run.session.runtime)?;
             (path, model)
         }
     };
@@ -223,8 +227,8 @@ fn serve_error(e: ServeError) -> CliError {
         )
         .with_suggestion("is another server on that address? choose another with --http"),
         ServeError::Orchestrate(OrchestrateError::Stopped) => {
-            CliError::new(ExitCode::Stopped, "operator.interrupt", eyre!("stopped"))
+            CliError::new(ExitCode::Stopped, INTERRUPTED.to_string(), eyre!("stopped"))
         }
-        ServeError::Orchestrate(e) => super::orchestrate_cmd::orchestrate_error(e),
+        ServeError::Orchestrate(e) => orchestrate_error(e),
     }
 }

@@ -260,16 +260,6 @@ impl PlaneExecutor {
         }
     }
 
-    /// The ring serving `edge_id`, while it is mapped.
-    pub fn ring_of(&self, edge_id: EdgeId) -> Option<RingId> {
-        self.edge_rings.get(&edge_id).copied()
-    }
-
-    /// The edge `ring_id` serves, while it is mapped.
-    pub fn edge_of(&self, ring_id: RingId) -> Option<EdgeId> {
-        self.rings.get(&ring_id).map(|(e, _)| *e)
-    }
-
     /// Forgets the receive routing of every edge (a stage stopped).
     pub fn forget_routes(&self, edges: impl IntoIterator<Item = EdgeId>) {
         for e in edges {

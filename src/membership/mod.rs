@@ -7,6 +7,7 @@
 
 pub use swactor_core::membership::*;
 
+mod identity;
 pub mod impostor;
 mod suspicion;
 pub mod swim;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use foca::{Member, OwnedNotification, State};
 use tokio::time::Instant;
 
-use super::swim::{MembershipEvent, SwimIdentity};
+use super::identity::{MembershipEvent, SwimIdentity};
 use crate::wire::NodeId;
 
 /// Compares foca's suspect members with `suspects` (the ones reported so far): a newly

@@ -602,5 +602,3 @@ pub fn write_model_with(
     file.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
     Ok(())
 }
-
-pub use super::quantize::{QuantRecipe, parse_quant, parse_recipe, quantize_file};

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
 
-use super::driver::EdgeInspect;
+use super::inspect::EdgeInspect;
 use crate::wire::reason::BootFault;
 
 /// How long one admin client may take to accept its snapshot before it is dropped.

@@ -3,7 +3,6 @@
 //! configured orchestrator), the edge router, SWIM and the admin socket until stopped.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +18,7 @@ use super::boot::{BootConfig, BootEvent, BootFact, NodeBoot, WorkerPolicy};
 use super::facts::{device_label, host_memory_available};
 use super::host::{HostInput, StageHost};
 use super::inbox::{Inbox, MemberView, RefusalLog, accept, flush_sessions, note_member};
+use super::inspect::EdgeInspect;
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::events::{Event, EventLine};
@@ -128,56 +128,6 @@ pub struct BootFailed {
     pub reason: BootFault,
     /// What exactly.
     pub detail: String,
-}
-
-/// The edge records `edge inspect` shows (none until runs provision edges).
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
-pub struct EdgeInspect {
-    /// The node.
-    pub node_id: NodeId,
-    /// Endpoint id.
-    pub endpoint_id: String,
-    /// Live arena leases.
-    pub arena_leases: usize,
-    /// Rings installed in the worker.
-    #[serde(default)]
-    pub installed_rings: usize,
-    /// Device objects the worker holds (loaded inputs, outputs of a step in flight): zero
-    /// between runs.
-    #[serde(default)]
-    pub device_objects: u64,
-    /// Edge records of the current (or last) run.
-    pub edges: Vec<serde_json::Value>,
-    /// The provisioned stage, if any.
-    #[serde(default)]
-    pub stage: Option<serde_json::Value>,
-    /// Members the node sees up in SWIM.
-    pub members: Vec<u64>,
-    /// The latest edge streams and control sessions refused (at most [`REFUSALS_KEPT`]).
-    #[serde(default)]
-    pub refusals: Vec<String>,
-    /// SWIM datagrams refused since boot (by reason, and the last few).
-    #[serde(default)]
-    pub swim_rejected: crate::membership::auth::RejectCounts,
-    /// How many edge streams and control sessions were refused since boot, per reason.
-    #[serde(default)]
-    pub refused: BTreeMap<String, u64>,
-}
-
-/// How many refusal lines `edge inspect` keeps (the counts keep counting).
-pub const REFUSALS_KEPT: usize = 16;
-
-impl EdgeInspect {
-    /// Counts one refusal under `reason` and keeps its line among the latest
-    /// [`REFUSALS_KEPT`]: a peer refused over and over grows nothing.
-    pub fn record_refusal(&mut self, reason: &str, line: String) {
-        *self.refused.entry(reason.to_string()).or_default() += 1;
-        if self.refusals.len() >= REFUSALS_KEPT {
-            let excess = self.refusals.len() + 1 - REFUSALS_KEPT;
-            self.refusals.drain(..excess);
-        }
-        self.refusals.push(line);
-    }
 }
 
 struct Running {
@@ -596,19 +546,19 @@ async fn serve(
             },
             Some(input) = running.host_inputs.recv() => {
                 if let HostInput::ForeignControl(peer) = &input {
-                    let reason = ControlFault::UnauthorizedOrchestrator.as_str();
+                    let reason = ControlFault::UnauthorizedOrchestrator;
                     let line = format!("control session from {peer} refused: {reason}");
                     log_refusal(format!("control {peer}"), &line);
-                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason, line);
+                    running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason.into(), line);
                 }
                 running.host.input(input).await;
             }
             Some(refusal) = running.refusals.recv() => {
                 let edge = refusal.edge_id.map_or_else(|| "an unreadable preamble".to_string(), |e| format!("edge {}", e.0));
                 let line = format!("edge stream from {} for {edge} refused: {}", refusal.peer, refusal.reason);
-                let reason = refusal.reason.to_string();
+                let reason = refusal.reason;
                 log_refusal(format!("edge {} {reason}", refusal.peer), &line);
-                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(&reason, line);
+                running.inspect.lock().unwrap_or_else(|e| e.into_inner()).record_refusal(reason.into(), line);
             }
         }
     }

@@ -52,7 +52,7 @@ impl MemberView {
 /// Notes a member going up, suspect or down in the admin snapshot (members up) and in the
 /// view observers are sent.
 pub(super) fn note_member(
-    inspect: &std::sync::Mutex<super::driver::EdgeInspect>,
+    inspect: &std::sync::Mutex<super::inspect::EdgeInspect>,
     view: &watch::Sender<MemberView>,
     ev: &swim::MembershipEvent,
 ) {

@@ -10,7 +10,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::routes::Failure;
+use super::failure::Failure;
 use super::state::Submitted;
 use super::track::Tracker;
 use crate::model::tokenizer::Tokenizer;
@@ -18,6 +18,7 @@ use crate::orchestrator::driver::served::Reply;
 use crate::orchestrator::scheduler::FinishReason;
 use crate::serve::shapes::{Meta, TextOffsets, TokenChoice, Usage, finish_reason};
 use crate::wire::logprobs::TokenLogprobs;
+use crate::wire::reason::RequestEnd;
 
 /// A token's log-probabilities with the texts of it and its alternatives, its text at
 /// `offset`.
@@ -61,7 +62,7 @@ pub async fn whole(
             Some(Reply::Done(r)) => break r,
             None => {
                 sub.guard.disarm();
-                let e = tracker.failed("session.ended");
+                let e = tracker.failed(RequestEnd::SessionEnded.as_str());
                 return Err(e.into());
             }
         }
@@ -104,7 +105,7 @@ pub async fn stream(
         }
         None => {
             sub.guard.disarm();
-            return Err(tracker.failed("session.ended").into());
+            return Err(tracker.failed(RequestEnd::SessionEnded.as_str()).into());
         }
         other => other,
     };
@@ -192,7 +193,7 @@ impl Streaming {
             None => {
                 self.sub.guard.disarm();
                 self.done = true;
-                let e = self.tracker.failed("session.ended");
+                let e = self.tracker.failed(RequestEnd::SessionEnded.as_str());
                 self.pending.push_back(json!({"error": e}).to_string());
             }
         }

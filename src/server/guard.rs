@@ -14,10 +14,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
-use super::routes::Failure;
+use super::failure::Failure;
 use super::state::Shared;
 use crate::serve::access::{bearer_token, is_json};
 use crate::serve::error::{ApiError, ErrorType};
+use crate::wire::reason::ApiRefusal;
 
 /// The routes whose POST body is JSON.
 const JSON_ROUTES: [&str; 6] = [
@@ -44,8 +45,8 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Option<&
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn forbidden(reason: &str, message: &str) -> Response {
-    Failure(ApiError::new(ErrorType::PermissionError, message).because(reason)).into_response()
+fn forbidden(reason: ApiRefusal, message: &str) -> Response {
+    Failure(ApiError::new(ErrorType::PermissionError, message).refused(reason)).into_response()
 }
 
 /// Refuses a request whose `Host` the server does not answer to (a page on another name
@@ -56,7 +57,7 @@ pub async fn host(State(shared): State<Arc<Shared>>, request: Request, next: Nex
         && !shared.config.access.host_allowed(h)
     {
         return forbidden(
-            "host_not_allowed",
+            ApiRefusal::HostNotAllowed,
             &format!("this server does not answer to the host {h:?} (see --allowed-host)"),
         );
     }
@@ -74,7 +75,7 @@ pub async fn cors(State(shared): State<Arc<Shared>>, request: Request, next: Nex
     };
     if !shared.config.access.origin_allowed(&origin, header_str(headers, &header::HOST)) {
         return forbidden(
-            "origin_not_allowed",
+            ApiRefusal::OriginNotAllowed,
             &format!("pages from {origin:?} may not use this server (see --cors-origin)"),
         );
     }
@@ -157,7 +158,7 @@ pub async fn json_body(
                     limits.body_timeout.as_secs_f64()
                 ),
             )
-            .because("body_timeout");
+            .refused(ApiRefusal::BodyTimeout);
             let mut r = Failure(e).into_response();
             r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             r

@@ -27,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use super::metrics::Reason;
 use super::state::lock;
 use crate::serve::error::{ApiError, ErrorType};
+use crate::wire::reason::ApiRefusal;
 
 /// The listener's bounds.
 #[derive(Debug, Clone, Copy)]
@@ -109,7 +110,7 @@ fn admit(
     let mut o = lock(open);
     if o.total >= limits.max_connections.max(1) {
         return Err(ApiError::unavailable(
-            "too_many_connections",
+            ApiRefusal::TooManyConnections,
             "the server holds as many connections as it takes; try again shortly",
         ));
     }
@@ -119,7 +120,7 @@ fn admit(
             ErrorType::RateLimitError,
             "your address holds as many connections as one address may",
         )
-        .because("too_many_connections_from_peer"));
+        .refused(ApiRefusal::TooManyConnectionsFromPeer));
     }
     o.total += 1;
     *o.per_peer.entry(peer).or_insert(0) += 1;

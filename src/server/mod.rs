@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)] // the server owns the clock (`created` stamps)
 
 pub mod answer;
+pub mod failure;
 pub mod guard;
 pub mod http;
 pub mod key;

@@ -1,6 +1,6 @@
 //! The HTTP API's routes: OpenAI's chat and text completions (whole or streamed as
 //! server-sent events), models, health, tokenize / detokenize, slots, metrics, the pool's
-//! view and the page. Every error leaves in one shape ([`Failure`]).
+//! view and the page. Every error leaves in one shape ([`Failure`](super::failure::Failure)).
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::answer;
+use super::failure::Failure;
 use super::guard::{self, off_loop};
 use super::state::Shared;
 use super::track::Tracker;
@@ -23,30 +24,10 @@ use crate::model::tokenizer::Tokenizer;
 use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
 use crate::serve::shapes::{Api, Meta};
+use crate::wire::reason::ApiRefusal;
 
 /// The page at `/`: one self-contained file, embedded.
 const PAGE: &str = include_str!("page.html");
-
-/// An API error as a response: its status, its JSON body, and `Retry-After` on 429 / 503.
-pub struct Failure(pub ApiError);
-
-impl From<ApiError> for Failure {
-    fn from(e: ApiError) -> Self {
-        Failure(e)
-    }
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut r =
-            (status, [(header::CONTENT_TYPE, "application/json")], self.0.body()).into_response();
-        if matches!(status.as_u16(), 429 | 503) {
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        r
-    }
-}
 
 /// Every route, behind [`guard`]'s checks (outermost first: `Host`, CORS, the API key,
 /// JSON bodies) and the body limit.
@@ -136,7 +117,7 @@ async fn model(
         "the model {id:?} does not exist (this server serves {:?})",
         shared.config.model_name
     );
-    Err(ApiError::new(ErrorType::NotFoundError, message).because("model_not_found").into())
+    Err(ApiError::new(ErrorType::NotFoundError, message).refused(ApiRefusal::ModelNotFound).into())
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
@@ -207,7 +188,9 @@ fn tokenized(tok: &Tokenizer, raw: &[u8], n_ctx: u32) -> Result<Vec<u8>, ApiErro
             "the content is {} bytes; at most {cap} ({MAX_PROMPT_BYTES_PER_POSITION} per context position) are tokenized",
             b.content.len()
         );
-        return Err(ApiError::new(ErrorType::RequestTooLarge, message).because("content_too_long"));
+        return Err(
+            ApiError::new(ErrorType::RequestTooLarge, message).refused(ApiRefusal::ContentTooLong)
+        );
     }
     let ids = tok.encode(&b.content, b.add_special, false);
     drop(b.content);

@@ -14,6 +14,7 @@ use crate::orchestrator::driver::served::{Reply, SlotsReport, Submission};
 use crate::orchestrator::requests::Request;
 use crate::serve::error::ApiError;
 use crate::serve::phase::ServerPhase;
+use crate::wire::reason::ApiRefusal;
 
 /// The input of the session that serves now.
 #[derive(Clone)]
@@ -147,9 +148,9 @@ impl Shared {
                 phase.health()?;
             }
         }
-        lock(&self.input)
-            .clone()
-            .ok_or_else(|| ApiError::unavailable("session_forming", "the session is forming"))
+        lock(&self.input).clone().ok_or_else(|| {
+            ApiError::unavailable(ApiRefusal::SessionForming, "the session is forming")
+        })
     }
 
     /// Hands `request` to the serving session, or says why none takes it (503).
@@ -157,7 +158,10 @@ impl Shared {
         let input = self.serving_input()?;
         let (reply, replies) = mpsc::unbounded_channel();
         input.submit.send(Submission { ticket, request, reply }).map_err(|_| {
-            ApiError::unavailable("session_ended", "the session ended; a new one is forming")
+            ApiError::unavailable(
+                ApiRefusal::SessionEnded,
+                "the session ended; a new one is forming",
+            )
         })?;
         let guard = CancelGuard { ticket, cancel: Some(input.cancel) };
         Ok(Submitted { ticket, replies, guard })
@@ -167,7 +171,7 @@ impl Shared {
     pub async fn slots(&self) -> Result<SlotsReport, ApiError> {
         let input = self.serving_input()?;
         let (tx, rx) = oneshot::channel();
-        let gone = || ApiError::unavailable("session_ended", "the session ended");
+        let gone = || ApiError::unavailable(ApiRefusal::SessionEnded, "the session ended");
         input.queries.send(tx).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())
     }

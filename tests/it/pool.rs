@@ -654,7 +654,7 @@ fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_adm
         std::thread::sleep(Duration::from_millis(100));
     };
     let kept = state["refusals"].as_array().expect("refusals").len();
-    assert_eq!(kept, swactor::node::driver::REFUSALS_KEPT, "{state}");
+    assert_eq!(kept, swactor::node::inspect::REFUSALS_KEPT, "{state}");
 }
 
 #[test]

@@ -179,12 +179,6 @@ impl Matrix {
         dequantize_row(self.format, self.row(r), &mut out[..self.cols]);
     }
 
-    /// Dot products of row `r` with activation rows `acts`, into `out`.
-    pub fn dot_row(&self, r: usize, a: &Acts, acts: Range<usize>, out: &mut [f32]) {
-        let stride = acts.len();
-        self.dot_rows(r..r + 1, a, acts, out, stride);
-    }
-
     /// Dot products of rows `rows` with activation rows `acts`: `out[i * stride + k]` for
     /// row `rows.start + i` and activation row `acts.start + k`. The kernels prefetch
     /// weight rows ahead (they stream from memory once per step).
@@ -378,11 +372,6 @@ pub fn glu_t(
             }
         }
     });
-}
-
-/// SwiGLU fused into the gate and up products: [`glu_t`] with [`Gate::Silu`].
-pub fn swiglu_t(pool: &ThreadPool, gate: &Matrix, up: &Matrix, acts: &Acts, out_t: &mut [f32]) {
-    glu_t(pool, Gate::Silu, gate, up, acts, out_t)
 }
 
 /// `x / (1 + e^-x)`.

@@ -1,6 +1,7 @@
 //! Flag groups shared by several commands, each declared once and flattened where used
 //! (`#[command(flatten)]`): output ([`OutputFlags`]), placement ([`PlacementFlags`]),
-//! runtime and sampling ([`RuntimeArgs`], [`SamplingFlags`]) and pool ([`PoolFlags`]).
+//! runtime and sampling ([`RuntimeArgs`], [`SamplingFlags`]), pool ([`PoolFlags`]), and a
+//! session's ([`SessionFlags`], with [`ResumeFlags`] and [`SpeculateFlags`]).
 
 use clap::{Args, ValueEnum};
 
@@ -105,7 +106,49 @@ pub struct PoolFlags {
     pub pool_timeout: u64,
 }
 
-/// What a session does when a stage node is lost (`orchestrate pool|serve`, `run local`).
+/// How a session runs, whatever feeds it (`run local`, `orchestrate pool|serve`): its
+/// admission queue and micro-batches, speculation, events file, timeouts, what it does
+/// after a node loss, and the runtime settings. `orchestrate serve` words some of their
+/// help for a server (`mut_arg`); the flags are the same.
+#[derive(Debug, Args, Clone)]
+pub struct SessionFlags {
+    /// With `--requests` or `--serve`: requests waiting for a slot at most (more are
+    /// refused as `busy`, 429 when serving) [default: every request of the file; 64
+    /// when serving].
+    #[arg(long, value_name = "N")]
+    pub queue: Option<usize>,
+    /// With `--requests` or `--serve`: micro-batches in flight at most (the sequences
+    /// are spread over this many groups) [default: one per stage, at most
+    /// `--max-sequences`].
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub groups: Option<u16>,
+    /// With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other
+    /// sequences decode should come back within this many milliseconds; the chunk size
+    /// follows what the session measures (0: chunks follow the row budget alone).
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub prefill_budget_ms: u64,
+    /// Speculative decoding.
+    #[command(flatten)]
+    pub spec: SpeculateFlags,
+    /// Write every event of the run as JSON Lines to this file.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<std::path::PathBuf>,
+    /// Seconds to wait for every stage to be ready (weights loaded, edges up).
+    #[arg(long, default_value_t = 120, value_name = "S")]
+    pub readiness_timeout: u64,
+    /// Seconds to wait for each token.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub token_timeout: u64,
+    /// After a node loss.
+    #[command(flatten)]
+    pub resume: ResumeFlags,
+    /// Runtime and sampling settings.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// What a session does when a stage node is lost: part of [`SessionFlags`].
 #[derive(Debug, Args, Clone)]
 pub struct ResumeFlags {
     /// Fail the session at once when a stage node is lost, as before re-formation
@@ -249,14 +292,14 @@ impl ServeFlags {
     }
 }
 
-/// Speculative decoding in a session (`run local`, `orchestrate pool|serve`).
+/// Speculative decoding in a session: part of [`SessionFlags`].
 #[derive(Debug, Clone, Args)]
 pub struct SpeculateFlags {
     /// Speculative decoding: `ngram` drafts each sequence's next tokens from its own
     /// prompt and output and verifies them in one trip through the pipeline (the output
     /// is the same tokens as without it).
-    #[arg(long, value_enum, default_value_t = super::model::Speculate::Off, value_name = "HOW")]
-    pub speculate: super::model::Speculate,
+    #[arg(long, value_enum, default_value_t = Speculate::Off, value_name = "HOW")]
+    pub speculate: Speculate,
     /// With `--speculate`: the most tokens drafted per trip (the length follows each
     /// sequence's measured acceptance).
     #[arg(long, default_value_t = 8, value_name = "N",
@@ -278,8 +321,17 @@ impl SpeculateFlags {
     /// (`--speculate ngram` or `--draft-model`), else 0.
     pub fn draft_max(&self) -> u8 {
         match (self.speculate, &self.draft_model) {
-            (super::model::Speculate::Off, None) => 0,
+            (Speculate::Off, None) => 0,
             _ => self.draft_max,
         }
     }
+}
+
+/// `--speculate`: how drafts are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Speculate {
+    /// No speculation.
+    Off,
+    /// N-gram lookup over the sequence's own prompt and output.
+    Ngram,
 }

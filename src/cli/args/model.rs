@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-use super::flags::{OutputFlags, RuntimeArgs};
+use super::flags::{OutputFlags, RuntimeArgs, Speculate};
 use crate::cli::exit::SEE_EXIT_CODES;
 use crate::model::synth::SynthDType;
 
@@ -240,13 +240,4 @@ impl From<SynthArchArg> for crate::model::synth::SynthArch {
             SynthArchArg::Gemma3 => S::Gemma3,
         }
     }
-}
-
-/// `--speculate`: how drafts are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Speculate {
-    /// No speculation.
-    Off,
-    /// N-gram lookup over the sequence's own prompt and output.
-    Ngram,
 }

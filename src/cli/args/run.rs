@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::flags::{OutputFlags, PlacementFlags, PoolFlags, ResumeFlags, RuntimeArgs, ServeFlags};
+use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs, ServeFlags, SessionFlags};
 use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor run ...`
@@ -41,6 +41,25 @@ const SEQUENCES_HELP_LOCAL: &str = "Sequences in the pipeline at once (1 to 256)
 /// `--max-sequences` of a server.
 const SEQUENCES_HELP_SERVE: &str = "Sequences served at once, the session's slots (1 to 256): \
     every stage holds a KV cache per slot [default: 8]";
+
+/// A server's `--queue`.
+const QUEUE_HELP_SERVE: &str =
+    "Requests waiting for a slot at most; more are refused with 429 [default: 64]";
+/// A server's `--groups`.
+const GROUPS_HELP_SERVE: &str =
+    "Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]";
+/// A server's `--prefill-budget-ms`.
+const PREFILL_HELP_SERVE: &str = "A micro-batch carrying a prompt chunk while other sequences \
+    decode should come back within this many milliseconds; the chunk size follows what the \
+    session measures (0: chunks follow the row budget alone)";
+/// A server's `--events`.
+const EVENTS_HELP_SERVE: &str =
+    "Write every session's events as JSON Lines to this file (never overwritten)";
+/// A server's `--readiness-timeout`.
+const READINESS_HELP_SERVE: &str = "Seconds each session may take from provisioning to serving";
+/// A server's `--token-timeout`.
+const TOKEN_HELP_SERVE: &str =
+    "Seconds a micro-batch in flight may take to come back before the session faults";
 
 /// `swactor run plan`
 #[derive(Debug, Args)]
@@ -91,44 +110,13 @@ pub struct PromptArgs {
     /// With `--requests`: also a JSON line per generated token.
     #[arg(long, requires = "requests")]
     pub stream: bool,
-    /// With `--requests` or `--serve`: requests waiting for a slot at most (more are
-    /// refused as `busy`, 429 when serving) [default: every request of the file; 64
-    /// when serving].
-    #[arg(long, value_name = "N")]
-    pub queue: Option<usize>,
-    /// With `--requests` or `--serve`: micro-batches in flight at most (the sequences
-    /// are spread over this many groups) [default: one per stage, at most
-    /// `--max-sequences`].
-    #[arg(long, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..))]
-    pub groups: Option<u16>,
-    /// With `--requests` or `--serve`: a micro-batch carrying a prompt chunk while other
-    /// sequences decode should come back within this many milliseconds; the chunk size
-    /// follows what the session measures (0: chunks follow the row budget alone).
-    #[arg(long, value_name = "MS", default_value_t = 250)]
-    pub prefill_budget_ms: u64,
-    /// Speculative decoding.
+    /// How the session runs.
     #[command(flatten)]
-    pub spec: super::flags::SpeculateFlags,
-    /// Write every event of the run as JSON Lines to this file.
-    #[arg(long, value_name = "FILE")]
-    pub events: Option<PathBuf>,
-    /// Seconds to wait for every stage to be ready (weights loaded, edges up).
-    #[arg(long, default_value_t = 120, value_name = "S")]
-    pub readiness_timeout: u64,
-    /// Seconds to wait for each token.
-    #[arg(long, default_value_t = 60, value_name = "S")]
-    pub token_timeout: u64,
+    pub session: SessionFlags,
     /// The run id (default: a fresh one, from this host's clock in microseconds, so no two
     /// runs of an orchestrator share one).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<u64>,
-    /// After a node loss.
-    #[command(flatten)]
-    pub resume: ResumeFlags,
-    /// Runtime settings.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
     /// Output format: JSON Lines with every event, one `token` line per token and a `run`
     /// summary.
     #[command(flatten)]
@@ -208,7 +196,15 @@ impl RunCommand {
 
 /// `swactor orchestrate serve`.
 #[derive(Debug, Args)]
-#[command(mut_arg("max_sequences", |a| a.help(SEQUENCES_HELP_SERVE)))]
+#[command(
+    mut_arg("max_sequences", |a| a.help(SEQUENCES_HELP_SERVE)),
+    mut_arg("queue", |a| a.help(QUEUE_HELP_SERVE)),
+    mut_arg("groups", |a| a.help(GROUPS_HELP_SERVE)),
+    mut_arg("prefill_budget_ms", |a| a.help(PREFILL_HELP_SERVE)),
+    mut_arg("events", |a| a.help(EVENTS_HELP_SERVE)),
+    mut_arg("readiness_timeout", |a| a.help(READINESS_HELP_SERVE)),
+    mut_arg("token_timeout", |a| a.help(TOKEN_HELP_SERVE))
+)]
 pub struct OrchestrateServeArgs {
     /// The pool file.
     #[arg(long, value_name = "POOL")]
@@ -231,36 +227,9 @@ pub struct OrchestrateServeArgs {
     /// The server's flags.
     #[command(flatten)]
     pub http: ServeFlags,
-    /// Requests waiting for a slot at most; more are refused with 429 [default: 64].
-    #[arg(long, value_name = "N")]
-    pub queue: Option<usize>,
-    /// Micro-batches in flight at most [default: one per stage, at most
-    /// `--max-sequences`].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub groups: Option<u16>,
-    /// A micro-batch carrying a prompt chunk while other sequences decode should come back
-    /// within this many milliseconds; the chunk size follows what the session measures
-    /// (0: chunks follow the row budget alone).
-    #[arg(long, value_name = "MS", default_value_t = 250)]
-    pub prefill_budget_ms: u64,
-    /// Speculative decoding.
+    /// How each session runs.
     #[command(flatten)]
-    pub spec: super::flags::SpeculateFlags,
-    /// Write every session's events as JSON Lines to this file (never overwritten).
-    #[arg(long, value_name = "FILE")]
-    pub events: Option<PathBuf>,
-    /// Seconds each session may take from provisioning to serving.
-    #[arg(long, default_value_t = 120, value_name = "S")]
-    pub readiness_timeout: u64,
-    /// Seconds a micro-batch in flight may take to come back before the session faults.
-    #[arg(long, default_value_t = 60, value_name = "S")]
-    pub token_timeout: u64,
-    /// After a node loss.
-    #[command(flatten)]
-    pub resume: ResumeFlags,
-    /// Runtime and sampling defaults.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
+    pub session: SessionFlags,
     /// Output.
     #[command(flatten)]
     pub output: OutputFlags,

@@ -8,14 +8,12 @@ use std::time::Duration;
 use crate::cli::args::LocalArgs;
 use crate::cli::exit::{CliError, ExitCode};
 use crate::cli::run_sink::EventsFile;
-use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
+use crate::orchestrator::driver::OrchestrateConfig;
 use crate::orchestrator::local::{LocalPool, LocalPoolConfig};
-use crate::planner::Placement;
-use crate::wire::WeightSource;
 
-use super::run::{PrintConfig, RunInputs, session_draft_model, session_limits, timeouts, usage};
+use super::run::{PrintConfig, RunInputs, session_draft_model, usage};
 use super::runtime::runtime_config_for;
-use super::source::absolute;
+use super::session::session_settings;
 
 /// A local pipeline, configured: checked before any node starts.
 pub struct LocalRun {
@@ -51,7 +49,7 @@ impl LocalRun {
             Some(inputs) => inputs.facts.block_count,
             None => {
                 let synth = crate::model::synth::SynthSpec::default();
-                runtime_config_for(&args.run.runtime, synth.context)?;
+                runtime_config_for(&args.run.session.runtime, synth.context)?;
                 synth.blocks
             }
         };
@@ -68,7 +66,7 @@ impl LocalRun {
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
             .map(Duration::from_millis);
-        let events = args.run.events.as_deref().map(EventsFile::create).transpose()?;
+        let events = args.run.session.events.as_deref().map(EventsFile::create).transpose()?;
         Ok(LocalRun {
             nodes: args.stages,
             worker_threads: args.worker_threads,
@@ -99,27 +97,13 @@ impl LocalRun {
         model: &Path,
         inputs: &RunInputs,
     ) -> Result<OrchestrateConfig, CliError> {
-        let config = OrchestrateConfig {
-            pool: pool.pool.clone(),
-            key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
-            listen: "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?,
-            swim: "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?,
-            advertise: None,
-            model: model.to_path_buf(),
-            source: WeightSource::Local { path: absolute(model) },
+        let session = session_settings(&args.run.session, inputs.request_count().max(1));
+        let spec = &args.run.session.spec;
+        Ok(OrchestrateConfig {
             requests: inputs.requests.clone(),
-            session: session_limits(&args.run, inputs),
-            stages: Some(args.stages),
-            placement: Placement::default(),
-            runtime: inputs.runtime,
-            fit_context: args.run.runtime.max_seq_len.is_none(),
             run_id: super::run::run_id(&args.run),
-            window: Duration::from_millis(300),
-            pool_timeout: Duration::from_secs(60),
-            timeouts: timeouts(&args.run),
-            resume: args.run.resume.policy(),
-            draft_model: session_draft_model(&args.run.spec, &inputs.facts)?,
-        };
-        Ok(config)
+            draft_model: session_draft_model(spec, &inputs.facts)?,
+            ..OrchestrateConfig::local(pool, model, inputs.runtime).with_session(session)
+        })
     }
 }

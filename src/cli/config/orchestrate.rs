@@ -1,14 +1,13 @@
 //! `swactor orchestrate pool`'s flags -> a [`PoolRun`].
 
-use std::time::Duration;
-
 use crate::cli::args::OrchestratePoolArgs;
 use crate::cli::exit::{CliError, plan_error};
 use crate::cli::run_sink::EventsFile;
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::planner::{PlanRequest, check_before_reports};
 
-use super::run::{PrintConfig, RunInputs, session_draft_model, session_limits, timeouts};
+use super::run::{PrintConfig, RunInputs, session_draft_model};
+use super::session::{joined, session_settings};
 use super::source::{check_url, placement, read_pool, weight_source};
 
 /// A run over a pool, configured: everything judged that can be judged without the nodes.
@@ -32,7 +31,7 @@ impl PoolRun {
     pub fn from_args(args: &OrchestratePoolArgs) -> Result<PoolRun, CliError> {
         let inputs = RunInputs::read(&args.model, &args.run)?;
         check_url(args.weights_url.as_deref())?;
-        let events = args.run.events.as_deref().map(EventsFile::create).transpose()?;
+        let events = args.run.session.events.as_deref().map(EventsFile::create).transpose()?;
         let pool = read_pool(&args.pool)?;
         let placement = placement(&pool, &args.placement)?;
         let source = weight_source(
@@ -57,30 +56,20 @@ impl PoolRun {
                 }
                 _ => 0,
             },
-            fit_context: args.run.runtime.max_seq_len.is_none(),
+            fit_context: args.run.session.runtime.max_seq_len.is_none(),
         })
         .map_err(plan_error)?;
-        let join = &args.join;
+        let session = session_settings(&args.run.session, inputs.request_count().max(1));
+        let key = OrchestratorKey::File(args.key.clone());
+        let config = OrchestrateConfig::new(pool, key, args.model.clone(), source, inputs.runtime);
+        let spec = &args.run.session.spec;
         let orchestrate = OrchestrateConfig {
-            pool,
-            key: OrchestratorKey::File(args.key.clone()),
-            listen: join.listen,
-            swim: join.swim,
-            advertise: join.advertise,
-            model: args.model.clone(),
-            source,
             requests: inputs.requests.clone(),
-            session: session_limits(&args.run, &inputs),
             stages: args.placement.stages,
             placement,
-            runtime: inputs.runtime,
-            fit_context: args.run.runtime.max_seq_len.is_none(),
             run_id,
-            window: Duration::from_millis(join.window_ms),
-            pool_timeout: Duration::from_secs(join.pool_timeout),
-            timeouts: timeouts(&args.run),
-            resume: args.run.resume.policy(),
-            draft_model: session_draft_model(&args.run.spec, &inputs.facts)?,
+            draft_model: session_draft_model(spec, &inputs.facts)?,
+            ..joined(config, &args.join).with_session(session)
         };
         Ok(PoolRun { orchestrate, inputs, events, print: PrintConfig::of(&args.run) })
     }

@@ -1,12 +1,11 @@
 //! What every run needs from its `PromptArgs`: the model side ([`RunInputs`]: facts,
-//! tokenizer, requests, runtime settings), the session limits, the timeouts and how the
-//! run is printed.
+//! tokenizer, requests, runtime settings), the draft model, the run id and how the run is
+//! printed. The session's settings are [`super::session`]'s.
 
 use color_eyre::eyre::eyre;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::cli::args::PromptArgs;
 use crate::cli::exit::{CliError, ExitCode, model_error};
@@ -16,7 +15,6 @@ use crate::model::facts::facts_from_content;
 use crate::model::gguf::read_content;
 use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::requests::Request;
-use crate::orchestrator::run::{RunTimeouts, SessionLimits};
 use crate::wire::RuntimeConfig;
 
 use super::runtime::runtime_config;
@@ -49,7 +47,7 @@ impl RunInputs {
         let tokenizer = Arc::new(tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?);
         let template = crate::model::tokenizer::chat_template(&content);
         if let Some(path) = &run.requests {
-            let mut args = run.runtime.clone();
+            let mut args = run.session.runtime.clone();
             args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));
             let runtime = runtime_config(&args, &facts)?;
             let bytes = read_requests(path)?;
@@ -58,7 +56,7 @@ impl RunInputs {
             let batch = Some(batch);
             return Ok(RunInputs { facts, tokenizer, requests, batch, runtime, template });
         }
-        let runtime = runtime_config(&run.runtime, &facts)?;
+        let runtime = runtime_config(&run.session.runtime, &facts)?;
         let request = prompt_request(run, &tokenizer, template.as_deref(), &runtime)?;
         let requests = vec![request];
         Ok(RunInputs { facts, tokenizer, requests, batch: None, runtime, template })
@@ -155,17 +153,6 @@ fn read_requests(path: &Path) -> Result<Vec<u8>, CliError> {
     Ok(bytes)
 }
 
-/// Session limits for a run: a batch job's queue holds every request unless `--queue`.
-pub fn session_limits(run: &PromptArgs, inputs: &RunInputs) -> SessionLimits {
-    SessionLimits {
-        queue_capacity: run.queue.unwrap_or(inputs.request_count().max(1)),
-        groups: run.groups.unwrap_or(0),
-        prefill_budget: Some(Duration::from_millis(run.prefill_budget_ms)),
-        draft_max: run.spec.draft_max(),
-        ..SessionLimits::default()
-    }
-}
-
 /// The drafter `--speculate ngram` or `--draft-model` asks for (see
 /// [`crate::model::draft::load_drafter`]). A draft model that cannot load or has another
 /// vocabulary than `facts` is a usage error (`bad_draft_model`).
@@ -197,15 +184,6 @@ pub fn session_draft_model(
     }))
 }
 
-/// The run's timeouts: `--readiness-timeout`, `--token-timeout`, and 10 s to tear down.
-pub fn timeouts(run: &PromptArgs) -> RunTimeouts {
-    RunTimeouts {
-        readiness: Duration::from_secs(run.readiness_timeout),
-        token: Duration::from_secs(run.token_timeout),
-        teardown: Duration::from_secs(10),
-    }
-}
-
 /// How a run is printed.
 #[derive(Debug, Clone, Copy)]
 pub struct PrintConfig {
@@ -222,12 +200,16 @@ impl PrintConfig {
     }
 }
 
-/// The run id: `--run-id`, or a fresh one from this host's clock in microseconds (below
-/// 2^53, so it stays exact in every JSON reader), so that no two runs of an orchestrator
-/// share one.
+/// The run id: `--run-id`, or a [`fresh_run_id`].
 pub fn run_id(run: &PromptArgs) -> crate::wire::RunId {
+    run.run_id.map_or_else(fresh_run_id, crate::wire::RunId)
+}
+
+/// A fresh run id from this host's clock in microseconds (below 2^53, so it stays exact
+/// in every JSON reader), so that no two runs of an orchestrator share one (a server's
+/// sessions each take the next).
+pub fn fresh_run_id() -> crate::wire::RunId {
     #[allow(clippy::disallowed_methods)] // an identity, not a measurement
-    let fresh =
-        || std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64).max(1);
-    crate::wire::RunId(run.run_id.unwrap_or_else(fresh))
+    let t = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64);
+    crate::wire::RunId(t.max(1))
 }

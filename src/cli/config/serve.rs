@@ -16,15 +16,15 @@ use crate::model::gguf::read_content;
 use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::orchestrator::local::LocalPool;
-use crate::orchestrator::run::{RunTimeouts, SessionLimits};
-use crate::planner::{Placement, PlanRequest, check_before_reports};
+use crate::planner::{PlanRequest, check_before_reports};
 use crate::serve::access::AccessRules;
 use crate::server::{HttpLimits, ServeConfig, ServeDefaults};
-use crate::wire::{RuntimeConfig, WeightSource};
+use crate::wire::RuntimeConfig;
 
-use super::run::session_draft_model;
+use super::run::{fresh_run_id, session_draft_model};
 use super::runtime::runtime_config;
-use super::source::{absolute, check_url, placement, read_pool, weight_source};
+use super::session::{joined, session_settings};
+use super::source::{check_url, placement, read_pool, weight_source};
 
 /// Slots of a serving session unless `--max-sequences` says otherwise.
 pub const DEFAULT_SERVE_SEQUENCES: u32 = 8;
@@ -122,14 +122,6 @@ pub fn server_config(
     })
 }
 
-fn timeouts(readiness: u64, token: u64) -> RunTimeouts {
-    RunTimeouts {
-        readiness: Duration::from_secs(readiness),
-        token: Duration::from_secs(token),
-        teardown: Duration::from_secs(10),
-    }
-}
-
 /// Everything `orchestrate serve` needs.
 pub struct ServeRun {
     /// The sessions' config.
@@ -146,7 +138,7 @@ impl ServeRun {
     /// From `orchestrate serve`'s flags; everything that can be judged before the nodes
     /// answer is.
     pub fn from_args(args: &OrchestrateServeArgs) -> Result<ServeRun, CliError> {
-        let model = ServedModel::read(&args.model, &args.runtime)?;
+        let model = ServedModel::read(&args.model, &args.session.runtime)?;
         check_url(args.weights_url.as_deref())?;
         let pool = read_pool(&args.pool)?;
         let placement = placement(&pool, &args.placement)?;
@@ -166,49 +158,24 @@ impl ServeRun {
             placement: placement.clone(),
             runtime: model.runtime,
             prompt_tokens: 0,
-            fit_context: args.runtime.max_seq_len.is_none(),
+            fit_context: args.session.runtime.max_seq_len.is_none(),
         })
         .map_err(plan_error)?;
         let nodes = pool.nodes.iter().map(|n| n.node_id.0).collect();
         let server = server_config(&args.http, &args.model, &model, nodes)?;
-        let events = args.events.as_deref().map(EventsFile::create).transpose()?;
-        let join = &args.join;
+        let events = args.session.events.as_deref().map(EventsFile::create).transpose()?;
+        let key = OrchestratorKey::File(args.key.clone());
+        let config = OrchestrateConfig::new(pool, key, args.model.clone(), source, model.runtime);
+        let session = session_settings(&args.session, DEFAULT_SERVE_QUEUE);
         let orchestrate = OrchestrateConfig {
-            pool,
-            key: OrchestratorKey::File(args.key.clone()),
-            listen: join.listen,
-            swim: join.swim,
-            advertise: join.advertise,
-            model: args.model.clone(),
-            source,
-            requests: Vec::new(),
-            session: SessionLimits {
-                queue_capacity: args.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
-                groups: args.groups.unwrap_or(0),
-                prefill_budget: Some(Duration::from_millis(args.prefill_budget_ms)),
-                draft_max: args.spec.draft_max(),
-                ..SessionLimits::default()
-            },
             stages: args.placement.stages,
             placement,
-            runtime: model.runtime,
-            fit_context: args.runtime.max_seq_len.is_none(),
             run_id,
-            window: Duration::from_millis(join.window_ms),
-            pool_timeout: Duration::from_secs(join.pool_timeout),
-            timeouts: timeouts(args.readiness_timeout, args.token_timeout),
-            resume: args.resume.policy(),
-            draft_model: session_draft_model(&args.spec, &model.facts)?,
+            draft_model: session_draft_model(&args.session.spec, &model.facts)?,
+            ..joined(config, &args.join).with_session(session)
         };
         Ok(ServeRun { orchestrate, server, model, events })
     }
-}
-
-/// A fresh run id from this host's clock (below 2^53); each new session takes the next.
-fn fresh_run_id() -> crate::wire::RunId {
-    #[allow(clippy::disallowed_methods)] // an identity, not a measurement
-    let t = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_micros() as u64);
-    crate::wire::RunId(t.max(1))
 }
 
 /// `run local --serve`'s flags that make no sense without it, or with it, refused.
@@ -221,7 +188,7 @@ pub fn check_local_flags(args: &LocalArgs) -> Result<(), CliError> {
                 .into(),
         ));
     }
-    let batchy = args.run.queue.is_some() || args.run.groups.is_some();
+    let batchy = args.run.session.queue.is_some() || args.run.session.groups.is_some();
     if batchy && !args.serve && args.run.requests.is_none() {
         return Err(super::run::usage("--queue and --groups need --requests or --serve".into()));
     }
@@ -235,32 +202,11 @@ pub fn local_orchestrate(
     model: &Path,
     served: &ServedModel,
 ) -> Result<OrchestrateConfig, CliError> {
-    let any = "127.0.0.1:0".parse().map_err(|_| CliError::internal(eyre!("address")))?;
+    let session = session_settings(&args.run.session, DEFAULT_SERVE_QUEUE);
+    let spec = &args.run.session.spec;
     Ok(OrchestrateConfig {
-        pool: pool.pool.clone(),
-        key: OrchestratorKey::Memory(pool.orchestrator_key.clone()),
-        listen: any,
-        swim: any,
-        advertise: None,
-        model: model.to_path_buf(),
-        source: WeightSource::Local { path: absolute(model) },
-        requests: Vec::new(),
-        session: SessionLimits {
-            queue_capacity: args.run.queue.unwrap_or(DEFAULT_SERVE_QUEUE),
-            groups: args.run.groups.unwrap_or(0),
-            prefill_budget: Some(Duration::from_millis(args.run.prefill_budget_ms)),
-            draft_max: args.run.spec.draft_max(),
-            ..SessionLimits::default()
-        },
-        stages: Some(args.stages),
-        placement: Placement::default(),
-        runtime: served.runtime,
-        fit_context: args.run.runtime.max_seq_len.is_none(),
         run_id: fresh_run_id(),
-        window: Duration::from_millis(300),
-        pool_timeout: Duration::from_secs(60),
-        timeouts: timeouts(args.run.readiness_timeout, args.run.token_timeout),
-        resume: args.run.resume.policy(),
-        draft_model: session_draft_model(&args.run.spec, &served.facts)?,
+        draft_model: session_draft_model(spec, &served.facts)?,
+        ..OrchestrateConfig::local(pool, model, served.runtime).with_session(session)
     })
 }

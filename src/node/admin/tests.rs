@@ -3,8 +3,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{ClaimError, Refresh, claim, serve};
-use crate::node::driver::{EdgeInspect, REFUSALS_KEPT};
-use crate::wire::reason::BootFault;
+use crate::node::inspect::{EdgeInspect, REFUSALS_KEPT};
+use crate::wire::reason::{BootFault, ControlFault, StreamFault};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt")
@@ -141,9 +141,12 @@ fn each_answer_shows_the_view_as_the_node_loop_brought_it_up_to_date_for_it() {
 fn the_refusal_list_keeps_the_latest_lines_while_the_counts_keep_counting() {
     let mut inspect = EdgeInspect::default();
     for i in 0..1000 {
-        inspect.record_refusal("unauthorized_orchestrator", format!("session {i} refused"));
+        inspect.record_refusal(
+            ControlFault::UnauthorizedOrchestrator.into(),
+            format!("session {i} refused"),
+        );
     }
-    inspect.record_refusal("unknown_edge", "edge stream refused".into());
+    inspect.record_refusal(StreamFault::UnknownEdge.into(), "edge stream refused".into());
     assert_eq!(inspect.refusals.len(), REFUSALS_KEPT);
     assert_eq!(inspect.refusals.last().map(String::as_str), Some("edge stream refused"));
     assert_eq!(inspect.refusals[0], format!("session {} refused", 1001 - REFUSALS_KEPT));

@@ -8,11 +8,14 @@
 //! stream to the [`RunSink`].
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
+mod config;
 mod drafting;
 mod endpoints;
 mod reform;
 mod run_loop;
 pub mod served;
+
+pub use config::SessionSettings;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -48,7 +51,8 @@ pub enum OrchestratorKey {
     Memory(NodeKey),
 }
 
-/// Everything one orchestrated run needs.
+/// Everything one orchestrated run needs (built with [`OrchestrateConfig::new`] or
+/// [`OrchestrateConfig::local`], each caller stating what differs).
 #[derive(Debug, Clone)]
 pub struct OrchestrateConfig {
     /// The pool (its nodes must have been started with this orchestrator's endpoint id).

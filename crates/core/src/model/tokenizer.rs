@@ -203,11 +203,6 @@ impl Tokenizer {
         self.tokens.len()
     }
 
-    /// The token's text as stored in the vocabulary.
-    pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.tokens.get(id as usize).map(String::as_str)
-    }
-
     /// Whether `id` is a control token (not printed).
     pub fn is_control(&self, id: u32) -> bool {
         self.types.get(id as usize).is_some_and(|t| *t == token_type::CONTROL)

@@ -263,11 +263,6 @@ impl<M: RingMemory> Producer<M> {
         }
     }
 
-    /// Whether the consumer closed its side.
-    pub fn consumer_closed(&self) -> bool {
-        self.mem.load_state() & STATE_CONSUMER_CLOSED != 0
-    }
-
     /// Total bytes committed since the ring was created.
     pub fn committed(&self) -> u64 {
         self.committed

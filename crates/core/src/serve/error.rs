@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::wire::reason::ApiRefusal;
+
 /// The error's `type`, which fixes its status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,8 +141,13 @@ impl ApiError {
     }
 
     /// 503 `unavailable_error` for `reason`.
-    pub fn unavailable(reason: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(ErrorType::UnavailableError, message).because(reason)
+    pub fn unavailable(reason: ApiRefusal, message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorType::UnavailableError, message).refused(reason)
+    }
+
+    /// The same error with the API's refusal `reason`.
+    pub fn refused(self, reason: ApiRefusal) -> ApiError {
+        self.because(reason.as_str())
     }
 
     /// The same error with a stable reason.
@@ -168,16 +175,17 @@ impl ApiError {
                 ErrorType::RateLimitError,
                 "every slot is taken and the admission queue is full",
             )
-            .because(reason),
+            .refused(ApiRefusal::Busy),
             "prompt_too_long" => ApiError::exceeds_context(n_prompt_tokens, n_ctx),
             "empty_prompt" => ApiError::invalid("the prompt is empty").because(reason),
             "invalid_sampling" => {
                 ApiError::invalid("the sampling parameters are out of range").because(reason)
             }
-            fault => ApiError::unavailable(
-                fault,
+            fault => ApiError::new(
+                ErrorType::UnavailableError,
                 format!("the session serving this request ended: {fault}"),
-            ),
+            )
+            .because(fault),
         }
     }
 }

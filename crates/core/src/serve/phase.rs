@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use crate::events::Event;
+use crate::wire::reason::ApiRefusal;
 
 /// Faults kept for the page and `/slots`.
 pub const KEPT_FAULTS: usize = 8;
@@ -113,24 +114,24 @@ impl ServerPhase {
         match &self.phase {
             Phase::Serving => Ok(()),
             Phase::PoolNotReady => {
-                Err(ApiError::unavailable("pool_not_ready", "the pool is not ready"))
+                Err(ApiError::unavailable(ApiRefusal::PoolNotReady, "the pool is not ready"))
             }
             Phase::SessionForming => {
-                Err(ApiError::unavailable("session_forming", "the session is forming"))
+                Err(ApiError::unavailable(ApiRefusal::SessionForming, "the session is forming"))
             }
             Phase::SessionFaulted { reason } => Err(ApiError::unavailable(
-                "session_faulted",
+                ApiRefusal::SessionFaulted,
                 format!("the session faulted ({reason}); a new one forms when the pool is ready"),
             )),
             Phase::Reforming { reason } => Err(ApiError::unavailable(
-                "reforming",
+                ApiRefusal::Reforming,
                 format!(
                     "a node was lost ({reason}); the session re-forms and resumes every \
                      request it holds"
                 ),
             )),
             Phase::ShuttingDown => {
-                Err(ApiError::unavailable("shutting_down", "the server is shutting down"))
+                Err(ApiError::unavailable(ApiRefusal::ShuttingDown, "the server is shutting down"))
             }
         }
     }

@@ -431,6 +431,52 @@ reason_enum!(
     }
 );
 
+reason_enum!(
+    /// Why a request ended without its result when no fault of its own ended it (a
+    /// request error's reason beside a fault's `class.code` and a refusal's `busy`).
+    RequestEnd {
+        /// The session ended before the request did.
+        SessionEnded = "session.ended",
+        /// The operator stopped the run (or the server's grace ran out) first.
+        OperatorStopped = "operator.stopped",
+    }
+);
+
+reason_enum!(
+    /// Why the HTTP API refused a request or a connection: an API error's `reason` below
+    /// its `type` (a request that failed in a session carries its fault's `class.code`).
+    ApiRefusal {
+        /// The admission queue is full.
+        Busy = "busy",
+        /// The pool is not ready.
+        PoolNotReady = "pool_not_ready",
+        /// No session serves yet.
+        SessionForming = "session_forming",
+        /// The session faulted; a new one forms when the pool is ready.
+        SessionFaulted = "session_faulted",
+        /// A node was lost: the session re-forms.
+        Reforming = "reforming",
+        /// The session ended before it took the request.
+        SessionEnded = "session_ended",
+        /// The server is shutting down.
+        ShuttingDown = "shutting_down",
+        /// No such model.
+        ModelNotFound = "model_not_found",
+        /// A `/tokenize` or `/detokenize` body is over its limit.
+        ContentTooLong = "content_too_long",
+        /// The request's `Host` is not allowed.
+        HostNotAllowed = "host_not_allowed",
+        /// The request's `Origin` is not allowed.
+        OriginNotAllowed = "origin_not_allowed",
+        /// The body did not arrive in time.
+        BodyTimeout = "body_timeout",
+        /// The server holds as many connections as it takes.
+        TooManyConnections = "too_many_connections",
+        /// The client's address holds as many connections as one address may.
+        TooManyConnectionsFromPeer = "too_many_connections_from_peer",
+    }
+);
+
 /// Any fault reason, grouped by class. Serializes as `"class.code"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultReason {
