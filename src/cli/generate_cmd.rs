@@ -17,7 +17,7 @@ use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
 };
 use crate::model::gguf::read_content;
-use crate::model::llama::{ComputeDevice, StageError};
+use crate::model::stage::{ComputeDevice, StageError};
 use crate::model::sampling::Sampler;
 use crate::model::tokenizer::{Detokenizer, tokenizer_from_gguf};
 use crate::model::{facts::ModelError, facts::facts_from_content};

@@ -13,7 +13,7 @@ use candle_nn::ops::{rms_norm, silu, softmax_last_dim};
 use candle_nn::rotary_emb::rope_i;
 
 use super::facts::ModelFacts;
-use super::llama::{ComputeDevice, StageError, StageInput, StageOutput, StageSpec, weights};
+use super::stage::{ComputeDevice, StageError, StageInput, StageOutput, StageSpec, weights};
 use crate::wire::reason::WeightsFailure;
 
 struct Block {
@@ -83,7 +83,7 @@ impl Loader<'_> {
 }
 
 impl CandleStage {
-    /// Loads a stage whose range and shape [`super::llama::LlamaStage::load`] checked.
+    /// Loads a stage whose range and shape [`super::stage::ModelStage::load`] checked.
     pub(crate) fn load(
         path: &Path,
         spec: StageSpec,

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use super::generate::LocalPipeline;
-use super::llama::{ComputeDevice, LlamaStage, StageError, StageInput, StageOutput};
+use super::stage::{ComputeDevice, ModelStage, StageError, StageInput, StageOutput};
 use crate::speculate::{Draft, DraftAsk};
 use crate::wire::{ActivationDType, LayerRange};
 
@@ -117,7 +117,7 @@ impl DraftModel {
         self.failed = Some(e.to_string());
     }
 
-    fn stage(&mut self) -> &mut LlamaStage {
+    fn stage(&mut self) -> &mut ModelStage {
         &mut self.pipeline.stages_mut()[0]
     }
 

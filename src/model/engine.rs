@@ -11,12 +11,12 @@ use std::sync::Arc;
 use candle_core::quantized::GgmlDType;
 use candle_core::quantized::gguf_file::Content;
 use swactor_core::model::arch::{GateActivation, RopeStyle};
-use swactor_engine::llama::{Arch, Config, Extras, Layer, Stage, Weights};
+use swactor_engine::transformer::{Arch, Config, Extras, Layer, Stage, Weights};
 use swactor_engine::matmul::Gate;
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
 use super::facts::ModelFacts;
-use super::llama::{StageError, StageSpec, weights};
+use super::stage::{StageError, StageSpec, weights};
 use crate::wire::reason::WeightsFailure;
 
 /// A read-only mapping of a model file.
@@ -332,13 +332,13 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
         rope_base: facts.rope.freq_base,
         max_seq_len: spec.max_seq_len as usize,
         kv: match spec.kv_cache {
-            crate::wire::KvCacheDType::F32 => swactor_engine::llama::KvFormat::F32,
-            crate::wire::KvCacheDType::F16 => swactor_engine::llama::KvFormat::F16,
+            crate::wire::KvCacheDType::F32 => swactor_engine::transformer::KvFormat::F32,
+            crate::wire::KvCacheDType::F16 => swactor_engine::transformer::KvFormat::F16,
         },
         arch: Arch {
             rope: match family.rope_style() {
-                RopeStyle::Interleaved => swactor_engine::llama::RopeStyle::Interleaved,
-                RopeStyle::Halves => swactor_engine::llama::RopeStyle::Halves,
+                RopeStyle::Interleaved => swactor_engine::transformer::RopeStyle::Interleaved,
+                RopeStyle::Halves => swactor_engine::transformer::RopeStyle::Halves,
             },
             gate: match family.gate_activation() {
                 GateActivation::Silu => Gate::Silu,

@@ -13,7 +13,7 @@ pub mod engine;
 pub mod facts;
 pub mod generate;
 pub mod gguf;
-pub mod llama;
+pub mod stage;
 pub mod quantize;
 pub mod synth;
 pub mod tokenizer;

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::protocol::RoleConfig;
-use crate::model::llama::ComputeDevice;
-use crate::model::llama::{
-    LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
+use crate::model::stage::ComputeDevice;
+use crate::model::stage::{
+    ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
 use crate::model::sampling::Sampler;
 use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags, MAX_CAPACITY, NO_TOKEN};
@@ -29,7 +29,7 @@ pub enum Role {
     /// One stage of a llama-family model, computing micro-batches of several sequences.
     Llama {
         /// The loaded stage (one KV cache per slot).
-        stage: Box<LlamaStage>,
+        stage: Box<ModelStage>,
         /// Activation dtype on the wire.
         dtype: ActivationDType,
         /// Each slot's sampler (last stage), made when the slot is reset.
@@ -46,7 +46,7 @@ impl Role {
             RoleConfig::Transform { xor, delay_ms, fail_on_sequence } => {
                 Ok(Role::Transform { xor, delay_ms, fail_on_sequence })
             }
-            RoleConfig::LlamaStage {
+            RoleConfig::ModelStage {
                 weights,
                 layers,
                 embedding,
@@ -67,7 +67,7 @@ impl Role {
                     threads: compute_threads(),
                 };
                 let capacity = max_sequences.clamp(1, u32::from(MAX_CAPACITY)) as u16;
-                let loaded = LlamaStage::load(std::path::Path::new(&weights), spec)
+                let loaded = ModelStage::load(std::path::Path::new(&weights), spec)
                     .and_then(|mut stage| stage.set_slots(usize::from(capacity)).map(|()| stage));
                 match loaded {
                     Ok(stage) => Ok(Role::Llama {
@@ -161,7 +161,7 @@ enum StepError {
 /// every row, and the output is the same table followed by the hidden rows or, on the
 /// last stage, one token per table entry (sampled with the entry's own sampler).
 fn llama_step(
-    stage: &mut LlamaStage,
+    stage: &mut ModelStage,
     dtype: ActivationDType,
     samplers: &mut [Option<Sampler>],
     limits: BatchLimits,
@@ -203,7 +203,7 @@ fn llama_step(
     // every row's, and each entry's last row is found by its offset.
     let every =
         stage.spec().head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
-    let forward = |stage: &mut LlamaStage, input: StageInput<'_>| {
+    let forward = |stage: &mut ModelStage, input: StageInput<'_>| {
         if every {
             stage.verify_rows(&slots, input, abort)
         } else {

@@ -9,7 +9,7 @@ use std::process::Command;
 use crate::support::scratch;
 use swactor::model::generate::{LocalPipeline, even_split, generate};
 use swactor::model::gguf::read_content;
-use swactor::model::llama::ComputeDevice;
+use swactor::model::stage::ComputeDevice;
 use swactor::model::sampling::Sampler;
 use swactor::model::synth::{SynthArch, SynthSpec, write_model};
 use swactor::model::tokenizer::tokenizer_from_gguf;
@@ -86,7 +86,7 @@ fn every_familys_rows_are_bitwise_the_same_alone_batched_and_in_a_prefill_chunk(
         for kv in [KvCacheDType::F32, KvCacheDType::F16] {
             // Prompts of 100 tokens cross Gemma's 16-token window and its 80-position ring.
             let beside = |others, threads, chunked| {
-                crate::llama::logits_beside_with(&path, others, threads, chunked, kv, 100, 6)
+                crate::execution::logits_beside_with(&path, others, threads, chunked, kv, 100, 6)
             };
             let alone = beside(0, 1, false);
             for others in [2, 7] {
@@ -110,7 +110,7 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
     // the difference is more than a window behind; with a global block they can.
     let path = family_model(SynthArch::Gemma3);
     let logits = |layers: LayerRange, first: u32| {
-        let spec = swactor::model::llama::StageSpec {
+        let spec = swactor::model::stage::StageSpec {
             layers,
             embedding: true,
             head: true,
@@ -119,11 +119,11 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
             device: ComputeDevice::Cpu,
             threads: 1,
         };
-        let mut stage = swactor::model::llama::LlamaStage::load(&path, spec).expect("load");
+        let mut stage = swactor::model::stage::ModelStage::load(&path, spec).expect("load");
         let prompt: Vec<u32> =
             std::iter::once(first).chain((1..40).map(|i| (i * 13 + 7) % 290)).collect();
-        match stage.forward(swactor::model::llama::StageInput::Tokens(&prompt)).expect("fwd") {
-            swactor::model::llama::StageOutput::Logits(l) => l,
+        match stage.forward(swactor::model::stage::StageInput::Tokens(&prompt)).expect("fwd") {
+            swactor::model::stage::StageOutput::Logits(l) => l,
             other => panic!("{other:?}"),
         }
     };

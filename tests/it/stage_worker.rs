@@ -9,7 +9,7 @@ use swactor::arena::memfd::ArenaRegion;
 use swactor::arena::{Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId};
 use swactor::events::Direction;
 use swactor::model::generate::{LocalPipeline, generate};
-use swactor::model::llama::ComputeDevice;
+use swactor::model::stage::ComputeDevice;
 use swactor::model::sampling::Sampler;
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
@@ -81,7 +81,7 @@ fn model() -> std::path::PathBuf {
 }
 
 fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
-    RoleConfig::LlamaStage {
+    RoleConfig::ModelStage {
         weights: model().display().to_string(),
         layers,
         embedding,

@@ -1,0 +1,152 @@
+//! The element-wise pieces of a block: RMSNorm, the two rope pairings, softmax, a fixed
+//! order dot product, and adding a transposed product to the residual.
+
+/// How rope pairs the dimensions of a head.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Pairs `(2i, 2i + 1)` turned by angle `i` (llama.cpp's "normal" rope, `llama`).
+    #[default]
+    Interleaved,
+    /// Pairs `(i, i + d/2)` turned by angle `i` (llama.cpp's "neox" rope: Qwen, Gemma).
+    Halves,
+}
+
+/// `out = x / sqrt(mean(x^2) + eps) * w` (candle's order of operations).
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let sum2: f32 = x.iter().map(|&v| v * v).sum();
+    let m = (sum2 / x.len() as f32 + eps).sqrt();
+    for ((o, &v), &w) in out.iter_mut().zip(x).zip(w) {
+        *o = v / m * w;
+    }
+}
+
+/// [`rms_norm`] in place.
+pub fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let sum2: f32 = x.iter().map(|&v| v * v).sum();
+    let m = (sum2 / x.len() as f32 + eps).sqrt();
+    for (v, &w) in x.iter_mut().zip(w) {
+        *v = *v / m * w;
+    }
+}
+
+/// Llama's rotary embedding on one head: pairs `(2i, 2i + 1)` turned by angle `i`.
+pub fn rope(x: &mut [f32], cos: &[f32], sin: &[f32]) {
+    for ((p, &c), &s) in x.chunks_exact_mut(2).zip(cos).zip(sin) {
+        let (a, b) = (p[0], p[1]);
+        p[0] = a * c - b * s;
+        p[1] = a * s + b * c;
+    }
+}
+
+/// The neox rotary embedding on one head: pairs `(i, i + d/2)` turned by angle `i`.
+pub fn rope_halves(x: &mut [f32], cos: &[f32], sin: &[f32]) {
+    let half = x.len() / 2;
+    let (lo, hi) = x.split_at_mut(half);
+    for (((a, b), &c), &s) in lo.iter_mut().zip(hi.iter_mut()).zip(cos).zip(sin) {
+        let (x0, x1) = (*a, *b);
+        *a = x0 * c - x1 * s;
+        *b = x0 * s + x1 * c;
+    }
+}
+
+/// Rope of `style` on one head.
+pub fn rope_style(style: RopeStyle, x: &mut [f32], cos: &[f32], sin: &[f32]) {
+    match style {
+        RopeStyle::Interleaved => rope(x, cos, sin),
+        RopeStyle::Halves => rope_halves(x, cos, sin),
+    }
+}
+
+/// Softmax in place: `e^(x - max) / sum`.
+pub fn softmax(x: &mut [f32]) {
+    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0f32;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in x.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// A dot product: 8-wide FMA where the CPU has AVX2, else eight partial sums (either way
+/// the order is fixed for a given length on a given CPU).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    if let Some(s) = crate::simd::dot_f32(a, b) {
+        return s;
+    }
+    let mut acc = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ar, br) = (ac.remainder(), bc.remainder());
+    for (x, y) in ac.zip(bc) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ar.iter().zip(br) {
+        s += x * y;
+    }
+    s
+}
+
+/// `x[i][j] += t[j][i]` for `n` rows of `d`; with `norm` (a post-norm's weight and
+/// epsilon) each row of `t` is RMS-normalized first, through `row` (scratch of `d`).
+pub fn add_transposed(
+    x: &mut [f32],
+    t: &[f32],
+    n: usize,
+    d: usize,
+    norm: Option<(&[f32], f32)>,
+    row: &mut Vec<f32>,
+) {
+    match norm {
+        None => {
+            for i in 0..n {
+                for j in 0..d {
+                    x[i * d + j] += t[j * n + i];
+                }
+            }
+        }
+        Some((w, eps)) => {
+            row.resize(d, 0.0);
+            for i in 0..n {
+                for (j, r) in row.iter_mut().enumerate() {
+                    *r = t[j * n + i];
+                }
+                rms_norm_in_place(row, w, eps);
+                for (x, r) in x[i * d..(i + 1) * d].iter_mut().zip(row.iter()) {
+                    *x += r;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_rope_pairings_turn_the_same_pairs_by_the_same_angles() {
+        let (cos, sin) = ([0.6f32, 1.0], [0.8f32, 0.0]);
+        let mut a = [1.0, 2.0, 3.0, 4.0];
+        rope(&mut a, &cos, &sin);
+        assert_eq!(a, [1.0 * 0.6 - 2.0 * 0.8, 1.0 * 0.8 + 2.0 * 0.6, 3.0, 4.0]);
+        // The same pairs laid out as halves: (x0, x2) and (x1, x3).
+        let mut b = [1.0, 3.0, 2.0, 4.0];
+        rope_halves(&mut b, &cos, &sin);
+        assert_eq!(b, [a[0], a[2], a[1], a[3]]);
+    }
+
+    #[test]
+    fn a_post_norm_normalizes_each_row_before_it_joins_the_residual() {
+        let mut x = vec![0.0; 4];
+        // Two rows of two, transposed: row 0 = (3, 4), row 1 = (1, 1).
+        let t = [3.0, 1.0, 4.0, 1.0];
+        add_transposed(&mut x, &t, 2, 2, Some((&[1.0, 1.0], 0.0)), &mut Vec::new());
+        let r = (12.5f32).sqrt();
+        assert_eq!(x, vec![3.0 / r, 4.0 / r, 1.0, 1.0]);
+    }
+}
