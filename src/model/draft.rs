@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use super::generate::LocalPipeline;
+use super::gguf::GgufFile;
 use super::stage::{ComputeDevice, ModelStage, StageError, StageInput, StageOutput};
 use crate::speculate::{Draft, DraftAsk};
 use crate::wire::{ActivationDType, LayerRange};
@@ -68,8 +69,9 @@ impl DraftModel {
         threads: u32,
         target: &DraftTarget,
     ) -> Result<DraftModel, StageError> {
-        let facts = crate::model::read_facts(path)
-            .map_err(|e| StageError::BadInput(format!("the draft model: {e}")))?;
+        let bad = |e| StageError::BadInput(format!("the draft model: {e}"));
+        let file = GgufFile::open(path).map_err(bad)?;
+        let facts = file.facts().map_err(bad)?;
         let target_vocab = target.vocab_size;
         if facts.vocab_size != target_vocab {
             return Err(StageError::BadInput(format!(
@@ -86,7 +88,7 @@ impl DraftModel {
         }
         let target_bytes = target.step_bytes;
         let pipeline = LocalPipeline::load(
-            path,
+            &file,
             &[LayerRange::new(0, facts.block_count)],
             max_seq_len,
             Default::default(),

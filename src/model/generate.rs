@@ -2,7 +2,7 @@
 //! them (activations cross each boundary as raw wire bytes), a sampler and a tokenizer.
 //! With one stage it is the one-process reference the pipeline is checked against.
 
-use std::path::Path;
+use super::gguf::GgufFile;
 use std::sync::Arc;
 
 use swactor_engine::ThreadPool;
@@ -32,7 +32,7 @@ impl LocalPipeline {
     /// On the CPU the stages share one pool of `threads` compute threads (they run one
     /// at a time).
     pub fn load(
-        path: &Path,
+        file: &GgufFile,
         ranges: &[LayerRange],
         max_seq_len: u32,
         kv_cache: crate::wire::KvCacheDType,
@@ -47,7 +47,7 @@ impl LocalPipeline {
             .enumerate()
             .map(|(i, r)| {
                 ModelStage::load_in(
-                    path,
+                    file,
                     StageSpec {
                         layers: *r,
                         embedding: i == 0,

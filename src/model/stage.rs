@@ -3,21 +3,23 @@
 //! on the last. The whole model is the single stage that owns everything, so the
 //! one-process reference and every pipeline stage run exactly the same code.
 //!
-//! On the CPU a stage runs on our engine ([`swactor_engine`], loaded by [`super::engine`]
-//! from the mapped file); on CUDA, or on the CPU with `--device candle`, on candle's ops
-//! ([`super::candle_stage`], the reference the engine is tested against). Only the
+//! On the CPU a stage runs on our engine ([`swactor_engine`], bound by [`super::engine`]
+//! to the mapped file); in a build with the `candle` feature, on CUDA or on the CPU with
+//! `--device candle`, on candle's ops (`candle_stage`, the reference the engine is tested
+//! against). Only the
 //! tensors of the stage's own range (and its embedding / head) are used. Activations
 //! cross stages as raw little-endian `f32` (or `f16`) `[tokens, hidden]` bytes
 //! ([`encode_hidden`] / [`decode_hidden`]).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use swactor_engine::ThreadPool;
 
+#[cfg(feature = "candle")]
 use super::candle_stage::CandleStage;
-use super::facts::{ModelError, ModelFacts, facts_from_content};
+use super::facts::{ModelError, ModelFacts};
+use super::gguf::GgufFile;
 use crate::wire::reason::WeightsFailure;
 use crate::wire::{ActivationDType, LayerRange};
 
@@ -27,7 +29,8 @@ pub enum ComputeDevice {
     /// The CPU, on swactor's engine (SIMD kernels on the GGUF blocks, mapped weights).
     #[default]
     Cpu,
-    /// The CPU on candle's ops: the reference the engine is checked against.
+    /// The CPU on candle's ops: the reference the engine is checked against (needs a
+    /// build with the `candle` feature).
     Candle,
     /// An NVIDIA GPU (needs a build with the `cuda` feature).
     Cuda(u32),
@@ -88,9 +91,9 @@ pub enum StageError {
         /// The cache length.
         max: usize,
     },
-    /// The computation failed.
+    /// The computation failed (candle's message).
     #[error("compute: {0}")]
-    Compute(#[from] candle_core::Error),
+    Compute(String),
     /// The forward pass was aborted between blocks (the stage is being stopped); the
     /// stage's caches must be reset before it computes again.
     #[error("aborted")]
@@ -142,6 +145,7 @@ pub enum StageOutput {
 
 enum Backend {
     Engine(Box<swactor_engine::transformer::Stage>),
+    #[cfg(feature = "candle")]
     Candle(Box<CandleStage>),
 }
 
@@ -163,22 +167,22 @@ impl std::fmt::Debug for ModelStage {
 }
 
 impl ModelStage {
-    /// Loads a stage from a GGUF file: validates the range against the file's blocks and
-    /// binds only the stage's tensors. Each failure class has its own [`WeightsFailure`].
-    /// On the CPU the stage gets its own pool of `spec.threads` compute threads.
-    pub fn load(path: &Path, spec: StageSpec) -> Result<ModelStage, StageError> {
-        ModelStage::load_in(path, spec, None)
+    /// Loads a stage from a mapped GGUF file: validates the range against the file's
+    /// blocks and binds only the stage's tensors. Each failure class has its own
+    /// [`WeightsFailure`]. On the CPU the stage gets its own pool of `spec.threads` compute
+    /// threads.
+    pub fn load(file: &GgufFile, spec: StageSpec) -> Result<ModelStage, StageError> {
+        ModelStage::load_in(file, spec, None)
     }
 
     /// As [`ModelStage::load`], computing on `pool` (stages of one process that run one
     /// at a time share one pool) instead of a pool of its own.
     pub fn load_in(
-        path: &Path,
+        file: &GgufFile,
         spec: StageSpec,
         pool: Option<Arc<ThreadPool>>,
     ) -> Result<ModelStage, StageError> {
-        let (content, len) = super::gguf::read_content(path)?;
-        let facts = facts_from_content(&content, len)?;
+        let facts = file.facts()?;
         if spec.layers.is_empty() || spec.layers.end > facts.block_count {
             return Err(weights(
                 WeightsFailure::InvalidRange,
@@ -198,9 +202,21 @@ impl ModelStage {
             ComputeDevice::Cpu => {
                 let pool =
                     pool.unwrap_or_else(|| Arc::new(ThreadPool::new(spec.threads.max(1) as usize)));
-                let (stage, bytes) = super::engine::load(path, &content, len, &facts, &spec, pool)?;
+                let (stage, bytes) = super::engine::load(file, &facts, &spec, pool)?;
                 (Backend::Engine(Box::new(stage)), bytes)
             }
+            #[cfg(not(feature = "candle"))]
+            ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
+                return Err(weights(
+                    WeightsFailure::AllocationFailed,
+                    format!(
+                        "{:?} needs a build with the `candle` feature (CUDA: the `cuda` \
+                         feature); this build computes on the CPU engine (--device cpu)",
+                        spec.device
+                    ),
+                ));
+            }
+            #[cfg(feature = "candle")]
             ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
                 if facts.arch
                     != swactor_core::model::ArchFacts::of(swactor_core::model::Family::Llama)
@@ -219,7 +235,7 @@ impl ModelStage {
                         "an f16 KV cache needs the CPU engine (--device cpu)".into(),
                     ));
                 }
-                let stage = CandleStage::load(path, spec, &content, facts.clone())?;
+                let stage = CandleStage::load(file, spec, facts.clone())?;
                 let bytes = stage.loaded_bytes();
                 (Backend::Candle(Box::new(stage)), bytes)
             }
@@ -246,6 +262,7 @@ impl ModelStage {
     pub fn position(&self) -> usize {
         match &self.backend {
             Backend::Engine(s) => s.len(0),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) => s.position(),
         }
     }
@@ -254,6 +271,7 @@ impl ModelStage {
     pub fn reset(&mut self) {
         match &mut self.backend {
             Backend::Engine(s) => (0..s.slots()).for_each(|i| s.reset(i)),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) => s.reset(),
         }
     }
@@ -262,6 +280,7 @@ impl ModelStage {
     pub fn engine_mut(&mut self) -> Option<&mut swactor_engine::transformer::Stage> {
         match &mut self.backend {
             Backend::Engine(s) => Some(s),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => None,
         }
     }
@@ -274,7 +293,9 @@ impl ModelStage {
                 s.set_slots(n);
                 Ok(())
             }
+            #[cfg(feature = "candle")]
             Backend::Candle(_) if n <= 1 => Ok(()),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => Err(StageError::BadInput(format!(
                 "{n} sequence slots need the CPU engine (candle stages hold one sequence)"
             ))),
@@ -285,6 +306,7 @@ impl ModelStage {
     pub fn slots(&self) -> usize {
         match &self.backend {
             Backend::Engine(s) => s.slots(),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => 1,
         }
     }
@@ -293,6 +315,7 @@ impl ModelStage {
     pub fn slot_position(&self, slot: usize) -> usize {
         match &self.backend {
             Backend::Engine(s) if slot < s.slots() => s.len(slot),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) if slot == 0 => s.position(),
             _ => 0,
         }
@@ -302,6 +325,7 @@ impl ModelStage {
     pub fn reset_slot(&mut self, slot: usize) {
         match &mut self.backend {
             Backend::Engine(s) if slot < s.slots() => s.reset(slot),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) if slot == 0 => s.reset(),
             _ => {}
         }
@@ -318,6 +342,7 @@ impl ModelStage {
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
         match &mut self.backend {
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => {
                 if slots.iter().any(|&s| s != 0) {
                     return Err(StageError::BadInput(
@@ -348,6 +373,7 @@ impl ModelStage {
                 Ok(())
             }
             Backend::Engine(_) => Err(StageError::BadInput(format!("slot {slot} does not exist"))),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => {
                 Err(StageError::BadInput("candle stages cannot roll a cache back".into()))
             }
@@ -362,8 +388,12 @@ impl ModelStage {
         input: StageInput<'_>,
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
-        let Backend::Engine(s) = &mut self.backend else {
-            return Err(StageError::BadInput("candle stages cannot verify drafts".into()));
+        let s = match &mut self.backend {
+            Backend::Engine(s) => s,
+            #[cfg(feature = "candle")]
+            Backend::Candle(_) => {
+                return Err(StageError::BadInput("candle stages cannot verify drafts".into()));
+            }
         };
         let input = match input {
             StageInput::Tokens(ids) => swactor_engine::transformer::Input::Tokens(ids),
@@ -388,6 +418,7 @@ impl ModelStage {
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
         match &mut self.backend {
+            #[cfg(feature = "candle")]
             Backend::Candle(s) => s.forward_abortable(input, abort),
             Backend::Engine(s) => {
                 let hidden = self.facts.hidden_size as usize;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::protocol::RoleConfig;
+use crate::model::gguf::GgufFile;
 use crate::model::stage::ComputeDevice;
 use crate::model::stage::{
     ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
@@ -27,7 +28,7 @@ pub enum Role {
         fail_on_sequence: Option<Sequence>,
     },
     /// One stage of a llama-family model, computing micro-batches of several sequences.
-    Llama {
+    Model {
         /// The loaded stage (one KV cache per slot).
         stage: Box<ModelStage>,
         /// Activation dtype on the wire.
@@ -67,10 +68,12 @@ impl Role {
                     threads: compute_threads(),
                 };
                 let capacity = max_sequences.clamp(1, u32::from(MAX_CAPACITY)) as u16;
-                let loaded = ModelStage::load(std::path::Path::new(&weights), spec)
+                let loaded = GgufFile::open(std::path::Path::new(&weights))
+                    .map_err(StageError::from)
+                    .and_then(|file| ModelStage::load(&file, spec))
                     .and_then(|mut stage| stage.set_slots(usize::from(capacity)).map(|()| stage));
                 match loaded {
-                    Ok(stage) => Ok(Role::Llama {
+                    Ok(stage) => Ok(Role::Model {
                         stage: Box::new(stage),
                         dtype: activation_dtype,
                         samplers: vec![None; usize::from(capacity)],
@@ -118,7 +121,7 @@ impl Role {
                 let len = usize::try_from(extent).map_err(|_| StepFailure::ComputeFailed)?;
                 Ok(transform(input.unwrap_or(&[]), *xor, len))
             }
-            Role::Llama { stage, dtype, samplers, limits } => {
+            Role::Model { stage, dtype, samplers, limits } => {
                 let input = input.ok_or(StepFailure::MissingInput)?;
                 if sequence == Sequence(0) {
                     stage.reset();

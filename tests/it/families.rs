@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::support::scratch;
 use swactor::model::generate::{LocalPipeline, even_split, generate};
-use swactor::model::gguf::read_content;
+use swactor::model::GgufFile;
 use swactor::model::stage::ComputeDevice;
 use swactor::model::sampling::Sampler;
 use swactor::model::synth::{SynthArch, SynthSpec, write_model};
@@ -52,7 +52,7 @@ fn tokens(
     kv: KvCacheDType,
 ) -> Vec<u32> {
     let mut p =
-        LocalPipeline::load(path, ranges, 256, kv, ActivationDType::F32, ComputeDevice::Cpu, 1)
+        LocalPipeline::load(&GgufFile::open(path).expect("model"), ranges, 256, kv, ActivationDType::F32, ComputeDevice::Cpu, 1)
             .expect("load");
     let mut out = Vec::new();
     generate(&mut p, prompt, n, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| out.push(t))
@@ -119,7 +119,7 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
             device: ComputeDevice::Cpu,
             threads: 1,
         };
-        let mut stage = swactor::model::stage::ModelStage::load(&path, spec).expect("load");
+        let mut stage = swactor::model::stage::ModelStage::load(&GgufFile::open(&path).expect("model"), spec).expect("load");
         let prompt: Vec<u32> =
             std::iter::once(first).chain((1..40).map(|i| (i * 13 + 7) % 290)).collect();
         match stage.forward(swactor::model::stage::StageInput::Tokens(&prompt)).expect("fwd") {
@@ -150,8 +150,8 @@ const LILY: &str = "Once upon a time there was a little girl named Lily.";
 #[test]
 fn gemma3_270m_continues_the_readme_prompt_through_three_stages_as_generate_does() {
     let Some(model) = gemma3() else { return };
-    let (content, _) = read_content(&model).expect("header");
-    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
+    let file = GgufFile::open(&model).expect("header");
+    let tok = tokenizer_from_gguf(file.header()).expect("tokenizer");
     let prompt = tok.encode(LILY, true, false);
     assert_eq!(prompt[0], 2, "Gemma prompts start with <bos>");
     let whole = tokens(&model, &[LayerRange::new(0, 18)], &prompt, 24, KvCacheDType::F32);

@@ -286,7 +286,7 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
     ];
     let steps = 8u32;
     let mut whole = LocalPipeline::load(
-        &model(),
+        &swactor::model::GgufFile::open(&model()).expect("model"),
         &[LayerRange::new(0, 6)],
         MAX_SEQ,
         Default::default(),

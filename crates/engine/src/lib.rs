@@ -13,6 +13,8 @@
 //!   chosen at run time ([`Isa`]): the per-instruction-set tables over the format modules.
 //! - [`matmul`]: weight matrices as views over the mapped file and the matrix products,
 //!   split across output rows on a [`ThreadPool`].
+//! - [`quantize`]: f32 values into a weight format, as GGML's reference quantizers do
+//!   (for writing models; never on a stage's path).
 //! - [`pool`]: the persistent thread pool (no spawn and no allocation per product).
 //! - [`transformer`]: RMSNorm, rotary embedding, attention over a KV cache, SwiGLU and the head:
 //!   the blocks of one stage, for any number of sequences at once.
@@ -41,6 +43,7 @@ pub mod transformer;
 pub mod matmul;
 pub mod pool;
 pub mod quant;
+pub mod quantize;
 mod simd;
 
 pub use isa::Isa;

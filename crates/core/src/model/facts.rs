@@ -1,9 +1,16 @@
 //! [`ModelFacts`]: what a GGUF header says about a model, and why a file's facts could not
-//! be read ([`ModelError`]). The main crate reads them from a parsed header.
+//! be read ([`ModelError`]). [`facts_from_header`] reads them from a decoded header
+//! (`facts/read.rs`).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
+
+use super::gguf::{GgufError, GgufHeader, MetaValue};
+
+mod read;
+
+pub use read::facts_from_header;
 
 /// Rotary embedding settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -247,3 +254,79 @@ pub const MAX_HIDDEN_SIZE: u32 = 1 << 20;
 
 /// Largest RMSNorm epsilon a model may declare (real models use 1e-6 to 1e-5).
 pub const MAX_RMS_NORM_EPS: f32 = 0.1;
+
+impl From<GgufError> for ModelError {
+    fn from(e: GgufError) -> Self {
+        match e {
+            GgufError::NotGguf { found } => ModelError::NotGguf { found },
+            GgufError::Truncated { detail } => ModelError::Truncated { detail },
+            GgufError::Malformed { detail } => ModelError::Malformed { detail },
+            GgufError::UnsupportedTensorType { detail } => {
+                ModelError::UnsupportedTensorType { detail }
+            }
+        }
+    }
+}
+
+/// Typed access to a header's metadata, each wrong type a [`ModelError::WrongKeyType`].
+pub(crate) struct Meta<'a> {
+    pub(crate) header: &'a GgufHeader,
+}
+
+impl Meta<'_> {
+    pub(crate) fn get(&self, key: &str) -> Option<&MetaValue> {
+        self.header.metadata.get(key)
+    }
+
+    fn uint(&self, key: &str) -> Result<Option<u64>, ModelError> {
+        let wrong =
+            || ModelError::WrongKeyType { key: key.to_string(), expected: "an unsigned integer" };
+        let Some(v) = self.get(key) else { return Ok(None) };
+        let n = v.as_integer().ok_or_else(wrong)?;
+        u64::try_from(n).map(Some).map_err(|_| wrong())
+    }
+
+    pub(crate) fn u32_opt(&self, key: &str) -> Result<Option<u32>, ModelError> {
+        match self.uint(key)? {
+            None => Ok(None),
+            Some(n) => u32::try_from(n).map(Some).map_err(|_| ModelError::WrongKeyType {
+                key: key.to_string(),
+                expected: "a 32-bit unsigned integer",
+            }),
+        }
+    }
+
+    fn u32_req(&self, key: &str) -> Result<u32, ModelError> {
+        self.u32_opt(key)?.ok_or_else(|| ModelError::MissingKey { key: key.to_string() })
+    }
+
+    pub(crate) fn f32_opt(&self, key: &str) -> Result<Option<f32>, ModelError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(MetaValue::F32(x)) => Ok(Some(*x)),
+            Some(MetaValue::F64(x)) => Ok(Some(*x as f32)),
+            Some(_) => Err(ModelError::WrongKeyType { key: key.to_string(), expected: "a float" }),
+        }
+    }
+
+    pub(crate) fn string_opt(&self, key: &str) -> Result<Option<String>, ModelError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(MetaValue::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(ModelError::WrongKeyType { key: key.to_string(), expected: "a string" }),
+        }
+    }
+
+    fn array_len(&self, key: &str) -> Result<Option<usize>, ModelError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(MetaValue::Array(a)) => Ok(Some(a.len())),
+            Some(_) => Err(ModelError::WrongKeyType { key: key.to_string(), expected: "an array" }),
+        }
+    }
+}
+
+/// The error of a header whose facts contradict each other.
+pub(crate) fn inconsistent<T>(detail: String) -> Result<T, ModelError> {
+    Err(ModelError::Inconsistent { detail })
+}
