@@ -74,8 +74,8 @@ pub fn engine_figures(
     threads: u32,
     config: &EngineBenchConfig,
 ) -> Result<EngineFigure, BenchError> {
-    use crate::model::stage::{ComputeDevice, ModelStage, StageInput, StageOutput, StageSpec};
     use crate::model::sampling::argmax;
+    use crate::model::stage::{ComputeDevice, ModelStage, StageInput, StageOutput, StageSpec};
 
     let file = crate::model::gguf::GgufFile::open(path).map_err(err)?;
     let facts = file.facts().map_err(err)?;

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use swactor_engine::kernels::Acts;
-use swactor_engine::transformer::{Input, Output, Stage};
 use swactor_engine::matmul::{Gate, glu_t, matmul_t};
+use swactor_engine::transformer::{Input, Output, Stage};
 use swactor_engine::{Matrix, ThreadPool};
 
 use super::{BenchError, err};

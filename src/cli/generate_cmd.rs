@@ -13,14 +13,14 @@ use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
 use super::run_report::SpecSummary;
+use crate::model::facts::ModelError;
 use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
 };
-use crate::model::stage::{ComputeDevice, StageError};
-use crate::model::sampling::Sampler;
-use crate::model::tokenizer::{Detokenizer, tokenizer_from_gguf};
-use crate::model::facts::ModelError;
 use crate::model::gguf::GgufFile;
+use crate::model::sampling::Sampler;
+use crate::model::stage::{ComputeDevice, StageError};
+use crate::model::tokenizer::{Detokenizer, tokenizer_from_gguf};
 
 #[derive(Serialize)]
 struct TokenLine<'a> {

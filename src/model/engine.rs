@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use swactor_core::model::arch::{GateActivation, RopeStyle};
-use swactor_engine::transformer::{Arch, Config, Extras, Layer, Stage, Weights};
 use swactor_engine::matmul::Gate;
+use swactor_engine::transformer::{Arch, Config, Extras, Layer, Stage, Weights};
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
 use super::facts::{ModelError, ModelFacts};
@@ -142,13 +142,8 @@ pub fn load(
     spec: &StageSpec,
     pool: Arc<ThreadPool>,
 ) -> Result<(Stage, u64), StageError> {
-    let mut b = Binder {
-        gguf,
-        file: gguf.mapping().clone(),
-        isa: isa(),
-        bytes: 0,
-        bound: Vec::new(),
-    };
+    let mut b =
+        Binder { gguf, file: gguf.mapping().clone(), isa: isa(), bytes: 0, bound: Vec::new() };
     let embedding = if spec.embedding { Some(b.matrix("token_embd.weight")?) } else { None };
     let rope_factors = match facts.arch.rope_freq_factors && !spec.layers.is_empty() {
         true => Some(b.vector("rope_freqs.weight", facts.head_dim as usize / 2)?),
@@ -332,6 +327,23 @@ mod tests {
                     "{dtype:?} value {i}: {g} vs candle's {w}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn every_format_quantizes_to_candles_bytes() {
+        // The synthesizer and `model quantize` write with the engine's quantizers; candle's
+        // wrote the same models before: the bytes must be the same.
+        let cols = 512;
+        let values: Vec<f32> =
+            (0..4 * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 3.0).collect();
+        let t = Tensor::from_vec(values.clone(), (4, cols), &Device::Cpu).expect("tensor");
+        for dtype in GgmlType::ALL.into_iter().filter(|&t| weight_format(t).is_some()) {
+            let q = QTensor::quantize(&t, super::super::candle_stage::candle_dtype(dtype))
+                .expect("quantize");
+            let fmt = weight_format(dtype).expect("a weight format");
+            let ours = swactor_engine::quantize::quantize(fmt, &values).expect("whole blocks");
+            assert!(q.data().expect("data").as_ref() == ours.as_slice(), "{dtype:?}");
         }
     }
 }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use swactor_engine::ThreadPool;
 
+use super::sampling::Sampler;
 use super::stage::ComputeDevice;
 use super::stage::{
     ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
-use super::sampling::Sampler;
 use crate::wire::{ActivationDType, LayerRange};
 
 /// Stages of one model in one process.

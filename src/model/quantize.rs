@@ -118,7 +118,8 @@ pub fn quantize_file(
     let mut changed = 0;
     for (name, info) in names {
         // The header checked every extent inside the file.
-        let (start, len) = header.extent(name, info).map_err(|e| SynthError::InvalidShape(e.to_string()))?;
+        let (start, len) =
+            header.extent(name, info).map_err(|e| SynthError::InvalidShape(e.to_string()))?;
         let data = &bytes[start as usize..start as usize + len as usize];
         let dims = &info.shape;
         let target = recipe.target(name, dims.last().copied().unwrap_or(0), blocks);

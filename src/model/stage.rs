@@ -388,6 +388,8 @@ impl ModelStage {
         input: StageInput<'_>,
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
+        // A single pattern in a build without candle.
+        #[allow(clippy::infallible_destructuring_match)]
         let s = match &mut self.backend {
             Backend::Engine(s) => s,
             #[cfg(feature = "candle")]

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::protocol::RoleConfig;
 use crate::model::gguf::GgufFile;
+use crate::model::sampling::Sampler;
 use crate::model::stage::ComputeDevice;
 use crate::model::stage::{
     ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
-use crate::model::sampling::Sampler;
 use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags, MAX_CAPACITY, NO_TOKEN};
 use crate::wire::reason::{FaultReason, StepFailure};
 use crate::wire::{ActivationDType, Sequence};

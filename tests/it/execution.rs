@@ -4,11 +4,11 @@
 use std::path::Path;
 
 use crate::support::{GgufBuilder, scratch};
+use swactor::model::GgufFile;
 use swactor::model::draft::{DraftModel, DraftTarget};
 use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
-use swactor::model::GgufFile;
-use swactor::model::stage::{ComputeDevice, ModelStage, StageError, StageSpec};
 use swactor::model::sampling::{Sampler, argmax};
+use swactor::model::stage::{ComputeDevice, ModelStage, StageError, StageSpec};
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::model::tokenizer::tokenizer_from_gguf;
 use swactor::speculate::Draft;

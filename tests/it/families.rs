@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::scratch;
-use swactor::model::generate::{LocalPipeline, even_split, generate};
 use swactor::model::GgufFile;
-use swactor::model::stage::ComputeDevice;
+use swactor::model::generate::{LocalPipeline, even_split, generate};
 use swactor::model::sampling::Sampler;
+use swactor::model::stage::ComputeDevice;
 use swactor::model::synth::{SynthArch, SynthSpec, write_model};
 use swactor::model::tokenizer::tokenizer_from_gguf;
 use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
@@ -51,9 +51,16 @@ fn tokens(
     n: u32,
     kv: KvCacheDType,
 ) -> Vec<u32> {
-    let mut p =
-        LocalPipeline::load(&GgufFile::open(path).expect("model"), ranges, 256, kv, ActivationDType::F32, ComputeDevice::Cpu, 1)
-            .expect("load");
+    let mut p = LocalPipeline::load(
+        &GgufFile::open(path).expect("model"),
+        ranges,
+        256,
+        kv,
+        ActivationDType::F32,
+        ComputeDevice::Cpu,
+        1,
+    )
+    .expect("load");
     let mut out = Vec::new();
     generate(&mut p, prompt, n, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| out.push(t))
         .expect("generate");
@@ -119,7 +126,9 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
             device: ComputeDevice::Cpu,
             threads: 1,
         };
-        let mut stage = swactor::model::stage::ModelStage::load(&GgufFile::open(&path).expect("model"), spec).expect("load");
+        let mut stage =
+            swactor::model::stage::ModelStage::load(&GgufFile::open(&path).expect("model"), spec)
+                .expect("load");
         let prompt: Vec<u32> =
             std::iter::once(first).chain((1..40).map(|i| (i * 13 + 7) % 290)).collect();
         match stage.forward(swactor::model::stage::StageInput::Tokens(&prompt)).expect("fwd") {

@@ -162,7 +162,8 @@ fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_comp
             device: ComputeDevice::Cpu,
             threads: 1,
         };
-        let mut stage = ModelStage::load(&GgufFile::open(&model).expect("model"), spec).expect("load");
+        let mut stage =
+            ModelStage::load(&GgufFile::open(&model).expect("model"), spec).expect("load");
         // The largest micro-batch: a whole prompt of `max_seq_len` rows in one pass.
         let prompt: Vec<u32> = (0..max_seq_len).map(|i| 1 + i % 200).collect();
         stage.forward(StageInput::Tokens(&prompt)).expect("forward");

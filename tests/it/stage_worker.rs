@@ -9,8 +9,8 @@ use swactor::arena::memfd::ArenaRegion;
 use swactor::arena::{Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId};
 use swactor::events::Direction;
 use swactor::model::generate::{LocalPipeline, generate};
-use swactor::model::stage::ComputeDevice;
 use swactor::model::sampling::Sampler;
+use swactor::model::stage::ComputeDevice;
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
 use swactor::wire::batch::{

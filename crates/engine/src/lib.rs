@@ -39,12 +39,12 @@ mod format;
 mod formats;
 pub mod isa;
 pub mod kernels;
-pub mod transformer;
 pub mod matmul;
 pub mod pool;
 pub mod quant;
 pub mod quantize;
 mod simd;
+pub mod transformer;
 
 pub use isa::Isa;
 pub use matmul::{Bytes, Matrix};

@@ -44,7 +44,8 @@ impl RunInputs {
     pub fn read(model: &Path, run: &PromptArgs) -> Result<RunInputs, CliError> {
         let file = crate::model::gguf::GgufFile::open(model).map_err(|e| model_error(model, e))?;
         let facts = file.facts().map_err(|e| model_error(model, e))?;
-        let tokenizer = Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
+        let tokenizer =
+            Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
         let template = crate::model::tokenizer::chat_template(file.header());
         if let Some(path) = &run.requests {
             let mut args = run.runtime.clone();

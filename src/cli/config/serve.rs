@@ -49,7 +49,8 @@ impl ServedModel {
     pub fn read(model: &Path, args: &RuntimeArgs) -> Result<ServedModel, CliError> {
         let file = crate::model::gguf::GgufFile::open(model).map_err(|e| model_error(model, e))?;
         let facts = file.facts().map_err(|e| model_error(model, e))?;
-        let tokenizer = Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
+        let tokenizer =
+            Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
         let template = crate::model::tokenizer::chat_template(file.header());
         let mut args = args.clone();
         args.max_sequences = args.max_sequences.or(Some(DEFAULT_SERVE_SEQUENCES));

@@ -190,7 +190,8 @@ impl ArchFacts {
             // llama.cpp's constants for Gemma 3: five sliding layers to one global, the
             // sliding ones on rope base 10 000.
             a.sliding_window = meta.u32_opt(&arch("attention.sliding_window"))?.filter(|&w| w > 0);
-            a.sliding_pattern = meta.u32_opt(&arch("attention.sliding_window_pattern"))?.unwrap_or(6);
+            a.sliding_pattern =
+                meta.u32_opt(&arch("attention.sliding_window_pattern"))?.unwrap_or(6);
             a.local_rope_base = meta.f32_opt(&arch("rope.freq_base_swa"))?.unwrap_or(10_000.0);
             if !(a.local_rope_base.is_finite() && a.local_rope_base > 0.0) {
                 return inconsistent(format!("local rope base {} must be > 0", a.local_rope_base));

@@ -118,10 +118,9 @@ pub(super) fn q3_k(xs: &[f32], out: &mut Vec<u8>) {
         let mut qs = [0u8; QK_K / 4];
         for j in (0..QK_K).step_by(128) {
             for i in 0..32 {
-                qs[j / 4 + i] = (l[j + i]
-                    | (l[j + i + 32] << 2)
-                    | (l[j + i + 64] << 4)
-                    | (l[j + i + 96] << 6)) as u8;
+                qs[j / 4 + i] =
+                    (l[j + i] | (l[j + i + 32] << 2) | (l[j + i + 64] << 4) | (l[j + i + 96] << 6))
+                        as u8;
             }
         }
         out.extend_from_slice(&hmask);

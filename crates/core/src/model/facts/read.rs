@@ -348,7 +348,9 @@ fn read_eot(meta: &Meta<'_>, vocab_size: u32, eos: Option<u32>) -> Result<Option
     const MARKERS: [&str; 5] =
         ["<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"];
     let Some(MetaValue::Array(tokens)) = meta.get("tokenizer.ggml.tokens") else { return Ok(None) };
-    let Some(MetaValue::Array(types)) = meta.get("tokenizer.ggml.token_type") else { return Ok(None) };
+    let Some(MetaValue::Array(types)) = meta.get("tokenizer.ggml.token_type") else {
+        return Ok(None);
+    };
     // One pass over the vocabulary: the control token of the earliest marker wins.
     let mut best: Option<(usize, u32)> = None;
     for (i, (t, ty)) in tokens.iter().zip(types).enumerate() {

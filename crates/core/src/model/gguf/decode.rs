@@ -283,7 +283,13 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn value(&mut self, v1: bool, ty: u32, key: &str, depth: usize) -> Result<MetaValue, GgufError> {
+    fn value(
+        &mut self,
+        v1: bool,
+        ty: u32,
+        key: &str,
+        depth: usize,
+    ) -> Result<MetaValue, GgufError> {
         let what = format!("the value of metadata `{key}`");
         if depth == 0 {
             self.count_values(1, key)?;

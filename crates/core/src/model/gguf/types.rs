@@ -220,7 +220,9 @@ impl GgmlType {
     /// Bytes of `elems` elements of this type (whole blocks), `None` if they are not
     /// whole blocks.
     pub fn bytes_of(self, elems: usize) -> Option<usize> {
-        elems.is_multiple_of(self.block_size()).then(|| elems / self.block_size() * self.type_size())
+        elems
+            .is_multiple_of(self.block_size())
+            .then(|| elems / self.block_size() * self.type_size())
     }
 }
 

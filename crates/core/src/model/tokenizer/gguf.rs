@@ -55,18 +55,18 @@ pub fn tokenizer_from_gguf(header: &GgufHeader) -> Result<Tokenizer, ModelError>
     let tokens = meta_strings(header, "tokenizer.ggml.tokens")?
         .ok_or_else(|| ModelError::MissingKey { key: "tokenizer.ggml.tokens".into() })?;
     let types = match header.get("tokenizer.ggml.token_type") {
-        Some(MetaValue::Array(a)) => {
-            a.iter()
-                .map(|v| match v {
-                    MetaValue::I32(t) => *t,
-                    _ => token_type::NORMAL,
-                })
-                .collect()
-        }
+        Some(MetaValue::Array(a)) => a
+            .iter()
+            .map(|v| match v {
+                MetaValue::I32(t) => *t,
+                _ => token_type::NORMAL,
+            })
+            .collect(),
         _ => vec![token_type::NORMAL; tokens.len()],
     };
     let scores = match header.get("tokenizer.ggml.scores") {
-        Some(MetaValue::Array(a)) => a.iter()
+        Some(MetaValue::Array(a)) => a
+            .iter()
             .map(|v| match v {
                 MetaValue::F32(s) => *s,
                 _ => 0.0,
@@ -120,6 +120,5 @@ pub fn tokenizer_from_gguf(header: &GgufHeader) -> Result<Tokenizer, ModelError>
 pub fn chat_template(header: &GgufHeader) -> Option<String> {
     let own = header.get("tokenizer.chat_template").and_then(MetaValue::as_str);
     let arch = header.get("general.architecture").and_then(MetaValue::as_str);
-    own.map(str::to_string)
-        .or_else(|| (arch == Some("gemma3")).then(|| GEMMA_TEMPLATE.to_string()))
+    own.map(str::to_string).or_else(|| (arch == Some("gemma3")).then(|| GEMMA_TEMPLATE.to_string()))
 }
