@@ -86,11 +86,6 @@ impl GgufFile {
         Ok(GgufFile { path: path.to_path_buf(), map: Arc::new(map), header: Arc::new(header) })
     }
 
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The decoded header.
     pub fn header(&self) -> &GgufHeader {
         &self.header

@@ -216,14 +216,6 @@ impl GgmlType {
             GgmlType::BF16 => "bf16",
         }
     }
-
-    /// Bytes of `elems` elements of this type (whole blocks), `None` if they are not
-    /// whole blocks.
-    pub fn bytes_of(self, elems: usize) -> Option<usize> {
-        elems
-            .is_multiple_of(self.block_size())
-            .then(|| elems / self.block_size() * self.type_size())
-    }
 }
 
 /// One tensor of a header: its type, shape and where its data starts.
