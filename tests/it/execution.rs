@@ -133,8 +133,12 @@ fn sampling_is_deterministic_for_a_seed_and_greedy_picks_the_maximum() {
     assert_ne!(draw(policy), draw(other), "another seed draws another stream");
 }
 
+/// Why a stage of `path` fails to load (opening the file is part of a stage's load, as the
+/// worker's role does it).
 fn weights_reason(path: &Path, spec: StageSpec) -> WeightsFailure {
-    match ModelStage::load(&GgufFile::open(path).expect("model"), spec) {
+    let loaded =
+        GgufFile::open(path).map_err(StageError::from).and_then(|f| ModelStage::load(&f, spec));
+    match loaded {
         Err(StageError::Weights { reason, .. }) => reason,
         Err(e) => panic!("expected a weights failure, got {e}"),
         Ok(_) => panic!("expected a weights failure, the stage loaded"),
