@@ -8,7 +8,6 @@
 //! `cargo test` runs a short pass; `swactor util fuzz` runs any number of iterations.
 #![allow(clippy::disallowed_methods)] // measures its own time per input
 
-use std::io::Cursor;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -167,8 +166,9 @@ fn decode(target: Target, input: &[u8]) -> bool {
             // The input is the header; the tensor data that follows it is never read, only
             // its length counts (extents are checked against the file's length).
             let len = input.len() as u64 + gguf_sample().1;
-            crate::model::gguf::decode_header(Cursor::new(input), len)
-                .and_then(|c| crate::model::facts::facts_from_content(&c, len))
+            crate::model::gguf::decode_header(input, len)
+                .map_err(crate::model::ModelError::from)
+                .and_then(|h| crate::model::facts::facts_from_header(&h))
                 .is_ok()
         }
         Target::Pool => {
@@ -370,7 +370,7 @@ fn gguf_sample() -> &'static (Vec<u8>, u64) {
     SAMPLE.get_or_init(|| {
         let file = gguf_file();
         let len = file.len() as u64;
-        let offset = crate::model::gguf::decode_header(Cursor::new(&file), len)
+        let offset = crate::model::gguf::decode_header(&file, len)
             .map_or(file.len(), |c| usize::try_from(c.tensor_data_offset).unwrap_or(file.len()));
         let offset = offset.min(file.len());
         (file[..offset].to_vec(), len - offset as u64)
@@ -420,8 +420,8 @@ fn sample_plan() -> Option<RunPlan> {
     use crate::wire::{ActivationDType, RunId, RuntimeConfig, SamplingPolicy, WeightSource};
     let gguf = gguf_file();
     let len = gguf.len() as u64;
-    let content = crate::model::gguf::decode_header(Cursor::new(&gguf), len).ok()?;
-    let facts = crate::model::facts::facts_from_content(&content, len).ok()?;
+    let header = crate::model::gguf::decode_header(&gguf, len).ok()?;
+    let facts = crate::model::facts::facts_from_header(&header).ok()?;
     let pool = Pool::from_toml(&pool_text()).ok()?;
     plan(&PlanRequest {
         run_id: RunId(1),

@@ -32,7 +32,8 @@ pub struct EngineFigure {
     /// Time to load the whole model as one stage on the engine (mapped weights), ms.
     pub load_ms: f64,
     /// Time to load it on candle (tensors read and copied, the previous path), ms; `None`
-    /// for a family candle's path does not run.
+    /// for a family candle's path does not run, and in a build without the `candle`
+    /// feature.
     pub candle_load_ms: Option<f64>,
 }
 
@@ -73,12 +74,12 @@ pub fn engine_figures(
     threads: u32,
     config: &EngineBenchConfig,
 ) -> Result<EngineFigure, BenchError> {
-    use crate::model::llama::{ComputeDevice, LlamaStage, StageInput, StageOutput, StageSpec};
     use crate::model::sampling::argmax;
+    use crate::model::stage::{ComputeDevice, ModelStage, StageInput, StageOutput, StageSpec};
 
-    let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
-    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    let file = crate::model::gguf::GgufFile::open(path).map_err(err)?;
+    let facts = file.facts().map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header()).map_err(err)?;
     let lengths =
         if config.prompt_tokens.is_empty() { vec![128] } else { config.prompt_tokens.clone() };
     let (lily, _) = bench_prompts(&tokenizer, 0);
@@ -94,23 +95,27 @@ pub fn engine_figures(
         threads,
     };
     let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| best_of(config.repeat, f);
+    // A timed load maps the file and decodes its header, as a stage's first load does.
+    let open = |path: &std::path::Path| crate::model::gguf::GgufFile::open(path).map_err(err);
     let load_ms = best(&mut || {
         let t = Instant::now();
-        drop(LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?);
+        drop(ModelStage::load(&open(path)?, spec(ComputeDevice::Cpu)).map_err(err)?);
         Ok(t.elapsed().as_secs_f64() * 1e3)
     })?;
-    let candle_load_ms = match LlamaStage::load(path, spec(ComputeDevice::Candle)) {
-        Err(crate::model::llama::StageError::Weights {
+    let candle_load_ms = match ModelStage::load(&file, spec(ComputeDevice::Candle)) {
+        // A build without candle has no candle load to time.
+        _ if !cfg!(feature = "candle") => None,
+        Err(crate::model::stage::StageError::Weights {
             reason: crate::wire::reason::WeightsFailure::UnsupportedTensorType,
             ..
         }) => None,
         _ => Some(best(&mut || {
             let t = Instant::now();
-            drop(LlamaStage::load(path, spec(ComputeDevice::Candle)).map_err(err)?);
+            drop(ModelStage::load(&open(path)?, spec(ComputeDevice::Candle)).map_err(err)?);
             Ok(t.elapsed().as_secs_f64() * 1e3)
         })?),
     };
-    let mut stage = LlamaStage::load(path, spec(ComputeDevice::Cpu)).map_err(err)?;
+    let mut stage = ModelStage::load(&file, spec(ComputeDevice::Cpu)).map_err(err)?;
     let logits = |out: StageOutput| match out {
         StageOutput::Logits(l) => Ok(l),
         StageOutput::Hidden(_) => Err(err("the whole model produced hidden states")),
@@ -157,13 +162,13 @@ pub fn engine_figures(
 /// Aggregate decode tokens/s of `engine` at each of `config.batches` sequences (the Lily
 /// prompt each), one row each per step, the best of `config.repeat` runs.
 fn batch_rates(
-    engine: &mut swactor_engine::llama::Stage,
+    engine: &mut swactor_engine::transformer::Stage,
     lily: &[u32],
     config: &EngineBenchConfig,
 ) -> Result<Vec<(usize, f64)>, BenchError> {
     use crate::model::sampling::argmax;
     use std::sync::atomic::AtomicBool;
-    use swactor_engine::llama::{Input, Output};
+    use swactor_engine::transformer::{Input, Output};
     let best = |f: &mut dyn FnMut() -> Result<f64, BenchError>| best_of(config.repeat, f);
     let most = config.batches.iter().copied().max().unwrap_or(1);
     engine.set_slots(most);
@@ -210,10 +215,10 @@ pub fn batch_rate(
     sequences: usize,
     tokens: u32,
 ) -> Result<f64, BenchError> {
-    use crate::model::llama::{ComputeDevice, LlamaStage, StageSpec};
-    let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
-    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    use crate::model::stage::{ComputeDevice, ModelStage, StageSpec};
+    let file = crate::model::gguf::GgufFile::open(path).map_err(err)?;
+    let facts = file.facts().map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header()).map_err(err)?;
     let (lily, _) = bench_prompts(&tokenizer, 0);
     let spec = StageSpec {
         layers: crate::wire::LayerRange::new(0, facts.block_count),
@@ -224,7 +229,7 @@ pub fn batch_rate(
         device: ComputeDevice::Cpu,
         threads,
     };
-    let mut stage = LlamaStage::load(path, spec).map_err(err)?;
+    let mut stage = ModelStage::load(&file, spec).map_err(err)?;
     let engine = stage.engine_mut().ok_or_else(|| err("not an engine stage"))?;
     let config = EngineBenchConfig {
         tokens,
@@ -245,6 +250,6 @@ fn best_of(repeat: u32, f: &mut dyn FnMut() -> Result<f64, BenchError>) -> Resul
     Ok(b)
 }
 
-fn err_fwd(e: swactor_engine::llama::ForwardError) -> BenchError {
+fn err_fwd(e: swactor_engine::transformer::ForwardError) -> BenchError {
     BenchError(format!("{e:?}"))
 }

@@ -135,9 +135,9 @@ async fn run_on(
     stages: u32,
     sequences: u32,
 ) -> Result<ResumeFigure, BenchError> {
-    let (content, len) = crate::model::gguf::read_content(model).map_err(err)?;
-    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    let file = crate::model::gguf::GgufFile::open(model).map_err(err)?;
+    let facts = file.facts().map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header()).map_err(err)?;
     let runtime = crate::wire::RuntimeConfig {
         max_seq_len: 512,
         kv_cache: Default::default(),

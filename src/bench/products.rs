@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use swactor_engine::kernels::Acts;
-use swactor_engine::llama::{Input, Output, Stage};
 use swactor_engine::matmul::{Gate, glu_t, matmul_t};
+use swactor_engine::transformer::{Input, Output, Stage};
 use swactor_engine::{Matrix, ThreadPool};
 
 use super::{BenchError, err};
@@ -76,10 +76,10 @@ pub fn products_figures(
     rows: &[usize],
     repeat: u32,
 ) -> Result<Vec<ProductsFigure>, BenchError> {
-    use crate::model::llama::{ComputeDevice, LlamaStage, StageSpec};
-    let (content, len) = crate::model::gguf::read_content(path).map_err(err)?;
-    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    use crate::model::stage::{ComputeDevice, ModelStage, StageSpec};
+    let file = crate::model::gguf::GgufFile::open(path).map_err(err)?;
+    let facts = file.facts().map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header()).map_err(err)?;
     let longest = rows.iter().copied().max().unwrap_or(1);
     let spec = StageSpec {
         layers: crate::wire::LayerRange::new(0, facts.block_count),
@@ -90,7 +90,7 @@ pub fn products_figures(
         device: ComputeDevice::Cpu,
         threads,
     };
-    let mut stage = LlamaStage::load(path, spec).map_err(err)?;
+    let mut stage = ModelStage::load(&file, spec).map_err(err)?;
     let engine = stage.engine_mut().ok_or_else(|| err("not an engine stage"))?;
     let pool = ThreadPool::new(threads as usize);
     let bandwidth_gbps = read_bandwidth(threads as usize);

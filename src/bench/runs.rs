@@ -317,9 +317,9 @@ pub async fn failover_run(
     let model = pool.dir().join("synth.gguf");
     crate::model::synth::write_model(&model, &crate::model::synth::SynthSpec::default())
         .map_err(err)?;
-    let (content, len) = crate::model::gguf::read_content(&model).map_err(err)?;
-    let facts = crate::model::facts::facts_from_content(&content, len).map_err(err)?;
-    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content).map_err(err)?;
+    let file = crate::model::gguf::GgufFile::open(&model).map_err(err)?;
+    let facts = file.facts().map_err(err)?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header()).map_err(err)?;
     let runtime = crate::wire::RuntimeConfig {
         max_seq_len: 2048,
         kv_cache: Default::default(),

@@ -13,14 +13,14 @@ use super::exit::model_error;
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
 use super::run_report::SpecSummary;
+use crate::model::facts::ModelError;
 use crate::model::generate::{
     LocalPipeline, SpecCounts, StopReason, even_split, generate_speculative, generate_until as run,
 };
-use crate::model::gguf::read_content;
-use crate::model::llama::{ComputeDevice, StageError};
+use crate::model::gguf::GgufFile;
 use crate::model::sampling::Sampler;
+use crate::model::stage::{ComputeDevice, StageError};
 use crate::model::tokenizer::{Detokenizer, tokenizer_from_gguf};
-use crate::model::{facts::ModelError, facts::facts_from_content};
 
 #[derive(Serialize)]
 struct TokenLine<'a> {
@@ -84,6 +84,7 @@ pub(crate) fn compute_threads(threads: Option<u32>) -> Result<u32, CliError> {
 /// The stages of `generate`'s pipeline, split evenly, loaded on the chosen device.
 fn load_pipeline(
     args: &GenerateArgs,
+    file: &GgufFile,
     facts: &crate::model::ModelFacts,
     runtime: &crate::wire::RuntimeConfig,
 ) -> Result<LocalPipeline, CliError> {
@@ -104,7 +105,7 @@ fn load_pipeline(
     }
     let threads = compute_threads(args.threads)?;
     LocalPipeline::load(
-        &args.model,
+        file,
         &ranges,
         runtime.max_seq_len,
         runtime.kv_cache,
@@ -133,10 +134,10 @@ fn generate_runtime(
 pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     let signals = super::signals::StopFlag::install();
     let t_load = Instant::now();
-    let (content, len) = read_content(&args.model).map_err(|e| model_error(&args.model, e))?;
-    let facts = facts_from_content(&content, len).map_err(|e| model_error(&args.model, e))?;
+    let file = GgufFile::open(&args.model).map_err(|e| model_error(&args.model, e))?;
+    let facts = file.facts().map_err(|e| model_error(&args.model, e))?;
     let tokenizer =
-        tokenizer_from_gguf(&content).map_err(|e: ModelError| model_error(&args.model, e))?;
+        tokenizer_from_gguf(file.header()).map_err(|e: ModelError| model_error(&args.model, e))?;
     let runtime = generate_runtime(args, &facts)?;
     if args.stages == 0 || args.stages > facts.block_count {
         return Err(CliError::new(
@@ -156,7 +157,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
         }
         ids.clone()
     } else if args.chat {
-        let template = crate::model::tokenizer::chat_template(&content);
+        let template = crate::model::tokenizer::chat_template(file.header());
         tokenizer
             .encode_chat_prompt(template.as_deref(), text)
             .map_err(|e| CliError::new(ExitCode::Usage, e.code(), eyre!("--chat: {e}")))?
@@ -173,7 +174,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
             eyre!("the prompt has {} tokens; max_seq_len is {}", prompt.len(), runtime.max_seq_len),
         ));
     }
-    let mut pipeline = load_pipeline(args, &facts, &runtime)?;
+    let mut pipeline = load_pipeline(args, &file, &facts, &runtime)?;
     let drafter = load_drafter(args, &facts, runtime.max_seq_len)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 

@@ -265,9 +265,9 @@ pub fn quantize(args: &QuantizeArgs, out: &mut Output) -> Result<(), CliError> {
 pub fn tokenize(args: &TokenizeArgs, out: &mut Output) -> Result<(), CliError> {
     // Only the vocabulary is read: a vocabulary-only file (llama.cpp's test vocabularies)
     // tokenizes too.
-    let (content, _) =
-        crate::model::gguf::read_content(&args.model).map_err(|e| model_error(&args.model, e))?;
-    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(&content)
+    let file =
+        crate::model::gguf::GgufFile::open(&args.model).map_err(|e| model_error(&args.model, e))?;
+    let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header())
         .map_err(|e| model_error(&args.model, e))?;
     for text in &args.text {
         let ids = tokenizer.encode(text, args.add_special, args.parse_special);

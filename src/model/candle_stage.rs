@@ -1,19 +1,16 @@
-//! A llama stage on candle's ops: the path for CUDA devices, and on the CPU the reference
-//! the engine is tested against (`--device candle`). It reads only its own tensors,
-//! copying them out of the file.
+//! A llama stage on candle's ops (the `candle` feature): the path for CUDA devices, and on
+//! the CPU the reference the engine is tested against (`--device candle`). It reads only
+//! its own tensors, copying them out of the mapped file.
 
-use std::fs::File;
-use std::io::BufReader;
-use std::path::Path;
-
-use candle_core::quantized::gguf_file::Content;
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::ops::{rms_norm, silu, softmax_last_dim};
 use candle_nn::rotary_emb::rope_i;
 
-use super::facts::ModelFacts;
-use super::llama::{ComputeDevice, StageError, StageInput, StageOutput, StageSpec, weights};
+use super::compute::{ComputeDevice, StageError, StageInput, StageOutput, StageSpec, weights};
+use super::facts::{ModelError, ModelFacts};
+use super::gguf::{GgmlType, GgufFile};
 use crate::wire::reason::WeightsFailure;
 
 struct Block {
@@ -50,20 +47,50 @@ impl std::fmt::Debug for CandleStage {
     }
 }
 
+impl From<candle_core::Error> for StageError {
+    fn from(e: candle_core::Error) -> Self {
+        StageError::Compute(e.to_string())
+    }
+}
+
+/// candle's type of a GGML type.
+pub(crate) fn candle_dtype(t: GgmlType) -> GgmlDType {
+    match t {
+        GgmlType::F32 => GgmlDType::F32,
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::BF16 => GgmlDType::BF16,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q8_1 => GgmlDType::Q8_1,
+        GgmlType::Q2K => GgmlDType::Q2K,
+        GgmlType::Q3K => GgmlDType::Q3K,
+        GgmlType::Q4K => GgmlDType::Q4K,
+        GgmlType::Q5K => GgmlDType::Q5K,
+        GgmlType::Q6K => GgmlDType::Q6K,
+        GgmlType::Q8K => GgmlDType::Q8K,
+    }
+}
+
 struct Loader<'a> {
-    content: &'a Content,
-    reader: BufReader<File>,
+    file: &'a GgufFile,
     device: &'a Device,
     bytes: u64,
 }
 
 impl Loader<'_> {
     fn qtensor(&mut self, name: &str) -> Result<QTensor, StageError> {
-        let info = self.content.tensor_infos.get(name).ok_or_else(|| {
+        let header = self.file.header();
+        let info = header.tensors.get(name).ok_or_else(|| {
             weights(WeightsFailure::MissingTensor, format!("tensor `{name}` is missing"))
         })?;
-        let t = info
-            .read(&mut self.reader, self.content.tensor_data_offset, self.device)
+        // The header checked the extent inside the file.
+        let (start, len) = header.extent(name, info).map_err(ModelError::from)?;
+        let start = start as usize;
+        let data = &(**self.file.mapping()).as_ref()[start..start + len as usize];
+        let t = qtensor_from_ggml(candle_dtype(info.dtype), data, info.shape.clone(), self.device)
             .map_err(|e| weights(WeightsFailure::ParseFailed, format!("tensor `{name}`: {e}")))?;
         self.bytes += t.storage_size_in_bytes() as u64;
         Ok(t)
@@ -83,11 +110,10 @@ impl Loader<'_> {
 }
 
 impl CandleStage {
-    /// Loads a stage whose range and shape [`super::llama::LlamaStage::load`] checked.
+    /// Loads a stage whose range and shape [`super::stage::ModelStage::load`] checked.
     pub(crate) fn load(
-        path: &Path,
+        file: &GgufFile,
         spec: StageSpec,
-        content: &Content,
         facts: ModelFacts,
     ) -> Result<CandleStage, StageError> {
         let device = match spec.device {
@@ -96,9 +122,7 @@ impl CandleStage {
             })?,
             _ => Device::Cpu,
         };
-        let file =
-            File::open(path).map_err(|e| weights(WeightsFailure::ParseFailed, e.to_string()))?;
-        let mut l = Loader { content, reader: BufReader::new(file), device: &device, bytes: 0 };
+        let mut l = Loader { file, device: &device, bytes: 0 };
         let embedding = if spec.embedding { Some(l.dense("token_embd.weight")?) } else { None };
         let mut blocks = Vec::with_capacity(spec.layers.len() as usize);
         for b in spec.layers.blocks() {

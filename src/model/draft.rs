@@ -11,7 +11,8 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use super::generate::LocalPipeline;
-use super::llama::{ComputeDevice, LlamaStage, StageError, StageInput, StageOutput};
+use super::gguf::GgufFile;
+use super::stage::{ComputeDevice, ModelStage, StageError, StageInput, StageOutput};
 use crate::speculate::{Draft, DraftAsk};
 use crate::wire::{ActivationDType, LayerRange};
 
@@ -60,6 +61,25 @@ pub struct DraftModel {
     per_token_s: Option<f64>,
 }
 
+/// A draft model's vocabulary must be the target's: the same size and the same tokens.
+fn check_vocab(facts: &crate::model::ModelFacts, target: &DraftTarget) -> Result<(), StageError> {
+    let target_vocab = target.vocab_size;
+    if facts.vocab_size != target_vocab {
+        return Err(StageError::BadInput(format!(
+            "the draft model has {} tokens, the model {target_vocab}: they must share a \
+                 vocabulary",
+            facts.vocab_size
+        )));
+    }
+    if facts.vocab_digest != target.vocab_digest {
+        return Err(StageError::BadInput(format!(
+            "the draft model's {target_vocab} tokens are not the model's (their vocabulary \
+                 digests differ): they must share a vocabulary"
+        )));
+    }
+    Ok(())
+}
+
 impl DraftModel {
     /// Checks from its header alone that `path` can draft for `target`: a GGUF model
     /// with the same vocabulary (another size, or other tokens, is refused). Returns its
@@ -68,22 +88,10 @@ impl DraftModel {
         path: &Path,
         target: &DraftTarget,
     ) -> Result<crate::model::ModelFacts, StageError> {
-        let facts = crate::model::read_facts(path)
-            .map_err(|e| StageError::BadInput(format!("the draft model: {e}")))?;
-        let target_vocab = target.vocab_size;
-        if facts.vocab_size != target_vocab {
-            return Err(StageError::BadInput(format!(
-                "the draft model has {} tokens, the model {target_vocab}: they must share a \
-                 vocabulary",
-                facts.vocab_size
-            )));
-        }
-        if facts.vocab_digest != target.vocab_digest {
-            return Err(StageError::BadInput(format!(
-                "the draft model's {target_vocab} tokens are not the model's (their vocabulary \
-                 digests differ): they must share a vocabulary"
-            )));
-        }
+        let bad = |e| StageError::BadInput(format!("the draft model: {e}"));
+        let file = GgufFile::open(path).map_err(bad)?;
+        let facts = file.facts().map_err(bad)?;
+        check_vocab(&facts, target)?;
         Ok(facts)
     }
 
@@ -95,10 +103,13 @@ impl DraftModel {
         threads: u32,
         target: &DraftTarget,
     ) -> Result<DraftModel, StageError> {
-        let facts = DraftModel::check(path, target)?;
+        let bad = |e| StageError::BadInput(format!("the draft model: {e}"));
+        let file = GgufFile::open(path).map_err(bad)?;
+        let facts = file.facts().map_err(bad)?;
+        check_vocab(&facts, target)?;
         let target_bytes = target.step_bytes;
         let pipeline = LocalPipeline::load(
-            path,
+            &file,
             &[LayerRange::new(0, facts.block_count)],
             max_seq_len,
             Default::default(),
@@ -129,7 +140,7 @@ impl DraftModel {
         self.failed = Some(e.to_string());
     }
 
-    fn stage(&mut self) -> &mut LlamaStage {
+    fn stage(&mut self) -> &mut ModelStage {
         &mut self.pipeline.stages_mut()[0]
     }
 

@@ -1,75 +1,19 @@
 //! Binding a stage's tensors to the engine: the GGUF file is mapped once (read-only,
-//! shared with every other stage on the host through the page cache) and each weight
-//! matrix is a view of its own bytes in the mapping, used in place. Only the small norm
-//! vectors are copied (decoded to f32).
-#![allow(unsafe_code)] // the one mmap, see `map`
+//! shared with every other stage on the host through the page cache: [`GgufFile`]) and
+//! each weight matrix is a view of its own bytes in the mapping, used in place. Only the
+//! small norm vectors are copied (decoded to f32).
 
-use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
-use candle_core::quantized::GgmlDType;
-use candle_core::quantized::gguf_file::Content;
 use swactor_core::model::arch::{GateActivation, RopeStyle};
-use swactor_engine::llama::{Arch, Config, Extras, Layer, Stage, Weights};
 use swactor_engine::matmul::Gate;
+use swactor_engine::transformer::{Arch, Config, Extras, Layer, Stage, Weights};
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
-use super::facts::ModelFacts;
-use super::llama::{StageError, StageSpec, weights};
+use super::compute::{StageError, StageSpec, weights};
+use super::facts::{ModelError, ModelFacts};
+use super::gguf::{GgmlType, GgufFile, MappedFile};
 use crate::wire::reason::WeightsFailure;
-
-/// A read-only mapping of a model file.
-pub struct MappedFile(memmap2::Mmap);
-
-impl AsRef<[u8]> for MappedFile {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl MappedFile {
-    /// Drops this process's resident pages of `range` (the whole pages inside it): the
-    /// bytes stay in the page cache and are read again on the next access, so nothing
-    /// changes but the process's resident memory. For a matrix whose products read a
-    /// repacked copy, so that the stage does not hold its weights twice.
-    pub fn release(&self, range: std::ops::Range<usize>) {
-        let page = 4096;
-        let (start, end) = (range.start.next_multiple_of(page), range.end / page * page);
-        if start < end && end <= self.0.len() {
-            // SAFETY: a read-only file mapping: dropping its pages makes the next
-            // read fault the same bytes back in from the file; nothing holds a pointer that
-            // relies on them staying resident.
-            let _ = unsafe {
-                self.0.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    start,
-                    end - start,
-                )
-            };
-        }
-    }
-}
-
-/// Maps `path` read-only; its length must still be `len` (the header was checked
-/// against that length).
-pub fn map(path: &Path, len: u64) -> Result<Arc<MappedFile>, StageError> {
-    let file = File::open(path)
-        .map_err(|e| weights(WeightsFailure::ParseFailed, format!("{}: {e}", path.display())))?;
-    // SAFETY: the mapping is read-only and private to this process. Another process that
-    // truncates or rewrites the file while it is mapped would change what we read (or
-    // fault the reads); model files are not modified while a stage runs, the same
-    // assumption llama.cpp's mmap loading makes.
-    let map = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|e| weights(WeightsFailure::AllocationFailed, format!("mmap: {e}")))?;
-    if map.len() as u64 != len {
-        return Err(weights(
-            WeightsFailure::ParseFailed,
-            format!("{} changed size while loading", path.display()),
-        ));
-    }
-    Ok(Arc::new(MappedFile(map)))
-}
 
 /// The kernel family stages use: the widest this CPU runs, or the one
 /// `SWACTOR_ENGINE_ISA` (`scalar`, `avx2`, `avx512`) names, to compare paths on one
@@ -82,22 +26,22 @@ pub fn isa() -> Isa {
 }
 
 /// The engine's format of a GGML type (`None`: not a weight format, e.g. Q8_1 / Q8_K).
-pub fn weight_format(t: GgmlDType) -> Option<WeightFormat> {
+pub fn weight_format(t: GgmlType) -> Option<WeightFormat> {
     Some(match t {
-        GgmlDType::F32 => WeightFormat::F32,
-        GgmlDType::F16 => WeightFormat::F16,
-        GgmlDType::BF16 => WeightFormat::BF16,
-        GgmlDType::Q4_0 => WeightFormat::Q4_0,
-        GgmlDType::Q4_1 => WeightFormat::Q4_1,
-        GgmlDType::Q5_0 => WeightFormat::Q5_0,
-        GgmlDType::Q5_1 => WeightFormat::Q5_1,
-        GgmlDType::Q8_0 => WeightFormat::Q8_0,
-        GgmlDType::Q2K => WeightFormat::Q2K,
-        GgmlDType::Q3K => WeightFormat::Q3K,
-        GgmlDType::Q4K => WeightFormat::Q4K,
-        GgmlDType::Q5K => WeightFormat::Q5K,
-        GgmlDType::Q6K => WeightFormat::Q6K,
-        GgmlDType::Q8_1 | GgmlDType::Q8K => return None,
+        GgmlType::F32 => WeightFormat::F32,
+        GgmlType::F16 => WeightFormat::F16,
+        GgmlType::BF16 => WeightFormat::BF16,
+        GgmlType::Q4_0 => WeightFormat::Q4_0,
+        GgmlType::Q4_1 => WeightFormat::Q4_1,
+        GgmlType::Q5_0 => WeightFormat::Q5_0,
+        GgmlType::Q5_1 => WeightFormat::Q5_1,
+        GgmlType::Q8_0 => WeightFormat::Q8_0,
+        GgmlType::Q2K => WeightFormat::Q2K,
+        GgmlType::Q3K => WeightFormat::Q3K,
+        GgmlType::Q4K => WeightFormat::Q4K,
+        GgmlType::Q5K => WeightFormat::Q5K,
+        GgmlType::Q6K => WeightFormat::Q6K,
+        GgmlType::Q8_1 | GgmlType::Q8K => return None,
     })
 }
 
@@ -131,9 +75,8 @@ pub fn stage_tensors(
 }
 
 struct Binder<'a> {
-    content: &'a Content,
+    gguf: &'a GgufFile,
     file: Arc<MappedFile>,
-    alignment: u64,
     isa: Isa,
     bytes: u64,
     bound: Vec<String>,
@@ -141,21 +84,16 @@ struct Binder<'a> {
 
 impl Binder<'_> {
     fn tensor(&mut self, name: &str) -> Result<(WeightFormat, Vec<usize>, Bytes), StageError> {
-        let info = self.content.tensor_infos.get(name).ok_or_else(|| {
+        let info = self.gguf.header().tensors.get(name).ok_or_else(|| {
             weights(WeightsFailure::MissingTensor, format!("tensor `{name}` is missing"))
         })?;
-        let format = weight_format(info.ggml_dtype).ok_or_else(|| {
+        let format = weight_format(info.dtype).ok_or_else(|| {
             weights(
                 WeightsFailure::UnsupportedTensorType,
-                format!("tensor `{name}` is {:?}, not a weight type", info.ggml_dtype),
+                format!("tensor `{name}` is {:?}, not a weight type", info.dtype),
             )
         })?;
-        let (start, len) = super::gguf::tensor_extent(
-            name,
-            info,
-            self.content.tensor_data_offset,
-            self.alignment,
-        )?;
+        let (start, len) = self.gguf.header().extent(name, info).map_err(ModelError::from)?;
         let start = usize::try_from(start)
             .map_err(|_| weights(WeightsFailure::ParseFailed, "offset overflows"))?;
         let end = start.checked_add(len as usize).ok_or_else(|| {
@@ -167,7 +105,7 @@ impl Binder<'_> {
         })?;
         self.bytes += len;
         self.bound.push(name.to_string());
-        Ok((format, info.shape.dims().to_vec(), bytes))
+        Ok((format, info.shape.clone(), bytes))
     }
 
     fn matrix(&mut self, name: &str) -> Result<Matrix, StageError> {
@@ -196,26 +134,16 @@ impl Binder<'_> {
     }
 }
 
-/// Loads `spec`'s tensors from the file at `path` (whose header is `content`, `len`
-/// bytes) into an engine stage computing on `pool`. Returns the stage and the bytes of
-/// tensors it uses.
+/// Loads `spec`'s tensors from the mapped `gguf` (whose facts are `facts`) into an engine
+/// stage computing on `pool`. Returns the stage and the bytes of tensors it uses.
 pub fn load(
-    path: &Path,
-    content: &Content,
-    len: u64,
+    gguf: &GgufFile,
     facts: &ModelFacts,
     spec: &StageSpec,
     pool: Arc<ThreadPool>,
 ) -> Result<(Stage, u64), StageError> {
-    let file = map(path, len)?;
-    let mut b = Binder {
-        content,
-        file,
-        alignment: super::gguf::alignment(&content.metadata)?,
-        isa: isa(),
-        bytes: 0,
-        bound: Vec::new(),
-    };
+    let mut b =
+        Binder { gguf, file: gguf.mapping().clone(), isa: isa(), bytes: 0, bound: Vec::new() };
     let embedding = if spec.embedding { Some(b.matrix("token_embd.weight")?) } else { None };
     let rope_factors = match facts.arch.rope_freq_factors && !spec.layers.is_empty() {
         true => Some(b.vector("rope_freqs.weight", facts.head_dim as usize / 2)?),
@@ -332,13 +260,13 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
         rope_base: facts.rope.freq_base,
         max_seq_len: spec.max_seq_len as usize,
         kv: match spec.kv_cache {
-            crate::wire::KvCacheDType::F32 => swactor_engine::llama::KvFormat::F32,
-            crate::wire::KvCacheDType::F16 => swactor_engine::llama::KvFormat::F16,
+            crate::wire::KvCacheDType::F32 => swactor_engine::transformer::KvFormat::F32,
+            crate::wire::KvCacheDType::F16 => swactor_engine::transformer::KvFormat::F16,
         },
         arch: Arch {
             rope: match family.rope_style() {
-                RopeStyle::Interleaved => swactor_engine::llama::RopeStyle::Interleaved,
-                RopeStyle::Halves => swactor_engine::llama::RopeStyle::Halves,
+                RopeStyle::Interleaved => swactor_engine::transformer::RopeStyle::Interleaved,
+                RopeStyle::Halves => swactor_engine::transformer::RopeStyle::Halves,
             },
             gate: match family.gate_activation() {
                 GateActivation::Silu => Gate::Silu,
@@ -358,7 +286,7 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "candle"))]
 mod tests {
     use super::*;
     use candle_core::quantized::QTensor;
@@ -372,22 +300,9 @@ mod tests {
         let values: Vec<f32> =
             (0..4 * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 3.0).collect();
         let t = Tensor::from_vec(values, (4, cols), &Device::Cpu).expect("tensor");
-        for dtype in [
-            GgmlDType::F32,
-            GgmlDType::F16,
-            GgmlDType::BF16,
-            GgmlDType::Q4_0,
-            GgmlDType::Q4_1,
-            GgmlDType::Q5_0,
-            GgmlDType::Q5_1,
-            GgmlDType::Q8_0,
-            GgmlDType::Q2K,
-            GgmlDType::Q3K,
-            GgmlDType::Q4K,
-            GgmlDType::Q5K,
-            GgmlDType::Q6K,
-        ] {
-            let q = QTensor::quantize(&t, dtype).expect("quantize");
+        for dtype in GgmlType::ALL.into_iter().filter(|&t| weight_format(t).is_some()) {
+            let q = QTensor::quantize(&t, super::super::candle_stage::candle_dtype(dtype))
+                .expect("quantize");
             let want: Vec<f32> = q
                 .dequantize(&Device::Cpu)
                 .expect("dequantize")
@@ -412,6 +327,23 @@ mod tests {
                     "{dtype:?} value {i}: {g} vs candle's {w}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn every_format_quantizes_to_candles_bytes() {
+        // The synthesizer and `model quantize` write with the engine's quantizers; candle's
+        // wrote the same models before: the bytes must be the same.
+        let cols = 512;
+        let values: Vec<f32> =
+            (0..4 * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 3.0).collect();
+        let t = Tensor::from_vec(values.clone(), (4, cols), &Device::Cpu).expect("tensor");
+        for dtype in GgmlType::ALL.into_iter().filter(|&t| weight_format(t).is_some()) {
+            let q = QTensor::quantize(&t, super::super::candle_stage::candle_dtype(dtype))
+                .expect("quantize");
+            let fmt = weight_format(dtype).expect("a weight format");
+            let ours = swactor_engine::quantize::quantize(fmt, &values).expect("whole blocks");
+            assert!(q.data().expect("data").as_ref() == ours.as_slice(), "{dtype:?}");
         }
     }
 }

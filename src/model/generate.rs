@@ -1,23 +1,23 @@
-//! In-process generation: a chain of [`LlamaStage`]s fed exactly as the rings will feed
+//! In-process generation: a chain of [`ModelStage`]s fed exactly as the rings will feed
 //! them (activations cross each boundary as raw wire bytes), a sampler and a tokenizer.
 //! With one stage it is the one-process reference the pipeline is checked against.
 
-use std::path::Path;
+use super::gguf::GgufFile;
 use std::sync::Arc;
 
 use swactor_engine::ThreadPool;
 
-use super::llama::ComputeDevice;
-use super::llama::{
-    LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
-};
 use super::sampling::Sampler;
+use super::stage::ComputeDevice;
+use super::stage::{
+    ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
+};
 use crate::wire::{ActivationDType, LayerRange};
 
 /// Stages of one model in one process.
 #[derive(Debug)]
 pub struct LocalPipeline {
-    stages: Vec<LlamaStage>,
+    stages: Vec<ModelStage>,
     dtype: ActivationDType,
 }
 
@@ -32,7 +32,7 @@ impl LocalPipeline {
     /// On the CPU the stages share one pool of `threads` compute threads (they run one
     /// at a time).
     pub fn load(
-        path: &Path,
+        file: &GgufFile,
         ranges: &[LayerRange],
         max_seq_len: u32,
         kv_cache: crate::wire::KvCacheDType,
@@ -46,8 +46,8 @@ impl LocalPipeline {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                LlamaStage::load_in(
-                    path,
+                ModelStage::load_in(
+                    file,
                     StageSpec {
                         layers: *r,
                         embedding: i == 0,
@@ -68,18 +68,18 @@ impl LocalPipeline {
     }
 
     /// The stages.
-    pub fn stages(&self) -> &[LlamaStage] {
+    pub fn stages(&self) -> &[ModelStage] {
         &self.stages
     }
 
     /// The stages, mutably (batched decoding drives the engine stages directly).
-    pub fn stages_mut(&mut self) -> &mut [LlamaStage] {
+    pub fn stages_mut(&mut self) -> &mut [ModelStage] {
         &mut self.stages
     }
 
     /// Clears every KV cache.
     pub fn reset(&mut self) {
-        self.stages.iter_mut().for_each(LlamaStage::reset);
+        self.stages.iter_mut().for_each(ModelStage::reset);
     }
 
     /// Runs `tokens` through every stage; returns the logits of the last position.

@@ -1,21 +1,24 @@
-//! The model: GGUF facts the planner needs and the synthesized test model writer.
+//! The model's mechanisms: reading a GGUF file, running a stage, synthesized models.
 //!
-//! [`facts`] turns a parsed GGUF header into [`ModelFacts`] without IO; [`gguf`] reads a
-//! header from a file with typed errors; [`synth`] writes a deterministic tiny llama model;
-//! [`llama`] runs a stage (on the CPU through [`engine`], which binds the mapped file to
-//! the `swactor-engine` crate; on CUDA or as the reference through [`candle_stage`]).
+//! [`gguf`] maps a file once and has the core decode its header; the core reads the
+//! header's [`ModelFacts`] ([`facts`]) and tokenizer ([`tokenizer`]) without IO; [`stage`]
+//! runs a stage of any family (on the CPU through [`engine`], which binds the mapped file
+//! to the `swactor-engine` crate; with the `candle` feature on CUDA or as the reference
+//! through `candle_stage`); [`synth`] writes a deterministic tiny model of any family.
 
 pub use swactor_core::model::{ModelBytes, ModelError, ModelFacts, RopeFacts, sampling};
+pub use swactor_core::model::{facts, tokenizer};
 
+#[cfg(feature = "candle")]
 pub mod candle_stage;
+pub mod compute;
 pub mod draft;
 pub mod engine;
-pub mod facts;
 pub mod generate;
 pub mod gguf;
-pub mod llama;
 pub mod quantize;
+pub mod stage;
 pub mod synth;
-pub mod tokenizer;
+pub mod write;
 
-pub use gguf::read_facts;
+pub use gguf::{GgufFile, read_facts};

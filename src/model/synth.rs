@@ -11,15 +11,15 @@
 //! norms a block, Q / K norms, GeGLU, a 16-token sliding window on five blocks of six).
 //! The same options and seed always give the same bytes.
 
-use candle_core::quantized::gguf_file::{self, Value};
-use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 use swactor_core::model::Family;
+
+use super::gguf::{GgmlType, GgufFile, MetaValue as Value};
+use super::write::{TensorData, write_gguf};
 use thiserror::Error;
 
 pub use super::tokenizer::byte_to_unicode;
@@ -41,12 +41,12 @@ pub enum SynthDType {
 }
 
 impl SynthDType {
-    fn ggml(self) -> GgmlDType {
+    fn ggml(self) -> GgmlType {
         match self {
-            SynthDType::F32 => GgmlDType::F32,
-            SynthDType::F16 => GgmlDType::F16,
-            SynthDType::Q8_0 => GgmlDType::Q8_0,
-            SynthDType::Q4_0 => GgmlDType::Q4_0,
+            SynthDType::F32 => GgmlType::F32,
+            SynthDType::F16 => GgmlType::F16,
+            SynthDType::Q8_0 => GgmlType::Q8_0,
+            SynthDType::Q4_0 => GgmlType::Q4_0,
         }
     }
 }
@@ -197,7 +197,7 @@ pub enum SynthError {
     },
     /// Building or quantizing a tensor failed.
     #[error("cannot build tensors: {0}")]
-    Tensor(#[from] candle_core::Error),
+    Tensor(String),
 }
 
 impl SynthSpec {
@@ -378,25 +378,36 @@ fn name_seed(seed: u64, name: &str) -> u64 {
     h
 }
 
-fn random_matrix(
-    seed: u64,
-    name: &str,
-    rows: u32,
-    cols: u32,
-    scale: f32,
-) -> Result<Tensor, candle_core::Error> {
+/// `rows * cols` seeded values in `[-scale, scale)`, row-major.
+fn random_matrix(seed: u64, name: &str, rows: u32, cols: u32, scale: f32) -> Vec<f32> {
     let mut rng = SplitMix(name_seed(seed, name));
-    let data: Vec<f32> =
-        (0..u64::from(rows) * u64::from(cols)).map(|_| rng.next_unit() * scale).collect();
-    Tensor::from_vec(data, (rows as usize, cols as usize), &Device::Cpu)
+    (0..u64::from(rows) * u64::from(cols)).map(|_| rng.next_unit() * scale).collect()
 }
 
-fn ones(len: u32) -> Result<Tensor, candle_core::Error> {
-    Tensor::ones(len as usize, candle_core::DType::F32, &Device::Cpu)
+/// `values` (of `shape`, outermost first) quantized as `dtype`.
+pub(crate) fn tensor(
+    values: &[f32],
+    shape: Vec<usize>,
+    dtype: GgmlType,
+) -> Result<TensorData, SynthError> {
+    let format = super::engine::weight_format(dtype)
+        .ok_or_else(|| SynthError::Tensor(format!("{} is not a weight type", dtype.name())))?;
+    // Each row is whole blocks, so the rows quantize as one run.
+    let row = shape.last().copied().unwrap_or(1);
+    let data = swactor_engine::quantize::quantize(format, values)
+        .filter(|_| row.is_multiple_of(dtype.block_size()))
+        .ok_or_else(|| {
+            SynthError::Tensor(format!(
+                "rows of {row} values are not whole {} blocks of {}",
+                dtype.name(),
+                dtype.block_size()
+            ))
+        })?;
+    Ok(TensorData { dtype, shape, data })
 }
 
 /// Builds every tensor of the model, in file order, as `(name, tensor)`.
-pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthError> {
+pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, SynthError> {
     spec.validate()?;
     let dt = spec.dtype.ggml();
     let family = spec.arch.family();
@@ -406,8 +417,8 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthEr
     let inv = |n: u32| 1.0 / (n as f32).sqrt();
     let mut out = Vec::new();
     let mut mat = |name: String, rows: u32, cols: u32, scale: f32| -> Result<(), SynthError> {
-        let t = random_matrix(spec.seed, &name, rows, cols, scale)?;
-        out.push((name, QTensor::quantize(&t, dt)?));
+        let t = random_matrix(spec.seed, &name, rows, cols, scale);
+        out.push((name, tensor(&t, vec![rows as usize, cols as usize], dt)?));
         Ok(())
     };
     mat("token_embd.weight".into(), spec.vocab, h, 1.0)?;
@@ -426,41 +437,42 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, QTensor)>, SynthEr
     // Norms, biases and rope factors stay f32, as in llama.cpp's own files. A Llama 2
     // model's norms are ones (the bytes of earlier versions); the other families' norms
     // and biases are random around their neutral value, so a wrong one shows.
-    let vector = |name: &str, len: u32, center: f32, spread: f32| -> Result<Tensor, SynthError> {
-        let t = random_matrix(spec.seed, name, 1, len, spread)?.flatten_all()?;
-        Ok((t + f64::from(center))?)
+    let vector = |name: &str, len: u32, center: f32, spread: f32| -> Vec<f32> {
+        random_matrix(spec.seed, name, 1, len, spread).into_iter().map(|v| v + center).collect()
     };
-    let norm = |name: String, len: u32| -> Result<(String, Tensor), SynthError> {
-        let t =
-            if spec.arch == SynthArch::Llama { ones(len)? } else { vector(&name, len, 1.0, 0.2)? };
-        Ok((name, t))
+    let norm = |name: String, len: u32| -> (String, Vec<f32>) {
+        let t = if spec.arch == SynthArch::Llama {
+            vec![1.0; len as usize]
+        } else {
+            vector(&name, len, 1.0, 0.2)
+        };
+        (name, t)
     };
-    let mut small = vec![norm("output_norm.weight".to_string(), h)?];
+    let mut small = vec![norm("output_norm.weight".to_string(), h)];
     for b in 0..spec.blocks {
-        small.push(norm(format!("blk.{b}.attn_norm.weight"), h)?);
-        small.push(norm(format!("blk.{b}.ffn_norm.weight"), h)?);
+        small.push(norm(format!("blk.{b}.attn_norm.weight"), h));
+        small.push(norm(format!("blk.{b}.ffn_norm.weight"), h));
         if family.qkv_bias() {
             for (t, len) in [("attn_q", q), ("attn_k", kv), ("attn_v", kv)] {
                 let name = format!("blk.{b}.{t}.bias");
-                small.push((name.clone(), vector(&name, len, 0.0, 0.5)?));
+                small.push((name.clone(), vector(&name, len, 0.0, 0.5)));
             }
         }
         if family.qk_norm() {
-            small.push(norm(format!("blk.{b}.attn_q_norm.weight"), hd)?);
-            small.push(norm(format!("blk.{b}.attn_k_norm.weight"), hd)?);
+            small.push(norm(format!("blk.{b}.attn_q_norm.weight"), hd));
+            small.push(norm(format!("blk.{b}.attn_k_norm.weight"), hd));
         }
         if family.post_norms() {
-            small.push(norm(format!("blk.{b}.post_attention_norm.weight"), h)?);
-            small.push(norm(format!("blk.{b}.post_ffw_norm.weight"), h)?);
+            small.push(norm(format!("blk.{b}.post_attention_norm.weight"), h));
+            small.push(norm(format!("blk.{b}.post_ffw_norm.weight"), h));
         }
     }
     if spec.arch == SynthArch::Llama3 {
-        let factors = llama3_rope_factors(spec.arch.rope_base(), hd);
-        let n = factors.len();
-        small.push(("rope_freqs.weight".into(), Tensor::from_vec(factors, n, &Device::Cpu)?));
+        small.push(("rope_freqs.weight".into(), llama3_rope_factors(spec.arch.rope_base(), hd)));
     }
     for (name, t) in small {
-        out.push((name, QTensor::quantize(&t, GgmlDType::F32)?));
+        let len = t.len();
+        out.push((name, tensor(&t, vec![len], GgmlType::F32)?));
     }
     Ok(out)
 }
@@ -556,13 +568,18 @@ pub struct BorrowedVocab {
 /// The tokenizer of the GGUF file at `path` ([`BorrowedVocab`]).
 pub fn borrow_vocab(path: &Path) -> Result<BorrowedVocab, SynthError> {
     let bad = |m: String| SynthError::InvalidShape(format!("{}: {m}", path.display()));
-    let (content, _) = super::gguf::read_content(path).map_err(|e| bad(e.to_string()))?;
-    let tokens = match content.metadata.get("tokenizer.ggml.tokens") {
+    let file = GgufFile::open(path).map_err(|e| bad(e.to_string()))?;
+    let header = file.header();
+    let tokens = match header.get("tokenizer.ggml.tokens") {
         Some(Value::Array(t)) => t.len() as u32,
         _ => return Err(bad("the file has no tokenizer.ggml.tokens".into())),
     };
-    let mut metadata: Vec<(String, Value)> =
-        content.metadata.into_iter().filter(|(k, _)| k.starts_with("tokenizer.")).collect();
+    let mut metadata: Vec<(String, Value)> = header
+        .metadata
+        .iter()
+        .filter(|(k, _)| k.starts_with("tokenizer."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     metadata.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(BorrowedVocab { metadata, tokens })
 }
@@ -594,11 +611,8 @@ pub fn write_model_with(
     let io = |source| SynthError::Io { path: path.display().to_string(), source };
     let mut file = BufWriter::new(File::create(path).map_err(io)?);
     let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    gguf_file::write(&mut file, &md, &ts).map_err(|e| match e {
-        candle_core::Error::Io(source) => io(source),
-        other => SynthError::Tensor(other),
-    })?;
+    let ts: Vec<(&str, &TensorData)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    write_gguf(&mut file, &md, &ts).map_err(io)?;
     file.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-use crate::model::gguf::{alignment, read_content, tensor_extent};
+use crate::model::gguf::GgufFile;
 use crate::stage::weights::WeightsError;
 use crate::wire::reason::WeightsFailure;
 use crate::wire::{LayerRange, RunPlan, WeightRange, WeightSource};
@@ -25,8 +25,7 @@ fn fail(reason: WeightsFailure, detail: impl Into<String>) -> WeightsError {
 
 /// A GGUF file's header, as the ranges need it.
 pub struct ModelLayout {
-    content: candle_core::quantized::gguf_file::Content,
-    len: u64,
+    file: GgufFile,
     facts: crate::model::ModelFacts,
 }
 
@@ -34,19 +33,19 @@ impl ModelLayout {
     /// Reads the header of the GGUF file at `path` (`weights.parse_failed` if it is not one).
     pub fn read(path: &Path) -> Result<ModelLayout, WeightsError> {
         let parse = |e: crate::model::ModelError| fail(WeightsFailure::ParseFailed, e.to_string());
-        let (content, len) = read_content(path).map_err(parse)?;
-        let facts = crate::model::facts::facts_from_content(&content, len).map_err(parse)?;
-        Ok(ModelLayout { content, len, facts })
+        let file = GgufFile::open(path).map_err(parse)?;
+        let facts = file.facts().map_err(parse)?;
+        Ok(ModelLayout { file, facts })
     }
 
     /// The file's length.
     pub fn len(&self) -> u64 {
-        self.len
+        self.file.len()
     }
 
     /// Whether the file is empty (never, for a parsed GGUF).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.file.is_empty()
     }
 
     /// The `(offset, len)` extents a stage of `layers` needs, sorted and merged where they
@@ -57,20 +56,19 @@ impl ModelLayout {
         embedding: bool,
         head: bool,
     ) -> Result<Vec<(u64, u64)>, WeightsError> {
-        let c = &self.content;
-        let align =
-            alignment(&c.metadata).map_err(|e| fail(WeightsFailure::ParseFailed, e.to_string()))?;
+        let c = self.file.header();
         let mut extents = vec![(0, c.tensor_data_offset)];
         let names = crate::model::engine::stage_tensors(&self.facts, layers, embedding, head);
         for name in names {
-            let info = c.tensor_infos.get(&name).ok_or_else(|| {
+            let info = c.tensors.get(&name).ok_or_else(|| {
                 fail(WeightsFailure::MissingTensor, format!("tensor `{name}` is missing"))
             })?;
-            let (start, len) = tensor_extent(&name, info, c.tensor_data_offset, align)
+            let (start, len) = c
+                .extent(&name, info)
                 .map_err(|e| fail(WeightsFailure::ParseFailed, e.to_string()))?;
             let start = u64::try_from(start)
                 .ok()
-                .filter(|s| s.checked_add(len).is_some_and(|end| end <= self.len))
+                .filter(|s| s.checked_add(len).is_some_and(|end| end <= self.file.len()))
                 .ok_or_else(|| {
                     fail(WeightsFailure::ParseFailed, format!("tensor `{name}` lies outside"))
                 })?;

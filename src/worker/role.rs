@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::protocol::RoleConfig;
-use crate::model::llama::ComputeDevice;
-use crate::model::llama::{
-    LlamaStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
-};
+use crate::model::gguf::GgufFile;
 use crate::model::sampling::Sampler;
+use crate::model::stage::ComputeDevice;
+use crate::model::stage::{
+    ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
+};
 use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags, MAX_CAPACITY, NO_TOKEN};
 use crate::wire::reason::{FaultReason, StepFailure};
 use crate::wire::{ActivationDType, Sequence};
@@ -27,9 +28,9 @@ pub enum Role {
         fail_on_sequence: Option<Sequence>,
     },
     /// One stage of a llama-family model, computing micro-batches of several sequences.
-    Llama {
+    Model {
         /// The loaded stage (one KV cache per slot).
-        stage: Box<LlamaStage>,
+        stage: Box<ModelStage>,
         /// Activation dtype on the wire.
         dtype: ActivationDType,
         /// Each slot's sampler (last stage), made when the slot is reset.
@@ -46,7 +47,7 @@ impl Role {
             RoleConfig::Transform { xor, delay_ms, fail_on_sequence } => {
                 Ok(Role::Transform { xor, delay_ms, fail_on_sequence })
             }
-            RoleConfig::LlamaStage {
+            RoleConfig::ModelStage {
                 weights,
                 layers,
                 embedding,
@@ -67,10 +68,12 @@ impl Role {
                     threads: compute_threads(),
                 };
                 let capacity = max_sequences.clamp(1, u32::from(MAX_CAPACITY)) as u16;
-                let loaded = LlamaStage::load(std::path::Path::new(&weights), spec)
+                let loaded = GgufFile::open(std::path::Path::new(&weights))
+                    .map_err(StageError::from)
+                    .and_then(|file| ModelStage::load(&file, spec))
                     .and_then(|mut stage| stage.set_slots(usize::from(capacity)).map(|()| stage));
                 match loaded {
-                    Ok(stage) => Ok(Role::Llama {
+                    Ok(stage) => Ok(Role::Model {
                         stage: Box::new(stage),
                         dtype: activation_dtype,
                         samplers: vec![None; usize::from(capacity)],
@@ -118,7 +121,7 @@ impl Role {
                 let len = usize::try_from(extent).map_err(|_| StepFailure::ComputeFailed)?;
                 Ok(transform(input.unwrap_or(&[]), *xor, len))
             }
-            Role::Llama { stage, dtype, samplers, limits } => {
+            Role::Model { stage, dtype, samplers, limits } => {
                 let input = input.ok_or(StepFailure::MissingInput)?;
                 if sequence == Sequence(0) {
                     stage.reset();
@@ -161,7 +164,7 @@ enum StepError {
 /// every row, and the output is the same table followed by the hidden rows or, on the
 /// last stage, one token per table entry (sampled with the entry's own sampler).
 fn llama_step(
-    stage: &mut LlamaStage,
+    stage: &mut ModelStage,
     dtype: ActivationDType,
     samplers: &mut [Option<Sampler>],
     limits: BatchLimits,
@@ -203,7 +206,7 @@ fn llama_step(
     // every row's, and each entry's last row is found by its offset.
     let every =
         stage.spec().head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
-    let forward = |stage: &mut LlamaStage, input: StageInput<'_>| {
+    let forward = |stage: &mut ModelStage, input: StageInput<'_>| {
         if every {
             stage.verify_rows(&slots, input, abort)
         } else {

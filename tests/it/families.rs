@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::scratch;
+use swactor::model::GgufFile;
 use swactor::model::generate::{LocalPipeline, even_split, generate};
-use swactor::model::gguf::read_content;
-use swactor::model::llama::ComputeDevice;
 use swactor::model::sampling::Sampler;
+use swactor::model::stage::ComputeDevice;
 use swactor::model::synth::{SynthArch, SynthSpec, write_model};
 use swactor::model::tokenizer::tokenizer_from_gguf;
 use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
@@ -51,9 +51,16 @@ fn tokens(
     n: u32,
     kv: KvCacheDType,
 ) -> Vec<u32> {
-    let mut p =
-        LocalPipeline::load(path, ranges, 256, kv, ActivationDType::F32, ComputeDevice::Cpu, 1)
-            .expect("load");
+    let mut p = LocalPipeline::load(
+        &GgufFile::open(path).expect("model"),
+        ranges,
+        256,
+        kv,
+        ActivationDType::F32,
+        ComputeDevice::Cpu,
+        1,
+    )
+    .expect("load");
     let mut out = Vec::new();
     generate(&mut p, prompt, n, &mut Sampler::new(SamplingPolicy::Greedy), &[], |t| out.push(t))
         .expect("generate");
@@ -86,7 +93,7 @@ fn every_familys_rows_are_bitwise_the_same_alone_batched_and_in_a_prefill_chunk(
         for kv in [KvCacheDType::F32, KvCacheDType::F16] {
             // Prompts of 100 tokens cross Gemma's 16-token window and its 80-position ring.
             let beside = |others, threads, chunked| {
-                crate::llama::logits_beside_with(&path, others, threads, chunked, kv, 100, 6)
+                crate::execution::logits_beside_with(&path, others, threads, chunked, kv, 100, 6)
             };
             let alone = beside(0, 1, false);
             for others in [2, 7] {
@@ -110,7 +117,7 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
     // the difference is more than a window behind; with a global block they can.
     let path = family_model(SynthArch::Gemma3);
     let logits = |layers: LayerRange, first: u32| {
-        let spec = swactor::model::llama::StageSpec {
+        let spec = swactor::model::stage::StageSpec {
             layers,
             embedding: true,
             head: true,
@@ -119,11 +126,13 @@ fn a_sliding_window_block_forgets_what_lies_outside_its_window() {
             device: ComputeDevice::Cpu,
             threads: 1,
         };
-        let mut stage = swactor::model::llama::LlamaStage::load(&path, spec).expect("load");
+        let mut stage =
+            swactor::model::stage::ModelStage::load(&GgufFile::open(&path).expect("model"), spec)
+                .expect("load");
         let prompt: Vec<u32> =
             std::iter::once(first).chain((1..40).map(|i| (i * 13 + 7) % 290)).collect();
-        match stage.forward(swactor::model::llama::StageInput::Tokens(&prompt)).expect("fwd") {
-            swactor::model::llama::StageOutput::Logits(l) => l,
+        match stage.forward(swactor::model::stage::StageInput::Tokens(&prompt)).expect("fwd") {
+            swactor::model::stage::StageOutput::Logits(l) => l,
             other => panic!("{other:?}"),
         }
     };
@@ -150,8 +159,8 @@ const LILY: &str = "Once upon a time there was a little girl named Lily.";
 #[test]
 fn gemma3_270m_continues_the_readme_prompt_through_three_stages_as_generate_does() {
     let Some(model) = gemma3() else { return };
-    let (content, _) = read_content(&model).expect("header");
-    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
+    let file = GgufFile::open(&model).expect("header");
+    let tok = tokenizer_from_gguf(file.header()).expect("tokenizer");
     let prompt = tok.encode(LILY, true, false);
     assert_eq!(prompt[0], 2, "Gemma prompts start with <bos>");
     let whole = tokens(&model, &[LayerRange::new(0, 18)], &prompt, 24, KvCacheDType::F32);

@@ -144,7 +144,8 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
 
 #[test]
 fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_compute_bytes() {
-    use swactor::model::llama::{ComputeDevice, LlamaStage, StageInput, StageSpec};
+    use swactor::model::GgufFile;
+    use swactor::model::stage::{ComputeDevice, ModelStage, StageInput, StageSpec};
     let model = scratch().join("memory-scratch-q8_0.gguf");
     if !model.exists() {
         let spec = SynthSpec { blocks: 2, dtype: SynthDType::Q8_0, ..SynthSpec::default() };
@@ -161,7 +162,8 @@ fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_comp
             device: ComputeDevice::Cpu,
             threads: 1,
         };
-        let mut stage = LlamaStage::load(&model, spec).expect("load");
+        let mut stage =
+            ModelStage::load(&GgufFile::open(&model).expect("model"), spec).expect("load");
         // The largest micro-batch: a whole prompt of `max_seq_len` rows in one pass.
         let prompt: Vec<u32> = (0..max_seq_len).map(|i| 1 + i % 200).collect();
         stage.forward(StageInput::Tokens(&prompt)).expect("forward");

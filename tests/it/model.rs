@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use crate::support::{GgufBuilder, Meta, scratch, synth_model};
-use swactor::model::facts::facts_from_content;
+use swactor::model::facts::facts_from_header;
 use swactor::model::gguf::decode_header;
 use swactor::model::{ModelError, ModelFacts, read_facts};
 
@@ -132,8 +132,8 @@ fn a_missing_file_is_an_io_error() {
 
 /// Decodes a header from bytes and, if it decodes, builds its facts.
 fn facts_of(bytes: &[u8]) -> Result<ModelFacts, ModelError> {
-    let content = decode_header(bytes, bytes.len() as u64)?;
-    facts_from_content(&content, bytes.len() as u64)
+    let header = decode_header(bytes, bytes.len() as u64)?;
+    facts_from_header(&header)
 }
 
 fn code_of(bytes: &[u8]) -> &'static str {
@@ -293,22 +293,23 @@ fn an_alignment_that_is_zero_or_not_a_power_of_two_is_malformed() {
     // A valid alignment other than the default moves the data section with it.
     let b = GgufBuilder::llama(2).meta("general.alignment", Meta::U64(64));
     let bytes = b.build();
-    let content = decode_header(&bytes[..], bytes.len() as u64 + 64).expect("decodes");
-    assert_eq!(content.tensor_data_offset % 64, 0);
+    let header = decode_header(&bytes[..], bytes.len() as u64 + 64).expect("decodes");
+    assert_eq!(header.tensor_data_offset % 64, 0);
 }
 
 #[test]
 fn a_truncated_file_names_the_first_tensor_past_the_end_every_time() {
     let bytes = std::fs::read(synth_model(12)).expect("read");
-    let content = decode_header(&bytes[..], bytes.len() as u64).expect("whole file decodes");
+    let header = decode_header(&bytes[..], bytes.len() as u64).expect("whole file decodes");
     let cut = bytes.len() / 2;
-    let mut infos: Vec<_> = content.tensor_infos.iter().collect();
+    let mut infos: Vec<_> = header.tensors.iter().collect();
     infos.sort_by_key(|(_, i)| i.offset);
     let first = infos
         .iter()
         .find(|(_, i)| {
-            let bytes = i.shape.elem_count() / i.ggml_dtype.block_size() * i.ggml_dtype.type_size();
-            content.tensor_data_offset + i.offset + bytes as u64 > cut as u64
+            let elems = i.shape.iter().product::<usize>();
+            let bytes = elems / i.dtype.block_size() * i.dtype.type_size();
+            header.tensor_data_offset + i.offset + bytes as u64 > cut as u64
         })
         .map(|(n, _)| n.to_string())
         .expect("a tensor past the cut");

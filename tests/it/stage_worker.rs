@@ -9,8 +9,8 @@ use swactor::arena::memfd::ArenaRegion;
 use swactor::arena::{Arena, ArenaEvent, ArenaManager, LeaseRequest, LeaseRequestId};
 use swactor::events::Direction;
 use swactor::model::generate::{LocalPipeline, generate};
-use swactor::model::llama::ComputeDevice;
 use swactor::model::sampling::Sampler;
+use swactor::model::stage::ComputeDevice;
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
 use swactor::wire::batch::{
@@ -81,7 +81,7 @@ fn model() -> std::path::PathBuf {
 }
 
 fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
-    RoleConfig::LlamaStage {
+    RoleConfig::ModelStage {
         weights: model().display().to_string(),
         layers,
         embedding,
@@ -286,7 +286,7 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
     ];
     let steps = 8u32;
     let mut whole = LocalPipeline::load(
-        &model(),
+        &swactor::model::GgufFile::open(&model()).expect("model"),
         &[LayerRange::new(0, 6)],
         MAX_SEQ,
         Default::default(),

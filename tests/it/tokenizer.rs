@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::support::{GgufBuilder, Meta, synth_model};
-use swactor::model::gguf::read_content;
+use swactor::model::GgufFile;
 use swactor::model::tokenizer::{
     ChatError, Detokenizer, Tokenizer, chat_pieces, chat_text, tokenizer_from_gguf,
 };
@@ -14,8 +14,8 @@ fn vocab_dir() -> PathBuf {
 }
 
 fn tokenizer(path: &std::path::Path) -> Tokenizer {
-    let (content, _) = read_content(path).expect("gguf header");
-    tokenizer_from_gguf(&content).expect("tokenizer")
+    let file = GgufFile::open(path).expect("gguf header");
+    tokenizer_from_gguf(file.header()).expect("tokenizer")
 }
 
 /// Checks every case of llama.cpp's `ggml-vocab-NAME.gguf.inp/.out` pair.
@@ -166,10 +166,10 @@ fn chat_prompts_follow_the_template_family_and_unknown_templates_are_refused() {
 /// SmolLM2's tokenizer and chat template.
 fn smollm2_chat() -> Option<(Tokenizer, Option<String>)> {
     let path = crate::cli::smollm2()?;
-    let (content, _) = read_content(&path).expect("read");
-    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
-    let template = content.metadata.get("tokenizer.chat_template").and_then(|v| v.to_string().ok());
-    Some((tok, template.cloned()))
+    let file = GgufFile::open(&path).expect("read");
+    let tok = tokenizer_from_gguf(file.header()).expect("tokenizer");
+    let template = file.header().get("tokenizer.chat_template").and_then(|v| v.as_str());
+    Some((tok, template.map(String::from)))
 }
 
 #[test]
@@ -264,8 +264,8 @@ fn a_vocabulary_with_malformed_merges_is_refused_when_the_tokenizer_is_built() {
                 Meta::StrArray(merges.iter().map(|m| m.to_string()).collect()),
             )
             .write(&format!("merges-{}.gguf", merges.join("_").replace(' ', "-")));
-        let (content, _) = read_content(&path).expect("gguf header");
-        tokenizer_from_gguf(&content)
+        let file = GgufFile::open(&path).expect("gguf header");
+        tokenizer_from_gguf(file.header())
     };
     let tok = build(&["a b"]).expect("a valid vocabulary");
     assert_eq!(tok.encode("ab", false, false), [2]);

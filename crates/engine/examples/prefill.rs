@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use swactor_engine::llama::{Config, Input, KvFormat, Layer, Stage, Weights};
+use swactor_engine::transformer::{Config, Input, KvFormat, Layer, Stage, Weights};
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
 fn main() {

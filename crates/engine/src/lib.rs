@@ -1,4 +1,4 @@
-//! swactor's CPU compute engine for llama-family stages.
+//! swactor's CPU compute engine for decoder-only transformer stages (llama, qwen2, qwen3, gemma3).
 //!
 //! Everything a stage computes on the CPU lives here, apart from reading the GGUF file
 //! (the `swactor` crate maps the file and hands the engine byte views of its tensors):
@@ -13,12 +13,14 @@
 //!   chosen at run time ([`Isa`]): the per-instruction-set tables over the format modules.
 //! - [`matmul`]: weight matrices as views over the mapped file and the matrix products,
 //!   split across output rows on a [`ThreadPool`].
+//! - [`quantize`]: f32 values into a weight format, as GGML's reference quantizers do
+//!   (for writing models; never on a stage's path).
 //! - [`pool`]: the persistent thread pool (no spawn and no allocation per product).
-//! - [`llama`]: RMSNorm, rotary embedding, attention over a KV cache, SwiGLU and the head:
+//! - [`transformer`]: RMSNorm, rotary embedding, attention over a KV cache, SwiGLU and the head:
 //!   the blocks of one stage, for any number of sequences at once.
 //!
 //! Modules depend downwards only: `isa` and `format`, then `simd`, then `acts`, then
-//! `formats`, then the dispatch (`quant`, then `kernels`), then `matmul`, then `llama`.
+//! `formats`, then the dispatch (`quant`, then `kernels`), then `matmul`, then `transformer`.
 //!
 //! **Batch invariance.** A row's result never depends on what else is in the batch or on
 //! the thread count: every output element is one dot product computed by the same
@@ -37,11 +39,12 @@ mod format;
 mod formats;
 pub mod isa;
 pub mod kernels;
-pub mod llama;
 pub mod matmul;
 pub mod pool;
 pub mod quant;
+pub mod quantize;
 mod simd;
+pub mod transformer;
 
 pub use isa::Isa;
 pub use matmul::{Bytes, Matrix};

@@ -11,8 +11,6 @@ use crate::cli::args::PromptArgs;
 use crate::cli::exit::{CliError, ExitCode, model_error};
 use crate::cli::requests::{Batch, MAX_REQUESTS_BYTES, parse_requests};
 use crate::model::ModelFacts;
-use crate::model::facts::facts_from_content;
-use crate::model::gguf::read_content;
 use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::requests::Request;
 use crate::wire::RuntimeConfig;
@@ -42,10 +40,11 @@ pub struct RunInputs {
 impl RunInputs {
     /// Reads `model` and turns the prompt or the `--requests` file into requests.
     pub fn read(model: &Path, run: &PromptArgs) -> Result<RunInputs, CliError> {
-        let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
-        let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
-        let tokenizer = Arc::new(tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?);
-        let template = crate::model::tokenizer::chat_template(&content);
+        let file = crate::model::gguf::GgufFile::open(model).map_err(|e| model_error(model, e))?;
+        let facts = file.facts().map_err(|e| model_error(model, e))?;
+        let tokenizer =
+            Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
+        let template = crate::model::tokenizer::chat_template(file.header());
         if let Some(path) = &run.requests {
             let mut args = run.session.runtime.clone();
             args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));

@@ -11,8 +11,6 @@ use crate::cli::args::{LocalArgs, OrchestrateServeArgs, RuntimeArgs, ServeFlags}
 use crate::cli::exit::{CliError, ExitCode, model_error, plan_error};
 use crate::cli::run_sink::EventsFile;
 use crate::model::ModelFacts;
-use crate::model::facts::facts_from_content;
-use crate::model::gguf::read_content;
 use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::orchestrator::local::LocalPool;
@@ -49,10 +47,11 @@ pub struct ServedModel {
 impl ServedModel {
     /// Reads `model` and checks the runtime flags against it.
     pub fn read(model: &Path, args: &RuntimeArgs) -> Result<ServedModel, CliError> {
-        let (content, len) = read_content(model).map_err(|e| model_error(model, e))?;
-        let facts = facts_from_content(&content, len).map_err(|e| model_error(model, e))?;
-        let tokenizer = Arc::new(tokenizer_from_gguf(&content).map_err(|e| model_error(model, e))?);
-        let template = crate::model::tokenizer::chat_template(&content);
+        let file = crate::model::gguf::GgufFile::open(model).map_err(|e| model_error(model, e))?;
+        let facts = file.facts().map_err(|e| model_error(model, e))?;
+        let tokenizer =
+            Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
+        let template = crate::model::tokenizer::chat_template(file.header());
         let mut args = args.clone();
         args.max_sequences = args.max_sequences.or(Some(DEFAULT_SERVE_SEQUENCES));
         let runtime = RuntimeConfig {

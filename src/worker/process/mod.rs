@@ -98,7 +98,7 @@ struct Ready {
 struct Worker {
     abort: Arc<AtomicBool>,
     /// Where model roles compute (follows the backend).
-    device: crate::model::llama::ComputeDevice,
+    device: crate::model::stage::ComputeDevice,
     ready: Option<Ready>,
     roles: HashMap<RoleId, role::Role>,
     rings: HashMap<RingId, Slot>,
@@ -147,7 +147,7 @@ pub fn run(spin: Duration) -> u8 {
 
     let mut worker = Worker {
         abort,
-        device: crate::model::llama::ComputeDevice::Cpu,
+        device: crate::model::stage::ComputeDevice::Cpu,
         ready: None,
         roles: HashMap::new(),
         rings: HashMap::new(),
@@ -387,7 +387,7 @@ impl Worker {
             }
         };
         if let Backend::Cuda { ordinal } = backend {
-            self.device = crate::model::llama::ComputeDevice::Cuda(ordinal);
+            self.device = crate::model::stage::ComputeDevice::Cuda(ordinal);
         }
         self.ready = Some(Ready { arena: Arc::new(arena), bridge });
         self.events.push(Event::WorkerReady {

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::meta::{Meta, ModelError, inconsistent};
+
 /// A model architecture this build runs (`general.architecture`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -175,6 +177,48 @@ impl Default for ArchFacts {
 }
 
 impl ArchFacts {
+    /// The family's settings as a header gives them (`arch` prefixes a key with the
+    /// architecture): the sliding window and its pattern (Gemma 3), rope scaling and
+    /// Llama 3's frequency factors.
+    pub(crate) fn read(
+        meta: &Meta<'_>,
+        arch: &dyn Fn(&str) -> String,
+        family: Family,
+    ) -> Result<ArchFacts, ModelError> {
+        let mut a = ArchFacts::of(family);
+        if family == Family::Gemma3 {
+            // llama.cpp's constants for Gemma 3: five sliding layers to one global, the
+            // sliding ones on rope base 10 000.
+            a.sliding_window = meta.u32_opt(&arch("attention.sliding_window"))?.filter(|&w| w > 0);
+            a.sliding_pattern =
+                meta.u32_opt(&arch("attention.sliding_window_pattern"))?.unwrap_or(6);
+            a.local_rope_base = meta.f32_opt(&arch("rope.freq_base_swa"))?.unwrap_or(10_000.0);
+            if !(a.local_rope_base.is_finite() && a.local_rope_base > 0.0) {
+                return inconsistent(format!("local rope base {} must be > 0", a.local_rope_base));
+            }
+            if meta.f32_opt(&arch("final_logit_softcapping"))?.is_some_and(|c| c != 0.0) {
+                return inconsistent("final logit soft-capping is not supported".into());
+            }
+        }
+        match meta.string_opt(&arch("rope.scaling.type"))?.as_deref() {
+            None | Some("none") => {}
+            Some("linear") => {
+                let factor = meta.f32_opt(&arch("rope.scaling.factor"))?.unwrap_or(1.0);
+                if !(factor.is_finite() && factor >= 1.0) {
+                    return inconsistent(format!("rope scaling factor {factor} must be >= 1"));
+                }
+                a.rope_scale = factor;
+            }
+            Some(other) => {
+                return inconsistent(format!(
+                    "rope scaling `{other}` is not supported (none or linear)"
+                ));
+            }
+        }
+        a.rope_freq_factors = meta.header.tensors.contains_key("rope_freqs.weight");
+        Ok(a)
+    }
+
     /// A family's settings with no window, no scaling and no frequency factors.
     pub const fn of(family: Family) -> ArchFacts {
         ArchFacts {

@@ -1,9 +1,16 @@
 //! [`ModelFacts`]: what a GGUF header says about a model, and why a file's facts could not
-//! be read ([`ModelError`]). The main crate reads them from a parsed header.
+//! be read ([`ModelError`]). [`facts_from_header`] reads them from a decoded header
+//! (`facts/read.rs`).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use thiserror::Error;
+
+pub(crate) use super::meta::{Meta, inconsistent};
+pub use super::meta::{ModelError, SUPPORTED_ARCHITECTURES};
+
+mod read;
+
+pub use read::facts_from_header;
 
 /// Rotary embedding settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -146,100 +153,6 @@ impl ModelFacts {
         blocks.map(|b| self.kv_bytes_of_block(b, seq_len, kv)).sum()
     }
 }
-
-/// Why a file's model facts could not be read. [`ModelError::code`] is a stable reason.
-#[derive(Debug, Error)]
-pub enum ModelError {
-    /// The file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file does not start with the GGUF magic.
-    #[error("not a GGUF file (starts with {found:02x?})")]
-    NotGguf {
-        /// The first bytes found.
-        found: Vec<u8>,
-    },
-    /// The file ends before its header or tensor data does.
-    #[error("truncated GGUF file: {detail}")]
-    Truncated {
-        /// What is missing.
-        detail: String,
-    },
-    /// The header could not be parsed.
-    #[error("malformed GGUF header: {detail}")]
-    Malformed {
-        /// The parser's message.
-        detail: String,
-    },
-    /// A tensor has a type this build cannot read.
-    #[error("unsupported tensor type: {detail}")]
-    UnsupportedTensorType {
-        /// The parser's message.
-        detail: String,
-    },
-    /// A required metadata key is absent.
-    #[error("missing GGUF metadata key `{key}`")]
-    MissingKey {
-        /// The key.
-        key: String,
-    },
-    /// A metadata key has the wrong type or an out-of-range value.
-    #[error("GGUF metadata key `{key}` is not {expected}")]
-    WrongKeyType {
-        /// The key.
-        key: String,
-        /// What was expected.
-        expected: &'static str,
-    },
-    /// The facts contradict each other or the tensors.
-    #[error("inconsistent model: {detail}")]
-    Inconsistent {
-        /// What is inconsistent.
-        detail: String,
-    },
-    /// `general.architecture` names an architecture this build does not run.
-    #[error(
-        "unsupported architecture `{architecture}` (this build runs {})",
-        SUPPORTED_ARCHITECTURES.join(", ")
-    )]
-    UnsupportedArchitecture {
-        /// The architecture the file names.
-        architecture: String,
-    },
-    /// The tokenizer's vocabulary is malformed (a merge that is not two tokens).
-    #[error("invalid vocabulary: {detail}")]
-    InvalidVocabulary {
-        /// What is wrong.
-        detail: String,
-    },
-}
-
-impl ModelError {
-    /// A stable `snake_case` code for this error class.
-    pub const fn code(&self) -> &'static str {
-        match self {
-            ModelError::Io { .. } => "io",
-            ModelError::NotGguf { .. } => "not_gguf",
-            ModelError::Truncated { .. } => "truncated",
-            ModelError::Malformed { .. } => "malformed",
-            ModelError::UnsupportedTensorType { .. } => "unsupported_tensor_type",
-            ModelError::MissingKey { .. } => "missing_key",
-            ModelError::WrongKeyType { .. } => "wrong_key_type",
-            ModelError::Inconsistent { .. } => "inconsistent",
-            ModelError::UnsupportedArchitecture { .. } => "unsupported_architecture",
-            ModelError::InvalidVocabulary { .. } => "invalid_vocabulary",
-        }
-    }
-}
-
-/// The values of `general.architecture` this build runs.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
 
 /// Largest hidden size a model may declare (the largest models today use 16384); it also
 /// keeps every KV-cache size computed from the facts inside 64 bits.

@@ -3,8 +3,13 @@
 
 pub mod arch;
 pub mod facts;
+pub mod gguf;
+pub mod meta;
 pub mod sampling;
 pub mod tokenizer;
 
 pub use arch::{ArchFacts, Family};
-pub use facts::{ModelBytes, ModelError, ModelFacts, RopeFacts, STAGE_PROCESS_BYTES};
+pub use facts::{
+    ModelBytes, ModelError, ModelFacts, RopeFacts, STAGE_PROCESS_BYTES, facts_from_header,
+};
+pub use gguf::{GgufHeader, decode_header};

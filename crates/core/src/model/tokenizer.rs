@@ -23,6 +23,7 @@ use fancy_regex::Regex;
 use super::facts::ModelError;
 
 mod chat;
+mod gguf;
 mod merge;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ mod tests;
 pub use chat::{
     ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text, chatml_default_system,
 };
+pub use gguf::{chat_template, tokenizer_from_gguf};
 use merge::{MergeTable, merge_bpe, merge_spm};
 
 /// llama.cpp token types.

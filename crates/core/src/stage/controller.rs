@@ -283,7 +283,7 @@ impl StageController {
             return;
         }
         self.loading = Some(bytes);
-        self.commands.push_back(StageCommand::LoadRole(RoleConfig::LlamaStage {
+        self.commands.push_back(StageCommand::LoadRole(RoleConfig::ModelStage {
             weights: path,
             layers: p.layers,
             embedding: p.embedding,

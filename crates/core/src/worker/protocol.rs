@@ -56,11 +56,12 @@ pub enum Backend {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RoleConfig {
-    /// One stage of a llama-family model: loads its blocks (and embedding / head) from the
+    /// One stage of a model of any supported family (`llama_stage` on the wire): loads its blocks (and embedding / head) from the
     /// GGUF file at `weights` when configured; each step consumes one input object (token
     /// ids on the first stage, activations otherwise) and produces activations, or on the
     /// last stage the sampled token id. Sequence 0 (the prefill) starts a new KV cache.
-    LlamaStage {
+    #[serde(rename = "llama_stage")]
+    ModelStage {
         /// Path of the GGUF file on this host (configuration, not payload).
         weights: String,
         /// The stage's blocks.

@@ -307,7 +307,7 @@ impl World {
     fn worker_step_command(&mut self, i: usize, command: Command) {
         match command {
             Command::ConfigureRole { config, .. } => {
-                if let crate::worker::protocol::RoleConfig::LlamaStage { max_sequences, .. } =
+                if let crate::worker::protocol::RoleConfig::ModelStage { max_sequences, .. } =
                     config
                 {
                     self.nodes[i].slots = vec![SlotState::default(); max_sequences.max(1) as usize];

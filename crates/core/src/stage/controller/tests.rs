@@ -415,7 +415,7 @@ fn weights_loaded_comes_only_after_the_worker_configured_the_role_and_never_afte
     assert!(cmds(&mut c).is_empty());
     c.weights_ready(RunId(9), "/m.gguf".into(), 1234);
     match &cmds(&mut c)[..] {
-        [StageCommand::LoadRole(RoleConfig::LlamaStage { weights, layers, kv_cache, .. })] => {
+        [StageCommand::LoadRole(RoleConfig::ModelStage { weights, layers, kv_cache, .. })] => {
             assert_eq!((weights.as_str(), *layers), ("/m.gguf", LayerRange::new(2, 4)));
             assert_eq!(*kv_cache, crate::wire::KvCacheDType::F16, "the run's KV cache type");
         }

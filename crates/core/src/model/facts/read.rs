@@ -1,97 +1,28 @@
-//! Reads [`ModelFacts`] from a parsed GGUF header, checked for consistency.
-//!
-//! Pure: works on an already parsed [`Content`] and the file's length.
+//! [`facts_from_header`]: a decoded GGUF header's [`ModelFacts`], checked for
+//! consistency. The family's own keys are read beside [`Family`]
+//! ([`ArchFacts::read`](super::super::arch::ArchFacts)).
 
-use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use std::collections::BTreeMap;
 
-pub use swactor_core::model::facts::*;
-use swactor_core::model::{ArchFacts, Family};
+use super::super::arch::{ArchFacts, Family};
+use super::super::gguf::{GgufHeader, MetaValue};
+use super::{
+    MAX_HIDDEN_SIZE, MAX_RMS_NORM_EPS, Meta, ModelBytes, ModelError, ModelFacts, RopeFacts,
+    inconsistent,
+};
 
-/// Typed access to GGUF metadata.
-struct Meta<'a> {
-    content: &'a Content,
-}
-
-impl Meta<'_> {
-    fn get(&self, key: &str) -> Option<&Value> {
-        self.content.metadata.get(key)
-    }
-
-    fn uint(&self, key: &str) -> Result<Option<u64>, ModelError> {
-        let wrong =
-            || ModelError::WrongKeyType { key: key.to_string(), expected: "an unsigned integer" };
-        let Some(v) = self.get(key) else { return Ok(None) };
-        let n: i128 = match *v {
-            Value::U8(x) => x.into(),
-            Value::I8(x) => x.into(),
-            Value::U16(x) => x.into(),
-            Value::I16(x) => x.into(),
-            Value::U32(x) => x.into(),
-            Value::I32(x) => x.into(),
-            Value::U64(x) => x.into(),
-            Value::I64(x) => x.into(),
-            _ => return Err(wrong()),
-        };
-        u64::try_from(n).map(Some).map_err(|_| wrong())
-    }
-
-    fn u32_opt(&self, key: &str) -> Result<Option<u32>, ModelError> {
-        match self.uint(key)? {
-            None => Ok(None),
-            Some(n) => u32::try_from(n).map(Some).map_err(|_| ModelError::WrongKeyType {
-                key: key.to_string(),
-                expected: "a 32-bit unsigned integer",
-            }),
-        }
-    }
-
-    fn u32_req(&self, key: &str) -> Result<u32, ModelError> {
-        self.u32_opt(key)?.ok_or_else(|| ModelError::MissingKey { key: key.to_string() })
-    }
-
-    fn f32_opt(&self, key: &str) -> Result<Option<f32>, ModelError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::F32(x)) => Ok(Some(*x)),
-            Some(Value::F64(x)) => Ok(Some(*x as f32)),
-            Some(_) => Err(ModelError::WrongKeyType { key: key.to_string(), expected: "a float" }),
-        }
-    }
-
-    fn string_opt(&self, key: &str) -> Result<Option<String>, ModelError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(ModelError::WrongKeyType { key: key.to_string(), expected: "a string" }),
-        }
-    }
-
-    fn array_len(&self, key: &str) -> Result<Option<usize>, ModelError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Array(a)) => Ok(Some(a.len())),
-            Some(_) => Err(ModelError::WrongKeyType { key: key.to_string(), expected: "an array" }),
-        }
-    }
-}
-
-/// The lowercase GGML type name of a tensor type (`q4_0`, `q4k`, ...).
-pub fn dtype_name(dtype: candle_core::quantized::GgmlDType) -> String {
-    format!("{dtype:?}").to_lowercase()
-}
-
-/// Builds and checks the facts of a parsed GGUF header. `file_len` is the file's size,
-/// used to check that every tensor's data lies inside the file. Every size is computed
-/// with checked arithmetic, and tensors are visited in order of their offsets, so the same
-/// file always gives the same error.
-pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts, ModelError> {
-    let meta = Meta { content };
-    let shape = read_shape(&meta, content.tensor_infos.len())?;
+/// Builds and checks the facts of a decoded GGUF header (its `file_len` is used to check
+/// that every tensor's data lies inside the file). Every size is computed with checked
+/// arithmetic, and tensors are visited in order of their offsets, so the same file always
+/// gives the same error.
+pub fn facts_from_header(header: &GgufHeader) -> Result<ModelFacts, ModelError> {
+    let file_len = header.file_len;
+    let meta = Meta { header };
+    let shape = read_shape(&meta, header.tensors.len())?;
     let arch = |suffix: &str| format!("{}.{suffix}", shape.architecture);
     let rope = read_rope(&meta, &arch, shape.head_dim)?;
     let rms_norm_eps = read_rms_norm_eps(&meta, &arch)?;
-    let mut arch_facts = read_arch(&meta, &arch, shape.family, content)?;
+    let mut arch_facts = ArchFacts::read(&meta, &arch, shape.family)?;
     // llama.cpp's Gemma 3 27B (62 blocks) scales scores by hidden / heads, not the head size.
     if shape.family == Family::Gemma3 && shape.block_count == 62 {
         arch_facts.attention_scale =
@@ -99,8 +30,8 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
     }
     let (bos_token_id, eos_token_id) = read_token_ids(&meta, shape.vocab_size)?;
     let eot_token_id = read_eot(&meta, shape.vocab_size, eos_token_id)?;
-    check_embedding_rows(content, shape.vocab_size)?;
-    let tally = tally_tensors(content, file_len, &shape)?;
+    check_embedding_rows(header, shape.vocab_size)?;
+    let tally = tally_tensors(header, &shape)?;
     let bytes = bytes_by_role(tally, file_len)?;
     Ok(ModelFacts {
         name: meta.string_opt("general.name")?,
@@ -124,29 +55,24 @@ pub fn facts_from_content(content: &Content, file_len: u64) -> Result<ModelFacts
         tensor_types: bytes.tensor_types,
         architecture: shape.architecture,
         arch: arch_facts,
-        vocab_digest: vocab_digest(content),
+        vocab_digest: vocab_digest(header),
     })
 }
 
 /// The sha256 of `tokenizer.ggml.tokens` (each token's length as a little-endian `u64`,
 /// then its bytes), lowercase hex; `None` without a token list of strings.
-fn vocab_digest(content: &Content) -> Option<String> {
+fn vocab_digest(header: &GgufHeader) -> Option<String> {
     use sha2::Digest;
-    let Some(Value::Array(tokens)) = content.metadata.get("tokenizer.ggml.tokens") else {
+    let Some(MetaValue::Array(tokens)) = header.get("tokenizer.ggml.tokens") else {
         return None;
     };
     let mut hash = sha2::Sha256::new();
     for t in tokens {
-        let Value::String(t) = t else { return None };
+        let MetaValue::String(t) = t else { return None };
         hash.update((t.len() as u64).to_le_bytes());
         hash.update(t.as_bytes());
     }
     Some(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// The error of a header whose facts contradict each other.
-fn inconsistent<T>(detail: String) -> Result<T, ModelError> {
-    Err(ModelError::Inconsistent { detail })
 }
 
 /// The model's shape: architecture, blocks, hidden size, heads, context and vocabulary.
@@ -230,10 +156,10 @@ fn read_shape(meta: &Meta<'_>, tensor_count: usize) -> Result<Shape, ModelError>
 /// Checks that the token embedding has one row per token (before the general shape
 /// check, so the error says what is wrong): a token id past the rows would index outside
 /// the embedding, and a row past the tokens could be sampled but never printed.
-fn check_embedding_rows(content: &Content, vocab_size: u32) -> Result<(), ModelError> {
-    let Some(info) = content.tensor_infos.get("token_embd.weight") else { return Ok(()) };
-    // Candle's order: the rows (GGUF's second dimension) come first.
-    match info.shape.dims() {
+fn check_embedding_rows(header: &GgufHeader, vocab_size: u32) -> Result<(), ModelError> {
+    let Some(info) = header.tensors.get("token_embd.weight") else { return Ok(()) };
+    // Outermost first: the rows (GGUF's second dimension) come first.
+    match &info.shape[..] {
         [rows, _] if *rows as u64 != u64::from(vocab_size) => inconsistent(format!(
             "the vocabulary has {vocab_size} tokens but `token_embd.weight` has {rows} rows"
         )),
@@ -359,15 +285,8 @@ struct Tally<'a> {
 /// Tensor bytes, grouped the way stages load them, each tensor's shape checked against the
 /// model's constants. Extents first (in offset order), so a truncated file always names
 /// the same tensor.
-fn tally_tensors<'a>(
-    content: &'a Content,
-    file_len: u64,
-    shape: &Shape,
-) -> Result<Tally<'a>, ModelError> {
-    super::gguf::check_tensor_extents(content, file_len)?;
-    let alignment = super::gguf::alignment(&content.metadata)?;
-    let mut order: Vec<(&String, &TensorInfo)> = content.tensor_infos.iter().collect();
-    order.sort_by(|a, b| a.1.offset.cmp(&b.1.offset).then_with(|| a.0.cmp(b.0)));
+fn tally_tensors<'a>(header: &'a GgufHeader, shape: &Shape) -> Result<Tally<'a>, ModelError> {
+    header.check_tensor_extents()?;
     let shapes = ExpectedShapes {
         hidden: shape.hidden_size as usize,
         q: (shape.head_count * shape.head_dim) as usize,
@@ -383,20 +302,19 @@ fn tally_tensors<'a>(
         tensor_types: BTreeMap::new(),
         tensor_bytes: BTreeMap::new(),
     };
-    for (name, info) in order {
-        let (_, bytes) =
-            super::gguf::tensor_extent(name, info, content.tensor_data_offset, alignment)?;
+    for (name, info) in header.tensors_in_order() {
+        let (_, bytes) = header.extent(name, info)?;
         if let Some(expected) = shapes.of(name)
-            && info.shape.dims() != expected.as_slice()
+            && info.shape != expected
         {
             return inconsistent(format!(
                 "tensor `{name}` has shape {:?}, but the model's constants ask for {expected:?}",
-                info.shape.dims()
+                info.shape
             ));
         }
         // Each tensor lies inside the file, so the sum of their sizes cannot overflow.
         tally.tensors_total = tally.tensors_total.saturating_add(bytes);
-        *tally.tensor_types.entry(dtype_name(info.ggml_dtype)).or_insert(0u32) += 1;
+        *tally.tensor_types.entry(info.dtype.name().to_string()).or_insert(0u32) += 1;
         tally.tensor_bytes.insert(name.as_str(), bytes);
         if let Some(rest) = name.strip_prefix("blk.") {
             let idx = rest.split('.').next().and_then(|i| i.parse::<u32>().ok());
@@ -416,47 +334,6 @@ fn tally_tensors<'a>(
     Ok(tally)
 }
 
-/// The family's settings: the sliding window and its pattern (Gemma 3), rope scaling and
-/// Llama 3's frequency factors.
-fn read_arch(
-    meta: &Meta<'_>,
-    arch: &dyn Fn(&str) -> String,
-    family: Family,
-    content: &Content,
-) -> Result<ArchFacts, ModelError> {
-    let mut a = ArchFacts::of(family);
-    if family == Family::Gemma3 {
-        // llama.cpp's constants for Gemma 3: five sliding layers to one global, the
-        // sliding ones on rope base 10 000.
-        a.sliding_window = meta.u32_opt(&arch("attention.sliding_window"))?.filter(|&w| w > 0);
-        a.sliding_pattern = meta.u32_opt(&arch("attention.sliding_window_pattern"))?.unwrap_or(6);
-        a.local_rope_base = meta.f32_opt(&arch("rope.freq_base_swa"))?.unwrap_or(10_000.0);
-        if !(a.local_rope_base.is_finite() && a.local_rope_base > 0.0) {
-            return inconsistent(format!("local rope base {} must be > 0", a.local_rope_base));
-        }
-        if meta.f32_opt(&arch("final_logit_softcapping"))?.is_some_and(|c| c != 0.0) {
-            return inconsistent("final logit soft-capping is not supported".into());
-        }
-    }
-    match meta.string_opt(&arch("rope.scaling.type"))?.as_deref() {
-        None | Some("none") => {}
-        Some("linear") => {
-            let factor = meta.f32_opt(&arch("rope.scaling.factor"))?.unwrap_or(1.0);
-            if !(factor.is_finite() && factor >= 1.0) {
-                return inconsistent(format!("rope scaling factor {factor} must be >= 1"));
-            }
-            a.rope_scale = factor;
-        }
-        Some(other) => {
-            return inconsistent(format!(
-                "rope scaling `{other}` is not supported (none or linear)"
-            ));
-        }
-    }
-    a.rope_freq_factors = content.tensor_infos.contains_key("rope_freqs.weight");
-    Ok(a)
-}
-
 /// The end-of-turn token: `tokenizer.ggml.eot_token_id`, else a control token whose text
 /// is a known end-of-turn marker (llama.cpp looks them up the same way); never eos itself.
 fn read_eot(meta: &Meta<'_>, vocab_size: u32, eos: Option<u32>) -> Result<Option<u32>, ModelError> {
@@ -470,12 +347,14 @@ fn read_eot(meta: &Meta<'_>, vocab_size: u32, eos: Option<u32>) -> Result<Option
     }
     const MARKERS: [&str; 5] =
         ["<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>"];
-    let Some(Value::Array(tokens)) = meta.get("tokenizer.ggml.tokens") else { return Ok(None) };
-    let Some(Value::Array(types)) = meta.get("tokenizer.ggml.token_type") else { return Ok(None) };
+    let Some(MetaValue::Array(tokens)) = meta.get("tokenizer.ggml.tokens") else { return Ok(None) };
+    let Some(MetaValue::Array(types)) = meta.get("tokenizer.ggml.token_type") else {
+        return Ok(None);
+    };
     // One pass over the vocabulary: the control token of the earliest marker wins.
     let mut best: Option<(usize, u32)> = None;
     for (i, (t, ty)) in tokens.iter().zip(types).enumerate() {
-        let (Value::String(text), Value::I32(3)) = (t, ty) else { continue };
+        let (MetaValue::String(text), MetaValue::I32(3)) = (t, ty) else { continue };
         let Some(rank) = MARKERS.iter().position(|m| m == text) else { continue };
         let Ok(id) = u32::try_from(i) else { break };
         if Some(id) != eos && best.is_none_or(|(r, _)| rank < r) {
@@ -519,7 +398,7 @@ fn bytes_by_role(tally: Tally<'_>, file_len: u64) -> Result<RoleBytes, ModelErro
     })
 }
 
-/// The shapes (candle order, outermost first) the llama tensor names must have, given the
+/// The shapes (outermost first) the family's tensor names must have, given the
 /// model's constants.
 struct ExpectedShapes {
     hidden: usize,

@@ -1,8 +1,9 @@
-//! The blocks of a llama-family stage: RMSNorm, rotary embedding, grouped-query attention
-//! over a KV cache, the gated feed-forward, and on the last stage the final norm and output
-//! head. The families differ only in what [`Arch`] and a [`Layer`]'s [`Extras`] hold:
-//! rope pairing, biases on Q / K / V, per-head norms on Q and K, norms after attention and
-//! feed-forward, GeGLU, a scaled embedding, sliding-window blocks with their own rope base.
+//! The blocks of a transformer stage (every supported family): RMSNorm, rotary embedding,
+//! grouped-query attention over a KV cache, the gated feed-forward, and on the last stage
+//! the final norm and output head. The families differ only in what [`Arch`] and a
+//! [`Layer`]'s [`Extras`] hold: rope pairing, biases on Q / K / V, per-head norms on Q and
+//! K, norms after attention and feed-forward, GeGLU, a scaled embedding, sliding-window
+//! blocks with their own rope base.
 //!
 //! A [`Stage`] holds KV caches for any number of sequences ("slots"). One
 //! [`Stage::forward`] takes rows from several slots at once (decode rows of many
@@ -208,7 +209,7 @@ struct Scratch {
     acts: Acts,
 }
 
-/// One stage of a llama-family model on the CPU.
+/// One stage of a model (any supported family) on the CPU.
 #[derive(Debug)]
 pub struct Stage {
     cfg: Config,

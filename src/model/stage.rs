@@ -1,184 +1,70 @@
-//! A llama-family pipeline stage: the blocks of one contiguous layer range, plus the token
-//! embedding on the first stage and the final norm, output head and logits on the last.
-//! The whole model is the single stage that owns everything, so the one-process reference
-//! and every pipeline stage run exactly the same code.
+//! A pipeline stage of any supported family: the blocks of one contiguous layer range,
+//! plus the token embedding on the first stage and the final norm, output head and logits
+//! on the last. The whole model is the single stage that owns everything, so the
+//! one-process reference and every pipeline stage run exactly the same code.
 //!
-//! On the CPU a stage runs on our engine ([`swactor_engine`], loaded by [`super::engine`]
-//! from the mapped file); on CUDA, or on the CPU with `--device candle`, on candle's ops
-//! ([`super::candle_stage`], the reference the engine is tested against). Only the
+//! On the CPU a stage runs on our engine ([`swactor_engine`], bound by [`super::engine`]
+//! to the mapped file); in a build with the `candle` feature, on CUDA or on the CPU with
+//! `--device candle`, on candle's ops (`candle_stage`, the reference the engine is tested
+//! against). Only the
 //! tensors of the stage's own range (and its embedding / head) are used. Activations
 //! cross stages as raw little-endian `f32` (or `f16`) `[tokens, hidden]` bytes
 //! ([`encode_hidden`] / [`decode_hidden`]).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use swactor_engine::ThreadPool;
 
+#[cfg(feature = "candle")]
 use super::candle_stage::CandleStage;
-use super::facts::{ModelError, ModelFacts, facts_from_content};
+pub(crate) use super::compute::weights;
+pub use super::compute::{ComputeDevice, StageError, StageInput, StageOutput, StageSpec};
+use super::facts::ModelFacts;
+use super::gguf::GgufFile;
+use crate::wire::ActivationDType;
 use crate::wire::reason::WeightsFailure;
-use crate::wire::{ActivationDType, LayerRange};
-
-/// Where a stage computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ComputeDevice {
-    /// The CPU, on swactor's engine (SIMD kernels on the GGUF blocks, mapped weights).
-    #[default]
-    Cpu,
-    /// The CPU on candle's ops: the reference the engine is checked against.
-    Candle,
-    /// An NVIDIA GPU (needs a build with the `cuda` feature).
-    Cuda(u32),
-}
-
-impl ComputeDevice {
-    /// Parses `cpu`, `candle` or `cuda:N` (`cuda` alone means `cuda:0`).
-    pub fn parse(text: &str) -> Option<ComputeDevice> {
-        match text {
-            "cpu" => Some(ComputeDevice::Cpu),
-            "candle" => Some(ComputeDevice::Candle),
-            "cuda" => Some(ComputeDevice::Cuda(0)),
-            _ => text.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(ComputeDevice::Cuda),
-        }
-    }
-}
-
-/// What a stage loads and how long its KV cache is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StageSpec {
-    /// The blocks it runs.
-    pub layers: LayerRange,
-    /// Whether it owns the token embedding (first stage).
-    pub embedding: bool,
-    /// Whether it owns the final norm, head and logits (last stage).
-    pub head: bool,
-    /// Longest sequence its KV cache holds.
-    pub max_seq_len: u32,
-    /// How its KV cache keeps values (f16 on the CPU engine only).
-    pub kv_cache: crate::wire::KvCacheDType,
-    /// Where it computes.
-    pub device: ComputeDevice,
-    /// Compute threads on the CPU (the caller's thread counts; 0 means 1).
-    pub threads: u32,
-}
-
-/// Why a stage could not load or compute.
-#[derive(Debug, thiserror::Error)]
-pub enum StageError {
-    /// The weights could not be made ready (the reason is a stable code).
-    #[error("weights: {reason}: {detail}")]
-    Weights {
-        /// Stable reason.
-        reason: WeightsFailure,
-        /// What exactly.
-        detail: String,
-    },
-    /// The input does not fit the stage (wrong kind, shape, or token id).
-    #[error("bad input: {0}")]
-    BadInput(String),
-    /// The KV cache is full.
-    #[error("context full: {used} + {more} tokens exceed max_seq_len {max}")]
-    ContextFull {
-        /// Tokens already cached.
-        used: usize,
-        /// Tokens offered.
-        more: usize,
-        /// The cache length.
-        max: usize,
-    },
-    /// The computation failed.
-    #[error("compute: {0}")]
-    Compute(#[from] candle_core::Error),
-    /// The forward pass was aborted between blocks (the stage is being stopped); the
-    /// stage's caches must be reset before it computes again.
-    #[error("aborted")]
-    Aborted,
-}
-
-pub(crate) fn weights(reason: WeightsFailure, detail: impl Into<String>) -> StageError {
-    StageError::Weights { reason, detail: detail.into() }
-}
-
-impl From<ModelError> for StageError {
-    fn from(e: ModelError) -> Self {
-        let reason = match e {
-            ModelError::UnsupportedTensorType { .. } => WeightsFailure::UnsupportedTensorType,
-            _ => WeightsFailure::ParseFailed,
-        };
-        weights(reason, e.to_string())
-    }
-}
-
-impl From<swactor_engine::llama::ForwardError> for StageError {
-    fn from(e: swactor_engine::llama::ForwardError) -> Self {
-        use swactor_engine::llama::ForwardError as F;
-        match e {
-            F::BadInput(m) => StageError::BadInput(m),
-            F::ContextFull { used, more, max } => StageError::ContextFull { used, more, max },
-            F::Aborted => StageError::Aborted,
-        }
-    }
-}
-
-/// What a stage consumes.
-#[derive(Debug, Clone, Copy)]
-pub enum StageInput<'a> {
-    /// Token ids (first stage).
-    Tokens(&'a [u32]),
-    /// Hidden states `[tokens, hidden]`, row-major, from the previous stage.
-    Hidden(&'a [f32]),
-}
-
-/// What a stage produces.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StageOutput {
-    /// Hidden states `[tokens, hidden]`, row-major, for the next stage.
-    Hidden(Vec<f32>),
-    /// Logits of the last position (last stage).
-    Logits(Vec<f32>),
-}
 
 enum Backend {
-    Engine(Box<swactor_engine::llama::Stage>),
+    Engine(Box<swactor_engine::transformer::Stage>),
+    #[cfg(feature = "candle")]
     Candle(Box<CandleStage>),
 }
 
-/// One stage of a llama-family model.
-pub struct LlamaStage {
+/// One stage of a model of any supported family.
+pub struct ModelStage {
     spec: StageSpec,
     facts: ModelFacts,
     loaded_bytes: u64,
     backend: Backend,
 }
 
-impl std::fmt::Debug for LlamaStage {
+impl std::fmt::Debug for ModelStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlamaStage")
+        f.debug_struct("ModelStage")
             .field("spec", &self.spec)
             .field("pos", &self.position())
             .finish()
     }
 }
 
-impl LlamaStage {
-    /// Loads a stage from a GGUF file: validates the range against the file's blocks and
-    /// binds only the stage's tensors. Each failure class has its own [`WeightsFailure`].
-    /// On the CPU the stage gets its own pool of `spec.threads` compute threads.
-    pub fn load(path: &Path, spec: StageSpec) -> Result<LlamaStage, StageError> {
-        LlamaStage::load_in(path, spec, None)
+impl ModelStage {
+    /// Loads a stage from a mapped GGUF file: validates the range against the file's
+    /// blocks and binds only the stage's tensors. Each failure class has its own
+    /// [`WeightsFailure`]. On the CPU the stage gets its own pool of `spec.threads` compute
+    /// threads.
+    pub fn load(file: &GgufFile, spec: StageSpec) -> Result<ModelStage, StageError> {
+        ModelStage::load_in(file, spec, None)
     }
 
-    /// As [`LlamaStage::load`], computing on `pool` (stages of one process that run one
+    /// As [`ModelStage::load`], computing on `pool` (stages of one process that run one
     /// at a time share one pool) instead of a pool of its own.
     pub fn load_in(
-        path: &Path,
+        file: &GgufFile,
         spec: StageSpec,
         pool: Option<Arc<ThreadPool>>,
-    ) -> Result<LlamaStage, StageError> {
-        let (content, len) = super::gguf::read_content(path)?;
-        let facts = facts_from_content(&content, len)?;
+    ) -> Result<ModelStage, StageError> {
+        let facts = file.facts()?;
         if spec.layers.is_empty() || spec.layers.end > facts.block_count {
             return Err(weights(
                 WeightsFailure::InvalidRange,
@@ -198,9 +84,21 @@ impl LlamaStage {
             ComputeDevice::Cpu => {
                 let pool =
                     pool.unwrap_or_else(|| Arc::new(ThreadPool::new(spec.threads.max(1) as usize)));
-                let (stage, bytes) = super::engine::load(path, &content, len, &facts, &spec, pool)?;
+                let (stage, bytes) = super::engine::load(file, &facts, &spec, pool)?;
                 (Backend::Engine(Box::new(stage)), bytes)
             }
+            #[cfg(not(feature = "candle"))]
+            ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
+                return Err(weights(
+                    WeightsFailure::AllocationFailed,
+                    format!(
+                        "{:?} needs a build with the `candle` feature (CUDA: the `cuda` \
+                         feature); this build computes on the CPU engine (--device cpu)",
+                        spec.device
+                    ),
+                ));
+            }
+            #[cfg(feature = "candle")]
             ComputeDevice::Candle | ComputeDevice::Cuda(_) => {
                 if facts.arch
                     != swactor_core::model::ArchFacts::of(swactor_core::model::Family::Llama)
@@ -219,12 +117,12 @@ impl LlamaStage {
                         "an f16 KV cache needs the CPU engine (--device cpu)".into(),
                     ));
                 }
-                let stage = CandleStage::load(path, spec, &content, facts.clone())?;
+                let stage = CandleStage::load(file, spec, facts.clone())?;
                 let bytes = stage.loaded_bytes();
                 (Backend::Candle(Box::new(stage)), bytes)
             }
         };
-        Ok(LlamaStage { spec, facts, loaded_bytes, backend })
+        Ok(ModelStage { spec, facts, loaded_bytes, backend })
     }
 
     /// The stage's spec.
@@ -246,6 +144,7 @@ impl LlamaStage {
     pub fn position(&self) -> usize {
         match &self.backend {
             Backend::Engine(s) => s.len(0),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) => s.position(),
         }
     }
@@ -254,14 +153,16 @@ impl LlamaStage {
     pub fn reset(&mut self) {
         match &mut self.backend {
             Backend::Engine(s) => (0..s.slots()).for_each(|i| s.reset(i)),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) => s.reset(),
         }
     }
 
     /// The engine stage (CPU only): several sequences at once, for batched decoding.
-    pub fn engine_mut(&mut self) -> Option<&mut swactor_engine::llama::Stage> {
+    pub fn engine_mut(&mut self) -> Option<&mut swactor_engine::transformer::Stage> {
         match &mut self.backend {
             Backend::Engine(s) => Some(s),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => None,
         }
     }
@@ -274,7 +175,9 @@ impl LlamaStage {
                 s.set_slots(n);
                 Ok(())
             }
+            #[cfg(feature = "candle")]
             Backend::Candle(_) if n <= 1 => Ok(()),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => Err(StageError::BadInput(format!(
                 "{n} sequence slots need the CPU engine (candle stages hold one sequence)"
             ))),
@@ -285,6 +188,7 @@ impl LlamaStage {
     pub fn slots(&self) -> usize {
         match &self.backend {
             Backend::Engine(s) => s.slots(),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => 1,
         }
     }
@@ -293,6 +197,7 @@ impl LlamaStage {
     pub fn slot_position(&self, slot: usize) -> usize {
         match &self.backend {
             Backend::Engine(s) if slot < s.slots() => s.len(slot),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) if slot == 0 => s.position(),
             _ => 0,
         }
@@ -302,6 +207,7 @@ impl LlamaStage {
     pub fn reset_slot(&mut self, slot: usize) {
         match &mut self.backend {
             Backend::Engine(s) if slot < s.slots() => s.reset(slot),
+            #[cfg(feature = "candle")]
             Backend::Candle(s) if slot == 0 => s.reset(),
             _ => {}
         }
@@ -318,6 +224,7 @@ impl LlamaStage {
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
         match &mut self.backend {
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => {
                 if slots.iter().any(|&s| s != 0) {
                     return Err(StageError::BadInput(
@@ -328,12 +235,12 @@ impl LlamaStage {
             }
             Backend::Engine(s) => {
                 let input = match input {
-                    StageInput::Tokens(ids) => swactor_engine::llama::Input::Tokens(ids),
-                    StageInput::Hidden(h) => swactor_engine::llama::Input::Hidden(h),
+                    StageInput::Tokens(ids) => swactor_engine::transformer::Input::Tokens(ids),
+                    StageInput::Hidden(h) => swactor_engine::transformer::Input::Hidden(h),
                 };
                 Ok(match s.forward(slots, input, abort)? {
-                    swactor_engine::llama::Output::Hidden(h) => StageOutput::Hidden(h),
-                    swactor_engine::llama::Output::Logits(l) => StageOutput::Logits(l),
+                    swactor_engine::transformer::Output::Hidden(h) => StageOutput::Hidden(h),
+                    swactor_engine::transformer::Output::Logits(l) => StageOutput::Logits(l),
                 })
             }
         }
@@ -348,13 +255,14 @@ impl LlamaStage {
                 Ok(())
             }
             Backend::Engine(_) => Err(StageError::BadInput(format!("slot {slot} does not exist"))),
+            #[cfg(feature = "candle")]
             Backend::Candle(_) => {
                 Err(StageError::BadInput("candle stages cannot roll a cache back".into()))
             }
         }
     }
 
-    /// As [`LlamaStage::forward_rows`] on one slot, but the last stage returns the logits
+    /// As [`ModelStage::forward_rows`] on one slot, but the last stage returns the logits
     /// of every row (`[rows, vocab]`): verifying a draft. Engine stages only.
     pub fn verify_rows(
         &mut self,
@@ -362,16 +270,22 @@ impl LlamaStage {
         input: StageInput<'_>,
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
-        let Backend::Engine(s) = &mut self.backend else {
-            return Err(StageError::BadInput("candle stages cannot verify drafts".into()));
+        // A single pattern in a build without candle.
+        #[allow(clippy::infallible_destructuring_match)]
+        let s = match &mut self.backend {
+            Backend::Engine(s) => s,
+            #[cfg(feature = "candle")]
+            Backend::Candle(_) => {
+                return Err(StageError::BadInput("candle stages cannot verify drafts".into()));
+            }
         };
         let input = match input {
-            StageInput::Tokens(ids) => swactor_engine::llama::Input::Tokens(ids),
-            StageInput::Hidden(h) => swactor_engine::llama::Input::Hidden(h),
+            StageInput::Tokens(ids) => swactor_engine::transformer::Input::Tokens(ids),
+            StageInput::Hidden(h) => swactor_engine::transformer::Input::Hidden(h),
         };
         Ok(match s.forward_every_row(slots, input, abort)? {
-            swactor_engine::llama::Output::Hidden(h) => StageOutput::Hidden(h),
-            swactor_engine::llama::Output::Logits(l) => StageOutput::Logits(l),
+            swactor_engine::transformer::Output::Hidden(h) => StageOutput::Hidden(h),
+            swactor_engine::transformer::Output::Logits(l) => StageOutput::Logits(l),
         })
     }
 
@@ -380,7 +294,7 @@ impl LlamaStage {
         self.forward_abortable(input, &AtomicBool::new(false))
     }
 
-    /// As [`LlamaStage::forward`], polling `abort` between blocks: a long prefill stops
+    /// As [`ModelStage::forward`], polling `abort` between blocks: a long prefill stops
     /// within one block's time of a stop ([`StageError::Aborted`]).
     pub fn forward_abortable(
         &mut self,
@@ -388,6 +302,7 @@ impl LlamaStage {
         abort: &AtomicBool,
     ) -> Result<StageOutput, StageError> {
         match &mut self.backend {
+            #[cfg(feature = "candle")]
             Backend::Candle(s) => s.forward_abortable(input, abort),
             Backend::Engine(s) => {
                 let hidden = self.facts.hidden_size as usize;
@@ -413,12 +328,12 @@ impl LlamaStage {
                 }
                 let slots = vec![0usize; n];
                 let input = match input {
-                    StageInput::Tokens(ids) => swactor_engine::llama::Input::Tokens(ids),
-                    StageInput::Hidden(h) => swactor_engine::llama::Input::Hidden(h),
+                    StageInput::Tokens(ids) => swactor_engine::transformer::Input::Tokens(ids),
+                    StageInput::Hidden(h) => swactor_engine::transformer::Input::Hidden(h),
                 };
                 Ok(match s.forward(&slots, input, abort)? {
-                    swactor_engine::llama::Output::Hidden(h) => StageOutput::Hidden(h),
-                    swactor_engine::llama::Output::Logits(l) => StageOutput::Logits(l),
+                    swactor_engine::transformer::Output::Hidden(h) => StageOutput::Hidden(h),
+                    swactor_engine::transformer::Output::Logits(l) => StageOutput::Logits(l),
                 })
             }
         }

@@ -4,11 +4,11 @@
 use std::path::Path;
 
 use crate::support::{GgufBuilder, scratch};
+use swactor::model::GgufFile;
 use swactor::model::draft::{DraftModel, DraftTarget};
 use swactor::model::generate::{LocalPipeline, StopReason, even_split, generate};
-use swactor::model::gguf::read_content;
-use swactor::model::llama::{ComputeDevice, LlamaStage, StageError, StageSpec};
 use swactor::model::sampling::{Sampler, argmax};
+use swactor::model::stage::{ComputeDevice, ModelStage, StageError, StageSpec};
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::model::tokenizer::tokenizer_from_gguf;
 use swactor::speculate::Draft;
@@ -39,7 +39,7 @@ fn f32_model() -> std::path::PathBuf {
 
 fn run(path: &Path, ranges: &[LayerRange], prompt: &[u32], tokens: u32) -> Vec<u32> {
     let mut p = LocalPipeline::load(
-        path,
+        &GgufFile::open(path).expect("model"),
         ranges,
         256,
         Default::default(),
@@ -80,8 +80,8 @@ fn splitting_into_one_to_four_stages_gives_the_one_process_tokens_exactly() {
 fn a_stage_loads_only_its_own_tensors() {
     let path = f32_model();
     let facts = swactor::model::read_facts(&path).expect("facts");
-    let middle = LlamaStage::load(
-        &path,
+    let middle = ModelStage::load(
+        &GgufFile::open(&path).expect("model"),
         StageSpec {
             layers: LayerRange::new(2, 4),
             embedding: false,
@@ -94,8 +94,8 @@ fn a_stage_loads_only_its_own_tensors() {
     )
     .expect("load");
     assert_eq!(middle.loaded_bytes(), facts.bytes.per_block[2] + facts.bytes.per_block[3]);
-    let first = LlamaStage::load(
-        &path,
+    let first = ModelStage::load(
+        &GgufFile::open(&path).expect("model"),
         StageSpec {
             layers: LayerRange::new(0, 1),
             embedding: true,
@@ -133,8 +133,12 @@ fn sampling_is_deterministic_for_a_seed_and_greedy_picks_the_maximum() {
     assert_ne!(draw(policy), draw(other), "another seed draws another stream");
 }
 
+/// Why a stage of `path` fails to load (opening the file is part of a stage's load, as the
+/// worker's role does it).
 fn weights_reason(path: &Path, spec: StageSpec) -> WeightsFailure {
-    match LlamaStage::load(path, spec) {
+    let loaded =
+        GgufFile::open(path).map_err(StageError::from).and_then(|f| ModelStage::load(&f, spec));
+    match loaded {
         Err(StageError::Weights { reason, .. }) => reason,
         Err(e) => panic!("expected a weights failure, got {e}"),
         Ok(_) => panic!("expected a weights failure, the stage loaded"),
@@ -173,13 +177,13 @@ fn each_weights_failure_has_its_own_reason() {
 #[test]
 fn smollm2_continues_the_lily_prompt_through_a_three_stage_split_with_either_kv_cache() {
     let Some(model) = crate::cli::smollm2() else { return };
-    let (content, _) = read_content(&model).expect("header");
-    let tok = tokenizer_from_gguf(&content).expect("tokenizer");
+    let file = GgufFile::open(&model).expect("header");
+    let tok = tokenizer_from_gguf(file.header()).expect("tokenizer");
     let prompt = tok.encode("Once upon a time there was a little girl named Lily.", true, false);
     let ranges = even_split(30, 3);
     for kv in [KvCacheDType::F32, KvCacheDType::F16] {
         let mut p = LocalPipeline::load(
-            &model,
+            &GgufFile::open(&model).expect("model"),
             &ranges,
             128,
             kv,
@@ -236,13 +240,14 @@ fn synth(name: &str, dtype: swactor::model::synth::SynthDType) -> std::path::Pat
     path
 }
 
+#[cfg(feature = "candle")]
 #[test]
 fn the_engine_generates_candles_greedy_tokens_on_the_f32_model() {
     let path = f32_model();
     let prompt: Vec<u32> = (0..17).map(|i| (i * 37 + 5) % 290).collect();
     let tokens = |device| {
         let mut p = LocalPipeline::load(
-            &path,
+            &GgufFile::open(&path).expect("model"),
             &[LayerRange::new(0, 6)],
             256,
             Default::default(),
@@ -287,7 +292,7 @@ pub fn logits_beside_with(
     blocks: u32,
 ) -> Vec<u32> {
     use std::sync::atomic::AtomicBool;
-    use swactor_engine::llama::{Input, Output};
+    use swactor_engine::transformer::{Input, Output};
     let spec = StageSpec {
         layers: LayerRange::new(0, blocks),
         embedding: true,
@@ -297,7 +302,7 @@ pub fn logits_beside_with(
         device: ComputeDevice::Cpu,
         threads,
     };
-    let mut stage = LlamaStage::load(path, spec).expect("load");
+    let mut stage = ModelStage::load(&GgufFile::open(path).expect("model"), spec).expect("load");
     let prompt = |s: usize| -> Vec<u32> {
         (0..prompt_len).map(|i| ((i * 31 + s * 7 + 3) % 290) as u32).collect()
     };
@@ -368,7 +373,7 @@ fn run_speculative(
     draft: Option<&Path>,
 ) -> (Vec<u32>, swactor::model::generate::SpecCounts) {
     let mut p = LocalPipeline::load(
-        path,
+        &GgufFile::open(path).expect("model"),
         ranges,
         256,
         Default::default(),
@@ -414,7 +419,7 @@ fn speculation_gives_the_same_tokens_at_every_draft_length_stage_count_and_polic
     for policy in [SamplingPolicy::Greedy, sampled] {
         let plain = {
             let mut p = LocalPipeline::load(
-                &path,
+                &GgufFile::open(&path).expect("model"),
                 &even_split(6, 1),
                 256,
                 Default::default(),
@@ -449,7 +454,7 @@ fn a_rejected_draft_leaves_no_row_behind_in_any_stage() {
     let path = f32_model();
     let load = || {
         LocalPipeline::load(
-            &path,
+            &GgufFile::open(&path).expect("model"),
             &even_split(6, 2),
             256,
             Default::default(),
