@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::scheduler::{FinishReason, SeqId};
 use crate::model::tokenizer::{Detokenizer, Tokenizer};
 use crate::wire::SamplingPolicy;
-use crate::wire::reason::FaultReason;
+use crate::wire::reason::{FaultReason, RequestEnd};
 
 /// One request to a session.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,8 +257,8 @@ impl std::fmt::Display for SessionEnd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SessionEnd::Fault(reason) => write!(f, "{reason}"),
-            SessionEnd::OperatorStopped => f.write_str("operator.stopped"),
-            SessionEnd::Ended => f.write_str("session.ended"),
+            SessionEnd::OperatorStopped => f.write_str(RequestEnd::OperatorStopped.as_str()),
+            SessionEnd::Ended => f.write_str(RequestEnd::SessionEnded.as_str()),
         }
     }
 }
