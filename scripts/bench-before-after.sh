@@ -5,9 +5,8 @@
 #
 #   scripts/bench-before-after.sh BEFORE_BINARY AFTER_BINARY MODEL [OUT_DIR]
 #
-# Each binary's JSON Lines go to OUT_DIR/{before,after}-{bench}-{round}.jsonl and the
-# summary lines (the `type` each bench prints last) to stdout. Nothing else is measured
-# while it runs; give it an idle machine.
+# Each binary's report goes to OUT_DIR/{before,after}-{bench}-{round}.txt. Nothing else
+# is measured while it runs; give it an idle machine.
 set -euo pipefail
 before=${1:?before binary}
 after=${2:?after binary}
@@ -18,7 +17,7 @@ run() { # label binary bench args...
     local label=$1 bin=$2 bench=$3 round=$4
     shift 4
     echo "== $label $bench (round $round)" >&2
-    "$bin" bench "$bench" --model "$model" "$@" --json > "$out/$label-$bench-$round.jsonl"
+    "$bin" bench "$bench" --model "$model" "$@" > "$out/$label-$bench-$round.txt" 2>&1
 }
 for round in 1 2; do
     for side in before after; do
