@@ -401,11 +401,7 @@ fn violations(files: &Files) -> Vec<String> {
 
 /// Circles of imports inside one folder that are known and kept, each with its reason:
 /// a circle's files, sorted as [`circles`] names them.
-const CIRCLE_ALLOWLIST: &[(&[&str], &str)] = &[(
-    &["core/wire/batch.rs", "core/wire/logprobs.rs", "core/wire/plan.rs", "core/wire/spec.rs"],
-    "one wire format in four files: the batch table and the token-out object's \
-         log-probability section size each other, the plan sizes rings by both",
-)];
+const CIRCLE_ALLOWLIST: &[(&[&str], &str)] = &[];
 
 /// Circles of imports (Tarjan's components): across folders always, inside one folder
 /// unless [`CIRCLE_ALLOWLIST`] names it; and allowlist entries no longer a circle.

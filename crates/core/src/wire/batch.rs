@@ -24,7 +24,7 @@
 //! ```
 //!
 //! `top_logprobs` is 0 unless the entry's flags have `LOGPROBS` (then at most
-//! [`super::logprobs::MAX_TOP_LOGPROBS`]); the token-out payload's log-probability section
+//! [`MAX_TOP_LOGPROBS`]); the token-out payload's log-probability section
 //! follows its token ids (see [`super::logprobs`]).
 //!
 //! ```text
@@ -45,18 +45,34 @@ pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"SWMB");
 pub const BATCH_VERSION: u16 = 3;
 /// The most rows a `VERIFY` entry may have (the last accepted token and 15 drafted).
 pub const MAX_VERIFY_ROWS: u32 = 16;
-/// Bytes of the table header.
-pub const TABLE_HEADER_BYTES: u64 = 16;
-/// Bytes of one entry.
-pub const ENTRY_BYTES: u64 = 40;
 /// The token-out value of an entry that does not sample.
 pub const NO_TOKEN: u32 = u32::MAX;
-/// The most entries a table may have (the plan's `max_sequences` is at most this).
-pub const MAX_CAPACITY: u16 = 256;
+pub use super::spec::{ENTRY_BYTES, MAX_CAPACITY, TABLE_HEADER_BYTES, table_bytes};
 
-/// Bytes of a table with `capacity` entries.
-pub const fn table_bytes(capacity: u16) -> u64 {
-    TABLE_HEADER_BYTES + ENTRY_BYTES * capacity as u64
+/// The most alternatives an entry may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: u32 = 20;
+
+/// Whether entry `e` of a token-out table carries log-probabilities, and how many
+/// alternatives.
+pub(crate) fn logprobs_asked(e: &BatchEntry) -> Option<u32> {
+    let flags = e.flags;
+    (flags.contains(EntryFlags::SAMPLE) && flags.contains(EntryFlags::LOGPROBS))
+        .then_some(e.sampling.top_logprobs)
+}
+
+/// Bytes of the token-out object's log-probability section `table` asks for (the section
+/// itself: [`super::logprobs`]).
+pub fn section_bytes(table: &BatchTable) -> u64 {
+    table.entries().iter().filter_map(logprobs_asked).map(|k| 4 + 8 * u64::from(k)).sum()
+}
+
+/// The largest log-probability section a table of `capacity` entries can ask for when
+/// each may list at most `max_top` alternatives (`None`: no entry may ask).
+pub const fn max_section_bytes(capacity: u16, max_top: Option<u32>) -> u64 {
+    match max_top {
+        Some(k) => capacity as u64 * (4 + 8 * k as u64),
+        None => 0,
+    }
 }
 
 /// Flags of one entry.
@@ -486,7 +502,7 @@ impl BatchTable {
             }
             let top_logprobs = u32_at(raw, 28);
             let asks = EntryFlags(u32_at(raw, 12)).contains(EntryFlags::LOGPROBS);
-            if (!asks && top_logprobs != 0) || top_logprobs > super::logprobs::MAX_TOP_LOGPROBS {
+            if (!asks && top_logprobs != 0) || top_logprobs > MAX_TOP_LOGPROBS {
                 return Err(BatchError::ReservedNonZero);
             }
             entries.push(BatchEntry {
@@ -540,11 +556,11 @@ impl BatchTable {
         let table = BatchTable::decode(payload, limits)?;
         let rest = &payload[table.encoded_len() as usize..];
         let ids = u64::from(table.capacity) * 4;
-        let expected = ids + super::logprobs::section_bytes(&table) + verify_section_bytes(&table);
+        let expected = ids + section_bytes(&table) + verify_section_bytes(&table);
         // Exactly the sections its entries ask for, or zero-padded to the fixed size.
-        let most = super::logprobs::MAX_TOP_LOGPROBS;
+        let most = MAX_TOP_LOGPROBS;
         let padded = ids
-            + super::logprobs::max_section_bytes(table.capacity, Some(most))
+            + max_section_bytes(table.capacity, Some(most))
             + max_verify_section_bytes(table.capacity);
         let len = rest.len() as u64;
         let fits = len == expected

@@ -11,10 +11,8 @@
 //! Log-probabilities are of the model's distribution (softmax of the logits, before
 //! temperature, top-k or top-p).
 
-use super::batch::{BatchError, BatchTable, EntryFlags};
-
-/// The most alternatives an entry may ask for (OpenAI's limit).
-pub const MAX_TOP_LOGPROBS: u32 = 20;
+use super::batch::{BatchError, BatchTable, logprobs_asked as asks};
+pub use super::batch::{MAX_TOP_LOGPROBS, max_section_bytes, section_bytes};
 
 /// One token's log-probability and its most likely alternatives (highest first).
 #[derive(Debug, Clone, PartialEq)]
@@ -23,28 +21,6 @@ pub struct TokenLogprobs {
     pub logprob: f32,
     /// The most likely tokens and their log-probabilities, highest first.
     pub top: Vec<(u32, f32)>,
-}
-
-/// Whether entry `e` of a token-out table carries log-probabilities, and how many
-/// alternatives.
-fn asks(e: &super::batch::BatchEntry) -> Option<u32> {
-    let flags = e.flags;
-    (flags.contains(EntryFlags::SAMPLE) && flags.contains(EntryFlags::LOGPROBS))
-        .then_some(e.sampling.top_logprobs)
-}
-
-/// Bytes of the log-probability section `table` asks for.
-pub fn section_bytes(table: &BatchTable) -> u64 {
-    table.entries().iter().filter_map(asks).map(|k| 4 + 8 * u64::from(k)).sum()
-}
-
-/// The largest section a table of `capacity` entries can ask for when each may list at
-/// most `max_top` alternatives (`None`: no entry may ask).
-pub const fn max_section_bytes(capacity: u16, max_top: Option<u32>) -> u64 {
-    match max_top {
-        Some(k) => capacity as u64 * (4 + 8 * k as u64),
-        None => 0,
-    }
 }
 
 /// Bytes of every token-out object of a plan with `capacity` entries per table and at
@@ -160,6 +136,7 @@ pub fn of_logits(logits: &[f32], chosen: u32, k: usize) -> TokenLogprobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::batch::EntryFlags;
     use crate::wire::batch::{BatchEntry, EntrySampling};
 
     fn table(asks: &[Option<u32>]) -> BatchTable {

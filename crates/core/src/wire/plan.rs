@@ -281,7 +281,7 @@ fn one() -> u32 {
 impl RuntimeConfig {
     /// The micro-batch table capacity (`max_sequences`, at least 1).
     pub fn table_capacity(&self) -> u16 {
-        self.max_sequences.clamp(1, u32::from(crate::wire::batch::MAX_CAPACITY)) as u16
+        self.max_sequences.clamp(1, u32::from(super::spec::MAX_CAPACITY)) as u16
     }
 }
 

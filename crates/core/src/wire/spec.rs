@@ -6,6 +6,20 @@ use thiserror::Error;
 
 use super::RingId;
 
+/// Bytes of a micro-batch table's header (the table itself: `wire/batch.rs`).
+pub const TABLE_HEADER_BYTES: u64 = 16;
+/// Bytes of one micro-batch table entry.
+pub const ENTRY_BYTES: u64 = 40;
+/// The most entries a micro-batch table may have (the plan's `max_sequences` is at most
+/// this).
+pub const MAX_CAPACITY: u16 = 256;
+
+/// Bytes of a micro-batch table with `capacity` entries: the prefix of every object that
+/// carries one.
+pub const fn table_bytes(capacity: u16) -> u64 {
+    TABLE_HEADER_BYTES + ENTRY_BYTES * capacity as u64
+}
+
 /// Element type of an object payload on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,9 +113,9 @@ impl ObjectSpec {
     }
 
     /// The same spec for objects that begin with a micro-batch table of `capacity`
-    /// entries ([`crate::wire::batch::table_bytes`]).
+    /// entries ([`table_bytes`]).
     pub fn with_table(self, capacity: u16) -> ObjectSpec {
-        let prefix = crate::wire::batch::table_bytes(capacity);
+        let prefix = table_bytes(capacity);
         ObjectSpec {
             max_extent: self.max_extent - self.prefix_bytes + prefix,
             prefix_bytes: prefix,
