@@ -319,7 +319,7 @@ async fn run_on(
     let mut run =
         run_loop::RunLoop::start(plan, config, drafter, arriving, endpoint, tokenizer, t0)?;
     run.run(&mut phase, &mut reports, sink, &mut stop).await;
-    while run.reformation().is_some() {
+    while run.session().reformation().is_some() {
         let mut ctx = reform::Context { config, facts, pool: &pool, reports: &mut reports, t0 };
         match reform::replan(&mut run, &mut ctx, &mut phase, sink, &mut stop).await {
             Ok(plan) => {

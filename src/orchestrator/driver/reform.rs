@@ -37,9 +37,10 @@ pub(super) async fn replan(
     sink: &mut dyn RunSink,
     stop: &mut (impl std::future::Future<Output = OperatorStop> + Unpin),
 ) -> Result<RunPlan, ReformEnd> {
-    let Some(reformation) = run.reformation() else { return Err(ReformEnd::Setup) };
+    let Some(reformation) = run.session().reformation() else { return Err(ReformEnd::Setup) };
     // The fault names the node lost (`membership.node_down on node 2 (stage 1), ...`).
-    let fault = run.fault().map_or_else(|| reformation.cause.to_string(), |f| f.to_string());
+    let fault =
+        run.session().fault().map_or_else(|| reformation.cause.to_string(), |f| f.to_string());
     let over =
         if reformation.cause.counts_as_resume() { "the nodes left" } else { "the nodes ready" };
     sink.progress(&format!("{fault}: re-forming the session over {over}"));

@@ -22,10 +22,9 @@ use crate::events::{Direction, Event};
 use crate::model::tokenizer::Tokenizer;
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::orchestrator::pool_phase::PoolPhase;
-use crate::orchestrator::reform::Reformation;
 use crate::orchestrator::requests::{Request, RequestBook};
 use crate::orchestrator::session::{
-    GateAsk, ReformEnd, RunFault, Session, SessionCommand, SessionConfig, SessionOutput,
+    GateAsk, ReformEnd, Session, SessionCommand, SessionConfig, SessionOutput,
 };
 use crate::orchestrator::tokens::TokenOutEvent;
 use crate::ring::Wake as RingWake;
@@ -115,17 +114,7 @@ impl<'t> RunLoop<'t> {
         })
     }
 
-    /// The re-formation under way, if the last run lost a node and the session re-forms.
-    pub(super) fn reformation(&self) -> Option<Reformation> {
-        self.session.reformation()
-    }
-
-    /// The fault of the current run, if it faulted (with the node it lost).
-    pub(super) fn fault(&self) -> Option<RunFault> {
-        self.session.fault()
-    }
-
-    /// The session's machine (what re-planning asks of it).
+    /// The session's machine (what the driver and re-planning ask of it).
     pub(super) fn session(&mut self) -> &mut Session<'t> {
         &mut self.session
     }
