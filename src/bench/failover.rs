@@ -156,6 +156,7 @@ async fn run_on(
             stop: Vec::new(),
             logprobs: None,
             speculative: true,
+            cache_prompt: true,
         })
         .collect();
     // The pool may hold a spare node: the session starts on `stages` of them.

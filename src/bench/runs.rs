@@ -339,6 +339,7 @@ pub async fn failover_run(
             stop: Vec::new(),
             logprobs: None,
             speculative: true,
+            cache_prompt: true,
         }],
         run_id: crate::wire::RunId(u64::from(run)),
         pool_timeout: std::time::Duration::from_secs(30),

@@ -79,6 +79,7 @@ fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
         stop: p.stop,
         logprobs: None,
         speculative: p.speculative,
+        cache_prompt: true,
     };
     tx.send((index, request)).is_ok()
 }

@@ -72,8 +72,9 @@ pub async fn whole(
         return Err(tracker.failed(err).into());
     }
     let finish = finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos));
-    let timings = tracker.finished(finish, result.completion_tokens);
-    let usage = Usage::new(result.prompt_tokens, result.completion_tokens);
+    let timings = tracker.finished(finish, result.completion_tokens, result.cached_tokens);
+    let usage = Usage::new(result.prompt_tokens, result.completion_tokens)
+        .with_cached(result.cached_tokens);
     let mut v = meta.response(&result.text, finish, usage, timings);
     if !choices.is_empty() {
         v["choices"][0]["logprobs"] = meta.logprobs_value(&choices);
@@ -182,10 +183,11 @@ impl Streaming {
                 }
                 let reason = r.finish_reason.unwrap_or(FinishReason::Eos);
                 let finish = finish_reason(reason);
-                let timings = self.tracker.finished(finish, r.completion_tokens);
+                let timings = self.tracker.finished(finish, r.completion_tokens, r.cached_tokens);
                 self.pending.push_back(self.meta.finish_chunk(finish, timings).to_string());
                 if self.include_usage {
-                    let usage = Usage::new(r.prompt_tokens, r.completion_tokens);
+                    let usage = Usage::new(r.prompt_tokens, r.completion_tokens)
+                        .with_cached(r.cached_tokens);
                     self.pending.push_back(self.meta.usage_chunk(usage, timings).to_string());
                 }
                 self.pending.push_back("[DONE]".into());

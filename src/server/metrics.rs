@@ -91,6 +91,14 @@ pub struct Metrics {
     pub spec_draft_tokens: Counter,
     /// Drafted tokens accepted.
     pub spec_accepted_tokens: Counter,
+    /// Prompt tokens of requests that could use the prefix cache (vLLM counts tokens).
+    pub prefix_queries: Counter,
+    /// Prompt tokens found in the prefix cache.
+    pub prefix_hits: Counter,
+    /// Warm prefixes dropped whole to make room.
+    pub prefix_evictions: Counter,
+    /// KV cache bytes holding reusable prefixes (across the stages).
+    pub prefix_bytes: Gauge,
     /// HTTP connections open.
     pub http_connections: Gauge,
     /// HTTP connections answered at once and closed, by reason (a cap reached).
@@ -122,6 +130,10 @@ impl Metrics {
             spec_drafts: Counter::default(),
             spec_draft_tokens: Counter::default(),
             spec_accepted_tokens: Counter::default(),
+            prefix_queries: Counter::default(),
+            prefix_hits: Counter::default(),
+            prefix_evictions: Counter::default(),
+            prefix_bytes: Gauge::default(),
             http_connections: Gauge::default(),
             http_refused: Family::default(),
             sessions_formed: Counter::default(),
@@ -190,6 +202,26 @@ impl Metrics {
             "swactor_spec_decode_num_accepted_tokens",
             "Drafted tokens the target model accepted",
             m.spec_accepted_tokens.clone(),
+        );
+        r.register(
+            "swactor_prefix_cache_queries",
+            "Prompt tokens of requests that could use a cached prefix",
+            m.prefix_queries.clone(),
+        );
+        r.register(
+            "swactor_prefix_cache_hits",
+            "Prompt tokens found cached (not computed again)",
+            m.prefix_hits.clone(),
+        );
+        r.register(
+            "swactor_prefix_cache_evictions",
+            "Cached prefixes dropped whole to make room",
+            m.prefix_evictions.clone(),
+        );
+        r.register(
+            "swactor_prefix_cache_bytes",
+            "KV cache bytes holding reusable prefixes, across the stages",
+            m.prefix_bytes.clone(),
         );
         r.register(
             "swactor_http_connections_open",

@@ -33,6 +33,10 @@ struct ServeSink<'a> {
     reforming: Option<(Instant, crate::wire::reason::FaultReason)>,
     /// Speculation's counters as last counted into the metrics.
     spec_seen: crate::orchestrator::scheduler::SpecCounters,
+    /// The prefix cache's counters as last told (the metrics take the growth).
+    prefix_seen: crate::orchestrator::scheduler::PrefixCounters,
+    /// KV cache bytes one cached token takes across the stages (the plan's).
+    kv_bytes_per_token: u64,
     /// Whether the session passed its readiness barrier.
     served: bool,
 }
@@ -126,7 +130,19 @@ impl RunSink for ServeSink<'_> {
         m.spec_accepted_tokens.inc_by(delta(c.accepted_tokens, last.accepted_tokens));
     }
 
+    fn prefix(&mut self, c: crate::orchestrator::scheduler::PrefixCounters) {
+        let m = &self.shared.metrics;
+        let last = std::mem::replace(&mut self.prefix_seen, c);
+        let delta = |now: u64, before: u64| if now >= before { now - before } else { now };
+        m.prefix_queries.inc_by(delta(c.queried_tokens, last.queried_tokens));
+        m.prefix_hits.inc_by(delta(c.cached_tokens, last.cached_tokens));
+        m.prefix_evictions.inc_by(delta(c.evictions, last.evictions));
+        let bytes = c.warm_tokens.saturating_mul(self.kv_bytes_per_token);
+        m.prefix_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
     fn planned(&mut self, plan: &RunPlan) {
+        self.kv_bytes_per_token = plan.kv_bytes_per_token();
         self.shared.planned_context(plan.runtime.max_seq_len);
         self.shared.view().planned(plan);
     }
@@ -180,6 +196,8 @@ pub async fn run_sessions(
             events: events.as_mut().map(|f| &mut **f as &mut dyn FnMut(&EventLine)),
             reforming: None,
             spec_seen: Default::default(),
+            prefix_seen: Default::default(),
+            kv_bytes_per_token: 0,
             served: false,
         };
         let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());

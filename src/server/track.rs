@@ -67,9 +67,9 @@ impl Tracker {
         ApiError::from_request_error(reason, self.prompt_n, self.shared.n_ctx())
     }
 
-    /// It finished (`finish`, OpenAI's reason) after `predicted_n` tokens: counted, and
-    /// its timings.
-    pub fn finished(&mut self, finish: &str, predicted_n: u32) -> Timings {
+    /// It finished (`finish`, OpenAI's reason) after `predicted_n` tokens, `cached` of its
+    /// prompt tokens found cached: counted, and its timings.
+    pub fn finished(&mut self, finish: &str, predicted_n: u32, cached: u32) -> Timings {
         let now = Instant::now();
         let m = &self.shared.metrics;
         m.request_success.get_or_create(&Finished { finished_reason: finish.to_string() }).inc();
@@ -80,6 +80,6 @@ impl Tracker {
         let prompt_ms = first.saturating_duration_since(started).as_secs_f64() * 1e3;
         let predicted_ms =
             self.last.unwrap_or(first).saturating_duration_since(first).as_secs_f64() * 1e3;
-        Timings::new(self.prompt_n, prompt_ms, predicted_n, predicted_ms)
+        Timings::new(self.prompt_n, prompt_ms, predicted_n, predicted_ms).with_cache(cached)
     }
 }

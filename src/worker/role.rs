@@ -180,7 +180,14 @@ fn llama_step(
     for e in table.entries() {
         let slot = e.slot as usize;
         if e.flags.contains(EntryFlags::RESET) {
-            stage.reset_slot(slot);
+            // A new sequence: it keeps the slot's first `first_position` positions (a
+            // prefix it shares with what the slot held), or none.
+            let keep = e.first_position as usize;
+            if keep == 0 {
+                stage.reset_slot(slot);
+            } else if keep <= stage.slot_position(slot) {
+                stage.truncate_slot(slot, keep).map_err(|e| fail(format!("slot {slot}: {e}")))?;
+            }
             samplers[slot] = Some(Sampler::new(e.sampling.policy()));
         }
         let mut at = stage.slot_position(slot);

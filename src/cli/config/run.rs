@@ -112,6 +112,7 @@ fn prompt_request(
         stop: Vec::new(),
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     })
 }
 

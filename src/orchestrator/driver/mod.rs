@@ -143,6 +143,10 @@ pub trait RunSink {
     fn speculated(&mut self, counters: crate::orchestrator::scheduler::SpecCounters) {
         let _ = counters;
     }
+    /// The prefix cache's counters over the run so far (when they or the load change).
+    fn prefix(&mut self, counters: crate::orchestrator::scheduler::PrefixCounters) {
+        let _ = counters;
+    }
     /// The plan the session runs (once planned).
     fn planned(&mut self, plan: &RunPlan) {
         let _ = plan;

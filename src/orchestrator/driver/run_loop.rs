@@ -272,9 +272,10 @@ impl<'t> RunLoop<'t> {
                 sink.result(index, &result);
                 self.reply(index, Reply::Done(result));
             }
-            SessionOutput::Load { running, queued, spec } => {
+            SessionOutput::Load { running, queued, spec, prefix } => {
                 sink.load(running, queued);
                 sink.speculated(spec);
+                sink.prefix(prefix);
             }
         }
     }

@@ -102,6 +102,7 @@ pub fn resubmission(
         sampling: request.sampling,
         logprobs: request.logprobs,
         speculative: request.speculative,
+        cache_prompt: request.cache_prompt,
     })
 }
 
@@ -153,6 +154,7 @@ mod tests {
             stop: vec![],
             logprobs: Some(2),
             speculative: true,
+            cache_prompt: true,
         }
     }
 

@@ -30,6 +30,9 @@ pub struct Request {
     /// Whether its tokens may be drafted and verified several at a time where the
     /// session speculates (`"speculative": false` opts a request out).
     pub speculative: bool,
+    /// Whether it may start from a prefix its slot's caches hold (`"cache_prompt": false`
+    /// opts a request out: every prompt token is computed).
+    pub cache_prompt: bool,
 }
 
 /// What became of one request: a result, or an error with a stable reason.
@@ -47,6 +50,8 @@ pub struct RequestResult {
     pub prompt_tokens: u32,
     /// Generated tokens.
     pub completion_tokens: u32,
+    /// Prompt tokens found cached (not computed again).
+    pub cached_tokens: u32,
     /// Why it ended (absent for an error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
@@ -192,6 +197,7 @@ pub fn error_for(id: String, error: String) -> RequestResult {
         tokens: Vec::new(),
         prompt_tokens: 0,
         completion_tokens: 0,
+        cached_tokens: 0,
         finish_reason: None,
         error: Some(error),
         ttft_ms: None,
@@ -424,7 +430,7 @@ impl<'t> RequestBook<'t> {
         live.prior.clear();
         let seq = SeqId::MAX;
         self.live.insert(seq, live);
-        self.finished(seq, reason, &prompt, generated, fault)
+        self.finished(seq, reason, &prompt, generated, 0, fault)
     }
 
     /// Request `index` failed before it ran (`reason`, a stable code); returns its result.
@@ -467,6 +473,7 @@ impl<'t> RequestBook<'t> {
         reason: FinishReason,
         prompt: &[u32],
         generated: Vec<u32>,
+        cached: u32,
         fault: &str,
     ) -> Option<(usize, &RequestResult, String)> {
         let mut live = self.live.remove(&seq)?;
@@ -484,6 +491,7 @@ impl<'t> RequestBook<'t> {
             tokens,
             prompt_tokens,
             completion_tokens: live.tokens,
+            cached_tokens: cached.min(prompt_tokens),
             finish_reason: (!failed).then_some(reason),
             error: failed.then(|| fault.to_string()),
             ttft_ms: live

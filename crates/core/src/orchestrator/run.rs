@@ -35,7 +35,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::scheduler::{
-    FinishReason, Refusal, Scheduler, SchedulerConfig, SeqId, SeqOutput, SeqRequest,
+    FinishReason, Refusal, Scheduler, SchedulerConfig, SeqId, SeqOutput, SeqRequest, WindowRing,
 };
 use crate::events::{CompletionCause, Event, RunOutcome};
 use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags};
@@ -204,6 +204,7 @@ impl RunFsm {
             vocab: plan.model.vocab_size,
             max_top_logprobs: plan.runtime.max_top_logprobs,
             draft_max: limits.draft_max,
+            window: WindowRing::of(plan.model.sliding_window, plan.runtime.max_seq_len),
         });
         let mut fsm = RunFsm {
             run_id: plan.run_id,
@@ -271,6 +272,7 @@ impl RunFsm {
                 sampling: plan.runtime.sampling,
                 logprobs: None,
                 speculative: true,
+                cache_prompt: true,
             },
         );
         fsm.close_input(now);
@@ -303,6 +305,11 @@ impl RunFsm {
         (self.sched.live(), self.sched.queued())
     }
 
+    /// The prefix cache's counters of the session's scheduler.
+    pub fn prefix_counters(&self) -> super::scheduler::PrefixCounters {
+        self.sched.prefix_counters()
+    }
+
     /// Every slot of the session's scheduler, and the requests waiting for one.
     pub fn slots(&self) -> (Vec<crate::orchestrator::scheduler::SlotView>, usize) {
         (self.sched.slots(), self.sched.queued())
@@ -326,6 +333,12 @@ impl RunFsm {
     /// Test-only: plants a known bug in the scheduler (see [`Scheduler::plant_skip_reset`]).
     pub fn plant_skip_reset(&mut self) {
         self.sched.plant_skip_reset();
+    }
+
+    /// Test-only: plants a known bug in the scheduler (see
+    /// [`Scheduler::plant_prefix_overclaim`]).
+    pub fn plant_prefix_overclaim(&mut self) {
+        self.sched.plant_prefix_overclaim();
     }
 
     /// No more requests: the session completes once its sequences finished.

@@ -18,6 +18,9 @@
 //!   arriving into a busy session neither stalls the decoding sequences nor waits behind
 //!   them. Prompts with nobody decoding go at full size (throughput first). The first chunk of a sequence resets its slot (in order,
 //!   through every stage); the chunk that ends the prompt samples.
+//! - **Warm slots** ([`prefix`]): a finished sequence's slot keeps its caches and the
+//!   scheduler its token ids; a new request takes the free slot sharing its longest
+//!   prefix and prefills only the rest.
 //! - **Stops**: EOS, `max_tokens`, a full context, a cancellation (a stop string is one the
 //!   session found in the text). A sequence cancelled while in flight ends when its
 //!   micro-batch returns. A finished sequence frees its slot and the queue moves up.
@@ -35,6 +38,7 @@ use crate::wire::batch::{
 };
 
 use crate::wire::logprobs::TokenLogprobs;
+pub use prefix::{PrefixCounters, WindowRing};
 pub use spec::SpecCounters;
 pub use view::SlotView;
 
@@ -69,6 +73,9 @@ pub struct SchedulerConfig {
     /// Speculative decoding: the most tokens drafted per trip for one sequence (0: off;
     /// at most 15), by the n-gram lookup unless [`Scheduler::draft_externally`].
     pub draft_max: u8,
+    /// The sliding-window blocks' cache ring, where the model has one smaller than the
+    /// context (which prefixes a warm slot can still continue).
+    pub window: Option<WindowRing>,
 }
 
 /// One request.
@@ -85,6 +92,8 @@ pub struct SeqRequest {
     /// Whether its tokens may be drafted and verified several at a time (where the
     /// session speculates; never with log-probabilities).
     pub speculative: bool,
+    /// Whether it may start from a prefix a warm slot holds (`cache_prompt`).
+    pub cache_prompt: bool,
 }
 
 /// Why a request was refused (nothing changed).
@@ -167,6 +176,8 @@ pub enum SeqOutput {
         prompt: Vec<u32>,
         /// Its token log: the tokens generated (EOS excluded).
         generated: Vec<u32>,
+        /// Prompt tokens it found cached in its slot (not computed again).
+        cached: u32,
     },
 }
 
@@ -219,6 +230,15 @@ struct Seq {
     spec: Option<DraftLength>,
     /// The stages hold rows of a rejected draft: its next entry rolls them back.
     rollback: bool,
+    /// Prompt tokens its slot held when it took it (its first entry starts there).
+    cached: u32,
+    /// Its first entry is still to be sent (it carries `RESET`).
+    fresh: bool,
+    /// Positions from 0 whose cached rows are its history's tokens (after the micro-batches
+    /// that returned).
+    kv_valid: usize,
+    /// Positions its slot wrote since it was last emptied.
+    kv_high: u32,
 }
 
 impl Seq {
@@ -270,6 +290,8 @@ pub struct Scheduler {
     spec: SpecCounters,
     /// A verifying row's cost relative to a trip, measured.
     row_cost: RowCost,
+    /// What the free slots' caches hold.
+    warm: prefix::WarmSlots,
 }
 
 impl Scheduler {
@@ -300,6 +322,7 @@ impl Scheduler {
             asks: None,
             spec: SpecCounters::default(),
             row_cost: RowCost::default(),
+            warm: prefix::WarmSlots::new(cfg.max_sequences),
             cfg,
         }
     }
@@ -315,6 +338,17 @@ impl Scheduler {
     /// next one. Never set outside the simulation's self-check.
     pub fn plant_skip_reset(&mut self) {
         self.planted_skip_reset = true;
+    }
+
+    /// Test-only: plants a bug: a warm slot claims one more prompt token than it shares
+    /// with a request. Never set outside the simulation's self-check.
+    pub fn plant_prefix_overclaim(&mut self) {
+        self.warm.plant_overclaim();
+    }
+
+    /// The prefix cache's counters so far.
+    pub fn prefix_counters(&self) -> PrefixCounters {
+        self.warm.counters()
     }
 
     /// The configuration in force (after its clamps).
@@ -349,9 +383,15 @@ impl Scheduler {
     }
 
     fn admit(&mut self) {
-        while !self.queue.is_empty() {
-            let Some(slot) = self.free_slots.pop_first() else { return };
+        while !self.queue.is_empty() && !self.free_slots.is_empty() {
             let Some((id, req)) = self.queue.pop_front() else { return };
+            let ring = self.cfg.window;
+            let free = &self.free_slots;
+            let Some(chosen) = self.warm.choose(free, &req.prompt, req.cache_prompt, ring) else {
+                return;
+            };
+            let slot = chosen.slot;
+            self.free_slots.remove(&slot);
             let group = (0..self.cfg.groups)
                 .min_by_key(|&g| (self.group_size[usize::from(g)], g))
                 .unwrap_or(0);
@@ -363,7 +403,7 @@ impl Scheduler {
                     slot,
                     group,
                     prompt: req.prompt,
-                    prefilled: 0,
+                    prefilled: chosen.reuse as usize,
                     generated: Vec::new(),
                     max_tokens: req.max_tokens.max(1),
                     sampling: EntrySampling {
@@ -384,6 +424,10 @@ impl Scheduler {
                             DraftLength::new(most)
                         }),
                     rollback: false,
+                    cached: chosen.reuse,
+                    fresh: true,
+                    kv_valid: chosen.reuse as usize,
+                    kv_high: chosen.high,
                 },
             );
         }
@@ -400,6 +444,7 @@ impl Scheduler {
                     reason,
                     prompt: req.prompt,
                     generated: Vec::new(),
+                    cached: 0,
                 });
             }
             return;
@@ -422,6 +467,7 @@ impl Scheduler {
                 reason,
                 prompt: req.prompt,
                 generated: Vec::new(),
+                cached: 0,
             });
         }
         let ids: Vec<SeqId> = self.live.keys().copied().collect();
@@ -429,6 +475,7 @@ impl Scheduler {
             self.finish(id, reason);
         }
         self.group_busy.iter_mut().for_each(|b| *b = false);
+        self.warm.forget();
         if let Some(asks) = self.asks.as_mut() {
             asks.clear();
         }
@@ -438,11 +485,18 @@ impl Scheduler {
         let Some(seq) = self.live.remove(&id) else { return };
         self.free_slots.insert(seq.slot);
         self.group_size[usize::from(seq.group)] -= 1;
+        // The slot keeps what its caches hold: the history's valid positions.
+        let valid = seq.kv_valid.min(seq.history_len());
+        let mut held = seq.prompt.clone();
+        held.extend_from_slice(&seq.generated);
+        held.truncate(valid);
+        self.warm.release(seq.slot, held, seq.kv_high);
         self.outputs.push_back(SeqOutput::Finished {
             id,
             reason,
             prompt: seq.prompt,
             generated: seq.generated,
+            cached: seq.cached,
         });
         self.admit();
     }
@@ -513,7 +567,7 @@ impl Scheduler {
                 };
                 // The planted bug alone needs to know which slots were used before.
                 let skip = self.planted_skip_reset && !self.used_slots.insert(seq.slot);
-                if first == 0 && !skip {
+                if std::mem::take(&mut seq.fresh) && !skip {
                     flags = flags | EntryFlags::RESET;
                 }
                 let asks = seq.logprobs && flags.contains(EntryFlags::SAMPLE);
@@ -630,9 +684,14 @@ impl Scheduler {
         let Some(done) = self.in_flight.pop_front() else { return Err(ReturnError::Unexpected) };
         self.group_busy[usize::from(done.group)] = false;
         for (i, id) in done.ids.iter().copied().enumerate() {
-            let samples = table.entries()[i].flags.contains(EntryFlags::SAMPLE);
+            let e = table.entries()[i];
+            let samples = e.flags.contains(EntryFlags::SAMPLE);
             let Some(seq) = self.live.get_mut(&id) else { continue };
             seq.in_flight = false;
+            // Every stage ran the entry's rows; a draft's rows count once accepted.
+            let verify = e.flags.contains(EntryFlags::VERIFY);
+            seq.kv_high = seq.kv_high.max(e.first_position + e.tokens);
+            seq.kv_valid = e.first_position as usize + if verify { 1 } else { e.tokens as usize };
             if let Some(reason) = seq.cancelled {
                 self.finish(id, reason);
                 continue;
@@ -641,7 +700,9 @@ impl Scheduler {
                 continue;
             }
             let target = verified.get(i).map_or(&[][..], Vec::as_slice);
+            let draft = if verify { seq.draft.clone() } else { Vec::new() };
             let taken = spec::verdict(seq, &mut self.spec, target, tokens[i])?;
+            seq.kv_valid += draft.iter().zip(&taken).take_while(|(d, t)| d == t).count();
             let lp = logprobs.get(i).cloned().flatten();
             self.take_tokens(id, &taken, lp);
         }
@@ -681,8 +742,9 @@ impl Scheduler {
 
 mod asks;
 pub mod pacer;
+pub mod prefix;
 mod spec;
 mod view;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

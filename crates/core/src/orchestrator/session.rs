@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::reform::{Reformation, ResumePolicy};
 use super::requests::{RequestBook, RequestResult};
 use super::run::{RunCommand, RunFsm, RunTimeouts, SessionLimits};
-use super::scheduler::{SeqId, SpecCounters};
+use super::scheduler::{PrefixCounters, SeqId, SpecCounters};
 use crate::events::{CompletionCause, Event, PlannedStage, RunOutcome};
 use crate::wire::logprobs::TokenLogprobs;
 use crate::wire::plan::ProvisionStage;
@@ -104,6 +104,8 @@ pub enum SessionOutput {
         queued: usize,
         /// Speculation's counters over the session so far.
         spec: SpecCounters,
+        /// The prefix cache's counters over the session so far.
+        prefix: PrefixCounters,
     },
 }
 
@@ -231,6 +233,8 @@ pub struct Session<'t> {
     fsm: RunFsm,
     /// Speculation's counters of the runs before a re-formation.
     spec_before: SpecCounters,
+    /// The prefix cache's counters of the runs before a re-formation.
+    prefix_before: PrefixCounters,
     book: RequestBook<'t>,
     fault: Option<RunFault>,
     torn_down: bool,
@@ -238,6 +242,8 @@ pub struct Session<'t> {
     loaded_weights: usize,
     /// Sequences in slots and requests queued, as last told.
     load: (usize, usize),
+    /// The prefix cache's counters, as last told.
+    prefix_told: PrefixCounters,
     /// The re-formation under way (the run faulted with a node loss).
     reforming: Option<Reformation>,
     /// The current run re-formed the session (`session_reformed` at its barrier), with
@@ -297,12 +303,14 @@ impl<'t> Session<'t> {
             plan,
             fsm,
             spec_before: SpecCounters::default(),
+            prefix_before: PrefixCounters::default(),
             book,
             fault: None,
             torn_down: false,
             endpoints_ready: 0,
             loaded_weights: 0,
             load: (0, 0),
+            prefix_told: PrefixCounters::default(),
             reforming: None,
             reformed: None,
             waiting: Vec::new(),
@@ -396,6 +404,12 @@ impl<'t> Session<'t> {
         self.spec_before + self.fsm.spec_counters()
     }
 
+    /// The prefix cache's counters over every run of the session (the tokens warm slots
+    /// hold: the current run's).
+    pub fn prefix_counters(&self) -> PrefixCounters {
+        self.prefix_before + self.fsm.prefix_counters()
+    }
+
     /// Times request `index` resumed on a re-formed run (re-formations onto a pool that
     /// grew not counted).
     pub fn resumes(&self, index: usize) -> u32 {
@@ -428,10 +442,12 @@ impl<'t> Session<'t> {
             }
         }
         let load = self.fsm.load();
-        if load != self.load {
-            self.load = load;
+        let prefix = self.prefix_counters();
+        if load != self.load || prefix != self.prefix_told {
+            (self.load, self.prefix_told) = (load, prefix);
             let spec = self.spec_counters();
-            self.out.push_back(SessionOutput::Load { running: load.0, queued: load.1, spec });
+            let (running, queued) = load;
+            self.out.push_back(SessionOutput::Load { running, queued, spec, prefix });
         }
         for index in std::mem::take(&mut self.unsent) {
             self.give_result(index);
@@ -590,6 +606,7 @@ fn plant_in_run(fsm: &mut RunFsm, planted: Option<PlantedSessionBug>) {
     match planted {
         Some(PlantedSessionBug::EarlySlotRelease) => fsm.plant_early_slot_release(),
         Some(PlantedSessionBug::SkipReset) => fsm.plant_skip_reset(),
+        Some(PlantedSessionBug::PrefixOverclaim) => fsm.plant_prefix_overclaim(),
         _ => {}
     }
 }

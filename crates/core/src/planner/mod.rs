@@ -146,6 +146,7 @@ fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
             vocab_size: model.vocab_size,
             eos_token_id: model.eos_token_id,
             eot_token_id: model.eot_token_id,
+            sliding_window: model.arch.sliding_window,
             // The orchestrator, which has the file, adds each stage's ranges and digests.
             stage_ranges: Vec::new(),
         },

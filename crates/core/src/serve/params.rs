@@ -60,6 +60,8 @@ pub struct Parsed {
     pub logprobs: Option<u32>,
     /// Whether the session may speculate for it (`"speculative": false` opts out).
     pub speculative: bool,
+    /// Whether it may start from a cached prefix (`"cache_prompt": false` opts out).
+    pub cache_prompt: bool,
     /// A completion that echoes its prompt's text before its own (`echo`).
     pub echo: bool,
 }
@@ -93,6 +95,8 @@ struct Common {
     stream: bool,
     stream_options: Option<StreamOptions>,
     speculative: Option<bool>,
+    /// llama-server's per-request opt-out of the prefix cache.
+    cache_prompt: Option<bool>,
     #[allow(dead_code)]
     user: Option<IgnoredAny>,
     logit_bias: Option<serde_json::Map<String, serde_json::Value>>,
@@ -300,6 +304,7 @@ fn common(
         include_usage: c.stream_options.is_some_and(|o| o.include_usage),
         logprobs,
         speculative: c.speculative.unwrap_or(true),
+        cache_prompt: c.cache_prompt.unwrap_or(true),
         echo: false,
     })
 }
@@ -379,6 +384,7 @@ impl Parsed {
             stop: self.stop.clone(),
             logprobs: self.logprobs,
             speculative: self.speculative,
+            cache_prompt: self.cache_prompt,
         })
     }
 }

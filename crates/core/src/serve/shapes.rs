@@ -13,7 +13,9 @@ use crate::orchestrator::scheduler::FinishReason;
 /// generated tokens (first to last).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Timings {
-    /// Prompt tokens.
+    /// Prompt tokens found cached (not computed again).
+    pub cache_n: u32,
+    /// Prompt tokens computed (the cached ones not counted).
     pub prompt_n: u32,
     /// From admission to the first token, ms.
     pub prompt_ms: f64,
@@ -42,6 +44,7 @@ impl Timings {
         let (predicted_per_token_ms, predicted_per_second) =
             per(predicted_ms, predicted_n.saturating_sub(1));
         Timings {
+            cache_n: 0,
             prompt_n,
             prompt_ms,
             prompt_per_token_ms,
@@ -51,6 +54,14 @@ impl Timings {
             predicted_per_token_ms,
             predicted_per_second,
         }
+    }
+
+    /// The same, `cache_n` of whose prompt tokens were found cached (llama-server counts
+    /// only the others in `prompt_n`).
+    pub fn with_cache(self, cache_n: u32) -> Timings {
+        let prompt_n = self.prompt_n.saturating_sub(cache_n);
+        let (prompt_per_token_ms, prompt_per_second) = per(self.prompt_ms, prompt_n);
+        Timings { cache_n, prompt_n, prompt_per_token_ms, prompt_per_second, ..self }
     }
 }
 
@@ -63,6 +74,15 @@ pub struct Usage {
     pub completion_tokens: u32,
     /// Both.
     pub total_tokens: u32,
+    /// What the prompt tokens were.
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+/// OpenAI's breakdown of the prompt tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct PromptTokensDetails {
+    /// Prompt tokens found in the prefix cache (not computed again).
+    pub cached_tokens: u32,
 }
 
 impl Usage {
@@ -72,7 +92,13 @@ impl Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
             total_tokens: prompt + completion,
+            prompt_tokens_details: PromptTokensDetails::default(),
         }
+    }
+
+    /// The same, `cached` of whose prompt tokens were found cached.
+    pub fn with_cached(self, cached: u32) -> Usage {
+        Usage { prompt_tokens_details: PromptTokensDetails { cached_tokens: cached }, ..self }
     }
 }
 

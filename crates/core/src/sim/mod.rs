@@ -32,12 +32,13 @@ mod tests {
     #[test]
     fn two_thousand_seeds_of_traffic_alone_complete_with_the_reference_tokens() {
         let base = base();
-        let (mut drafted, mut outside) = (0, 0);
+        let (mut drafted, mut outside, mut cached) = (0, 0, 0);
         for seed in 0..2000 {
             let r = simulate(base, SimConfig { seed, faults: false, planted: None });
             assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
             assert_eq!(r.outcome, Some(crate::events::RunOutcome::Completed), "seed {seed}");
             drafted += r.draft_tokens;
+            cached += r.cached_tokens;
             if seed % 6 == 4 {
                 outside += r.draft_tokens;
             }
@@ -49,6 +50,10 @@ mod tests {
         // stand-in model's tokens are hashes, so its own output seldom repeats and drafts
         // are rare (about a dozen tokens over these seeds): they must still happen.
         assert!(drafted > 0, "the simulated sessions never drafted");
+        // Half the requests continue an earlier one: those that find its slot warm start
+        // from the prefix it holds, and their tokens still match.
+        println!("{cached} prompt tokens found cached");
+        assert!(cached > 1000, "warm slots were seldom reused: {cached} tokens");
     }
 
     #[test]
@@ -108,6 +113,11 @@ mod tests {
     fn the_checks_find_a_replay_that_skips_a_token_within_a_thousand_seeds() {
         let found = finds_in(Planted::ReplaySkipsToken, true, 1000, "reference");
         assert!(found.is_some(), "no seed saw the skipped token");
+    }
+
+    #[test]
+    fn the_checks_find_a_warm_slot_that_claims_a_token_it_does_not_share_within_a_hundred_seeds() {
+        assert!(finds(Planted::PrefixOverclaim, 100, "reference").is_some());
     }
 
     #[test]

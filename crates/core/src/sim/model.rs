@@ -4,9 +4,7 @@
 //! samples — so that a micro-batch through the real stage controllers and the real
 //! scheduler must give exactly the tokens of the one-sequence reference.
 
-use crate::wire::batch::{
-    BatchError, BatchLimits, BatchTable, EntryFlags, MAX_VERIFY_ROWS, NO_TOKEN,
-};
+use crate::wire::batch::{BatchError, BatchLimits, BatchTable, EntryFlags, NO_TOKEN};
 
 /// splitmix64's finaliser: a cheap, well-mixed hash step.
 pub fn mix(a: u64, b: u64) -> u64 {
@@ -19,36 +17,33 @@ pub fn mix(a: u64, b: u64) -> u64 {
 /// Layers of the stand-in model (the simulated plan's blocks).
 pub const LAYERS: usize = 6;
 
-/// Positions a slot can roll back (a verifying entry's rows at most).
-const RECENT: usize = MAX_VERIFY_ROWS as usize;
-
 /// One slot of one stage: its "KV cache" (positions, and a running state per layer it
-/// holds), the states before its last [`RECENT`] positions (so a rejected draft's rows
-/// can be rolled back) and the seed of its sampler.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// holds), the state before each position it holds (so it can go back to any of them: a
+/// rejected draft's rows, or a prefix a new sequence shares) and its sampler's seed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlotState {
     /// Positions cached.
     pub positions: u32,
     /// The running state of each layer (every row of the sequence so far).
     pub state: [u64; LAYERS],
-    /// `recent[p % RECENT]`: the state before position `p`, for the last positions.
-    pub recent: [[u64; LAYERS]; RECENT],
+    /// `before[p]`: the state before position `p`.
+    pub before: Vec<[u64; LAYERS]>,
     /// The sampler's seed (set at the slot's reset).
     pub seed: u64,
 }
 
 impl SlotState {
-    /// Drops the positions from `to` on (a rejected draft's rows); `false` when they are
-    /// more than it remembers.
+    /// Drops the positions from `to` on (a rejected draft's rows, or the part of the
+    /// slot a new sequence does not share); `false` when it holds fewer than `to`.
     pub fn roll_back(&mut self, to: u32) -> bool {
-        if to >= self.positions {
-            return true;
-        }
-        if (self.positions - to) as usize > RECENT {
+        if to > self.positions {
             return false;
         }
-        self.state = self.recent[to as usize % RECENT];
-        self.positions = to;
+        if to < self.positions {
+            self.state = self.before[to as usize];
+            self.before.truncate(to as usize);
+            self.positions = to;
+        }
         true
     }
 }
@@ -57,7 +52,8 @@ impl SlotState {
 /// row, the row's output depends on it. The result depends on the layers alone, never on
 /// how they are split into stages.
 pub fn row(layers: std::ops::Range<u32>, slot: &mut SlotState, x: u32, pos: u32) -> u32 {
-    slot.recent[pos as usize % RECENT] = slot.state;
+    slot.before.truncate(pos as usize);
+    slot.before.push(slot.state);
     let mut x = x;
     for l in layers {
         let st = &mut slot.state[l as usize % LAYERS];
@@ -118,9 +114,22 @@ pub fn step(
     for (i, e) in table.entries().iter().enumerate() {
         let slot = &mut slots[e.slot as usize];
         if e.flags.contains(EntryFlags::RESET) {
-            *slot = SlotState { seed: e.sampling.seed, ..SlotState::default() };
+            // A new sequence keeps the slot's first `first_position` positions.
+            if e.first_position == 0 {
+                *slot = SlotState::default();
+            } else if !slot.roll_back(e.first_position) {
+                return Err(ComputeError::Position {
+                    slot: e.slot,
+                    holds: slot.positions,
+                    starts: e.first_position,
+                });
+            }
+            slot.seed = e.sampling.seed;
         }
-        if e.flags.contains(EntryFlags::ROLLBACK) && !slot.roll_back(e.first_position) {
+        if e.flags.contains(EntryFlags::ROLLBACK)
+            && e.first_position < slot.positions
+            && !slot.roll_back(e.first_position)
+        {
             return Err(ComputeError::Position {
                 slot: e.slot,
                 holds: slot.positions,
@@ -228,6 +237,8 @@ mod tests {
         row(0..6, &mut b, 7, 3);
         assert_eq!((a.positions, a.state), (b.positions, b.state));
         assert_eq!(row(0..6, &mut a, 1, 4), row(0..6, &mut b, 1, 4));
-        assert!(!a.roll_back(0) || RECENT >= 5, "only the recent positions roll back");
+        // Back to the start, as a new sequence sharing nothing but the slot would go.
+        assert!(a.roll_back(0) && a.positions == 0 && a.state == SlotState::default().state);
+        assert!(!a.roll_back(1), "a slot cannot go forward to positions it never held");
     }
 }

@@ -82,8 +82,11 @@ pub struct EntryFlags(pub u32);
 impl EntryFlags {
     /// No flags.
     pub const NONE: EntryFlags = EntryFlags(0);
-    /// Empty the slot's KV cache before this entry's rows (the first entry of a new
-    /// sequence in the slot; its first position is 0).
+    /// A new sequence starts in the slot with this entry: the slot's KV cache keeps only
+    /// its positions before `first_position` (0: it is emptied; more: the new sequence
+    /// shares that prefix with what the slot held, the prefix cache) and its sampler
+    /// starts over from this entry's sampling. A stage that holds fewer positions than
+    /// `first_position` refuses the entry.
     pub const RESET: EntryFlags = EntryFlags(1);
     /// The last stage samples a token from this entry's last row.
     pub const SAMPLE: EntryFlags = EntryFlags(2);
@@ -266,9 +269,6 @@ pub enum BatchError {
         /// The context.
         max: u32,
     },
-    /// A reset entry that does not start at position 0.
-    #[error("slot {0} is reset at a position other than 0")]
-    ResetNotAtStart(u32),
     /// Sampling parameters out of range.
     #[error("slot {0} has invalid sampling parameters")]
     BadSampling(u32),
@@ -314,7 +314,6 @@ impl BatchError {
             BatchError::DuplicateSlot(_) => "duplicate_slot",
             BatchError::EmptyEntry(_) => "empty_entry",
             BatchError::PastContext { .. } => "past_context",
-            BatchError::ResetNotAtStart(_) => "reset_not_at_start",
             BatchError::BadSampling(_) => "bad_sampling",
             BatchError::BadVerify(_) => "bad_verify",
             BatchError::RollbackWithReset(_) => "rollback_with_reset",
@@ -432,9 +431,6 @@ impl BatchTable {
                     end,
                     max: limits.max_seq_len,
                 });
-            }
-            if e.flags.contains(EntryFlags::RESET) && e.first_position != 0 {
-                return Err(BatchError::ResetNotAtStart(e.slot));
             }
             if !e.sampling.valid() {
                 return Err(BatchError::BadSampling(e.slot));
@@ -726,7 +722,6 @@ mod tests {
             ),
             (BatchTable::new(4, vec![entry(1, 0, 0, EntryFlags::NONE)]), "empty_entry"),
             (BatchTable::new(4, vec![entry(1, 60, 5, EntryFlags::NONE)]), "past_context"),
-            (BatchTable::new(4, vec![entry(1, 3, 1, EntryFlags::RESET)]), "reset_not_at_start"),
             (BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags(32))]), "unknown_flags"),
             (BatchTable::new(4, vec![entry(1, 0, 2, EntryFlags::VERIFY)]), "bad_verify"),
             (

@@ -451,6 +451,9 @@ pub struct PlannedModel {
     /// End-of-turn token id, if the vocabulary has one (generation stops at it too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eot_token_id: Option<u32>,
+    /// The window of the model's sliding-window blocks, if it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
     /// For a URL source, per stage (by index) the byte ranges its node downloads, with
     /// their digests (filled in by the orchestrator, which has the file); empty: every
     /// node downloads the whole file.
@@ -582,6 +585,15 @@ pub struct ProvisionStage {
 }
 
 impl RunPlan {
+    /// KV cache bytes one cached position takes across every stage (the planned caches'
+    /// average: exact where no block has a sliding window).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        let kv: u64 = self.stages.iter().map(|s| s.prediction.kv_cache_bytes).sum();
+        let positions =
+            u64::from(self.runtime.max_seq_len) * u64::from(self.runtime.max_sequences.max(1));
+        kv / positions.max(1)
+    }
+
     /// The edge with this id.
     pub fn edge(&self, id: EdgeId) -> Option<&EdgePlan> {
         self.edges.iter().find(|e| e.edge_id == id)

@@ -33,6 +33,7 @@ fn a_request_stops_at_its_stop_string_drops_later_tokens_and_keeps_the_text_befo
         stop: vec![", good".into()],
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -46,7 +47,8 @@ fn a_request_stops_at_its_stop_string_drops_later_tokens_and_keeps_the_text_befo
         }
     }
     assert!(stopped);
-    let (index, r, _) = book.finished(7, FinishReason::Stop, &[1, 2, 3], vec![], "").expect("live");
+    let (index, r, _) =
+        book.finished(7, FinishReason::Stop, &[1, 2, 3], vec![], 0, "").expect("live");
     assert_eq!((index, r.text.as_str()), (0, "hello world"));
     assert_eq!(r.finish_reason, Some(FinishReason::Stop));
     assert_eq!(r.ttft_ms, Some(0.0));
@@ -64,6 +66,7 @@ fn the_time_to_first_token_is_given_in_milliseconds_rounded_to_a_tenth() {
         stop: Vec::new(),
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -71,7 +74,8 @@ fn the_time_to_first_token_is_given_in_milliseconds_rounded_to_a_tenth() {
     book.admitted(0, 1);
     let at = t0 + std::time::Duration::from_nanos(12_345_678);
     book.token(at, 1, 104);
-    let (_, r, _) = book.finished(1, FinishReason::MaxTokens, &[1], vec![104], "").expect("live");
+    let (_, r, _) =
+        book.finished(1, FinishReason::MaxTokens, &[1], vec![104], 0, "").expect("live");
     assert_eq!(r.ttft_ms, Some(12.3));
 }
 
@@ -86,12 +90,14 @@ fn a_sequence_ended_by_the_sessions_fault_is_an_error_naming_it_and_unrun_ones_s
         stop: vec![],
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     };
     let mut book = RequestBook::new(&tok, vec![req("a"), req("b"), req("c")]);
     book.admitted(0, 0);
     assert_eq!(book.refused(1, "busy").and_then(|r| r.error.as_deref()), Some("busy"));
-    let (_, r, _) =
-        book.finished(0, FinishReason::Fault, &[1], vec![], "membership.node_down").expect("live");
+    let (_, r, _) = book
+        .finished(0, FinishReason::Fault, &[1], vec![], 0, "membership.node_down")
+        .expect("live");
     assert_eq!(r.error.as_deref(), Some("membership.node_down"));
     assert_eq!(r.finish_reason, None);
     let all = book.into_results();
@@ -110,6 +116,7 @@ fn stream(text: &str, stops: &[&str]) -> (Vec<String>, String, String) {
         stop: stops.iter().map(|s| s.to_string()).collect(),
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     book.admitted(0, 1);
@@ -121,7 +128,8 @@ fn stream(text: &str, stops: &[&str]) -> (Vec<String>, String, String) {
             pieces.push(note.piece);
         }
     }
-    let (_, r, rest) = book.finished(1, FinishReason::MaxTokens, &[1], vec![], "").expect("live");
+    let (_, r, rest) =
+        book.finished(1, FinishReason::MaxTokens, &[1], vec![], 0, "").expect("live");
     (pieces, rest, r.text.clone())
 }
 
@@ -185,6 +193,7 @@ fn a_kept_sequence_resumes_with_its_text_and_counts_and_its_result_covers_both_r
         stop: vec![],
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -203,8 +212,9 @@ fn a_kept_sequence_resumes_with_its_text_and_counts_and_its_result_covers_both_r
     for &id in &ids[5..] {
         text.push_str(&book.token(t0, 9, id).expect("live again").piece);
     }
-    let (index, r, rest) =
-        book.finished(9, FinishReason::Eos, &replay.tokens, ids[5..].to_vec(), "").expect("live");
+    let (index, r, rest) = book
+        .finished(9, FinishReason::Eos, &replay.tokens, ids[5..].to_vec(), 0, "")
+        .expect("live");
     text.push_str(&rest);
     assert_eq!((index, r.text.as_str(), text.as_str()), (0, "hello world", "hello world"));
     assert_eq!(r.tokens, ids);
@@ -222,6 +232,7 @@ fn a_kept_sequence_that_cannot_resume_ends_with_the_fault_and_its_text_so_far() 
         stop: vec![],
         logprobs: None,
         speculative: true,
+        cache_prompt: true,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     book.admitted(0, 1);
@@ -260,6 +271,7 @@ proptest::proptest! {
             stop: vec![stop.clone()],
             logprobs: None,
             speculative: true,
+            cache_prompt: true,
         };
         let mut book = RequestBook::new(&tok, vec![req]);
         book.admitted(0, 1);
@@ -272,7 +284,7 @@ proptest::proptest! {
             }
         }
         let (_, r, rest) =
-            book.finished(1, FinishReason::MaxTokens, &[1], vec![], "").expect("live");
+            book.finished(1, FinishReason::MaxTokens, &[1], vec![], 0, "").expect("live");
         let lossy = String::from_utf8_lossy(&bytes).into_owned();
         let cut = match lossy.find(stop.as_str()).filter(|_| !stop.is_empty()) {
             Some(at) => &lossy[..at],

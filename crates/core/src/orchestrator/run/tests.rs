@@ -547,6 +547,7 @@ fn req(len: u32, max_tokens: u32) -> SeqRequest {
         sampling: SamplingPolicy::Greedy,
         logprobs: None,
         speculative: true,
+        cache_prompt: false,
     }
 }
 
@@ -581,6 +582,7 @@ fn a_session_serves_several_requests_at_once_and_completes_when_its_closed_input
             reason: FinishReason::MaxTokens,
             prompt: (10..10 + 3 + id as u32).collect(),
             generated: vec![50, 50],
+            cached: 0,
         }));
     }
     assert_eq!(tokens, 6, "three sequences, two steps each, one object per step each");
@@ -663,6 +665,7 @@ fn a_request_arriving_while_others_decode_joins_and_a_cancelled_one_ends_when_it
             reason: FinishReason::Cancelled,
             prompt: vec![10, 11, 12],
             generated: vec![50],
+            cached: 0,
         }]
     );
     // b goes on (its next micro-batch flies at once); a stop string cancels it, and it

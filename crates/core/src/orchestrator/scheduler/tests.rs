@@ -8,7 +8,7 @@ use crate::wire::RunId;
 
 const EOS: u32 = 2;
 
-fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerConfig {
+pub(crate) fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerConfig {
     SchedulerConfig {
         max_sequences,
         groups,
@@ -21,21 +21,23 @@ fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) -> SchedulerC
         vocab: 100,
         max_top_logprobs: Some(20),
         draft_max: 0,
+        window: None,
     }
 }
 
-fn req(len: usize, max_tokens: u32) -> SeqRequest {
+pub(crate) fn req(len: usize, max_tokens: u32) -> SeqRequest {
     SeqRequest {
         prompt: (10..10 + len as u32).collect(),
         max_tokens,
         sampling: SamplingPolicy::Greedy,
         logprobs: None,
         speculative: false,
+        cache_prompt: false,
     }
 }
 
 /// The token-out of `b` with `token` for every sampling entry.
-fn answer(b: &PlannedBatch, token: u32) -> Vec<u32> {
+pub(crate) fn answer(b: &PlannedBatch, token: u32) -> Vec<u32> {
     let mut out = vec![NO_TOKEN; usize::from(b.table.capacity())];
     for (i, e) in b.table.entries().iter().enumerate() {
         if e.flags.contains(EntryFlags::SAMPLE) {
@@ -45,7 +47,7 @@ fn answer(b: &PlannedBatch, token: u32) -> Vec<u32> {
     out
 }
 
-fn drain(s: &mut Scheduler) -> Vec<SeqOutput> {
+pub(crate) fn drain(s: &mut Scheduler) -> Vec<SeqOutput> {
     std::iter::from_fn(|| s.poll_output()).collect()
 }
 
@@ -185,6 +187,7 @@ fn a_cancelled_sequence_ends_now_or_when_its_micro_batch_returns() {
             reason: FinishReason::Cancelled,
             prompt: vec![10, 11, 12],
             generated: vec![],
+            cached: 0,
         }]
     );
     let c = s.submit(req(3, 9)).unwrap();
@@ -250,12 +253,14 @@ fn a_failed_session_ends_every_queued_and_live_sequence_with_its_token_log() {
         reason: FinishReason::Fault,
         prompt: vec![10, 11],
         generated: vec![],
+        cached: 0,
     }));
     assert!(out.contains(&SeqOutput::Finished {
         id: a,
         reason: FinishReason::Fault,
         prompt: vec![10, 11, 12],
         generated: vec![40],
+        cached: 0,
     }));
     assert!(s.is_idle());
     assert_eq!((s.in_flight(), s.free_slots()), (0, 1));
@@ -559,6 +564,7 @@ fn sequences_that_opt_out_or_ask_for_logprobs_never_draft() {
         SeqRequest {
             prompt: vec![11, 12, 13, 11, 12],
             speculative: true,
+            cache_prompt: true,
             logprobs: Some(1),
             ..req(1, 9)
         },

@@ -18,6 +18,9 @@ pub struct SlotView {
     pub n_prompt_tokens_processed: u32,
     /// Tokens generated so far.
     pub n_decoded: u32,
+    /// Tokens its caches hold from before: the prompt tokens its sequence found cached,
+    /// or, while free, the tokens a request sharing them would not compute again.
+    pub n_prompt_tokens_cache: u32,
 }
 
 impl Scheduler {
@@ -31,6 +34,7 @@ impl Scheduler {
                 n_prompt_tokens: 0,
                 n_prompt_tokens_processed: 0,
                 n_decoded: 0,
+                n_prompt_tokens_cache: self.warm.held(id),
             })
             .collect();
         for (id, seq) in &self.live {
@@ -40,6 +44,7 @@ impl Scheduler {
                 v.n_prompt_tokens = seq.prompt.len() as u32;
                 v.n_prompt_tokens_processed = seq.prefilled as u32;
                 v.n_decoded = seq.generated.len() as u32;
+                v.n_prompt_tokens_cache = seq.cached;
             }
         }
         slots

@@ -48,6 +48,8 @@ pub enum PlantedSessionBug {
     EarlySlotRelease,
     /// Every run's scheduler does not reset a reused slot for its next sequence.
     SkipReset,
+    /// Every run's scheduler claims one more cached prompt token than a warm slot shares.
+    PrefixOverclaim,
 }
 
 impl Session<'_> {
@@ -125,6 +127,7 @@ impl Session<'_> {
             }
         }
         self.spec_before = self.spec_before + self.fsm.spec_counters();
+        self.prefix_before = self.prefix_before + self.fsm.prefix_counters();
         self.fsm = start_fsm(now, &plan, &self.config, self.planted);
         self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         self.plan = plan;

@@ -60,6 +60,7 @@ impl Session<'_> {
             sampling: r.sampling,
             logprobs: r.logprobs,
             speculative: r.speculative,
+            cache_prompt: r.cache_prompt,
         };
         match self.fsm.submit(now, req) {
             Ok(seq) => self.book.admitted(index, seq),
@@ -168,14 +169,14 @@ impl Session<'_> {
                     self.fsm.cancel(now, id, FinishReason::Stop);
                 }
             }
-            SeqOutput::Finished { id, reason, prompt, generated } => {
+            SeqOutput::Finished { id, reason, prompt, generated, cached } => {
                 if reason == FinishReason::Fault && self.reforming.is_some() {
                     self.held.remove(&id);
                     self.book.keep(id, &prompt, generated);
                     return;
                 }
                 let fault = self.end_reason().to_string();
-                let finished = self.book.finished(id, reason, &prompt, generated, &fault);
+                let finished = self.book.finished(id, reason, &prompt, generated, cached, &fault);
                 if let Some((index, _, rest)) = finished {
                     self.ended(index, rest);
                 }

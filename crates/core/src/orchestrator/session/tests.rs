@@ -29,6 +29,7 @@ fn request(id: &str) -> Request {
         stop: vec![],
         logprobs: None,
         speculative: false,
+        cache_prompt: true,
     }
 }
 

@@ -83,16 +83,19 @@ pub enum Planted {
     ForgetKept,
     /// A re-formed session's replay leaves out the last token a kept request generated.
     ReplaySkipsToken,
+    /// A warm slot claims one more prompt token than it shares with a request.
+    PrefixOverclaim,
 }
 
 impl Planted {
     /// Every planted bug, in the order the command line lists them.
-    pub const ALL: [Planted; 5] = [
+    pub const ALL: [Planted; 6] = [
         Planted::EarlySlotRelease,
         Planted::SkipReset,
         Planted::NoLateAnswerFilter,
         Planted::ForgetKept,
         Planted::ReplaySkipsToken,
+        Planted::PrefixOverclaim,
     ];
 
     /// The bug's name on the command line (`early-slot-release`, `skip-reset`).
@@ -103,6 +106,7 @@ impl Planted {
             Planted::NoLateAnswerFilter => "no-late-answer-filter",
             Planted::ForgetKept => "forget-kept",
             Planted::ReplaySkipsToken => "replay-skips-token",
+            Planted::PrefixOverclaim => "prefix-overclaim",
         }
     }
 }
@@ -152,6 +156,8 @@ pub struct SimReport {
     pub reformed: u32,
     /// Tokens drafted and verified (every session of the run).
     pub draft_tokens: u64,
+    /// Prompt tokens requests found cached in warm slots (every run of the session).
+    pub cached_tokens: u64,
     /// Why re-forming was given up, if it was.
     pub abandoned: Option<&'static str>,
     /// Every broken invariant.
@@ -356,6 +362,7 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     w.run();
     w.check_end();
     w.report.draft_tokens += w.session.as_ref().map_or(0, |s| s.spec_counters().draft_tokens);
+    w.report.cached_tokens = w.session.as_ref().map_or(0, |s| s.prefix_counters().cached_tokens);
     w.report.outcome = w.outcome();
     w.report.abandoned = w.abandoned;
     w.report.sim_ms = w.now.as_millis() as u64;

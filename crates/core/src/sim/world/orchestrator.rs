@@ -65,6 +65,7 @@ impl World {
             Some(Planted::SkipReset) => Some(PlantedSessionBug::SkipReset),
             Some(Planted::ForgetKept) => Some(PlantedSessionBug::ForgetKept),
             Some(Planted::ReplaySkipsToken) => Some(PlantedSessionBug::ReplaySkipsToken),
+            Some(Planted::PrefixOverclaim) => Some(PlantedSessionBug::PrefixOverclaim),
             Some(Planted::NoLateAnswerFilter) | None => None,
         };
         if let Some(bug) = bug {
@@ -95,6 +96,7 @@ impl World {
             stop: Vec::new(),
             logprobs: None,
             speculative: true,
+            cache_prompt: true,
         }
     }
 

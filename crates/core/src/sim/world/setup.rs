@@ -143,6 +143,7 @@ impl World {
                 sim_ms: 0,
                 reformed: 0,
                 draft_tokens: 0,
+                cached_tokens: 0,
                 abandoned: None,
                 violations: Vec::new(),
                 trace: Vec::new(),
@@ -165,11 +166,46 @@ impl World {
         }
         w.at(POOL_TIMEOUT, Ev::Orch(OrchIn::PoolTimeout));
         w.traffic();
+        w.conversations(cfg.seed);
         w.late_answers(cfg.seed);
         if cfg.faults {
             w.faults();
         }
         w
+    }
+
+    /// Conversations: half the requests after the first continue an earlier one (its prompt,
+    /// its reference output, then their own tokens), as a chat's next turn does, so that
+    /// warm slots hold prefixes they share. Drawn from a generator of their own, so the
+    /// rest of a seed's world is as before.
+    fn conversations(&mut self, seed: u64) {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0xc0_11ec_7ed_7a1c);
+        for i in 1..self.reqs.len() {
+            if !rng.random_bool(0.5) {
+                continue;
+            }
+            let j = rng.random_range(0..i);
+            let earlier = &self.reqs[j];
+            if earlier.prompt.len() > MAX_SEQ as usize {
+                continue;
+            }
+            let mut prompt = earlier.prompt.clone();
+            prompt.extend(crate::sim::model::reference(
+                &earlier.prompt,
+                earlier.max_tokens,
+                earlier.temperature,
+                earlier.seed,
+                VOCAB,
+                Some(EOS),
+                MAX_SEQ,
+            ));
+            // Its own turn: one token at least, the context's length at most.
+            let own = &self.reqs[i].prompt;
+            let room = (MAX_SEQ as usize).saturating_sub(prompt.len()).max(1);
+            prompt.extend_from_slice(&own[..own.len().min(room)]);
+            prompt.truncate(MAX_SEQ as usize);
+            self.reqs[i].prompt = prompt;
+        }
     }
 
     /// Late answers of the workers about steps of an earlier run (a node that served one

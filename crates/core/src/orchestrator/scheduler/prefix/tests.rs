@@ -1,0 +1,165 @@
+//! The warm slots' rules, through the scheduler's public surface.
+
+use crate::orchestrator::scheduler::tests::{answer, cfg, drain, req};
+use crate::orchestrator::scheduler::*;
+
+/// A request with prompt `prompt` that may use the prefix cache.
+fn cached(prompt: Vec<u32>, max_tokens: u32) -> SeqRequest {
+    SeqRequest { prompt, cache_prompt: true, ..req(1, max_tokens) }
+}
+
+/// Runs every sequence to its end, each step answering `token`; returns the outputs.
+fn run_out(s: &mut Scheduler, token: u32) -> Vec<SeqOutput> {
+    let mut out = Vec::new();
+    while let Some(b) = s.next_batch() {
+        s.batch_returned(&b.table, &answer(&b, token)).unwrap();
+        out.extend(drain(s));
+    }
+    out
+}
+
+/// Returns `b` with `token`, then runs every sequence to its end.
+fn run_out_from(s: &mut Scheduler, b: &PlannedBatch, token: u32) -> Vec<SeqOutput> {
+    s.batch_returned(&b.table, &answer(b, token)).unwrap();
+    let mut out = drain(s);
+    out.extend(run_out(s, token));
+    out
+}
+
+fn cached_of(out: &[SeqOutput], want: SeqId) -> Option<u32> {
+    out.iter().find_map(|o| match o {
+        SeqOutput::Finished { id, cached, .. } if *id == want => Some(*cached),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_next_turn_prefills_only_what_its_slot_does_not_hold() {
+    let mut s = Scheduler::new(cfg(1, 1, 4, 64));
+    s.submit(cached(vec![10, 11, 12, 13], 3)).unwrap();
+    run_out(&mut s, 50);
+    // The slot holds the prompt and the two generated tokens fed back: 10 11 12 13 50 50.
+    assert_eq!(s.slots()[0].n_prompt_tokens_cache, 6);
+    let turn = s.submit(cached(vec![10, 11, 12, 13, 50, 50, 50, 7, 8], 2)).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert_eq!((e.first_position, e.tokens), (6, 3), "only the rest is prefilled");
+    assert!(e.flags.contains(EntryFlags::RESET | EntryFlags::SAMPLE));
+    assert_eq!(b.tokens, vec![50, 7, 8]);
+    let out = run_out_from(&mut s, &b, 60);
+    assert_eq!(cached_of(&out, turn), Some(6));
+    let c = s.prefix_counters();
+    assert_eq!((c.queried_tokens, c.cached_tokens, c.hits), (4 + 9, 6, 1));
+}
+
+#[test]
+fn the_same_prompt_again_computes_its_last_token_so_that_it_can_sample() {
+    let mut s = Scheduler::new(cfg(1, 1, 4, 64));
+    s.submit(cached(vec![10, 11, 12], 1)).unwrap();
+    run_out(&mut s, 50);
+    s.submit(cached(vec![10, 11, 12], 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert_eq!((e.first_position, e.tokens), (2, 1));
+    assert_eq!(b.tokens, vec![12]);
+}
+
+#[test]
+fn a_request_takes_the_free_slot_sharing_its_longest_prefix_and_spares_the_others() {
+    let mut s = Scheduler::new(cfg(3, 1, 4, 64));
+    s.submit(cached(vec![10, 11, 12, 13], 1)).unwrap();
+    s.submit(cached(vec![20, 21, 22, 23], 1)).unwrap();
+    run_out(&mut s, 50);
+    let warm_20 = s.slots().into_iter().find(|v| v.n_prompt_tokens_cache == 4 && v.id == 1);
+    assert!(warm_20.is_some(), "the second request ran in slot 1: {:?}", s.slots());
+    let id = s.submit(cached(vec![20, 21, 22, 99], 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 3);
+    let slot = s.slots().into_iter().find(|v| v.sequence == Some(id)).map(|v| v.id);
+    assert_eq!(slot, Some(1));
+    // Sharing nothing, a request takes the empty slot and leaves the warm one alone.
+    let other = s.submit(cached(vec![30, 31], 1)).unwrap();
+    assert!(s.next_batch().is_none(), "one group: the second waits for the first's trip");
+    s.batch_returned(&b.table, &answer(&b, 50)).unwrap();
+    drain(&mut s);
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 0);
+    let slot = s.slots().into_iter().find(|v| v.sequence == Some(other)).map(|v| v.id);
+    assert_eq!(slot, Some(2), "the empty slot, not a warm one");
+    assert_eq!(s.prefix_counters().evictions, 0);
+}
+
+#[test]
+fn a_request_that_opts_out_shares_nothing_and_its_slot_is_emptied() {
+    let mut s = Scheduler::new(cfg(1, 1, 4, 64));
+    s.submit(cached(vec![10, 11, 12, 13], 1)).unwrap();
+    run_out(&mut s, 50);
+    let opted = SeqRequest { cache_prompt: false, ..cached(vec![10, 11, 12, 14], 1) };
+    let id = s.submit(opted).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert_eq!((e.first_position, e.tokens), (0, 4));
+    assert!(e.flags.contains(EntryFlags::RESET));
+    let out = run_out_from(&mut s, &b, 50);
+    assert_eq!(cached_of(&out, id), Some(0));
+    assert_eq!(s.prefix_counters().evictions, 1, "the warm prefix was dropped whole");
+}
+
+#[test]
+fn a_sliding_window_ring_that_wrapped_past_the_prefix_counts_as_not_cached() {
+    // A ring of 8 positions over a window of 6: once the slot wrote past 8, a
+    // continuation may go back 2 positions at most.
+    let window = Some(WindowRing { positions: 8, window: 6 });
+    let mut s = Scheduler::new(SchedulerConfig { window, ..cfg(1, 1, 4, 64) });
+    let long: Vec<u32> = (10..22).collect();
+    s.submit(cached(long.clone(), 1)).unwrap();
+    run_out(&mut s, 50);
+    let mut branch = long[..6].to_vec();
+    branch.push(99);
+    s.submit(cached(branch, 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 0, "the prefix is gone from the ring");
+    run_out_from(&mut s, &b, 50);
+    // A short history never wrapped: its prefix holds.
+    s.submit(cached(vec![1, 2, 3, 4], 1)).unwrap();
+    run_out(&mut s, 50);
+    s.submit(cached(vec![1, 2, 3, 7], 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 3);
+}
+
+#[test]
+fn a_rejected_draft_is_not_counted_as_cached() {
+    let spec = SchedulerConfig { max_seq_len: 64, draft_max: 3, ..cfg(1, 1, 4, 64) };
+    let mut s = Scheduler::new(spec);
+    let prompt = vec![11, 12, 13, 11, 12];
+    s.submit(SeqRequest { speculative: true, ..cached(prompt, 2) }).unwrap();
+    // The prompt samples 13; the n-gram drafter then proposes what followed 12 13 before.
+    let b = s.next_batch().unwrap();
+    s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+    let b = s.next_batch().unwrap();
+    let e = b.table.entries()[0];
+    assert!(e.flags.contains(EntryFlags::VERIFY), "a draft rides: {e:?}");
+    // The target disagrees at once: the draft is rejected, the sequence ends (2 tokens).
+    let mut tokens = vec![NO_TOKEN; usize::from(b.table.capacity())];
+    tokens[0] = 40;
+    let verified = vec![vec![40; e.tokens as usize - 1]];
+    s.batch_returned_all(&b.table, &tokens, &[], &verified).unwrap();
+    drain(&mut s);
+    // Held: the prompt and the one generated token fed back (13), no draft row.
+    assert_eq!(s.slots()[0].n_prompt_tokens_cache, 6);
+}
+
+#[test]
+fn a_fault_forgets_what_every_slot_held() {
+    let mut s = Scheduler::new(cfg(2, 1, 4, 64));
+    s.submit(cached(vec![10, 11, 12, 13], 1)).unwrap();
+    run_out(&mut s, 50);
+    assert_eq!(s.prefix_counters().warm_tokens, 4);
+    s.submit(cached(vec![20, 21], 1)).unwrap();
+    s.fail_all(FinishReason::Fault);
+    assert_eq!(s.prefix_counters().warm_tokens, 0);
+    s.submit(cached(vec![10, 11, 12, 13], 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 0);
+}
