@@ -364,6 +364,7 @@ pub mod cpu;
 mod engine;
 pub mod failover;
 pub mod memory;
+pub mod prefix;
 pub mod products;
 pub mod runs;
 pub mod serve;

@@ -15,7 +15,39 @@ use super::serve::{Counts, PROMPTS, ServeFigure, Shape, figure_of};
 use super::{BenchError, err};
 
 /// A `run local --serve` child, stopped and reaped when dropped.
-struct Served(Child);
+pub(super) struct Served(Child);
+
+/// Starts `run local --serve` on `model` with `args` on a loopback port; returns the child
+/// and its URL once it prints that it serves.
+pub(super) fn start(
+    exe: &Path,
+    model: &Path,
+    args: &[String],
+) -> Result<(Served, String), BenchError> {
+    let mut child = Command::new(exe)
+        .args(["run", "local", "--serve", "--json", "--http", "127.0.0.1:0", "--model"])
+        .arg(model)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(err)?;
+    let stdout = child.stdout.take().ok_or_else(|| err("no stdout"))?;
+    let served = Served(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line =
+            lines.next().ok_or_else(|| err("the server ended before serving"))?.map_err(err)?;
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["type"] == "serving" {
+            break v["url"].as_str().unwrap_or_default().trim_end_matches('/').to_string();
+        }
+    };
+    // The rest of its output is not read: a thread drains it so the child never blocks.
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok((served, url))
+}
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -51,27 +83,10 @@ pub fn serve_http_run(
     concurrency: u32,
     tokens: u32,
 ) -> Result<ServeFigure, BenchError> {
-    let mut child = Command::new(exe)
-        .args(["run", "local", "--serve", "--json", "--http", "127.0.0.1:0", "--model"])
-        .arg(model)
-        .args(shape.args())
-        .args(["--max-sequences", &concurrency.to_string(), "--max-seq-len", "512"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(err)?;
-    let stdout = child.stdout.take().ok_or_else(|| err("no stdout"))?;
-    let served = Served(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line =
-            lines.next().ok_or_else(|| err("the server ended before serving"))?.map_err(err)?;
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["type"] == "serving" {
-            break v["url"].as_str().unwrap_or_default().trim_end_matches('/').to_string();
-        }
-    };
+    let mut args = shape.args();
+    args.extend(["--max-sequences".into(), concurrency.to_string()]);
+    args.extend(["--max-seq-len".into(), "512".into()]);
+    let (served, url) = start(exe, model, &args)?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().no_proxy().build().map_err(err)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
@@ -136,7 +151,7 @@ async fn loaded_ttft(
 /// Probes of [`loaded_ttft`].
 const LOADED_PROBES: usize = 5;
 
-async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<(), BenchError> {
+pub(super) async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<(), BenchError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
         if let Ok(r) = client.get(format!("{url}/health")).send().await

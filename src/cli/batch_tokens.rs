@@ -79,7 +79,7 @@ fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
         stop: p.stop,
         logprobs: None,
         speculative: p.speculative,
-        cache_prompt: true,
+        cache_prompt: p.cache_prompt,
     };
     tx.send((index, request)).is_ok()
 }
@@ -101,6 +101,7 @@ mod tests {
             sampling: SamplingPolicy::Greedy,
             stop: Vec::new(),
             speculative: true,
+            cache_prompt: true,
         }
     }
 

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod batch_tokens;
 pub mod bench_cmd;
+pub mod bench_prefix_cmd;
 pub mod bench_products_cmd;
 pub mod bench_serve_cmd;
 pub mod cache_cmd;
@@ -131,6 +132,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Pipeline(args)) => bench_cmd::pipeline(&args, out),
         Command::Bench(BenchCommand::Failover(args)) => bench_cmd::failover(&args, out),
         Command::Bench(BenchCommand::Serve(args)) => bench_serve_cmd::serve(&args, out),
+        Command::Bench(BenchCommand::Prefix(args)) => bench_prefix_cmd::prefix(&args, out),
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
         Command::Bench(BenchCommand::Products(args)) => bench_products_cmd::products(&args, out),
         Command::Bench(BenchCommand::Speculate(args)) => bench_serve_cmd::speculate(&args, out),

@@ -10,8 +10,9 @@
 //! spells `<|im_start|>` forges no turn), `max_tokens`, `temperature` (0 is
 //! greedy), `top_p`, `top_k`, `seed`, `stop` (a string or a list of at most
 //! [`MAX_STOPS`] strings of at most [`MAX_STOP_BYTES`] bytes), `speculative` (`false`
-//! keeps the request from drafting where the session speculates). Blank lines are
-//! skipped.
+//! keeps the request from drafting where the session speculates), `cache_prompt`
+//! (`false` computes every prompt token, sharing nothing with a warm slot). Blank lines
+//! are skipped.
 
 use std::collections::HashSet;
 
@@ -71,6 +72,8 @@ pub struct Pending {
     pub stop: Vec<String>,
     /// Whether it may draft where the session speculates.
     pub speculative: bool,
+    /// Whether it may start from a prefix a warm slot holds.
+    pub cache_prompt: bool,
 }
 
 impl Pending {
@@ -138,6 +141,7 @@ struct Line {
     seed: Option<u64>,
     stop: Option<Stop>,
     speculative: Option<bool>,
+    cache_prompt: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -285,7 +289,8 @@ fn parse_line(
         return Err(err("invalid_request", "max_tokens must be at least 1".into()));
     }
     let speculative = line.speculative.unwrap_or(true);
-    Ok(Pending { id, text, messages, max_tokens, sampling, stop, speculative })
+    let cache_prompt = line.cache_prompt.unwrap_or(true);
+    Ok(Pending { id, text, messages, max_tokens, sampling, stop, speculative, cache_prompt })
 }
 
 /// Line `number`'s default id: its number, as a JSON string.

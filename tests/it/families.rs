@@ -16,7 +16,7 @@ use swactor::model::tokenizer::tokenizer_from_gguf;
 use swactor::wire::{ActivationDType, KvCacheDType, LayerRange, SamplingPolicy};
 
 /// A six-block model of `arch` (Gemma 3: blocks 0-4 slide over 16 positions, 5 is global).
-fn family_model(arch: SynthArch) -> PathBuf {
+pub(crate) fn family_model(arch: SynthArch) -> PathBuf {
     let path = scratch().join(format!("family-{}.gguf", arch.name()));
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -67,7 +67,7 @@ fn tokens(
     out
 }
 
-const FAMILIES: [SynthArch; 4] =
+pub(crate) const FAMILIES: [SynthArch; 4] =
     [SynthArch::Llama3, SynthArch::Qwen2, SynthArch::Qwen3, SynthArch::Gemma3];
 
 #[test]

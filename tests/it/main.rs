@@ -20,6 +20,7 @@ mod net;
 mod page;
 mod planner;
 mod pool;
+mod prefix;
 mod regrow;
 mod resume;
 mod run;

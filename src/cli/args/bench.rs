@@ -57,6 +57,59 @@ pub enum BenchCommand {
     /// beside one-sequence `swactor generate` with the same total compute threads.
     #[command(after_help = SEE_EXIT_CODES)]
     Serve(BenchServeArgs),
+    /// The prefix cache: a multi-turn chat served by `run local --serve`, each turn sent
+    /// with the cache and again with `cache_prompt: false` (time to first token, cached
+    /// tokens per turn), then conversations sharing a long system prompt at once, with and
+    /// without it (aggregate tokens/s).
+    #[command(after_help = SEE_EXIT_CODES)]
+    Prefix(BenchPrefixArgs),
+}
+
+/// `swactor bench prefix`
+#[derive(Debug, Args)]
+pub struct BenchPrefixArgs {
+    /// The GGUF model (a chat model: the turns go through its chat template).
+    #[arg(long, value_name = "GGUF", required = true)]
+    pub model: Vec<PathBuf>,
+    /// Also measure a 1.1B llama written on the fly into the scratch directory (`model
+    /// synth`), at a real size beside the model's.
+    #[arg(long)]
+    pub synth_1b: bool,
+    /// Stages of the session (one node process each).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub stages: u32,
+    /// Compute threads of each stage worker.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: u32,
+    /// Turns of the conversation.
+    #[arg(long, default_value_t = 10, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub turns: u32,
+    /// Words of user text each turn adds (about a token each).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub turn_words: u32,
+    /// Tokens each reply generates at most.
+    #[arg(long, default_value_t = 24, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub reply_tokens: u32,
+    /// Conversations at once sharing one system prompt (0: that part is skipped).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub conversations: u32,
+    /// Words of the shared system prompt.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub system_words: u32,
+    /// Turns of each of those conversations.
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub shared_turns: u32,
+    /// Each sequence's context.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_seq_len: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
 }
 
 /// `swactor bench ring`
@@ -275,6 +328,7 @@ impl BenchCommand {
             BenchCommand::Products(a) => &a.output,
             BenchCommand::Failover(a) => &a.output,
             BenchCommand::Serve(a) => &a.output,
+            BenchCommand::Prefix(a) => &a.output,
             BenchCommand::Speculate(a) => &a.output,
         }
     }

@@ -1,0 +1,116 @@
+//! `swactor bench prefix`: time to first token per turn of a conversation with the prefix
+//! cache and without it, side by side in one server, and conversations sharing a system
+//! prompt at once.
+
+use super::args::BenchPrefixArgs;
+use super::bench_cmd::{exe, failed, print_cpu};
+use super::exit::{CliError, ExitCode};
+use super::output::Output;
+use super::progress::Progress;
+use crate::bench;
+use crate::bench::prefix::{PrefixFigures, SharedFigure, TurnFigure};
+
+/// `swactor bench prefix`.
+pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> {
+    if args.stages == 0 || args.turn_words == 0 || args.max_seq_len < 64 {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            color_eyre::eyre::eyre!(
+                "--stages and --turn-words must be at least 1, --max-seq-len at least 64"
+            ),
+        ));
+    }
+    let dir = bench::runs::ScratchDir::create().map_err(failed)?;
+    let mut models: Vec<(String, std::path::PathBuf)> =
+        args.model.iter().map(|m| ("shipped".to_string(), m.clone())).collect();
+    if args.synth_1b {
+        models.push(bench::runs::synth_1b(&dir).map_err(failed)?);
+    }
+    print_cpu(args.output.json, out)?;
+    let mut progress = Progress::new(args.output.json);
+    progress.bar(models.len() as u64, "bench prefix");
+    let cfg = bench::prefix::PrefixConfig {
+        shape: bench::serve::Shape {
+            stages: args.stages,
+            threads: args.threads,
+            groups: None,
+            prefill_budget_ms: None,
+        },
+        turns: args.turns,
+        turn_words: args.turn_words,
+        reply_tokens: args.reply_tokens,
+        conversations: args.conversations,
+        system_words: args.system_words,
+        shared_turns: args.shared_turns,
+        max_seq_len: args.max_seq_len,
+    };
+    for (dtype, path) in &models {
+        progress.message(format!("bench prefix: {dtype}: {}", path.display()));
+        let figures = bench::prefix::prefix_run(&exe()?, path, cfg).map_err(failed)?;
+        progress.step();
+        if args.output.json {
+            let line = serde_json::json!({"dtype": dtype, "model": path, "figures": figures});
+            out.json("bench_prefix", &line)?;
+        } else {
+            let text = report(dtype, args.stages, &figures);
+            progress.suspend(|| out.line(text))?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// The text report of one model.
+fn report(dtype: &str, stages: u32, f: &PrefixFigures) -> String {
+    let mut s = format!(
+        "{dtype}, {stages} stages: one conversation, each turn with the cache and without\n\
+         turn  prompt  cached  ttft ms  cold ttft ms  speedup  same text\n"
+    );
+    for t in &f.turns {
+        s.push_str(&turn_line(t));
+    }
+    if let (Some(first), Some(last)) = (f.turns.first(), f.turns.last()) {
+        s.push_str(&format!(
+            "turn {} vs turn 1 with the cache: {:.2}x; turn {} without it / with it: {:.1}x\n",
+            last.turn,
+            last.ttft_ms / first.ttft_ms.max(1e-9),
+            last.turn,
+            last.speedup
+        ));
+    }
+    if let Some(sh) = &f.shared {
+        s.push_str(&shared_line(sh));
+    }
+    s
+}
+
+fn turn_line(t: &TurnFigure) -> String {
+    format!(
+        "{:>4}  {:>6}  {:>6}  {:>7.0}  {:>12.0}  {:>6.1}x  {}\n",
+        t.turn,
+        t.prompt_tokens,
+        t.cached_tokens,
+        t.ttft_ms,
+        t.cold_ttft_ms,
+        t.speedup,
+        if t.same_text { "yes" } else { "NO" }
+    )
+}
+
+fn shared_line(s: &SharedFigure) -> String {
+    format!(
+        "{} conversations at once, {} turns each, one shared system prompt: {:.1} tokens/s \
+         with the cache, {:.1} without ({:.2}x); ttft p50 {:.0} ms vs {:.0} ms; {} of {} \
+         prompt tokens cached\n",
+        s.conversations,
+        s.turns,
+        s.tokens_per_s,
+        s.cold_tokens_per_s,
+        s.ratio,
+        s.ttft_p50_ms,
+        s.cold_ttft_p50_ms,
+        s.cached_tokens,
+        s.prompt_tokens
+    )
+}

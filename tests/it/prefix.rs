@@ -1,0 +1,86 @@
+//! The prefix cache with real processes: a request that finds its prefix in a warm slot
+//! gets exactly the tokens of a cold run (greedy and seeded), on every family (a sliding
+//! window's ring included: a prefix the ring no longer holds counts as not cached),
+//! through one to three stages; results carry `cached_tokens`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::families::{FAMILIES, family_model};
+use crate::run::SERIAL;
+use crate::session::{requests_file, results, run_local_batch, streamed};
+use swactor::model::synth::SynthArch;
+
+/// A long opening (longer than the synthesized Gemma 3's ring of 80 positions, so its
+/// ring wraps while the first request runs).
+const OPENING: &str = "The old lighthouse keeper climbed the stairs every evening, counting \
+                       each step aloud while the sea below him kept its slow time.";
+
+/// The batch: an opening, its continuation twice (greedy, then seeded), a branch that
+/// shares only the opening's first words, and an unrelated prompt. One slot serves them
+/// one after another, so each finds what the one before left.
+fn lines(cache: bool) -> Vec<Value> {
+    let more = format!("{OPENING} Then he lit the lamp");
+    let branch = format!("{} a different story", &OPENING[..24]);
+    let hot = |p: &str, id: &str| {
+        json!({"id": id, "prompt": p, "max_tokens": 8, "temperature": 0.9, "seed": 11,
+               "cache_prompt": cache})
+    };
+    vec![
+        json!({"id": "opening", "prompt": OPENING, "max_tokens": 8, "cache_prompt": cache}),
+        json!({"id": "more", "prompt": more, "max_tokens": 8, "cache_prompt": cache}),
+        hot(&more, "more-seeded"),
+        json!({"id": "branch", "prompt": branch, "max_tokens": 6, "cache_prompt": cache}),
+        json!({"id": "other", "prompt": "Unrelated words", "max_tokens": 4, "cache_prompt": cache}),
+    ]
+}
+
+fn cached_tokens(done: &BTreeMap<String, Value>, id: &str) -> u64 {
+    done[id]["cached_tokens"].as_u64().unwrap_or_else(|| panic!("{id}: {}", done[id]))
+}
+
+#[test]
+fn a_request_served_from_a_cached_prefix_gets_the_tokens_of_a_cold_run_on_every_family_through_one_to_three_stages()
+ {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cold = requests_file("prefix-cold", &lines(false));
+    let warm = requests_file("prefix-warm", &lines(true));
+    let extra = ["--max-sequences", "1", "--max-seq-len", "256"];
+    for arch in FAMILIES {
+        let model = family_model(arch);
+        for stages in 1..=3 {
+            let what = format!("{arch:?}, {stages} stages");
+            let (code, out, err) = run_local_batch(&model, stages, &cold, &extra);
+            assert_eq!(code, 0, "{what}, cold: {err}");
+            let (cold_tokens, cold_done) = (streamed(&out), results(&out));
+            let (code, out, err) = run_local_batch(&model, stages, &warm, &extra);
+            assert_eq!(code, 0, "{what}, warm: {err}");
+            let (warm_tokens, warm_done) = (streamed(&out), results(&out));
+            assert_eq!(warm_done.len(), 5, "{what}: {warm_done:?}");
+            assert_eq!(warm_tokens, cold_tokens, "{what}: the cached run's tokens");
+            for id in ["opening", "more", "more-seeded", "branch", "other"] {
+                assert_eq!(cold_done[id]["type"], "result", "{what}: {}", cold_done[id]);
+                assert_eq!(cached_tokens(&cold_done, id), 0, "{what}, {id}: opted out");
+                let (w, c) = (&warm_done[id], &cold_done[id]);
+                assert_eq!(w["text"], c["text"], "{what}, {id}");
+                assert_eq!(w["finish_reason"], c["finish_reason"], "{what}, {id}");
+            }
+            assert_eq!(cached_tokens(&warm_done, "opening"), 0, "{what}: nothing warm yet");
+            // The continuation finds the opening and what it generated; the seeded one
+            // finds the whole continuation but its last token.
+            let opening = warm_done["opening"]["prompt_tokens"].as_u64().expect("prompt");
+            let more = warm_done["more-seeded"]["prompt_tokens"].as_u64().expect("prompt");
+            assert!(cached_tokens(&warm_done, "more") + 2 >= opening, "{what}: {warm_done:?}");
+            assert_eq!(cached_tokens(&warm_done, "more-seeded"), more - 1, "{what}");
+            // The branch goes back 24 bytes into a history of 150: a ring of 80 positions
+            // no longer holds what it attends to.
+            let branch = cached_tokens(&warm_done, "branch");
+            if arch == SynthArch::Gemma3 {
+                assert_eq!(branch, 0, "{what}: the ring wrapped past the branch point");
+            } else {
+                assert!(branch >= 20, "{what}: the branch shares the opening's start: {branch}");
+            }
+        }
+    }
+}
