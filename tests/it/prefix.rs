@@ -1,14 +1,17 @@
 //! The prefix cache with real processes: a request that finds its prefix in a warm slot
 //! gets exactly the tokens of a cold run (greedy and seeded), on every family (a sliding
 //! window's ring included: a prefix the ring no longer holds counts as not cached),
-//! through one to three stages; results carry `cached_tokens`.
+//! through one to three stages; results carry `cached_tokens`; a served chat's second turn
+//! says what it found in `usage`, `timings`, `/slots` and the metrics.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::cli::smollm2;
 use crate::families::{FAMILIES, family_model};
 use crate::run::SERIAL;
+use crate::serve::{Server, get, metric, metrics_of, post_raw, runtime};
 use crate::session::{requests_file, results, run_local_batch, streamed};
 use swactor::model::synth::SynthArch;
 
@@ -83,4 +86,76 @@ fn a_request_served_from_a_cached_prefix_gets_the_tokens_of_a_cold_run_on_every_
             }
         }
     }
+}
+
+/// POSTs `body` to the server's chat completions; the JSON answer.
+fn chat(server: &Server, body: &Value) -> Value {
+    let url = format!("{}/v1/chat/completions", server.url);
+    let a = runtime().block_on(post_raw(&url, body.to_string().into_bytes(), None));
+    assert_eq!(a.status, 200, "{}", a.body);
+    serde_json::from_str(&a.body).expect("json")
+}
+
+#[test]
+fn a_served_second_turn_finds_the_first_in_its_slot_says_so_everywhere_and_answers_as_a_cold_one() {
+    let Some(model) = smollm2() else { return };
+    let server = Server::local(&model, &["--stages", "2", "--max-sequences", "3"]);
+    let first = vec![json!({"role": "user", "content": "Name three rivers."})];
+    let one = chat(&server, &json!({"messages": first, "max_tokens": 12, "temperature": 0}));
+    let reply = one["choices"][0]["message"]["content"].as_str().expect("text").to_string();
+    let mut second = first.clone();
+    second.push(json!({"role": "assistant", "content": reply}));
+    second.push(json!({"role": "user", "content": "Which is longest?"}));
+    let turn = |cache: bool, sampling: Value| {
+        let mut body = json!({"messages": second, "max_tokens": 12, "cache_prompt": cache});
+        body.as_object_mut()
+            .expect("object")
+            .extend(sampling.as_object().cloned().unwrap_or_default());
+        chat(&server, &body)
+    };
+    let greedy = json!({"temperature": 0});
+    let warm = turn(true, greedy.clone());
+    let cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().expect("cached");
+    let prompt = warm["usage"]["prompt_tokens"].as_u64().expect("prompt");
+    assert!(cached > 10 && cached < prompt, "the first turn's prompt and reply: {}", warm["usage"]);
+    assert_eq!(warm["timings"]["cache_n"], cached, "{}", warm["timings"]);
+    assert_eq!(warm["timings"]["prompt_n"], prompt - cached, "{}", warm["timings"]);
+    let cold = turn(false, greedy.clone());
+    assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(warm["choices"][0]["message"], cold["choices"][0]["message"]);
+    // Seeded sampling: the same draw from a cached prefix as from a cold one.
+    let seeded = json!({"temperature": 0.9, "seed": 7});
+    let (a, b) = (turn(true, seeded.clone()), turn(false, seeded));
+    assert!(a["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64() > Some(10));
+    assert_eq!(a["choices"][0]["message"], b["choices"][0]["message"]);
+    // Two requests sharing the prefix at once: one may take the warm slot, both are exact.
+    let url = format!("{}/v1/chat/completions", server.url);
+    let body = json!({"messages": second, "max_tokens": 12, "temperature": 0}).to_string();
+    let (x, y) = runtime().block_on(async {
+        tokio::join!(
+            post_raw(&url, body.clone().into_bytes(), None),
+            post_raw(&url, body.clone().into_bytes(), None)
+        )
+    });
+    for a in [x, y] {
+        assert_eq!(a.status, 200, "{}", a.body);
+        let v: Value = serde_json::from_str(&a.body).expect("json");
+        assert_eq!(v["choices"][0]["message"], cold["choices"][0]["message"]);
+    }
+    // The slots and the metrics show it.
+    let (_, slots) = get(&format!("{}/slots", server.url)).expect("slots");
+    let held: Vec<u64> = slots
+        .as_array()
+        .expect("slots")
+        .iter()
+        .map(|s| s["n_prompt_tokens_cache"].as_u64().expect("n_prompt_tokens_cache"))
+        .collect();
+    assert!(held.iter().any(|&n| n > prompt), "a free slot holds the second turn: {held:?}");
+    let m = metrics_of(&server.url);
+    assert!(metric(&m, "swactor_prefix_cache_hits_total") >= (2 * cached) as f64, "{m}");
+    assert!(
+        metric(&m, "swactor_prefix_cache_queries_total")
+            > metric(&m, "swactor_prefix_cache_hits_total")
+    );
+    assert!(metric(&m, "swactor_prefix_cache_bytes") > 0.0, "{m}");
 }
