@@ -2,7 +2,9 @@
 //! in one server (`run local --serve`): each turn of a multi-turn chat is sent twice, once
 //! as clients send it (the cache on) and once with `cache_prompt: false` (every prompt
 //! token computed), so both meet the host in the same state. Then several conversations
-//! sharing one long system prompt, all at once, with the cache and without.
+//! sharing one long system prompt, all at once, with the cache and without. The turns are
+//! text completions of the transcript so far (`System:` / `User:` / `Assistant:` lines),
+//! so any model serves them, a chat template or not.
 #![allow(clippy::disallowed_methods)] // a benchmark owns the clock
 
 use std::path::Path;
@@ -32,8 +34,9 @@ pub struct PrefixConfig {
     pub system_words: u32,
     /// Turns of each of those conversations.
     pub shared_turns: u32,
-    /// Each sequence's context.
-    pub max_seq_len: u32,
+    /// Each sequence's context (`None`: the server's, the model's trained length as far
+    /// as memory holds it).
+    pub max_seq_len: Option<u32>,
 }
 
 /// One turn of the single conversation, with the cache and without.
@@ -123,7 +126,9 @@ pub fn prefix_run(
     let slots = cfg.conversations.max(2);
     let mut args = cfg.shape.args();
     args.extend(["--max-sequences".into(), slots.to_string()]);
-    args.extend(["--max-seq-len".into(), cfg.max_seq_len.to_string()]);
+    if let Some(n) = cfg.max_seq_len {
+        args.extend(["--max-seq-len".into(), n.to_string()]);
+    }
     let (served, url) = start(exe, model, &args)?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().no_proxy().build().map_err(err)?;
@@ -150,12 +155,17 @@ async fn conversation(
     url: &str,
     cfg: PrefixConfig,
 ) -> Result<Vec<TurnFigure>, BenchError> {
-    let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
+    let mut transcript = String::from("System: You are a helpful assistant.\n");
     let mut figures = Vec::new();
     for turn in 1..=cfg.turns {
-        messages.push(json!({"role": "user", "content": words(turn, cfg.turn_words)}));
-        let warm = chat(client, url, &messages, cfg.reply_tokens, true).await?;
-        let cold = chat(client, url, &messages, cfg.reply_tokens, false).await?;
+        transcript.push_str(&format!("User: {}\nAssistant:", words(turn, cfg.turn_words)));
+        // A conversation that outgrew the context ends with the turns it had.
+        let Some(warm) = complete(client, url, &transcript, cfg.reply_tokens, true).await? else {
+            break;
+        };
+        let Some(cold) = complete(client, url, &transcript, cfg.reply_tokens, false).await? else {
+            break;
+        };
         figures.push(TurnFigure {
             turn,
             prompt_tokens: warm.prompt_tokens,
@@ -165,7 +175,7 @@ async fn conversation(
             speedup: cold.ttft_ms / warm.ttft_ms.max(1e-9),
             same_text: warm.text == cold.text,
         });
-        messages.push(json!({"role": "assistant", "content": warm.text}));
+        transcript.push_str(&format!("{}\n", warm.text));
     }
     Ok(figures)
 }
@@ -183,13 +193,15 @@ async fn shared(
     let all = (0..cfg.conversations).map(|c| {
         let system = system.clone();
         async move {
-            let mut messages = vec![json!({"role": "system", "content": system})];
+            let mut transcript = format!("System: {system}\n");
             let mut replies = Vec::new();
             for turn in 0..cfg.shared_turns {
                 let user = words(100 * (c + 1) + turn, cfg.turn_words);
-                messages.push(json!({"role": "user", "content": user}));
-                let r = chat(client, url, &messages, cfg.reply_tokens, cache).await?;
-                messages.push(json!({"role": "assistant", "content": r.text}));
+                transcript.push_str(&format!("User: {user}\nAssistant:"));
+                let r = complete(client, url, &transcript, cfg.reply_tokens, cache)
+                    .await?
+                    .ok_or_else(|| err("a shared conversation outgrew the context"))?;
+                transcript.push_str(&format!("{}\n", r.text));
                 replies.push(r);
             }
             Ok::<_, BenchError>(replies)
@@ -231,20 +243,21 @@ fn shared_figure(
     }
 }
 
-/// One streamed greedy chat completion of `messages`.
-async fn chat(
+/// One streamed greedy completion of `prompt` (`None`: the prompt does not fit the
+/// context).
+async fn complete(
     client: &reqwest::Client,
     url: &str,
-    messages: &[Value],
+    prompt: &str,
     max_tokens: u32,
     cache: bool,
-) -> Result<Reply, BenchError> {
-    let body = json!({"messages": messages, "max_tokens": max_tokens, "temperature": 0,
+) -> Result<Option<Reply>, BenchError> {
+    let body = json!({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
                       "stream": true, "stream_options": {"include_usage": true},
                       "cache_prompt": cache});
     let sent = Instant::now();
     let mut r = client
-        .post(format!("{url}/v1/chat/completions"))
+        .post(format!("{url}/v1/completions"))
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body.to_string())
         .send()
@@ -253,6 +266,9 @@ async fn chat(
     if !r.status().is_success() {
         let status = r.status();
         let text = r.text().await.unwrap_or_default();
+        if text.contains("exceed_context_size_error") {
+            return Ok(None);
+        }
         return Err(err(format!("the server answered {status}: {text}")));
     }
     let mut reply = Reply::default();
@@ -267,8 +283,7 @@ async fn chat(
                 continue;
             }
             let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-            if let Some(t) = v["choices"][0]["delta"]["content"].as_str().filter(|t| !t.is_empty())
-            {
+            if let Some(t) = v["choices"][0]["text"].as_str().filter(|t| !t.is_empty()) {
                 first.get_or_insert_with(Instant::now);
                 reply.text.push_str(t);
             }
@@ -282,7 +297,7 @@ async fn chat(
     }
     let first = first.ok_or_else(|| err("a reply without a token"))?;
     reply.ttft_ms = (first - sent).as_secs_f64() * 1e3;
-    Ok(reply)
+    Ok(Some(reply))
 }
 
 #[cfg(test)]

@@ -30,15 +30,32 @@ pub(super) fn start(
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(err)?;
     let stdout = child.stdout.take().ok_or_else(|| err("no stdout"))?;
+    let stderr = child.stderr.take().ok_or_else(|| err("no stderr"))?;
     let served = Served(child);
+    // Its stderr is kept (the last lines) to say why, should it end before serving.
+    let said = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    let keep = said.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut kept = keep.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            kept.push_back(line);
+            if kept.len() > 8 {
+                kept.pop_front();
+            }
+        }
+    });
     let mut lines = BufReader::new(stdout).lines();
     let url = loop {
-        let line =
-            lines.next().ok_or_else(|| err("the server ended before serving"))?.map_err(err)?;
+        let Some(line) = lines.next() else {
+            let kept = said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let why = kept.iter().cloned().collect::<Vec<_>>().join("\n");
+            return Err(err(format!("the server ended before serving: {why}")));
+        };
+        let line = line.map_err(err)?;
         let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         if v["type"] == "serving" {
             break v["url"].as_str().unwrap_or_default().trim_end_matches('/').to_string();

@@ -12,7 +12,7 @@ use crate::bench::prefix::{PrefixFigures, SharedFigure, TurnFigure};
 
 /// `swactor bench prefix`.
 pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> {
-    if args.stages == 0 || args.turn_words == 0 || args.max_seq_len < 64 {
+    if args.stages == 0 || args.turn_words == 0 || args.max_seq_len.is_some_and(|n| n < 64) {
         return Err(CliError::new(
             ExitCode::Usage,
             "usage",
@@ -53,7 +53,7 @@ pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> 
             let line = serde_json::json!({"dtype": dtype, "model": path, "figures": figures});
             out.json("bench_prefix", &line)?;
         } else {
-            let text = report(dtype, args.stages, &figures);
+            let text = report(dtype, args.stages, args.turns, &figures);
             progress.suspend(|| out.line(text))?;
         }
         out.flush()?;
@@ -62,7 +62,7 @@ pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> 
 }
 
 /// The text report of one model.
-fn report(dtype: &str, stages: u32, f: &PrefixFigures) -> String {
+fn report(dtype: &str, stages: u32, turns: u32, f: &PrefixFigures) -> String {
     let mut s = format!(
         "{dtype}, {stages} stages: one conversation, each turn with the cache and without\n\
          turn  prompt  cached  ttft ms  cold ttft ms  speedup  same text\n"
@@ -77,6 +77,12 @@ fn report(dtype: &str, stages: u32, f: &PrefixFigures) -> String {
             last.ttft_ms / first.ttft_ms.max(1e-9),
             last.turn,
             last.speedup
+        ));
+    }
+    if f.turns.len() < turns as usize {
+        s.push_str(&format!(
+            "the conversation outgrew the context after {} of {turns} turns\n",
+            f.turns.len()
         ));
     }
     if let Some(sh) = &f.shared {

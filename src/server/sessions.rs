@@ -121,10 +121,8 @@ impl RunSink for ServeSink<'_> {
     }
 
     fn speculated(&mut self, c: crate::orchestrator::scheduler::SpecCounters) {
-        // Counters only grow: a new session's restart from zero counts from zero.
         let m = &self.shared.metrics;
         let last = std::mem::replace(&mut self.spec_seen, c);
-        let delta = |now: u64, before: u64| if now >= before { now - before } else { now };
         m.spec_drafts.inc_by(delta(c.drafts, last.drafts));
         m.spec_draft_tokens.inc_by(delta(c.draft_tokens, last.draft_tokens));
         m.spec_accepted_tokens.inc_by(delta(c.accepted_tokens, last.accepted_tokens));
@@ -133,7 +131,6 @@ impl RunSink for ServeSink<'_> {
     fn prefix(&mut self, c: crate::orchestrator::scheduler::PrefixCounters) {
         let m = &self.shared.metrics;
         let last = std::mem::replace(&mut self.prefix_seen, c);
-        let delta = |now: u64, before: u64| if now >= before { now - before } else { now };
         m.prefix_queries.inc_by(delta(c.queried_tokens, last.queried_tokens));
         m.prefix_hits.inc_by(delta(c.cached_tokens, last.cached_tokens));
         m.prefix_evictions.inc_by(delta(c.evictions, last.evictions));
@@ -267,4 +264,10 @@ async fn stop_after_grace(
         }
     }
     OperatorStop::Terminate
+}
+
+/// What a session's counter grew by since it was `before` (a new session's counters restart
+/// from zero: they count from zero).
+fn delta(now: u64, before: u64) -> u64 {
+    if now >= before { now - before } else { now }
 }

@@ -57,10 +57,11 @@ pub enum BenchCommand {
     /// beside one-sequence `swactor generate` with the same total compute threads.
     #[command(after_help = SEE_EXIT_CODES)]
     Serve(BenchServeArgs),
-    /// The prefix cache: a multi-turn chat served by `run local --serve`, each turn sent
-    /// with the cache and again with `cache_prompt: false` (time to first token, cached
-    /// tokens per turn), then conversations sharing a long system prompt at once, with and
-    /// without it (aggregate tokens/s).
+    /// The prefix cache: a multi-turn conversation served by `run local --serve` (each
+    /// turn a completion of the transcript so far), each turn sent with the cache and again
+    /// with `cache_prompt: false` (time to first token, cached tokens per turn), then
+    /// conversations sharing a long system prompt at once, with and without it (aggregate
+    /// tokens/s).
     #[command(after_help = SEE_EXIT_CODES)]
     Prefix(BenchPrefixArgs),
 }
@@ -68,7 +69,7 @@ pub enum BenchCommand {
 /// `swactor bench prefix`
 #[derive(Debug, Args)]
 pub struct BenchPrefixArgs {
-    /// The GGUF model (a chat model: the turns go through its chat template).
+    /// The GGUF model; again for more models, measured one after another in the same run.
     #[arg(long, value_name = "GGUF", required = true)]
     pub model: Vec<PathBuf>,
     /// Also measure a 1.1B llama written on the fly into the scratch directory (`model
@@ -104,9 +105,10 @@ pub struct BenchPrefixArgs {
     #[arg(long, default_value_t = 3, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub shared_turns: u32,
-    /// Each sequence's context.
-    #[arg(long, default_value_t = 4096, value_name = "N")]
-    pub max_seq_len: u32,
+    /// Each sequence's context [default: the server's: the model's trained length as far
+    /// as memory holds it].
+    #[arg(long, value_name = "N")]
+    pub max_seq_len: Option<u32>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,

@@ -18,8 +18,11 @@
 //!   spare positions of `p`, or the ring never wrapped. Otherwise the prefix counts as not
 //!   cached.
 //! - Among free slots: the longest usable prefix wins; ties go to an empty slot, then to
-//!   the slot used least recently, so the other warm prefixes live longest. A request
-//!   that opts out (`cache_prompt: false`) shares nothing.
+//!   the slot used least recently, so the other warm prefixes live longest. While an
+//!   empty slot is free, a warm slot that would reuse less than half of what it holds is
+//!   not taken (as llama-server's slot similarity): its conversation's next turn is
+//!   worth more than the few tokens. A request that opts out (`cache_prompt: false`)
+//!   shares nothing.
 //! - A warm slot given to a request that shares none of its tokens loses them: an
 //!   eviction. A fault forgets every slot's tokens (the stages may hold anything).
 
@@ -139,11 +142,15 @@ impl WarmSlots {
         cache: bool,
         ring: Option<WindowRing>,
     ) -> Option<Chosen> {
+        let empty = free.iter().any(|&s| self.held(s) == 0);
         let best = free
             .iter()
             .map(|&slot| {
                 let w = &self.slots[usize::from(slot)];
-                let reuse = if cache { self.usable(w, prompt, ring) } else { 0 };
+                let mut reuse = if cache { self.usable(w, prompt, ring) } else { 0 };
+                if empty && (reuse as usize) * 2 < w.tokens.len() {
+                    reuse = 0;
+                }
                 // Longest prefix, then an empty slot, then the least recently used.
                 let key = (std::cmp::Reverse(reuse), !w.tokens.is_empty(), w.used, slot);
                 (key, slot, reuse)

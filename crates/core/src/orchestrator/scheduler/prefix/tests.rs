@@ -90,6 +90,26 @@ fn a_request_takes_the_free_slot_sharing_its_longest_prefix_and_spares_the_other
 }
 
 #[test]
+fn a_warm_slot_sharing_less_than_half_of_what_it_holds_is_spared_while_an_empty_slot_is_free() {
+    let mut s = Scheduler::new(cfg(2, 1, 4, 64));
+    // A conversation of 10 tokens in slot 0.
+    s.submit(cached(vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 1)).unwrap();
+    run_out(&mut s, 50);
+    // A request sharing its first 3 tokens takes the empty slot: slot 0 keeps all 10.
+    let other = s.submit(cached(vec![1, 2, 3, 99], 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 0);
+    let slot = s.slots().into_iter().find(|v| v.sequence == Some(other)).map(|v| v.id);
+    assert_eq!(slot, Some(1));
+    run_out_from(&mut s, &b, 50);
+    assert_eq!(s.slots()[0].n_prompt_tokens_cache, 10);
+    // With no empty slot left, the longest share wins, however little it is.
+    s.submit(cached(vec![1, 2, 3, 4, 77], 1)).unwrap();
+    let b = s.next_batch().unwrap();
+    assert_eq!(b.table.entries()[0].first_position, 4);
+}
+
+#[test]
 fn a_request_that_opts_out_shares_nothing_and_its_slot_is_emptied() {
     let mut s = Scheduler::new(cfg(1, 1, 4, 64));
     s.submit(cached(vec![10, 11, 12, 13], 1)).unwrap();
