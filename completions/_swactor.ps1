@@ -559,6 +559,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('speculate', 'speculate', [CompletionResultType]::ParameterValue, 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
+            [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -676,6 +677,23 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;prefix' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model; again for more models, measured one after another in the same run')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the session (one node process each)')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker')
+            [CompletionResult]::new('--turns', '--turns', [CompletionResultType]::ParameterName, 'Turns of the conversation')
+            [CompletionResult]::new('--turn-words', '--turn-words', [CompletionResultType]::ParameterName, 'Words of user text each turn adds (about a token each)')
+            [CompletionResult]::new('--reply-tokens', '--reply-tokens', [CompletionResultType]::ParameterName, 'Tokens each reply generates at most')
+            [CompletionResult]::new('--conversations', '--conversations', [CompletionResultType]::ParameterName, 'Conversations at once sharing one system prompt (0: that part is skipped)')
+            [CompletionResult]::new('--system-words', '--system-words', [CompletionResultType]::ParameterName, 'Words of the shared system prompt')
+            [CompletionResult]::new('--shared-turns', '--shared-turns', [CompletionResultType]::ParameterName, 'Turns of each of those conversations')
+            [CompletionResult]::new('--max-seq-len', '--max-seq-len', [CompletionResultType]::ParameterName, 'Each sequence''s context [default: the server''s: the model''s trained length as far as memory holds it]')
+            [CompletionResult]::new('--synth-1b', '--synth-1b', [CompletionResultType]::ParameterName, 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`), at a real size beside the model''s')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;help' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
@@ -687,6 +705,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('speculate', 'speculate', [CompletionResultType]::ParameterValue, 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
+            [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -718,6 +737,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;serve' {
+            break
+        }
+        'swactor;bench;help;prefix' {
             break
         }
         'swactor;bench;help;help' {
@@ -839,6 +861,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('speculate', 'speculate', [CompletionResultType]::ParameterValue, 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side')
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
+            [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
             break
         }
         'swactor;help;bench;ring' {
@@ -869,6 +892,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;serve' {
+            break
+        }
+        'swactor;help;bench;prefix' {
             break
         }
         'swactor;help;help' {

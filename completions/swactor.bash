@@ -70,6 +70,9 @@ _swactor() {
             swactor__subcmd__bench,pipeline)
                 cmd="swactor__subcmd__bench__subcmd__pipeline"
                 ;;
+            swactor__subcmd__bench,prefix)
+                cmd="swactor__subcmd__bench__subcmd__prefix"
+                ;;
             swactor__subcmd__bench,products)
                 cmd="swactor__subcmd__bench__subcmd__products"
                 ;;
@@ -102,6 +105,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,pipeline)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__pipeline"
+                ;;
+            swactor__subcmd__bench__subcmd__help,prefix)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__prefix"
                 ;;
             swactor__subcmd__bench__subcmd__help,products)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__products"
@@ -198,6 +204,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,pipeline)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__pipeline"
+                ;;
+            swactor__subcmd__help__subcmd__bench,prefix)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__prefix"
                 ;;
             swactor__subcmd__help__subcmd__bench,products)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__products"
@@ -382,7 +391,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve help"
+            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve prefix help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -528,7 +537,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode pipeline engine products speculate failover serve help"
+            opts="ring wake edge decode pipeline engine products speculate failover serve prefix help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -612,6 +621,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help__subcmd__pipeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__prefix)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -719,6 +742,60 @@ _swactor() {
                     return 0
                     ;;
                 --repeat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__prefix)
+            opts="-h --model --synth-1b --stages --threads --turns --turn-words --reply-tokens --conversations --system-words --shared-turns --max-seq-len --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --turn-words)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reply-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conversations)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --system-words)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --shared-turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-seq-len)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1276,7 +1353,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode pipeline engine products speculate failover serve"
+            opts="ring wake edge decode pipeline engine products speculate failover serve prefix"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1346,6 +1423,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__pipeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__prefix)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

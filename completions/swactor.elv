@@ -501,6 +501,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand speculate 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
+            cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
@@ -607,6 +608,22 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;prefix'= {
+            cand --model 'The GGUF model; again for more models, measured one after another in the same run'
+            cand --stages 'Stages of the session (one node process each)'
+            cand --threads 'Compute threads of each stage worker'
+            cand --turns 'Turns of the conversation'
+            cand --turn-words 'Words of user text each turn adds (about a token each)'
+            cand --reply-tokens 'Tokens each reply generates at most'
+            cand --conversations 'Conversations at once sharing one system prompt (0: that part is skipped)'
+            cand --system-words 'Words of the shared system prompt'
+            cand --shared-turns 'Turns of each of those conversations'
+            cand --max-seq-len 'Each sequence''s context [default: the server''s: the model''s trained length as far as memory holds it]'
+            cand --synth-1b 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`), at a real size beside the model''s'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
@@ -618,6 +635,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand speculate 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
+            cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
@@ -639,6 +657,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;failover'= {
         }
         &'swactor;bench;help;serve'= {
+        }
+        &'swactor;bench;help;prefix'= {
         }
         &'swactor;bench;help;help'= {
         }
@@ -732,6 +752,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand speculate 'Speculative decoding: one sequence''s decode tokens/s with and without n-gram drafts, in one process and through a `run local` pipeline, on a grounded workload (text the answer repeats or edits) and on free generation, each pair side by side'
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
+            cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
         }
         &'swactor;help;bench;ring'= {
         }
@@ -752,6 +773,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;failover'= {
         }
         &'swactor;help;bench;serve'= {
+        }
+        &'swactor;help;bench;prefix'= {
         }
         &'swactor;help;help'= {
         }
