@@ -180,6 +180,25 @@ impl CandleStage {
         self.cache.iter_mut().for_each(|c| *c = None);
     }
 
+    /// Drops the cached positions from `len` on (a new sequence that shares the first
+    /// `len`, or a rejected draft's rows): the next row continues at `len`.
+    pub(crate) fn truncate(&mut self, len: usize) -> Result<(), StageError> {
+        if len >= self.pos {
+            return Ok(());
+        }
+        for c in self.cache.iter_mut() {
+            if let Some((k, v)) = c.take() {
+                *c = if len == 0 {
+                    None
+                } else {
+                    Some((k.narrow(2, 0, len)?, v.narrow(2, 0, len)?))
+                };
+            }
+        }
+        self.pos = len;
+        Ok(())
+    }
+
     /// Runs the stage, polling `abort` between blocks.
     pub(crate) fn forward_abortable(
         &mut self,

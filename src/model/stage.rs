@@ -246,8 +246,9 @@ impl ModelStage {
         }
     }
 
-    /// Drops one slot's cached positions from `len` on (a rejected draft's rows): the
-    /// next row continues at `len`. Refused on candle, which cannot roll back.
+    /// Drops one slot's cached positions from `len` on (a rejected draft's rows, or what a
+    /// new sequence does not share with the slot's last one): the next row continues at
+    /// `len`.
     pub fn truncate_slot(&mut self, slot: usize, len: usize) -> Result<(), StageError> {
         match &mut self.backend {
             Backend::Engine(s) if slot < s.slots() => {
@@ -256,9 +257,9 @@ impl ModelStage {
             }
             Backend::Engine(_) => Err(StageError::BadInput(format!("slot {slot} does not exist"))),
             #[cfg(feature = "candle")]
-            Backend::Candle(_) => {
-                Err(StageError::BadInput("candle stages cannot roll a cache back".into()))
-            }
+            Backend::Candle(s) if slot == 0 => s.truncate(len),
+            #[cfg(feature = "candle")]
+            Backend::Candle(_) => Err(StageError::BadInput(format!("slot {slot} does not exist"))),
         }
     }
 

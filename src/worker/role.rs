@@ -185,7 +185,7 @@ fn llama_step(
             let keep = e.first_position as usize;
             if keep == 0 {
                 stage.reset_slot(slot);
-            } else if keep <= stage.slot_position(slot) {
+            } else if keep < stage.slot_position(slot) {
                 stage.truncate_slot(slot, keep).map_err(|e| fail(format!("slot {slot}: {e}")))?;
             }
             samplers[slot] = Some(Sampler::new(e.sampling.policy()));
