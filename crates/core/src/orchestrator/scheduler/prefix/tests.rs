@@ -183,3 +183,173 @@ fn a_fault_forgets_what_every_slot_held() {
     let b = s.next_batch().unwrap();
     assert_eq!(b.table.entries()[0].first_position, 0);
 }
+
+mod model {
+    //! A model-based check: stages as token lists, the model's token a hash of what a slot
+    //! holds, every request's tokens against its prompt run alone.
+
+    use std::collections::{BTreeMap, VecDeque};
+
+    use proptest::prelude::*;
+
+    use super::cached;
+    use crate::orchestrator::scheduler::tests::cfg;
+    use crate::orchestrator::scheduler::*;
+
+    const VOCAB: u32 = 100;
+    const EOS: u32 = 2;
+
+    /// The model's next token after `held` (what a slot's caches hold).
+    fn next(held: &[u32]) -> u32 {
+        let h = held.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| {
+            (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01b3)
+        });
+        (h % u64::from(VOCAB)) as u32
+    }
+
+    /// A request's tokens alone: the prompt, then each token fed back.
+    fn reference(prompt: &[u32], max_tokens: u32) -> Vec<u32> {
+        let mut held = prompt.to_vec();
+        let mut out = Vec::new();
+        while out.len() < max_tokens.max(1) as usize {
+            let t = next(&held);
+            if t == EOS {
+                break;
+            }
+            out.push(t);
+            held.push(t);
+        }
+        out
+    }
+
+    /// Runs `b` through the stages (`stage`: each slot's tokens by position); its
+    /// token-out, or why a stage would fail the step.
+    fn step(stage: &mut [Vec<u32>], b: &PlannedBatch) -> Result<Vec<u32>, String> {
+        let mut out = vec![NO_TOKEN; usize::from(b.table.capacity())];
+        let mut at = 0;
+        for (i, e) in b.table.entries().iter().enumerate() {
+            let held = &mut stage[e.slot as usize];
+            if e.flags.contains(EntryFlags::RESET) {
+                if e.first_position as usize > held.len() {
+                    return Err(format!(
+                        "slot {} reset at {} holds {}",
+                        e.slot,
+                        e.first_position,
+                        held.len()
+                    ));
+                }
+                held.truncate(e.first_position as usize);
+            }
+            if e.first_position as usize != held.len() {
+                return Err(format!(
+                    "slot {} continues at {} holds {}",
+                    e.slot,
+                    e.first_position,
+                    held.len()
+                ));
+            }
+            held.extend_from_slice(&b.tokens[at..at + e.tokens as usize]);
+            at += e.tokens as usize;
+            if e.flags.contains(EntryFlags::SAMPLE) {
+                out[i] = next(held);
+            }
+        }
+        Ok(out)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A request: a base conversation, how much of it, its own tokens, max tokens,
+        /// whether it may use the cache.
+        Submit(usize, usize, Vec<u32>, u32, bool),
+        Cancel(u64),
+        Inject,
+        Return,
+    }
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0usize..3, 0usize..16, prop::collection::vec(3u32..VOCAB, 1..5), 1u32..6,
+                  prop::bool::weighted(0.8))
+                .prop_map(|(b, k, own, m, c)| Op::Submit(b, k, own, m, c)),
+            1 => (0u64..30).prop_map(Op::Cancel),
+            3 => Just(Op::Inject),
+            3 => Just(Op::Return),
+        ]
+    }
+
+    proptest! {
+        /// Random conversations that share prefixes, arrivals, cancellations: every entry
+        /// continues what its slot holds (a `RESET` only cuts it back), and every request's
+        /// tokens are those of its prompt alone (a prefix of them when cancelled).
+        #[test]
+        fn requests_served_from_warm_slots_get_the_tokens_of_their_prompt_alone(
+            ops in prop::collection::vec(arb_op(), 1..150),
+            slots in 1u16..4, groups in 1u16..3, budget in 1u32..12,
+        ) {
+            let bases: [Vec<u32>; 3] =
+                [(10..26).collect(), (10..18).chain(40..48).collect(), (60..76).collect()];
+            let mut s = Scheduler::new(SchedulerConfig { eos: Some(EOS), ..cfg(slots, groups, 4, budget) });
+            let mut stage = vec![Vec::new(); usize::from(slots)];
+            let mut flying: VecDeque<(PlannedBatch, Vec<u32>)> = VecDeque::new();
+            let mut asked: BTreeMap<SeqId, (Vec<u32>, u32)> = BTreeMap::new();
+            let mut ended: BTreeMap<SeqId, (FinishReason, Vec<u32>)> = BTreeMap::new();
+            let drain = |s: &mut Scheduler, ended: &mut BTreeMap<SeqId, (FinishReason, Vec<u32>)>| {
+                for o in std::iter::from_fn(|| s.poll_output()) {
+                    if let SeqOutput::Finished { id, reason, generated, .. } = o {
+                        ended.insert(id, (reason, generated));
+                    }
+                }
+            };
+            let run = |op: &Op, s: &mut Scheduler, stage: &mut Vec<Vec<u32>>,
+                       flying: &mut VecDeque<(PlannedBatch, Vec<u32>)>,
+                       asked: &mut BTreeMap<SeqId, (Vec<u32>, u32)>| -> Result<(), TestCaseError> {
+                match op {
+                    Op::Submit(b, k, own, m, c) => {
+                        let mut prompt = bases[*b][..*k].to_vec();
+                        prompt.extend_from_slice(own);
+                        let req = SeqRequest { cache_prompt: *c, ..cached(prompt.clone(), *m) };
+                        if let Ok(id) = s.submit(req) {
+                            asked.insert(id, (prompt, *m));
+                        }
+                    }
+                    Op::Cancel(id) => s.cancel(*id, FinishReason::Cancelled),
+                    Op::Inject => {
+                        if let Some(b) = s.next_batch() {
+                            let out = step(stage, &b).map_err(TestCaseError::fail)?;
+                            flying.push_back((b, out));
+                        }
+                    }
+                    Op::Return => {
+                        if let Some((b, out)) = flying.pop_front() {
+                            s.batch_returned(&b.table, &out)
+                                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            for op in &ops {
+                run(op, &mut s, &mut stage, &mut flying, &mut asked)?;
+                drain(&mut s, &mut ended);
+            }
+            for _ in 0..10_000 {
+                if s.is_idle() { break; }
+                run(&Op::Inject, &mut s, &mut stage, &mut flying, &mut asked)?;
+                run(&Op::Return, &mut s, &mut stage, &mut flying, &mut asked)?;
+                drain(&mut s, &mut ended);
+            }
+            prop_assert!(s.is_idle());
+            prop_assert_eq!(asked.len(), ended.len());
+            for (id, (prompt, max)) in &asked {
+                let want = reference(prompt, *max);
+                let (reason, got) = &ended[id];
+                if *reason == FinishReason::Cancelled {
+                    prop_assert!(want.starts_with(got), "request {}: {:?} not a prefix of {:?}", id, got, want);
+                } else {
+                    prop_assert_eq!(got, &want, "request {}", id);
+                }
+            }
+        }
+    }
+}
