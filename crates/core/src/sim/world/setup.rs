@@ -179,7 +179,7 @@ impl World {
     /// warm slots hold prefixes they share. Drawn from a generator of their own, so the
     /// rest of a seed's world is as before.
     fn conversations(&mut self, seed: u64) {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0xc0_11ec_7ed_7a1c);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x000c_011e_c7ed_7a1c);
         for i in 1..self.reqs.len() {
             if !rng.random_bool(0.5) {
                 continue;
