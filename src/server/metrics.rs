@@ -188,41 +188,7 @@ impl Metrics {
             m.request_queue_time.clone(),
         );
         r.register("swactor_slots_in_use", "Slots holding a sequence", m.slots_in_use.clone());
-        r.register(
-            "swactor_spec_decode_num_drafts",
-            "Trips that carried a speculative draft",
-            m.spec_drafts.clone(),
-        );
-        r.register(
-            "swactor_spec_decode_num_draft_tokens",
-            "Tokens drafted for speculative decoding",
-            m.spec_draft_tokens.clone(),
-        );
-        r.register(
-            "swactor_spec_decode_num_accepted_tokens",
-            "Drafted tokens the target model accepted",
-            m.spec_accepted_tokens.clone(),
-        );
-        r.register(
-            "swactor_prefix_cache_queries",
-            "Prompt tokens of requests that could use a cached prefix",
-            m.prefix_queries.clone(),
-        );
-        r.register(
-            "swactor_prefix_cache_hits",
-            "Prompt tokens found cached (not computed again)",
-            m.prefix_hits.clone(),
-        );
-        r.register(
-            "swactor_prefix_cache_evictions",
-            "Cached prefixes dropped whole to make room",
-            m.prefix_evictions.clone(),
-        );
-        r.register(
-            "swactor_prefix_cache_bytes",
-            "KV cache bytes holding reusable prefixes, across the stages",
-            m.prefix_bytes.clone(),
-        );
+        register_caches(r, &m);
         r.register(
             "swactor_http_connections_open",
             "HTTP connections open",
@@ -264,6 +230,45 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Registers what speculation and the prefix cache count.
+fn register_caches(r: &mut Registry, m: &Metrics) {
+    r.register(
+        "swactor_spec_decode_num_drafts",
+        "Trips that carried a speculative draft",
+        m.spec_drafts.clone(),
+    );
+    r.register(
+        "swactor_spec_decode_num_draft_tokens",
+        "Tokens drafted for speculative decoding",
+        m.spec_draft_tokens.clone(),
+    );
+    r.register(
+        "swactor_spec_decode_num_accepted_tokens",
+        "Drafted tokens the target model accepted",
+        m.spec_accepted_tokens.clone(),
+    );
+    r.register(
+        "swactor_prefix_cache_queries",
+        "Prompt tokens of requests that could use a cached prefix",
+        m.prefix_queries.clone(),
+    );
+    r.register(
+        "swactor_prefix_cache_hits",
+        "Prompt tokens found cached (not computed again)",
+        m.prefix_hits.clone(),
+    );
+    r.register(
+        "swactor_prefix_cache_evictions",
+        "Cached prefixes dropped whole to make room",
+        m.prefix_evictions.clone(),
+    );
+    r.register(
+        "swactor_prefix_cache_bytes",
+        "KV cache bytes holding reusable prefixes, across the stages",
+        m.prefix_bytes.clone(),
+    );
 }
 
 #[cfg(test)]

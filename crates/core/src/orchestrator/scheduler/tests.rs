@@ -5,6 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::wire::RunId;
+use crate::wire::batch::NO_TOKEN;
 
 const EOS: u32 = 2;
 

@@ -2,6 +2,7 @@
 
 use crate::orchestrator::scheduler::tests::{answer, cfg, drain, req};
 use crate::orchestrator::scheduler::*;
+use crate::wire::batch::NO_TOKEN;
 
 /// A request with prompt `prompt` that may use the prefix cache.
 fn cached(prompt: Vec<u32>, max_tokens: u32) -> SeqRequest {
@@ -195,6 +196,7 @@ mod model {
     use super::cached;
     use crate::orchestrator::scheduler::tests::cfg;
     use crate::orchestrator::scheduler::*;
+    use crate::wire::batch::NO_TOKEN;
 
     const VOCAB: u32 = 100;
     const EOS: u32 = 2;
