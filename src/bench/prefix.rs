@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::serve::{Shape, quantile};
-use super::serve_http::{start, wait_ready};
+use super::serve_http::{client_and_runtime, start, wait_ready};
 use super::{BenchError, err};
 
 /// What to measure.
@@ -130,9 +130,7 @@ pub fn prefix_run(
         args.extend(["--max-seq-len".into(), n.to_string()]);
     }
     let (served, url) = start(exe, model, &args)?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder().no_proxy().build().map_err(err)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
+    let (client, rt) = client_and_runtime()?;
     let figures = rt.block_on(async {
         wait_ready(&client, &url).await?;
         let turns = conversation(&client, &url, cfg).await?;

@@ -104,9 +104,7 @@ pub fn serve_http_run(
     args.extend(["--max-sequences".into(), concurrency.to_string()]);
     args.extend(["--max-seq-len".into(), "512".into()]);
     let (served, url) = start(exe, model, &args)?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder().no_proxy().build().map_err(err)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
+    let (client, rt) = client_and_runtime()?;
     let streams = rt.block_on(async {
         wait_ready(&client, &url).await?;
         let calls = (0..concurrency as usize)
@@ -167,6 +165,15 @@ async fn loaded_ttft(
 
 /// Probes of [`loaded_ttft`].
 const LOADED_PROBES: usize = 5;
+
+/// An HTTP client for a loopback server and a runtime to drive it.
+pub(super) fn client_and_runtime() -> Result<(reqwest::Client, tokio::runtime::Runtime), BenchError>
+{
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder().no_proxy().build().map_err(err)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
+    Ok((client, rt))
+}
 
 pub(super) async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<(), BenchError> {
     let deadline = Instant::now() + Duration::from_secs(120);
