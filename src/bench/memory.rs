@@ -59,6 +59,7 @@ pub fn predicted(
             max_top_logprobs: None,
         },
         fit_context: false,
+        prompt_cache_bytes: None,
         prompt_tokens: 1,
     })
     .map_err(|e| err(format!("{e:?}")))?;

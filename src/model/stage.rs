@@ -31,6 +31,11 @@ enum Backend {
     Candle(Box<CandleStage>),
 }
 
+/// Why a stage without the CPU engine refuses a cache operation.
+fn no_store() -> StageError {
+    StageError::BadInput("the prompt-cache store needs the CPU engine".into())
+}
+
 /// One stage of a model of any supported family.
 pub struct ModelStage {
     spec: StageSpec,
@@ -182,6 +187,28 @@ impl ModelStage {
                 "{n} sequence slots need the CPU engine (candle stages hold one sequence)"
             ))),
         }
+    }
+
+    /// Copies `slot`'s positions `start .. start + len` out of its KV caches (the CPU
+    /// engine only).
+    pub fn save_block(
+        &mut self,
+        slot: usize,
+        start: usize,
+        len: usize,
+    ) -> Result<swactor_engine::transformer::KvBlock, StageError> {
+        let engine = self.engine_mut().ok_or_else(no_store)?;
+        engine.save_block(slot, start, len).map_err(StageError::BadInput)
+    }
+
+    /// Copies a saved block back into `slot` at its positions (the CPU engine only).
+    pub fn load_block(
+        &mut self,
+        slot: usize,
+        block: &swactor_engine::transformer::KvBlock,
+    ) -> Result<(), StageError> {
+        let engine = self.engine_mut().ok_or_else(no_store)?;
+        engine.load_block(slot, block).map_err(StageError::BadInput)
     }
 
     /// Sequence slots.

@@ -11,9 +11,13 @@ use crate::model::stage::ComputeDevice;
 use crate::model::stage::{
     ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
-use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags, MAX_CAPACITY, NO_TOKEN};
+use crate::wire::PromptCachePlan;
+use crate::wire::batch::{
+    BatchLimits, BatchTable, CacheOpKind, EntryFlags, MAX_CAPACITY, NO_TOKEN,
+};
 use crate::wire::reason::{FaultReason, StepFailure};
 use crate::wire::{ActivationDType, Sequence};
+use swactor_engine::transformer::KvBlock;
 
 /// A configured role.
 #[derive(Debug)]
@@ -37,7 +41,64 @@ pub enum Role {
         samplers: Vec<Option<Sampler>>,
         /// What every micro-batch table is checked against.
         limits: BatchLimits,
+        /// The prompt-cache store: blocks of this stage's KV, written by cache operations.
+        store: Store,
     },
+}
+
+/// A stage's prompt-cache store: `blocks` blocks of `block_tokens` positions, allocated
+/// as they are first written (so it holds at most the plan's bytes).
+#[derive(Debug, Default)]
+pub struct Store {
+    block_tokens: usize,
+    blocks: Vec<Option<KvBlock>>,
+}
+
+impl Store {
+    fn new(plan: PromptCachePlan) -> Store {
+        let blocks = (0..plan.blocks).map(|_| None).collect();
+        Store { block_tokens: plan.block_tokens as usize, blocks }
+    }
+
+    /// Bytes its blocks hold now.
+    pub fn bytes(&self) -> usize {
+        self.blocks.iter().flatten().map(KvBlock::bytes).sum()
+    }
+
+    /// Runs a table's cache operations in order: saves copy a slot's block out, loads
+    /// copy a stored block into the slot at the same positions.
+    fn run(&mut self, stage: &mut ModelStage, table: &BatchTable) -> Result<(), String> {
+        let b = self.block_tokens;
+        for op in table.ops() {
+            let (slot, start) = (op.slot as usize, op.slot_block as usize * b);
+            let at = self
+                .blocks
+                .get_mut(op.store_block as usize)
+                .ok_or_else(|| format!("store block {} does not exist", op.store_block))?;
+            match op.kind {
+                CacheOpKind::Save => {
+                    // The old block is freed first: the store never holds more than its
+                    // blocks.
+                    *at = None;
+                    *at = Some(stage.save_block(slot, start, b).map_err(|e| e.to_string())?);
+                }
+                CacheOpKind::Load => {
+                    let block = at
+                        .as_ref()
+                        .filter(|k| k.positions() == b)
+                        .ok_or_else(|| format!("store block {} is empty", op.store_block))?;
+                    stage.load_block(slot, block).map_err(|e| e.to_string())?;
+                    if stage.slot_position(slot) != start + b {
+                        return Err(format!(
+                            "store block {} is not slot block {}",
+                            op.store_block, op.slot_block
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Role {
@@ -57,6 +118,7 @@ impl Role {
                 activation_dtype,
                 sampling: _,
                 max_sequences,
+                prompt_cache,
             } => {
                 let spec = StageSpec {
                     layers,
@@ -77,7 +139,12 @@ impl Role {
                         stage: Box::new(stage),
                         dtype: activation_dtype,
                         samplers: vec![None; usize::from(capacity)],
-                        limits: BatchLimits { capacity, max_seq_len },
+                        limits: BatchLimits {
+                            capacity,
+                            max_seq_len,
+                            cache_blocks: prompt_cache.blocks,
+                        },
+                        store: Store::new(prompt_cache),
                     }),
                     Err(StageError::Weights { reason, detail }) => {
                         eprintln!("swactor worker: weights: {detail}");
@@ -121,20 +188,21 @@ impl Role {
                 let len = usize::try_from(extent).map_err(|_| StepFailure::ComputeFailed)?;
                 Ok(transform(input.unwrap_or(&[]), *xor, len))
             }
-            Role::Model { stage, dtype, samplers, limits } => {
+            Role::Model { stage, dtype, samplers, limits, store } => {
                 let input = input.ok_or(StepFailure::MissingInput)?;
                 if sequence == Sequence(0) {
                     stage.reset();
                     samplers.iter_mut().for_each(|s| *s = None);
+                    store.blocks.iter_mut().for_each(|b| *b = None);
                 }
-                let mut bytes = llama_step(stage, *dtype, samplers, *limits, input, abort)
+                let mut bytes = llama_step(stage, *dtype, samplers, *limits, store, input, abort)
                     .map_err(|e| match e {
-                        StepError::Aborted => StepFailure::Aborted,
-                        StepError::Failed(m) => {
-                            eprintln!("swactor worker: step {}: {m}", sequence.0);
-                            StepFailure::ComputeFailed
-                        }
-                    })?;
+                    StepError::Aborted => StepFailure::Aborted,
+                    StepError::Failed(m) => {
+                        eprintln!("swactor worker: step {}: {m}", sequence.0);
+                        StepFailure::ComputeFailed
+                    }
+                })?;
                 // The token-out object has one size (the plan's), whatever its entries ask:
                 // zeros after the log-probabilities they asked for.
                 if stage.spec().head && (bytes.len() as u64) < extent {
@@ -168,6 +236,7 @@ fn llama_step(
     dtype: ActivationDType,
     samplers: &mut [Option<Sampler>],
     limits: BatchLimits,
+    store: &mut Store,
     input: &[u8],
     abort: &AtomicBool,
 ) -> Result<Vec<u8>, StepError> {
@@ -177,6 +246,9 @@ fn llama_step(
     let row_bytes = if embedding { 4 } else { (hidden * dtype.wire().width() as usize) as u64 };
     let (table, rows) = BatchTable::split_rows(input, limits, row_bytes)
         .map_err(|e| fail(format!("micro-batch {}: {e}", e.code())))?;
+    // Cache operations run first, in order: they name the slots as the previous
+    // micro-batches left them.
+    store.run(stage, &table).map_err(|e| fail(format!("cache operation: {e}")))?;
     for e in table.entries() {
         let slot = e.slot as usize;
         if e.flags.contains(EntryFlags::RESET) {

@@ -75,6 +75,7 @@ fn request<'a>(model: &'a ModelFacts, pool: &'a Pool, stages: Option<u32>) -> Pl
         runtime: runtime(),
         prompt_tokens: 100,
         fit_context: false,
+        prompt_cache_bytes: None,
     }
 }
 

@@ -14,12 +14,14 @@ use swactor::model::stage::ComputeDevice;
 use swactor::model::synth::{SynthSpec, write_model};
 use swactor::ring::{MappedRing, RingDrain, RingFeeder, Wake};
 use swactor::wire::batch::{
-    BatchEntry, BatchLimits, BatchTable, EntryFlags, EntrySampling, table_bytes, token_out_bytes,
+    BatchEntry, BatchLimits, BatchTable, CacheOp, CacheOpKind, EntryFlags, EntrySampling,
+    table_bytes, token_out_bytes,
 };
 use swactor::wire::reason::{FaultReason, WeightsFailure};
 use swactor::wire::{
     ActivationDType, EdgeId, HEADER_LEN, LayerRange, ObjectFlags, ObjectHeader, ObjectId,
-    ObjectSpec, PortId, RingId, RingSpec, RoleId, SamplingPolicy, Sequence, StepId,
+    ObjectSpec, PortId, PromptCachePlan, RingId, RingSpec, RoleId, SamplingPolicy, Sequence,
+    StepId,
 };
 use swactor::worker::protocol::{
     Backend, Command, DeviceHandle, Event, InputBinding, OutputBinding, RoleConfig, ShutdownMode,
@@ -91,8 +93,12 @@ fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
         activation_dtype: ActivationDType::F32,
         sampling: SamplingPolicy::Greedy,
         max_sequences: u32::from(SLOTS),
+        prompt_cache: PromptCachePlan { block_tokens: BLOCK, blocks: 2, off: None },
     }
 }
+
+/// Positions per block of the stages' prompt-cache stores in these tests.
+const BLOCK: u32 = 4;
 
 /// Sequence slots of every stage in these tests (two sequences share each micro-batch).
 const SLOTS: u16 = 2;
@@ -361,7 +367,7 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         let header =
             ObjectHeader::decode(out[..HEADER_LEN].try_into().expect("header")).expect("valid");
         assert_eq!((header.sequence, header.extent), (Sequence(seq), out_extent));
-        let limits = BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ };
+        let limits = BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ, cache_blocks: 0 };
         let (back, sampled) = BatchTable::split_tokens(&out[HEADER_LEN..], limits).expect("tokens");
         assert_eq!(back, table, "the table passes through every stage unchanged");
         for s in 0..2 {
@@ -373,6 +379,69 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
     assert_eq!(tokens.to_vec(), reference);
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_saved_from_one_slot_and_loaded_into_another_continue_it_exactly() {
+    // One stage holds the whole model. Slot 0 prefills a prompt of 9 tokens; its first
+    // two blocks (8 positions) are saved to the store; slot 1 loads them and computes
+    // only the ninth token: it must sample what slot 0 sampled.
+    let prompt: Vec<u32> = (0..9).map(|i| (i * 31 + 5) % 290).collect();
+    let out_spec = ObjectSpec::token_ids(u32::from(SLOTS)).with_table(SLOTS);
+    let mut w = start(
+        stage(LayerRange::new(0, 6), true, true),
+        ObjectSpec::token_ids(MAX_SEQ).with_table(SLOTS),
+        out_spec,
+    )
+    .await
+    .expect("stage");
+    let entry = |slot: u32, first: u32, tokens: u32| BatchEntry {
+        slot,
+        first_position: first,
+        tokens,
+        flags: EntryFlags::RESET | EntryFlags::SAMPLE,
+        sampling: EntrySampling::default(),
+    };
+    let op = |kind, slot, block| CacheOp { kind, slot, slot_block: block, store_block: block };
+    let batches = [
+        (BatchTable::new(SLOTS, vec![entry(0, 0, 9)]), prompt.clone()),
+        (
+            BatchTable::new(SLOTS, vec![entry(1, 0, 1)])
+                .with_ops(vec![op(CacheOpKind::Save, 0, 0), op(CacheOpKind::Save, 0, 1)]),
+            vec![7],
+        ),
+        (
+            BatchTable::new(SLOTS, vec![entry(1, 8, 1)])
+                .with_ops(vec![op(CacheOpKind::Load, 1, 0), op(CacheOpKind::Load, 1, 1)]),
+            vec![prompt[8]],
+        ),
+    ];
+    let limits = BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ, cache_blocks: 2 };
+    let mut sampled = Vec::new();
+    for (seq, (table, rows)) in batches.iter().enumerate() {
+        let seq = seq as u64;
+        let mut payload = table.encode();
+        payload.extend(rows.iter().flat_map(|t| t.to_le_bytes()));
+        let mut object = ObjectHeader::new(
+            ObjectId(seq + 1),
+            Sequence(seq),
+            payload.len() as u64,
+            ObjectFlags::NONE,
+        )
+        .encode()
+        .to_vec();
+        object.extend_from_slice(&payload);
+        w.push_all(&object).await;
+        let (h, _) = w.loaded().await;
+        let out_extent = token_out_bytes(SLOTS);
+        w.execute(seq, h, out_extent).await;
+        let out = w.pull_exact(HEADER_LEN + out_extent as usize).await;
+        let (back, tokens) = BatchTable::split_tokens(&out[HEADER_LEN..], limits).expect("tokens");
+        assert_eq!(&back, table, "the cache operations pass through unchanged");
+        sampled.push(tokens[0]);
+    }
+    assert_eq!(sampled[2], sampled[0], "the loaded blocks are the prompt's first 8 positions");
+    w.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -72,6 +72,7 @@ impl PlanConfig {
             runtime: self.runtime,
             prompt_tokens: self.prompt_tokens,
             fit_context: self.fit_context,
+            prompt_cache_bytes: None,
         }
     }
 }

@@ -103,6 +103,7 @@ pub fn fit_in_host_memory(
         runtime,
         prompt_tokens: 0,
         fit_context: true,
+        prompt_cache_bytes: None,
     };
     plan(&request).map_or(runtime, |p| p.runtime)
 }

@@ -380,6 +380,7 @@ async fn plan_run(
         runtime: config.runtime,
         prompt_tokens: ask.prompt_tokens,
         fit_context: config.fit_context,
+        prompt_cache_bytes: None,
     };
     let plan = plan(&request).map_err(OrchestrateError::Plan)?;
     // A URL source: each node downloads only its stage's ranges, checked by their digests.

@@ -205,6 +205,7 @@ impl RunFsm {
             max_top_logprobs: plan.runtime.max_top_logprobs,
             draft_max: limits.draft_max,
             window: WindowRing::of(plan.model.sliding_window, plan.runtime.max_seq_len),
+            store: (plan.prompt_cache.block_tokens, plan.prompt_cache.blocks),
         });
         let mut fsm = RunFsm {
             run_id: plan.run_id,
@@ -212,7 +213,11 @@ impl RunFsm {
             token_out: plan.edges.last().map(|e| e.edge_id).unwrap_or_default(),
             timeouts,
             sched,
-            limits: BatchLimits { capacity, max_seq_len: plan.runtime.max_seq_len },
+            limits: BatchLimits {
+                capacity,
+                max_seq_len: plan.runtime.max_seq_len,
+                cache_blocks: plan.prompt_cache.blocks,
+            },
             input_open: true,
             next_in: Sequence(0),
             next_out: Sequence(0),
@@ -339,6 +344,12 @@ impl RunFsm {
     /// [`Scheduler::plant_prefix_overclaim`]).
     pub fn plant_prefix_overclaim(&mut self) {
         self.sched.plant_prefix_overclaim();
+    }
+
+    /// Test-only: plants a bug in the scheduler's block store (see
+    /// [`Scheduler::plant_store_skip_save`]).
+    pub fn plant_store_skip_save(&mut self) {
+        self.sched.plant_store_skip_save();
     }
 
     /// No more requests: the session completes once its sequences finished.

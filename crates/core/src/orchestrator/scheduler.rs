@@ -33,7 +33,9 @@ use std::time::Duration;
 use crate::speculate::adapt::{DraftLength, RowCost};
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
-use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_VERIFY_ROWS};
+use crate::wire::batch::{
+    BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_CACHE_OPS, MAX_VERIFY_ROWS,
+};
 
 use crate::wire::logprobs::TokenLogprobs;
 pub use prefix::{PrefixCounters, WindowRing};
@@ -74,6 +76,8 @@ pub struct SchedulerConfig {
     /// The sliding-window blocks' cache ring, where the model has one smaller than the
     /// context (which prefixes a warm slot can still continue).
     pub window: Option<WindowRing>,
+    /// Every stage's prompt-cache store: positions per block and blocks (0: none).
+    pub store: (u32, u32),
 }
 
 /// One request.
@@ -237,6 +241,10 @@ struct Seq {
     kv_valid: usize,
     /// Positions its slot wrote since it was last emptied.
     kv_high: u32,
+    /// The tokens its slot held before (saved to the block store with its first entry).
+    old: Vec<u32>,
+    /// It may use cached tokens (`cache_prompt`).
+    cache_prompt: bool,
 }
 
 impl Seq {
@@ -290,6 +298,8 @@ pub struct Scheduler {
     row_cost: RowCost,
     /// What the free slots' caches hold.
     warm: prefix::WarmSlots,
+    /// What every stage's block store holds.
+    store: store::BlockStore,
 }
 
 impl Scheduler {
@@ -321,6 +331,7 @@ impl Scheduler {
             spec: SpecCounters::default(),
             row_cost: RowCost::default(),
             warm: prefix::WarmSlots::new(cfg.max_sequences),
+            store: store::BlockStore::new(cfg.store.0, cfg.store.1),
             cfg,
         }
     }
@@ -344,9 +355,22 @@ impl Scheduler {
         self.warm.plant_overclaim();
     }
 
-    /// The prefix cache's counters so far.
+    /// Test-only: plants a bug: the block store's directory records saved blocks whose
+    /// save operation is never sent. Never set outside the simulation's self-check.
+    pub fn plant_store_skip_save(&mut self) {
+        self.store.plant_skip_save();
+    }
+
+    /// The prefix cache's counters so far (warm slots and block store).
     pub fn prefix_counters(&self) -> PrefixCounters {
-        self.warm.counters()
+        let store = self.store.counters();
+        PrefixCounters {
+            store_blocks: store.blocks,
+            store_saved: store.saved,
+            store_loaded: store.loaded,
+            store_evicted: store.evicted,
+            ..self.warm.counters()
+        }
     }
 
     /// The configuration in force (after its clamps).
@@ -426,6 +450,8 @@ impl Scheduler {
                     fresh: true,
                     kv_valid: chosen.reuse as usize,
                     kv_high: chosen.high,
+                    old: chosen.old,
+                    cache_prompt: req.cache_prompt,
                 },
             );
         }
@@ -474,6 +500,7 @@ impl Scheduler {
         }
         self.group_busy.iter_mut().for_each(|b| *b = false);
         self.warm.forget();
+        self.store.forget();
         if let Some(asks) = self.asks.as_mut() {
             asks.clear();
         }
@@ -527,6 +554,7 @@ impl Scheduler {
             if shared { self.pacer.chunk_rows(self.cfg.batch_tokens) as usize } else { usize::MAX };
         let mut prompts_left = if shared && !self.pacer.learned() { 1 } else { usize::MAX };
         let mut prompt_rows = 0u32;
+        let mut ops = Vec::new();
         // One more verifying row costs a fraction of a trip while decode reads the weights
         // once for every row (measured); with requests waiting or a crowded group it costs
         // a step: drafts yield.
@@ -547,6 +575,27 @@ impl Scheduler {
                     || (prefilling && (prompt_budget == 0 || prompts_left == 0))
                 {
                     continue;
+                }
+                if seq.fresh && self.store.enabled() {
+                    // Its slot's old blocks are saved and the store's blocks of its prompt
+                    // loaded, with its first entry (if they fit this table).
+                    if ops.len() + self.store.most_ops(self.cfg.max_seq_len)
+                        > usize::from(MAX_CACHE_OPS)
+                    {
+                        continue;
+                    }
+                    let old = std::mem::take(&mut seq.old);
+                    let before = seq.cached;
+                    let planned =
+                        self.store.plan(seq.slot, &old, before, &seq.prompt, seq.cache_prompt);
+                    ops.extend(planned.ops);
+                    if planned.cached > before {
+                        self.warm.count_loaded(before, planned.cached);
+                        seq.cached = planned.cached;
+                        seq.prefilled = planned.cached as usize;
+                        seq.kv_valid = planned.cached as usize;
+                        seq.kv_high = seq.kv_high.max(planned.cached);
+                    }
                 }
                 let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
                     let Some(entry) = spec::decode_entry(seq, drafts.remove(&id)) else {
@@ -604,7 +653,7 @@ impl Scheduler {
         if entries.is_empty() {
             return None;
         }
-        let table = BatchTable::new(self.cfg.max_sequences, entries);
+        let table = BatchTable::new(self.cfg.max_sequences, entries).with_ops(ops);
         self.group_busy[usize::from(group)] = true;
         let draft_rows = (table.entries().iter())
             .filter(|e| e.flags.contains(EntryFlags::VERIFY))
@@ -656,6 +705,7 @@ pub mod pacer;
 pub mod prefix;
 mod returns;
 mod spec;
+mod store;
 mod view;
 
 #[cfg(test)]

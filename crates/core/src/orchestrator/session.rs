@@ -607,6 +607,7 @@ fn plant_in_run(fsm: &mut RunFsm, planted: Option<PlantedSessionBug>) {
         Some(PlantedSessionBug::EarlySlotRelease) => fsm.plant_early_slot_release(),
         Some(PlantedSessionBug::SkipReset) => fsm.plant_skip_reset(),
         Some(PlantedSessionBug::PrefixOverclaim) => fsm.plant_prefix_overclaim(),
+        Some(PlantedSessionBug::StoreSkipSave) => fsm.plant_store_skip_save(),
         _ => {}
     }
 }

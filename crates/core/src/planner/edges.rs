@@ -217,6 +217,7 @@ fn stage_plan(
             ring_bytes,
             compute_bytes,
             process_bytes,
+            prompt_cache_bytes: 0,
             total_bytes,
             node_memory_bytes: node.memory_bytes,
         },

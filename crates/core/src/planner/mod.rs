@@ -13,6 +13,7 @@ mod checks;
 mod context;
 mod edges;
 pub mod pool;
+pub mod prompt_cache;
 mod ranges;
 mod validate;
 
@@ -68,6 +69,9 @@ pub struct PlanRequest<'a> {
     /// lowered until every stage's node holds it ([`plan`]). Otherwise a stage whose node
     /// cannot hold the context is rejected.
     pub fit_context: bool,
+    /// Each stage node's prompt-cache budget (`None`: a quarter of what the node has left,
+    /// at most [`prompt_cache::DEFAULT_BUDGET_CAP`]; 0: no store).
+    pub prompt_cache_bytes: Option<u64>,
 }
 
 /// A typed rejection: a stable [`PlanRejection`] reason and a human message.
@@ -133,7 +137,10 @@ fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let rings = RingSet::for_model(model, &req.runtime);
     let orchestrator = orchestrator_peer(req.pool);
     let edges = mint_edges(&orchestrator, &nodes, &rings);
-    let stages = stage_plans(req, &nodes, &layers, &edges)?;
+    let mut stages = stage_plans(req, &nodes, &layers, &edges)?;
+    let gpus: Vec<bool> =
+        nodes.iter().map(|n| n.device.as_deref().is_some_and(|d| d.starts_with("cuda"))).collect();
+    let prompt_cache = prompt_cache::plan_store(req, &mut stages, &gpus)?;
     let prediction = plan_prediction(req, &rings, &stages);
     let plan = RunPlan {
         run_id: req.run_id,
@@ -164,6 +171,7 @@ fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
         runtime: req.runtime,
         prediction,
         context: None,
+        prompt_cache,
     };
     validate_plan(&plan)?;
     Ok(plan)

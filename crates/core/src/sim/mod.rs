@@ -32,13 +32,14 @@ mod tests {
     #[test]
     fn two_thousand_seeds_of_traffic_alone_complete_with_the_reference_tokens() {
         let base = base();
-        let (mut drafted, mut outside, mut cached) = (0, 0, 0);
+        let (mut drafted, mut outside, mut cached, mut loaded) = (0, 0, 0, 0);
         for seed in 0..2000 {
             let r = simulate(base, SimConfig { seed, faults: false, planted: None });
             assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
             assert_eq!(r.outcome, Some(crate::events::RunOutcome::Completed), "seed {seed}");
             drafted += r.draft_tokens;
             cached += r.cached_tokens;
+            loaded += r.loaded_blocks;
             if seed % 6 == 4 {
                 outside += r.draft_tokens;
             }
@@ -54,6 +55,9 @@ mod tests {
         // from the prefix it holds, and their tokens still match.
         println!("{cached} prompt tokens found cached");
         assert!(cached > 1000, "warm slots were seldom reused: {cached} tokens");
+        // Six seeds in seven have a block store: evicted prefixes come back from it.
+        println!("{loaded} blocks loaded from the stores");
+        assert!(loaded > 100, "the block stores were seldom read: {loaded} blocks");
     }
 
     #[test]
@@ -118,6 +122,11 @@ mod tests {
     #[test]
     fn the_checks_find_a_warm_slot_that_claims_a_token_it_does_not_share_within_a_hundred_seeds() {
         assert!(finds(Planted::PrefixOverclaim, 100, "reference").is_some());
+    }
+
+    #[test]
+    fn the_checks_find_a_block_store_that_records_saves_it_never_sends_within_a_hundred_seeds() {
+        assert!(finds(Planted::StoreSkipSave, 100, "").is_some());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! samples — so that a micro-batch through the real stage controllers and the real
 //! scheduler must give exactly the tokens of the one-sequence reference.
 
-use crate::wire::batch::{BatchError, BatchLimits, BatchTable, EntryFlags, NO_TOKEN};
+use crate::wire::batch::{BatchError, BatchLimits, BatchTable, CacheOpKind, EntryFlags, NO_TOKEN};
 
 /// splitmix64's finaliser: a cheap, well-mixed hash step.
 pub fn mix(a: u64, b: u64) -> u64 {
@@ -46,6 +46,60 @@ impl SlotState {
         }
         true
     }
+}
+
+/// One block of a stage's prompt-cache store: a slot's states before each of its
+/// positions, and the state after its last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBlock {
+    before: Vec<[u64; LAYERS]>,
+    after: [u64; LAYERS],
+}
+
+/// A stage's prompt-cache store (`block` positions per block), as the real worker's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Store {
+    /// Positions per block.
+    pub block: u32,
+    /// The blocks (`None`: never written).
+    pub blocks: Vec<Option<StoredBlock>>,
+}
+
+/// Runs a table's cache operations on a stage's slots and store, as the real worker does:
+/// a save needs the slot to hold the whole block, a load needs it to hold the positions
+/// before the block (and leaves it holding the block's end).
+fn run_ops(
+    table: &BatchTable,
+    slots: &mut [SlotState],
+    store: &mut Store,
+) -> Result<(), ComputeError> {
+    let b = store.block as usize;
+    for op in table.ops() {
+        let slot = &mut slots[op.slot as usize];
+        let start = op.slot_block as usize * b;
+        let bad =
+            |holds: u32| ComputeError::Position { slot: op.slot, holds, starts: start as u32 };
+        let at = store.blocks.get_mut(op.store_block as usize).ok_or(bad(slot.positions))?;
+        match op.kind {
+            CacheOpKind::Save => {
+                if (slot.positions as usize) < start + b {
+                    return Err(bad(slot.positions));
+                }
+                let after = slot.before.get(start + b).copied().unwrap_or(slot.state);
+                *at = Some(StoredBlock { before: slot.before[start..start + b].to_vec(), after });
+            }
+            CacheOpKind::Load => {
+                let Some(block) = at.as_ref() else { return Err(bad(slot.positions)) };
+                if !slot.roll_back(start as u32) {
+                    return Err(bad(slot.positions));
+                }
+                slot.before.extend_from_slice(&block.before);
+                slot.state = block.after;
+                slot.positions = (start + b) as u32;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One row through `layers` at position `pos` of a slot: each layer's state takes the
@@ -99,6 +153,7 @@ pub fn step(
     layers: std::ops::Range<u32>,
     last: bool,
     slots: &mut [SlotState],
+    store: &mut Store,
     limits: BatchLimits,
     row_bytes: u64,
     out_row_bytes: u64,
@@ -107,6 +162,7 @@ pub fn step(
 ) -> Result<Vec<u8>, ComputeError> {
     let (table, rows) =
         BatchTable::split_rows(input, limits, row_bytes).map_err(ComputeError::Batch)?;
+    run_ops(&table, slots, store)?;
     let mut out = table.encode();
     let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
     let mut verified = vec![Vec::new(); table.entries().len()];

@@ -293,6 +293,7 @@ impl StageController {
             activation_dtype: p.runtime.activation_dtype,
             sampling: p.runtime.sampling,
             max_sequences: p.runtime.max_sequences,
+            prompt_cache: p.prompt_cache,
         }));
     }
 

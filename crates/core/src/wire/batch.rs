@@ -17,10 +17,11 @@
 //!
 //! ```text
 //! table header, 16 bytes: magic "SWMB" u32 | version u16 | capacity u16 | count u16
-//!                         | reserved u16 = 0 | total tokens u32
+//!                         | cache ops u16 | total tokens u32
 //! entry, 40 bytes each:   slot u32 | first position u32 | tokens u32 | flags u32
 //!                         | temperature f32 | top_p f32 | top_k u32 | top_logprobs u32
 //!                         | seed u64
+//! cache ops, 16 bytes each, `MAX_CACHE_OPS` of them (super::cache_ops)
 //! ```
 //!
 //! `top_logprobs` is 0 unless the entry's flags have `LOGPROBS` (then at most
@@ -36,13 +37,15 @@
 
 use thiserror::Error;
 
+pub use super::cache_ops::{CACHE_OP_BYTES, CacheOp, CacheOpKind, MAX_CACHE_OPS};
 use super::plan::SamplingPolicy;
 
 /// `"SWMB"` little-endian.
 pub const BATCH_MAGIC: u32 = u32::from_le_bytes(*b"SWMB");
 /// The one table version this build reads and writes (2: entries may ask for
-/// log-probabilities; 3: entries may verify a draft and roll a slot back).
-pub const BATCH_VERSION: u16 = 3;
+/// log-probabilities; 3: entries may verify a draft and roll a slot back; 4: a section
+/// of cache operations follows the entries).
+pub const BATCH_VERSION: u16 = 4;
 /// The most rows a `VERIFY` entry may have (the last accepted token and 15 drafted).
 pub const MAX_VERIFY_ROWS: u32 = 16;
 /// The token-out value of an entry that does not sample.
@@ -193,6 +196,9 @@ pub struct BatchLimits {
     pub capacity: u16,
     /// Positions per slot (`max_seq_len`).
     pub max_seq_len: u32,
+    /// Blocks in every stage's prompt-cache store (a cache operation naming one at or
+    /// above it is refused; 0: no operation is allowed).
+    pub cache_blocks: u32,
 }
 
 /// A decoded or to-be-encoded entry table.
@@ -200,6 +206,8 @@ pub struct BatchLimits {
 pub struct BatchTable {
     capacity: u16,
     entries: Vec<BatchEntry>,
+    /// Cache operations every stage runs, in order, before the entries' rows.
+    ops: Vec<CacheOp>,
 }
 
 /// Why a table was rejected (each with a stable code, [`BatchError::code`]).
@@ -289,6 +297,20 @@ pub enum BatchError {
         /// Summed.
         sum: u64,
     },
+    /// An unknown cache-operation kind.
+    #[error("unknown cache operation kind {0}")]
+    BadCacheOp(u32),
+    /// More cache operations than the section holds.
+    #[error("{0} cache operations, at most 64 fit")]
+    TooManyCacheOps(usize),
+    /// A cache operation naming a slot or store block out of range.
+    #[error("a cache operation names slot {slot} or store block {block} out of range")]
+    CacheOpOutOfRange {
+        /// The slot.
+        slot: u32,
+        /// The store block.
+        block: u32,
+    },
     /// The rows after the table are not the table's.
     #[error("{found} payload bytes after the table, {expected} expected")]
     PayloadMismatch {
@@ -318,6 +340,9 @@ impl BatchError {
             BatchError::BadVerify(_) => "bad_verify",
             BatchError::RollbackWithReset(_) => "rollback_with_reset",
             BatchError::TotalMismatch { .. } => "total_mismatch",
+            BatchError::BadCacheOp(_) => "bad_cache_op",
+            BatchError::TooManyCacheOps(_) => "too_many_cache_ops",
+            BatchError::CacheOpOutOfRange { .. } => "cache_op_out_of_range",
             BatchError::PayloadMismatch { .. } => "payload_mismatch",
         }
     }
@@ -341,7 +366,17 @@ impl BatchTable {
     /// A table of `capacity` entries holding `entries` (in row order). Checked by
     /// [`BatchTable::check`] before use; [`BatchTable::encode`] writes it as given.
     pub fn new(capacity: u16, entries: Vec<BatchEntry>) -> BatchTable {
-        BatchTable { capacity, entries }
+        BatchTable { capacity, entries, ops: Vec::new() }
+    }
+
+    /// The table with these cache operations (run in order before the rows).
+    pub fn with_ops(self, ops: Vec<CacheOp>) -> BatchTable {
+        BatchTable { ops, ..self }
+    }
+
+    /// The cache operations, in the order every stage runs them.
+    pub fn ops(&self) -> &[CacheOp] {
+        &self.ops
     }
 
     /// The capacity (entries the encoded table has room for).
@@ -371,7 +406,9 @@ impl BatchTable {
         out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
         out.extend_from_slice(&self.capacity.to_le_bytes());
         out.extend_from_slice(&(self.entries.len() as u16).to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(
+            &(self.ops.len().min(usize::from(MAX_CACHE_OPS)) as u16).to_le_bytes(),
+        );
         out.extend_from_slice(&(self.total_tokens().min(u64::from(u32::MAX)) as u32).to_le_bytes());
         for e in &self.entries {
             out.extend_from_slice(&e.slot.to_le_bytes());
@@ -383,6 +420,10 @@ impl BatchTable {
             out.extend_from_slice(&e.sampling.top_k.to_le_bytes());
             out.extend_from_slice(&e.sampling.top_logprobs.to_le_bytes());
             out.extend_from_slice(&e.sampling.seed.to_le_bytes());
+        }
+        out.resize(start + Self::ops_offset(self.capacity), 0);
+        for op in self.ops.iter().take(usize::from(MAX_CACHE_OPS)) {
+            op.encode_into(out);
         }
         out.resize(start + table_bytes(self.capacity) as usize, 0);
     }
@@ -446,7 +487,20 @@ impl BatchTable {
                 return Err(BatchError::RollbackWithReset(e.slot));
             }
         }
+        if self.ops.len() > usize::from(MAX_CACHE_OPS) {
+            return Err(BatchError::TooManyCacheOps(self.ops.len()));
+        }
+        for op in &self.ops {
+            if op.slot >= u32::from(self.capacity) || op.store_block >= limits.cache_blocks {
+                return Err(BatchError::CacheOpOutOfRange { slot: op.slot, block: op.store_block });
+            }
+        }
         Ok(())
+    }
+
+    /// Where the cache-operation section starts in an encoded table.
+    fn ops_offset(capacity: u16) -> usize {
+        (TABLE_HEADER_BYTES + ENTRY_BYTES * u64::from(capacity)) as usize
     }
 
     /// Decodes and checks the table at the front of `payload` (which may go on with the
@@ -482,8 +536,9 @@ impl BatchTable {
         if count == 0 || count > capacity {
             return Err(BatchError::BadCount { count, capacity });
         }
-        if u16_at(payload, 10) != 0 {
-            return Err(BatchError::ReservedNonZero);
+        let op_count = u16_at(payload, 10);
+        if op_count > MAX_CACHE_OPS {
+            return Err(BatchError::TooManyCacheOps(usize::from(op_count)));
         }
         let total = u32_at(payload, 12);
         let mut entries = Vec::with_capacity(usize::from(count));
@@ -515,7 +570,19 @@ impl BatchTable {
                 },
             });
         }
-        let table = BatchTable { capacity, entries };
+        let mut ops = Vec::with_capacity(usize::from(op_count));
+        for i in 0..usize::from(MAX_CACHE_OPS) {
+            let at = Self::ops_offset(capacity) + CACHE_OP_BYTES as usize * i;
+            let raw = &payload[at..at + CACHE_OP_BYTES as usize];
+            if i >= usize::from(op_count) {
+                if raw.iter().any(|&b| b != 0) {
+                    return Err(BatchError::ReservedNonZero);
+                }
+                continue;
+            }
+            ops.push(CacheOp::decode(raw)?);
+        }
+        let table = BatchTable { capacity, entries, ops };
         table.check(limits)?;
         let sum = table.total_tokens();
         if u64::from(total) != sum {
@@ -642,7 +709,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const LIMITS: BatchLimits = BatchLimits { capacity: 4, max_seq_len: 64 };
+    const LIMITS: BatchLimits = BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 8 };
 
     fn entry(slot: u32, first: u32, tokens: u32, flags: EntryFlags) -> BatchEntry {
         BatchEntry {
@@ -850,7 +917,7 @@ mod tests {
 
     #[test]
     fn a_verifying_entrys_tokens_after_each_row_follow_the_ids_and_round_trip() {
-        let limits = BatchLimits { capacity: 4, max_seq_len: 64 };
+        let limits = BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 8 };
         let t = BatchTable::new(
             4,
             vec![

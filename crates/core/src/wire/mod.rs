@@ -5,6 +5,7 @@
 //! every role (node, worker, orchestrator) and every test shares the same definitions.
 
 pub mod batch;
+pub mod cache_ops;
 pub mod evidence;
 pub mod header;
 pub mod ids;
@@ -22,8 +23,9 @@ pub use ids::{
 };
 pub use plan::{
     ContextWhy, EdgeKind, EdgePlan, KvCacheDType, LayerRange, Peer, PlanContext, PlanPrediction,
-    PlannedModel, ProvisionStage, RecvEdgeProvision, RunPlan, RuntimeConfig, SamplingPolicy,
-    SendEdgeProvision, StagePlan, StagePrediction, WeightRange, WeightSource, WeightsUrl,
+    PlannedModel, PromptCacheOff, PromptCachePlan, ProvisionStage, RecvEdgeProvision, RunPlan,
+    RuntimeConfig, SamplingPolicy, SendEdgeProvision, StagePlan, StagePrediction, WeightRange,
+    WeightSource, WeightsUrl,
 };
 pub use reason::{Component, FaultReason, ObjectFailure};
 pub use spec::{

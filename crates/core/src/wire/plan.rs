@@ -404,6 +404,10 @@ pub struct StagePrediction {
     /// The node's and worker's processes themselves (code, runtime, threads).
     #[serde(default)]
     pub process_bytes: u64,
+    /// The stage's prompt-cache store at most: the plan's store blocks times this stage's
+    /// KV bytes per block (0: no store).
+    #[serde(default)]
+    pub prompt_cache_bytes: u64,
     /// Sum of the above: what the stage's node and worker hold resident at most.
     pub total_bytes: u64,
     /// Memory the pool file gives the node.
@@ -500,6 +504,37 @@ pub struct RunPlan {
     /// How the context (`runtime.max_seq_len`) was chosen (`None` from an older planner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<PlanContext>,
+    /// Every stage's prompt-cache store (`blocks` 0: none).
+    #[serde(default)]
+    pub prompt_cache: PromptCachePlan,
+}
+
+/// The prompt cache's second level: every stage keeps the same number of blocks of its
+/// own layers' KV in host memory, which the orchestrator fills and reads by cache
+/// operations in the micro-batch tables (`specs/prefix-cache.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptCachePlan {
+    /// Positions per block.
+    pub block_tokens: u32,
+    /// Blocks every stage's store holds (0: no store).
+    pub blocks: u32,
+    /// Why there is no store, where there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<PromptCacheOff>,
+}
+
+/// Why a plan has no prompt-cache store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptCacheOff {
+    /// The budget is 0 (`--prompt-cache-bytes 0`).
+    Disabled,
+    /// The model has sliding-window blocks whose rings are shorter than the context.
+    SlidingWindow,
+    /// A stage computes on a GPU, whose caches the store does not copy.
+    Device,
+    /// A stage's budget holds no block.
+    TooSmall,
 }
 
 /// The context a plan gives each sequence, and why it is that long.
@@ -582,6 +617,9 @@ pub struct ProvisionStage {
     pub inbound: RecvEdgeProvision,
     /// The send edge.
     pub outbound: SendEdgeProvision,
+    /// The prompt-cache store this stage keeps.
+    #[serde(default)]
+    pub prompt_cache: PromptCachePlan,
 }
 
 impl RunPlan {
@@ -652,6 +690,7 @@ impl RunPlan {
                 object: outbound.object,
                 ring: outbound.ring,
             },
+            prompt_cache: self.prompt_cache,
         })
     }
 }

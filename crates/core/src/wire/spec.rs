@@ -14,10 +14,12 @@ pub const ENTRY_BYTES: u64 = 40;
 /// this).
 pub const MAX_CAPACITY: u16 = 256;
 
-/// Bytes of a micro-batch table with `capacity` entries: the prefix of every object that
-/// carries one.
+/// Bytes of a micro-batch table with `capacity` entries and its cache-operation section:
+/// the prefix of every object that carries one.
 pub const fn table_bytes(capacity: u16) -> u64 {
-    TABLE_HEADER_BYTES + ENTRY_BYTES * capacity as u64
+    TABLE_HEADER_BYTES
+        + ENTRY_BYTES * capacity as u64
+        + super::cache_ops::CACHE_OP_BYTES * super::cache_ops::MAX_CACHE_OPS as u64
 }
 
 /// Element type of an object payload on the wire.

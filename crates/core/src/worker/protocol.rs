@@ -82,6 +82,9 @@ pub enum RoleConfig {
         /// Sequence slots: a KV cache each, and the capacity of every micro-batch table.
         #[serde(default = "one_slot")]
         max_sequences: u32,
+        /// The prompt-cache store it keeps (blocks of its layers' KV in host memory).
+        #[serde(default)]
+        prompt_cache: crate::wire::PromptCachePlan,
     },
     /// A built-in test role: every output byte `i` is `input[i % input_len] ^ xor`, for the
     /// output extent the step declares. It exercises the data plane without a model.

@@ -124,3 +124,128 @@ impl Layout {
         base + (kh * cap + p % cap) * self.head_dim
     }
 }
+
+/// A run of a slot's cached positions copied out of its caches: for every block and KV
+/// head, the run's keys and values as the caches keep them (f32 or f16). A prompt-cache
+/// store keeps these and copies them back into any slot at the same positions.
+#[derive(Debug)]
+pub struct KvBlock {
+    start: usize,
+    positions: usize,
+    k: Cache,
+    v: Cache,
+}
+
+impl KvBlock {
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        let len = |c: &Cache| match c {
+            Cache::Empty => 0,
+            Cache::F32(v) => 4 * v.len(),
+            Cache::F16(v) => 2 * v.len(),
+        };
+        len(&self.k) + len(&self.v)
+    }
+
+    /// Positions it holds.
+    pub fn positions(&self) -> usize {
+        self.positions
+    }
+}
+
+impl Cache {
+    fn with_capacity(kv: KvFormat, n: usize) -> Cache {
+        match kv {
+            KvFormat::F32 => Cache::F32(Vec::with_capacity(n)),
+            KvFormat::F16 => Cache::F16(Vec::with_capacity(n)),
+        }
+    }
+
+    /// Appends the `len` values at `at` to `out` (of the same format).
+    fn gather(&self, at: usize, len: usize, out: &mut Cache) {
+        match (self, out) {
+            (Cache::F32(c), Cache::F32(o)) => o.extend_from_slice(&c[at..at + len]),
+            (Cache::F16(c), Cache::F16(o)) => o.extend_from_slice(&c[at..at + len]),
+            _ => {}
+        }
+    }
+
+    /// Writes `from`'s `len` values at `src` to `at`.
+    fn scatter(&mut self, at: usize, from: &Cache, src: usize, len: usize) {
+        match (self, from) {
+            (Cache::F32(c), Cache::F32(f)) => c[at..at + len].copy_from_slice(&f[src..src + len]),
+            (Cache::F16(c), Cache::F16(f)) => c[at..at + len].copy_from_slice(&f[src..src + len]),
+            _ => {}
+        }
+    }
+}
+
+impl super::Stage {
+    /// Whether every block's cache holds every position of the context (no sliding-window
+    /// ring shorter than it): only such caches can be copied out and back by position.
+    fn caches_hold_the_context(&self) -> bool {
+        (0..self.w.layers.len()).all(|l| self.layout.positions(l) >= self.cfg.max_seq_len)
+    }
+
+    /// Copies `slot`'s cached positions `start .. start + len` out of its caches. The slot
+    /// must hold them, and no block may keep a ring shorter than the context.
+    pub fn save_block(&self, slot: usize, start: usize, len: usize) -> Result<KvBlock, String> {
+        let s = self.slots.get(slot).ok_or_else(|| format!("slot {slot} does not exist"))?;
+        if s.len < start + len || s.k.is_empty() {
+            return Err(format!(
+                "slot {slot} holds {} positions, not {start}..{}",
+                s.len,
+                start + len
+            ));
+        }
+        if !self.caches_hold_the_context() {
+            return Err("sliding-window caches are not copied by position".into());
+        }
+        let hd = self.cfg.head_dim;
+        let n = self.w.layers.len() * self.cfg.kv_heads * len * hd;
+        let mut k = Cache::with_capacity(self.cfg.kv, n);
+        let mut v = Cache::with_capacity(self.cfg.kv, n);
+        for l in 0..self.w.layers.len() {
+            for kh in 0..self.cfg.kv_heads {
+                // A global block's positions lie in one run per KV head.
+                let at = self.layout.at(l, kh, start);
+                s.k.gather(at, len * hd, &mut k);
+                s.v.gather(at, len * hd, &mut v);
+            }
+        }
+        Ok(KvBlock { start, positions: len, k, v })
+    }
+
+    /// Copies `block` back into `slot` at the positions it was saved from; the slot must
+    /// hold at least the positions before them, and holds the block's end afterwards (what
+    /// it held past them is dropped).
+    pub fn load_block(&mut self, slot: usize, block: &KvBlock) -> Result<(), String> {
+        let (kv, size) = (self.cfg.kv, self.layout.size);
+        let hold = self.caches_hold_the_context();
+        let end = block.start + block.positions;
+        let s = self.slots.get_mut(slot).ok_or_else(|| format!("slot {slot} does not exist"))?;
+        if s.len < block.start || end > self.cfg.max_seq_len || !hold {
+            return Err(format!(
+                "slot {slot} holds {} positions, a block starts at {}",
+                s.len, block.start
+            ));
+        }
+        if s.k.is_empty() {
+            s.k = Cache::new(kv, size);
+            s.v = Cache::new(kv, size);
+        }
+        let hd = self.cfg.head_dim;
+        let run = block.positions * hd;
+        let mut src = 0;
+        for l in 0..self.w.layers.len() {
+            for kh in 0..self.cfg.kv_heads {
+                let at = self.layout.at(l, kh, block.start);
+                s.k.scatter(at, &block.k, src, run);
+                s.v.scatter(at, &block.v, src, run);
+                src += run;
+            }
+        }
+        s.len = end;
+        Ok(())
+    }
+}

@@ -26,8 +26,8 @@ use crate::kernels::Acts;
 use crate::matmul::{Gate, Matrix, glu_t, matmul_t};
 use crate::pool::ThreadPool;
 use attention::{Block, RopeTables};
-pub use cache::KvFormat;
 use cache::{Cache, Layout, Slot};
+pub use cache::{KvBlock, KvFormat};
 pub use ops::{RopeStyle, dot, rms_norm, rope, softmax};
 
 /// The shape of the model.

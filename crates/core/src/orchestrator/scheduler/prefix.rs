@@ -70,6 +70,14 @@ pub struct PrefixCounters {
     pub evictions: u64,
     /// Tokens the free slots hold now.
     pub warm_tokens: u64,
+    /// Blocks every stage's prompt-cache store holds now.
+    pub store_blocks: u64,
+    /// Blocks saved into the stores.
+    pub store_saved: u64,
+    /// Blocks loaded from the stores into slots.
+    pub store_loaded: u64,
+    /// Stored blocks overwritten while they held a prefix.
+    pub store_evicted: u64,
 }
 
 impl std::ops::Add for PrefixCounters {
@@ -81,6 +89,10 @@ impl std::ops::Add for PrefixCounters {
             hits: self.hits + o.hits,
             evictions: self.evictions + o.evictions,
             warm_tokens: o.warm_tokens,
+            store_blocks: o.store_blocks,
+            store_saved: self.store_saved + o.store_saved,
+            store_loaded: self.store_loaded + o.store_loaded,
+            store_evicted: self.store_evicted + o.store_evicted,
         }
     }
 }
@@ -97,7 +109,7 @@ struct Warm {
 }
 
 /// A slot chosen for a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Chosen {
     /// The slot.
     pub slot: u16,
@@ -106,6 +118,8 @@ pub(super) struct Chosen {
     /// The slot's high-water mark the sequence inherits (0 when nothing is reused: its
     /// first entry empties the slot).
     pub high: u32,
+    /// The tokens the slot held before (what the block store may save from it).
+    pub old: Vec<u32>,
 }
 
 /// The token ids every slot holds.
@@ -167,8 +181,9 @@ impl WarmSlots {
             self.counters.evictions += 1;
         }
         let high = if reuse > 0 { w.high } else { 0 };
+        let old = std::mem::take(&mut w.tokens);
         *w = Warm { tokens: Vec::new(), high: 0, used: w.used };
-        Some(Chosen { slot, reuse, high })
+        Some(Chosen { slot, reuse, high, old })
     }
 
     /// The prefix of `prompt` that slot `w` holds and can continue (never the whole
@@ -193,6 +208,13 @@ impl WarmSlots {
         if let Some(w) = self.slots.get_mut(usize::from(slot)) {
             *w = Warm { tokens, high, used: self.tick };
         }
+    }
+
+    /// A request that shared `before` tokens with its slot found `after` once the block
+    /// store's blocks were loaded.
+    pub fn count_loaded(&mut self, before: u32, after: u32) {
+        self.counters.cached_tokens += u64::from(after.saturating_sub(before));
+        self.counters.hits += u64::from(before == 0 && after > 0);
     }
 
     /// Forgets every slot's tokens (after a fault the stages may hold anything).

@@ -23,6 +23,7 @@ pub(crate) fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) ->
         max_top_logprobs: Some(20),
         draft_max: 0,
         window: None,
+        store: (4, 0),
     }
 }
 
@@ -301,7 +302,7 @@ proptest! {
         let mut next_pos: BTreeMap<u32, u32> = BTreeMap::new();
         let check = |b: &PlannedBatch, flying: &std::collections::VecDeque<PlannedBatch>,
                      next_pos: &mut BTreeMap<u32, u32>| -> Result<(), TestCaseError> {
-            let limits = crate::wire::batch::BatchLimits { capacity: slots, max_seq_len: 32 };
+            let limits = crate::wire::batch::BatchLimits { capacity: slots, max_seq_len: 32, cache_blocks: 0 };
             prop_assert!(b.table.check(limits).is_ok());
             prop_assert!(b.table.total_tokens() <= u64::from(budget.max(u32::from(slots))));
             prop_assert_eq!(b.table.total_tokens() as usize, b.tokens.len());

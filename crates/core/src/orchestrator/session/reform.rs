@@ -50,6 +50,8 @@ pub enum PlantedSessionBug {
     SkipReset,
     /// Every run's scheduler claims one more cached prompt token than a warm slot shares.
     PrefixOverclaim,
+    /// Every run's block store records saves it never sends.
+    StoreSkipSave,
 }
 
 impl Session<'_> {

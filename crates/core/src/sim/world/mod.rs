@@ -85,17 +85,21 @@ pub enum Planted {
     ReplaySkipsToken,
     /// A warm slot claims one more prompt token than it shares with a request.
     PrefixOverclaim,
+    /// The block store's directory records saved blocks whose save never reaches the
+    /// stages.
+    StoreSkipSave,
 }
 
 impl Planted {
     /// Every planted bug, in the order the command line lists them.
-    pub const ALL: [Planted; 6] = [
+    pub const ALL: [Planted; 7] = [
         Planted::EarlySlotRelease,
         Planted::SkipReset,
         Planted::NoLateAnswerFilter,
         Planted::ForgetKept,
         Planted::ReplaySkipsToken,
         Planted::PrefixOverclaim,
+        Planted::StoreSkipSave,
     ];
 
     /// The bug's name on the command line (`early-slot-release`, `skip-reset`).
@@ -107,6 +111,7 @@ impl Planted {
             Planted::ForgetKept => "forget-kept",
             Planted::ReplaySkipsToken => "replay-skips-token",
             Planted::PrefixOverclaim => "prefix-overclaim",
+            Planted::StoreSkipSave => "store-skip-save",
         }
     }
 }
@@ -158,6 +163,8 @@ pub struct SimReport {
     pub draft_tokens: u64,
     /// Prompt tokens requests found cached in warm slots (every run of the session).
     pub cached_tokens: u64,
+    /// Blocks loaded from the stages' prompt-cache stores into slots.
+    pub loaded_blocks: u64,
     /// Why re-forming was given up, if it was.
     pub abandoned: Option<&'static str>,
     /// Every broken invariant.
@@ -271,6 +278,8 @@ struct Node {
     /// Processes nothing before this time (paused or partitioned).
     paused_until: Duration,
     slots: Vec<SlotState>,
+    /// The worker's prompt-cache store.
+    store: super::model::Store,
     posted: Option<Post>,
     loaded: HashMap<u64, (ObjectId, Sequence, Vec<u8>)>,
     next_handle: u64,
@@ -308,6 +317,8 @@ struct World {
     route: Vec<usize>,
     /// Slots of every run's plan.
     slots: u32,
+    /// Blocks in every stage's prompt-cache store.
+    store_blocks: u32,
     /// The real session, once the pool gate said ready (it lives through re-formations).
     session: Option<Session<'static>>,
     /// Runs started.
@@ -362,7 +373,9 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     w.run();
     w.check_end();
     w.report.draft_tokens += w.session.as_ref().map_or(0, |s| s.spec_counters().draft_tokens);
-    w.report.cached_tokens = w.session.as_ref().map_or(0, |s| s.prefix_counters().cached_tokens);
+    let prefix = w.session.as_ref().map(|s| s.prefix_counters()).unwrap_or_default();
+    w.report.cached_tokens = prefix.cached_tokens;
+    w.report.loaded_blocks = prefix.store_loaded;
     w.report.outcome = w.outcome();
     w.report.abandoned = w.abandoned;
     w.report.sim_ms = w.now.as_millis() as u64;
@@ -525,6 +538,10 @@ impl World {
     }
 
     fn limits(&self) -> BatchLimits {
-        BatchLimits { capacity: self.plan.runtime.table_capacity(), max_seq_len: MAX_SEQ }
+        BatchLimits {
+            capacity: self.plan.runtime.table_capacity(),
+            max_seq_len: MAX_SEQ,
+            cache_blocks: self.plan.prompt_cache.blocks,
+        }
     }
 }

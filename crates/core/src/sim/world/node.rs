@@ -56,6 +56,7 @@ impl World {
             NodeIn::Exited(g) => n.wctl.worker_exited(g, self.base + self.now),
             NodeIn::RoleReleased => {
                 n.slots.clear();
+                n.store = Default::default();
                 let ev = WorkerEvent::RoleReleased { role_id: STAGE_ROLE };
                 n.stage.worker_output(CtlOutput::Routed(ev));
             }
@@ -177,11 +178,19 @@ impl World {
         let limits = self.limits();
         let row = if stage == 0 { 4 } else { u64::from(HIDDEN) * 4 };
         let run = self.run;
+        let cache = self.plan.prompt_cache;
         let n = &mut self.nodes[i];
+        if n.store.blocks.len() != cache.blocks as usize {
+            n.store = model::Store {
+                block: cache.block_tokens,
+                blocks: vec![None; cache.blocks as usize],
+            };
+        }
         let result = model::step(
             layers,
             last,
             &mut n.slots,
+            &mut n.store,
             limits,
             row,
             u64::from(HIDDEN) * 4,
@@ -311,6 +320,7 @@ impl World {
                     config
                 {
                     self.nodes[i].slots = vec![SlotState::default(); max_sequences.max(1) as usize];
+                    self.nodes[i].store = Default::default();
                 }
                 self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
             }
@@ -486,6 +496,7 @@ impl World {
                 }
                 CtlOutput::Ready { .. } => {
                     n.slots.clear();
+                    n.store = Default::default();
                     n.stage.worker_output(out);
                     if !n.boot.is_available() {
                         n.boot.fact_ready(BootFact::Worker);
@@ -497,6 +508,7 @@ impl World {
                     n.posted = None;
                     n.loaded.clear();
                     n.slots.clear();
+                    n.store = Default::default();
                     n.stage.worker_output(out);
                 }
                 CtlOutput::Failed { .. } if !n.boot.is_available() => {

@@ -66,6 +66,7 @@ impl World {
             Some(Planted::ForgetKept) => Some(PlantedSessionBug::ForgetKept),
             Some(Planted::ReplaySkipsToken) => Some(PlantedSessionBug::ReplaySkipsToken),
             Some(Planted::PrefixOverclaim) => Some(PlantedSessionBug::PrefixOverclaim),
+            Some(Planted::StoreSkipSave) => Some(PlantedSessionBug::StoreSkipSave),
             Some(Planted::NoLateAnswerFilter) | None => None,
         };
         if let Some(bug) = bug {

@@ -70,7 +70,7 @@ impl World {
         let stages = session.next_stages(nodes.len()) as usize;
         let route: Vec<usize> = nodes.iter().take(stages).map(|n| n.0 as usize - 1).collect();
         self.run = session.next_run_id();
-        self.plan = the_plan(&route, self.slots, self.run);
+        self.plan = the_plan(&route, self.slots, self.run, self.store_blocks);
         self.route = route;
         self.runs += 1;
         self.report.reformed += 1;

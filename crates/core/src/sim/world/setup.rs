@@ -10,7 +10,9 @@ use rand::{RngExt, SeedableRng};
 use super::*;
 
 /// The plan of run `run` over `nodes` (indices, one stage each) with `slots` slots.
-pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
+/// The simulation's plan; its prompt-cache store has `store_blocks` blocks of 4 positions
+/// (short, so that the simulation's short prompts fill them).
+pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u32) -> RunPlan {
     let stages = nodes.len() as u32;
     let facts = ModelFacts {
         architecture: "llama".into(),
@@ -77,8 +79,12 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId) -> RunPlan {
         runtime,
         prompt_tokens: 0,
         fit_context: false,
+        prompt_cache_bytes: None,
     };
-    plan(&req).unwrap_or_else(|e| panic!("the simulation's plan is valid: {e}"))
+    let mut plan = plan(&req).unwrap_or_else(|e| panic!("the simulation's plan is valid: {e}"));
+    plan.prompt_cache =
+        crate::wire::PromptCachePlan { block_tokens: 4, blocks: store_blocks, off: None };
+    plan
 }
 
 impl World {
@@ -86,7 +92,10 @@ impl World {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
         let stages = rng.random_range(1..=3u32);
         let slots = rng.random_range(1..=4u32);
-        let plan = the_plan(&(0..stages as usize).collect::<Vec<_>>(), slots, RUN);
+        // A store of 0 to 6 blocks (from the seed, not the stream: the other draws stay as
+        // they were).
+        let store_blocks = (cfg.seed % 7) as u32;
+        let plan = the_plan(&(0..stages as usize).collect::<Vec<_>>(), slots, RUN, store_blocks);
         let timeouts = RunTimeouts {
             readiness: Duration::from_secs(10),
             token: Duration::from_secs(5),
@@ -115,6 +124,7 @@ impl World {
             run: RUN,
             route: (0..stages as usize).collect(),
             slots,
+            store_blocks,
             session: None,
             runs: 0,
             policy: ResumePolicy { enabled: true, timeout: RESUME_TIMEOUT, max_resumes: 3 },
@@ -144,6 +154,7 @@ impl World {
                 reformed: 0,
                 draft_tokens: 0,
                 cached_tokens: 0,
+                loaded_blocks: 0,
                 abandoned: None,
                 violations: Vec::new(),
                 trace: Vec::new(),
@@ -303,6 +314,7 @@ fn sim_node(base: Instant, i: u32, planted: Option<Planted>) -> Node {
         dead: false,
         paused_until: Duration::ZERO,
         slots: Vec::new(),
+        store: Default::default(),
         posted: None,
         loaded: HashMap::new(),
         next_handle: 1,

@@ -49,5 +49,6 @@ pub(crate) fn prov(stage: u32, count: u32) -> ProvisionStage {
             object: outbound_spec,
             ring: RingSpec { capacity: 65536, alignment: 128 },
         },
+        prompt_cache: Default::default(),
     }
 }

@@ -1,0 +1,77 @@
+//! The micro-batch table's cache-operation section: copies between a slot's KV cache and
+//! a stage's block store (the prefix cache's second level, `specs/prefix-cache.md`).
+//!
+//! Every table has room for [`MAX_CACHE_OPS`] operations after its entries; the header's
+//! count field (once reserved) says how many are used. Each stage runs them in order,
+//! before the entries' rows, on its own layers; every stage copies the section unchanged
+//! to its output, as it does the entries. So an operation reaches every stage in order
+//! with the micro-batches, like `RESET`: a save written before a load of the same block
+//! is always run first.
+//!
+//! ```text
+//! op, 16 bytes:  kind u16 (1 save, 2 load) | reserved u16 = 0 | slot u32
+//!                | slot block u32 | store block u32
+//! ```
+//!
+//! A slot block `b` is the slot's positions `b * B .. (b + 1) * B` for the plan's block
+//! size `B`. A save copies them into the store block (the slot must hold them); a load
+//! copies the store block into them (the slot must hold at least `b * B` positions) and
+//! leaves the slot holding `(b + 1) * B` positions. Unused operations are all zero.
+
+use super::batch::BatchError;
+
+/// Bytes of one cache operation.
+pub const CACHE_OP_BYTES: u64 = 16;
+/// Cache operations every table has room for.
+pub const MAX_CACHE_OPS: u16 = 64;
+
+/// What a cache operation copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CacheOpKind {
+    /// Slot block into store block.
+    Save,
+    /// Store block into slot block.
+    Load,
+}
+
+/// One copy between a slot's cache and the stage's block store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CacheOp {
+    /// Save or load.
+    pub kind: CacheOpKind,
+    /// The slot.
+    pub slot: u32,
+    /// The slot's block (positions `slot_block * B ..`).
+    pub slot_block: u32,
+    /// The store's block.
+    pub store_block: u32,
+}
+
+impl CacheOp {
+    pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
+        let kind: u16 = match self.kind {
+            CacheOpKind::Save => 1,
+            CacheOpKind::Load => 2,
+        };
+        out.extend_from_slice(&kind.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&self.slot.to_le_bytes());
+        out.extend_from_slice(&self.slot_block.to_le_bytes());
+        out.extend_from_slice(&self.store_block.to_le_bytes());
+    }
+
+    /// Decodes one operation's 16 bytes (kind and reserved field only; the table checks
+    /// the rest against its limits).
+    pub(super) fn decode(raw: &[u8]) -> Result<CacheOp, BatchError> {
+        let word = |at: usize| u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
+        let kind = match u16::from_le_bytes([raw[0], raw[1]]) {
+            1 => CacheOpKind::Save,
+            2 => CacheOpKind::Load,
+            k => return Err(BatchError::BadCacheOp(u32::from(k))),
+        };
+        if raw[2] != 0 || raw[3] != 0 {
+            return Err(BatchError::ReservedNonZero);
+        }
+        Ok(CacheOp { kind, slot: word(4), slot_block: word(8), store_block: word(12) })
+    }
+}
