@@ -61,12 +61,37 @@ fn header_line(plan: &RunPlan) -> String {
     )
 }
 
+/// The prompt-cache store's line: its blocks, or why there is none.
+fn prompt_cache_line(c: &crate::wire::PromptCachePlan) -> String {
+    use crate::wire::PromptCacheOff;
+    match c.off {
+        None => format!(
+            "prompt cache: {} blocks of {} positions on every stage ({} positions)",
+            c.blocks,
+            c.block_tokens,
+            u64::from(c.blocks) * u64::from(c.block_tokens)
+        ),
+        Some(PromptCacheOff::Disabled) => "prompt cache: off (--prompt-cache-bytes 0)".into(),
+        Some(PromptCacheOff::SlidingWindow) => {
+            "prompt cache: warm slots only (sliding-window rings are shorter than the context)"
+                .into()
+        }
+        Some(PromptCacheOff::Device) => {
+            "prompt cache: warm slots only (a stage is on a GPU)".into()
+        }
+        Some(PromptCacheOff::TooSmall) => {
+            "prompt cache: warm slots only (a stage's budget holds no block)".into()
+        }
+    }
+}
+
 /// Human rendering of a plan.
 pub fn render_plan(plan: &RunPlan) -> Vec<String> {
     let mut lines = vec![header_line(plan)];
     if let Some(c) = &plan.context {
         lines.push(context_line(c));
     }
+    lines.push(prompt_cache_line(&plan.prompt_cache));
     lines.push(String::new());
     let mut rows = vec![vec![
         "stage".into(),
@@ -75,6 +100,7 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
         "owns".into(),
         "weights".into(),
         "kv cache".into(),
+        "prompt cache".into(),
         "rings".into(),
         "compute".into(),
         "processes".into(),
@@ -96,6 +122,7 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
             owns.into(),
             human_bytes(p.weight_bytes),
             human_bytes(p.kv_cache_bytes),
+            human_bytes(p.prompt_cache_bytes),
             human_bytes(p.ring_bytes),
             human_bytes(p.compute_bytes),
             human_bytes(p.process_bytes),

@@ -143,6 +143,8 @@ async fn slots(State(shared): State<Arc<Shared>>) -> Result<Response, Failure> {
         .map(|s| {
             let mut v = json!(s);
             v["n_ctx"] = json!(n_ctx);
+            // The stores are the stages', shared by every slot.
+            v["prompt_cache"] = json!(report.prompt_cache);
             v
         })
         .collect();

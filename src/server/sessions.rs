@@ -37,6 +37,8 @@ struct ServeSink<'a> {
     prefix_seen: crate::orchestrator::scheduler::PrefixCounters,
     /// KV cache bytes one cached token takes across the stages (the plan's).
     kv_bytes_per_token: u64,
+    /// KV bytes of one prompt-cache block across the stages.
+    kv_bytes_per_block: u64,
     /// Whether the session passed its readiness barrier.
     served: bool,
 }
@@ -134,12 +136,18 @@ impl RunSink for ServeSink<'_> {
         m.prefix_queries.inc_by(delta(c.queried_tokens, last.queried_tokens));
         m.prefix_hits.inc_by(delta(c.cached_tokens, last.cached_tokens));
         m.prefix_evictions.inc_by(delta(c.evictions, last.evictions));
-        let bytes = c.warm_tokens.saturating_mul(self.kv_bytes_per_token);
+        m.prefix_evictions.inc_by(delta(c.store_evicted, last.store_evicted));
+        // The warm slots' tokens, and the stores' blocks.
+        let stored = c.store_blocks.saturating_mul(self.kv_bytes_per_block);
+        let bytes = c.warm_tokens.saturating_mul(self.kv_bytes_per_token).saturating_add(stored);
         m.prefix_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     fn planned(&mut self, plan: &RunPlan) {
         self.kv_bytes_per_token = plan.kv_bytes_per_token();
+        let blocks = u64::from(plan.prompt_cache.blocks.max(1));
+        self.kv_bytes_per_block =
+            plan.stages.iter().map(|s| s.prediction.prompt_cache_bytes).sum::<u64>() / blocks;
         self.shared.planned_context(plan.runtime.max_seq_len);
         self.shared.view().planned(plan);
     }
@@ -195,6 +203,7 @@ pub async fn run_sessions(
             spec_seen: Default::default(),
             prefix_seen: Default::default(),
             kv_bytes_per_token: 0,
+            kv_bytes_per_block: 0,
             served: false,
         };
         let stop = stop_after_grace(shutdown.clone(), force.clone(), shared.clone());

@@ -75,7 +75,8 @@ fn request<'a>(model: &'a ModelFacts, pool: &'a Pool, stages: Option<u32>) -> Pl
         runtime: runtime(),
         prompt_tokens: 100,
         fit_context: false,
-        prompt_cache_bytes: None,
+        // The other parts' tests; the prompt cache's has its own budgets.
+        prompt_cache_bytes: Some(0),
     }
 }
 
@@ -623,4 +624,39 @@ fn a_context_left_to_the_planner_is_the_trained_length_lowered_to_what_memory_ho
     let tiny = pool_with_memory(&[1 << 20]);
     let err = plan(&PlanRequest { pool: &tiny, ..req }).expect_err("nothing fits");
     assert_eq!(err.reason, PlanRejection::ExceedsNodeMemory);
+}
+
+#[test]
+fn the_prompt_cache_store_is_counted_in_every_stage_and_an_explicit_budget_must_fit() {
+    let model = facts(12);
+    let pool = pool(3);
+    let with = |bytes: Option<u64>| PlanRequest {
+        prompt_cache_bytes: bytes,
+        ..request(&model, &pool, Some(3))
+    };
+    // 0: no store.
+    let off = plan(&with(Some(0))).expect("plan");
+    assert_eq!(off.prompt_cache.blocks, 0);
+    assert_eq!(off.prompt_cache.off, Some(swactor::wire::PromptCacheOff::Disabled));
+    // An explicit budget: every stage keeps the same blocks, within the budget, and its
+    // total counts them.
+    let budget = 64 << 20;
+    let on = plan(&with(Some(budget))).expect("plan");
+    let c = on.prompt_cache;
+    assert!(c.blocks > 0 && c.block_tokens == 64, "{c:?}");
+    for (s, o) in on.stages.iter().zip(&off.stages) {
+        let p = &s.prediction;
+        assert!(p.prompt_cache_bytes > 0 && p.prompt_cache_bytes <= budget, "{p:?}");
+        assert_eq!(p.total_bytes, o.prediction.total_bytes + p.prompt_cache_bytes);
+        assert_eq!(p.prompt_cache_bytes % u64::from(c.blocks), 0);
+    }
+    // The default: a quarter of what the node has left, never past its memory.
+    let default = plan(&with(None)).expect("plan");
+    for s in &default.stages {
+        let p = &s.prediction;
+        let left = p.node_memory_bytes - (p.total_bytes - p.prompt_cache_bytes);
+        assert!(p.prompt_cache_bytes > 0 && p.prompt_cache_bytes <= left / 4, "{p:?}");
+    }
+    // A budget the node cannot hold is refused.
+    assert_eq!(rejection(&with(Some(8 << 30))), PlanRejection::ExceedsNodeMemory);
 }

@@ -159,3 +159,48 @@ fn a_served_second_turn_finds_the_first_in_its_slot_says_so_everywhere_and_answe
     );
     assert!(metric(&m, "swactor_prefix_cache_bytes") > 0.0, "{m}");
 }
+
+/// The store's batch: an opening, an unrelated prompt that takes its one slot (the
+/// opening's blocks are saved), then the opening's continuation, which finds them in the
+/// stages' block stores.
+fn evicting_lines(cache: bool) -> Vec<Value> {
+    let line = |id: &str, prompt: String| json!({"id": id, "prompt": prompt, "max_tokens": 6, "cache_prompt": cache});
+    vec![
+        line("opening", OPENING.to_string()),
+        line("other", "Unrelated words about the price of wheat".to_string()),
+        line("more", format!("{OPENING} Then he lit the lamp")),
+    ]
+}
+
+#[test]
+fn a_prefix_evicted_from_its_slot_comes_back_from_the_stages_block_stores_and_answers_as_a_cold_run()
+ {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cold = requests_file("store-cold", &evicting_lines(false));
+    let warm = requests_file("store-warm", &evicting_lines(true));
+    let model = family_model(SynthArch::Llama);
+    let extra = ["--max-sequences", "1", "--max-seq-len", "256"];
+    for stages in [1, 3] {
+        let what = format!("{stages} stages");
+        let (code, out, err) = run_local_batch(&model, stages, &cold, &extra);
+        assert_eq!(code, 0, "{what}, cold: {err}");
+        let (cold_tokens, cold_done) = (streamed(&out), results(&out));
+        let (code, out, err) = run_local_batch(&model, stages, &warm, &extra);
+        assert_eq!(code, 0, "{what}, warm: {err}");
+        let (warm_tokens, warm_done) = (streamed(&out), results(&out));
+        assert_eq!(warm_tokens, cold_tokens, "{what}: the stored blocks' tokens");
+        for id in ["opening", "other", "more"] {
+            assert_eq!(warm_done[id]["text"], cold_done[id]["text"], "{what}, {id}");
+        }
+        // A block is 64 positions at this context: whole blocks come back.
+        let more = cached_tokens(&warm_done, "more");
+        assert!(more >= 64 && more.is_multiple_of(64), "{what}: {}", warm_done["more"]);
+        // Without a store the slot's new tokens leave nothing of the opening.
+        let mut off = extra.to_vec();
+        off.extend(["--prompt-cache-bytes", "0"]);
+        let (code, out, err) = run_local_batch(&model, stages, &warm, &off);
+        assert_eq!(code, 0, "{what}, no store: {err}");
+        assert_eq!(streamed(&out), cold_tokens, "{what}, no store");
+        assert!(cached_tokens(&results(&out), "more") < 64, "{what}: {out:?}");
+    }
+}

@@ -41,6 +41,11 @@ pub struct RuntimeArgs {
     /// slot [default: 1].
     #[arg(long, value_name = "N")]
     pub max_sequences: Option<u32>,
+    /// Bytes each stage's node may keep of evicted prompt prefixes (its layers' KV, in
+    /// host memory; 0 disables) [default: a quarter of the memory the node has left
+    /// after its stage, at most 4 GiB].
+    #[arg(long, value_name = "BYTES")]
+    pub prompt_cache_bytes: Option<u64>,
 }
 
 /// Where the stages of a run go: shared by `run plan` and `orchestrate pool`.

@@ -57,7 +57,7 @@ impl PoolRun {
                 _ => 0,
             },
             fit_context: args.run.session.runtime.max_seq_len.is_none(),
-            prompt_cache_bytes: None,
+            prompt_cache_bytes: args.run.session.runtime.prompt_cache_bytes,
         })
         .map_err(plan_error)?;
         let session = session_settings(&args.run.session, inputs.request_count().max(1));

@@ -29,6 +29,8 @@ pub struct PlanConfig {
     pub prompt_tokens: u32,
     /// No `--max-seq-len`: the context is fitted to memory.
     pub fit_context: bool,
+    /// `--prompt-cache-bytes`.
+    pub prompt_cache_bytes: Option<u64>,
 }
 
 impl PlanConfig {
@@ -57,6 +59,7 @@ impl PlanConfig {
             run_id: RunId(args.run_id),
             prompt_tokens: args.prompt_tokens.min(runtime.max_seq_len),
             fit_context: args.runtime.max_seq_len.is_none(),
+            prompt_cache_bytes: args.runtime.prompt_cache_bytes,
         })
     }
 
@@ -72,7 +75,7 @@ impl PlanConfig {
             runtime: self.runtime,
             prompt_tokens: self.prompt_tokens,
             fit_context: self.fit_context,
-            prompt_cache_bytes: None,
+            prompt_cache_bytes: self.prompt_cache_bytes,
         }
     }
 }

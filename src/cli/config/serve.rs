@@ -158,7 +158,7 @@ impl ServeRun {
             runtime: model.runtime,
             prompt_tokens: 0,
             fit_context: args.session.runtime.max_seq_len.is_none(),
-            prompt_cache_bytes: None,
+            prompt_cache_bytes: args.session.runtime.prompt_cache_bytes,
         })
         .map_err(plan_error)?;
         let nodes = pool.nodes.iter().map(|n| n.node_id.0).collect();

@@ -26,6 +26,7 @@ pub fn session_settings(flags: &SessionFlags, queue: usize) -> SessionSettings {
         },
         resume: flags.resume.policy(),
         fit_context: flags.runtime.max_seq_len.is_none(),
+        prompt_cache_bytes: flags.runtime.prompt_cache_bytes,
     }
 }
 

@@ -29,6 +29,8 @@ pub struct SessionSettings {
     pub resume: ResumePolicy,
     /// No `--max-seq-len` was given: each plan fits the context to its nodes' memory.
     pub fit_context: bool,
+    /// `--prompt-cache-bytes`: each stage node's prompt-cache budget.
+    pub prompt_cache_bytes: Option<u64>,
 }
 
 impl OrchestrateConfig {
@@ -59,6 +61,7 @@ impl OrchestrateConfig {
             placement: Placement::default(),
             runtime,
             fit_context: false,
+            prompt_cache_bytes: None,
             run_id: RunId(1),
             window: Duration::from_millis(300),
             pool_timeout: Duration::from_secs(60),
@@ -92,6 +95,7 @@ impl OrchestrateConfig {
             timeouts: session.timeouts,
             resume: session.resume,
             fit_context: session.fit_context,
+            prompt_cache_bytes: session.prompt_cache_bytes,
             ..self
         }
     }

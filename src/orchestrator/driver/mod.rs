@@ -83,6 +83,8 @@ pub struct OrchestrateConfig {
     /// No `--max-seq-len` was given: each plan fits the context to its nodes' memory
     /// (`runtime.max_seq_len`, the model's trained length, at most).
     pub fit_context: bool,
+    /// Each stage node's prompt-cache budget (`None`: the planner's default).
+    pub prompt_cache_bytes: Option<u64>,
     /// The run's id.
     pub run_id: RunId,
     /// Convergence window of the pool gate.
@@ -380,7 +382,7 @@ async fn plan_run(
         runtime: config.runtime,
         prompt_tokens: ask.prompt_tokens,
         fit_context: config.fit_context,
-        prompt_cache_bytes: None,
+        prompt_cache_bytes: config.prompt_cache_bytes,
     };
     let plan = plan(&request).map_err(OrchestrateError::Plan)?;
     // A URL source: each node downloads only its stage's ranges, checked by their digests.

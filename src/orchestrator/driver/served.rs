@@ -31,6 +31,21 @@ pub struct SlotsReport {
     pub slots: Vec<SlotView>,
     /// Requests waiting for a slot.
     pub queued: usize,
+    /// The stages' prompt-cache stores.
+    pub prompt_cache: PromptCacheView,
+}
+
+/// What `/slots` shows of the stages' prompt-cache stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PromptCacheView {
+    /// Blocks every stage's store holds at most.
+    pub blocks: u32,
+    /// Positions per block.
+    pub block_tokens: u32,
+    /// Blocks holding a prefix now.
+    pub blocks_used: u64,
+    /// The stores' budget across the stages (what the plan counts).
+    pub bytes: u64,
 }
 
 /// One request from a server.

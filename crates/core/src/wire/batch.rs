@@ -745,6 +745,21 @@ mod tests {
     }
 
     #[test]
+    fn cache_operations_round_trip_and_one_out_of_range_is_refused() {
+        let op = |kind, slot, store_block| CacheOp { kind, slot, slot_block: 1, store_block };
+        let ops = vec![op(CacheOpKind::Save, 3, 7), op(CacheOpKind::Load, 0, 0)];
+        let t = BatchTable::new(4, vec![entry(0, 4, 1, EntryFlags::RESET)]).with_ops(ops);
+        let bytes = t.encode();
+        assert_eq!(bytes.len() as u64, table_bytes(4));
+        assert_eq!(BatchTable::decode(&bytes, LIMITS), Ok(t.clone()));
+        let fewer = BatchLimits { cache_blocks: 7, ..LIMITS };
+        assert_eq!(BatchTable::decode(&bytes, fewer).unwrap_err().code(), "cache_op_out_of_range");
+        let mut bad = bytes.clone();
+        bad[TABLE_HEADER_BYTES as usize + 4 * ENTRY_BYTES as usize] = 9;
+        assert_eq!(BatchTable::decode(&bad, LIMITS).unwrap_err().code(), "bad_cache_op");
+    }
+
+    #[test]
     fn rows_after_the_table_must_be_exactly_the_tables_rows() {
         let t = BatchTable::new(4, vec![entry(1, 0, 3, EntryFlags::RESET)]);
         let mut bytes = t.encode();

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use super::RunLoop;
 use crate::orchestrator::driver::next_arrival;
-use crate::orchestrator::driver::served::{Routed, SlotsReport, Submission, next_routed};
+use crate::orchestrator::driver::served::{
+    PromptCacheView, Routed, SlotsReport, Submission, next_routed,
+};
 use crate::orchestrator::requests::Request;
 
 impl RunLoop<'_> {
@@ -53,7 +55,14 @@ impl RunLoop<'_> {
             }
             Routed::Slots(answer) => {
                 let (slots, queued) = self.session.slots();
-                let _ = answer.send(SlotsReport { slots, queued });
+                let plan = self.session.plan();
+                let prompt_cache = PromptCacheView {
+                    blocks: plan.prompt_cache.blocks,
+                    block_tokens: plan.prompt_cache.block_tokens,
+                    blocks_used: self.session.prefix_counters().store_blocks,
+                    bytes: plan.stages.iter().map(|s| s.prediction.prompt_cache_bytes).sum(),
+                };
+                let _ = answer.send(SlotsReport { slots, queued, prompt_cache });
             }
         }
     }

@@ -287,6 +287,7 @@ impl StageNode {
                     "run_id": p.run_id,
                     "stage_index": p.stage_index,
                     "layers": p.layers.to_string(),
+                    "prompt_cache": p.prompt_cache,
                     "stopped": self.is_idle(),
                 })
             }),
