@@ -74,7 +74,10 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
     // Each node allows less than the whole model: only a split runs.
     let memory = model_bytes * 9 / 10;
     nodes.set_memory_bytes(memory);
-    let runtime = ["--max-seq-len", "128", "--max-sequences", "4"];
+    // A prompt-cache store of 8 MiB per node: the long distinct prompts below fill it
+    // and evict from it while the peaks are read.
+    let runtime =
+        ["--max-seq-len", "128", "--max-sequences", "4", "--prompt-cache-bytes", "8388608"];
     let plan = planned(&model, nodes.pool_file(), &runtime);
     let stages = plan["stages"].as_array().expect("stages");
     assert!(stages.len() >= 2, "{plan}");
@@ -82,6 +85,7 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
     for s in stages {
         let p = &s["prediction"];
         assert!(p["node_memory_bytes"].as_u64() < Some(model_bytes), "{p}");
+        assert!(p["prompt_cache_bytes"].as_u64() > Some(0), "the store is counted: {p}");
         let (total, rings) = (p["total_bytes"].as_u64(), p["ring_bytes"].as_u64());
         predicted.insert(s["node_id"].as_u64().expect("node"), (total, rings));
     }
@@ -106,8 +110,14 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
             }
         })
     };
-    let lines: Vec<Value> = (0..8)
-        .map(|i| json!({"id": format!("m{i}"), "prompt": "Once upon a time", "max_tokens": 24}))
+    let lines: Vec<Value> = (0..16)
+        .map(|i| {
+            let prompt = format!(
+                "Story {i}: once upon a time a keeper counted the steps of tower {i} while \
+                 the sea below kept its slow time and the gulls of harbour {i} slept"
+            );
+            json!({"id": format!("m{i}"), "prompt": prompt, "max_tokens": 24})
+        })
         .collect();
     let file = requests_file("memory-large", &lines);
     let mut args: Vec<&str> = vec!["--requests", file.to_str().expect("path"), "--stages", "3"];
@@ -117,7 +127,7 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
     sampler.join().expect("sampler");
     assert_eq!(code, 0, "{err}");
     let done = results(&out);
-    assert_eq!(done.len(), 8);
+    assert_eq!(done.len(), 16);
     assert!(done.values().all(|r| r["type"] == "result"), "{done:?}");
 
     let peaks = peaks.lock().expect("peaks");
