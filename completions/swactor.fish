@@ -63,6 +63,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l max-sequences -d 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l prompt-cache-bytes -d 'Bytes each stage\'s node may keep of evicted prompt prefixes (its layers\' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l stages -d 'Number of stages (one node process each)' -r
@@ -107,6 +108,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l prompt-cache-bytes -d 'Bytes each stage\'s node may keep of evicted prompt prefixes (its layers\' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l run-id -d 'The run id (default: a fresh one, from this host\'s clock in microseconds, so no two runs of an orchestrator share one)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l max-sequences -d 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests` or `--serve`]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l node-logs -d 'Pass the nodes\' logs through to stderr'
@@ -142,6 +144,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-k -d 'K
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l max-sequences -d 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand generate" -l prompt-cache-bytes -d 'Bytes each stage\'s node may keep of evicted prompt prefixes (its layers\' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3, Gemma or Llama 2 style), as `run local --chat` does'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -188,6 +191,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l prompt-cache-bytes -d 'Bytes each stage\'s node may keep of evicted prompt prefixes (its layers\' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l run-id -d 'The run id (default: a fresh one, from this host\'s clock in microseconds, so no two runs of an orchestrator share one)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l max-sequences -d 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from pool" -l chat -d 'Wrap the prompt in the model\'s chat template (ChatML, Llama 3 or Llama 2 style)'
@@ -237,6 +241,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l top-k -d 'Keep only the K most likely tokens (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l top-p -d 'Keep the smallest set of tokens whose probability reaches P (with `--sampling sample`)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l seed -d 'Seed of the sampler (with `--sampling sample`)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l prompt-cache-bytes -d 'Bytes each stage\'s node may keep of evicted prompt prefixes (its layers\' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l max-sequences -d 'Sequences served at once, the session\'s slots (1 to 256): every stage holds a KV cache per slot [default: 8]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l queue -d 'Requests waiting for a slot at most; more are refused with 429 [default: 64]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand orchestrate; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most [default: one per stage, at most `--max-sequences`]' -r

@@ -9,6 +9,8 @@ use crate::model::synth::SynthDType;
 
 /// `swactor generate`
 #[derive(Debug, Args)]
+// One process keeps no prompt cache between runs.
+#[command(mut_arg("prompt_cache_bytes", |a| a.hide(true)))]
 pub struct GenerateArgs {
     /// The GGUF model.
     #[arg(long, value_name = "GGUF")]

@@ -33,9 +33,7 @@ use std::time::Duration;
 use crate::speculate::adapt::{DraftLength, RowCost};
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
-use crate::wire::batch::{
-    BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_CACHE_OPS, MAX_VERIFY_ROWS,
-};
+use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_VERIFY_ROWS};
 
 use crate::wire::logprobs::TokenLogprobs;
 pub use prefix::{PrefixCounters, WindowRing};
@@ -576,26 +574,9 @@ impl Scheduler {
                 {
                     continue;
                 }
-                if seq.fresh && self.store.enabled() {
-                    // Its slot's old blocks are saved and the store's blocks of its prompt
-                    // loaded, with its first entry (if they fit this table).
-                    if ops.len() + self.store.most_ops(self.cfg.max_seq_len)
-                        > usize::from(MAX_CACHE_OPS)
-                    {
-                        continue;
-                    }
-                    let old = std::mem::take(&mut seq.old);
-                    let before = seq.cached;
-                    let planned =
-                        self.store.plan(seq.slot, &old, before, &seq.prompt, seq.cache_prompt);
-                    ops.extend(planned.ops);
-                    if planned.cached > before {
-                        self.warm.count_loaded(before, planned.cached);
-                        seq.cached = planned.cached;
-                        seq.prefilled = planned.cached as usize;
-                        seq.kv_valid = planned.cached as usize;
-                        seq.kv_high = seq.kv_high.max(planned.cached);
-                    }
+                let limit = self.cfg.max_seq_len;
+                if !store::first_entry(&mut self.store, &mut self.warm, seq, limit, &mut ops) {
+                    continue;
                 }
                 let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
                     let Some(entry) = spec::decode_entry(seq, drafts.remove(&id)) else {

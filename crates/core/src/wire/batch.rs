@@ -37,6 +37,7 @@
 
 use thiserror::Error;
 
+use super::cache_ops::CacheOpError;
 pub use super::cache_ops::{CACHE_OP_BYTES, CacheOp, CacheOpKind, MAX_CACHE_OPS};
 use super::plan::SamplingPolicy;
 
@@ -348,6 +349,15 @@ impl BatchError {
     }
 }
 
+fn op_error(e: CacheOpError) -> BatchError {
+    match e {
+        CacheOpError::BadKind(k) => BatchError::BadCacheOp(k),
+        CacheOpError::Reserved => BatchError::ReservedNonZero,
+        CacheOpError::TooMany(n) => BatchError::TooManyCacheOps(n),
+        CacheOpError::OutOfRange { slot, block } => BatchError::CacheOpOutOfRange { slot, block },
+    }
+}
+
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
@@ -487,15 +497,7 @@ impl BatchTable {
                 return Err(BatchError::RollbackWithReset(e.slot));
             }
         }
-        if self.ops.len() > usize::from(MAX_CACHE_OPS) {
-            return Err(BatchError::TooManyCacheOps(self.ops.len()));
-        }
-        for op in &self.ops {
-            if op.slot >= u32::from(self.capacity) || op.store_block >= limits.cache_blocks {
-                return Err(BatchError::CacheOpOutOfRange { slot: op.slot, block: op.store_block });
-            }
-        }
-        Ok(())
+        super::cache_ops::check(&self.ops, self.capacity, limits.cache_blocks).map_err(op_error)
     }
 
     /// Where the cache-operation section starts in an encoded table.
@@ -537,9 +539,6 @@ impl BatchTable {
             return Err(BatchError::BadCount { count, capacity });
         }
         let op_count = u16_at(payload, 10);
-        if op_count > MAX_CACHE_OPS {
-            return Err(BatchError::TooManyCacheOps(usize::from(op_count)));
-        }
         let total = u32_at(payload, 12);
         let mut entries = Vec::with_capacity(usize::from(count));
         for i in 0..usize::from(capacity) {
@@ -570,18 +569,8 @@ impl BatchTable {
                 },
             });
         }
-        let mut ops = Vec::with_capacity(usize::from(op_count));
-        for i in 0..usize::from(MAX_CACHE_OPS) {
-            let at = Self::ops_offset(capacity) + CACHE_OP_BYTES as usize * i;
-            let raw = &payload[at..at + CACHE_OP_BYTES as usize];
-            if i >= usize::from(op_count) {
-                if raw.iter().any(|&b| b != 0) {
-                    return Err(BatchError::ReservedNonZero);
-                }
-                continue;
-            }
-            ops.push(CacheOp::decode(raw)?);
-        }
+        let section = &payload[Self::ops_offset(capacity)..need as usize];
+        let ops = super::cache_ops::decode_section(section, op_count).map_err(op_error)?;
         let table = BatchTable { capacity, entries, ops };
         table.check(limits)?;
         let sum = table.total_tokens();

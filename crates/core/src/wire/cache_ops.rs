@@ -18,12 +18,47 @@
 //! copies the store block into them (the slot must hold at least `b * B` positions) and
 //! leaves the slot holding `(b + 1) * B` positions. Unused operations are all zero.
 
-use super::batch::BatchError;
+pub use super::spec::{CACHE_OP_BYTES, MAX_CACHE_OPS};
 
-/// Bytes of one cache operation.
-pub const CACHE_OP_BYTES: u64 = 16;
-/// Cache operations every table has room for.
-pub const MAX_CACHE_OPS: u16 = 64;
+/// Why a cache-operation section was refused (the table's `BatchError` says it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CacheOpError {
+    /// An unknown kind.
+    BadKind(u32),
+    /// A reserved field, or an unused operation, is not zero.
+    Reserved,
+    /// More operations than the section holds.
+    TooMany(usize),
+    /// A slot or store block out of range.
+    OutOfRange { slot: u32, block: u32 },
+}
+
+/// Decodes a section of `count` operations (`MAX_CACHE_OPS` records, the rest zero).
+pub(super) fn decode_section(section: &[u8], count: u16) -> Result<Vec<CacheOp>, CacheOpError> {
+    if count > MAX_CACHE_OPS {
+        return Err(CacheOpError::TooMany(usize::from(count)));
+    }
+    let mut ops = Vec::with_capacity(usize::from(count));
+    for (i, raw) in section.chunks_exact(CACHE_OP_BYTES as usize).enumerate() {
+        if i < usize::from(count) {
+            ops.push(CacheOp::decode(raw)?);
+        } else if raw.iter().any(|&b| b != 0) {
+            return Err(CacheOpError::Reserved);
+        }
+    }
+    Ok(ops)
+}
+
+/// Checks operations against a table's capacity and the stores' blocks.
+pub(super) fn check(ops: &[CacheOp], capacity: u16, blocks: u32) -> Result<(), CacheOpError> {
+    if ops.len() > usize::from(MAX_CACHE_OPS) {
+        return Err(CacheOpError::TooMany(ops.len()));
+    }
+    match ops.iter().find(|op| op.slot >= u32::from(capacity) || op.store_block >= blocks) {
+        Some(op) => Err(CacheOpError::OutOfRange { slot: op.slot, block: op.store_block }),
+        None => Ok(()),
+    }
+}
 
 /// What a cache operation copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,15 +97,15 @@ impl CacheOp {
 
     /// Decodes one operation's 16 bytes (kind and reserved field only; the table checks
     /// the rest against its limits).
-    pub(super) fn decode(raw: &[u8]) -> Result<CacheOp, BatchError> {
+    fn decode(raw: &[u8]) -> Result<CacheOp, CacheOpError> {
         let word = |at: usize| u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
         let kind = match u16::from_le_bytes([raw[0], raw[1]]) {
             1 => CacheOpKind::Save,
             2 => CacheOpKind::Load,
-            k => return Err(BatchError::BadCacheOp(u32::from(k))),
+            k => return Err(CacheOpError::BadKind(u32::from(k))),
         };
         if raw[2] != 0 || raw[3] != 0 {
-            return Err(BatchError::ReservedNonZero);
+            return Err(CacheOpError::Reserved);
         }
         Ok(CacheOp { kind, slot: word(4), slot_block: word(8), store_block: word(12) })
     }

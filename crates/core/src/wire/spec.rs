@@ -10,6 +10,10 @@ use super::RingId;
 pub const TABLE_HEADER_BYTES: u64 = 16;
 /// Bytes of one micro-batch table entry.
 pub const ENTRY_BYTES: u64 = 40;
+/// Bytes of one cache operation (`wire/cache_ops.rs`).
+pub const CACHE_OP_BYTES: u64 = 16;
+/// Cache operations every micro-batch table has room for.
+pub const MAX_CACHE_OPS: u16 = 64;
 /// The most entries a micro-batch table may have (the plan's `max_sequences` is at most
 /// this).
 pub const MAX_CAPACITY: u16 = 256;
@@ -17,9 +21,7 @@ pub const MAX_CAPACITY: u16 = 256;
 /// Bytes of a micro-batch table with `capacity` entries and its cache-operation section:
 /// the prefix of every object that carries one.
 pub const fn table_bytes(capacity: u16) -> u64 {
-    TABLE_HEADER_BYTES
-        + ENTRY_BYTES * capacity as u64
-        + super::cache_ops::CACHE_OP_BYTES * super::cache_ops::MAX_CACHE_OPS as u64
+    TABLE_HEADER_BYTES + ENTRY_BYTES * capacity as u64 + CACHE_OP_BYTES * MAX_CACHE_OPS as u64
 }
 
 /// Element type of an object payload on the wire.

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::wire::batch::{CacheOp, CacheOpKind};
+use crate::wire::batch::{CacheOp, CacheOpKind, MAX_CACHE_OPS};
 
 /// The store's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,6 +61,36 @@ pub(super) struct BlockStore {
     counters: StoreCounters,
     /// Test-only: saves are recorded but never sent.
     planted_skip_save: bool,
+}
+
+/// With a sequence's first entry: its slot's old blocks are saved and the store's blocks
+/// of its prompt loaded (the sequence then starts past them). `false` when they might not
+/// fit the table's operations left: the sequence waits for the next micro-batch.
+pub(super) fn first_entry(
+    store: &mut BlockStore,
+    warm: &mut super::prefix::WarmSlots,
+    seq: &mut super::Seq,
+    max_seq_len: u32,
+    ops: &mut Vec<CacheOp>,
+) -> bool {
+    if !seq.fresh || !store.enabled() {
+        return true;
+    }
+    if ops.len() + store.most_ops(max_seq_len) > usize::from(MAX_CACHE_OPS) {
+        return false;
+    }
+    let old = std::mem::take(&mut seq.old);
+    let before = seq.cached;
+    let planned = store.plan(seq.slot, &old, before, &seq.prompt, seq.cache_prompt);
+    ops.extend(planned.ops);
+    if planned.cached > before {
+        warm.count_loaded(before, planned.cached);
+        seq.cached = planned.cached;
+        seq.prefilled = planned.cached as usize;
+        seq.kv_valid = planned.cached as usize;
+        seq.kv_high = seq.kv_high.max(planned.cached);
+    }
+    true
 }
 
 /// The chain hash of a block whose parent's chain hash is `parent` (FNV-1a, 64 bits).
