@@ -2,7 +2,11 @@
 //! in one server (`run local --serve`): each turn of a multi-turn chat is sent twice, once
 //! as clients send it (the cache on) and once with `cache_prompt: false` (every prompt
 //! token computed), so both meet the host in the same state. Then several conversations
-//! sharing one long system prompt, all at once, with the cache and without. The turns are
+//! sharing one long system prompt, all at once, with the cache and without. Then more
+//! conversations than slots, taking turns one after another, so that each conversation's
+//! slot has gone to another by its next turn: what it finds comes from the stages' block
+//! stores (the cache's second level), side by side with the same turn without the cache.
+//! The turns are
 //! text completions of the transcript so far (`System:` / `User:` / `Assistant:` lines),
 //! so any model serves them, a chat template or not.
 #![allow(clippy::disallowed_methods)] // a benchmark owns the clock
@@ -37,6 +41,32 @@ pub struct PrefixConfig {
     /// Each sequence's context (`None`: the server's, the model's trained length as far
     /// as memory holds it).
     pub max_seq_len: Option<u32>,
+    /// Conversations taking turns in the crowded part (0: skipped; more than the slots).
+    pub crowd: u32,
+}
+
+/// More conversations than slots, taking turns one after another: their turns after the
+/// first, with the cache and without.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CrowdFigure {
+    /// Conversations.
+    pub conversations: u32,
+    /// Slots of the server.
+    pub slots: u32,
+    /// Turns each.
+    pub turns: u32,
+    /// Median time to first token of the turns after the first, with the cache, ms.
+    pub ttft_p50_ms: f64,
+    /// The same without it.
+    pub cold_ttft_p50_ms: f64,
+    /// `cold_ttft_p50_ms / ttft_p50_ms`.
+    pub speedup: f64,
+    /// Prompt tokens found cached over the turns after the first.
+    pub cached_tokens: u64,
+    /// Prompt tokens over those turns.
+    pub prompt_tokens: u64,
+    /// Every reply's text was the same with the cache and without.
+    pub same_text: bool,
 }
 
 /// One turn of the single conversation, with the cache and without.
@@ -88,6 +118,8 @@ pub struct PrefixFigures {
     pub turns: Vec<TurnFigure>,
     /// The shared-system-prompt part, when run.
     pub shared: Option<SharedFigure>,
+    /// The crowded part, when run.
+    pub crowd: Option<CrowdFigure>,
 }
 
 /// One streamed chat turn as the client saw it.
@@ -141,7 +173,12 @@ pub fn prefix_run(
         } else {
             None
         };
-        Ok::<_, BenchError>(PrefixFigures { turns, shared })
+        let crowd = if cfg.crowd > 0 {
+            Some(crowded(&client, &url, cfg, slots).await?)
+        } else {
+            None
+        };
+        Ok::<_, BenchError>(PrefixFigures { turns, shared, crowd })
     })?;
     drop(served);
     Ok(figures)
@@ -212,6 +249,56 @@ async fn shared(
         replies.extend(d?);
     }
     Ok((replies, wall))
+}
+
+/// `cfg.crowd` conversations taking turns one after another (each turn with the cache,
+/// then the same without it), `cfg.shared_turns` turns each.
+async fn crowded(
+    client: &reqwest::Client,
+    url: &str,
+    cfg: PrefixConfig,
+    slots: u32,
+) -> Result<CrowdFigure, BenchError> {
+    let mut transcripts: Vec<String> = (0..cfg.crowd)
+        .map(|c| format!("System: conversation {c}. You are a helpful assistant.\n"))
+        .collect();
+    let (mut warm, mut cold) = (Vec::new(), Vec::new());
+    let (mut cached, mut prompt, mut same) = (0, 0, true);
+    for turn in 0..cfg.shared_turns {
+        for (c, transcript) in transcripts.iter_mut().enumerate() {
+            let user = words(7000 + 100 * c as u32 + turn, cfg.turn_words);
+            transcript.push_str(&format!("User: {user}\nAssistant:"));
+            let outgrew = || err("a crowded conversation outgrew the context");
+            let w = complete(client, url, transcript, cfg.reply_tokens, true)
+                .await?
+                .ok_or_else(outgrew)?;
+            let k = complete(client, url, transcript, cfg.reply_tokens, false)
+                .await?
+                .ok_or_else(outgrew)?;
+            same &= w.text == k.text;
+            if turn > 0 {
+                warm.push(w.ttft_ms);
+                cold.push(k.ttft_ms);
+                cached += w.cached_tokens;
+                prompt += w.prompt_tokens;
+            }
+            transcript.push_str(&format!("{}\n", w.text));
+        }
+    }
+    warm.sort_by(f64::total_cmp);
+    cold.sort_by(f64::total_cmp);
+    let (ttft_p50_ms, cold_ttft_p50_ms) = (quantile(&warm, 0.5), quantile(&cold, 0.5));
+    Ok(CrowdFigure {
+        conversations: cfg.crowd,
+        slots,
+        turns: cfg.shared_turns,
+        ttft_p50_ms,
+        cold_ttft_p50_ms,
+        speedup: cold_ttft_p50_ms / ttft_p50_ms.max(1e-9),
+        cached_tokens: cached,
+        prompt_tokens: prompt,
+        same_text: same,
+    })
 }
 
 fn shared_figure(

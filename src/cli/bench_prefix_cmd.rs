@@ -8,7 +8,7 @@ use super::exit::{CliError, ExitCode};
 use super::output::Output;
 use super::progress::Progress;
 use crate::bench;
-use crate::bench::prefix::{PrefixFigures, SharedFigure, TurnFigure};
+use crate::bench::prefix::{CrowdFigure, PrefixFigures, SharedFigure, TurnFigure};
 
 /// `swactor bench prefix`.
 pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> {
@@ -44,6 +44,8 @@ pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> 
         system_words: args.system_words,
         shared_turns: args.shared_turns,
         max_seq_len: args.max_seq_len,
+        // Twice the server's slots (the shared part's conversations, at least 2).
+        crowd: args.crowd.unwrap_or(2 * args.conversations.max(2)),
     };
     for (dtype, path) in &models {
         progress.message(format!("bench prefix: {dtype}: {}", path.display()));
@@ -88,7 +90,27 @@ fn report(dtype: &str, stages: u32, turns: u32, f: &PrefixFigures) -> String {
     if let Some(sh) = &f.shared {
         s.push_str(&shared_line(sh));
     }
+    if let Some(c) = &f.crowd {
+        s.push_str(&crowd_line(c));
+    }
     s
+}
+
+fn crowd_line(c: &CrowdFigure) -> String {
+    format!(
+        "{} conversations taking turns over {} slots, {} turns each: turns after the first \
+         ttft p50 {:.0} ms with the cache, {:.0} ms without ({:.1}x); {} of {} prompt tokens \
+         cached; same text: {}\n",
+        c.conversations,
+        c.slots,
+        c.turns,
+        c.ttft_p50_ms,
+        c.cold_ttft_p50_ms,
+        c.speedup,
+        c.cached_tokens,
+        c.prompt_tokens,
+        if c.same_text { "yes" } else { "NO" }
+    )
 }
 
 fn turn_line(t: &TurnFigure) -> String {

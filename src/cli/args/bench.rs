@@ -101,10 +101,15 @@ pub struct BenchPrefixArgs {
     /// Words of the shared system prompt.
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub system_words: u32,
-    /// Turns of each of those conversations.
+    /// Turns of each of those conversations (and of the crowded part's).
     #[arg(long, default_value_t = 3, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub shared_turns: u32,
+    /// Conversations taking turns one after another, twice as many as the slots by
+    /// default, so that each finds its history in the stages' block stores, not in its
+    /// slot (0: that part is skipped).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub crowd: Option<u32>,
     /// Each sequence's context [default: the server's: the model's trained length as far
     /// as memory holds it].
     #[arg(long, value_name = "N")]
