@@ -753,7 +753,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__prefix)
-            opts="-h --model --synth-1b --stages --threads --turns --turn-words --reply-tokens --conversations --system-words --shared-turns --max-seq-len --json --help"
+            opts="-h --model --synth-1b --stages --threads --turns --turn-words --reply-tokens --conversations --system-words --shared-turns --crowd --max-seq-len --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -792,6 +792,10 @@ _swactor() {
                     return 0
                     ;;
                 --shared-turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --crowd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

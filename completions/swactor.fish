@@ -484,7 +484,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l reply-tokens -d 'Tokens each reply generates at most' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l conversations -d 'Conversations at once sharing one system prompt (0: that part is skipped)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l system-words -d 'Words of the shared system prompt' -r
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l shared-turns -d 'Turns of each of those conversations' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l shared-turns -d 'Turns of each of those conversations (and of the crowded part\'s)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l crowd -d 'Conversations taking turns one after another, twice as many as the slots by default, so that each finds its history in the stages\' block stores, not in its slot (0: that part is skipped)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l max-seq-len -d 'Each sequence\'s context [default: the server\'s: the model\'s trained length as far as memory holds it]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`), at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
