@@ -173,11 +173,8 @@ pub fn prefix_run(
         } else {
             None
         };
-        let crowd = if cfg.crowd > 0 {
-            Some(crowded(&client, &url, cfg, slots).await?)
-        } else {
-            None
-        };
+        let crowd =
+            if cfg.crowd > 0 { Some(crowded(&client, &url, cfg, slots).await?) } else { None };
         Ok::<_, BenchError>(PrefixFigures { turns, shared, crowd })
     })?;
     drop(served);

@@ -329,7 +329,7 @@ impl Scheduler {
             spec: SpecCounters::default(),
             row_cost: RowCost::default(),
             warm: prefix::WarmSlots::new(cfg.max_sequences),
-            store: store::BlockStore::new(cfg.store.0, cfg.store.1),
+            store: store::BlockStore::new(cfg.store.0, cfg.store.1, cfg.max_seq_len),
             cfg,
         }
     }

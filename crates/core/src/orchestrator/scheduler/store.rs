@@ -106,10 +106,15 @@ fn chain_hash(parent: u64, tokens: &[u32]) -> u64 {
 }
 
 impl BlockStore {
-    /// A store of `blocks` blocks of `block` positions (`blocks` 0: nothing is kept).
-    pub fn new(block: u32, blocks: u32) -> BlockStore {
+    /// A store of `blocks` blocks of `block` positions for slots of `max_seq_len`
+    /// positions (`blocks` 0, or blocks so short that one slot's saves and loads would not
+    /// fit a table's operations: nothing is kept).
+    pub fn new(block: u32, blocks: u32, max_seq_len: u32) -> BlockStore {
+        let block = block.max(1);
+        let fits = 2 * u64::from(max_seq_len.div_ceil(block)) <= u64::from(MAX_CACHE_OPS);
+        let blocks = if fits { blocks } else { 0 };
         BlockStore {
-            block: block.max(1),
+            block,
             slots: vec![None; blocks as usize],
             gens: vec![0; blocks as usize],
             index: BTreeMap::new(),
@@ -271,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_reclaimed_slots_full_blocks_are_saved_and_a_later_prompt_loads_them() {
-        let mut s = BlockStore::new(4, 8);
+        let mut s = BlockStore::new(4, 8, 64);
         let old: Vec<u32> = (0..10).collect();
         let first = s.plan(0, &old, 0, &[99, 98], true);
         assert_eq!(ops(&first, CacheOpKind::Save), vec![(0, 0), (1, 1)]);
@@ -286,7 +291,7 @@ mod tests {
 
     #[test]
     fn loads_start_past_what_the_slot_shares_and_never_cover_the_whole_prompt() {
-        let mut s = BlockStore::new(4, 8);
+        let mut s = BlockStore::new(4, 8, 64);
         s.plan(0, &(0..12).collect::<Vec<u32>>(), 0, &[7], true);
         let prompt: Vec<u32> = (0..12).collect();
         let p = s.plan(1, &[], 5, &prompt, true);
@@ -298,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_block_whose_parent_was_overwritten_is_not_found() {
-        let mut s = BlockStore::new(2, 3);
+        let mut s = BlockStore::new(2, 3, 64);
         s.plan(0, &[1, 2, 3, 4], 0, &[0], true);
         // A third block fits; a fourth overwrites the least recently used (the first).
         s.plan(0, &[9, 9], 0, &[0], true);
@@ -312,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_save_never_overwrites_a_block_the_same_request_loads() {
-        let mut s = BlockStore::new(2, 2);
+        let mut s = BlockStore::new(2, 2, 64);
         s.plan(0, &[1, 2, 3, 4], 0, &[0], true);
         // The slot held other tokens; its request loads both stored blocks: nothing is
         // free, and both are pinned, so the old tokens are not saved.
@@ -322,8 +327,15 @@ mod tests {
     }
 
     #[test]
+    fn blocks_too_short_for_one_tables_operations_keep_nothing() {
+        let mut s = BlockStore::new(1, 8, 64);
+        assert!(!s.enabled());
+        assert_eq!(s.plan(0, &[1, 2, 3], 0, &[1, 2, 3, 4], true).ops, vec![]);
+    }
+
+    #[test]
     fn a_forgotten_store_finds_nothing() {
-        let mut s = BlockStore::new(2, 4);
+        let mut s = BlockStore::new(2, 4, 64);
         s.plan(0, &[1, 2, 3, 4], 0, &[0], true);
         s.forget();
         assert_eq!(s.plan(1, &[], 0, &[1, 2, 3, 4, 5], true).cached, 0);
