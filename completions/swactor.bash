@@ -2133,7 +2133,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --memory-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2172,6 +2172,10 @@ _swactor() {
                     return 0
                     ;;
                 --memory-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt-cache-bytes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

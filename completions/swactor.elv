@@ -360,6 +360,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --orchestrator 'The orchestrator''s endpoint id: the only peer allowed to control this node'
             cand --arena-bytes 'Arena size in bytes'
             cand --memory-bytes 'Memory this node can give a stage (weights, KV cache, rings), reported in `node_available` [default: the host''s available memory]'
+            cand --prompt-cache-bytes 'The most bytes this node''s stage may keep of evicted prompt prefixes (its layers'' KV, in host memory; 0 disables), reported in `node_available`; with the orchestrator''s `--prompt-cache-bytes` too, the smaller holds [default: the orchestrator''s budget]'
             cand --device 'Where the stage computes: `cpu`, or `cuda:N` (an NVIDIA GPU; needs a build with the `cuda` feature). Checked at boot: a build without CUDA or a missing device faults the boot (`device_unavailable`, exit 6). Reported in `node_available`'
             cand --threads 'Compute threads of the worker''s stage (`--worker-threads` is an older name; one node per host, its one worker using the host''s cores) [default: every CPU this process may use]'
             cand --admin 'Admin socket for `swactor edge inspect` [default: swactor-node-ID-KEY.sock in the runtime or temporary directory, KEY being the first 16 digits of the endpoint id]. An existing file there is never touched: only a stale socket is replaced'

@@ -329,6 +329,7 @@ fn control_corpus() -> Vec<Vec<u8>> {
             memory_bytes: Some(8 << 30),
             arena_bytes: Some(256 << 20),
             device: Some("cpu".into()),
+            prompt_cache_bytes: None,
         },
         ControlMessage::Observe { delegation: "00".repeat(64), members: vec![] },
         ControlMessage::MemberView { up: vec![NodeId(1)], suspect: vec![NodeId(2)] },

@@ -50,6 +50,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         fault_skip_sequence: fault_skip_sequence(),
         advertise: args.advertise,
         memory_bytes: args.memory_bytes,
+        prompt_cache_bytes: args.prompt_cache_bytes,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let json = args.output.json;

@@ -134,5 +134,13 @@ fn node_of(v: &serde_json::Value, line: &str) -> Result<PoolNode, CliError> {
         serde_json::Value::Null => None,
         d => Some(d.as_str().ok_or_else(|| bad("device"))?.to_string()),
     };
-    Ok(PoolNode { node_id, endpoint_id, addrs, memory_bytes, arena_bytes: None, device })
+    Ok(PoolNode {
+        node_id,
+        endpoint_id,
+        addrs,
+        memory_bytes,
+        arena_bytes: None,
+        device,
+        prompt_cache_bytes: None,
+    })
 }

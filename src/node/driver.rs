@@ -63,6 +63,9 @@ pub struct NodeConfig {
     pub cache: PathBuf,
     /// Memory the node can give a stage (`None`: the host's available memory).
     pub memory_bytes: Option<u64>,
+    /// The most bytes its stage may keep of evicted prompt prefixes, reported in
+    /// `node_available` (`None`: the orchestrator decides).
+    pub prompt_cache_bytes: Option<u64>,
     /// The address to advertise (for iroh and SWIM) when listening on an unspecified one
     /// (`None`: the route toward the `join` seeds, else a boot fault).
     pub advertise: Option<std::net::IpAddr>,
@@ -350,6 +353,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         memory_bytes: config.memory_bytes.or_else(host_memory_available),
         arena_bytes: Some(config.arena_bytes),
         device: Some(device_label(config.device)),
+        prompt_cache_bytes: config.prompt_cache_bytes,
     };
     let (sessions_open, flushed) = mpsc::channel(1);
     let initial = MemberView {

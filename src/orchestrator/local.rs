@@ -251,6 +251,7 @@ impl LocalPool {
                 addrs: report.addrs.iter().filter_map(|a| a.parse().ok()).collect(),
                 memory_bytes: memory,
                 device: Some("cpu".into()),
+                prompt_cache_bytes: None,
                 arena_bytes: None,
             });
         }

@@ -49,6 +49,8 @@ pub enum PoolNotice {
         arena_bytes: Option<u64>,
         /// Where its stage computes, if it reported it.
         device: Option<String>,
+        /// Its prompt-cache budget, if its operator set one.
+        prompt_cache_bytes: Option<u64>,
     },
     /// A node refused the control session (reported once per node until it answers).
     NodeRefused {
@@ -235,6 +237,7 @@ impl PoolPhase {
                     memory_bytes,
                     arena_bytes,
                     device,
+                    prompt_cache_bytes,
                 } = hello
                 else {
                     return;
@@ -259,6 +262,7 @@ impl PoolPhase {
                     memory_bytes,
                     arena_bytes,
                     device,
+                    prompt_cache_bytes,
                 });
             }
             SessionEvent::Refused(reason) => {

@@ -659,4 +659,15 @@ fn the_prompt_cache_store_is_counted_in_every_stage_and_an_explicit_budget_must_
     }
     // A budget the node cannot hold is refused.
     assert_eq!(rejection(&with(Some(8 << 30))), PlanRejection::ExceedsNodeMemory);
+    // A node's own budget (its pool entry or its report): the smaller of it and the
+    // run's holds, and a node's 0 leaves the run without a store.
+    let mut small = pool.clone();
+    small.nodes[1].prompt_cache_bytes = Some(budget / 4);
+    let req = PlanRequest { prompt_cache_bytes: Some(budget), ..request(&model, &small, Some(3)) };
+    let capped = plan(&req).expect("plan");
+    assert!(capped.prompt_cache.blocks <= c.blocks / 4, "{:?}", capped.prompt_cache);
+    assert!(capped.stages[1].prediction.prompt_cache_bytes <= budget / 4);
+    small.nodes[1].prompt_cache_bytes = Some(0);
+    let req = PlanRequest { prompt_cache_bytes: None, ..request(&model, &small, Some(3)) };
+    assert_eq!(plan(&req).expect("plan").prompt_cache.blocks, 0);
 }

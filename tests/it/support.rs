@@ -44,6 +44,7 @@ pub fn pool_with_memory(memory: &[u64]) -> Pool {
                 addrs: vec![format!("127.0.0.1:{}", 7400 + i).parse().expect("addr")],
                 memory_bytes: m,
                 device: None,
+                prompt_cache_bytes: None,
                 arena_bytes: None,
             })
             .collect(),

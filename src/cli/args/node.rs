@@ -63,6 +63,12 @@ pub struct NodeBootArgs {
     /// `node_available` [default: the host's available memory].
     #[arg(long, value_name = "BYTES")]
     pub memory_bytes: Option<u64>,
+    /// The most bytes this node's stage may keep of evicted prompt prefixes (its layers'
+    /// KV, in host memory; 0 disables), reported in `node_available`; with the
+    /// orchestrator's `--prompt-cache-bytes` too, the smaller holds [default: the
+    /// orchestrator's budget].
+    #[arg(long, value_name = "BYTES")]
+    pub prompt_cache_bytes: Option<u64>,
     /// Where the stage computes: `cpu`, or `cuda:N` (an NVIDIA GPU; needs a build with the
     /// `cuda` feature). Checked at boot: a build without CUDA or a missing device faults
     /// the boot (`device_unavailable`, exit 6). Reported in `node_available`.

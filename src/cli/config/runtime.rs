@@ -83,6 +83,7 @@ pub fn fit_in_host_memory(
         memory_bytes: memory / u64::from(stages),
         arena_bytes: None,
         device: None,
+        prompt_cache_bytes: None,
     };
     let pool = Pool {
         orchestrator: OrchestratorEntry {

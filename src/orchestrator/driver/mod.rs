@@ -369,6 +369,7 @@ async fn plan_run(
                 node.memory_bytes = report.memory_bytes.unwrap_or(0);
             }
             node.arena_bytes = node.arena_bytes.or(report.arena_bytes);
+            node.prompt_cache_bytes = node.prompt_cache_bytes.or(report.prompt_cache_bytes);
             node.device = reported_device(node, report.device.as_deref())?;
         }
     }
@@ -405,6 +406,7 @@ struct NodeReport {
     memory_bytes: Option<u64>,
     arena_bytes: Option<u64>,
     device: Option<String>,
+    prompt_cache_bytes: Option<u64>,
 }
 
 /// The device a node computes on: what it reported, which the pool file's label (a fact to
@@ -484,9 +486,11 @@ fn node_notice(
             memory_bytes,
             arena_bytes,
             device,
+            prompt_cache_bytes,
             ..
         } => {
-            reports.insert(node_id, NodeReport { memory_bytes, arena_bytes, device });
+            let report = NodeReport { memory_bytes, arena_bytes, device, prompt_cache_bytes };
+            reports.insert(node_id, report);
             emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
             sink.progress(&format!("node {node_id} available"));
         }
@@ -507,8 +511,16 @@ fn keep_report(
     reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
 ) -> Option<PoolNotice> {
     match notice {
-        PoolNotice::NodeAvailable { node_id, memory_bytes, arena_bytes, device, .. } => {
-            reports.insert(node_id, NodeReport { memory_bytes, arena_bytes, device });
+        PoolNotice::NodeAvailable {
+            node_id,
+            memory_bytes,
+            arena_bytes,
+            device,
+            prompt_cache_bytes,
+            ..
+        } => {
+            let report = NodeReport { memory_bytes, arena_bytes, device, prompt_cache_bytes };
+            reports.insert(node_id, report);
             None
         }
         PoolNotice::Rejected(..) | PoolNotice::NodeFaulted { .. } => None,

@@ -70,6 +70,10 @@ pub enum ControlMessage {
         /// Where its stage computes (`cpu`, `cuda:N`).
         #[serde(default)]
         device: Option<String>,
+        /// The most bytes its stage may keep of evicted prompt prefixes
+        /// (`node boot --prompt-cache-bytes`), if its operator set it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_cache_bytes: Option<u64>,
     },
     /// Orchestrator -> node: run one stage.
     ProvisionStage {

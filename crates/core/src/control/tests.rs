@@ -15,6 +15,7 @@ fn messages() -> Vec<ControlMessage> {
             memory_bytes: Some(1 << 30),
             arena_bytes: Some(1 << 28),
             device: Some("cuda:1".into()),
+            prompt_cache_bytes: Some(1 << 29),
         },
         ControlMessage::Observe { delegation: "ef".repeat(64), members: vec![] },
         ControlMessage::MemberView { up: vec![NodeId(1), NodeId(3)], suspect: vec![NodeId(2)] },

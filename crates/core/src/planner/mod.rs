@@ -138,9 +138,7 @@ fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let orchestrator = orchestrator_peer(req.pool);
     let edges = mint_edges(&orchestrator, &nodes, &rings);
     let mut stages = stage_plans(req, &nodes, &layers, &edges)?;
-    let gpus: Vec<bool> =
-        nodes.iter().map(|n| n.device.as_deref().is_some_and(|d| d.starts_with("cuda"))).collect();
-    let prompt_cache = prompt_cache::plan_store(req, &mut stages, &gpus)?;
+    let prompt_cache = prompt_cache::plan_store(req, &mut stages, &nodes)?;
     let prediction = plan_prediction(req, &rings, &stages);
     let plan = RunPlan {
         run_id: req.run_id,

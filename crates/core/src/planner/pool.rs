@@ -64,6 +64,11 @@ pub struct PoolNode {
     /// the node's report (`device_mismatch`).
     #[serde(default)]
     pub device: Option<String>,
+    /// The most bytes the node's stage may keep of evicted prompt prefixes (absent: what
+    /// the node reports, else the run's `--prompt-cache-bytes`, else the planner's
+    /// default). With a run's budget as well, the smaller one holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_bytes: Option<u64>,
 }
 
 /// Placement written in the pool file (overridden by command-line flags).

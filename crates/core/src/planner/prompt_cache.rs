@@ -3,10 +3,12 @@
 //!
 //! Every stage keeps the same number of blocks (a block holds the same positions on every
 //! stage, each of its own layers), so the store's size is the smallest over the stages of
-//! what the stage's node budget holds. A node's budget is the request's
-//! `prompt_cache_bytes` or, when it names none, a quarter of what the node has left after
-//! the stage, at most [`DEFAULT_BUDGET_CAP`].
+//! what the stage's node budget holds. A node's budget is its own (`prompt_cache_bytes` in
+//! the pool file or its report) and the request's, the smaller where both are given, or,
+//! when neither is, a quarter of what the node has left after the stage, at most
+//! [`DEFAULT_BUDGET_CAP`].
 
+use super::pool::PoolNode;
 use super::{PlanError, PlanRejection, PlanRequest, Result};
 use crate::wire::{PromptCacheOff, PromptCachePlan, StagePlan};
 
@@ -32,33 +34,41 @@ pub fn block_tokens(max_seq_len: u32) -> u32 {
 pub(super) fn plan_store(
     req: &PlanRequest<'_>,
     stages: &mut [StagePlan],
-    devices: &[bool],
+    nodes: &[&PoolNode],
 ) -> Result<PromptCachePlan> {
     let rt = &req.runtime;
     let block = block_tokens(rt.max_seq_len);
     let off = |why| Ok(PromptCachePlan { block_tokens: block, blocks: 0, off: Some(why) });
-    if req.prompt_cache_bytes == Some(0) {
+    // Each node's budget: its own and the run's, the smaller where both are given.
+    let budgets: Vec<Option<u64>> = nodes
+        .iter()
+        .map(|n| match (n.prompt_cache_bytes, req.prompt_cache_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+        .collect();
+    if budgets.contains(&Some(0)) {
         return off(PromptCacheOff::Disabled);
     }
     let ring = |w: u32| w.saturating_add(crate::model::arch::SLIDING_WINDOW_SLACK);
     if req.model.arch.sliding_window.is_some_and(|w| ring(w) < rt.max_seq_len) {
         return off(PromptCacheOff::SlidingWindow);
     }
-    if devices.iter().any(|&gpu| gpu) {
+    if nodes.iter().any(|n| n.device.as_deref().is_some_and(|d| d.starts_with("cuda"))) {
         return off(PromptCacheOff::Device);
     }
     let per_block =
         |s: &StagePlan| req.model.kv_bytes_of_blocks(s.layers.blocks(), block, rt.kv_cache).max(1);
     let mut blocks = MAX_BLOCKS;
-    for s in stages.iter() {
+    for (s, asked) in stages.iter().zip(&budgets) {
         let left = s.prediction.node_memory_bytes.saturating_sub(s.prediction.total_bytes);
-        let budget = match req.prompt_cache_bytes {
+        let budget = match *asked {
             Some(b) if b > left => {
                 return Err(PlanError::new(
                     PlanRejection::ExceedsNodeMemory,
                     format!(
                         "stage {} on node {} has {left} bytes left for a prompt cache of {b}: \
-                         lower --prompt-cache-bytes",
+                         lower --prompt-cache-bytes (the run's or the node's)",
                         s.stage_index.0, s.node_id
                     ),
                 ));

@@ -113,6 +113,7 @@ pub fn split_evenly(model: &ModelFacts, stages: u32) -> Option<Vec<LayerRange>> 
         memory_bytes: 1,
         arena_bytes: None,
         device: None,
+        prompt_cache_bytes: None,
     };
     let nodes: Vec<&PoolNode> = (0..stages).map(|_| &node).collect();
     Some(balance(model, 0, Default::default(), 1, &nodes))

@@ -58,6 +58,7 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
                 addrs: vec!["127.0.0.1:1".parse().expect("addr")],
                 memory_bytes: 1 << 33,
                 device: None,
+                prompt_cache_bytes: None,
                 arena_bytes: None,
             })
             .collect(),

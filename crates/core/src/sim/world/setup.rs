@@ -55,6 +55,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
                 addrs: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 1000 + i as u16))],
                 memory_bytes: 1 << 33,
                 device: None,
+                prompt_cache_bytes: None,
                 arena_bytes: None,
             })
             .collect(),
