@@ -356,7 +356,7 @@ fn worker_corpus() -> Vec<Vec<u8>> {
     use crate::worker::protocol::ShutdownMode;
     vec![
         encode_line(&Command::ShutdownWorker { mode: ShutdownMode::Graceful }).into_bytes(),
-        encode_line(&Command::ReleaseRole { role_id: RoleId(1) }).into_bytes(),
+        encode_line(&Command::ReleaseRole { role_id: RoleId(1), park: false }).into_bytes(),
         encode_line(&Command::RingReadable { ring_id: RingId(3) }).into_bytes(),
         encode_line(&Command::AbortStep).into_bytes(),
         encode_line(&Event::RingQuiesced { ring_id: RingId(3) }).into_bytes(),

@@ -23,8 +23,14 @@ use crate::orchestrator::requests::{Request, RequestResult};
 /// One resumed failover's figures, in milliseconds from the SIGKILL.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ResumeFigure {
-    /// Re-formed over a spare node (`spare`) or the survivors alone (`survivors`).
+    /// Re-formed over a spare node, the stages that stayed keeping their caches (`spare`),
+    /// over a spare node with every stage rebuilding its caches (`spare-rebuild`,
+    /// `--no-keep-caches`), or over the survivors alone (`survivors`).
     pub mode: String,
+    /// Positions the resumed requests kept on the stages that stayed (`kept_tokens`).
+    pub kept_tokens: u64,
+    /// Positions they replayed in all.
+    pub replayed_tokens: u64,
     /// Requests in flight.
     pub sequences: u32,
     /// To `run_faulted`.
@@ -78,6 +84,10 @@ impl RunSink for Sink {
                 f.provision_ms = ms;
                 self.barrier = true;
             }
+            Event::SequenceResumed { replayed_tokens, kept_tokens, .. } => {
+                f.replayed_tokens += u64::from(*replayed_tokens);
+                f.kept_tokens += u64::from(*kept_tokens);
+            }
             _ => {}
         }
     }
@@ -105,15 +115,42 @@ impl RunSink for Sink {
     fn progress(&mut self, _message: &str) {}
 }
 
-/// One resumed failover on a fresh local pool of `stages` nodes (one more with `spare`)
+/// How a failover run re-forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeMode {
+    /// Over a spare node; the stages that stay keep their caches.
+    Spare,
+    /// Over a spare node; every stage rebuilds its caches from the replay.
+    SpareRebuild,
+    /// Over the survivors alone.
+    Survivors,
+}
+
+impl ResumeMode {
+    /// Every mode, in the order the benchmark runs them.
+    pub const ALL: [ResumeMode; 3] =
+        [ResumeMode::Spare, ResumeMode::SpareRebuild, ResumeMode::Survivors];
+
+    /// Its name in the figures.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResumeMode::Spare => "spare",
+            ResumeMode::SpareRebuild => "spare-rebuild",
+            ResumeMode::Survivors => "survivors",
+        }
+    }
+}
+
+/// One resumed failover on a fresh local pool of `stages` nodes (one more with a spare)
 /// serving `sequences` requests of `max_tokens` on `model`.
 pub async fn resume_run(
     exe: &Path,
     model: &Path,
     stages: u32,
-    spare: bool,
+    mode: ResumeMode,
     sequences: u32,
 ) -> Result<ResumeFigure, BenchError> {
+    let spare = mode != ResumeMode::Survivors;
     let config = LocalPoolConfig {
         exe: exe.to_path_buf(),
         nodes: stages + u32::from(spare),
@@ -122,10 +159,11 @@ pub async fn resume_run(
         node_logs: false,
     };
     let mut pool = LocalPool::start(&config).await.map_err(err)?;
-    let result = run_on(&pool, model, stages, sequences).await;
+    let keep = mode != ResumeMode::SpareRebuild;
+    let result = run_on(&pool, model, stages, sequences, keep).await;
     pool.stop().await;
     let mut fig = result?;
-    fig.mode = if spare { "spare" } else { "survivors" }.into();
+    fig.mode = mode.name().into();
     Ok(fig)
 }
 
@@ -134,6 +172,7 @@ async fn run_on(
     model: &Path,
     stages: u32,
     sequences: u32,
+    keep: bool,
 ) -> Result<ResumeFigure, BenchError> {
     let file = crate::model::gguf::GgufFile::open(model).map_err(err)?;
     let facts = file.facts().map_err(err)?;
@@ -160,11 +199,9 @@ async fn run_on(
         })
         .collect();
     // The pool may hold a spare node: the session starts on `stages` of them.
-    let config = OrchestrateConfig {
-        requests,
-        stages: Some(stages),
-        ..OrchestrateConfig::local(pool, model, runtime)
-    };
+    let local = OrchestrateConfig::local(pool, model, runtime);
+    let resume = crate::orchestrator::reform::ResumePolicy { keep_caches: keep, ..local.resume };
+    let config = OrchestrateConfig { requests, stages: Some(stages), resume, ..local };
     let mut sink = Sink {
         victim: pool.pid(2).unwrap_or(0),
         sequences: sequences as usize,
@@ -191,6 +228,10 @@ async fn run_on(
 pub struct ResumeSummary {
     /// The runs' mode.
     pub mode: String,
+    /// Positions kept on the stages that stayed, over every run.
+    pub kept_tokens: u64,
+    /// Positions replayed, over every run.
+    pub replayed_tokens: u64,
     /// Requests in flight.
     pub sequences: u32,
     /// Runs.
@@ -237,5 +278,7 @@ pub fn summarize(runs: &[ResumeFigure]) -> ResumeSummary {
         detect_max_ms: max(|r| r.detect_ms),
         stages_after: runs.first().map_or(0, |r| r.stages_after),
         failed: runs.iter().map(|r| r.failed).sum(),
+        kept_tokens: runs.iter().map(|r| r.kept_tokens).sum(),
+        replayed_tokens: runs.iter().map(|r| r.replayed_tokens).sum(),
     }
 }

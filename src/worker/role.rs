@@ -11,13 +11,16 @@ use crate::model::stage::ComputeDevice;
 use crate::model::stage::{
     ModelStage, StageError, StageInput, StageOutput, StageSpec, decode_hidden, encode_hidden,
 };
-use crate::wire::PromptCachePlan;
-use crate::wire::batch::{
-    BatchLimits, BatchTable, CacheOpKind, EntryFlags, MAX_CAPACITY, NO_TOKEN,
-};
+use crate::wire::batch::{BatchLimits, BatchTable, EntryFlags, MAX_CAPACITY, NO_TOKEN};
+use crate::wire::cache_ops::resume_skip;
 use crate::wire::reason::{FaultReason, StepFailure};
 use crate::wire::{ActivationDType, Sequence};
-use swactor_engine::transformer::KvBlock;
+
+mod log;
+mod store;
+
+pub use log::RowLog;
+pub use store::Store;
 
 /// A configured role.
 #[derive(Debug)]
@@ -32,72 +35,44 @@ pub enum Role {
         fail_on_sequence: Option<Sequence>,
     },
     /// One stage of a llama-family model, computing micro-batches of several sequences.
-    Model {
-        /// The loaded stage (one KV cache per slot).
-        stage: Box<ModelStage>,
-        /// Activation dtype on the wire.
-        dtype: ActivationDType,
-        /// Each slot's sampler (last stage), made when the slot is reset.
-        samplers: Vec<Option<Sampler>>,
-        /// What every micro-batch table is checked against.
-        limits: BatchLimits,
-        /// The prompt-cache store: blocks of this stage's KV, written by cache operations.
-        store: Store,
-    },
+    Model(Box<ModelRole>),
 }
 
-/// A stage's prompt-cache store: `blocks` blocks of `block_tokens` positions, allocated
-/// as they are first written (so it holds at most the plan's bytes).
-#[derive(Debug, Default)]
-pub struct Store {
-    block_tokens: usize,
-    blocks: Vec<Option<KvBlock>>,
+/// A model stage's role: its weights and caches, and what it was configured with.
+#[derive(Debug)]
+pub struct ModelRole {
+    /// Its configuration (what a parked role is matched by).
+    config: RoleConfig,
+    /// The loaded stage (one KV cache per slot).
+    stage: ModelStage,
+    /// Activation dtype on the wire.
+    dtype: ActivationDType,
+    /// Each slot's sampler (last stage), made when the slot is reset.
+    samplers: Vec<Option<Sampler>>,
+    /// What every micro-batch table is checked against.
+    limits: BatchLimits,
+    /// The prompt-cache store: blocks of this stage's KV, written by cache operations.
+    store: Store,
+    /// The rows it sent on, per slot (not on the last stage).
+    log: RowLog,
+    /// Taken over from a faulted run: its first step keeps the caches.
+    taken_over: bool,
 }
 
-impl Store {
-    fn new(plan: PromptCachePlan) -> Store {
-        let blocks = (0..plan.blocks).map(|_| None).collect();
-        Store { block_tokens: plan.block_tokens as usize, blocks }
+impl ModelRole {
+    /// Its configuration.
+    pub fn config(&self) -> &RoleConfig {
+        &self.config
     }
 
-    /// Bytes its blocks hold now.
-    pub fn bytes(&self) -> usize {
-        self.blocks.iter().flatten().map(KvBlock::bytes).sum()
+    /// Bytes its prompt-cache store holds now.
+    pub fn store_bytes(&self) -> usize {
+        self.store.bytes()
     }
 
-    /// Runs a table's cache operations in order: saves copy a slot's block out, loads
-    /// copy a stored block into the slot at the same positions.
-    fn run(&mut self, stage: &mut ModelStage, table: &BatchTable) -> Result<(), String> {
-        let b = self.block_tokens;
-        for op in table.ops() {
-            let (slot, start) = (op.slot as usize, op.slot_block as usize * b);
-            let at = self
-                .blocks
-                .get_mut(op.store_block as usize)
-                .ok_or_else(|| format!("store block {} does not exist", op.store_block))?;
-            match op.kind {
-                CacheOpKind::Save => {
-                    // The old block is freed first: the store never holds more than its
-                    // blocks.
-                    *at = None;
-                    *at = Some(stage.save_block(slot, start, b).map_err(|e| e.to_string())?);
-                }
-                CacheOpKind::Load => {
-                    let block = at
-                        .as_ref()
-                        .filter(|k| k.positions() == b)
-                        .ok_or_else(|| format!("store block {} is empty", op.store_block))?;
-                    stage.load_block(slot, block).map_err(|e| e.to_string())?;
-                    if stage.slot_position(slot) != start + b {
-                        return Err(format!(
-                            "store block {} is not slot block {}",
-                            op.store_block, op.slot_block
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
+    /// Bytes its row log holds now.
+    pub fn log_bytes(&self) -> usize {
+        self.log.bytes()
     }
 }
 
@@ -109,7 +84,7 @@ impl Role {
                 Ok(Role::Transform { xor, delay_ms, fail_on_sequence })
             }
             RoleConfig::ModelStage {
-                weights,
+                ref weights,
                 layers,
                 embedding,
                 head,
@@ -119,6 +94,7 @@ impl Role {
                 sampling: _,
                 max_sequences,
                 prompt_cache,
+                ..
             } => {
                 let spec = StageSpec {
                     layers,
@@ -130,22 +106,31 @@ impl Role {
                     threads: compute_threads(),
                 };
                 let capacity = max_sequences.clamp(1, u32::from(MAX_CAPACITY)) as u16;
-                let loaded = GgufFile::open(std::path::Path::new(&weights))
+                let loaded = GgufFile::open(std::path::Path::new(weights))
                     .map_err(StageError::from)
                     .and_then(|file| ModelStage::load(&file, spec))
                     .and_then(|mut stage| stage.set_slots(usize::from(capacity)).map(|()| stage));
                 match loaded {
-                    Ok(stage) => Ok(Role::Model {
-                        stage: Box::new(stage),
-                        dtype: activation_dtype,
-                        samplers: vec![None; usize::from(capacity)],
-                        limits: BatchLimits {
-                            capacity,
-                            max_seq_len,
-                            cache_blocks: prompt_cache.blocks,
-                        },
-                        store: Store::new(prompt_cache),
-                    }),
+                    Ok(stage) => {
+                        // Every stage but the last logs the rows it sends on.
+                        let width = activation_dtype.wire().width() as usize;
+                        let row_bytes = stage.facts().hidden_size as usize * width;
+                        let log = RowLog::new(usize::from(capacity), (!head).then_some(row_bytes));
+                        Ok(Role::Model(Box::new(ModelRole {
+                            stage,
+                            dtype: activation_dtype,
+                            samplers: vec![None; usize::from(capacity)],
+                            limits: BatchLimits {
+                                capacity,
+                                max_seq_len,
+                                cache_blocks: prompt_cache.blocks,
+                            },
+                            store: Store::new(prompt_cache),
+                            log,
+                            taken_over: false,
+                            config,
+                        })))
+                    }
                     Err(StageError::Weights { reason, detail }) => {
                         eprintln!("swactor worker: weights: {detail}");
                         Err(reason.into())
@@ -156,6 +141,28 @@ impl Role {
                     }
                 }
             }
+        }
+    }
+
+    /// Takes over this parked role for a run that re-forms its faulted one with the very
+    /// same stage (`config` takes it over, [`RoleConfig::takes_over`]): its caches are kept
+    /// through the new run's first step. `Err` gives the role back when it does not match.
+    pub fn take_over(self, config: &RoleConfig) -> Result<Role, Role> {
+        match self {
+            Role::Model(mut m) if config.takes_over(&m.config) => {
+                m.config = config.clone();
+                m.taken_over = true;
+                Ok(Role::Model(m))
+            }
+            other => Err(other),
+        }
+    }
+
+    /// The model role, if this is one.
+    pub fn model(&self) -> Option<&ModelRole> {
+        match self {
+            Role::Model(m) => Some(m),
+            Role::Transform { .. } => None,
         }
     }
 
@@ -188,24 +195,29 @@ impl Role {
                 let len = usize::try_from(extent).map_err(|_| StepFailure::ComputeFailed)?;
                 Ok(transform(input.unwrap_or(&[]), *xor, len))
             }
-            Role::Model { stage, dtype, samplers, limits, store } => {
+            Role::Model(m) => {
                 let input = input.ok_or(StepFailure::MissingInput)?;
                 if sequence == Sequence(0) {
-                    stage.reset();
-                    samplers.iter_mut().for_each(|s| *s = None);
-                    store.blocks.iter_mut().for_each(|b| *b = None);
+                    // A new run: its slots start empty, unless it took the role over from
+                    // the run it re-forms (then the sequences it resumes say what to keep).
+                    if !std::mem::take(&mut m.taken_over) {
+                        m.stage.reset();
+                        m.log.clear();
+                    }
+                    m.samplers.iter_mut().for_each(|s| *s = None);
+                    m.store.clear();
                 }
-                let mut bytes = llama_step(stage, *dtype, samplers, *limits, store, input, abort)
-                    .map_err(|e| match e {
+                let bytes = llama_step(m, input, abort).map_err(|e| match e {
                     StepError::Aborted => StepFailure::Aborted,
-                    StepError::Failed(m) => {
-                        eprintln!("swactor worker: step {}: {m}", sequence.0);
+                    StepError::Failed(msg) => {
+                        eprintln!("swactor worker: step {}: {msg}", sequence.0);
                         StepFailure::ComputeFailed
                     }
                 })?;
+                let mut bytes = bytes;
                 // The token-out object has one size (the plan's), whatever its entries ask:
                 // zeros after the log-probabilities they asked for.
-                if stage.spec().head && (bytes.len() as u64) < extent {
+                if m.stage.spec().head && (bytes.len() as u64) < extent {
                     bytes.resize(extent as usize, 0);
                 }
                 if bytes.len() as u64 != extent {
@@ -228,63 +240,53 @@ enum StepError {
 }
 
 /// One micro-batch through a llama stage: the table is checked (slots, positions that
-/// continue each slot's cache), reset slots are emptied, one batched forward runs over
-/// every row, and the output is the same table followed by the hidden rows or, on the
-/// last stage, one token per table entry (sampled with the entry's own sampler).
-fn llama_step(
-    stage: &mut ModelStage,
-    dtype: ActivationDType,
-    samplers: &mut [Option<Sampler>],
-    limits: BatchLimits,
-    store: &mut Store,
-    input: &[u8],
-    abort: &AtomicBool,
-) -> Result<Vec<u8>, StepError> {
+/// continue each slot's cache), its cache operations run, reset slots are emptied, one
+/// batched forward runs over every row a stage does not hold already, and the output is
+/// the same table followed by the hidden rows (a resumed entry's kept rows from the log)
+/// or, on the last stage, one token per table entry (sampled with the entry's own
+/// sampler).
+fn llama_step(m: &mut ModelRole, input: &[u8], abort: &AtomicBool) -> Result<Vec<u8>, StepError> {
     let fail = |m: String| StepError::Failed(m);
-    let hidden = stage.facts().hidden_size as usize;
-    let embedding = stage.spec().embedding;
-    let row_bytes = if embedding { 4 } else { (hidden * dtype.wire().width() as usize) as u64 };
-    let (table, rows) = BatchTable::split_rows(input, limits, row_bytes)
+    let hidden = m.stage.facts().hidden_size as usize;
+    let embedding = m.stage.spec().embedding;
+    let in_row = if embedding { 4 } else { hidden * m.dtype.wire().width() as usize };
+    let (table, rows) = BatchTable::split_rows(input, m.limits, in_row as u64)
         .map_err(|e| fail(format!("micro-batch {}: {e}", e.code())))?;
     // Cache operations run first, in order: they name the slots as the previous
     // micro-batches left them.
-    store.run(stage, &table).map_err(|e| fail(format!("cache operation: {e}")))?;
+    m.store
+        .run(&mut m.stage, &mut m.log, &mut m.samplers, &table)
+        .map_err(|e| fail(format!("cache operation: {e}")))?;
+    // Each entry's rows this stage holds already (a resumed sequence's kept positions).
+    let mut skips = Vec::with_capacity(table.entries().len());
     for e in table.entries() {
-        let slot = e.slot as usize;
-        if e.flags.contains(EntryFlags::RESET) {
-            // A new sequence: it keeps the slot's first `first_position` positions (a
-            // prefix it shares with what the slot held), or none.
-            let keep = e.first_position as usize;
-            if keep == 0 {
-                stage.reset_slot(slot);
-            } else if keep < stage.slot_position(slot) {
-                stage.truncate_slot(slot, keep).map_err(|e| fail(format!("slot {slot}: {e}")))?;
-            }
-            samplers[slot] = Some(Sampler::new(e.sampling.policy()));
-        }
-        let mut at = stage.slot_position(slot);
-        if e.flags.contains(EntryFlags::ROLLBACK) && (e.first_position as usize) < at {
-            stage
-                .truncate_slot(slot, e.first_position as usize)
-                .map_err(|e| fail(format!("slot {slot}: {e}")))?;
-            at = stage.slot_position(slot);
-        }
-        if e.first_position as usize != at {
-            return Err(fail(format!(
-                "slot {slot} holds {at} positions, the micro-batch continues at {}",
-                e.first_position
-            )));
-        }
+        skips.push(continue_slot(m, e).map_err(fail)?);
     }
+    let computed: Vec<usize> =
+        table.entries().iter().zip(&skips).map(|(e, &k)| e.tokens as usize - k).collect();
     let slots: Vec<usize> = table
         .entries()
         .iter()
-        .flat_map(|e| std::iter::repeat_n(e.slot as usize, e.tokens as usize))
+        .zip(&computed)
+        .flat_map(|(e, &n)| std::iter::repeat_n(e.slot as usize, n))
         .collect();
+    // The rows to compute: every row but the skipped ones.
+    let rows: std::borrow::Cow<'_, [u8]> = if skips.iter().all(|&k| k == 0) {
+        rows.into()
+    } else {
+        let mut kept = Vec::with_capacity(slots.len() * in_row);
+        let mut at = 0;
+        for (e, &k) in table.entries().iter().zip(&skips) {
+            let n = e.tokens as usize;
+            kept.extend_from_slice(&rows[(at + k) * in_row..(at + n) * in_row]);
+            at += n;
+        }
+        kept.into()
+    };
     // A verifying entry needs the logits after every row: the last stage then returns
     // every row's, and each entry's last row is found by its offset.
-    let every =
-        stage.spec().head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
+    let head = m.stage.spec().head;
+    let every = head && table.entries().iter().any(|e| e.flags.contains(EntryFlags::VERIFY));
     let forward = |stage: &mut ModelStage, input: StageInput<'_>| {
         if every {
             stage.verify_rows(&slots, input, abort)
@@ -292,57 +294,144 @@ fn llama_step(
             stage.forward_rows(&slots, input, abort)
         }
     };
-    let out = if embedding {
+    let out = if slots.is_empty() {
+        // Every row was held: nothing to compute.
+        Ok(if head { StageOutput::Logits(Vec::new()) } else { StageOutput::Hidden(Vec::new()) })
+    } else if embedding {
         let ids: Vec<u32> =
             rows.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        forward(stage, StageInput::Tokens(&ids))
+        forward(&mut m.stage, StageInput::Tokens(&ids))
     } else {
-        decode_hidden(rows, hidden, dtype).and_then(|h| forward(stage, StageInput::Hidden(&h)))
+        decode_hidden(&rows, hidden, m.dtype)
+            .and_then(|h| forward(&mut m.stage, StageInput::Hidden(&h)))
     };
     let mut bytes = table.encode();
     match out {
         Ok(StageOutput::Logits(logits)) => {
-            let n = if every { slots.len() } else { table.entries().len() };
-            let vocab = logits.len() / n.max(1);
-            let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
-            let mut logprobs = vec![None; table.entries().len()];
-            let mut verified = vec![Vec::new(); table.entries().len()];
-            let mut row0 = 0usize;
-            for (i, e) in table.entries().iter().enumerate() {
-                // This entry's last row among the logits returned.
-                let last = if every { row0 + e.tokens as usize - 1 } else { i };
-                row0 += e.tokens as usize;
-                if !e.flags.contains(EntryFlags::SAMPLE) {
-                    continue;
-                }
-                let sampler = samplers[e.slot as usize]
-                    .get_or_insert_with(|| Sampler::new(e.sampling.policy()));
-                let row = &logits[last * vocab..(last + 1) * vocab];
-                // The token stands right after the entry's rows.
-                tokens[i] = sampler.sample(row, e.first_position + e.tokens);
-                if e.flags.contains(EntryFlags::VERIFY) {
-                    let first = last + 1 - e.tokens as usize;
-                    verified[i] = (0..e.tokens as usize - 1)
-                        .map(|j| {
-                            let r = &logits[(first + j) * vocab..(first + j + 1) * vocab];
-                            sampler.sample(r, e.first_position + j as u32 + 1)
-                        })
-                        .collect();
-                }
-                if e.flags.contains(EntryFlags::LOGPROBS) {
-                    let k = e.sampling.top_logprobs as usize;
-                    logprobs[i] = Some(crate::wire::logprobs::of_logits(row, tokens[i], k));
-                }
-            }
-            bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
-            crate::wire::logprobs::encode(&table, &logprobs, &mut bytes);
-            crate::wire::batch::encode_verify_section(&table, &verified, &mut bytes);
+            sample_tokens(m, &table, &computed, every, &logits, &mut bytes);
         }
-        Ok(StageOutput::Hidden(h)) => bytes.extend_from_slice(&encode_hidden(&h, dtype)),
+        Ok(StageOutput::Hidden(h)) => {
+            let encoded = encode_hidden(&h, m.dtype);
+            let out_row = encoded.len() / slots.len().max(1);
+            let mut at = 0;
+            for ((e, &k), &n) in table.entries().iter().zip(&skips).zip(&computed) {
+                let (slot, first) = (e.slot as usize, e.first_position as usize);
+                let logged = m.log.rows(slot, first, k).ok_or_else(|| {
+                    fail(format!("slot {slot} has no logged rows for positions {first}.."))
+                })?;
+                bytes.extend_from_slice(logged);
+                let fresh = &encoded[at * out_row..(at + n) * out_row];
+                m.log.record(slot, first + k, fresh);
+                bytes.extend_from_slice(fresh);
+                at += n;
+            }
+        }
         Err(StageError::Aborted) => return Err(StepError::Aborted),
         Err(e) => return Err(fail(e.to_string())),
     }
     Ok(bytes)
+}
+
+/// Sets entry `e`'s slot up for its rows (a reset, a rollback, a resume) and checks they
+/// continue it. Returns how many of its first rows the slot holds already (a resumed
+/// sequence's kept positions: sent from the log, not computed).
+fn continue_slot(m: &mut ModelRole, e: &crate::wire::batch::BatchEntry) -> Result<usize, String> {
+    let slot = e.slot as usize;
+    if e.flags.contains(EntryFlags::RESET) {
+        // A new sequence: it keeps the slot's first `first_position` positions (a prefix
+        // it shares with what the slot held), or none.
+        let keep = e.first_position as usize;
+        if keep == 0 {
+            m.stage.reset_slot(slot);
+        } else if keep < m.stage.slot_position(slot) {
+            m.stage.truncate_slot(slot, keep).map_err(|e| format!("slot {slot}: {e}"))?;
+        }
+        m.log.truncate(slot, keep);
+        m.samplers[slot] = Some(Sampler::new(e.sampling.policy()));
+    }
+    let mut at = m.stage.slot_position(slot);
+    if e.flags.contains(EntryFlags::ROLLBACK) && (e.first_position as usize) < at {
+        m.stage
+            .truncate_slot(slot, e.first_position as usize)
+            .map_err(|e| format!("slot {slot}: {e}"))?;
+        m.log.truncate(slot, e.first_position as usize);
+        at = m.stage.slot_position(slot);
+    }
+    let mut skip = 0;
+    if e.flags.contains(EntryFlags::RESUME) {
+        let samples = e.flags.contains(EntryFlags::SAMPLE);
+        let held =
+            resume_skip(at as u32, e.first_position, e.tokens, samples).ok_or_else(|| {
+                format!(
+                    "slot {slot} holds {at} positions, the resumed entry starts at {}",
+                    e.first_position
+                )
+            })?;
+        skip = held as usize;
+        let end = e.first_position as usize + skip;
+        if end < at {
+            m.stage.truncate_slot(slot, end).map_err(|e| format!("slot {slot}: {e}"))?;
+            m.log.truncate(slot, end);
+            at = end;
+        }
+    }
+    if e.first_position as usize + skip != at {
+        return Err(format!(
+            "slot {slot} holds {at} positions, the micro-batch continues at {}",
+            e.first_position
+        ));
+    }
+    Ok(skip)
+}
+
+/// The last stage's token-out payload: a token for every sampling entry (from its last
+/// row's logits; a verifying entry's after every row), its log-probabilities and verified
+/// tokens. `computed[i]`: entry `i`'s rows that have logits (those the slot did not hold).
+fn sample_tokens(
+    m: &mut ModelRole,
+    table: &BatchTable,
+    computed: &[usize],
+    every: bool,
+    logits: &[f32],
+    bytes: &mut Vec<u8>,
+) {
+    let n = if every { computed.iter().sum() } else { computed.iter().filter(|&&c| c > 0).count() };
+    let vocab = logits.len() / n.max(1);
+    let mut tokens = vec![NO_TOKEN; usize::from(m.limits.capacity)];
+    let mut logprobs = vec![None; table.entries().len()];
+    let mut verified = vec![Vec::new(); table.entries().len()];
+    // Logit rows before entry i's.
+    let mut row0 = 0usize;
+    for (i, e) in table.entries().iter().enumerate() {
+        let c = computed[i];
+        let last = if every { row0 + c } else { row0 + usize::from(c > 0) };
+        row0 = if every { row0 + c } else { row0 + usize::from(c > 0) };
+        if !e.flags.contains(EntryFlags::SAMPLE) || c == 0 {
+            continue;
+        }
+        let last = last - 1;
+        let sampler =
+            m.samplers[e.slot as usize].get_or_insert_with(|| Sampler::new(e.sampling.policy()));
+        let row = &logits[last * vocab..(last + 1) * vocab];
+        // The token stands right after the entry's rows.
+        tokens[i] = sampler.sample(row, e.first_position + e.tokens);
+        if e.flags.contains(EntryFlags::VERIFY) {
+            let first = last + 1 - e.tokens as usize;
+            verified[i] = (0..e.tokens as usize - 1)
+                .map(|j| {
+                    let r = &logits[(first + j) * vocab..(first + j + 1) * vocab];
+                    sampler.sample(r, e.first_position + j as u32 + 1)
+                })
+                .collect();
+        }
+        if e.flags.contains(EntryFlags::LOGPROBS) {
+            let k = e.sampling.top_logprobs as usize;
+            logprobs[i] = Some(crate::wire::logprobs::of_logits(row, tokens[i], k));
+        }
+    }
+    bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    crate::wire::logprobs::encode(table, &logprobs, bytes);
+    crate::wire::batch::encode_verify_section(table, &verified, bytes);
 }
 
 /// The worker's compute thread count: `SWACTOR_WORKER_THREADS`, which the node's worker

@@ -94,6 +94,8 @@ fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
         sampling: SamplingPolicy::Greedy,
         max_sequences: u32::from(SLOTS),
         prompt_cache: PromptCachePlan { block_tokens: BLOCK, blocks: 2, off: None },
+        run: Default::default(),
+        resume_from: None,
     }
 }
 

@@ -184,7 +184,7 @@ async fn a_stop_while_a_step_is_posted_withdraws_it_and_leaves_nothing_behind() 
     assert!(seen.iter().any(withdrawn(2)), "{seen:?}");
     // Withdrawn with its role; a later object of that sequence is loaded untaken.
     send(&plane, post(3, b, 3, 0, out)).await;
-    send(&plane, Command::ReleaseRole { role_id: RoleId(1) }).await;
+    send(&plane, Command::ReleaseRole { role_id: RoleId(1), park: false }).await;
     let seen = until(&mut plane, |e| matches!(e, Event::RoleReleased { .. })).await;
     assert!(seen.iter().any(withdrawn(3)), "{seen:?}");
     feed(&plane, &b_ring, b, 0, ROW as usize).await;

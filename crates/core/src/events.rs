@@ -437,6 +437,11 @@ pub enum Event {
         id: u64,
         /// Tokens replayed (prompt and generated).
         replayed_tokens: u32,
+        /// Of which the positions its slot kept on the stages that stayed where they were:
+        /// those stages send their logged rows for them and compute none (0: every stage
+        /// recomputes the replay).
+        #[serde(default)]
+        kept_tokens: u32,
     },
     /// The session re-formed: the new run's plan, one entry per stage.
     SessionReformed {
@@ -468,6 +473,10 @@ pub struct PlannedStage {
     pub layer_start: u32,
     /// One past its last layer.
     pub layer_end: u32,
+    /// It stays where the faulted run had it (same node, layers and settings): its node
+    /// keeps its caches and it recomputes nothing it held.
+    #[serde(default)]
+    pub kept: bool,
 }
 
 impl Event {

@@ -167,6 +167,11 @@ pub struct ResumeFlags {
     /// Times one request may be resumed; past that it ends with the fault.
     #[arg(long, default_value_t = 3, value_name = "N", conflicts_with = "no_resume")]
     pub max_resumes: u32,
+    /// Rebuild every stage's caches from the replay after a re-formation (default: the
+    /// stages that stay on their node with the same layers keep theirs, and only the
+    /// stages that moved are rebuilt, from the rows the kept stages logged).
+    #[arg(long, conflicts_with = "no_resume")]
+    pub no_keep_caches: bool,
 }
 
 impl ResumeFlags {
@@ -179,6 +184,7 @@ impl ResumeFlags {
             enabled: true,
             timeout: std::time::Duration::from_secs(self.resume_timeout),
             max_resumes: self.max_resumes,
+            keep_caches: !self.no_keep_caches,
         }
     }
 }

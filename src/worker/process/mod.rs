@@ -101,6 +101,9 @@ struct Worker {
     device: crate::model::stage::ComputeDevice,
     ready: Option<Ready>,
     roles: HashMap<RoleId, role::Role>,
+    /// A faulted run's model role kept aside with its caches (`ReleaseRole { park }`)
+    /// until the next `ConfigureRole` takes it over or drops it.
+    parked: Option<role::Role>,
     rings: HashMap<RingId, Slot>,
     origin: HashMap<DeviceHandle, RingId>,
     pending: VecDeque<PendingStep>,
@@ -150,6 +153,7 @@ pub fn run(spin: Duration) -> u8 {
         device: crate::model::stage::ComputeDevice::Cpu,
         ready: None,
         roles: HashMap::new(),
+        parked: None,
         rings: HashMap::new(),
         origin: HashMap::new(),
         pending: VecDeque::new(),
@@ -257,7 +261,21 @@ impl Worker {
                 return self.fatal(WorkerFatal::UnexpectedCommand, EXIT_PROTOCOL);
             }
             Command::ConfigureRole { role_id, config } => {
-                match role::Role::configure(config, self.device) {
+                // A parked role is taken over by the run that keeps its very stage, and
+                // dropped before any other role loads (a node holds one stage's memory).
+                let kept = match self.parked.take().map(|p| p.take_over(&config)) {
+                    Some(Ok(role)) => Some(role),
+                    Some(Err(parked)) => {
+                        drop(parked);
+                        None
+                    }
+                    None => None,
+                };
+                let role = match kept {
+                    Some(role) => Ok(role),
+                    None => role::Role::configure(config, self.device),
+                };
+                match role {
                     Ok(role) => {
                         self.roles.insert(role_id, role);
                         self.events.push(Event::RoleConfigured { role_id });
@@ -274,9 +292,13 @@ impl Worker {
                     self.abort.store(false, Ordering::SeqCst);
                 }
             }
-            Command::ReleaseRole { role_id } => {
+            Command::ReleaseRole { role_id, park } => {
                 self.withdraw_where(|p| p.role_id == role_id);
-                self.roles.remove(&role_id);
+                self.parked = None;
+                let role = self.roles.remove(&role_id);
+                if park && role.as_ref().is_some_and(|r| r.model().is_some()) {
+                    self.parked = role;
+                }
                 self.events.push(Event::RoleReleased { role_id });
             }
             Command::InstallRing { ring_id, edge_id, port_id, direction, layout, object_spec } => {

@@ -9,6 +9,49 @@ use std::time::{Duration, Instant};
 use super::requests::{Replay, Request};
 use super::scheduler::{FinishReason, SeqRequest};
 use crate::wire::reason::FaultReason;
+use crate::wire::{NodeId, RunPlan};
+
+/// The order to plan a re-formed run's `offered` nodes in (the planner takes stages from
+/// the front): every node of the faulted run `old` that is offered keeps its stage's
+/// position and the other nodes (a spare, the lost node back) fill the positions of the
+/// nodes lost, so the stages that did not move stay where they were and keep their caches.
+pub fn keep_order(old: &RunPlan, offered: &[NodeId]) -> Vec<NodeId> {
+    let planned = |n: &NodeId| old.stages.iter().any(|s| s.node_id == *n);
+    let mut others = offered.iter().filter(|n| !planned(n)).copied();
+    let mut order: Vec<NodeId> = old
+        .stages
+        .iter()
+        .filter_map(|s| if offered.contains(&s.node_id) { Some(s.node_id) } else { others.next() })
+        .collect();
+    order.extend(others);
+    order
+}
+
+/// Which stages of `next` (a plan re-forming the faulted run `old`) stay where they were:
+/// the same node runs the same layers, ends and weights with the same caches (context, KV
+/// and activation types, slots, store). Such a stage's node keeps its caches (its worker
+/// parked the role) and recomputes none of the positions it held
+/// (`specs/reformation.md`).
+pub fn kept_stages(old: &RunPlan, next: &RunPlan) -> Vec<bool> {
+    let (a, b) = (&old.runtime, &next.runtime);
+    let same_caches = a.max_seq_len == b.max_seq_len
+        && a.kv_cache == b.kv_cache
+        && a.activation_dtype == b.activation_dtype
+        && a.max_sequences == b.max_sequences
+        && old.prompt_cache == next.prompt_cache;
+    next.stages
+        .iter()
+        .map(|n| {
+            same_caches
+                && old.stages.iter().any(|o| {
+                    o.node_id == n.node_id
+                        && o.layers == n.layers
+                        && (o.embedding, o.head) == (n.embedding, n.head)
+                        && old.stage_source(o.stage_index) == next.stage_source(n.stage_index)
+                })
+        })
+        .collect()
+}
 
 /// How a session answers the loss of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,18 +62,26 @@ pub struct ResumePolicy {
     pub timeout: Duration,
     /// Times one sequence may be resumed; past that it ends with the fault.
     pub max_resumes: u32,
+    /// The stages that stay where they were keep their caches (`false`:
+    /// `--no-keep-caches`, every stage rebuilds its caches from the replay).
+    pub keep_caches: bool,
 }
 
 impl Default for ResumePolicy {
     fn default() -> Self {
-        ResumePolicy { enabled: true, timeout: Duration::from_secs(60), max_resumes: 3 }
+        ResumePolicy {
+            enabled: true,
+            timeout: Duration::from_secs(60),
+            max_resumes: 3,
+            keep_caches: true,
+        }
     }
 }
 
 impl ResumePolicy {
     /// Fail fast: today's behaviour before re-formation existed.
     pub const DISABLED: ResumePolicy =
-        ResumePolicy { enabled: false, timeout: Duration::ZERO, max_resumes: 0 };
+        ResumePolicy { enabled: false, timeout: Duration::ZERO, max_resumes: 0, keep_caches: false };
 
     /// Whether a session that faulted with `cause` re-forms.
     pub fn survives(&self, cause: FaultReason) -> bool {
@@ -162,6 +213,41 @@ mod tests {
         let mut tokens = vec![1, 2];
         tokens.extend((0..generated).map(|t| 10 + t));
         Replay { tokens, generated, resumed }
+    }
+
+    /// A plan of stages on `nodes` with the layers each runs.
+    fn plan_on(nodes: &[(u64, u32, u32)]) -> RunPlan {
+        let mut plan = crate::sim::plan_for_tests(nodes.len() as u32);
+        for (s, &(node, start, end)) in plan.stages.iter_mut().zip(nodes) {
+            s.node_id = NodeId(node);
+            s.layers = crate::wire::LayerRange::new(start, end);
+        }
+        plan
+    }
+
+    #[test]
+    fn survivors_keep_their_positions_and_a_spare_takes_the_lost_nodes() {
+        let old = plan_on(&[(1, 0, 2), (2, 2, 4), (3, 4, 6)]);
+        let order = |offered: &[u64]| {
+            let offered: Vec<NodeId> = offered.iter().map(|&n| NodeId(n)).collect();
+            keep_order(&old, &offered).iter().map(|n| n.0).collect::<Vec<_>>()
+        };
+        assert_eq!(order(&[1, 3, 4]), [1, 4, 3], "the spare takes the lost middle");
+        assert_eq!(order(&[4, 3, 1, 5]), [1, 4, 3, 5]);
+        assert_eq!(order(&[1, 3]), [1, 3], "no spare: the survivors in their order");
+        assert_eq!(order(&[3, 2, 1]), [1, 2, 3], "the lost node back takes its place");
+    }
+
+    #[test]
+    fn a_stage_is_kept_only_where_its_node_runs_the_same_layers_with_the_same_caches() {
+        let old = plan_on(&[(1, 0, 2), (2, 2, 4), (3, 4, 6)]);
+        let spare = plan_on(&[(1, 0, 2), (4, 2, 4), (3, 4, 6)]);
+        assert_eq!(kept_stages(&old, &spare), [true, false, true]);
+        let fewer = plan_on(&[(1, 0, 3), (3, 3, 6)]);
+        assert_eq!(kept_stages(&old, &fewer), [false, false], "the ranges moved");
+        let mut longer = spare.clone();
+        longer.runtime.max_seq_len += 1;
+        assert_eq!(kept_stages(&old, &longer), [false, false, false], "other caches");
     }
 
     #[test]

@@ -691,6 +691,7 @@ impl RunFsm {
     }
 }
 
+mod carry;
 mod drafting;
 mod limits;
 mod teardown;

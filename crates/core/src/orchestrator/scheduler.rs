@@ -33,10 +33,13 @@ use std::time::Duration;
 use crate::speculate::adapt::{DraftLength, RowCost};
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
-use crate::wire::batch::{BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_VERIFY_ROWS};
+use crate::wire::batch::{
+    BatchEntry, BatchTable, CacheOp, EntryFlags, EntrySampling, MAX_CACHE_OPS, MAX_VERIFY_ROWS,
+};
 
 use crate::wire::logprobs::TokenLogprobs;
 pub use prefix::{PrefixCounters, WindowRing};
+pub use resume::CarriedSlots;
 pub use spec::SpecCounters;
 pub use view::SlotView;
 
@@ -243,6 +246,13 @@ struct Seq {
     old: Vec<u32>,
     /// It may use cached tokens (`cache_prompt`).
     cache_prompt: bool,
+    /// Positions below this are kept from a faulted run (a resumed slot): its entries
+    /// below it carry `RESUME`, its first one a `keep` (0: none).
+    resume_below: u32,
+    /// Prompt tokens its slot shared when it took it (before any store load).
+    shared: u32,
+    /// One of its micro-batches came back (every stage ran its first entry).
+    returned: bool,
 }
 
 impl Seq {
@@ -298,6 +308,11 @@ pub struct Scheduler {
     warm: prefix::WarmSlots,
     /// What every stage's block store holds.
     store: store::BlockStore,
+    /// What the slots held for certain when the sequences were failed (to carry).
+    carry: Option<resume::CarriedSlots>,
+    /// Slots whose tokens were carried from the faulted run and not taken since.
+    carried: BTreeSet<u16>,
+    planted_overkeep: bool,
 }
 
 impl Scheduler {
@@ -330,6 +345,9 @@ impl Scheduler {
             row_cost: RowCost::default(),
             warm: prefix::WarmSlots::new(cfg.max_sequences),
             store: store::BlockStore::new(cfg.store.0, cfg.store.1, cfg.max_seq_len),
+            carry: None,
+            carried: BTreeSet::new(),
+            planted_overkeep: false,
             cfg,
         }
     }
@@ -407,9 +425,11 @@ impl Scheduler {
             let Some((id, req)) = self.queue.pop_front() else { return };
             let ring = self.cfg.window;
             let free = &self.free_slots;
-            let Some(chosen) = self.warm.choose(free, &req.prompt, req.cache_prompt, ring) else {
+            let Some(mut chosen) = self.warm.choose(free, &req.prompt, req.cache_prompt, ring)
+            else {
                 return;
             };
+            let resume = self.resumes(&mut chosen);
             let slot = chosen.slot;
             self.free_slots.remove(&slot);
             let group = (0..self.cfg.groups)
@@ -423,7 +443,8 @@ impl Scheduler {
                     slot,
                     group,
                     prompt: req.prompt,
-                    prefilled: chosen.reuse as usize,
+                    // A resumed sequence sends every row (a new stage computes them).
+                    prefilled: if resume.is_some() { 0 } else { chosen.reuse as usize },
                     generated: Vec::new(),
                     max_tokens: req.max_tokens.max(1),
                     sampling: EntrySampling {
@@ -444,12 +465,15 @@ impl Scheduler {
                             DraftLength::new(most)
                         }),
                     rollback: false,
-                    cached: chosen.reuse,
+                    cached: if resume.is_some() { 0 } else { chosen.reuse },
                     fresh: true,
-                    kv_valid: chosen.reuse as usize,
+                    kv_valid: resume.unwrap_or(chosen.reuse) as usize,
                     kv_high: chosen.high,
                     old: chosen.old,
                     cache_prompt: req.cache_prompt,
+                    resume_below: resume.unwrap_or(0),
+                    shared: resume.unwrap_or(chosen.reuse),
+                    returned: false,
                 },
             );
         }
@@ -483,6 +507,7 @@ impl Scheduler {
     /// stopping); nothing will return.
     pub fn fail_all(&mut self, reason: FinishReason) {
         self.in_flight.clear();
+        self.settle_for_carry();
         for (id, req) in std::mem::take(&mut self.queue) {
             self.outputs.push_back(SeqOutput::Finished {
                 id,
@@ -497,6 +522,7 @@ impl Scheduler {
             self.finish(id, reason);
         }
         self.group_busy.iter_mut().for_each(|b| *b = false);
+        self.carry_slots();
         self.warm.forget();
         self.store.forget();
         if let Some(asks) = self.asks.as_mut() {
@@ -575,7 +601,13 @@ impl Scheduler {
                     continue;
                 }
                 let limit = self.cfg.max_seq_len;
-                if !store::first_entry(&mut self.store, &mut self.warm, seq, limit, &mut ops) {
+                let keeps = seq.fresh && seq.resume_below > 0;
+                if keeps && ops.len() >= usize::from(MAX_CACHE_OPS) {
+                    continue;
+                }
+                if !keeps
+                    && !store::first_entry(&mut self.store, &mut self.warm, seq, limit, &mut ops)
+                {
                     continue;
                 }
                 let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
@@ -596,7 +628,14 @@ impl Scheduler {
                 // The planted bug alone needs to know which slots were used before.
                 let skip = self.planted_skip_reset && !self.used_slots.insert(seq.slot);
                 if std::mem::take(&mut seq.fresh) && !skip {
-                    flags = flags | EntryFlags::RESET;
+                    if keeps {
+                        ops.push(CacheOp::keep(u32::from(seq.slot), seq.resume_below));
+                    } else {
+                        flags = flags | EntryFlags::RESET;
+                    }
+                }
+                if seq.resuming_at(first) {
+                    flags = flags | EntryFlags::RESUME;
                 }
                 let asks = seq.logprobs && flags.contains(EntryFlags::SAMPLE);
                 if asks {
@@ -684,6 +723,7 @@ impl Scheduler {
 mod asks;
 pub mod pacer;
 pub mod prefix;
+mod resume;
 mod returns;
 mod spec;
 mod store;

@@ -249,6 +249,9 @@ pub struct Session<'t> {
     /// The current run re-formed the session (`session_reformed` at its barrier), with
     /// this many kept requests resumed.
     reformed: Option<usize>,
+    /// The current run re-forms this faulted run: which of its stages stay where they
+    /// were (their nodes keep their caches).
+    kept: Option<(RunId, Vec<bool>)>,
     /// Requests that arrived while the session re-formed, for the next run.
     waiting: Vec<usize>,
     /// No more requests will come.
@@ -313,6 +316,7 @@ impl<'t> Session<'t> {
             prefix_told: PrefixCounters::default(),
             reforming: None,
             reformed: None,
+            kept: None,
             waiting: Vec::new(),
             input_closed: false,
             offered: None,
@@ -500,10 +504,17 @@ impl<'t> Session<'t> {
             self.out.push_back(SessionOutput::Progress(format!(
                 "the session re-formed over nodes {nodes:?}: {resumed} requests resumed"
             )));
-            let plan = self.plan.stages.iter().map(planned_stage).collect();
+            let kept = |s: &crate::wire::StagePlan| self.kept_from(s.stage_index).is_some();
+            let plan = self.plan.stages.iter().map(|s| planned_stage(s, kept(s))).collect();
             let run_id = self.plan.run_id;
             self.out.push_back(SessionOutput::Event(Event::SessionReformed { run_id, plan }));
         }
+    }
+
+    /// The faulted run whose caches stage `stage` keeps (it stays where it was).
+    fn kept_from(&self, stage: StageIndex) -> Option<RunId> {
+        let (run, kept) = self.kept.as_ref()?;
+        kept.get(stage.0 as usize).copied().unwrap_or(false).then_some(*run)
     }
 
     /// One command of the run, resolved to its node.
@@ -512,7 +523,10 @@ impl<'t> Session<'t> {
             RunCommand::Provision(stage) => {
                 let node = self.node_of.get(&stage).copied().unwrap_or_default();
                 match self.plan.provision(stage) {
-                    Some(p) => SessionCommand::Provision { node, provision: Box::new(p) },
+                    Some(mut p) => {
+                        p.resume_from = self.kept_from(stage);
+                        SessionCommand::Provision { node, provision: Box::new(p) }
+                    }
                     None => return self.provision_failed(now, node, stage),
                 }
             }
@@ -608,12 +622,13 @@ fn plant_in_run(fsm: &mut RunFsm, planted: Option<PlantedSessionBug>) {
         Some(PlantedSessionBug::SkipReset) => fsm.plant_skip_reset(),
         Some(PlantedSessionBug::PrefixOverclaim) => fsm.plant_prefix_overclaim(),
         Some(PlantedSessionBug::StoreSkipSave) => fsm.plant_store_skip_save(),
+        Some(PlantedSessionBug::ResumeOverkeep) => fsm.plant_resume_overkeep(),
         _ => {}
     }
 }
 
 /// A stage as `session_reformed` names it.
-fn planned_stage(s: &crate::wire::StagePlan) -> PlannedStage {
+fn planned_stage(s: &crate::wire::StagePlan, kept: bool) -> PlannedStage {
     let (layer_start, layer_end) = (s.layers.start, s.layers.end);
-    PlannedStage { stage_index: s.stage_index, node_id: s.node_id, layer_start, layer_end }
+    PlannedStage { stage_index: s.stage_index, node_id: s.node_id, layer_start, layer_end, kept }
 }

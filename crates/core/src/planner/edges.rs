@@ -193,12 +193,20 @@ fn stage_plan(
     let compute_bytes =
         model.compute_bytes(rt.max_seq_len, rt.max_seq_len, last, u32::from(rt.table_capacity()));
     let process_bytes = crate::model::STAGE_PROCESS_BYTES;
-    let total_bytes = weight_bytes + kv_cache_bytes + ring_bytes + compute_bytes + process_bytes;
+    // Every stage but the last logs the rows it sends on (a resume sends kept positions'
+    // rows from it): a row per position of every slot.
+    let row_log_bytes = if last {
+        0
+    } else {
+        row_bytes(req) * u64::from(rt.max_seq_len) * u64::from(rt.table_capacity())
+    };
+    let total_bytes =
+        weight_bytes + kv_cache_bytes + ring_bytes + compute_bytes + process_bytes + row_log_bytes;
     if total_bytes > node.memory_bytes {
         return Err(PlanError::new(
             PlanRejection::ExceedsNodeMemory,
             format!(
-                "stage {i} on node {} needs {total_bytes} bytes (weights {weight_bytes}, KV cache {kv_cache_bytes}, rings {ring_bytes}, compute {compute_bytes}, processes {process_bytes}) but the node has {}",
+                "stage {i} on node {} needs {total_bytes} bytes (weights {weight_bytes}, KV cache {kv_cache_bytes}, row log {row_log_bytes}, rings {ring_bytes}, compute {compute_bytes}, processes {process_bytes}) but the node has {}",
                 node.node_id, node.memory_bytes
             ),
         ));
@@ -217,11 +225,17 @@ fn stage_plan(
             ring_bytes,
             compute_bytes,
             process_bytes,
+            row_log_bytes,
             prompt_cache_bytes: 0,
             total_bytes,
             node_memory_bytes: node.memory_bytes,
         },
     })
+}
+
+/// Bytes of one activation row between stages.
+pub(super) fn row_bytes(req: &PlanRequest<'_>) -> u64 {
+    u64::from(req.model.hidden_size) * u64::from(req.runtime.activation_dtype.wire().width())
 }
 
 /// The run's predicted activation and network bytes, and its weight bytes in all.

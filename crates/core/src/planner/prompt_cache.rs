@@ -57,8 +57,13 @@ pub(super) fn plan_store(
     if nodes.iter().any(|n| n.device.as_deref().is_some_and(|d| d.starts_with("cuda"))) {
         return off(PromptCacheOff::Device);
     }
-    let per_block =
-        |s: &StagePlan| req.model.kv_bytes_of_blocks(s.layers.blocks(), block, rt.kv_cache).max(1);
+    // A block holds the stage's KV of its positions and, but on the last stage, the rows
+    // it logged for them.
+    let rows = super::edges::row_bytes(req) * u64::from(block);
+    let per_block = |s: &StagePlan| {
+        let kv = req.model.kv_bytes_of_blocks(s.layers.blocks(), block, rt.kv_cache);
+        (kv + if s.head { 0 } else { rows }).max(1)
+    };
     let mut blocks = MAX_BLOCKS;
     for (s, asked) in stages.iter().zip(&budgets) {
         let left = s.prediction.node_memory_bytes.saturating_sub(s.prediction.total_bytes);

@@ -20,6 +20,13 @@ mod world;
 
 pub use world::{Planted, SimConfig, SimReport, simulate};
 
+/// The simulation's plan of `stages` stages on nodes 1.. (for the core's unit tests).
+#[cfg(test)]
+pub(crate) fn plan_for_tests(stages: u32) -> crate::wire::RunPlan {
+    let nodes: Vec<usize> = (0..stages as usize).collect();
+    world::the_plan_for_tests(&nodes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +72,7 @@ mod tests {
         let base = base();
         let mut classes = std::collections::BTreeSet::new();
         let (mut faulted, mut reformed, mut abandoned) = (0, 0, 0);
+        let (mut kept_stages, mut kept_rows) = (0, 0);
         for seed in 0..3000 {
             let r = simulate(base, SimConfig { seed, faults: true, planted: None });
             assert!(
@@ -76,9 +84,16 @@ mod tests {
             faulted += usize::from(r.outcome == Some(crate::events::RunOutcome::Faulted));
             reformed += usize::from(r.reformed > 0);
             abandoned += usize::from(r.abandoned.is_some());
+            kept_stages += r.kept_stages;
+            kept_rows += r.kept_rows;
         }
         assert_eq!(classes.len(), 10, "every fault class was injected: {classes:?}");
         println!("{faulted} faulted, {reformed} re-formed, {abandoned} gave re-forming up");
+        // Re-formed runs keep the stages that stay where they were: their caches, and
+        // the rows of the positions they held are sent again, not computed.
+        println!("{kept_stages} stages kept, {kept_rows} rows sent from kept caches");
+        assert!(kept_stages > 100, "re-formed runs seldom kept a stage: {kept_stages}");
+        assert!(kept_rows > 300, "kept stages seldom skipped rows: {kept_rows}");
         assert!(reformed > 200, "sessions re-form after node losses: {reformed}");
         assert!(abandoned > 20, "with no node left, re-forming is given up: {abandoned}");
         assert!(faulted > 50, "faults a session does not survive still end it: {faulted}");
@@ -127,6 +142,12 @@ mod tests {
     #[test]
     fn the_checks_find_a_block_store_that_records_saves_it_never_sends_within_a_hundred_seeds() {
         assert!(finds(Planted::StoreSkipSave, 100, "").is_some());
+    }
+
+    #[test]
+    fn the_checks_find_a_resumed_slot_that_keeps_what_it_does_not_share_within_a_thousand_seeds() {
+        let found = finds_in(Planted::ResumeOverkeep, true, 1000, "");
+        assert!(found.is_some(), "no seed saw the over-kept slot");
     }
 
     #[test]

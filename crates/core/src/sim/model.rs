@@ -5,6 +5,7 @@
 //! scheduler must give exactly the tokens of the one-sequence reference.
 
 use crate::wire::batch::{BatchError, BatchLimits, BatchTable, CacheOpKind, EntryFlags, NO_TOKEN};
+use crate::wire::cache_ops::{resume_hold, resume_skip};
 
 /// splitmix64's finaliser: a cheap, well-mixed hash step.
 pub fn mix(a: u64, b: u64) -> u64 {
@@ -30,6 +31,9 @@ pub struct SlotState {
     pub before: Vec<[u64; LAYERS]>,
     /// The sampler's seed (set at the slot's reset).
     pub seed: u64,
+    /// The output row of each position from 0 (a stage that sends rows on logs them, so
+    /// that a resumed sequence's kept positions are sent again without computing them).
+    pub log: Vec<u32>,
 }
 
 impl SlotState {
@@ -44,6 +48,7 @@ impl SlotState {
             self.before.truncate(to as usize);
             self.positions = to;
         }
+        self.log.truncate(to as usize);
         true
     }
 }
@@ -54,6 +59,8 @@ impl SlotState {
 pub struct StoredBlock {
     before: Vec<[u64; LAYERS]>,
     after: [u64; LAYERS],
+    /// The block's logged output rows, where the slot had logged them.
+    log: Option<Vec<u32>>,
 }
 
 /// A stage's prompt-cache store (`block` positions per block), as the real worker's.
@@ -70,6 +77,7 @@ pub struct Store {
 /// before the block (and leaves it holding the block's end).
 fn run_ops(
     table: &BatchTable,
+    last: bool,
     slots: &mut [SlotState],
     store: &mut Store,
 ) -> Result<(), ComputeError> {
@@ -79,14 +87,24 @@ fn run_ops(
         let start = op.slot_block as usize * b;
         let bad =
             |holds: u32| ComputeError::Position { slot: op.slot, holds, starts: start as u32 };
+        if op.kind == CacheOpKind::Keep {
+            // As the real worker: keep what the slot holds (and logged) of the prefix.
+            let logged = (!last).then_some(slot.log.len() as u32);
+            let hold = resume_hold(slot.positions, logged, op.slot_block);
+            slot.roll_back(hold);
+            continue;
+        }
         let at = store.blocks.get_mut(op.store_block as usize).ok_or(bad(slot.positions))?;
         match op.kind {
+            CacheOpKind::Keep => {}
             CacheOpKind::Save => {
                 if (slot.positions as usize) < start + b {
                     return Err(bad(slot.positions));
                 }
                 let after = slot.before.get(start + b).copied().unwrap_or(slot.state);
-                *at = Some(StoredBlock { before: slot.before[start..start + b].to_vec(), after });
+                let log = slot.log.get(start..start + b).map(<[u32]>::to_vec);
+                let before = slot.before[start..start + b].to_vec();
+                *at = Some(StoredBlock { before, after, log });
             }
             CacheOpKind::Load => {
                 let Some(block) = at.as_ref() else { return Err(bad(slot.positions)) };
@@ -96,6 +114,11 @@ fn run_ops(
                 slot.before.extend_from_slice(&block.before);
                 slot.state = block.after;
                 slot.positions = (start + b) as u32;
+                if let Some(log) = &block.log
+                    && slot.log.len() == start
+                {
+                    slot.log.extend_from_slice(log);
+                }
             }
         }
     }
@@ -107,6 +130,7 @@ fn run_ops(
 /// how they are split into stages.
 pub fn row(layers: std::ops::Range<u32>, slot: &mut SlotState, x: u32, pos: u32) -> u32 {
     slot.before.truncate(pos as usize);
+    slot.log.truncate(pos as usize);
     slot.before.push(slot.state);
     let mut x = x;
     for l in layers {
@@ -115,6 +139,9 @@ pub fn row(layers: std::ops::Range<u32>, slot: &mut SlotState, x: u32, pos: u32)
         x = (mix(*st, u64::from(l)) >> 16) as u32;
     }
     slot.positions += 1;
+    if slot.log.len() == pos as usize {
+        slot.log.push(x);
+    }
     x
 }
 
@@ -159,10 +186,11 @@ pub fn step(
     out_row_bytes: u64,
     vocab: u32,
     input: &[u8],
+    kept_rows: &mut u64,
 ) -> Result<Vec<u8>, ComputeError> {
     let (table, rows) =
         BatchTable::split_rows(input, limits, row_bytes).map_err(ComputeError::Batch)?;
-    run_ops(&table, slots, store)?;
+    run_ops(&table, last, slots, store)?;
     let mut out = table.encode();
     let mut tokens = vec![NO_TOKEN; usize::from(limits.capacity)];
     let mut verified = vec![Vec::new(); table.entries().len()];
@@ -192,18 +220,40 @@ pub fn step(
                 starts: e.first_position,
             });
         }
-        if slot.positions != e.first_position {
-            return Err(ComputeError::Position {
-                slot: e.slot,
-                holds: slot.positions,
-                starts: e.first_position,
-            });
+        let position = |slot: &SlotState| ComputeError::Position {
+            slot: e.slot,
+            holds: slot.positions,
+            starts: e.first_position,
+        };
+        // A resumed sequence's rows the slot holds are sent from the log, not computed.
+        let mut skip = 0;
+        if e.flags.contains(EntryFlags::RESUME) {
+            slot.seed = e.sampling.seed;
+            let samples = e.flags.contains(EntryFlags::SAMPLE);
+            skip = resume_skip(slot.positions, e.first_position, e.tokens, samples)
+                .ok_or_else(|| position(slot))?;
+            if !slot.roll_back(e.first_position + skip) {
+                return Err(position(slot));
+            }
+            *kept_rows += u64::from(skip);
+        }
+        if slot.positions != e.first_position + skip {
+            return Err(position(slot));
         }
         let mut y = 0;
         let verify = last && e.flags.contains(EntryFlags::VERIFY);
         for k in 0..e.tokens {
             let x = u32::from_le_bytes(rows[at..at + 4].try_into().unwrap_or([0; 4]));
             at += row_bytes as usize;
+            if k < skip {
+                if !last {
+                    let logged = slot.log.get((e.first_position + k) as usize).copied();
+                    let logged = logged.ok_or_else(|| position(slot))?;
+                    out.extend_from_slice(&logged.to_le_bytes());
+                    out.resize(out.len() + out_row_bytes as usize - 4, 0);
+                }
+                continue;
+            }
             y = row(layers.clone(), slot, x, e.first_position + k);
             if !last {
                 out.extend_from_slice(&y.to_le_bytes());

@@ -38,7 +38,7 @@ use crate::wire::reason::{FaultReason, StageFault, WorkerFatal};
 use crate::wire::{
     EdgeId, NodeId, ObjectFlags, ObjectId, ProvisionStage, RunId, Sequence, StageIndex, StepId,
 };
-use crate::worker::protocol::{DeviceHandle, OutputExtent, RoleConfig};
+use crate::worker::protocol::{DeviceHandle, OutputExtent, RoleConfig, RunRef};
 
 /// What the controller asks of the node's other components.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,8 +94,12 @@ pub enum StageCommand {
     /// Stop an edge.
     StopEdge(EdgeId),
     /// Release the worker role (weights, KV cache); answered by the worker's
-    /// `RoleReleased` ([`StageController::role_released`]).
-    ResetRole,
+    /// `RoleReleased` ([`StageController::role_released`]). `park`: a faulted run's
+    /// stage, kept aside with its caches for the run that may re-form it.
+    ResetRole {
+        /// Park the role rather than drop it.
+        park: bool,
+    },
     /// Free a loaded input object that will never be executed (fault or stop).
     ReleaseObject(DeviceHandle),
 }
@@ -294,6 +298,10 @@ impl StageController {
             sampling: p.runtime.sampling,
             max_sequences: p.runtime.max_sequences,
             prompt_cache: p.prompt_cache,
+            run: RunRef { orchestrator: p.orchestrator, run_id: p.run_id },
+            resume_from: p
+                .resume_from
+                .map(|run_id| RunRef { orchestrator: p.orchestrator, run_id }),
         }));
     }
 
@@ -502,6 +510,16 @@ impl StageController {
 
     /// `StopRun` from `from` for `run`: tear the stage down.
     pub fn stop_run(&mut self, from: NodeId, run: RunId) {
+        self.stop(from, run, false);
+    }
+
+    /// `StopRun` of a faulted run: tear the stage down, parking the worker's role with
+    /// its caches (the run that re-forms it may keep this very stage).
+    pub fn stop_faulted_run(&mut self, from: NodeId, run: RunId) {
+        self.stop(from, run, true);
+    }
+
+    fn stop(&mut self, from: NodeId, run: RunId, park: bool) {
         let Some(p) = &self.prov else { return };
         if from != self.orchestrator
             || run != p.run_id
@@ -516,7 +534,7 @@ impl StageController {
         self.commands.push_back(StageCommand::StopEdge(inb));
         self.commands.push_back(StageCommand::StopEdge(outb));
         if !self.role_gone {
-            self.commands.push_back(StageCommand::ResetRole);
+            self.commands.push_back(StageCommand::ResetRole { park });
         }
     }
 

@@ -106,8 +106,14 @@ impl EntryFlags {
     /// there; without it a stage refuses a first position other than its cached length.
     /// Never with `RESET`.
     pub const ROLLBACK: EntryFlags = EntryFlags(16);
+    /// A resumed sequence's replay (after a re-formation): rows at positions the slot
+    /// already holds (kept across the re-formation, see the `keep` cache operation) are
+    /// not computed again; a stage sends the rows it logged for them instead
+    /// ([`super::cache_ops::resume_skip`]). The entry may start below the slot's cached
+    /// length, never above it. Never with `RESET`, `ROLLBACK` or `VERIFY`.
+    pub const RESUME: EntryFlags = EntryFlags(32);
     /// Every defined bit.
-    pub const KNOWN: EntryFlags = EntryFlags(31);
+    pub const KNOWN: EntryFlags = EntryFlags(63);
 
     /// Whether every bit of `other` is set.
     pub const fn contains(self, other: EntryFlags) -> bool {
@@ -290,6 +296,9 @@ pub enum BatchError {
     /// An entry with both `ROLLBACK` and `RESET`.
     #[error("slot {0} is both reset and rolled back")]
     RollbackWithReset(u32),
+    /// A `RESUME` entry that also resets, rolls back or verifies.
+    #[error("slot {0}: a resuming entry never resets, rolls back or verifies")]
+    BadResume(u32),
     /// The header's total is not the sum of the entries' rows.
     #[error("total {total} is not the entries' {sum} rows")]
     TotalMismatch {
@@ -340,6 +349,7 @@ impl BatchError {
             BatchError::BadSampling(_) => "bad_sampling",
             BatchError::BadVerify(_) => "bad_verify",
             BatchError::RollbackWithReset(_) => "rollback_with_reset",
+            BatchError::BadResume(_) => "bad_resume",
             BatchError::TotalMismatch { .. } => "total_mismatch",
             BatchError::BadCacheOp(_) => "bad_cache_op",
             BatchError::TooManyCacheOps(_) => "too_many_cache_ops",
@@ -496,8 +506,16 @@ impl BatchTable {
             if e.flags.contains(EntryFlags::ROLLBACK) && e.flags.contains(EntryFlags::RESET) {
                 return Err(BatchError::RollbackWithReset(e.slot));
             }
+            if e.flags.contains(EntryFlags::RESUME)
+                && (e.flags.0
+                    & (EntryFlags::RESET.0 | EntryFlags::ROLLBACK.0 | EntryFlags::VERIFY.0))
+                    != 0
+            {
+                return Err(BatchError::BadResume(e.slot));
+            }
         }
-        super::cache_ops::check(&self.ops, self.capacity, limits.cache_blocks).map_err(op_error)
+        let (capacity, blocks, max) = (self.capacity, limits.cache_blocks, limits.max_seq_len);
+        super::cache_ops::check(&self.ops, capacity, blocks, max).map_err(op_error)
     }
 
     /// Where the cache-operation section starts in an encoded table.
@@ -749,6 +767,31 @@ mod tests {
     }
 
     #[test]
+    fn a_keep_needs_no_store_and_never_names_more_positions_than_the_context() {
+        let resume = entry(1, 0, 3, EntryFlags::RESUME);
+        let no_store = BatchLimits { cache_blocks: 0, ..LIMITS };
+        let t = BatchTable::new(4, vec![resume]).with_ops(vec![CacheOp::keep(1, 40)]);
+        assert_eq!(BatchTable::decode(&t.encode(), no_store), Ok(t));
+        let past = BatchTable::new(4, vec![resume]).with_ops(vec![CacheOp::keep(1, 65)]);
+        assert_eq!(past.check(no_store).unwrap_err().code(), "cache_op_out_of_range");
+    }
+
+    #[test]
+    fn a_resumed_entry_skips_what_its_slot_holds_but_a_sampled_last_row() {
+        use crate::wire::cache_ops::{resume_hold, resume_skip};
+        // A kept stage holds 10 positions, logged 8: it keeps 8 of a keep of 9.
+        assert_eq!(resume_hold(10, Some(8), 9), 8);
+        assert_eq!(resume_hold(10, None, 9), 9);
+        // A new stage holds none and computes every row.
+        assert_eq!(resume_hold(0, Some(0), 9), 0);
+        assert_eq!(resume_skip(0, 0, 4, false), Some(0));
+        assert_eq!(resume_skip(8, 0, 4, false), Some(4));
+        assert_eq!(resume_skip(8, 4, 6, false), Some(4));
+        assert_eq!(resume_skip(8, 6, 2, true), Some(1), "the sampled row is computed");
+        assert_eq!(resume_skip(8, 9, 2, false), None, "a gap is refused");
+    }
+
+    #[test]
     fn rows_after_the_table_must_be_exactly_the_tables_rows() {
         let t = BatchTable::new(4, vec![entry(1, 0, 3, EntryFlags::RESET)]);
         let mut bytes = t.encode();
@@ -793,7 +836,23 @@ mod tests {
             ),
             (BatchTable::new(4, vec![entry(1, 0, 0, EntryFlags::NONE)]), "empty_entry"),
             (BatchTable::new(4, vec![entry(1, 60, 5, EntryFlags::NONE)]), "past_context"),
-            (BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags(32))]), "unknown_flags"),
+            (BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags(64))]), "unknown_flags"),
+            (
+                BatchTable::new(4, vec![entry(1, 0, 1, EntryFlags::RESUME | EntryFlags::RESET)]),
+                "bad_resume",
+            ),
+            (
+                BatchTable::new(
+                    4,
+                    vec![entry(
+                        1,
+                        0,
+                        2,
+                        EntryFlags::RESUME | EntryFlags::SAMPLE | EntryFlags::VERIFY,
+                    )],
+                ),
+                "bad_resume",
+            ),
             (BatchTable::new(4, vec![entry(1, 0, 2, EntryFlags::VERIFY)]), "bad_verify"),
             (
                 BatchTable::new(

@@ -404,8 +404,13 @@ pub struct StagePrediction {
     /// The node's and worker's processes themselves (code, runtime, threads).
     #[serde(default)]
     pub process_bytes: u64,
+    /// The rows it sends on, logged for every position of every slot (so a resumed
+    /// sequence's kept positions are sent without computing them again); 0 on the last
+    /// stage.
+    #[serde(default)]
+    pub row_log_bytes: u64,
     /// The stage's prompt-cache store at most: the plan's store blocks times this stage's
-    /// KV bytes per block (0: no store).
+    /// KV bytes per block, and its logged rows (0: no store).
     #[serde(default)]
     pub prompt_cache_bytes: u64,
     /// Sum of the above: what the stage's node and worker hold resident at most.
@@ -617,6 +622,10 @@ pub struct ProvisionStage {
     pub inbound: RecvEdgeProvision,
     /// The send edge.
     pub outbound: SendEdgeProvision,
+    /// The faulted run this one re-forms (`None`: a first run): a node that ran this
+    /// very stage in it keeps its caches (`specs/reformation.md`).
+    #[serde(default)]
+    pub resume_from: Option<RunId>,
     /// The prompt-cache store this stage keeps.
     #[serde(default)]
     pub prompt_cache: PromptCachePlan,
@@ -691,6 +700,7 @@ impl RunPlan {
                 ring: outbound.ring,
             },
             prompt_cache: self.prompt_cache,
+            resume_from: None,
         })
     }
 }

@@ -52,6 +52,16 @@ pub enum Backend {
     },
 }
 
+/// A run as a worker knows it: its id and its orchestrator (run ids are the
+/// orchestrator's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunRef {
+    /// The orchestrator.
+    pub orchestrator: crate::wire::NodeId,
+    /// The run.
+    pub run_id: crate::wire::RunId,
+}
+
 /// What a role computes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -85,6 +95,14 @@ pub enum RoleConfig {
         /// The prompt-cache store it keeps (blocks of its layers' KV in host memory).
         #[serde(default)]
         prompt_cache: crate::wire::PromptCachePlan,
+        /// The run it serves and that run's orchestrator (what a parked role is known by).
+        #[serde(default)]
+        run: RunRef,
+        /// The faulted run this one re-forms: a role parked from that run with the same
+        /// stage (every field above but `run` equal) is taken over with its caches
+        /// instead of loading a new one ([`RoleConfig::takes_over`]).
+        #[serde(default)]
+        resume_from: Option<RunRef>,
     },
     /// A built-in test role: every output byte `i` is `input[i % input_len] ^ xor`, for the
     /// output extent the step declares. It exercises the data plane without a model.
@@ -244,10 +262,16 @@ pub enum Command {
     /// stopped, so a long prefill does not hold the teardown. Not answered.
     AbortStep,
     /// Drops a role and everything it holds (weights, KV cache); answered by
-    /// `RoleReleased`, also for a role that was never configured.
+    /// `RoleReleased`, also for a role that was never configured. With `park` (a faulted
+    /// run's stage) a model role is kept aside instead, with its caches, until the next
+    /// `ConfigureRole`: the re-formed run takes it over when it keeps the same stage on
+    /// this node, else it is dropped before the new role loads.
     ReleaseRole {
         /// The role.
         role_id: RoleId,
+        /// Park the role rather than drop it.
+        #[serde(default)]
+        park: bool,
     },
     /// Attaches to a ring the node initialized in the arena.
     InstallRing {
@@ -536,4 +560,30 @@ pub fn decode_line<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, LineEr
 
 fn one_slot() -> u32 {
     1
+}
+
+impl RoleConfig {
+    /// Whether this configuration takes over `parked` (a model role kept aside from a
+    /// faulted run): it re-forms that run (`resume_from`) and runs the very same stage —
+    /// the same weights, layers, ends, context, caches, activations and slots.
+    pub fn takes_over(&self, parked: &RoleConfig) -> bool {
+        match (self, parked) {
+            (
+                RoleConfig::ModelStage { resume_from: Some(from), .. },
+                RoleConfig::ModelStage { run, .. },
+            ) if from == run => {
+                // The session's default sampling is no part of the caches.
+                let strip = |c: &RoleConfig| {
+                    let mut c = c.clone();
+                    if let RoleConfig::ModelStage { run, resume_from, sampling, .. } = &mut c {
+                        (*run, *resume_from) = (RunRef::default(), None);
+                        *sampling = SamplingPolicy::Greedy;
+                    }
+                    c
+                };
+                strip(self) == strip(parked)
+            }
+            _ => false,
+        }
+    }
 }

@@ -378,7 +378,11 @@ impl StageNode {
                     self.actions.push_back(NodeAction::AbortPumps);
                 }
                 if let Some(ctl) = self.controller.as_mut() {
-                    ctl.stop_run(orchestrator, run_id);
+                    if faulted {
+                        ctl.stop_faulted_run(orchestrator, run_id);
+                    } else {
+                        ctl.stop_run(orchestrator, run_id);
+                    }
                 }
             }
             other => self.log(format!("unexpected control message {other:?}")),

@@ -61,8 +61,8 @@ impl StageNode {
                     ctl.edge_stopped(edge);
                 }
             }
-            StageCommand::ResetRole => {
-                let release = Command::ReleaseRole { role_id: STAGE_ROLE };
+            StageCommand::ResetRole { park } => {
+                let release = Command::ReleaseRole { role_id: STAGE_ROLE, park };
                 self.actions.push_back(NodeAction::WorkerNotify(release));
             }
             StageCommand::ReleaseObject(handle) => {

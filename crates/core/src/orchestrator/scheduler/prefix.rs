@@ -225,6 +225,25 @@ impl WarmSlots {
         }
     }
 
+    /// What the slots hold, without the counters (carried to the run that re-forms this
+    /// one, which counts its own).
+    pub fn carried(&self) -> WarmSlots {
+        WarmSlots { slots: self.slots.clone(), ..WarmSlots::new(0) }
+    }
+
+    /// Takes over `carried`'s slots (as many as this table has; the rest stay empty).
+    pub fn take_over(&mut self, carried: WarmSlots) {
+        for (w, c) in self.slots.iter_mut().zip(carried.slots) {
+            *w = c;
+        }
+        self.tick = self.slots.iter().map(|w| w.used).max().unwrap_or(0);
+    }
+
+    /// Slots that hold tokens.
+    pub fn warm_slots(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..self.slots.len()).filter(|&i| !self.slots[i].tokens.is_empty()).map(|i| i as u16)
+    }
+
     /// Tokens slot `slot` holds while free.
     pub fn held(&self, slot: u16) -> u32 {
         self.slots.get(usize::from(slot)).map_or(0, |w| w.tokens.len() as u32)

@@ -74,6 +74,7 @@ impl Scheduler {
             let samples = e.flags.contains(EntryFlags::SAMPLE);
             let Some(seq) = self.live.get_mut(&id) else { continue };
             seq.in_flight = false;
+            seq.returned = true;
             // Every stage ran the entry's rows; a draft's rows count once accepted.
             let verify = e.flags.contains(EntryFlags::VERIFY);
             seq.kv_high = seq.kv_high.max(e.first_position + e.tokens);

@@ -8,7 +8,8 @@ use std::time::Instant;
 use super::{Session, SessionCommand, SessionOutput, start_fsm};
 use crate::events::Event;
 use crate::orchestrator::reform::{
-    GrowthAsk, KeptEnd, REPLAY_TOO_LONG, Reformation, ResumePolicy, grown_stages, resubmission,
+    GrowthAsk, KeptEnd, REPLAY_TOO_LONG, Reformation, ResumePolicy, grown_stages, kept_stages,
+    resubmission,
 };
 use crate::orchestrator::scheduler::FinishReason;
 use crate::wire::reason::{Component, FaultReason, PoolChange};
@@ -52,6 +53,8 @@ pub enum PlantedSessionBug {
     PrefixOverclaim,
     /// Every run's block store records saves it never sends.
     StoreSkipSave,
+    /// Every run's scheduler keeps all a carried slot held for the sequence taking it.
+    ResumeOverkeep,
 }
 
 impl Session<'_> {
@@ -122,6 +125,13 @@ impl Session<'_> {
     /// meanwhile is submitted.
     pub fn reform(&mut self, now: Instant, plan: RunPlan) {
         let old = self.plan.run_id;
+        // The stages that stay where they were keep their caches, and the slots' certain
+        // contents go with them to the next run's scheduler.
+        let mut kept = kept_stages(&self.plan, &plan);
+        if !self.config.resume.keep_caches {
+            kept.iter_mut().for_each(|k| *k = false);
+        }
+        let carried = self.fsm.take_carried();
         for s in &self.plan.stages {
             if plan.stages.iter().any(|n| n.node_id == s.node_id) {
                 let stop = SessionCommand::StopRun { node: s.node_id, run_id: old, faulted: true };
@@ -131,6 +141,10 @@ impl Session<'_> {
         self.spec_before = self.spec_before + self.fsm.spec_counters();
         self.prefix_before = self.prefix_before + self.fsm.prefix_counters();
         self.fsm = start_fsm(now, &plan, &self.config, self.planted);
+        if let Some(carried) = carried.filter(|_| kept.contains(&true)) {
+            self.fsm.resume_onto(carried);
+        }
+        self.kept = Some((old, kept));
         self.node_of = plan.stages.iter().map(|s| (s.stage_index, s.node_id)).collect();
         self.plan = plan;
         (self.fault, self.torn_down, self.endpoints_ready, self.loaded_weights) =
@@ -176,7 +190,9 @@ impl Session<'_> {
                 Ok(seq) => {
                     self.book.resumed(index, seq, counted);
                     let (run_id, replayed_tokens) = (self.plan.run_id, replay.tokens.len() as u32);
-                    let ev = Event::SequenceResumed { run_id, id: seq, replayed_tokens };
+                    let kept_tokens = self.fsm.kept_positions(seq);
+                    let ev =
+                        Event::SequenceResumed { run_id, id: seq, replayed_tokens, kept_tokens };
                     self.out.push_back(SessionOutput::Event(ev));
                     return;
                 }

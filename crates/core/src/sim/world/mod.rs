@@ -88,11 +88,14 @@ pub enum Planted {
     /// The block store's directory records saved blocks whose save never reaches the
     /// stages.
     StoreSkipSave,
+    /// A sequence that takes a slot carried across a re-formation keeps every position
+    /// the slot held, shared with its prompt or not.
+    ResumeOverkeep,
 }
 
 impl Planted {
     /// Every planted bug, in the order the command line lists them.
-    pub const ALL: [Planted; 7] = [
+    pub const ALL: [Planted; 8] = [
         Planted::EarlySlotRelease,
         Planted::SkipReset,
         Planted::NoLateAnswerFilter,
@@ -100,6 +103,7 @@ impl Planted {
         Planted::ReplaySkipsToken,
         Planted::PrefixOverclaim,
         Planted::StoreSkipSave,
+        Planted::ResumeOverkeep,
     ];
 
     /// The bug's name on the command line (`early-slot-release`, `skip-reset`).
@@ -112,6 +116,7 @@ impl Planted {
             Planted::ReplaySkipsToken => "replay-skips-token",
             Planted::PrefixOverclaim => "prefix-overclaim",
             Planted::StoreSkipSave => "store-skip-save",
+            Planted::ResumeOverkeep => "resume-overkeep",
         }
     }
 }
@@ -165,6 +170,10 @@ pub struct SimReport {
     pub cached_tokens: u64,
     /// Blocks loaded from the stages' prompt-cache stores into slots.
     pub loaded_blocks: u64,
+    /// Stages a re-formed run kept with their caches (a parked role taken over).
+    pub kept_stages: u32,
+    /// Rows resumed sequences sent from what kept stages held, not computed again.
+    pub kept_rows: u64,
     /// Why re-forming was given up, if it was.
     pub abandoned: Option<&'static str>,
     /// Every broken invariant.
@@ -278,6 +287,10 @@ struct Node {
     /// Processes nothing before this time (paused or partitioned).
     paused_until: Duration,
     slots: Vec<SlotState>,
+    /// The role the worker runs (its configuration).
+    role: Option<crate::worker::protocol::RoleConfig>,
+    /// A faulted run's role parked with its slots, as the real worker parks it.
+    parked: Option<(crate::worker::protocol::RoleConfig, Vec<SlotState>)>,
     /// The worker's prompt-cache store.
     store: super::model::Store,
     posted: Option<Post>,
@@ -303,6 +316,8 @@ struct Req {
 }
 
 struct World {
+    /// Stages a re-formed run kept (parked roles taken over).
+    kept_stages: u32,
     rng: StdRng,
     base: Instant,
     now: Duration,
@@ -367,6 +382,12 @@ enum Link {
     Orch,
 }
 
+/// The simulation's plan over `nodes` (for the core's unit tests).
+#[cfg(test)]
+pub(crate) fn the_plan_for_tests(nodes: &[usize]) -> crate::wire::RunPlan {
+    setup::the_plan(nodes, 2, crate::wire::RunId(1), 0)
+}
+
 /// Runs one simulation; `base` is the instant simulated time starts at.
 pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     let mut w = World::new(base, cfg);
@@ -376,6 +397,7 @@ pub fn simulate(base: Instant, cfg: SimConfig) -> SimReport {
     let prefix = w.session.as_ref().map(|s| s.prefix_counters()).unwrap_or_default();
     w.report.cached_tokens = prefix.cached_tokens;
     w.report.loaded_blocks = prefix.store_loaded;
+    w.report.kept_stages = w.kept_stages;
     w.report.outcome = w.outcome();
     w.report.abandoned = w.abandoned;
     w.report.sim_ms = w.now.as_millis() as u64;

@@ -196,6 +196,7 @@ impl World {
             u64::from(HIDDEN) * 4,
             VOCAB,
             &payload,
+            &mut self.report.kept_rows,
         )
         .map_err(|e| format!("{e:?}"))
         .and_then(|mut out| {
@@ -316,12 +317,26 @@ impl World {
     fn worker_step_command(&mut self, i: usize, command: Command) {
         match command {
             Command::ConfigureRole { config, .. } => {
-                if let crate::worker::protocol::RoleConfig::ModelStage { max_sequences, .. } =
-                    config
-                {
-                    self.nodes[i].slots = vec![SlotState::default(); max_sequences.max(1) as usize];
-                    self.nodes[i].store = Default::default();
+                let n = &mut self.nodes[i];
+                // As the real worker: a parked role of the run this one re-forms, for the
+                // very same stage, is taken over with its caches; any other is dropped.
+                match n.parked.take() {
+                    Some((parked, slots)) if config.takes_over(&parked) => {
+                        self.kept_stages += 1;
+                        n.slots = slots;
+                    }
+                    _ => {
+                        if let crate::worker::protocol::RoleConfig::ModelStage {
+                            max_sequences,
+                            ..
+                        } = config
+                        {
+                            n.slots = vec![SlotState::default(); max_sequences.max(1) as usize];
+                        }
+                    }
                 }
+                n.store = Default::default();
+                n.role = Some(config);
                 self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
             }
             Command::PostStep { step_id, sequence, output, .. } => {
@@ -359,7 +374,14 @@ impl World {
             {
                 self.nodes[i].posted = None;
             }
-            Command::ReleaseRole { .. } => {
+            Command::ReleaseRole { park, .. } => {
+                let n = &mut self.nodes[i];
+                n.parked = None;
+                if let Some(role) = n.role.take()
+                    && park
+                {
+                    n.parked = Some((role, std::mem::take(&mut n.slots)));
+                }
                 self.send(Link::Local(i), 100, 2000, Ev::Node(i, NodeIn::RoleReleased))
             }
             Command::ReleaseDeviceObject { handle } => {

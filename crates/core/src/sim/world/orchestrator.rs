@@ -67,6 +67,7 @@ impl World {
             Some(Planted::ReplaySkipsToken) => Some(PlantedSessionBug::ReplaySkipsToken),
             Some(Planted::PrefixOverclaim) => Some(PlantedSessionBug::PrefixOverclaim),
             Some(Planted::StoreSkipSave) => Some(PlantedSessionBug::StoreSkipSave),
+            Some(Planted::ResumeOverkeep) => Some(PlantedSessionBug::ResumeOverkeep),
             Some(Planted::NoLateAnswerFilter) | None => None,
         };
         if let Some(bug) = bug {

@@ -68,6 +68,8 @@ impl World {
     fn reform_over(&mut self, nodes: &[crate::wire::NodeId]) {
         let Some(session) = self.session.as_mut() else { return };
         let stages = session.next_stages(nodes.len()) as usize;
+        // As the driver: the nodes that stay keep their stages' positions.
+        let nodes = crate::orchestrator::reform::keep_order(session.plan(), nodes);
         let route: Vec<usize> = nodes.iter().take(stages).map(|n| n.0 as usize - 1).collect();
         self.run = session.next_run_id();
         self.plan = the_plan(&route, self.slots, self.run, self.store_blocks);

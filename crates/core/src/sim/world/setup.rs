@@ -114,6 +114,7 @@ impl World {
         let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
         let nodes = (0..stages).map(|i| sim_node(base, i, cfg.planted)).collect();
         let mut w = World {
+            kept_stages: 0,
             rng,
             base,
             now: Duration::ZERO,
@@ -128,7 +129,13 @@ impl World {
             store_blocks,
             session: None,
             runs: 0,
-            policy: ResumePolicy { enabled: true, timeout: RESUME_TIMEOUT, max_resumes: 3 },
+            // One seed in eight rebuilds every stage's caches after a re-formation.
+            policy: ResumePolicy {
+                enabled: true,
+                timeout: RESUME_TIMEOUT,
+                max_resumes: 3,
+                keep_caches: cfg.seed % 8 != 5,
+            },
             abandoned: None,
             stop_pending: false,
             input_closed: false,
@@ -156,6 +163,8 @@ impl World {
                 draft_tokens: 0,
                 cached_tokens: 0,
                 loaded_blocks: 0,
+                kept_stages: 0,
+                kept_rows: 0,
                 abandoned: None,
                 violations: Vec::new(),
                 trace: Vec::new(),
@@ -315,6 +324,8 @@ fn sim_node(base: Instant, i: u32, planted: Option<Planted>) -> Node {
         dead: false,
         paused_until: Duration::ZERO,
         slots: Vec::new(),
+        role: None,
+        parked: None,
         store: Default::default(),
         posted: None,
         loaded: HashMap::new(),

@@ -50,5 +50,6 @@ pub(crate) fn prov(stage: u32, count: u32) -> ProvisionStage {
             ring: RingSpec { capacity: 65536, alignment: 128 },
         },
         prompt_cache: Default::default(),
+        resume_from: None,
     }
 }

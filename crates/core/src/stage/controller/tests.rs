@@ -204,7 +204,7 @@ fn the_first_fault_is_kept_and_stop_run_tears_down_after_both_edges_stop() {
         vec![
             StageCommand::StopEdge(EdgeId(2)),
             StageCommand::StopEdge(EdgeId(3)),
-            StageCommand::ResetRole
+            StageCommand::ResetRole { park: false }
         ]
     );
     c.edge_stopped(EdgeId(2));
@@ -305,7 +305,7 @@ fn a_stop_or_a_fault_while_a_step_is_posted_withdraws_it_and_releases_nothing_th
             StageCommand::WithdrawStep(StepId(1)),
             StageCommand::StopEdge(EdgeId(2)),
             StageCommand::StopEdge(EdgeId(3)),
-            StageCommand::ResetRole
+            StageCommand::ResetRole { park: false }
         ]
     );
     // The worker had taken the object before the withdrawal reached it: it runs the step
