@@ -52,6 +52,7 @@ fn one_of_each() -> Vec<Event> {
             stage_index,
             layers: LayerRange::new(4, 8),
             bytes: 10,
+            kept_caches: true,
         },
         Event::EdgeProvisionStarted { run_id, node_id, edge_id, direction: Direction::Recv },
         Event::EdgeReady { run_id, node_id, edge_id, ring_id, direction: Direction::Send },

@@ -69,6 +69,46 @@ fn a_stage_node_killed_mid_decode_resumes_on_the_survivors_with_the_undisturbed_
 }
 
 #[test]
+fn a_spare_takes_the_lost_middle_stage_while_the_stages_that_stayed_keep_their_caches() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(6);
+    let nodes = Nodes::boot("resume-keep", 4, |_| vec![]);
+    let mut args = LONG.to_vec();
+    args.extend(["--stages", "3"]);
+    let (code, clean, err) = nodes.orchestrate(&model, &args).finish();
+    assert_eq!(code, 0, "{err}");
+    let want = tokens(&clean);
+    let mut run = nodes.orchestrate(&model, &args);
+    run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 12);
+    signal(nodes.pid(2), rustix::process::Signal::KILL);
+    let (code, lines, err) = run.finish();
+    assert_eq!(code, 0, "resumed, not faulted: {err}");
+    assert_eq!(tokens(&lines), want, "the kept caches continue exactly as undisturbed");
+    // The spare takes the lost node's place; nodes 1 and 3 keep their stages and caches.
+    assert_reformed_once(&lines, "membership.node_down", &[1, 4, 3]);
+    let plan = &events(&lines, "session_reformed")[0]["plan"];
+    let kept: Vec<bool> = (0..3).map(|i| plan[i]["kept"].as_bool().expect("kept")).collect();
+    assert_eq!(kept, [true, false, true], "{plan}");
+    let resumed = events(&lines, "sequence_resumed");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    let (replayed, kept) = (&resumed[0]["replayed_tokens"], &resumed[0]["kept_tokens"]);
+    let (replayed, kept) = (replayed.as_u64().expect("replayed"), kept.as_u64().expect("kept"));
+    assert!(kept >= 12 && kept < replayed, "{}", resumed[0]);
+    // The workers of nodes 1 and 3 took their parked roles over (no weights loaded again);
+    // the spare loaded its stage.
+    let run_id = &events(&lines, "session_reformed")[0]["run_id"];
+    let loaded: BTreeMap<u64, bool> = events(&lines, "weights_loaded")
+        .iter()
+        .filter(|e| &e["run_id"] == run_id)
+        .map(|e| (e["node_id"].as_u64().expect("node"), e["kept_caches"] == true))
+        .collect();
+    assert_eq!(loaded, BTreeMap::from([(1, true), (3, true), (4, false)]), "{lines:?}");
+    for i in [1, 3, 4] {
+        nodes.assert_clean(i);
+    }
+}
+
+#[test]
 fn a_seeded_sampled_run_resumed_after_a_kill_draws_exactly_the_undisturbed_tokens() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let model = synth_model(4);

@@ -138,7 +138,7 @@ async fn a_real_worker_streams_objects_larger_than_its_rings_and_produces_them_b
         .expect("configure");
     assert!(matches!(
         next(&mut plane.events).await,
-        CtlOutput::Routed(Event::RoleConfigured { role_id: RoleId(1) })
+        CtlOutput::Routed(Event::RoleConfigured { role_id: RoleId(1), taken_over: false })
     ));
     let (in_layout, in_ring) = plane.ring(1, Direction::Recv).await;
     let (out_layout, out_ring) = plane.ring(2, Direction::Send).await;

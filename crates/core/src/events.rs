@@ -204,6 +204,10 @@ pub enum Event {
         layers: LayerRange,
         /// Bytes loaded.
         bytes: u64,
+        /// The worker took over the faulted run's role for this very stage, with its
+        /// caches (a re-formed run's stage that stayed where it was).
+        #[serde(default)]
+        kept_caches: bool,
     },
     /// Establishment of one end of an edge started.
     EdgeProvisionStarted {

@@ -271,6 +271,7 @@ impl Worker {
                     }
                     None => None,
                 };
+                let taken_over = kept.is_some();
                 let role = match kept {
                     Some(role) => Ok(role),
                     None => role::Role::configure(config, self.device),
@@ -278,7 +279,7 @@ impl Worker {
                 match role {
                     Ok(role) => {
                         self.roles.insert(role_id, role);
-                        self.events.push(Event::RoleConfigured { role_id });
+                        self.events.push(Event::RoleConfigured { role_id, taken_over });
                     }
                     Err(reason) => {
                         self.roles.remove(&role_id);

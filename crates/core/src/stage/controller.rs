@@ -125,6 +125,9 @@ pub enum StageEvent {
         layers: crate::wire::LayerRange,
         /// The stage's weight bytes.
         bytes: u64,
+        /// The worker took over the faulted run's role for this very stage: its caches
+        /// were kept.
+        kept_caches: bool,
     },
     /// Worker, weights and both edges are ready.
     StageReady {
@@ -308,6 +311,12 @@ impl StageController {
     /// The worker configured the role (`RoleConfigured`): the weights are loaded. Counts
     /// only as the answer to `LoadRole`, while preparing.
     pub fn role_ready(&mut self) {
+        self.role_ready_keeping(false);
+    }
+
+    /// As [`StageController::role_ready`], for a worker that took over the faulted run's
+    /// role with its caches (`kept_caches`).
+    pub fn role_ready_keeping(&mut self, kept_caches: bool) {
         let Some((run_id, stage_index)) = self.ids() else { return };
         let (Some(bytes), Some(layers)) = (self.loading, self.prov.as_ref().map(|p| p.layers))
         else {
@@ -317,7 +326,8 @@ impl StageController {
             && !*role
         {
             *role = true;
-            self.events.push_back(StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes });
+            let ev = StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes, kept_caches };
+            self.events.push_back(ev);
         }
         self.check_ready();
     }

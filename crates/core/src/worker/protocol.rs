@@ -389,6 +389,10 @@ pub enum Event {
     RoleConfigured {
         /// The role.
         role_id: RoleId,
+        /// It took over a parked role of the run this one re-forms, with its caches (no
+        /// weights were loaded again).
+        #[serde(default)]
+        taken_over: bool,
     },
     /// A role could not be configured.
     RoleFailed {

@@ -201,8 +201,10 @@ impl StageNode {
                 let by = crate::events::Reporter::Node;
                 self.emit(Event::StageProvisionStarted { run_id, node_id, stage_index, by });
             }
-            StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes } => {
-                self.emit(Event::WeightsLoaded { run_id, node_id, stage_index, layers, bytes });
+            StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes, kept_caches } => {
+                let ev =
+                    Event::WeightsLoaded { run_id, node_id, stage_index, layers, bytes, kept_caches };
+                self.emit(ev);
             }
             StageEvent::StageReady { run_id, stage_index } => {
                 self.send(ControlMessage::StageReady { run_id, stage_index });

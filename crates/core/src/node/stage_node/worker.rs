@@ -59,9 +59,9 @@ impl StageNode {
             WorkerEvent::RingReadable { ring_id } | WorkerEvent::RingWritable { ring_id } => {
                 self.actions.push_back(NodeAction::WakeRing(ring_id));
             }
-            WorkerEvent::RoleConfigured { .. } => {
+            WorkerEvent::RoleConfigured { taken_over, .. } => {
                 if let Some(ctl) = self.controller.as_mut() {
-                    ctl.role_ready();
+                    ctl.role_ready_keeping(taken_over);
                 }
             }
             WorkerEvent::RoleFailed { reason, .. } => self.stage_fault(reason, Component::Weights),

@@ -221,7 +221,8 @@ enum NodeIn {
     StopRun(RunId, bool),
     Object(RunId, ObjectId, Sequence, Vec<u8>),
     WeightsReady,
-    RoleReady,
+    /// The role is configured (`true`: a parked role taken over).
+    RoleReady(bool),
     PumpReady(EdgeId),
     PumpEnded(EdgeId, crate::wire::RingId),
     /// The worker process of a generation was spawned.

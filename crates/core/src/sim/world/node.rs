@@ -38,8 +38,8 @@ impl World {
                 let run = self.run;
                 self.nodes[i].stage.weights_resolved(run, Ok(("/sim".into(), 1 << 12)));
             }
-            NodeIn::RoleReady => {
-                let ev = WorkerEvent::RoleConfigured { role_id: STAGE_ROLE };
+            NodeIn::RoleReady(taken_over) => {
+                let ev = WorkerEvent::RoleConfigured { role_id: STAGE_ROLE, taken_over };
                 n.stage.worker_output(CtlOutput::Routed(ev));
             }
             NodeIn::PumpReady(e) => n.stage.plane_mut().pump_ready(e),
@@ -320,9 +320,11 @@ impl World {
                 let n = &mut self.nodes[i];
                 // As the real worker: a parked role of the run this one re-forms, for the
                 // very same stage, is taken over with its caches; any other is dropped.
+                let mut taken_over = false;
                 match n.parked.take() {
                     Some((parked, slots)) if config.takes_over(&parked) => {
                         self.kept_stages += 1;
+                        taken_over = true;
                         n.slots = slots;
                     }
                     _ => {
@@ -337,7 +339,7 @@ impl World {
                 }
                 n.store = Default::default();
                 n.role = Some(config);
-                self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady));
+                self.send(Link::Local(i), 1000, 20_000, Ev::Node(i, NodeIn::RoleReady(taken_over)));
             }
             Command::PostStep { step_id, sequence, output, .. } => {
                 self.nodes[i].posted = Some(Post {

@@ -429,7 +429,8 @@ fn weights_loaded_comes_only_after_the_worker_configured_the_role_and_never_afte
             run_id: RunId(9),
             stage_index: StageIndex(1),
             layers: LayerRange::new(2, 4),
-            bytes: 1234
+            bytes: 1234,
+            kept_caches: false,
         }]
     );
     c.role_ready();
