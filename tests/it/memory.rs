@@ -74,10 +74,10 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
     // Each node allows less than the whole model: only a split runs.
     let memory = model_bytes * 9 / 10;
     nodes.set_memory_bytes(memory);
-    // A prompt-cache store of 8 MiB per node: the long distinct prompts below fill it
+    // A prompt-cache store of 4 MiB per node: the long distinct prompts below fill it
     // and evict from it while the peaks are read.
     let runtime =
-        ["--max-seq-len", "128", "--max-sequences", "4", "--prompt-cache-bytes", "8388608"];
+        ["--max-seq-len", "128", "--max-sequences", "4", "--prompt-cache-bytes", "4194304"];
     let plan = planned(&model, nodes.pool_file(), &runtime);
     let stages = plan["stages"].as_array().expect("stages");
     assert!(stages.len() >= 2, "{plan}");

@@ -283,9 +283,17 @@ fn predictions_account_for_weights_kv_cache_rings_and_activation_traffic() {
     assert_eq!(s0.kv_cache_bytes, 2 * 2 * 1024 * 4 * 32 * 4);
     assert!(s0.compute_bytes > 0 && s0.process_bytes > 0);
     assert!(s1.compute_bytes > s0.compute_bytes, "the last stage holds the logits too");
+    // The first stage logs the rows it sends on (one per position), the last sends tokens.
+    assert_eq!(s0.row_log_bytes, 1024 * 256 * 4);
+    assert_eq!(s1.row_log_bytes, 0);
     assert_eq!(
         s0.total_bytes,
-        s0.weight_bytes + s0.kv_cache_bytes + s0.ring_bytes + s0.compute_bytes + s0.process_bytes
+        s0.weight_bytes
+            + s0.kv_cache_bytes
+            + s0.row_log_bytes
+            + s0.ring_bytes
+            + s0.compute_bytes
+            + s0.process_bytes
     );
     assert_eq!(p.prediction.activation_bytes_per_token, 256 * 4);
     assert_eq!(p.prediction.prompt_activation_bytes, 100 * 256 * 4);

@@ -80,8 +80,12 @@ impl Default for ResumePolicy {
 
 impl ResumePolicy {
     /// Fail fast: today's behaviour before re-formation existed.
-    pub const DISABLED: ResumePolicy =
-        ResumePolicy { enabled: false, timeout: Duration::ZERO, max_resumes: 0, keep_caches: false };
+    pub const DISABLED: ResumePolicy = ResumePolicy {
+        enabled: false,
+        timeout: Duration::ZERO,
+        max_resumes: 0,
+        keep_caches: false,
+    };
 
     /// Whether a session that faulted with `cause` re-forms.
     pub fn survives(&self, cause: FaultReason) -> bool {

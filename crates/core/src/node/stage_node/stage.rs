@@ -202,8 +202,14 @@ impl StageNode {
                 self.emit(Event::StageProvisionStarted { run_id, node_id, stage_index, by });
             }
             StageEvent::WeightsLoaded { run_id, stage_index, layers, bytes, kept_caches } => {
-                let ev =
-                    Event::WeightsLoaded { run_id, node_id, stage_index, layers, bytes, kept_caches };
+                let ev = Event::WeightsLoaded {
+                    run_id,
+                    node_id,
+                    stage_index,
+                    layers,
+                    bytes,
+                    kept_caches,
+                };
                 self.emit(ev);
             }
             StageEvent::StageReady { run_id, stage_index } => {
