@@ -45,6 +45,7 @@ fn a_run_shows_the_pool_then_a_weights_bar_then_the_prefill_then_nothing() {
             stage_index,
             layers,
             bytes: 1,
+            kept_caches: false,
         });
     }
     assert_eq!(p.shown().1, (3, Some(3)));
