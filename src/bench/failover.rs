@@ -51,6 +51,7 @@ pub struct ResumeFigure {
 
 /// Kills the victim once every request has a few tokens, and stamps the events after.
 struct Sink {
+    kill_after: u32,
     victim: u32,
     sequences: usize,
     counts: HashMap<usize, u32>,
@@ -97,8 +98,8 @@ impl RunSink for Sink {
             self.fig.first_token_ms = self.ms();
         }
         *self.counts.entry(request).or_default() += 1;
-        let all_decoding =
-            self.counts.len() == self.sequences && self.counts.values().all(|c| *c >= 4);
+        let all_decoding = self.counts.len() == self.sequences
+            && self.counts.values().all(|c| *c >= self.kill_after);
         if self.killed.is_none()
             && all_decoding
             && let Some(pid) = rustix::process::Pid::from_raw(self.victim as i32)
@@ -141,15 +142,28 @@ impl ResumeMode {
     }
 }
 
-/// One resumed failover on a fresh local pool of `stages` nodes (one more with a spare)
-/// serving `sequences` requests of `max_tokens` on `model`.
+/// What a failover run serves.
+#[derive(Debug, Clone, Copy)]
+pub struct ResumeLoad {
+    /// Stages of the session (the pool has one node more with a spare).
+    pub stages: u32,
+    /// Requests in flight.
+    pub sequences: u32,
+    /// Tokens each generates.
+    pub tokens: u32,
+    /// Tokens every request has when node 2 is killed.
+    pub kill_after: u32,
+}
+
+/// One resumed failover on a fresh local pool (one node more with a spare) serving `load`
+/// on `model`.
 pub async fn resume_run(
     exe: &Path,
     model: &Path,
-    stages: u32,
     mode: ResumeMode,
-    sequences: u32,
+    load: ResumeLoad,
 ) -> Result<ResumeFigure, BenchError> {
+    let ResumeLoad { stages, .. } = load;
     let spare = mode != ResumeMode::Survivors;
     let config = LocalPoolConfig {
         exe: exe.to_path_buf(),
@@ -160,7 +174,7 @@ pub async fn resume_run(
     };
     let mut pool = LocalPool::start(&config).await.map_err(err)?;
     let keep = mode != ResumeMode::SpareRebuild;
-    let result = run_on(&pool, model, stages, sequences, keep).await;
+    let result = run_on(&pool, model, load, keep).await;
     pool.stop().await;
     let mut fig = result?;
     fig.mode = mode.name().into();
@@ -170,18 +184,19 @@ pub async fn resume_run(
 async fn run_on(
     pool: &LocalPool,
     model: &Path,
-    stages: u32,
-    sequences: u32,
+    load: ResumeLoad,
     keep: bool,
 ) -> Result<ResumeFigure, BenchError> {
+    let ResumeLoad { stages, sequences, tokens, kill_after } = load;
     let file = crate::model::gguf::GgufFile::open(model).map_err(err)?;
     let facts = file.facts().map_err(err)?;
     let tokenizer = crate::model::tokenizer::tokenizer_from_gguf(file.header()).map_err(err)?;
     let runtime = crate::wire::RuntimeConfig {
-        max_seq_len: 512,
+        // Room for the prompts (under 128 tokens) and every token.
+        max_seq_len: (tokens.max(kill_after + 2) + 128).max(512).next_multiple_of(256),
         kv_cache: Default::default(),
         activation_dtype: crate::wire::ActivationDType::F32,
-        max_tokens: 160,
+        max_tokens: tokens.max(kill_after + 2),
         sampling: crate::wire::SamplingPolicy::Greedy,
         max_sequences: sequences,
         max_top_logprobs: None,
@@ -203,6 +218,7 @@ async fn run_on(
     let resume = crate::orchestrator::reform::ResumePolicy { keep_caches: keep, ..local.resume };
     let config = OrchestrateConfig { requests, stages: Some(stages), resume, ..local };
     let mut sink = Sink {
+        kill_after,
         victim: pool.pid(2).unwrap_or(0),
         sequences: sequences as usize,
         counts: HashMap::new(),

@@ -478,7 +478,13 @@ fn failover_resume(
         for &sequences in &args.sequences {
             let mut runs = Vec::new();
             for _ in 0..repeat {
-                let run = bench::failover::resume_run(&exe, model, args.stages, mode, sequences);
+                let load = bench::failover::ResumeLoad {
+                    stages: args.stages,
+                    sequences,
+                    tokens: args.tokens,
+                    kill_after: args.kill_after,
+                };
+                let run = bench::failover::resume_run(&exe, model, mode, load);
                 let fig = rt.block_on(run).map_err(failed)?;
                 progress.step();
                 if args.output.json {

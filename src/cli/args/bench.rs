@@ -266,6 +266,13 @@ pub struct BenchFailoverArgs {
     /// With `--resume`: requests in flight, each a series.
     #[arg(long, value_delimiter = ',', default_value = "1,8", value_name = "N,...")]
     pub sequences: Vec<u32>,
+    /// With `--resume`: tokens each request generates.
+    #[arg(long, default_value_t = 160, value_name = "N")]
+    pub tokens: u32,
+    /// With `--resume`: tokens every request has when node 2 is killed (a longer history
+    /// is a longer replay).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub kill_after: u32,
     /// Runs (each on a fresh local pool).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,

@@ -190,6 +190,46 @@ pub fn run(spin: Duration) -> u8 {
 }
 
 impl Worker {
+    /// Configures a role. A parked role is taken over by the run that keeps its very
+    /// stage, and dropped before any other role loads (a node holds one stage's memory).
+    fn configure_role(&mut self, role_id: RoleId, config: crate::worker::protocol::RoleConfig) {
+        let kept = match self.parked.take().map(|p| p.take_over(&config)) {
+            Some(Ok(role)) => Some(role),
+            Some(Err(parked)) => {
+                drop(parked);
+                None
+            }
+            None => None,
+        };
+        let taken_over = kept.is_some();
+        let role = match kept {
+            Some(role) => Ok(role),
+            None => role::Role::configure(config, self.device),
+        };
+        match role {
+            Ok(role) => {
+                self.roles.insert(role_id, role);
+                self.events.push(Event::RoleConfigured { role_id, taken_over });
+            }
+            Err(reason) => {
+                self.roles.remove(&role_id);
+                self.events.push(Event::RoleFailed { role_id, reason });
+            }
+        }
+    }
+
+    /// Drops a role, or (`park`, a model role of a faulted run) keeps it aside with its
+    /// caches for the next `ConfigureRole`; any role parked before is dropped.
+    fn release_role(&mut self, role_id: RoleId, park: bool) {
+        self.withdraw_where(|p| p.role_id == role_id);
+        self.parked = None;
+        let role = self.roles.remove(&role_id);
+        if park && role.as_ref().is_some_and(|r| r.model().is_some()) {
+            self.parked = role;
+        }
+        self.events.push(Event::RoleReleased { role_id });
+    }
+
     fn fatal(&mut self, reason: WorkerFatal, code: u8) -> Option<u8> {
         eprintln!("swactor worker: fatal: {reason}");
         self.events.push(Event::WorkerFatal { reason });
@@ -260,48 +300,14 @@ impl Worker {
             Command::InitializeWorker { .. } => {
                 return self.fatal(WorkerFatal::UnexpectedCommand, EXIT_PROTOCOL);
             }
-            Command::ConfigureRole { role_id, config } => {
-                // A parked role is taken over by the run that keeps its very stage, and
-                // dropped before any other role loads (a node holds one stage's memory).
-                let kept = match self.parked.take().map(|p| p.take_over(&config)) {
-                    Some(Ok(role)) => Some(role),
-                    Some(Err(parked)) => {
-                        drop(parked);
-                        None
-                    }
-                    None => None,
-                };
-                let taken_over = kept.is_some();
-                let role = match kept {
-                    Some(role) => Ok(role),
-                    None => role::Role::configure(config, self.device),
-                };
-                match role {
-                    Ok(role) => {
-                        self.roles.insert(role_id, role);
-                        self.events.push(Event::RoleConfigured { role_id, taken_over });
-                    }
-                    Err(reason) => {
-                        self.roles.remove(&role_id);
-                        self.events.push(Event::RoleFailed { role_id, reason });
-                    }
-                }
-            }
+            Command::ConfigureRole { role_id, config } => self.configure_role(role_id, config),
             Command::AbortStep => {
                 // The step it aborted (if any) has returned; later steps run normally.
                 if self.stopping.is_none() {
                     self.abort.store(false, Ordering::SeqCst);
                 }
             }
-            Command::ReleaseRole { role_id, park } => {
-                self.withdraw_where(|p| p.role_id == role_id);
-                self.parked = None;
-                let role = self.roles.remove(&role_id);
-                if park && role.as_ref().is_some_and(|r| r.model().is_some()) {
-                    self.parked = role;
-                }
-                self.events.push(Event::RoleReleased { role_id });
-            }
+            Command::ReleaseRole { role_id, park } => self.release_role(role_id, park),
             Command::InstallRing { ring_id, edge_id, port_id, direction, layout, object_spec } => {
                 self.install(ring_id, edge_id, port_id, direction, layout, object_spec);
             }

@@ -34,12 +34,13 @@ use crate::speculate::adapt::{DraftLength, RowCost};
 use crate::speculate::ngram::NgramDrafter;
 use crate::wire::SamplingPolicy;
 use crate::wire::batch::{
-    BatchEntry, BatchTable, CacheOp, EntryFlags, EntrySampling, MAX_CACHE_OPS, MAX_VERIFY_ROWS,
+    BatchEntry, BatchTable, EntryFlags, EntrySampling, MAX_CACHE_OPS, MAX_VERIFY_ROWS,
 };
 
 use crate::wire::logprobs::TokenLogprobs;
 pub use prefix::{PrefixCounters, WindowRing};
 pub use resume::CarriedSlots;
+use seq::{InFlight, Seq};
 pub use spec::SpecCounters;
 pub use view::SlotView;
 
@@ -210,71 +211,6 @@ pub enum ReturnError {
     /// A sampling entry without a token, or the other way round.
     #[error("the tokens do not match the sampling entries")]
     Malformed,
-}
-
-#[derive(Debug)]
-struct Seq {
-    slot: u16,
-    group: u16,
-    prompt: Vec<u32>,
-    /// Prompt tokens already sent.
-    prefilled: usize,
-    generated: Vec<u32>,
-    max_tokens: u32,
-    sampling: EntrySampling,
-    /// It asked for log-probabilities (`sampling.top_logprobs` alternatives).
-    logprobs: bool,
-    in_flight: bool,
-    /// Cancelled while in flight: finish with this when its micro-batch returns.
-    cancelled: Option<FinishReason>,
-    /// The draft riding with its last token in the micro-batch in flight.
-    draft: Vec<u32>,
-    /// Its draft length (`None`: it does not speculate).
-    spec: Option<DraftLength>,
-    /// The stages hold rows of a rejected draft: its next entry rolls them back.
-    rollback: bool,
-    /// Prompt tokens its slot held when it took it (its first entry starts there).
-    cached: u32,
-    /// Its first entry is still to be sent (it carries `RESET`).
-    fresh: bool,
-    /// Positions from 0 whose cached rows are its history's tokens (after the micro-batches
-    /// that returned).
-    kv_valid: usize,
-    /// Positions its slot wrote since it was last emptied.
-    kv_high: u32,
-    /// The tokens its slot held before (saved to the block store with its first entry).
-    old: Vec<u32>,
-    /// It may use cached tokens (`cache_prompt`).
-    cache_prompt: bool,
-    /// Positions below this are kept from a faulted run (a resumed slot): its entries
-    /// below it carry `RESUME`, its first one a `keep` (0: none).
-    resume_below: u32,
-    /// Prompt tokens its slot shared when it took it (before any store load).
-    shared: u32,
-    /// One of its micro-batches came back (every stage ran its first entry).
-    returned: bool,
-}
-
-impl Seq {
-    fn has_work(&self) -> bool {
-        !self.in_flight && self.cancelled.is_none()
-    }
-
-    /// Its tokens so far: the prompt, then its output.
-    fn history_len(&self) -> usize {
-        self.prompt.len() + self.generated.len()
-    }
-}
-
-#[derive(Debug)]
-struct InFlight {
-    group: u16,
-    table: BatchTable,
-    ids: Vec<SeqId>,
-    /// Prompt rows it carries (the pacer's input).
-    prompt_rows: u32,
-    /// Drafted rows it carries (the row cost's input).
-    draft_rows: usize,
 }
 
 /// The scheduler of one session.
@@ -627,16 +563,7 @@ impl Scheduler {
                 };
                 // The planted bug alone needs to know which slots were used before.
                 let skip = self.planted_skip_reset && !self.used_slots.insert(seq.slot);
-                if std::mem::take(&mut seq.fresh) && !skip {
-                    if keeps {
-                        ops.push(CacheOp::keep(u32::from(seq.slot), seq.resume_below));
-                    } else {
-                        flags = flags | EntryFlags::RESET;
-                    }
-                }
-                if seq.resuming_at(first) {
-                    flags = flags | EntryFlags::RESUME;
-                }
+                flags = flags | seq.start_flags(skip, first, &mut ops);
                 let asks = seq.logprobs && flags.contains(EntryFlags::SAMPLE);
                 if asks {
                     flags = flags | EntryFlags::LOGPROBS;
@@ -725,6 +652,7 @@ pub mod pacer;
 pub mod prefix;
 mod resume;
 mod returns;
+mod seq;
 mod spec;
 mod store;
 mod view;

@@ -5,12 +5,14 @@
 //! every role (node, worker, orchestrator) and every test shares the same definitions.
 
 pub mod batch;
+pub mod batch_error;
 pub mod cache_ops;
 pub mod evidence;
 pub mod header;
 pub mod ids;
 pub mod logprobs;
 pub mod plan;
+pub mod prompt_cache;
 pub mod reason;
 pub mod spec;
 

@@ -21,6 +21,7 @@
 
 use super::prefix::{Chosen, WarmSlots};
 use super::{Scheduler, Seq};
+use crate::wire::batch::{CacheOp, EntryFlags};
 
 /// What the slots' caches held, for certain, when a run faulted: handed to the scheduler
 /// of the run that re-forms it ([`Scheduler::resume_onto`]).
@@ -91,8 +92,26 @@ impl Scheduler {
 }
 
 impl Seq {
-    /// Whether its entry at `first` resumes (a kept position may be below it).
-    pub(super) fn resuming_at(&self, first: usize) -> bool {
-        first < self.resume_below as usize
+    /// The flags its entry at `first` starts with: its first entry resets the slot or, on
+    /// a resumed slot, carries a `keep` operation (`skip_reset`: the planted bug resets
+    /// nothing); an entry below the kept positions resumes.
+    pub(super) fn start_flags(
+        &mut self,
+        skip_reset: bool,
+        first: usize,
+        ops: &mut Vec<CacheOp>,
+    ) -> EntryFlags {
+        let mut flags = EntryFlags::NONE;
+        if std::mem::take(&mut self.fresh) && !skip_reset {
+            if self.resume_below > 0 {
+                ops.push(CacheOp::keep(u32::from(self.slot), self.resume_below));
+            } else {
+                flags = EntryFlags::RESET;
+            }
+        }
+        if first < self.resume_below as usize {
+            flags = flags | EntryFlags::RESUME;
+        }
+        flags
     }
 }
