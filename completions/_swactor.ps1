@@ -662,6 +662,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the local pipeline (node 2 is killed)')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'With `--resume`: the GGUF model served')
             [CompletionResult]::new('--sequences', '--sequences', [CompletionResultType]::ParameterName, 'With `--resume`: requests in flight, each a series')
+            [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'With `--resume`: tokens each request generates')
+            [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'With `--resume`: tokens every request has when node 2 is killed (a longer history is a longer replay)')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs (each on a fresh local pool)')
             [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Resume instead of failing: the session re-forms over a spare node and, in a second series, over the survivors alone; the time from the kill to the first resumed token and its parts')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')

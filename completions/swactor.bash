@@ -507,7 +507,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__failover)
-            opts="-h --stages --resume --model --sequences --repeat --json --help"
+            opts="-h --stages --resume --model --sequences --tokens --kill-after --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -522,6 +522,14 @@ _swactor() {
                     return 0
                     ;;
                 --sequences)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kill-after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -595,6 +595,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --stages 'Stages of the local pipeline (node 2 is killed)'
             cand --model 'With `--resume`: the GGUF model served'
             cand --sequences 'With `--resume`: requests in flight, each a series'
+            cand --tokens 'With `--resume`: tokens each request generates'
+            cand --kill-after 'With `--resume`: tokens every request has when node 2 is killed (a longer history is a longer replay)'
             cand --repeat 'Runs (each on a fresh local pool)'
             cand --resume 'Resume instead of failing: the session re-forms over a spare node and, in a second series, over the survivors alone; the time from the kill to the first resumed token and its parts'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'

@@ -463,6 +463,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l stages -d 'Stages of the local pipeline (node 2 is killed)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l model -d 'With `--resume`: the GGUF model served' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l sequences -d 'With `--resume`: requests in flight, each a series' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l tokens -d 'With `--resume`: tokens each request generates' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l kill-after -d 'With `--resume`: tokens every request has when node 2 is killed (a longer history is a longer replay)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l repeat -d 'Runs (each on a fresh local pool)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l resume -d 'Resume instead of failing: the session re-forms over a spare node and, in a second series, over the survivors alone; the time from the kill to the first resumed token and its parts'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'

@@ -62,10 +62,20 @@ fn read_events(path: &Path) -> Vec<Value> {
 
 /// Waits until the `--events` file holds a line matching `pred`; every line so far.
 fn wait_event(path: &Path, what: &str, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+    wait_event_after(path, 0, what, pred)
+}
+
+/// As [`wait_event`], for a line past the first `from`.
+fn wait_event_after(
+    path: &Path,
+    from: usize,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let lines = read_events(path);
-        if lines.iter().any(&pred) {
+        if lines.iter().skip(from).any(&pred) {
             return lines;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}; events: {lines:?}");
@@ -107,10 +117,16 @@ fn a_sigkilled_node_rebooted_with_its_key_is_used_again_and_no_request_loses_a_t
         wait_event(&ev, "the session over the survivors", |v| v["type"] == "session_reformed");
     assert_eq!(reformed_plans(&seen), vec![vec![1, 3]]);
 
-    // Node 2 comes back with its key: the session grows back onto all three nodes.
+    // Node 2 comes back with its key: the session grows back onto all three nodes, once
+    // the gate has seen it stable for its window (a few hundred ms). Requests sent when the
+    // node is seen back are still in flight then (they take seconds), whatever the speed
+    // of this machine or of the node's boot.
+    let before = read_events(&ev).len();
+    nodes.restart(2);
+    let back = |v: &Value| v["type"] == "node_available" && v["node_id"] == 2;
+    wait_event_after(&ev, before, "node 2 back", back);
     let second: Vec<_> =
         PROMPTS.iter().map(|p| complete_in_background(&url, p, MAX_TOKENS)).collect();
-    nodes.restart(2);
     let seen = wait_event(&ev, "the session grown back", |v| {
         v["type"] == "session_reformed" && v["plan"].as_array().is_some_and(|p| p.len() == 3)
     });

@@ -97,10 +97,13 @@ async fn plan_over(
 ) -> Result<RunPlan, super::OrchestrateError> {
     let mut pool = ctx.pool.clone();
     pool.nodes.retain(|n| nodes.contains(&n.node_id));
+    let stages = run.session().next_stages(pool.nodes.len());
     // The stages that do not move keep their caches: the nodes left keep their positions.
-    let order = crate::orchestrator::reform::keep_order(run.session().plan(), nodes);
-    pool.nodes.sort_by_key(|n| order.iter().position(|o| *o == n.node_id));
-    let stages = Some(run.session().next_stages(pool.nodes.len()));
+    let plan = run.session().plan();
+    if let Some(order) = crate::orchestrator::reform::keep_order(plan, nodes, stages as usize) {
+        pool.nodes.sort_by_key(|n| order.iter().position(|o| *o == n.node_id));
+    }
+    let stages = Some(stages);
     let ask = Ask { run_id, stages, prompt_tokens: 0 };
     plan_run(ctx.config, ctx.facts, &pool, ctx.reports, ask).await
 }

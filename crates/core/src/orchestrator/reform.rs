@@ -11,11 +11,16 @@ use super::scheduler::{FinishReason, SeqRequest};
 use crate::wire::reason::FaultReason;
 use crate::wire::{NodeId, RunPlan};
 
-/// The order to plan a re-formed run's `offered` nodes in (the planner takes stages from
-/// the front): every node of the faulted run `old` that is offered keeps its stage's
-/// position and the other nodes (a spare, the lost node back) fill the positions of the
-/// nodes lost, so the stages that did not move stay where they were and keep their caches.
-pub fn keep_order(old: &RunPlan, offered: &[NodeId]) -> Vec<NodeId> {
+/// The order to plan a re-formed run of `stages` stages over the `offered` nodes in (the
+/// planner takes stages from the front). Where the run keeps the faulted run `old`'s stage
+/// count, every node of `old` that is offered keeps its stage's position and the other
+/// nodes (a spare, the lost node back) fill the positions of the nodes lost, so the stages
+/// that did not move stay where they were and keep their caches. Another stage count
+/// moves every range: `None`, the nodes keep the pool's order.
+pub fn keep_order(old: &RunPlan, offered: &[NodeId], stages: usize) -> Option<Vec<NodeId>> {
+    if old.stages.len() != stages {
+        return None;
+    }
     let planned = |n: &NodeId| old.stages.iter().any(|s| s.node_id == *n);
     let mut others = offered.iter().filter(|n| !planned(n)).copied();
     let mut order: Vec<NodeId> = old
@@ -24,7 +29,7 @@ pub fn keep_order(old: &RunPlan, offered: &[NodeId]) -> Vec<NodeId> {
         .filter_map(|s| if offered.contains(&s.node_id) { Some(s.node_id) } else { others.next() })
         .collect();
     order.extend(others);
-    order
+    Some(order)
 }
 
 /// Which stages of `next` (a plan re-forming the faulted run `old`) stay where they were:
@@ -232,14 +237,18 @@ mod tests {
     #[test]
     fn survivors_keep_their_positions_and_a_spare_takes_the_lost_nodes() {
         let old = plan_on(&[(1, 0, 2), (2, 2, 4), (3, 4, 6)]);
-        let order = |offered: &[u64]| {
+        let order = |offered: &[u64], stages| {
             let offered: Vec<NodeId> = offered.iter().map(|&n| NodeId(n)).collect();
-            keep_order(&old, &offered).iter().map(|n| n.0).collect::<Vec<_>>()
+            let order = keep_order(&old, &offered, stages).expect("same stage count");
+            order.iter().map(|n| n.0).collect::<Vec<_>>()
         };
-        assert_eq!(order(&[1, 3, 4]), [1, 4, 3], "the spare takes the lost middle");
-        assert_eq!(order(&[4, 3, 1, 5]), [1, 4, 3, 5]);
-        assert_eq!(order(&[1, 3]), [1, 3], "no spare: the survivors in their order");
-        assert_eq!(order(&[3, 2, 1]), [1, 2, 3], "the lost node back takes its place");
+        assert_eq!(order(&[1, 3, 4], 3), [1, 4, 3], "the spare takes the lost middle");
+        assert_eq!(order(&[4, 3, 1, 5], 3), [1, 4, 3, 5]);
+        assert_eq!(order(&[3, 2, 1], 3), [1, 2, 3], "the lost node back takes its place");
+        assert_eq!(keep_order(&old, &[NodeId(1), NodeId(3)], 2), None, "the pool's order");
+        let two = plan_on(&[(1, 0, 3), (3, 3, 6)]);
+        let grown = keep_order(&two, &[NodeId(1), NodeId(2), NodeId(3)], 3);
+        assert_eq!(grown, None, "a pool that grew is planned in its own order");
     }
 
     #[test]

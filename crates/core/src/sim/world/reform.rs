@@ -69,7 +69,8 @@ impl World {
         let Some(session) = self.session.as_mut() else { return };
         let stages = session.next_stages(nodes.len()) as usize;
         // As the driver: the nodes that stay keep their stages' positions.
-        let nodes = crate::orchestrator::reform::keep_order(session.plan(), nodes);
+        let order = crate::orchestrator::reform::keep_order(session.plan(), nodes, stages);
+        let nodes = order.unwrap_or_else(|| nodes.to_vec());
         let route: Vec<usize> = nodes.iter().take(stages).map(|n| n.0 as usize - 1).collect();
         self.run = session.next_run_id();
         self.plan = the_plan(&route, self.slots, self.run, self.store_blocks);
