@@ -334,7 +334,7 @@ fn control_corpus() -> Vec<Vec<u8>> {
         ControlMessage::Observe { delegation: "00".repeat(64), members: vec![] },
         ControlMessage::MemberView { up: vec![NodeId(1)], suspect: vec![NodeId(2)] },
         ControlMessage::StageReady { run_id: RunId(1), stage_index: StageIndex(0) },
-        ControlMessage::StopRun { run_id: RunId(1), faulted: false },
+        ControlMessage::StopRun { run_id: RunId(1), faulted: false, park: false },
     ];
     let mut out: Vec<Vec<u8>> =
         messages.iter().filter_map(|m| crate::control::encode(m).ok()).collect();

@@ -317,8 +317,8 @@ impl<'t> RunLoop<'t> {
                     }
                 }
             }
-            SessionCommand::StopRun { node, run_id, faulted } => {
-                phase.send(node, ControlMessage::StopRun { run_id, faulted });
+            SessionCommand::StopRun { node, run_id, faulted, park } => {
+                phase.send(node, ControlMessage::StopRun { run_id, faulted, park });
             }
             SessionCommand::StopTokenEndpoints { abort_pumps } => {
                 if abort_pumps {

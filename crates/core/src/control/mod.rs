@@ -106,6 +106,10 @@ pub enum ControlMessage {
         /// not wait for the peer's acknowledgement (a lost peer never sends one).
         #[serde(default)]
         faulted: bool,
+        /// The session re-forms: the node parks its worker's role with its caches for the
+        /// run that may keep this stage (`specs/reformation.md`); else the role is dropped.
+        #[serde(default)]
+        park: bool,
     },
     /// Node -> orchestrator: the stage is torn down.
     StageStopped {

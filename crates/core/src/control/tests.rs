@@ -26,8 +26,8 @@ fn messages() -> Vec<ControlMessage> {
             reason: FaultReason::Stream(crate::wire::reason::StreamFault::WriteFailed),
             component: Component::Driver,
         },
-        ControlMessage::StopRun { run_id: RunId(1), faulted: false },
-        ControlMessage::StopRun { run_id: RunId(1), faulted: true },
+        ControlMessage::StopRun { run_id: RunId(1), faulted: false, park: false },
+        ControlMessage::StopRun { run_id: RunId(1), faulted: true, park: true },
         ControlMessage::StageStopped { run_id: RunId(1), stage_index: StageIndex(1) },
         ControlMessage::NodeFaulted {
             node_id: NodeId(2),

@@ -134,7 +134,7 @@ pub enum SessionCommand {
         /// Whether it carries a prompt chunk.
         prefill: bool,
     },
-    /// Send `StopRun { run_id, faulted }` to `node`.
+    /// Send `StopRun { run_id, faulted, park }` to `node`.
     StopRun {
         /// The node.
         node: NodeId,
@@ -142,6 +142,8 @@ pub enum SessionCommand {
         run_id: RunId,
         /// Whether that run faulted.
         faulted: bool,
+        /// The session re-forms and keeps caches: the node parks its role.
+        park: bool,
     },
     /// Stop the token endpoints (`abort_pumps`: a faulted run's pumps need not wait for
     /// a stage to acknowledge).
@@ -537,7 +539,10 @@ impl<'t> Session<'t> {
             RunCommand::StopRun(stage) => {
                 let Some(&node) = self.node_of.get(&stage) else { return };
                 let (run_id, faulted) = (self.plan.run_id, self.fault.is_some());
-                SessionCommand::StopRun { node, run_id, faulted }
+                // Only a run the session re-forms parks its roles (a node would otherwise
+                // hold a stage's memory for nothing).
+                let park = faulted && self.reforming.is_some() && self.config.resume.keep_caches;
+                SessionCommand::StopRun { node, run_id, faulted, park }
             }
             RunCommand::StopTokenEndpoints => {
                 SessionCommand::StopTokenEndpoints { abort_pumps: self.fault.is_some() }

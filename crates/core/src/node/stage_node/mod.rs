@@ -367,7 +367,7 @@ impl StageNode {
                     self.provision(orchestrator, *provision)
                 }
             }
-            ControlMessage::StopRun { run_id, faulted } => {
+            ControlMessage::StopRun { run_id, faulted, park } => {
                 let this_run = self.ids().is_some_and(|(r, _)| r == run_id);
                 // A step in flight (a long prefill) must not hold the teardown.
                 if !self.steps.is_empty() && this_run {
@@ -378,7 +378,7 @@ impl StageNode {
                     self.actions.push_back(NodeAction::AbortPumps);
                 }
                 if let Some(ctl) = self.controller.as_mut() {
-                    if faulted {
+                    if park {
                         ctl.stop_faulted_run(orchestrator, run_id);
                     } else {
                         ctl.stop_run(orchestrator, run_id);

@@ -134,7 +134,9 @@ impl Session<'_> {
         let carried = self.fsm.take_carried();
         for s in &self.plan.stages {
             if plan.stages.iter().any(|n| n.node_id == s.node_id) {
-                let stop = SessionCommand::StopRun { node: s.node_id, run_id: old, faulted: true };
+                let park = self.config.resume.keep_caches;
+                let (node, run_id) = (s.node_id, old);
+                let stop = SessionCommand::StopRun { node, run_id, faulted: true, park };
                 self.out.push_back(SessionOutput::Command(stop));
             }
         }

@@ -118,11 +118,14 @@ fn a_fault_the_policy_does_not_survive_ends_every_request_with_it_and_nothing_re
         _ => None,
     });
     assert_eq!(ended.as_deref(), Some("step.compute_failed"));
-    // Every stage is told to stop, as faulted.
+    // Every stage is told to stop, as faulted, and to drop its role: nothing re-forms.
     let stops = outs
         .iter()
         .filter(|o| {
-            matches!(o, SessionOutput::Command(SessionCommand::StopRun { faulted: true, .. }))
+            matches!(
+                o,
+                SessionOutput::Command(SessionCommand::StopRun { faulted: true, park: false, .. })
+            )
         })
         .count();
     assert_eq!(stops, 3);
@@ -174,11 +177,14 @@ fn re_forming_stops_the_faulted_run_on_nodes_it_keeps_before_provisioning_the_ne
         .iter()
         .take_while(|c| matches!(c, SessionCommand::StopRun { .. }))
         .map(|c| match c {
-            SessionCommand::StopRun { node, run_id, faulted } => (*node, *run_id, *faulted),
+            SessionCommand::StopRun { node, run_id, faulted, park } => {
+                (*node, *run_id, *faulted, *park)
+            }
             _ => unreachable!(),
         })
         .collect::<Vec<_>>();
-    let want: Vec<_> = (1..=3).map(|n| (NodeId(n), old, true)).collect();
+    // A re-formed session's nodes park their roles (the next run may keep their stages).
+    let want: Vec<_> = (1..=3).map(|n| (NodeId(n), old, true, true)).collect();
     assert_eq!(stops, want, "{commands:?}");
     assert!(
         commands[stops.len()..].iter().any(|c| matches!(c, SessionCommand::Provision { .. })),

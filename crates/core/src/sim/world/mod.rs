@@ -218,7 +218,7 @@ enum Membership {
 #[derive(Debug, Clone)]
 enum NodeIn {
     Provision(Box<crate::wire::plan::ProvisionStage>),
-    StopRun(RunId, bool),
+    StopRun(RunId, bool, bool),
     Object(RunId, ObjectId, Sequence, Vec<u8>),
     WeightsReady,
     /// The role is configured (`true`: a parked role taken over).

@@ -31,8 +31,9 @@ impl World {
                 n.ended.clear();
                 n.stage.control(SESSION, ControlMessage::ProvisionStage { provision });
             }
-            NodeIn::StopRun(run_id, faulted) => {
-                self.nodes[i].stage.control(SESSION, ControlMessage::StopRun { run_id, faulted });
+            NodeIn::StopRun(run_id, faulted, park) => {
+                let stop = ControlMessage::StopRun { run_id, faulted, park };
+                self.nodes[i].stage.control(SESSION, stop);
             }
             NodeIn::WeightsReady => {
                 let run = self.run;

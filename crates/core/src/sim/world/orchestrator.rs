@@ -327,9 +327,9 @@ impl World {
                     Ev::Node(first, NodeIn::Object(run, object_id, sequence, payload)),
                 );
             }
-            SessionCommand::StopRun { node, run_id, faulted } => {
+            SessionCommand::StopRun { node, run_id, faulted, park } => {
                 let i = node.0 as usize - 1;
-                let ev = Ev::Node(i, NodeIn::StopRun(run_id, faulted));
+                let ev = Ev::Node(i, NodeIn::StopRun(run_id, faulted, park));
                 self.send(Link::Control(i), 500, 5000, ev);
             }
             SessionCommand::StopTokenEndpoints { .. } => {
