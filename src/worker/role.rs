@@ -59,23 +59,6 @@ pub struct ModelRole {
     taken_over: bool,
 }
 
-impl ModelRole {
-    /// Its configuration.
-    pub fn config(&self) -> &RoleConfig {
-        &self.config
-    }
-
-    /// Bytes its prompt-cache store holds now.
-    pub fn store_bytes(&self) -> usize {
-        self.store.bytes()
-    }
-
-    /// Bytes its row log holds now.
-    pub fn log_bytes(&self) -> usize {
-        self.log.bytes()
-    }
-}
-
 impl Role {
     /// Builds a role; a model role loads its weights now (`WeightsReady` follows success).
     pub fn configure(config: RoleConfig, device: ComputeDevice) -> Result<Role, FaultReason> {
@@ -207,14 +190,13 @@ impl Role {
                     m.samplers.iter_mut().for_each(|s| *s = None);
                     m.store.clear();
                 }
-                let bytes = llama_step(m, input, abort).map_err(|e| match e {
+                let mut bytes = llama_step(m, input, abort).map_err(|e| match e {
                     StepError::Aborted => StepFailure::Aborted,
                     StepError::Failed(msg) => {
                         eprintln!("swactor worker: step {}: {msg}", sequence.0);
                         StepFailure::ComputeFailed
                     }
                 })?;
-                let mut bytes = bytes;
                 // The token-out object has one size (the plan's), whatever its entries ask:
                 // zeros after the log-probabilities they asked for.
                 if m.stage.spec().head && (bytes.len() as u64) < extent {
@@ -400,16 +382,15 @@ fn sample_tokens(
     let mut tokens = vec![NO_TOKEN; usize::from(m.limits.capacity)];
     let mut logprobs = vec![None; table.entries().len()];
     let mut verified = vec![Vec::new(); table.entries().len()];
-    // Logit rows before entry i's.
+    // Logit rows up to and including entry i's.
     let mut row0 = 0usize;
     for (i, e) in table.entries().iter().enumerate() {
         let c = computed[i];
-        let last = if every { row0 + c } else { row0 + usize::from(c > 0) };
-        row0 = if every { row0 + c } else { row0 + usize::from(c > 0) };
+        row0 += if every { c } else { usize::from(c > 0) };
         if !e.flags.contains(EntryFlags::SAMPLE) || c == 0 {
             continue;
         }
-        let last = last - 1;
+        let last = row0 - 1;
         let sampler =
             m.samplers[e.slot as usize].get_or_insert_with(|| Sampler::new(e.sampling.policy()));
         let row = &logits[last * vocab..(last + 1) * vocab];

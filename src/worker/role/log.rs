@@ -65,11 +65,6 @@ impl RowLog {
         let rb = self.row_bytes;
         self.slots.get(slot)?.get(from * rb..(from + n) * rb)
     }
-
-    /// Bytes it holds.
-    pub fn bytes(&self) -> usize {
-        self.slots.iter().map(Vec::len).sum()
-    }
 }
 
 #[cfg(test)]

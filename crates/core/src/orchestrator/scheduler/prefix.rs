@@ -239,6 +239,11 @@ impl WarmSlots {
         self.tick = self.slots.iter().map(|w| w.used).max().unwrap_or(0);
     }
 
+    /// Slots in the table.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Slots that hold tokens.
     pub fn warm_slots(&self) -> impl Iterator<Item = u16> + '_ {
         (0..self.slots.len()).filter(|&i| !self.slots[i].tokens.is_empty()).map(|i| i as u16)

@@ -28,7 +28,6 @@ use crate::wire::batch::{CacheOp, EntryFlags};
 #[derive(Debug, Clone)]
 pub struct CarriedSlots {
     warm: WarmSlots,
-    slots: u16,
 }
 
 impl Scheduler {
@@ -41,7 +40,8 @@ impl Scheduler {
     /// with what they held there. Ignored where the slot count differs or the caches are
     /// rings.
     pub fn resume_onto(&mut self, carried: CarriedSlots) {
-        if carried.slots != self.cfg.max_sequences || self.cfg.window.is_some() {
+        let slots = usize::from(self.cfg.max_sequences);
+        if carried.warm.slot_count() != slots || self.cfg.window.is_some() {
             return;
         }
         self.warm.take_over(carried.warm);
@@ -85,8 +85,7 @@ impl Scheduler {
 
     /// After the sequences are failed: what the slots hold is carried.
     pub(super) fn carry_slots(&mut self) {
-        self.carry =
-            Some(CarriedSlots { warm: self.warm.carried(), slots: self.cfg.max_sequences });
+        self.carry = Some(CarriedSlots { warm: self.warm.carried() });
         self.carried.clear();
     }
 }
