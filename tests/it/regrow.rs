@@ -55,6 +55,25 @@ fn complete_in_background(
     })
 }
 
+/// Completes `prompt` again and again, one request right after the other, until `stop`
+/// is set once one has ended: a request of it is in flight all the while.
+fn complete_until(
+    url: &str,
+    prompt: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Value>> {
+    let url = url.to_string();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        loop {
+            out.push(complete_in_background(&url, prompt, MAX_TOKENS).join().expect("request"));
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                return out;
+            }
+        }
+    })
+}
+
 /// The event lines of the server's `--events` file so far.
 fn read_events(path: &Path) -> Vec<Value> {
     crate::session::parse(&std::fs::read(path).unwrap_or_default())
@@ -62,20 +81,10 @@ fn read_events(path: &Path) -> Vec<Value> {
 
 /// Waits until the `--events` file holds a line matching `pred`; every line so far.
 fn wait_event(path: &Path, what: &str, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-    wait_event_after(path, 0, what, pred)
-}
-
-/// As [`wait_event`], for a line past the first `from`.
-fn wait_event_after(
-    path: &Path,
-    from: usize,
-    what: &str,
-    pred: impl Fn(&Value) -> bool,
-) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let lines = read_events(path);
-        if lines.iter().skip(from).any(&pred) {
+        if lines.iter().any(&pred) {
             return lines;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}; events: {lines:?}");
@@ -117,19 +126,16 @@ fn a_sigkilled_node_rebooted_with_its_key_is_used_again_and_no_request_loses_a_t
         wait_event(&ev, "the session over the survivors", |v| v["type"] == "session_reformed");
     assert_eq!(reformed_plans(&seen), vec![vec![1, 3]]);
 
-    // Node 2 comes back with its key: the session grows back onto all three nodes, once
-    // the gate has seen it stable for its window (a few hundred ms). Requests sent when the
-    // node is seen back are still in flight then (they take seconds), whatever the speed
-    // of this machine or of the node's boot.
-    let before = read_events(&ev).len();
+    // Node 2 comes back with its key: the session grows back onto all three nodes. Each
+    // prompt is asked again and again until the growth is seen, so requests are in flight
+    // when it comes, however long the node's boot and the gate's window take.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let second: Vec<_> = PROMPTS.iter().map(|p| complete_until(&url, p, stop.clone())).collect();
     nodes.restart(2);
-    let back = |v: &Value| v["type"] == "node_available" && v["node_id"] == 2;
-    wait_event_after(&ev, before, "node 2 back", back);
-    let second: Vec<_> =
-        PROMPTS.iter().map(|p| complete_in_background(&url, p, MAX_TOKENS)).collect();
     let seen = wait_event(&ev, "the session grown back", |v| {
         v["type"] == "session_reformed" && v["plan"].as_array().is_some_and(|p| p.len() == 3)
     });
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(reformed_plans(&seen), vec![vec![1, 3], vec![1, 2, 3]]);
     let causes: Vec<&Value> =
         events(&seen, "session_reforming").iter().map(|e| &e["cause"]).collect();
@@ -140,10 +146,16 @@ fn a_sigkilled_node_rebooted_with_its_key_is_used_again_and_no_request_loses_a_t
     let resumed = seen[grown_at..].iter().filter(|v| v["type"] == "sequence_resumed").count();
     assert!(resumed > 0, "no request spanned the growth: {seen:?}");
     // Every request, across either re-formation, has generate's text.
-    for (i, h) in first.into_iter().chain(second).enumerate() {
+    for (i, h) in first.into_iter().enumerate() {
         let v = h.join().expect("request");
         let text = v["choices"][0]["text"].as_str().expect("text");
-        assert_eq!(text, want[i % PROMPTS.len()], "request {i}");
+        assert_eq!(text, want[i], "request {i}");
+    }
+    for (i, h) in second.into_iter().enumerate() {
+        for (k, v) in h.join().expect("requests").iter().enumerate() {
+            let text = v["choices"][0]["text"].as_str().expect("text");
+            assert_eq!(text, want[i], "prompt {i}, request {k} after node 2 came back");
+        }
     }
     // The page's view shows node 2 serving again, and a new request runs on three stages.
     let (_, pool) = crate::serve::get(&format!("{url}/pool")).expect("pool");
