@@ -21,7 +21,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub use swactor_core::{events, planner, serve, sim, speculate, wire};
+pub use swactor_core::{chat, events, planner, serve, sim, speculate, wire};
 
 pub mod arena;
 pub mod bench;

@@ -159,7 +159,7 @@ pub fn generate(args: &GenerateArgs, out: &mut Output) -> Result<(), CliError> {
     } else if args.chat {
         let template = crate::model::tokenizer::chat_template(file.header());
         tokenizer
-            .encode_chat_prompt(template.as_deref(), text)
+            .encode_chat_prompt(template.as_deref(), text, crate::clock::unix_now())
             .map_err(|e| CliError::new(ExitCode::Usage, e.code(), eyre!("--chat: {e}")))?
     } else {
         tokenizer.encode(text, true, false)

@@ -21,6 +21,7 @@ use super::requests::Batch;
 use super::run_report::{finish, finish_batch};
 use super::run_sink::{CliSink, EventsFile, events_error, write_line_errors};
 use super::signals::StopSignal;
+use crate::chat::{Conversation, Message};
 use crate::orchestrator::driver::{OrchestrateConfig, orchestrate};
 use crate::orchestrator::local::LocalPool;
 use crate::wire::reason::RequestEnd;
@@ -133,14 +134,14 @@ async fn execute(
         write_line_errors(out, batch.errors())?;
         let pending = batch.take_pending();
         ids = Some(pending.iter().map(|p| p.id.clone()).collect());
-        let (tokenizer, template) = (inputs.tokenizer.clone(), inputs.template.clone());
+        let (tokenizer, chat, now) =
+            (inputs.tokenizer.clone(), inputs.chat.clone(), inputs.now_unix);
         let encode: Encode = Arc::new(move |p| match &p.messages {
-            // Only the template's markers are special; each content is text.
+            // Only the template's own text is special; each content is text.
             Some(m) => {
-                let pairs: Vec<(&str, &str)> =
-                    m.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+                let conv = Conversation::new(m.iter().map(|(r, c)| Message::new(r, c)).collect());
                 // Judged when the line was read: the same messages write the same way.
-                tokenizer.encode_chat(template.as_deref(), &pairs).unwrap_or_default()
+                chat.encode(&tokenizer, &conv, now, usize::MAX).unwrap_or_default()
             }
             None => tokenizer.encode(&p.text, true, false),
         });

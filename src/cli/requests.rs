@@ -19,7 +19,6 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::model::tokenizer::{chat_pieces, chat_text};
 use crate::orchestrator::requests::{MAX_STOP_BYTES, MAX_STOPS};
 use crate::wire::{RuntimeConfig, SamplingPolicy};
 
@@ -30,6 +29,10 @@ pub const MAX_REQUESTS: usize = 100_000;
 /// Bytes of prompt text allowed per token of context, four contexts' worth at a generous
 /// 16 bytes a token: a longer prompt can never fit and is refused before tokenizing.
 pub const PROMPT_BYTES_PER_CONTEXT_TOKEN: usize = 4 * 16;
+
+/// Writes a conversation of `(role, content)` messages as the model reads it, or says
+/// why it cannot.
+pub type ChatText<'a> = dyn Fn(&[(&str, &str)]) -> Result<String, String> + 'a;
 
 /// The longest prompt text (after the chat template) a session of `max_seq_len` tokens
 /// tokenizes: [`PROMPT_BYTES_PER_CONTEXT_TOKEN`] bytes per token of context.
@@ -151,8 +154,9 @@ struct IdOnly {
 
 /// Judges `bytes` (the file's contents) line by line: each non-blank line a pending
 /// request or its error, in order. `runtime` gives the defaults (`max_tokens`, sampling)
-/// and the context; `template` is the model's chat template.
-pub fn parse_requests(bytes: &[u8], template: Option<&str>, runtime: &RuntimeConfig) -> Batch {
+/// and the context; `chat` writes a conversation as the model reads it (`None`: the model
+/// has no chat format, and lines with `messages` are refused).
+pub fn parse_requests(bytes: &[u8], chat: Option<&ChatText<'_>>, runtime: &RuntimeConfig) -> Batch {
     let mut seen = HashSet::new();
     let mut lines = Vec::new();
     let mut count = 0usize;
@@ -174,7 +178,7 @@ pub fn parse_requests(bytes: &[u8], template: Option<&str>, runtime: &RuntimeCon
                 reason: "too_many_requests",
                 message: format!("line {number}: a file holds at most {MAX_REQUESTS} requests"),
             }),
-            Ok(text) => parse_line(number, text, template, runtime),
+            Ok(text) => parse_line(number, text, chat, runtime),
         };
         let line = line.and_then(|p| {
             if seen.insert(id_key(&p.id)) {
@@ -201,7 +205,7 @@ fn overflow_id(raw: &[u8], number: usize) -> RequestId {
 fn parse_line(
     number: usize,
     text: &str,
-    template: Option<&str>,
+    chat: Option<&ChatText<'_>>,
     runtime: &RuntimeConfig,
 ) -> Result<Pending, LineError> {
     let fallback = line_id(number);
@@ -236,10 +240,13 @@ fn parse_line(
             // Contents are text: only the template's markers are special tokens.
             let pairs: Vec<(&str, &str)> =
                 m.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
-            let pieces = chat_pieces(template, &pairs)
-                .map_err(|e| err("invalid_messages", e.to_string()))?;
-            let text = chat_text(&pieces);
-            drop(pieces);
+            let text = match chat {
+                Some(chat) => chat(&pairs).map_err(|e| err("invalid_messages", e))?,
+                None => {
+                    let e = crate::model::tokenizer::ChatError::NoTemplate;
+                    return Err(err("invalid_messages", e.to_string()));
+                }
+            };
             (text, Some(m.into_iter().map(|m| (m.role, m.content)).collect()))
         }
         _ => {

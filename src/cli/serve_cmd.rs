@@ -119,7 +119,7 @@ async fn serve(
     let served = ServeModel {
         facts: &model.facts,
         tokenizer: model.tokenizer.clone(),
-        template: model.template.clone(),
+        chat: model.chat.clone(),
     };
     let out = std::cell::RefCell::new(out);
     let mut said = Ok(());

@@ -1,6 +1,7 @@
 //! A submitted request's answer: whole (once its result arrives) or streamed as
 //! server-sent events straight off its reply channel, with its tokens' log-probabilities
-//! when it asked for them.
+//! when it asked for them. A chat's answer is read ([`Reader`]) into content, reasoning
+//! and tool calls.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -13,12 +14,28 @@ use serde_json::json;
 use super::failure::Failure;
 use super::state::Submitted;
 use super::track::Tracker;
+use crate::chat::{OutputParser, parse_whole};
 use crate::model::tokenizer::Tokenizer;
 use crate::orchestrator::driver::served::Reply;
 use crate::orchestrator::scheduler::FinishReason;
+use crate::serve::chat_answer::{self, ChatAnswer};
 use crate::serve::shapes::{Meta, TextOffsets, TokenChoice, Usage, finish_reason};
 use crate::wire::logprobs::TokenLogprobs;
 use crate::wire::reason::RequestEnd;
+
+/// Reads a chat's answer as it comes: its parser, and what it read so far.
+pub struct Reader {
+    parser: OutputParser,
+    ticket: u64,
+    answer: ChatAnswer,
+}
+
+impl Reader {
+    /// A reader of request `ticket`'s answer.
+    pub fn new(parser: OutputParser, ticket: u64) -> Reader {
+        Reader { parser, ticket, answer: ChatAnswer::default() }
+    }
+}
 
 /// A token's log-probabilities with the texts of it and its alternatives, its text at
 /// `offset`.
@@ -45,6 +62,7 @@ pub async fn whole(
     mut sub: Submitted,
     mut tracker: Tracker,
     tok: Arc<Tokenizer>,
+    read: Option<Reader>,
 ) -> Result<Response, Failure> {
     let mut choices = Vec::new();
     let mut offsets = TextOffsets::default();
@@ -71,11 +89,19 @@ pub async fn whole(
     if let Some(err) = &result.error {
         return Err(tracker.failed(err).into());
     }
-    let finish = finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos));
+    let mut finish = finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos));
+    let read = read.map(|mut r| {
+        r.answer.add(parse_whole(&mut r.parser, &result.text));
+        finish = r.answer.finish(finish);
+        r
+    });
     let timings = tracker.finished(finish, result.completion_tokens, result.cached_tokens);
     let usage = Usage::new(result.prompt_tokens, result.completion_tokens)
         .with_cached(result.cached_tokens);
     let mut v = meta.response(&result.text, finish, usage, timings);
+    if let Some(r) = &read {
+        v["choices"][0]["message"] = chat_answer::message(r.ticket, &r.answer);
+    }
     if !choices.is_empty() {
         v["choices"][0]["logprobs"] = meta.logprobs_value(&choices);
     }
@@ -93,6 +119,7 @@ pub async fn stream(
     mut tracker: Tracker,
     include_usage: bool,
     tok: Arc<Tokenizer>,
+    read: Option<Reader>,
 ) -> Result<Response, Failure> {
     let first = match sub.replies.recv().await {
         Some(Reply::Started) => {
@@ -116,7 +143,7 @@ pub async fn stream(
     }
     let offsets = TextOffsets::default();
     let mut state =
-        Streaming { meta, sub, tracker, include_usage, pending, done: false, tok, offsets };
+        Streaming { meta, sub, tracker, include_usage, pending, done: false, tok, offsets, read };
     if first.is_some() {
         state.reply(first);
     }
@@ -146,13 +173,39 @@ struct Streaming {
     tok: Arc<Tokenizer>,
     /// Where each token's text begins (a completion's `text_offset`).
     offsets: TextOffsets,
+    /// A chat's answer, read as it streams.
+    read: Option<Reader>,
 }
 
 impl Streaming {
+    /// Text of the answer: as it is, or read into content, reasoning and tool calls.
+    fn text(&mut self, text: &str) {
+        match &mut self.read {
+            Some(r) => {
+                for d in r.parser.push(text) {
+                    self.pending.extend(chat_answer::delta_chunks(&self.meta, r.ticket, &d));
+                    r.answer.add(vec![d]);
+                }
+            }
+            None if !text.is_empty() => self.pending.push_back(self.meta.text_chunk(text)),
+            None => {}
+        }
+    }
+
     /// Turns one reply into the events it means (`None`: the session ended first).
     fn reply(&mut self, reply: Option<Reply>) {
         match reply {
             Some(Reply::Started) => self.tracker.started(),
+            Some(Reply::Token { id, piece, logprobs }) if self.read.is_some() => {
+                self.tracker.token();
+                let offset = self.offsets.next(&self.tok, id);
+                if let Some(lp) = logprobs {
+                    let c = choice(&self.tok, id, &lp, offset);
+                    let v = self.meta.logprobs_value(&[c]);
+                    self.pending.push_back(self.meta.text_chunk_with("", v));
+                }
+                self.text(&piece);
+            }
             Some(Reply::Token { id, piece, logprobs }) => {
                 self.tracker.token();
                 let offset = self.offsets.next(&self.tok, id);
@@ -168,11 +221,7 @@ impl Streaming {
                     None => {}
                 }
             }
-            Some(Reply::Text(t)) => {
-                if !t.is_empty() {
-                    self.pending.push_back(self.meta.text_chunk(&t));
-                }
-            }
+            Some(Reply::Text(t)) => self.text(&t),
             Some(Reply::Done(r)) => {
                 self.sub.guard.disarm();
                 self.done = true;
@@ -182,7 +231,14 @@ impl Streaming {
                     return;
                 }
                 let reason = r.finish_reason.unwrap_or(FinishReason::Eos);
-                let finish = finish_reason(reason);
+                let mut finish = finish_reason(reason);
+                if let Some(read) = &mut self.read {
+                    for d in read.parser.finish() {
+                        self.pending.extend(chat_answer::delta_chunks(&self.meta, read.ticket, &d));
+                        read.answer.add(vec![d]);
+                    }
+                    finish = read.answer.finish(finish);
+                }
                 let timings = self.tracker.finished(finish, r.completion_tokens, r.cached_tokens);
                 self.pending.push_back(self.meta.finish_chunk(finish, timings).to_string());
                 if self.include_usage {

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 
 use crate::events::EventLine;
 use crate::model::ModelFacts;
-use crate::model::tokenizer::Tokenizer;
+use crate::model::tokenizer::{ChatFormat, Tokenizer};
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestrateError};
 use crate::serve::params::Defaults;
 use crate::wire::SamplingPolicy;
@@ -104,8 +104,8 @@ pub struct ServeModel<'a> {
     pub facts: &'a ModelFacts,
     /// Its tokenizer.
     pub tokenizer: Arc<Tokenizer>,
-    /// Its chat template.
-    pub template: Option<String>,
+    /// Its chat format.
+    pub chat: Arc<ChatFormat>,
 }
 
 /// When the server stops: `stop` starts the graceful drain, `force` (a second signal)
@@ -137,7 +137,7 @@ pub async fn serve(
         TcpListener::bind(config.http).await.map_err(|e| ServeError::Bind(config.http, e))?;
     let addr = listener.local_addr().map_err(|e| ServeError::Bind(config.http, e))?;
     let (limits, grace) = (config.limits, config.grace);
-    let shared = Arc::new(state::Shared::new(config, model.tokenizer, model.template));
+    let shared = Arc::new(state::Shared::new(config, model.tokenizer, model.chat));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (force_tx, force_rx) = watch::channel(false);
     let http = tokio::spawn(http::serve(

@@ -20,6 +20,7 @@ use super::failure::Failure;
 use super::guard::{self, off_loop};
 use super::state::Shared;
 use super::track::Tracker;
+use crate::chat::OutputParser;
 use crate::model::tokenizer::Tokenizer;
 use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
 use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
@@ -273,7 +274,7 @@ async fn complete(
         Api::Completion => parse_completion(&raw, &defaults, seed),
     })
     .await??;
-    let prompt = tokenize_prompt(&shared, &parsed).await?;
+    let (prompt, parser) = tokenize_prompt(&shared, &parsed).await?;
     let ticket = shared.ticket();
     let (n_ctx, vocab) = (defaults.n_ctx, shared.config.vocab);
     let request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
@@ -283,37 +284,42 @@ async fn complete(
         .with_echo(parsed.echo_text(&shared.tokenizer));
     let tracker = tracker.submitted(prompt_n);
     let tok = shared.tokenizer.clone();
+    let read = parser.map(|p| answer::Reader::new(p, ticket));
     if parsed.stream {
-        answer::stream(meta, submitted, tracker, parsed.include_usage, tok).await
+        answer::stream(meta, submitted, tracker, parsed.include_usage, tok, read).await
     } else {
-        answer::whole(meta, submitted, tracker, tok).await
+        answer::whole(meta, submitted, tracker, tok, read).await
     }
 }
 
-/// The prompt's token ids: the chat template's, the text's, or the ids given. Long
-/// prompts are refused by their bytes before tokenizing (no token spells more than 64
-/// bytes, so a prompt of more than 64 bytes per context position cannot fit).
-async fn tokenize_prompt(shared: &Arc<Shared>, parsed: &Parsed) -> Result<Vec<u32>, Failure> {
+/// The prompt's token ids: the chat template's (with a parser of a chat's answer), the
+/// text's, or the ids given. Long prompts are refused by their bytes before tokenizing
+/// (no token spells more than 64 bytes, so a prompt of more than 64 bytes per context
+/// position cannot fit).
+async fn tokenize_prompt(
+    shared: &Arc<Shared>,
+    parsed: &Parsed,
+) -> Result<(Vec<u32>, Option<OutputParser>), Failure> {
     let n_ctx = shared.n_ctx();
     let bytes = match &parsed.prompt {
-        Prompt::Messages(m) => m.iter().map(|(r, c)| r.len() + c.len()).sum(),
+        Prompt::Chat(c) => c.text_bytes(),
         Prompt::Text(t) => t.len(),
         Prompt::Tokens(_) => 0,
     };
     if bytes > MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize {
         return Err(ApiError::exceeds_context_bytes(bytes, n_ctx).into());
     }
-    let (tok, template, prompt) =
-        (shared.tokenizer.clone(), shared.template.clone(), parsed.prompt.clone());
+    let (tok, chat, prompt) =
+        (shared.tokenizer.clone(), shared.chat.clone(), parsed.prompt.clone());
+    let (now, cap) =
+        (shared.config.unix_now() as i64, MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize);
     let encoded = off_loop(move || match prompt {
-        Prompt::Messages(m) => {
-            let pairs: Vec<(&str, &str)> =
-                m.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
-            tok.encode_chat(template.as_deref(), &pairs)
-                .map_err(|e| ApiError::invalid(format!("messages: {e}")))
-        }
-        Prompt::Text(t) => Ok(tok.encode(&t, true, false)),
-        Prompt::Tokens(ids) => Ok(ids),
+        Prompt::Chat(c) => chat
+            .encode_for_answer(&tok, &c, now, cap)
+            .map(|(ids, p)| (ids, Some(p)))
+            .map_err(|e| ApiError::invalid(format!("messages: {e}")).because(e.code())),
+        Prompt::Text(t) => Ok((tok.encode(&t, true, false), None)),
+        Prompt::Tokens(ids) => Ok((ids, None)),
     })
     .await?;
     Ok(encoded?)

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::ServeConfig;
 use super::metrics::Metrics;
 use super::view::PoolView;
-use crate::model::tokenizer::Tokenizer;
+use crate::model::tokenizer::{ChatFormat, Tokenizer};
 use crate::orchestrator::driver::served::{Reply, SlotsReport, Submission};
 use crate::orchestrator::requests::Request;
 use crate::serve::error::ApiError;
@@ -33,8 +33,8 @@ pub struct Shared {
     pub config: ServeConfig,
     /// The model's tokenizer.
     pub tokenizer: Arc<Tokenizer>,
-    /// The model's chat template.
-    pub template: Option<String>,
+    /// The model's chat format (its own template, or the hand-written fallback).
+    pub chat: Arc<ChatFormat>,
     /// The lifecycle.
     phase: Mutex<ServerPhase>,
     /// Set while a session serves.
@@ -87,13 +87,13 @@ impl Drop for CancelGuard {
 
 impl Shared {
     /// The shared state of a server that has not formed a session yet.
-    pub fn new(config: ServeConfig, tokenizer: Arc<Tokenizer>, template: Option<String>) -> Shared {
+    pub fn new(config: ServeConfig, tokenizer: Arc<Tokenizer>, chat: Arc<ChatFormat>) -> Shared {
         let view = PoolView::new(&config);
         let n_ctx = AtomicU32::new(config.defaults.n_ctx);
         Shared {
             config,
             tokenizer,
-            template,
+            chat,
             phase: Mutex::new(ServerPhase::default()),
             input: Mutex::new(None),
             metrics: Metrics::new(),

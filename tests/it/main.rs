@@ -1,6 +1,7 @@
 //! swactor's integration tests, in one binary so they link once.
 #![allow(clippy::disallowed_methods)] // tests are drivers: they own the clock
 
+mod chat;
 mod cli;
 mod compose;
 mod dataplane;

@@ -585,7 +585,7 @@ fn a_message_content_that_spells_special_tokens_forges_no_turn_in_a_batch_job() 
     );
     let (code, out, err) = run_local_batch(&model, 1, &file, &["--max-seq-len", "256"]);
     assert_eq!(code, 0, "{err}");
-    let want = tok.encode_chat(template.as_deref(), &[("user", forged)]).expect("chat");
+    let want = tok.encode_chat(template.as_deref(), &[("user", forged)], 0).expect("chat");
     let im_start = tok.encode("<|im_start|>", false, true);
     let starts = want.windows(im_start.len()).filter(|w| *w == im_start.as_slice()).count();
     // The template's default system turn, the user's and the assistant's: no forged one.

@@ -39,6 +39,7 @@ fn layer(key: &str) -> Option<u8> {
             ("ring/", 0),
             ("model/", 0),
             ("speculate/", 0),
+            ("chat/", 0),
             ("worker/protocol.rs", 0),
             ("worker/device.rs", 0),
             ("worker/", 2),

@@ -23,6 +23,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod arena;
+pub mod chat;
 pub mod control;
 pub mod edge;
 pub mod events;

@@ -7,11 +7,12 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::chat::{Conversation, Message};
 use crate::cli::args::PromptArgs;
 use crate::cli::exit::{CliError, ExitCode, model_error};
 use crate::cli::requests::{Batch, MAX_REQUESTS_BYTES, parse_requests};
 use crate::model::ModelFacts;
-use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
+use crate::model::tokenizer::{ChatFormat, Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::requests::Request;
 use crate::wire::RuntimeConfig;
 
@@ -33,8 +34,10 @@ pub struct RunInputs {
     pub batch: Option<Batch>,
     /// The runtime settings, checked.
     pub runtime: RuntimeConfig,
-    /// The model's chat template (`tokenizer.chat_template`), if it has one.
-    pub template: Option<String>,
+    /// The model's chat format (its own template, or the hand-written fallback).
+    pub chat: Arc<ChatFormat>,
+    /// The time the inputs were read (seconds since the epoch): templates print its date.
+    pub now_unix: i64,
 }
 
 impl RunInputs {
@@ -45,20 +48,23 @@ impl RunInputs {
         let tokenizer =
             Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
         let template = crate::model::tokenizer::chat_template(file.header());
+        let chat = Arc::new(ChatFormat::new(&tokenizer, template.as_deref()));
+        let now_unix = crate::clock::unix_now();
         if let Some(path) = &run.requests {
             let mut args = run.session.runtime.clone();
             args.max_sequences = args.max_sequences.or(Some(DEFAULT_BATCH_SEQUENCES));
             let runtime = runtime_config(&args, &facts)?;
             let bytes = read_requests(path)?;
-            let batch = parse_requests(&bytes, template.as_deref(), &runtime);
+            let text = |m: &[(&str, &str)]| chat_text_of(&tokenizer, &chat, m, now_unix);
+            let batch = parse_requests(&bytes, Some(&text), &runtime);
             let requests = Vec::new();
             let batch = Some(batch);
-            return Ok(RunInputs { facts, tokenizer, requests, batch, runtime, template });
+            return Ok(RunInputs { facts, tokenizer, requests, batch, runtime, chat, now_unix });
         }
         let runtime = runtime_config(&run.session.runtime, &facts)?;
-        let request = prompt_request(run, &tokenizer, template.as_deref(), &runtime)?;
+        let request = prompt_request(run, &tokenizer, &chat, now_unix, &runtime)?;
         let requests = vec![request];
-        Ok(RunInputs { facts, tokenizer, requests, batch: None, runtime, template })
+        Ok(RunInputs { facts, tokenizer, requests, batch: None, runtime, chat, now_unix })
     }
 
     /// The prompt's length in tokens (0 for a batch job).
@@ -75,6 +81,17 @@ impl RunInputs {
     }
 }
 
+/// A batch line's conversation as the model reads it, as text.
+fn chat_text_of(
+    tokenizer: &Tokenizer,
+    chat: &ChatFormat,
+    messages: &[(&str, &str)],
+    now_unix: i64,
+) -> Result<String, String> {
+    let conv = Conversation::new(messages.iter().map(|(r, c)| Message::new(r, c)).collect());
+    chat.text(tokenizer, &conv, now_unix, usize::MAX).map_err(|e| e.to_string())
+}
+
 /// A usage error (exit 2).
 pub fn usage(message: String) -> CliError {
     CliError::new(ExitCode::Usage, "usage", eyre!(message))
@@ -84,12 +101,13 @@ pub fn usage(message: String) -> CliError {
 fn prompt_request(
     run: &PromptArgs,
     tokenizer: &Tokenizer,
-    template: Option<&str>,
+    chat: &ChatFormat,
+    now_unix: i64,
     runtime: &RuntimeConfig,
 ) -> Result<Request, CliError> {
     let prompt = if run.chat {
-        tokenizer
-            .encode_chat_prompt(template, &run.prompt)
+        let conv = Conversation::new(vec![Message::new("user", &run.prompt)]);
+        chat.encode(tokenizer, &conv, now_unix, usize::MAX)
             .map_err(|e| usage(format!("--chat: {e}")))?
     } else {
         tokenizer.encode(&run.prompt, true, false)

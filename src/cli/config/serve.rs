@@ -11,7 +11,7 @@ use crate::cli::args::{LocalArgs, OrchestrateServeArgs, RuntimeArgs, ServeFlags}
 use crate::cli::exit::{CliError, ExitCode, model_error, plan_error};
 use crate::cli::run_sink::EventsFile;
 use crate::model::ModelFacts;
-use crate::model::tokenizer::{Tokenizer, tokenizer_from_gguf};
+use crate::model::tokenizer::{ChatFormat, Tokenizer, tokenizer_from_gguf};
 use crate::orchestrator::driver::{OrchestrateConfig, OrchestratorKey};
 use crate::orchestrator::local::LocalPool;
 use crate::planner::{PlanRequest, check_before_reports};
@@ -35,8 +35,8 @@ pub struct ServedModel {
     pub facts: ModelFacts,
     /// Its tokenizer.
     pub tokenizer: Arc<Tokenizer>,
-    /// Its chat template.
-    pub template: Option<String>,
+    /// Its chat format (its own template, or the hand-written fallback).
+    pub chat: Arc<ChatFormat>,
     /// The runtime settings, checked (eight slots by default).
     pub runtime: RuntimeConfig,
     /// `--max-tokens`: what a request without `max_tokens` generates at most (`None`: to
@@ -52,6 +52,7 @@ impl ServedModel {
         let tokenizer =
             Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
         let template = crate::model::tokenizer::chat_template(file.header());
+        let chat = Arc::new(ChatFormat::new(&tokenizer, template.as_deref()));
         let mut args = args.clone();
         args.max_sequences = args.max_sequences.or(Some(DEFAULT_SERVE_SEQUENCES));
         let runtime = RuntimeConfig {
@@ -59,7 +60,7 @@ impl ServedModel {
             max_top_logprobs: Some(crate::wire::logprobs::MAX_TOP_LOGPROBS),
             ..runtime_config(&args, &facts)?
         };
-        Ok(ServedModel { facts, tokenizer, template, runtime, max_tokens: args.max_tokens })
+        Ok(ServedModel { facts, tokenizer, chat, runtime, max_tokens: args.max_tokens })
     }
 }
 

@@ -12,8 +12,8 @@
 //! are checked when the tokenizer is built: each is two tokens whose join is a token.
 //!
 //! User-defined tokens are always matched as whole tokens; control tokens only when asked
-//! (`parse_special`). A chat prompt ([`Tokenizer::encode_chat`]) parses them only in the
-//! template's markers, never in a message's content. [`Detokenizer`] turns ids back into
+//! (`parse_special`). A chat prompt ([`ChatFormat`], [`Tokenizer::encode_chat`]) parses
+//! them only in the template's own text, never in a message's content. [`Detokenizer`] turns ids back into
 //! text without ever emitting a broken UTF-8 sequence.
 
 use std::collections::HashMap;
@@ -23,6 +23,7 @@ use fancy_regex::Regex;
 use super::facts::ModelError;
 
 mod chat;
+mod chat_format;
 mod gguf;
 mod merge;
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod tests;
 pub use chat::{
     ChatError, ChatPiece, GEMMA_TEMPLATE, chat_pieces, chat_text, chatml_default_system,
 };
+pub use chat_format::ChatFormat;
 pub use gguf::{chat_template, tokenizer_from_gguf};
 use merge::{MergeTable, merge_bpe, merge_spm};
 

@@ -1,12 +1,15 @@
 //! The OpenAI-compatible API's pure side: requests parsed and judged into a session's
 //! [`Request`](crate::orchestrator::requests::Request) ([`params`]), the response and
-//! stream-chunk shapes with their `usage` and `timings` ([`shapes`]), one error shape
+//! stream-chunk shapes with their `usage` and `timings` ([`shapes`]; a chat's content,
+//! reasoning and tool calls in [`chat_answer`]), one error shape
 //! ([`error`]), the server's lifecycle ([`phase`]: whether it serves, and why not), and
 //! who may reach it from a browser ([`access`]).
 //! No IO and no clock: the server passes the moments and the fresh seeds in.
 
 pub mod access;
+pub mod chat_answer;
 pub mod error;
+pub mod openai_chat;
 pub mod params;
 pub mod phase;
 pub mod shapes;

@@ -2,15 +2,18 @@
 //! unknown fields are ignored (as OpenAI does), every field that is present must be in
 //! range, and what is left out takes the server's defaults. A known field that would
 //! change the output but is not implemented (`logit_bias`, `presence_penalty`,
-//! `frequency_penalty`, `tools`, a `response_format` other than text) is refused with a
-//! 400 `unsupported_field` unless its value is neutral, never silently ignored. The result names the prompt
-//! (messages for the chat template, text, or token ids) and everything else a session's
-//! request needs; [`Parsed::request`] makes that request once the prompt is tokenized.
+//! `frequency_penalty`, a `response_format` other than text, a `tool_choice` that forces a
+//! call) is refused with a 400 `unsupported_field` unless its value is neutral, never
+//! silently ignored. The result names the prompt (a conversation for the chat template,
+//! with its tools; text; or token ids) and everything else a session's request needs;
+//! [`Parsed::request`] makes that request once the prompt is tokenized.
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::error::ApiError;
+use super::openai_chat::{self, RawMessage, ToolChoice};
+use crate::chat::Conversation;
 use crate::orchestrator::requests::{MAX_STOP_BYTES, MAX_STOPS, Request};
 use crate::wire::SamplingPolicy;
 
@@ -31,8 +34,8 @@ pub struct Defaults {
 /// What to feed the model.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
-    /// A chat: `(role, content)` pairs for the model's chat template.
-    Messages(Vec<(String, String)>),
+    /// A chat: the conversation (and tools) for the model's chat template.
+    Chat(Conversation),
     /// Text (a beginning-of-sequence token is added as the model asks).
     Text(String),
     /// Token ids, as given.
@@ -64,6 +67,8 @@ pub struct Parsed {
     pub cache_prompt: bool,
     /// A completion that echoes its prompt's text before its own (`echo`).
     pub echo: bool,
+    /// Which tool calls the model may make (a chat with `tools`).
+    pub tool_choice: ToolChoice,
 }
 
 #[derive(Deserialize)]
@@ -102,7 +107,6 @@ struct Common {
     logit_bias: Option<serde_json::Map<String, serde_json::Value>>,
     presence_penalty: Option<f32>,
     frequency_penalty: Option<f32>,
-    tools: Option<Vec<IgnoredAny>>,
     response_format: Option<ResponseFormat>,
 }
 
@@ -113,28 +117,12 @@ struct ResponseFormat {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<Part>),
-}
-
-#[derive(Deserialize)]
-struct Part {
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    role: String,
-    content: Option<Content>,
-}
-
-#[derive(Deserialize)]
 struct ChatBody {
-    messages: Vec<Message>,
+    messages: Vec<RawMessage>,
+    tools: Option<Vec<serde_json::Value>>,
+    tool_choice: Option<serde_json::Value>,
+    /// Further template variables (`enable_thinking`), as llama-server and vLLM take them.
+    chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
     logprobs: bool,
     top_logprobs: Option<u32>,
@@ -154,6 +142,7 @@ enum PromptField {
 #[derive(Deserialize)]
 struct CompletionBody {
     prompt: Option<PromptField>,
+    tools: Option<Vec<IgnoredAny>>,
     logprobs: Option<u32>,
     #[serde(default)]
     echo: bool,
@@ -168,34 +157,21 @@ fn json_error(e: serde_json::Error) -> ApiError {
 /// A `/v1/chat/completions` body.
 pub fn parse_chat(body: &[u8], defaults: &Defaults, fresh_seed: u64) -> Result<Parsed, ApiError> {
     let body: ChatBody = serde_json::from_slice(body).map_err(json_error)?;
-    if body.messages.is_empty() {
-        return Err(ApiError::invalid("'messages' must hold at least one message"));
+    let messages = openai_chat::messages(body.messages)?;
+    let tools = openai_chat::tools(body.tools)?;
+    let tool_choice = openai_chat::tool_choice(body.tool_choice, &tools)?;
+    if matches!(tool_choice, ToolChoice::Required | ToolChoice::Function(_)) {
+        return Err(ApiError::invalid(
+            "a 'tool_choice' that forces a call needs constrained sampling, which this server \
+             does not have yet: use \"auto\"",
+        )
+        .because(UNSUPPORTED));
     }
-    let mut messages = Vec::with_capacity(body.messages.len());
-    for (i, m) in body.messages.into_iter().enumerate() {
-        let content = match m.content {
-            None => String::new(),
-            Some(Content::Text(t)) => t,
-            Some(Content::Parts(parts)) => {
-                let mut text = String::new();
-                for p in parts {
-                    match (p.kind.as_str(), p.text) {
-                        ("text", Some(t)) => text.push_str(&t),
-                        (kind, _) => {
-                            return Err(ApiError::invalid(format!(
-                                "messages[{i}]: content parts of type '{kind}' are not \
-                                 supported (text only)"
-                            )));
-                        }
-                    }
-                }
-                text
-            }
-        };
-        // OpenAI's SDKs send their newer name of the system role.
-        let role = if m.role == "developer" { "system".to_string() } else { m.role };
-        messages.push((role, content));
+    let mut conv = Conversation::new(messages);
+    if tool_choice != ToolChoice::None {
+        conv.tools = tools;
     }
+    conv.kwargs = body.chat_template_kwargs.unwrap_or_default();
     let logprobs = match (body.logprobs, body.top_logprobs) {
         (false, Some(_)) => {
             return Err(ApiError::invalid("'top_logprobs' needs 'logprobs': true"));
@@ -203,7 +179,8 @@ pub fn parse_chat(body: &[u8], defaults: &Defaults, fresh_seed: u64) -> Result<P
         (false, None) => None,
         (true, k) => Some(k.unwrap_or(0)),
     };
-    common(body.common, Prompt::Messages(messages), logprobs, defaults, fresh_seed)
+    let parsed = common(body.common, Prompt::Chat(conv), logprobs, defaults, fresh_seed)?;
+    Ok(Parsed { tool_choice, ..parsed })
 }
 
 /// A `/v1/completions` body.
@@ -213,6 +190,10 @@ pub fn parse_completion(
     fresh_seed: u64,
 ) -> Result<Parsed, ApiError> {
     let body: CompletionBody = serde_json::from_slice(body).map_err(json_error)?;
+    if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        let m = "'tools' need a conversation: send them to /v1/chat/completions";
+        return Err(ApiError::invalid(m).because(UNSUPPORTED));
+    }
     let one = || ApiError::invalid("one prompt per request ('prompt' lists more than one)");
     let prompt = match body.prompt {
         None => return Err(ApiError::invalid("'prompt' is required")),
@@ -237,7 +218,7 @@ pub fn parse_completion(
 pub const UNSUPPORTED: &str = "unsupported_field";
 
 /// Refuses what would change the output but is not implemented, unless it is neutral:
-/// penalties of 0, an empty `logit_bias`, no tools, a text `response_format`.
+/// penalties of 0, an empty `logit_bias`, a text `response_format`.
 fn refuse_unsupported(c: &Common) -> Result<(), ApiError> {
     let refuse = |m: String| Err(ApiError::invalid(m).because(UNSUPPORTED));
     for (name, value) in
@@ -249,9 +230,6 @@ fn refuse_unsupported(c: &Common) -> Result<(), ApiError> {
     }
     if c.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
         return refuse("'logit_bias' is not supported: only an empty map is accepted".into());
-    }
-    if c.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return refuse("'tools' are not supported yet: send the request without them".into());
     }
     if let Some(f) = c.response_format.as_ref().filter(|f| f.kind != "text") {
         return refuse(format!(
@@ -306,6 +284,7 @@ fn common(
         speculative: c.speculative.unwrap_or(true),
         cache_prompt: c.cache_prompt.unwrap_or(true),
         echo: false,
+        tool_choice: ToolChoice::Auto,
     })
 }
 
@@ -350,7 +329,7 @@ impl Parsed {
         match &self.prompt {
             Prompt::Text(t) => Some(t.clone()),
             Prompt::Tokens(ids) => Some(tokenizer.decode(ids)),
-            Prompt::Messages(_) => None,
+            Prompt::Chat(_) => None,
         }
     }
 

@@ -214,6 +214,11 @@ impl Meta {
         }
     }
 
+    /// A stream chunk holding `choices`.
+    pub fn chunk(&self, choices: Value) -> Value {
+        self.envelope(true, choices)
+    }
+
     fn envelope(&self, chunk: bool, choices: Value) -> Value {
         json!({
             "id": self.id,

@@ -1,6 +1,8 @@
-//! Chat prompts in the format a GGUF's `tokenizer.chat_template` uses, for the template
-//! families seen in practice: ChatML (`<|im_start|>`), Llama 3 (`<|start_header_id|>`)
-//! and Llama 2 / Mistral (`[INST]`).
+//! The hand-written chat formats: ChatML (`<|im_start|>`), Llama 3
+//! (`<|start_header_id|>`), Gemma (`<start_of_turn>`) and Llama 2 / Mistral (`[INST]`),
+//! picked by sniffing. They are the fallback of [`super::ChatFormat`] for files whose
+//! template is missing or does not compile; a model's own template is rendered by the
+//! Jinja engine ([`crate::chat`]).
 //!
 //! A conversation is written as [`ChatPiece`]s: the template's own markers, whose special
 //! tokens are parsed, and the messages' contents, which are text. A content that spells a
@@ -8,7 +10,8 @@
 
 use thiserror::Error;
 
-use super::{Fragment, Tokenizer};
+use super::{ChatFormat, Tokenizer};
+use crate::chat::{Conversation, Message, TemplateError};
 
 /// Why a conversation cannot be written in the model's chat format. [`ChatError::code`]
 /// is a stable reason.
@@ -26,6 +29,12 @@ pub enum ChatError {
     /// The template belongs to none of the families this build writes.
     #[error("the model's chat template is not ChatML, Llama 3, Gemma or Llama 2 style")]
     UnsupportedTemplate,
+    /// The model's template failed on the conversation.
+    #[error("{0}")]
+    Template(TemplateError),
+    /// Tools were offered (or called) but the model has no template that renders them.
+    #[error("tools need the model's own chat template, and this model has none that compiles")]
+    ToolsNeedTemplate,
 }
 
 impl ChatError {
@@ -35,6 +44,8 @@ impl ChatError {
             ChatError::NoTemplate => "no_template",
             ChatError::UnknownRole { .. } => "unknown_role",
             ChatError::UnsupportedTemplate => "unsupported_template",
+            ChatError::Template(e) => e.code(),
+            ChatError::ToolsNeedTemplate => "tools_need_template",
         }
     }
 }
@@ -177,47 +188,18 @@ pub fn chat_text(pieces: &[ChatPiece<'_>]) -> String {
 }
 
 impl Tokenizer {
-    /// Tokenizes a conversation in the model's chat format ([`chat_pieces`]), `bos` first
-    /// when the vocabulary asks for it. Only the template's markers are parsed for control
-    /// tokens; every content is encoded as `encode(content, false, false)` would see it.
-    /// Where a content spells no control token, the ids are those of the whole written
-    /// conversation encoded with special tokens parsed.
+    /// Tokenizes a conversation of `(role, content)` messages in the model's chat format
+    /// ([`ChatFormat`]: its own template `template`, or the hand-written fallback) at the
+    /// time `now_unix`, `bos` first when the vocabulary asks for it. Only the template's
+    /// own text is parsed for control tokens; every content is text.
     pub fn encode_chat(
         &self,
         template: Option<&str>,
         messages: &[(&str, &str)],
+        now_unix: i64,
     ) -> Result<Vec<u32>, ChatError> {
-        let pieces = chat_pieces(template, messages)?;
-        let full = chat_text(&pieces);
-        // Each piece is split around the special tokens it may hold; then text fragments
-        // that touch are joined again, so the pre-tokenizer sees the text the template
-        // wrote (`user\nHi` is one stretch of text, as it is in the written prompt).
-        let mut frags: Vec<(usize, Fragment<'_>)> = Vec::new();
-        let mut at = 0;
-        for piece in &pieces {
-            let (len, parse_special) = match piece {
-                ChatPiece::Marker(s) => (s.len(), true),
-                ChatPiece::Content(s) => (s.len(), false),
-            };
-            let text = &full[at..at + len];
-            for f in self.partition(text, parse_special) {
-                let start = match f {
-                    Fragment::Text(t) => t.as_ptr() as usize - full.as_ptr() as usize,
-                    Fragment::Token(_) => 0,
-                };
-                match (frags.last_mut(), f) {
-                    (Some((s0, Fragment::Text(prev))), Fragment::Text(t))
-                        if *s0 + prev.len() == start =>
-                    {
-                        *prev = &full[*s0..start + t.len()];
-                    }
-                    _ => frags.push((start, f)),
-                }
-            }
-            at += len;
-        }
-        let frags: Vec<Fragment<'_>> = frags.into_iter().map(|(_, f)| f).collect();
-        Ok(self.encode_fragments(&frags, true, &mut 0))
+        let conv = Conversation::new(messages.iter().map(|(r, c)| Message::new(r, c)).collect());
+        ChatFormat::new(self, template).encode(self, &conv, now_unix, usize::MAX)
     }
 
     /// [`Tokenizer::encode_chat`] of one user message.
@@ -225,7 +207,8 @@ impl Tokenizer {
         &self,
         template: Option<&str>,
         user: &str,
+        now_unix: i64,
     ) -> Result<Vec<u32>, ChatError> {
-        self.encode_chat(template, &[("user", user)])
+        self.encode_chat(template, &[("user", user)], now_unix)
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::chat::Message;
 
 fn defaults() -> Defaults {
     Defaults { sampling: SamplingPolicy::Greedy, max_tokens: None, n_ctx: 512 }
@@ -27,8 +28,8 @@ fn a_chat_body_keeps_its_messages_and_ignores_fields_it_does_not_know() {
         "metadata":{"k":"v"},"user":"u1","stream":true,"stream_options":{"include_usage":true}}"#,
     )
     .expect("parses");
-    let want = vec![("system".into(), "be brief".into()), ("user".into(), "hi there".into())];
-    assert_eq!(p.prompt, Prompt::Messages(want));
+    let want = vec![Message::new("system", "be brief"), Message::new("user", "hi there")];
+    assert_eq!(p.prompt, Prompt::Chat(Conversation::new(want)));
     assert!(p.stream && p.include_usage);
     assert_eq!(p.model.as_deref(), Some("m"));
     assert_eq!(p.sampling, SamplingPolicy::Greedy);
@@ -122,13 +123,15 @@ fn fields_that_would_change_the_output_are_refused_unless_neutral() {
         r#""presence_penalty":0.5"#,
         r#""frequency_penalty":-1"#,
         r#""logit_bias":{"50256":-100}"#,
-        r#""tools":[{"type":"function","function":{"name":"f"}}]"#,
+        r#""tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required""#,
         r#""response_format":{"type":"json_object"}"#,
         r#""response_format":{"type":"json_schema","json_schema":{"name":"s"}}"#,
     ] {
         let e = chat(&format!("{{{x},{field}}}")).expect_err(field);
         assert_eq!((e.status(), e.reason.as_deref()), (400, Some(UNSUPPORTED)), "{field}");
-        let name = field.split('"').nth(1).expect("a name");
+        let name =
+            field.rsplit_once(":{").map_or(field, |f| f.0).split('"').nth(1).expect("a name");
+        let name = if name == "tools" { "tool_choice" } else { name };
         assert!(e.message.contains(name), "{field}: {}", e.message);
     }
     for neutral in [
@@ -136,6 +139,7 @@ fn fields_that_would_change_the_output_are_refused_unless_neutral() {
         r#""logit_bias":{}"#,
         r#""logit_bias":null,"presence_penalty":null"#,
         r#""tools":[]"#,
+        r#""tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto""#,
         r#""response_format":{"type":"text"}"#,
     ] {
         chat(&format!("{{{x},{neutral}}}")).unwrap_or_else(|e| panic!("{neutral}: {e:?}"));
@@ -152,8 +156,8 @@ fn a_developer_message_is_a_system_message() {
         {"role":"user","content":"hi"}]}"#,
     )
     .expect("parses");
-    let want = vec![("system".into(), "be brief".into()), ("user".into(), "hi".into())];
-    assert_eq!(p.prompt, Prompt::Messages(want));
+    let want = vec![Message::new("system", "be brief"), Message::new("user", "hi")];
+    assert_eq!(p.prompt, Prompt::Chat(Conversation::new(want)));
 }
 
 #[test]
@@ -172,4 +176,50 @@ fn echo_repeats_a_completions_prompt_and_is_refused_with_logprobs() {
     let e = parse_completion(br#"{"prompt":"x","echo":true,"logprobs":1}"#, &d, 1)
         .expect_err("echo with logprobs");
     assert_eq!((e.status(), e.reason.as_deref()), (400, Some(UNSUPPORTED)));
+}
+
+#[test]
+fn tool_calls_and_tool_results_reach_the_conversation_with_their_ids() {
+    let p = chat(
+        r#"{"messages":[{"role":"user","content":"weather?"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+          "function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+        {"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"18C"}]}],
+        "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
+        "chat_template_kwargs":{"enable_thinking":false}}"#,
+    )
+    .expect("parses");
+    let Prompt::Chat(conv) = p.prompt else { panic!("a chat") };
+    assert_eq!(conv.tools.len(), 1);
+    assert_eq!(conv.kwargs["enable_thinking"], false);
+    let call = &conv.messages[1].tool_calls[0];
+    assert_eq!((call.id.as_str(), call.name.as_str()), ("c1", "get_weather"));
+    assert_eq!(call.arguments, r#"{"city":"Paris"}"#);
+    assert_eq!(conv.messages[1].content, None);
+    assert_eq!(conv.messages[2].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(conv.messages[2].content.as_deref(), Some("18C"));
+}
+
+#[test]
+fn bad_tools_and_tool_messages_are_invalid_requests_that_say_why() {
+    let user = r#"{"role":"user","content":"x"}"#;
+    for (body, says) in [
+        (format!(r#"{{"messages":[{user}],"tools":[{{"type":"retrieval"}}]}}"#), "type 'function'"),
+        (format!(r#"{{"messages":[{user}],"tools":[{{"type":"function","function":{{}}}}]}}"#), "name"),
+        (
+            format!(r#"{{"messages":[{user}],"tools":[{{"type":"function","function":{{"name":"f"}}}}],"tool_choice":{{"type":"function","function":{{"name":"g"}}}}}}"#),
+            "not in 'tools'",
+        ),
+        (r#"{"messages":[{"role":"tool","content":"x"}]}"#.to_string(), "tool_call_id"),
+        (r#"{"messages":[{"role":"robot","content":"x"}]}"#.to_string(), "unknown role"),
+        (
+            r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}"#
+                .to_string(),
+            "'image_url'",
+        ),
+    ] {
+        let e = chat(&body).expect_err(&body);
+        assert_eq!(e.status(), 400, "{body}");
+        assert!(e.message.contains(says), "{body}: {}", e.message);
+    }
 }
