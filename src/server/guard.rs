@@ -21,8 +21,9 @@ use crate::serve::error::{ApiError, ErrorType};
 use crate::wire::reason::ApiRefusal;
 
 /// The routes whose POST body is JSON.
-const JSON_ROUTES: [&str; 6] = [
+const JSON_ROUTES: [&str; 7] = [
     "/v1/chat/completions",
+    "/v1/messages",
     "/chat/completions",
     "/v1/completions",
     "/completions",
@@ -110,8 +111,11 @@ pub async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Nex
     if matches!(path, "/health" | "/v1/health" | "/") {
         return next.run(request).await;
     }
-    let given =
-        header_str(request.headers(), &header::AUTHORIZATION).and_then(bearer_token).unwrap_or("");
+    // A bearer token, or Anthropic's `x-api-key` header (its clients send that).
+    let given = header_str(request.headers(), &header::AUTHORIZATION)
+        .and_then(bearer_token)
+        .or_else(|| request.headers().get("x-api-key").and_then(|v| v.to_str().ok()))
+        .unwrap_or("");
     if super::key::same_key(given, key) {
         return next.run(request).await;
     }

@@ -18,12 +18,12 @@ use serde_json::json;
 use super::answer;
 use super::failure::Failure;
 use super::guard::{self, off_loop};
+use super::prompt::{body, tokenize_prompt};
 use super::state::Shared;
 use super::track::Tracker;
-use crate::chat::OutputParser;
 use crate::model::tokenizer::Tokenizer;
 use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
-use crate::serve::params::{Parsed, Prompt, parse_chat, parse_completion};
+use crate::serve::params::{parse_chat, parse_completion};
 use crate::serve::shapes::{Api, Meta};
 use crate::wire::reason::ApiRefusal;
 
@@ -46,6 +46,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/completions", post(completions))
+        .route("/v1/messages", post(super::messages::messages))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/slots", get(slots))
@@ -150,17 +151,6 @@ async fn slots(State(shared): State<Arc<Shared>>) -> Result<Response, Failure> {
         })
         .collect();
     Ok(axum::Json(json!(slots)).into_response())
-}
-
-/// A body, or the error its reading ended in (413 past the limit).
-fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Failure> {
-    body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Failure(ApiError::new(ErrorType::RequestTooLarge, "the request body is over the limit"))
-        } else {
-            Failure(ApiError::invalid(format!("the body could not be read: {r}")))
-        }
-    })
 }
 
 #[derive(Deserialize)]
@@ -290,37 +280,4 @@ async fn complete(
     } else {
         answer::whole(meta, submitted, tracker, tok, read).await
     }
-}
-
-/// The prompt's token ids: the chat template's (with a parser of a chat's answer), the
-/// text's, or the ids given. Long prompts are refused by their bytes before tokenizing
-/// (no token spells more than 64 bytes, so a prompt of more than 64 bytes per context
-/// position cannot fit).
-async fn tokenize_prompt(
-    shared: &Arc<Shared>,
-    parsed: &Parsed,
-) -> Result<(Vec<u32>, Option<OutputParser>), Failure> {
-    let n_ctx = shared.n_ctx();
-    let bytes = match &parsed.prompt {
-        Prompt::Chat(c) => c.text_bytes(),
-        Prompt::Text(t) => t.len(),
-        Prompt::Tokens(_) => 0,
-    };
-    if bytes > MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize {
-        return Err(ApiError::exceeds_context_bytes(bytes, n_ctx).into());
-    }
-    let (tok, chat, prompt) =
-        (shared.tokenizer.clone(), shared.chat.clone(), parsed.prompt.clone());
-    let (now, cap) =
-        (shared.config.unix_now() as i64, MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize);
-    let encoded = off_loop(move || match prompt {
-        Prompt::Chat(c) => chat
-            .encode_for_answer(&tok, &c, now, cap)
-            .map(|(ids, p)| (ids, Some(p)))
-            .map_err(|e| ApiError::invalid(format!("messages: {e}")).because(e.code())),
-        Prompt::Text(t) => Ok((tok.encode(&t, true, false), None)),
-        Prompt::Tokens(ids) => Ok((ids, None)),
-    })
-    .await?;
-    Ok(encoded?)
 }

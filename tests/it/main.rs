@@ -3,6 +3,7 @@
 
 mod chat;
 mod cli;
+mod clients;
 mod compose;
 mod dataplane;
 mod defaults;

@@ -4,9 +4,12 @@
 //! reasoning and tool calls in [`chat_answer`]), one error shape
 //! ([`error`]), the server's lifecycle ([`phase`]: whether it serves, and why not), and
 //! who may reach it from a browser ([`access`]).
+//! Anthropic's Messages API is read into the same request and answered in its own shapes
+//! ([`anthropic`]).
 //! No IO and no clock: the server passes the moments and the fresh seeds in.
 
 pub mod access;
+pub mod anthropic;
 pub mod chat_answer;
 pub mod error;
 pub mod openai_chat;

@@ -1,0 +1,60 @@
+//! What every completion route does before it submits: read the body within its limit,
+//! and tokenize the prompt (a chat through the model's template, with a parser of its
+//! answer; text; or token ids), refusing one too long by its bytes first.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+
+use super::failure::Failure;
+use super::guard::off_loop;
+use super::state::Shared;
+use crate::chat::OutputParser;
+use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
+use crate::serve::params::{Parsed, Prompt};
+
+/// A body, or the error its reading ended in (413 past the limit).
+pub fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Failure> {
+    body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Failure(ApiError::new(ErrorType::RequestTooLarge, "the request body is over the limit"))
+        } else {
+            Failure(ApiError::invalid(format!("the body could not be read: {r}")))
+        }
+    })
+}
+
+/// The prompt's token ids: the chat template's (with a parser of a chat's answer), the
+/// text's, or the ids given. Long prompts are refused by their bytes before tokenizing
+/// (no token spells more than 64 bytes, so a prompt of more than 64 bytes per context
+/// position cannot fit).
+pub async fn tokenize_prompt(
+    shared: &Arc<Shared>,
+    parsed: &Parsed,
+) -> Result<(Vec<u32>, Option<OutputParser>), Failure> {
+    let n_ctx = shared.n_ctx();
+    let bytes = match &parsed.prompt {
+        Prompt::Chat(c) => c.text_bytes(),
+        Prompt::Text(t) => t.len(),
+        Prompt::Tokens(_) => 0,
+    };
+    if bytes > MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize {
+        return Err(ApiError::exceeds_context_bytes(bytes, n_ctx).into());
+    }
+    let (tok, chat, prompt) =
+        (shared.tokenizer.clone(), shared.chat.clone(), parsed.prompt.clone());
+    let (now, cap) =
+        (shared.config.unix_now() as i64, MAX_PROMPT_BYTES_PER_POSITION * n_ctx as usize);
+    let encoded = off_loop(move || match prompt {
+        Prompt::Chat(c) => chat
+            .encode_for_answer(&tok, &c, now, cap)
+            .map(|(ids, p)| (ids, Some(p)))
+            .map_err(|e| ApiError::invalid(format!("messages: {e}")).because(e.code())),
+        Prompt::Text(t) => Ok((tok.encode(&t, true, false), None)),
+        Prompt::Tokens(ids) => Ok((ids, None)),
+    })
+    .await?;
+    Ok(encoded?)
+}

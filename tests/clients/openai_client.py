@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The official `openai` client against a swactor server, as an application uses it:
+a weather-tool round trip (call, tool result, final answer) whole and streamed, and
+content parts (text parts joined; another type refused with a 400 naming it).
+
+    openai_client.py BASE_URL
+
+prints one JSON object of what it saw; exits non-zero on the first check that fails.
+"""
+import json
+import sys
+
+import openai
+
+TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]},
+    },
+}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def main():
+    client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0)
+    model = client.models.list().data[0].id
+    seen = {}
+
+    # The call, whole.
+    r = client.chat.completions.create(model=model, messages=ASK, tools=TOOLS,
+                                       temperature=0, max_tokens=64)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather", call
+    args = json.loads(call.function.arguments)
+    assert args.get("city") == "Paris", args
+    seen["call"] = {"id": call.id, "name": call.function.name, "arguments": args}
+
+    # The same call, streamed: argument fragments add up to the same call.
+    calls = {}
+    finish = None
+    for chunk in client.chat.completions.create(model=model, messages=ASK, tools=TOOLS,
+                                                temperature=0, max_tokens=64, stream=True):
+        c = chunk.choices[0]
+        finish = c.finish_reason or finish
+        for tc in c.delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, {"name": "", "arguments": ""})
+            if tc.function.name:
+                entry["name"] = tc.function.name
+            entry["arguments"] += tc.function.arguments or ""
+    assert finish == "tool_calls", finish
+    assert calls[0]["name"] == "get_weather", calls
+    assert json.loads(calls[0]["arguments"]) == args, calls
+    seen["streamed_call"] = calls[0]
+
+    # The tool's result goes back through the template; the model answers.
+    history = ASK + [choice.message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id,
+                      "content": json.dumps({"temperature_c": 18, "sky": "clear"})}]
+    final = client.chat.completions.create(model=model, messages=history, tools=TOOLS,
+                                           temperature=0, max_tokens=48)
+    f = final.choices[0]
+    assert f.finish_reason in ("stop", "length", "tool_calls"), f
+    assert final.usage.prompt_tokens > r.usage.prompt_tokens, final.usage
+    seen["final"] = {"finish_reason": f.finish_reason, "content": f.message.content}
+
+    # Content parts.
+    parts = client.chat.completions.create(
+        model=model, temperature=0, max_tokens=8,
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Say "},
+                                                {"type": "text", "text": "hello."}]}])
+    assert isinstance(parts.choices[0].message.content, str)
+    try:
+        client.chat.completions.create(
+            model=model, max_tokens=8,
+            messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}])
+        raise AssertionError("an image part was accepted")
+    except openai.BadRequestError as e:
+        assert "image_url" in str(e), e
+        seen["image_refused"] = e.status_code
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()
