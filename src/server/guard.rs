@@ -21,9 +21,10 @@ use crate::serve::error::{ApiError, ErrorType};
 use crate::wire::reason::ApiRefusal;
 
 /// The routes whose POST body is JSON.
-const JSON_ROUTES: [&str; 7] = [
+const JSON_ROUTES: [&str; 8] = [
     "/v1/chat/completions",
     "/v1/messages",
+    "/v1/responses",
     "/chat/completions",
     "/v1/completions",
     "/completions",

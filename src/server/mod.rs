@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)] // the server owns the clock (`created` stamps)
 
 pub mod answer;
+pub mod event_api;
 pub mod failure;
 pub mod guard;
 pub mod http;
@@ -14,6 +15,7 @@ pub mod key;
 pub mod messages;
 pub mod metrics;
 pub mod prompt;
+pub mod responses;
 pub mod routes;
 pub mod sessions;
 pub mod state;

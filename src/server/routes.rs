@@ -47,6 +47,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/completions", post(completions))
         .route("/v1/messages", post(super::messages::messages))
+        .route("/v1/responses", post(super::responses::responses))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/slots", get(slots))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The official `openai` client against a swactor server, as an application uses it:
-a weather-tool round trip (call, tool result, final answer) whole and streamed, and
-content parts (text parts joined; another type refused with a 400 naming it).
+a weather-tool round trip (call, tool result, final answer) whole and streamed through
+the chat API and the Responses API, and content parts (text parts joined; another type
+refused with a 400 naming it).
 
     openai_client.py BASE_URL
 
@@ -83,6 +84,26 @@ def main():
     except openai.BadRequestError as e:
         assert "image_url" in str(e), e
         seen["image_refused"] = e.status_code
+    # The Responses API: the same call whole and streamed, then the round trip.
+    flat = [{"type": "function", **TOOLS[0]["function"]}]
+    resp = client.responses.create(model=model, input=ASK[0]["content"], tools=flat,
+                                   temperature=0, max_output_tokens=64)
+    fc = [o for o in resp.output if o.type == "function_call"]
+    assert resp.status == "completed" and fc and fc[0].name == "get_weather", resp
+    assert json.loads(fc[0].arguments) == args, fc
+    with client.responses.stream(model=model, input=ASK[0]["content"], tools=flat,
+                                 temperature=0, max_output_tokens=64) as s:
+        streamed = s.get_final_response()
+    sfc = [o for o in streamed.output if o.type == "function_call"]
+    assert sfc and json.loads(sfc[0].arguments) == args, streamed
+    again = client.responses.create(
+        model=model, tools=flat, temperature=0, max_output_tokens=48,
+        input=[{"role": "user", "content": ASK[0]["content"]}, fc[0].model_dump(exclude_none=True),
+               {"type": "function_call_output", "call_id": fc[0].call_id,
+                "output": json.dumps({"temperature_c": 18, "sky": "clear"})}])
+    assert again.status in ("completed", "incomplete"), again
+    assert again.usage.input_tokens > resp.usage.input_tokens, again.usage
+    seen["responses"] = {"call": json.loads(fc[0].arguments), "final": again.output_text}
     print(json.dumps(seen))
 
 

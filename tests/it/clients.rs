@@ -1,7 +1,8 @@
 //! The official `openai` and `anthropic` Python clients (fetched into a venv by
 //! `.ci/fetch-models --tests`) against a served Qwen2.5-Coder 0.5B Instruct over two
 //! stages, as an application uses them: a weather-tool round trip (the call, the tool's
-//! result, the final answer) whole and streamed through each API, content parts, and a
+//! result, the final answer) whole and streamed through the chat, Responses and Messages
+//! APIs, content parts, and a
 //! part of another type refused with a 400 naming it (`tests/clients/*.py`).
 
 use std::path::PathBuf;
@@ -53,6 +54,7 @@ fn the_official_openai_and_anthropic_clients_make_a_tool_round_trip_whole_and_st
     assert_eq!(openai["call"]["arguments"]["city"], "Paris", "{openai}");
     assert_eq!(openai["streamed_call"]["name"], "get_weather", "{openai}");
     assert_eq!(openai["image_refused"], 400, "{openai}");
+    assert_eq!(openai["responses"]["call"]["city"], "Paris", "{openai}");
     let anthropic = client(&python, "anthropic_client.py", &s.url);
     assert_eq!(anthropic["tool_use"]["input"]["city"], "Paris", "{anthropic}");
     assert_eq!(anthropic["streamed_tool_use"]["city"], "Paris", "{anthropic}");

@@ -37,6 +37,12 @@ pub enum TemplateError {
         /// The steps allowed.
         fuel: u64,
     },
+    /// Macros or includes nested past the recursion limit.
+    #[error("the chat template nests calls deeper than {limit} levels")]
+    TooDeep {
+        /// The levels allowed.
+        limit: usize,
+    },
     /// The rendered text grew past its limit.
     #[error("the chat template wrote more than {limit} bytes")]
     TooLarge {
@@ -52,6 +58,7 @@ impl TemplateError {
             TemplateError::Invalid { .. } => "template_invalid",
             TemplateError::Refused { .. } => "template_refused",
             TemplateError::OutOfFuel { .. } => "template_out_of_fuel",
+            TemplateError::TooDeep { .. } => "template_too_deep",
             TemplateError::TooLarge { .. } => "template_too_large",
         }
     }
@@ -67,10 +74,11 @@ pub struct TemplateLimits {
 }
 
 impl Default for TemplateLimits {
-    /// 20 million steps (about a second of the worst loop; a 1000-message conversation
-    /// takes well under a million) and 64 levels.
+    /// 4 million steps and 64 levels. Real templates take a few hundred steps per message
+    /// (a 1000-message conversation well under a million); a template that builds strings
+    /// without end runs out after about 256 MB of them (fuel is charged per 64 bytes).
     fn default() -> TemplateLimits {
-        TemplateLimits { fuel: 20_000_000, recursion: 64 }
+        TemplateLimits { fuel: 4_000_000, recursion: 64 }
     }
 }
 
@@ -216,10 +224,58 @@ impl ChatTemplate {
             Err(err) => Err(match err.kind() {
                 ErrorKind::OutOfFuel => TemplateError::OutOfFuel { fuel: self.limits.fuel },
                 ErrorKind::WriteFailure => TemplateError::TooLarge { limit: max_bytes },
+                _ if err.detail() == Some("recursion limit exceeded") => {
+                    TemplateError::TooDeep { limit: self.limits.recursion }
+                }
                 _ => TemplateError::Refused {
                     message: err.detail().map_or_else(|| err.to_string(), str::to_string),
                 },
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::Message;
+
+    fn render(source: &str, max_bytes: usize) -> Result<String, TemplateError> {
+        let t = ChatTemplate::new(
+            source,
+            "<s>",
+            "</s>",
+            Escaper::default(),
+            TemplateLimits::default(),
+        )?;
+        t.render(&Conversation::new(vec![Message::new("user", "hi")]), 0, max_bytes)
+    }
+
+    #[test]
+    fn hostile_templates_stop_with_typed_errors() {
+        let looping =
+            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+        assert_eq!(render(looping, 1 << 30), Err(TemplateError::OutOfFuel { fuel: 4_000_000 }));
+        let doubling = "{% set s = namespace(x='ab') %}{% for i in range(64) %}{% set s.x = s.x ~ s.x %}{% endfor %}{{ s.x|length }}";
+        assert_eq!(render(doubling, 1 << 30), Err(TemplateError::OutOfFuel { fuel: 4_000_000 }));
+        let recursing = "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}";
+        assert_eq!(render(recursing, 1 << 30), Err(TemplateError::TooDeep { limit: 64 }));
+        let huge = "{% for a in range(1000) %}{{ 'x' * 100000 }}{% endfor %}";
+        assert_eq!(render(huge, 1 << 20), Err(TemplateError::TooLarge { limit: 1 << 20 }));
+        assert!(matches!(render("{% for %}", 100), Err(TemplateError::Invalid { .. })));
+        let refused = "{{ raise_exception('roles must alternate') }}";
+        assert_eq!(
+            render(refused, 100),
+            Err(TemplateError::Refused { message: "roles must alternate".into() })
+        );
+    }
+
+    #[test]
+    fn helpers_behave_as_transformers_defines_them() {
+        let t = "{{ messages | tojson }}|{{ {'b': 1, 'a': [1, 2]} | tojson(indent=2, sort_keys=true) }}|{{ strftime_now('%Y-%m-%d') }}|{{ 'a,b'.split(',') | length }}|{{ bos_token }}";
+        assert_eq!(
+            render(t, 1 << 20).expect("renders"),
+            "[{\"role\": \"user\", \"content\": \"hi\"}]|{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": 1\n}|1970-01-01|2|<s>"
+        );
     }
 }

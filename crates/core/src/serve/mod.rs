@@ -4,8 +4,8 @@
 //! reasoning and tool calls in [`chat_answer`]), one error shape
 //! ([`error`]), the server's lifecycle ([`phase`]: whether it serves, and why not), and
 //! who may reach it from a browser ([`access`]).
-//! Anthropic's Messages API is read into the same request and answered in its own shapes
-//! ([`anthropic`]).
+//! Anthropic's Messages API ([`anthropic`]) and OpenAI's Responses API ([`responses`]) are
+//! read into the same request and answered in their own shapes.
 //! No IO and no clock: the server passes the moments and the fresh seeds in.
 
 pub mod access;
@@ -15,4 +15,5 @@ pub mod error;
 pub mod openai_chat;
 pub mod params;
 pub mod phase;
+pub mod responses;
 pub mod shapes;
