@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
+use axum::http::header;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::failure::Failure;
@@ -25,7 +27,7 @@ use crate::orchestrator::scheduler::FinishReason;
 use crate::serve::chat_answer::ChatAnswer;
 use crate::serve::error::ApiError;
 use crate::serve::params::parse_chat;
-use crate::serve::shapes::finish_reason;
+use crate::serve::shapes::{Timings, finish_reason};
 use crate::wire::reason::RequestEnd;
 
 /// An event: its name and its data.
@@ -33,14 +35,17 @@ pub type Event = (&'static str, Value);
 
 /// One API's shapes of an answer.
 pub trait Shape: Send + 'static {
+    /// Streams as newline-delimited JSON (each event's data on a line) instead of
+    /// server-sent events.
+    const NDJSON: bool = false;
     /// The events that open a stream (the request took a slot; `prompt_n` tokens).
     fn start(&mut self, prompt_n: u32) -> Vec<Event>;
     /// The events of one read piece of the answer.
     fn delta(&mut self, d: &Delta) -> Vec<Event>;
     /// The events that close a stream: `finish` is OpenAI's finish reason.
-    fn finish(&mut self, finish: &str, r: &RequestResult) -> Vec<Event>;
+    fn finish(&mut self, finish: &str, r: &RequestResult, t: &Timings) -> Vec<Event>;
     /// The whole answer's body.
-    fn whole(&self, answer: &ChatAnswer, finish: &str, r: &RequestResult) -> Value;
+    fn whole(&self, answer: &ChatAnswer, finish: &str, r: &RequestResult, t: &Timings) -> Value;
     /// An error's body (as a response, or as the data of an `error` event).
     fn error(e: &ApiError) -> Value;
 }
@@ -132,8 +137,8 @@ async fn whole<S: Shape>(
     let mut answer = ChatAnswer::default();
     answer.add(parse_whole(&mut parser, &result.text));
     let finish = answer.finish(finish_reason(result.finish_reason.unwrap_or(FinishReason::Eos)));
-    tracker.finished(finish, result.completion_tokens, result.cached_tokens);
-    Ok(axum::Json(shape.whole(&answer, finish, &result)).into_response())
+    let t = tracker.finished(finish, result.completion_tokens, result.cached_tokens);
+    Ok(axum::Json(shape.whole(&answer, finish, &result, &t)).into_response())
 }
 
 /// A streamed answer between its replies and its events.
@@ -182,8 +187,8 @@ impl<S: Shape> Streaming<S> {
                 self.read(d);
                 let reason = finish_reason(r.finish_reason.unwrap_or(FinishReason::Eos));
                 let finish = self.answer.finish(reason);
-                self.tracker.finished(finish, r.completion_tokens, r.cached_tokens);
-                self.pending.extend(self.shape.finish(finish, &r));
+                let t = self.tracker.finished(finish, r.completion_tokens, r.cached_tokens);
+                self.pending.extend(self.shape.finish(finish, &r, &t));
             }
             None => {
                 self.sub.guard.disarm();
@@ -226,9 +231,8 @@ async fn stream<S: Shape>(
     }
     let events = futures_util::stream::unfold(st, |mut st| async move {
         loop {
-            if let Some((name, data)) = st.pending.pop_front() {
-                let ev = SseEvent::default().event(name).data(data.to_string());
-                return Some((Ok::<_, Infallible>(ev), st));
+            if let Some(event) = st.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(event), st));
             }
             if st.done {
                 return None;
@@ -237,5 +241,12 @@ async fn stream<S: Shape>(
             st.reply(reply);
         }
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
+    if S::NDJSON {
+        let lines = events.map(|e| e.map(|(_, data)| format!("{data}\n")));
+        let body = axum::body::Body::from_stream(lines);
+        return Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response());
+    }
+    let sse = events
+        .map(|e| e.map(|(name, data)| SseEvent::default().event(name).data(data.to_string())));
+    Ok(Sse::new(sse).keep_alive(KeepAlive::default()).into_response())
 }

@@ -21,10 +21,12 @@ use crate::serve::error::{ApiError, ErrorType};
 use crate::wire::reason::ApiRefusal;
 
 /// The routes whose POST body is JSON.
-const JSON_ROUTES: [&str; 8] = [
+const JSON_ROUTES: [&str; 10] = [
     "/v1/chat/completions",
     "/v1/messages",
     "/v1/responses",
+    "/api/chat",
+    "/api/generate",
     "/chat/completions",
     "/v1/completions",
     "/completions",

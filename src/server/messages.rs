@@ -17,6 +17,7 @@ use crate::orchestrator::requests::RequestResult;
 use crate::serve::anthropic::{self, EventWriter};
 use crate::serve::chat_answer::ChatAnswer;
 use crate::serve::error::ApiError;
+use crate::serve::shapes::Timings;
 
 /// Anthropic's shapes of one answer.
 struct Messages {
@@ -33,11 +34,11 @@ impl Shape for Messages {
         self.writer.delta(d)
     }
 
-    fn finish(&mut self, finish: &str, r: &RequestResult) -> Vec<Event> {
+    fn finish(&mut self, finish: &str, r: &RequestResult, _: &Timings) -> Vec<Event> {
         self.writer.finish(finish, r.completion_tokens)
     }
 
-    fn whole(&self, answer: &ChatAnswer, finish: &str, r: &RequestResult) -> Value {
+    fn whole(&self, answer: &ChatAnswer, finish: &str, r: &RequestResult, _: &Timings) -> Value {
         let usage = (r.prompt_tokens, r.completion_tokens, r.cached_tokens);
         anthropic::message(self.made.ticket, &self.made.model, answer, finish, usage)
     }

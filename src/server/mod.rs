@@ -14,6 +14,7 @@ pub mod http;
 pub mod key;
 pub mod messages;
 pub mod metrics;
+pub mod ollama;
 pub mod prompt;
 pub mod responses;
 pub mod routes;

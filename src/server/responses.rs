@@ -16,6 +16,7 @@ use crate::orchestrator::requests::RequestResult;
 use crate::serve::chat_answer::ChatAnswer;
 use crate::serve::error::ApiError;
 use crate::serve::responses::{self, EventWriter, ResponseMeta};
+use crate::serve::shapes::Timings;
 
 /// The Responses API's shapes of one answer.
 struct Responses {
@@ -36,11 +37,11 @@ impl Shape for Responses {
         self.writer.delta(d)
     }
 
-    fn finish(&mut self, finish: &str, r: &RequestResult) -> Vec<Event> {
+    fn finish(&mut self, finish: &str, r: &RequestResult, _: &Timings) -> Vec<Event> {
         self.writer.finish(finish, usage(r))
     }
 
-    fn whole(&self, answer: &ChatAnswer, finish: &str, r: &RequestResult) -> Value {
+    fn whole(&self, answer: &ChatAnswer, finish: &str, r: &RequestResult, _: &Timings) -> Value {
         let status = if finish == "length" { "incomplete" } else { "completed" };
         self.meta.response(status, self.meta.output(answer), finish, usage(r))
     }

@@ -3,14 +3,15 @@
 //! stages, as an application uses them: a weather-tool round trip (the call, the tool's
 //! result, the final answer) whole and streamed through the chat, Responses and Messages
 //! APIs, content parts, and a
-//! part of another type refused with a 400 naming it (`tests/clients/*.py`).
+//! part of another type refused with a 400 naming it (`tests/clients/*.py`); and Ollama's
+//! shapes over raw HTTP.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::serve::Server;
+use crate::serve::{Server, get, post_raw, runtime};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -59,4 +60,45 @@ fn the_official_openai_and_anthropic_clients_make_a_tool_round_trip_whole_and_st
     assert_eq!(anthropic["tool_use"]["input"]["city"], "Paris", "{anthropic}");
     assert_eq!(anthropic["streamed_tool_use"]["city"], "Paris", "{anthropic}");
     eprintln!("openai: {openai}\nanthropic: {anthropic}");
+    ollama_speaks_its_own_shapes(&s.url);
+}
+
+/// Ollama's API: a streamed chat as JSON lines ending in a `done` line with its counts, a
+/// whole tool call with its arguments as an object, the model list, and `format` refused.
+fn ollama_speaks_its_own_shapes(u: &str) {
+    let rt = runtime();
+    let post = |path: &str, body: Value| {
+        rt.block_on(post_raw(&format!("{u}{path}"), body.to_string().into_bytes(), None))
+    };
+    let ask = json!([{"role": "user", "content": "What is the weather in Paris?"}]);
+    let streamed = post(
+        "/api/chat",
+        json!({"messages": [{"role": "user", "content": "Say hi."}],
+                                            "options": {"num_predict": 6, "temperature": 0}}),
+    );
+    assert_eq!(streamed.status, 200, "{}", streamed.body);
+    let lines: Vec<Value> =
+        streamed.body.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let last = lines.last().expect("lines");
+    assert_eq!(last["done"], true, "{}", streamed.body);
+    assert!(last["eval_count"].as_u64().is_some_and(|n| n >= 1), "{last}");
+    assert!(
+        lines[..lines.len() - 1]
+            .iter()
+            .all(|l| l["done"] == false && l["message"]["role"] == "assistant")
+    );
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    let whole = post(
+        "/api/chat",
+        json!({"messages": ask, "tools": tools, "stream": false,
+                                         "options": {"temperature": 0}}),
+    );
+    let v: Value = serde_json::from_str(&whole.body).expect("json");
+    assert_eq!(v["message"]["tool_calls"][0]["function"]["arguments"]["city"], "Paris", "{v}");
+    let (status, tags) = get(&format!("{u}/api/tags")).expect("tags");
+    assert_eq!((status, tags["models"].as_array().map(Vec::len)), (200, Some(1)));
+    let refused = post("/api/generate", json!({"prompt": "x", "format": "json"}));
+    assert_eq!(refused.status, 400);
+    assert!(refused.body.contains("format"), "{}", refused.body);
 }
