@@ -49,8 +49,11 @@ impl ServedModel {
     pub fn read(model: &Path, args: &RuntimeArgs) -> Result<ServedModel, CliError> {
         let file = crate::model::gguf::GgufFile::open(model).map_err(|e| model_error(model, e))?;
         let facts = file.facts().map_err(|e| model_error(model, e))?;
-        let tokenizer =
-            Arc::new(tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?);
+        let mut tokenizer =
+            tokenizer_from_gguf(file.header()).map_err(|e| model_error(model, e))?;
+        // Answers are read for tool calls and reasoning: their markers must be printed.
+        tokenizer.print_controls(&crate::chat::MARKERS);
+        let tokenizer = Arc::new(tokenizer);
         let template = crate::model::tokenizer::chat_template(file.header());
         let chat = Arc::new(ChatFormat::new(&tokenizer, template.as_deref()));
         let mut args = args.clone();

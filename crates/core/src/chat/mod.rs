@@ -19,5 +19,5 @@ mod template;
 pub use clock::strftime;
 pub use escape::Escaper;
 pub use message::{Conversation, Message, ToolCall};
-pub use output::{Delta, OutputParser, ParsedCall, ToolFormat, parse_whole};
+pub use output::{Delta, MARKERS, OutputParser, ParsedCall, ToolFormat, parse_whole};
 pub use template::{ChatTemplate, TemplateError, TemplateLimits};

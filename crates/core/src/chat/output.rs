@@ -17,6 +17,18 @@
 
 use serde_json::Value;
 
+/// The markers the parser reads that some vocabularies hold as control tokens (printed by
+/// [`crate::model::tokenizer::Tokenizer::print_controls`] so the answer's text has them).
+pub const MARKERS: [&str; 7] = [
+    "<tool_call>",
+    "</tool_call>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "<|python_tag|>",
+    "<think>",
+    "</think>",
+];
+
 /// How a model writes tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolFormat {

@@ -101,6 +101,8 @@ pub struct Tokenizer {
     specials: Vec<u32>,
     byte_tokens: [Option<u32>; 256],
     unicode_to_byte: HashMap<char, u8>,
+    /// Control tokens whose text is printed (tool-call and reasoning markers), sorted.
+    printed: Vec<u32>,
     /// Beginning-of-sequence token.
     pub bos: Option<u32>,
     /// End-of-sequence token.
@@ -196,6 +198,7 @@ impl Tokenizer {
             specials,
             byte_tokens,
             unicode_to_byte,
+            printed: Vec::new(),
             bos,
             eos,
             add_bos,
@@ -360,9 +363,26 @@ impl Tokenizer {
         }
     }
 
-    /// The bytes a token stands for (control tokens give none).
+    /// Prints the control tokens spelled `spellings` (those the vocabulary has): a chat
+    /// answer's tool-call and reasoning markers (`[TOOL_CALLS]`, `<|python_tag|>`) must
+    /// reach the parser that reads them ([`crate::chat::OutputParser`]).
+    pub fn print_controls(&mut self, spellings: &[&str]) {
+        for s in spellings {
+            if let Some(&id) = self.ids.get(*s)
+                && self.types[id as usize] == token_type::CONTROL
+                && let Err(at) = self.printed.binary_search(&id)
+            {
+                self.printed.insert(at, id);
+            }
+        }
+    }
+
+    /// The bytes a token stands for (control tokens give none, unless printed).
     pub fn token_bytes(&self, id: u32) -> Vec<u8> {
         let Some(text) = self.tokens.get(id as usize) else { return Vec::new() };
+        if self.printed.binary_search(&id).is_ok() {
+            return text.as_bytes().to_vec();
+        }
         match self.types[id as usize] {
             token_type::CONTROL | token_type::UNKNOWN | token_type::UNUSED => return Vec::new(),
             token_type::BYTE => {

@@ -352,3 +352,22 @@ fn a_chatml_template_with_a_default_system_turn_keeps_it_when_no_system_message_
     let pieces = chat_pieces(Some(plain), &[("user", "Hi")]).expect("chatml");
     assert_eq!(chat_text(&pieces), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
+
+#[test]
+fn printed_control_markers_reach_the_text_and_other_controls_do_not() {
+    let letters: Vec<String> = "abc[]_TOLCAS".chars().map(String::from).collect();
+    let mut tokens = letters.clone();
+    tokens.extend(["[TOOL_CALLS]".to_string(), "</s>".to_string()]);
+    let n = tokens.len();
+    let mut types = vec![token_type::NORMAL; n];
+    types[n - 2] = token_type::CONTROL;
+    types[n - 1] = token_type::CONTROL;
+    let (pre, ignore_merges) = pre_tokenizer("default").expect("pre-tokenizer");
+    let kind = Kind::Bpe { pre: pre.into_iter().map(String::from).collect(), ignore_merges };
+    let mut tok = Tokenizer::new(kind, tokens, types, vec![0.0; n], &[], None, None, false)
+        .expect("tokenizer");
+    let (calls, eos) = (n as u32 - 2, n as u32 - 1);
+    assert_eq!(tok.decode(&[0, calls, eos]), "a");
+    tok.print_controls(&crate::chat::MARKERS);
+    assert_eq!(tok.decode(&[0, calls, eos]), "a[TOOL_CALLS]");
+}
