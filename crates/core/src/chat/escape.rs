@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 const ESC: char = '\u{10FFFD}';
 
@@ -17,8 +18,12 @@ const ESC: char = '\u{10FFFD}';
 pub struct Escaper {
     /// The spellings, indexed by the escape's number.
     spellings: Vec<String>,
-    /// For each first byte, the spellings that start with it, longest first.
-    by_first: Vec<Vec<u32>>,
+    /// Each spelling's number.
+    index: HashMap<String, u32>,
+    /// For each first byte, the lengths of the spellings that start with it, longest
+    /// first: a position is checked once per distinct length (a vocabulary with thousands
+    /// of `<unused..>` tokens has a few dozen lengths), not once per spelling.
+    by_first: Vec<Vec<usize>>,
 }
 
 impl Default for Escaper {
@@ -32,16 +37,25 @@ impl Escaper {
     /// An escaper for these spellings (the vocabulary's control tokens; empty ones are
     /// skipped).
     pub fn new<'a>(spellings: impl IntoIterator<Item = &'a str>) -> Escaper {
-        let spellings: Vec<String> =
-            spellings.into_iter().filter(|s| !s.is_empty()).map(str::to_string).collect();
-        let mut by_first = vec![Vec::new(); 256];
-        for (i, s) in spellings.iter().enumerate() {
-            by_first[s.as_bytes()[0] as usize].push(i as u32);
+        let mut index = HashMap::new();
+        let mut list = Vec::new();
+        for s in spellings.into_iter().filter(|s| !s.is_empty()) {
+            if !index.contains_key(s) {
+                index.insert(s.to_string(), list.len() as u32);
+                list.push(s.to_string());
+            }
         }
-        for list in &mut by_first {
-            list.sort_by_key(|&i| std::cmp::Reverse(spellings[i as usize].len()));
+        let mut by_first: Vec<Vec<usize>> = vec![Vec::new(); 256];
+        for s in &list {
+            let lengths = &mut by_first[s.as_bytes()[0] as usize];
+            if !lengths.contains(&s.len()) {
+                lengths.push(s.len());
+            }
         }
-        Escaper { spellings, by_first }
+        for lengths in &mut by_first {
+            lengths.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        Escaper { spellings: list, index, by_first }
     }
 
     /// `text` with every control spelling and every `ESC` escaped.
@@ -69,8 +83,8 @@ impl Escaper {
             }
             let hit = self.by_first[bytes[i] as usize]
                 .iter()
-                .find(|&&k| rest.starts_with(self.spellings[k as usize].as_str()));
-            if let Some(&k) = hit {
+                .find_map(|&len| rest.get(..len).and_then(|s| self.index.get(s)).copied());
+            if let Some(k) = hit {
                 out.push_str(&text[plain..i]);
                 out.push(ESC);
                 out.push('#');
@@ -148,6 +162,16 @@ mod tests {
             assert!(!escaped.contains("<|im"), "{escaped:?}");
             assert_eq!(e.unescape(&escaped), text);
         }
+    }
+
+    #[test]
+    fn a_vocabulary_of_thousands_of_markers_escapes_a_long_text_quickly() {
+        let unused: Vec<String> = (0..6000).map(|i| format!("<unused{i}>")).collect();
+        let e = Escaper::new(unused.iter().map(String::as_str).chain(["<eos>"]));
+        let text = "<a> <b> <unused42> <eos>".repeat(20_000);
+        let escaped = e.escape(&text);
+        assert!(!escaped.contains("<unused42>") && !escaped.contains("<eos>"));
+        assert_eq!(e.unescape(&escaped), text);
     }
 
     #[test]
