@@ -187,8 +187,12 @@ fn decode(target: Target, input: &[u8]) -> bool {
 }
 
 /// The session the micro-batch target decodes for: 4 slots, a context of 64.
-const BATCH_LIMITS: crate::wire::batch::BatchLimits =
-    crate::wire::batch::BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 0 };
+const BATCH_LIMITS: crate::wire::batch::BatchLimits = crate::wire::batch::BatchLimits {
+    capacity: 4,
+    max_seq_len: 64,
+    cache_blocks: 0,
+    mask_bytes: 0,
+};
 
 /// A token-in micro-batch and a token-out one.
 fn batch_corpus() -> Vec<Vec<u8>> {
@@ -439,6 +443,7 @@ fn sample_plan() -> Option<RunPlan> {
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
             max_top_logprobs: None,
+            mask_bytes: 0,
         },
         fit_context: false,
         prompt_cache_bytes: None,

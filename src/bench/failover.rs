@@ -200,6 +200,7 @@ async fn run_on(
         sampling: crate::wire::SamplingPolicy::Greedy,
         max_sequences: sequences,
         max_top_logprobs: None,
+        mask_bytes: 0,
     };
     let requests = (0..sequences as usize)
         .map(|i| Request {
@@ -211,6 +212,7 @@ async fn run_on(
             logprobs: None,
             speculative: true,
             cache_prompt: true,
+            constraint: None,
         })
         .collect();
     // The pool may hold a spare node: the session starts on `stages` of them.

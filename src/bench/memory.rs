@@ -57,6 +57,7 @@ pub fn predicted(
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
             max_top_logprobs: None,
+            mask_bytes: 0,
         },
         fit_context: false,
         prompt_cache_bytes: None,

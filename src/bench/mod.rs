@@ -370,4 +370,5 @@ pub mod runs;
 pub mod serve;
 pub mod serve_http;
 pub mod speculate;
+pub mod structured;
 pub use engine::{EngineBenchConfig, EngineFigure, batch_rate, bench_prompts, engine_figures};

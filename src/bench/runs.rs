@@ -328,6 +328,7 @@ pub async fn failover_run(
         sampling: crate::wire::SamplingPolicy::Greedy,
         max_sequences: 1,
         max_top_logprobs: None,
+        mask_bytes: 0,
     };
     let prompt = tokenizer.encode("Once upon a time", true, false);
     let config = OrchestrateConfig {
@@ -340,6 +341,7 @@ pub async fn failover_run(
             logprobs: None,
             speculative: true,
             cache_prompt: true,
+            constraint: None,
         }],
         run_id: crate::wire::RunId(u64::from(run)),
         pool_timeout: std::time::Duration::from_secs(30),

@@ -80,6 +80,7 @@ fn send(tx: &Sender, encode: &Encode, index: usize, p: Pending) -> bool {
         logprobs: None,
         speculative: p.speculative,
         cache_prompt: p.cache_prompt,
+        constraint: None,
     };
     tx.send((index, request)).is_ok()
 }

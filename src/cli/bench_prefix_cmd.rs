@@ -1,8 +1,8 @@
 //! `swactor bench prefix`: time to first token per turn of a conversation with the prefix
 //! cache and without it, side by side in one server, and conversations sharing a system
-//! prompt at once.
+//! prompt at once. `swactor bench structured`: constrained generation beside free.
 
-use super::args::BenchPrefixArgs;
+use super::args::{BenchPrefixArgs, BenchStructuredArgs};
 use super::bench_cmd::{exe, failed, print_cpu};
 use super::exit::{CliError, ExitCode};
 use super::output::Output;
@@ -141,4 +141,49 @@ fn shared_line(s: &SharedFigure) -> String {
         s.cached_tokens,
         s.prompt_tokens
     )
+}
+
+/// `swactor bench structured`.
+pub fn structured(args: &BenchStructuredArgs, out: &mut Output) -> Result<(), CliError> {
+    let dir = bench::runs::ScratchDir::create().map_err(failed)?;
+    let mut models: Vec<(String, std::path::PathBuf)> =
+        args.model.iter().map(|m| ("shipped".to_string(), m.clone())).collect();
+    if args.synth_1b {
+        models.push(bench::runs::synth_1b(&dir).map_err(failed)?);
+    }
+    print_cpu(args.output.json, out)?;
+    let cfg = bench::structured::StructuredConfig {
+        shape: bench::serve::Shape {
+            stages: args.stages,
+            threads: args.threads,
+            groups: None,
+            prefill_budget_ms: None,
+        },
+        requests: args.requests,
+        max_tokens: args.max_tokens,
+    };
+    for (dtype, path) in &models {
+        let f = bench::structured::structured_run(&exe()?, path, cfg).map_err(failed)?;
+        if args.output.json {
+            let line = serde_json::json!({"dtype": dtype, "model": path, "figures": f});
+            out.json("bench_structured", &line)?;
+        } else {
+            out.line(format!(
+                "{dtype} {}, {} stages: decode free {:.1} tok/s, with the schema {:.1} tok/s: \
+                 ratio {:.2} (target >= 0.9), +{:.2} ms per token; {}/{} constrained replies \
+                 parsed with the schema's keys ({} tokens)",
+                path.display(),
+                args.stages,
+                f.free_tokens_per_s,
+                f.constrained_tokens_per_s,
+                f.ratio,
+                f.extra_ms_per_token,
+                f.valid,
+                f.replies,
+                f.constrained_tokens
+            ))?;
+        }
+        out.flush()?;
+    }
+    Ok(())
 }

@@ -133,6 +133,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Failover(args)) => bench_cmd::failover(&args, out),
         Command::Bench(BenchCommand::Serve(args)) => bench_serve_cmd::serve(&args, out),
         Command::Bench(BenchCommand::Prefix(args)) => bench_prefix_cmd::prefix(&args, out),
+        Command::Bench(BenchCommand::Structured(args)) => bench_prefix_cmd::structured(&args, out),
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
         Command::Bench(BenchCommand::Products(args)) => bench_products_cmd::products(&args, out),
         Command::Bench(BenchCommand::Speculate(args)) => bench_serve_cmd::speculate(&args, out),

@@ -343,6 +343,7 @@ mod tests {
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
             max_top_logprobs: None,
+            mask_bytes: 0,
         }
     }
 

@@ -7,7 +7,7 @@
 //! through `candle_stage`); [`synth`] writes a deterministic tiny model of any family.
 
 pub use swactor_core::model::{ModelBytes, ModelError, ModelFacts, RopeFacts, sampling};
-pub use swactor_core::model::{facts, tokenizer};
+pub use swactor_core::model::{constraint, facts, tokenizer};
 
 #[cfg(feature = "candle")]
 pub mod candle_stage;
@@ -16,6 +16,7 @@ pub mod draft;
 pub mod engine;
 pub mod generate;
 pub mod gguf;
+pub mod grammar;
 pub mod quantize;
 pub mod stage;
 pub mod synth;

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::failure::Failure;
 use super::guard::off_loop;
-use super::prompt::{body, tokenize_prompt};
+use super::prompt::{body, constrain, tokenize_prompt};
 use super::state::{Shared, Submitted};
 use super::track::Tracker;
 use crate::chat::{Delta, OutputParser, ToolFormat, parse_whole};
@@ -95,7 +95,8 @@ async fn run<S: Shape>(
     let (prompt, parser) = tokenize_prompt(&shared, &parsed).await?;
     let ticket = shared.ticket();
     let (n_ctx, vocab) = (defaults.n_ctx, shared.config.vocab);
-    let request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
+    let mut request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
+    constrain(&shared, &parsed, &mut request).await?;
     let prompt_n = request.prompt.len() as u32;
     let submitted = shared.submit(ticket, request)?;
     let tracker = tracker.submitted(prompt_n);

@@ -142,7 +142,12 @@ pub async fn serve(
         TcpListener::bind(config.http).await.map_err(|e| ServeError::Bind(config.http, e))?;
     let addr = listener.local_addr().map_err(|e| ServeError::Bind(config.http, e))?;
     let (limits, grace) = (config.limits, config.grace);
-    let shared = Arc::new(state::Shared::new(config, model.tokenizer, model.chat));
+    let shared = Arc::new(state::Shared::new(
+        config,
+        model.tokenizer,
+        model.chat,
+        [model.facts.eos_token_id, model.facts.eot_token_id].into_iter().flatten().collect(),
+    ));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (force_tx, force_rx) = watch::channel(false);
     let http = tokio::spawn(http::serve(

@@ -1,6 +1,7 @@
 //! What every completion route does before it submits: read the body within its limit,
 //! and tokenize the prompt (a chat through the model's template, with a parser of its
-//! answer; text; or token ids), refusing one too long by its bytes first.
+//! answer; text; or token ids), refusing one too long by its bytes first; and give a
+//! request the grammar its `response_format` asks for.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use super::failure::Failure;
 use super::guard::off_loop;
 use super::state::Shared;
 use crate::chat::OutputParser;
+use crate::orchestrator::requests::Request;
 use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
 use crate::serve::params::{Parsed, Prompt};
 
@@ -57,4 +59,32 @@ pub async fn tokenize_prompt(
     })
     .await?;
     Ok(encoded?)
+}
+
+/// Gives `request` the grammar of its `response_format` (a constraint over the vocabulary,
+/// built on the first such request), or refuses a schema that is too large, unsupported
+/// or unsatisfiable with a 400 `invalid_schema`, before any compute.
+pub async fn constrain(
+    shared: &Arc<Shared>,
+    parsed: &Parsed,
+    request: &mut Request,
+) -> Result<(), Failure> {
+    let Some(schema) = parsed.format.clone() else { return Ok(()) };
+    let shared = shared.clone();
+    let built = off_loop(move || {
+        let grammars = shared.grammars.get_or_init(|| {
+            crate::model::grammar::Grammars::new(shared.tokenizer.clone(), &shared.ends)
+                .map(Arc::new)
+        });
+        match grammars {
+            Ok(g) => g.json_schema(&schema, &shared.ends),
+            Err(e) => Err(format!("constrained sampling is not available: {e}")),
+        }
+    })
+    .await?;
+    let constraint = built.map_err(|e| {
+        ApiError::invalid(format!("'response_format': {e}")).because("invalid_schema")
+    })?;
+    request.constraint = Some(constraint);
+    Ok(())
 }

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::answer;
 use super::failure::Failure;
 use super::guard::{self, off_loop};
-use super::prompt::{body, tokenize_prompt};
+use super::prompt::{body, constrain, tokenize_prompt};
 use super::state::Shared;
 use super::track::Tracker;
 use crate::model::tokenizer::Tokenizer;
@@ -272,7 +272,8 @@ async fn complete(
     let (prompt, parser) = tokenize_prompt(&shared, &parsed).await?;
     let ticket = shared.ticket();
     let (n_ctx, vocab) = (defaults.n_ctx, shared.config.vocab);
-    let request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
+    let mut request = parsed.request(ticket.to_string(), prompt, n_ctx, vocab)?;
+    constrain(&shared, &parsed, &mut request).await?;
     let prompt_n = request.prompt.len() as u32;
     let submitted = shared.submit(ticket, request)?;
     let meta = Meta::new(api, ticket, shared.config.unix_now(), shared.config.model_name.clone())

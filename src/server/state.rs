@@ -35,6 +35,11 @@ pub struct Shared {
     pub tokenizer: Arc<Tokenizer>,
     /// The model's chat format (its own template, or the hand-written fallback).
     pub chat: Arc<ChatFormat>,
+    /// The tokens that end a sequence (end of sequence, end of turn): what a finished
+    /// grammar allows.
+    pub ends: Vec<u32>,
+    /// Grammars over the vocabulary, built on the first constrained request.
+    pub grammars: std::sync::OnceLock<Result<Arc<crate::model::grammar::Grammars>, String>>,
     /// The lifecycle.
     phase: Mutex<ServerPhase>,
     /// Set while a session serves.
@@ -87,13 +92,20 @@ impl Drop for CancelGuard {
 
 impl Shared {
     /// The shared state of a server that has not formed a session yet.
-    pub fn new(config: ServeConfig, tokenizer: Arc<Tokenizer>, chat: Arc<ChatFormat>) -> Shared {
+    pub fn new(
+        config: ServeConfig,
+        tokenizer: Arc<Tokenizer>,
+        chat: Arc<ChatFormat>,
+        ends: Vec<u32>,
+    ) -> Shared {
         let view = PoolView::new(&config);
         let n_ctx = AtomicU32::new(config.defaults.n_ctx);
         Shared {
             config,
             tokenizer,
             chat,
+            ends,
+            grammars: std::sync::OnceLock::new(),
             phase: Mutex::new(ServerPhase::default()),
             input: Mutex::new(None),
             metrics: Metrics::new(),

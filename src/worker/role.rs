@@ -1,6 +1,7 @@
 //! Roles: what a worker computes in a step. The built-in `transform` test role exercises
 //! the data plane without a model; the `llama_stage` role runs one stage of a model.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -77,6 +78,7 @@ impl Role {
                 sampling: _,
                 max_sequences,
                 prompt_cache,
+                mask_bytes,
                 ..
             } => {
                 let spec = StageSpec {
@@ -107,6 +109,7 @@ impl Role {
                                 capacity,
                                 max_seq_len,
                                 cache_blocks: prompt_cache.blocks,
+                                mask_bytes,
                             },
                             store: Store::new(prompt_cache),
                             log,
@@ -393,26 +396,40 @@ fn sample_tokens(
         let last = row0 - 1;
         let sampler =
             m.samplers[e.slot as usize].get_or_insert_with(|| Sampler::new(e.sampling.policy()));
-        let row = &logits[last * vocab..(last + 1) * vocab];
+        let masked = |j: usize, r| masked(table, i, j, r);
+        let row = masked(e.tokens as usize - 1, &logits[last * vocab..(last + 1) * vocab]);
         // The token stands right after the entry's rows.
-        tokens[i] = sampler.sample(row, e.first_position + e.tokens);
+        tokens[i] = sampler.sample(&row, e.first_position + e.tokens);
         if e.flags.contains(EntryFlags::VERIFY) {
             let first = last + 1 - e.tokens as usize;
             verified[i] = (0..e.tokens as usize - 1)
                 .map(|j| {
-                    let r = &logits[(first + j) * vocab..(first + j + 1) * vocab];
-                    sampler.sample(r, e.first_position + j as u32 + 1)
+                    let r = masked(j, &logits[(first + j) * vocab..(first + j + 1) * vocab]);
+                    sampler.sample(&r, e.first_position + j as u32 + 1)
                 })
                 .collect();
         }
         if e.flags.contains(EntryFlags::LOGPROBS) {
             let k = e.sampling.top_logprobs as usize;
-            logprobs[i] = Some(crate::wire::logprobs::of_logits(row, tokens[i], k));
+            logprobs[i] = Some(crate::wire::logprobs::of_logits(&row, tokens[i], k));
         }
     }
     bytes.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
     crate::wire::logprobs::encode(table, &logprobs, bytes);
     crate::wire::batch::encode_verify_section(table, &verified, bytes);
+}
+
+/// Row `j` of entry `i`'s logits as it samples: among the tokens its mask allows when the
+/// entry is constrained (a grammar's set, computed by the orchestrator), else as it is.
+fn masked<'a>(table: &BatchTable, i: usize, j: usize, row: &'a [f32]) -> Cow<'a, [f32]> {
+    match table.mask(i, j) {
+        Some(m) => {
+            let mut r = row.to_vec();
+            m.set.apply(&mut r);
+            Cow::Owned(r)
+        }
+        None => Cow::Borrowed(row),
+    }
 }
 
 /// The worker's compute thread count: `SWACTOR_WORKER_THREADS`, which the node's worker

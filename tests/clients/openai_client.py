@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The official `openai` client against a swactor server, as an application uses it:
 a weather-tool round trip (call, tool result, final answer) whole and streamed through
-the chat API and the Responses API, and content parts (text parts joined; another type
-refused with a 400 naming it).
+the chat API and the Responses API, a JSON-schema answer that validates, and content
+parts (text parts joined; another type refused with a 400 naming it).
 
     openai_client.py BASE_URL
 
@@ -84,6 +84,23 @@ def main():
     except openai.BadRequestError as e:
         assert "image_url" in str(e), e
         seen["image_refused"] = e.status_code
+    # Structured output: a JSON schema the answer must follow.
+    schema = {"type": "object",
+              "properties": {"city": {"type": "string"}, "population": {"type": "integer"},
+                             "landmarks": {"type": "array", "items": {"type": "string"},
+                                           "maxItems": 3}},
+              "required": ["city", "population", "landmarks"], "additionalProperties": False}
+    out = client.chat.completions.create(
+        model=model, temperature=0, max_tokens=96,
+        messages=[{"role": "user", "content": "Describe Paris as JSON."}],
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "city", "schema": schema, "strict": True}})
+    doc = json.loads(out.choices[0].message.content)
+    assert set(doc) == {"city", "population", "landmarks"}, doc
+    assert isinstance(doc["city"], str) and isinstance(doc["population"], int), doc
+    assert all(isinstance(x, str) for x in doc["landmarks"]) and len(doc["landmarks"]) <= 3, doc
+    seen["json_schema"] = doc
+
     # The Responses API: the same call whole and streamed, then the round trip.
     flat = [{"type": "function", **TOOLS[0]["function"]}]
     resp = client.responses.create(model=model, input=ASK[0]["content"], tools=flat,

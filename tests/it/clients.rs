@@ -56,6 +56,7 @@ fn the_official_openai_and_anthropic_clients_make_a_tool_round_trip_whole_and_st
     assert_eq!(openai["streamed_call"]["name"], "get_weather", "{openai}");
     assert_eq!(openai["image_refused"], 400, "{openai}");
     assert_eq!(openai["responses"]["call"]["city"], "Paris", "{openai}");
+    assert!(openai["json_schema"]["population"].is_i64(), "{openai}");
     let anthropic = client(&python, "anthropic_client.py", &s.url);
     assert_eq!(anthropic["tool_use"]["input"]["city"], "Paris", "{anthropic}");
     assert_eq!(anthropic["streamed_tool_use"]["city"], "Paris", "{anthropic}");
@@ -64,7 +65,7 @@ fn the_official_openai_and_anthropic_clients_make_a_tool_round_trip_whole_and_st
 }
 
 /// Ollama's API: a streamed chat as JSON lines ending in a `done` line with its counts, a
-/// whole tool call with its arguments as an object, the model list, and `format` refused.
+/// whole tool call with its arguments as an object, the model list, and `raw` refused.
 fn ollama_speaks_its_own_shapes(u: &str) {
     let rt = runtime();
     let post = |path: &str, body: Value| {
@@ -98,7 +99,7 @@ fn ollama_speaks_its_own_shapes(u: &str) {
     assert_eq!(v["message"]["tool_calls"][0]["function"]["arguments"]["city"], "Paris", "{v}");
     let (status, tags) = get(&format!("{u}/api/tags")).expect("tags");
     assert_eq!((status, tags["models"].as_array().map(Vec::len)), (200, Some(1)));
-    let refused = post("/api/generate", json!({"prompt": "x", "format": "json"}));
+    let refused = post("/api/generate", json!({"prompt": "x", "raw": true}));
     assert_eq!(refused.status, 400);
-    assert!(refused.body.contains("format"), "{}", refused.body);
+    assert!(refused.body.contains("raw"), "{}", refused.body);
 }

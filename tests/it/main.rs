@@ -31,6 +31,7 @@ mod serve;
 mod serve_http;
 mod session;
 mod stage_worker;
+mod structured;
 mod support;
 mod synth;
 mod text;

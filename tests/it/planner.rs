@@ -61,6 +61,7 @@ fn runtime() -> RuntimeConfig {
         sampling: SamplingPolicy::Greedy,
         max_sequences: 1,
         max_top_logprobs: None,
+        mask_bytes: 0,
     }
 }
 

@@ -96,6 +96,7 @@ fn stage(layers: LayerRange, embedding: bool, head: bool) -> RoleConfig {
         prompt_cache: PromptCachePlan { block_tokens: BLOCK, blocks: 2, off: None },
         run: Default::default(),
         resume_from: None,
+        mask_bytes: 0,
     }
 }
 
@@ -316,15 +317,15 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         })
         .collect();
 
-    let act = ObjectSpec::activations(MAX_SEQ, HIDDEN, ActivationDType::F32).with_table(SLOTS);
+    let act = ObjectSpec::activations(MAX_SEQ, HIDDEN, ActivationDType::F32).with_table(SLOTS, 0);
     let mut a = start(
         stage(LayerRange::new(0, 2), true, false),
-        ObjectSpec::token_ids(MAX_SEQ).with_table(SLOTS),
+        ObjectSpec::token_ids(MAX_SEQ).with_table(SLOTS, 0),
         act,
     )
     .await
     .expect("stage 0");
-    let out_spec = ObjectSpec::token_ids(u32::from(SLOTS)).with_table(SLOTS);
+    let out_spec = ObjectSpec::token_ids(u32::from(SLOTS)).with_table(SLOTS, 0);
     let mut b =
         start(stage(LayerRange::new(2, 6), false, true), act, out_spec).await.expect("stage 1");
     let mut tokens: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
@@ -369,7 +370,8 @@ async fn two_stage_workers_chained_by_their_rings_generate_the_one_process_token
         let header =
             ObjectHeader::decode(out[..HEADER_LEN].try_into().expect("header")).expect("valid");
         assert_eq!((header.sequence, header.extent), (Sequence(seq), out_extent));
-        let limits = BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ, cache_blocks: 0 };
+        let limits =
+            BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ, cache_blocks: 0, mask_bytes: 0 };
         let (back, sampled) = BatchTable::split_tokens(&out[HEADER_LEN..], limits).expect("tokens");
         assert_eq!(back, table, "the table passes through every stage unchanged");
         for s in 0..2 {
@@ -389,10 +391,10 @@ async fn blocks_saved_from_one_slot_and_loaded_into_another_continue_it_exactly(
     // two blocks (8 positions) are saved to the store; slot 1 loads them and computes
     // only the ninth token: it must sample what slot 0 sampled.
     let prompt: Vec<u32> = (0..9).map(|i| (i * 31 + 5) % 290).collect();
-    let out_spec = ObjectSpec::token_ids(u32::from(SLOTS)).with_table(SLOTS);
+    let out_spec = ObjectSpec::token_ids(u32::from(SLOTS)).with_table(SLOTS, 0);
     let mut w = start(
         stage(LayerRange::new(0, 6), true, true),
-        ObjectSpec::token_ids(MAX_SEQ).with_table(SLOTS),
+        ObjectSpec::token_ids(MAX_SEQ).with_table(SLOTS, 0),
         out_spec,
     )
     .await
@@ -418,7 +420,8 @@ async fn blocks_saved_from_one_slot_and_loaded_into_another_continue_it_exactly(
             vec![prompt[8]],
         ),
     ];
-    let limits = BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ, cache_blocks: 2 };
+    let limits =
+        BatchLimits { capacity: SLOTS, max_seq_len: MAX_SEQ, cache_blocks: 2, mask_bytes: 0 };
     let mut sampled = Vec::new();
     for (seq, (table, rows)) in batches.iter().enumerate() {
         let seq = seq as u64;

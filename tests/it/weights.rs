@@ -649,6 +649,7 @@ fn a_second_attach_of_stage_ranges_reads_none_of_the_file_and_a_re_formation_lit
         sampling: SamplingPolicy::Greedy,
         max_sequences: 1,
         max_top_logprobs: None,
+        mask_bytes: 0,
     };
     let request = |stages: u32| PlanRequest {
         run_id: RunId(1),

@@ -64,6 +64,42 @@ pub enum BenchCommand {
     /// tokens/s).
     #[command(after_help = SEE_EXIT_CODES)]
     Prefix(BenchPrefixArgs),
+    /// Constrained output: the same chat prompts with a JSON schema in `response_format`
+    /// and without, side by side in one server; decode tokens/s of each and their ratio,
+    /// and how many constrained replies parsed with the schema's keys.
+    #[command(after_help = SEE_EXIT_CODES)]
+    Structured(BenchStructuredArgs),
+}
+
+/// `swactor bench structured`
+#[derive(Debug, Args)]
+pub struct BenchStructuredArgs {
+    /// The GGUF model; again for more models, measured one after another in the same run.
+    #[arg(long, value_name = "GGUF", required = true)]
+    pub model: Vec<PathBuf>,
+    /// Also measure a 1.1B llama written on the fly into the scratch directory (`model
+    /// synth`; its text is noise, but the schema still holds it).
+    #[arg(long)]
+    pub synth_1b: bool,
+    /// Stages of the session (one node process each).
+    #[arg(long, default_value_t = 2, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub stages: u32,
+    /// Compute threads of each stage worker.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: u32,
+    /// Requests of each kind (constrained and free), in turns.
+    #[arg(long, default_value_t = 4, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub requests: u32,
+    /// Tokens each reply generates at most.
+    #[arg(long, default_value_t = 96, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub max_tokens: u32,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
 }
 
 /// `swactor bench prefix`
@@ -343,6 +379,7 @@ impl BenchCommand {
             BenchCommand::Failover(a) => &a.output,
             BenchCommand::Serve(a) => &a.output,
             BenchCommand::Prefix(a) => &a.output,
+            BenchCommand::Structured(a) => &a.output,
             BenchCommand::Speculate(a) => &a.output,
         }
     }

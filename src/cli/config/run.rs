@@ -131,6 +131,7 @@ fn prompt_request(
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     })
 }
 

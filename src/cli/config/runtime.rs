@@ -56,6 +56,7 @@ pub fn runtime_config_for(
         sampling,
         max_sequences: args.max_sequences.unwrap_or(1),
         max_top_logprobs: None,
+        mask_bytes: 0,
     };
     check_runtime_config(&runtime, context_length).map_err(plan_error)?;
     Ok(RuntimeConfig { sampling: runtime.sampling.normalized(), ..runtime })

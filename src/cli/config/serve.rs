@@ -59,8 +59,10 @@ impl ServedModel {
         let mut args = args.clone();
         args.max_sequences = args.max_sequences.or(Some(DEFAULT_SERVE_SEQUENCES));
         let runtime = RuntimeConfig {
-            // A server's requests may ask for log-probabilities.
+            // A server's requests may ask for log-probabilities, and for constrained output:
+            // every table has room for the masks of this many sampling entries.
             max_top_logprobs: Some(crate::wire::logprobs::MAX_TOP_LOGPROBS),
+            mask_bytes: served_mask_bytes(facts.vocab_size),
             ..runtime_config(&args, &facts)?
         };
         Ok(ServedModel { facts, tokenizer, chat, runtime, max_tokens: args.max_tokens })
@@ -213,4 +215,18 @@ pub fn local_orchestrate(
         draft_model: session_draft_model(spec, &served.facts)?,
         ..OrchestrateConfig::local(pool, model, served.runtime).with_session(session)
     })
+}
+
+/// Constrained entries one micro-batch of a server carries (more wait for the next).
+pub const MASKS_PER_BATCH: u32 = 4;
+
+/// A server's mask section: room for [`MASKS_PER_BATCH`] masks of a token bit each (a
+/// mask that allows fewer tokens than it has words travels as their ids, and takes less).
+pub fn served_mask_bytes(vocab: u32) -> u32 {
+    let one = crate::wire::mask::mask_bytes(&crate::wire::mask::MaskSet::Bits(vec![
+        0;
+        vocab.div_ceil(32)
+            as usize
+    ]));
+    4 + MASKS_PER_BATCH * one as u32
 }

@@ -2,6 +2,7 @@
 //! last stage need of a model, without reading a file.
 
 pub mod arch;
+pub mod constraint;
 pub mod facts;
 pub mod gguf;
 pub mod meta;

@@ -163,6 +163,8 @@ pub fn resubmission(
         logprobs: request.logprobs,
         speculative: request.speculative,
         cache_prompt: request.cache_prompt,
+        // Its state goes on: every token kept so far was committed once.
+        constraint: request.constraint.clone(),
     })
 }
 
@@ -215,6 +217,7 @@ mod tests {
             logprobs: Some(2),
             speculative: true,
             cache_prompt: true,
+            constraint: None,
         }
     }
 

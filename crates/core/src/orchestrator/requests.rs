@@ -33,6 +33,8 @@ pub struct Request {
     /// Whether it may start from a prefix its slot's caches hold (`"cache_prompt": false`
     /// opts a request out: every prompt token is computed).
     pub cache_prompt: bool,
+    /// The grammar its tokens must follow (`response_format`), if any.
+    pub constraint: Option<crate::model::constraint::SharedConstraint>,
 }
 
 /// What became of one request: a result, or an error with a stable reason.

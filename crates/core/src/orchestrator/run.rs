@@ -203,6 +203,7 @@ impl RunFsm {
             eot: plan.model.eot_token_id,
             vocab: plan.model.vocab_size,
             max_top_logprobs: plan.runtime.max_top_logprobs,
+            mask_bytes: plan.runtime.mask_bytes,
             draft_max: limits.draft_max,
             window: WindowRing::of(plan.model.sliding_window, plan.runtime.max_seq_len),
             store: (plan.prompt_cache.block_tokens, plan.prompt_cache.blocks),
@@ -213,11 +214,7 @@ impl RunFsm {
             token_out: plan.edges.last().map(|e| e.edge_id).unwrap_or_default(),
             timeouts,
             sched,
-            limits: BatchLimits {
-                capacity,
-                max_seq_len: plan.runtime.max_seq_len,
-                cache_blocks: plan.prompt_cache.blocks,
-            },
+            limits: BatchLimits::of(plan),
             input_open: true,
             next_in: Sequence(0),
             next_out: Sequence(0),
@@ -278,6 +275,7 @@ impl RunFsm {
                 logprobs: None,
                 speculative: true,
                 cache_prompt: true,
+                constraint: None,
             },
         );
         fsm.close_input(now);

@@ -80,6 +80,8 @@ pub struct SchedulerConfig {
     pub window: Option<WindowRing>,
     /// Every stage's prompt-cache store: positions per block and blocks (0: none).
     pub store: (u32, u32),
+    /// Bytes of every table's token-mask section (0: constrained requests are refused).
+    pub mask_bytes: u32,
 }
 
 /// One request.
@@ -98,6 +100,8 @@ pub struct SeqRequest {
     pub speculative: bool,
     /// Whether it may start from a prefix a warm slot holds (`cache_prompt`).
     pub cache_prompt: bool,
+    /// The grammar its tokens must follow; it does not draft.
+    pub constraint: Option<crate::model::constraint::SharedConstraint>,
 }
 
 /// Why a request was refused (nothing changed).
@@ -120,6 +124,9 @@ pub enum Refusal {
     /// The sampling parameters are out of range.
     #[error("invalid sampling parameters")]
     BadSampling,
+    /// A constrained request in a session whose tables carry no token masks.
+    #[error("this session has no room for token masks: constrained output is off")]
+    Unconstrained,
 }
 
 impl Refusal {
@@ -130,6 +137,7 @@ impl Refusal {
             Refusal::TooLong { .. } => "prompt_too_long",
             Refusal::EmptyPrompt => "empty_prompt",
             Refusal::BadSampling => "invalid_sampling",
+            Refusal::Unconstrained => "unconstrained",
         }
     }
 }
@@ -346,6 +354,9 @@ impl Scheduler {
         if req.sampling.validate().is_err() {
             return Err(Refusal::BadSampling);
         }
+        if req.constraint.is_some() && self.cfg.mask_bytes == 0 {
+            return Err(Refusal::Unconstrained);
+        }
         if self.free_slots.is_empty() && self.queue.len() >= self.cfg.queue_capacity {
             return Err(Refusal::Busy(self.queue.len()));
         }
@@ -394,12 +405,15 @@ impl Scheduler {
                     in_flight: false,
                     cancelled: None,
                     draft: Vec::new(),
-                    spec: (self.cfg.draft_max > 0 && req.speculative && req.logprobs.is_none())
-                        .then(|| {
-                            let most =
-                                usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
-                            DraftLength::new(most)
-                        }),
+                    spec: (self.cfg.draft_max > 0
+                        && req.speculative
+                        && req.logprobs.is_none()
+                        && req.constraint.is_none())
+                    .then(|| {
+                        let most =
+                            usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
+                        DraftLength::new(most)
+                    }),
                     rollback: false,
                     cached: if resume.is_some() { 0 } else { chosen.reuse },
                     fresh: true,
@@ -410,6 +424,7 @@ impl Scheduler {
                     resume_below: resume.unwrap_or(0),
                     shared: resume.unwrap_or(chosen.reuse),
                     returned: false,
+                    constraint: req.constraint,
                 },
             );
         }
@@ -515,6 +530,7 @@ impl Scheduler {
         let mut prompts_left = if shared && !self.pacer.learned() { 1 } else { usize::MAX };
         let mut prompt_rows = 0u32;
         let mut ops = Vec::new();
+        let (mut masks, mut mask_used) = (Vec::new(), crate::wire::mask::section_bytes(&[]));
         // One more verifying row costs a fraction of a trip while decode reads the weights
         // once for every row (measured); with requests waiting or a crowded group it costs
         // a step: drafts yield.
@@ -536,6 +552,12 @@ impl Scheduler {
                 {
                     continue;
                 }
+                // A constrained entry that samples carries its mask, where the section has room.
+                let samples =
+                    decoding || seq.prompt.len() - seq.prefilled <= budget.min(prompt_budget);
+                let Some(mask) = seq.next_mask(samples, &mut mask_used, self.cfg.mask_bytes) else {
+                    continue;
+                };
                 let limit = self.cfg.max_seq_len;
                 let keeps = seq.fresh && seq.resume_below > 0;
                 if keeps && ops.len() >= usize::from(MAX_CACHE_OPS) {
@@ -564,14 +586,9 @@ impl Scheduler {
                 // The planted bug alone needs to know which slots were used before.
                 let skip = self.planted_skip_reset && !self.used_slots.insert(seq.slot);
                 flags = flags | seq.start_flags(skip, first, &mut ops);
-                let asks = seq.logprobs && flags.contains(EntryFlags::SAMPLE);
-                if asks {
-                    flags = flags | EntryFlags::LOGPROBS;
-                }
-                let sampling = EntrySampling {
-                    top_logprobs: if asks { seq.sampling.top_logprobs } else { 0 },
-                    ..seq.sampling
-                };
+                let (flags, sampling) = seq.entry_sampling(flags);
+                let (entry, row) = (entries.len() as u16, rows.len() as u16 - 1);
+                masks.extend(mask.map(|set| crate::wire::mask::TokenMask { entry, row, set }));
                 budget -= rows.len();
                 tokens.extend_from_slice(&rows);
                 entries.push(BatchEntry {
@@ -600,7 +617,9 @@ impl Scheduler {
         if entries.is_empty() {
             return None;
         }
-        let table = BatchTable::new(self.cfg.max_sequences, entries).with_ops(ops);
+        let table = BatchTable::new(self.cfg.max_sequences, entries)
+            .with_ops(ops)
+            .with_masks(masks, self.cfg.mask_bytes);
         self.group_busy[usize::from(group)] = true;
         let draft_rows = (table.entries().iter())
             .filter(|e| e.flags.contains(EntryFlags::VERIFY))

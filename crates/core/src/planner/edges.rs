@@ -54,8 +54,10 @@ impl RingSet {
             model.hidden_size,
             runtime.activation_dtype,
         );
+        let masks = runtime.mask_bytes;
         let act_capacity = (act.max_extent
             + crate::wire::batch::table_bytes(runtime.table_capacity())
+            + u64::from(masks)
             + HEADER_LEN as u64)
             .next_power_of_two()
             .clamp(MIN_ACTIVATION_RING, MAX_ACTIVATION_RING);
@@ -65,18 +67,21 @@ impl RingSet {
         let rows = ((out_bytes - crate::wire::batch::table_bytes(cap)) / 4) as u32;
         let token_out = ObjectSpec::token_ids(rows);
         let token_out_ring = RingSpec {
-            capacity: (2 * (token_out.with_table(cap).max_extent + HEADER_LEN as u64))
+            capacity: (2 * (token_out.with_table(cap, masks).max_extent + HEADER_LEN as u64))
                 .next_power_of_two()
                 .max(TOKEN_RING_CAPACITY),
             alignment: RING_ALIGNMENT,
         };
         RingSet {
-            token_in: (ObjectSpec::token_ids(runtime.max_seq_len).with_table(cap), token_ring),
+            token_in: (
+                ObjectSpec::token_ids(runtime.max_seq_len).with_table(cap, masks),
+                token_ring,
+            ),
             activation: (
-                act.with_table(cap),
+                act.with_table(cap, masks),
                 RingSpec { capacity: act_capacity, alignment: RING_ALIGNMENT },
             ),
-            token_out: (token_out.with_table(cap), token_out_ring),
+            token_out: (token_out.with_table(cap, masks), token_out_ring),
         }
     }
 }

@@ -220,6 +220,7 @@ fn check_activation_spec(plan: &RunPlan, e: &EdgePlan) -> Result<()> {
         ));
     }
     let want = crate::wire::batch::table_bytes(plan.runtime.table_capacity())
+        + u64::from(plan.runtime.mask_bytes)
         + u64::from(plan.runtime.max_seq_len) * e.object.row_bytes();
     if e.object.max_extent != want {
         return Err(PlanError::new(

@@ -2,8 +2,9 @@
 //! `POST /api/generate` (read into OpenAI chat bodies by [`chat_to_openai`] and
 //! [`generate_to_openai`]; streamed by default, as newline-delimited JSON), and the model
 //! list of `GET /api/tags` ([`tags`]). `options` carries the sampling (`temperature`,
-//! `top_p`, `top_k`, `seed`, `num_predict`, `stop`). `format` (constrained output), images
-//! and `raw` prompts are refused with a 400 naming them.
+//! `top_p`, `top_k`, `seed`, `num_predict`, `stop`); `format` (`"json"` or a JSON schema)
+//! is the constrained output of `response_format`. Images and `raw` prompts are refused
+//! with a 400 naming them.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -53,14 +54,20 @@ fn bad(m: impl Into<String>) -> ApiError {
     ApiError::invalid(m)
 }
 
-fn refuse_format(format: &Option<Value>) -> Result<(), ApiError> {
+/// `format` as OpenAI's `response_format`: `"json"` any JSON object, an object a schema.
+fn response_format(format: &Option<Value>, out: &mut Value) -> Result<(), ApiError> {
     match format {
         None | Some(Value::Null) => Ok(()),
         Some(f) if f == "" => Ok(()),
-        Some(_) => Err(bad(
-            "'format' (constrained output) is not supported yet: send the request without it",
-        )
-        .because(UNSUPPORTED)),
+        Some(f) if f == "json" => {
+            out["response_format"] = json!({"type": "json_object"});
+            Ok(())
+        }
+        Some(s @ Value::Object(_)) => {
+            out["response_format"] = json!({"type": "json_schema", "json_schema": {"schema": s}});
+            Ok(())
+        }
+        Some(other) => Err(bad(format!("'format' is \"json\" or a JSON schema, not {other}"))),
     }
 }
 
@@ -104,7 +111,6 @@ fn common(
 pub fn chat_to_openai(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let b: ChatBody = serde_json::from_slice(body)
         .map_err(|e| bad(format!("the body is not a valid request: {e}")))?;
-    refuse_format(&b.format)?;
     let mut messages = Vec::new();
     let mut pending: Vec<String> = Vec::new();
     for (i, m) in b.messages.iter().enumerate() {
@@ -143,6 +149,7 @@ pub fn chat_to_openai(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     if let Some(t) = b.tools {
         out["tools"] = Value::Array(t);
     }
+    response_format(&b.format, &mut out)?;
     common(&mut out, b.model, b.stream, b.options, b.think);
     serde_json::to_vec(&out).map_err(|e| bad(e.to_string()))
 }
@@ -152,7 +159,6 @@ pub fn chat_to_openai(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 pub fn generate_to_openai(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let b: GenerateBody = serde_json::from_slice(body)
         .map_err(|e| bad(format!("the body is not a valid request: {e}")))?;
-    refuse_format(&b.format)?;
     if b.raw {
         return Err(bad("'raw' prompts are not supported: use /v1/completions for text without \
                         the chat template")
@@ -167,6 +173,7 @@ pub fn generate_to_openai(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     }
     messages.push(json!({"role": "user", "content": b.prompt.unwrap_or_default()}));
     let mut out = json!({"messages": messages});
+    response_format(&b.format, &mut out)?;
     common(&mut out, b.model, b.stream, b.options, b.think);
     serde_json::to_vec(&out).map_err(|e| bad(e.to_string()))
 }

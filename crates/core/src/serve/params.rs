@@ -2,8 +2,7 @@
 //! unknown fields are ignored (as OpenAI does), every field that is present must be in
 //! range, and what is left out takes the server's defaults. A known field that would
 //! change the output but is not implemented (`logit_bias`, `presence_penalty`,
-//! `frequency_penalty`, a `response_format` other than text, a `tool_choice` that forces a
-//! call) is refused with a 400 `unsupported_field` unless its value is neutral, never
+//! `frequency_penalty`, a `tool_choice` that forces a call) is refused with a 400 `unsupported_field` unless its value is neutral, never
 //! silently ignored. The result names the prompt (a conversation for the chat template,
 //! with its tools; text; or token ids) and everything else a session's request needs;
 //! [`Parsed::request`] makes that request once the prompt is tokenized.
@@ -69,6 +68,9 @@ pub struct Parsed {
     pub echo: bool,
     /// Which tool calls the model may make (a chat with `tools`).
     pub tool_choice: ToolChoice,
+    /// The JSON schema the output must follow (`response_format`), enforced by
+    /// constrained sampling.
+    pub format: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +116,30 @@ struct Common {
 struct ResponseFormat {
     #[serde(rename = "type")]
     kind: String,
+    json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Deserialize)]
+struct JsonSchemaFormat {
+    schema: Option<serde_json::Value>,
+}
+
+/// The JSON schema a `response_format` asks the output to follow: none for `text`, any
+/// JSON object for `json_object`, the given schema for `json_schema`.
+fn format_schema(f: Option<&ResponseFormat>) -> Result<Option<serde_json::Value>, ApiError> {
+    match f.map(|f| (f.kind.as_str(), f)) {
+        None | Some(("text", _)) => Ok(None),
+        Some(("json_object", _)) => Ok(Some(serde_json::json!({"type": "object"}))),
+        Some(("json_schema", f)) => match f.json_schema.as_ref().and_then(|j| j.schema.clone()) {
+            Some(s @ (serde_json::Value::Object(_) | serde_json::Value::Bool(true))) => Ok(Some(s)),
+            _ => Err(ApiError::invalid(
+                "'response_format.json_schema.schema' must be a JSON schema object",
+            )),
+        },
+        Some((other, _)) => Err(ApiError::invalid(format!(
+            "'response_format' is text, json_object or json_schema, not {other:?}"
+        ))),
+    }
 }
 
 #[derive(Deserialize)]
@@ -218,7 +244,7 @@ pub fn parse_completion(
 pub const UNSUPPORTED: &str = "unsupported_field";
 
 /// Refuses what would change the output but is not implemented, unless it is neutral:
-/// penalties of 0, an empty `logit_bias`, a text `response_format`.
+/// penalties of 0, an empty `logit_bias`.
 fn refuse_unsupported(c: &Common) -> Result<(), ApiError> {
     let refuse = |m: String| Err(ApiError::invalid(m).because(UNSUPPORTED));
     for (name, value) in
@@ -230,12 +256,6 @@ fn refuse_unsupported(c: &Common) -> Result<(), ApiError> {
     }
     if c.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
         return refuse("'logit_bias' is not supported: only an empty map is accepted".into());
-    }
-    if let Some(f) = c.response_format.as_ref().filter(|f| f.kind != "text") {
-        return refuse(format!(
-            "'response_format' of type '{}' is not supported yet: only 'text'",
-            f.kind
-        ));
     }
     Ok(())
 }
@@ -285,6 +305,7 @@ fn common(
         cache_prompt: c.cache_prompt.unwrap_or(true),
         echo: false,
         tool_choice: ToolChoice::Auto,
+        format: format_schema(c.response_format.as_ref())?,
     })
 }
 
@@ -364,6 +385,7 @@ impl Parsed {
             logprobs: self.logprobs,
             speculative: self.speculative,
             cache_prompt: self.cache_prompt,
+            constraint: None,
         })
     }
 }

@@ -2,7 +2,8 @@
 //! a body is read into an OpenAI chat body ([`to_openai_chat`]; `input` as text or items:
 //! messages with `input_text` / `output_text` parts, `function_call` and
 //! `function_call_output` items; `instructions` as the system message; flat function
-//! tools) and judged by [`super::params::parse_chat`]. The answer leaves as a `response`
+//! tools; `text.format` as `response_format`) and judged by
+//! [`super::params::parse_chat`]. The answer leaves as a `response`
 //! object whole, or streamed as its events ([`EventWriter`]). The server keeps no state:
 //! `previous_response_id` is refused, and each request carries its whole conversation.
 
@@ -125,20 +126,23 @@ pub fn to_openai_chat(body: &[u8]) -> Result<Vec<u8>, ApiError> {
         )
         .because(UNSUPPORTED));
     }
-    if let Some(kind) =
-        b.text.as_ref().and_then(|t| t["format"]["type"].as_str()).filter(|k| *k != "text")
-    {
-        return Err(bad(format!(
-            "'text.format' of type '{kind}' is not supported yet: only 'text'"
-        ))
-        .because(UNSUPPORTED));
-    }
+    let format = b.text.as_ref().map(|t| &t["format"]);
+    let response_format = match format.and_then(|f| f["type"].as_str()) {
+        None | Some("text") => None,
+        Some("json_object") => Some(json!({"type": "json_object"})),
+        Some("json_schema") => Some(json!({"type": "json_schema",
+            "json_schema": {"schema": format.map(|f| f["schema"].clone())}})),
+        Some(kind) => return Err(bad(format!("'text.format' of type '{kind}' is not known"))),
+    };
     let mut msgs = Vec::new();
     if let Some(i) = &b.instructions {
         msgs.push(json!({"role": "system", "content": i}));
     }
     messages(&b.input, &mut msgs)?;
     let mut out = json!({"messages": msgs, "stream": b.stream});
+    if let Some(f) = response_format {
+        out["response_format"] = f;
+    }
     if let Some(m) = b.model {
         out["model"] = json!(m);
     }

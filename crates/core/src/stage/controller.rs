@@ -300,6 +300,7 @@ impl StageController {
             activation_dtype: p.runtime.activation_dtype,
             sampling: p.runtime.sampling,
             max_sequences: p.runtime.max_sequences,
+            mask_bytes: p.runtime.mask_bytes,
             prompt_cache: p.prompt_cache,
             run: RunRef { orchestrator: p.orchestrator, run_id: p.run_id },
             resume_from: p

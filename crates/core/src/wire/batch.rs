@@ -22,6 +22,7 @@
 //!                         | temperature f32 | top_p f32 | top_k u32 | top_logprobs u32
 //!                         | seed u64
 //! cache ops, 16 bytes each, `MAX_CACHE_OPS` of them (super::cache_ops)
+//! token masks, the runtime's `mask_bytes` (0: none; super::mask)
 //! ```
 //!
 //! `top_logprobs` is 0 unless the entry's flags have `LOGPROBS` (then at most
@@ -38,6 +39,7 @@
 pub use super::batch_error::BatchError;
 use super::cache_ops::CacheOpError;
 pub use super::cache_ops::{CACHE_OP_BYTES, CacheOp, CacheOpKind, MAX_CACHE_OPS};
+use super::mask::TokenMask;
 use super::plan::SamplingPolicy;
 
 /// `"SWMB"` little-endian.
@@ -205,6 +207,21 @@ pub struct BatchLimits {
     /// Blocks in every stage's prompt-cache store (a cache operation naming one at or
     /// above it is refused; 0: no operation is allowed).
     pub cache_blocks: u32,
+    /// Bytes of the token-mask section after the cache operations (the runtime's
+    /// `mask_bytes`; 0: none, and no entry is constrained).
+    pub mask_bytes: u32,
+}
+
+impl BatchLimits {
+    /// What every micro-batch table of `plan`'s run must satisfy.
+    pub fn of(plan: &super::plan::RunPlan) -> BatchLimits {
+        BatchLimits {
+            capacity: plan.runtime.table_capacity(),
+            max_seq_len: plan.runtime.max_seq_len,
+            cache_blocks: plan.prompt_cache.blocks,
+            mask_bytes: plan.runtime.mask_bytes,
+        }
+    }
 }
 
 /// A decoded or to-be-encoded entry table.
@@ -214,6 +231,10 @@ pub struct BatchTable {
     entries: Vec<BatchEntry>,
     /// Cache operations every stage runs, in order, before the entries' rows.
     ops: Vec<CacheOp>,
+    /// Token masks the last stage applies before it samples.
+    masks: Vec<TokenMask>,
+    /// Bytes of the mask section (the runtime's `mask_bytes`).
+    mask_bytes: u32,
 }
 
 fn op_error(e: CacheOpError) -> BatchError {
@@ -243,7 +264,23 @@ impl BatchTable {
     /// A table of `capacity` entries holding `entries` (in row order). Checked by
     /// [`BatchTable::check`] before use; [`BatchTable::encode`] writes it as given.
     pub fn new(capacity: u16, entries: Vec<BatchEntry>) -> BatchTable {
-        BatchTable { capacity, entries, ops: Vec::new() }
+        BatchTable { capacity, entries, ops: Vec::new(), masks: Vec::new(), mask_bytes: 0 }
+    }
+
+    /// The table with a mask section of `mask_bytes` holding `masks` (those that fit:
+    /// [`super::mask::section_bytes`]).
+    pub fn with_masks(self, masks: Vec<TokenMask>, mask_bytes: u32) -> BatchTable {
+        BatchTable { masks, mask_bytes, ..self }
+    }
+
+    /// The token masks, as the last stage applies them.
+    pub fn masks(&self) -> &[TokenMask] {
+        &self.masks
+    }
+
+    /// The mask of entry `entry`'s row `row`, if it is constrained.
+    pub fn mask(&self, entry: usize, row: usize) -> Option<&TokenMask> {
+        self.masks.iter().find(|m| usize::from(m.entry) == entry && usize::from(m.row) == row)
     }
 
     /// The table with these cache operations (run in order before the rows).
@@ -271,9 +308,9 @@ impl BatchTable {
         self.entries.iter().map(|e| u64::from(e.tokens)).sum()
     }
 
-    /// The encoded table's size.
+    /// The encoded table's size (the mask section included).
     pub fn encoded_len(&self) -> u64 {
-        table_bytes(self.capacity)
+        table_bytes(self.capacity) + u64::from(self.mask_bytes)
     }
 
     /// Appends the encoded table (exactly [`BatchTable::encoded_len`] bytes) to `out`.
@@ -303,6 +340,7 @@ impl BatchTable {
             op.encode_into(out);
         }
         out.resize(start + table_bytes(self.capacity) as usize, 0);
+        super::mask::encode_section(&self.masks, self.mask_bytes, out);
     }
 
     /// The encoded table.
@@ -383,7 +421,7 @@ impl BatchTable {
     /// Decodes and checks the table at the front of `payload` (which may go on with the
     /// rows). Total: every input yields a checked table or a typed error.
     pub fn decode(payload: &[u8], limits: BatchLimits) -> Result<BatchTable, BatchError> {
-        let need = table_bytes(limits.capacity);
+        let need = table_bytes(limits.capacity) + u64::from(limits.mask_bytes);
         if (payload.len() as u64) < TABLE_HEADER_BYTES {
             return Err(BatchError::Truncated {
                 found: payload.len() as u64,
@@ -444,9 +482,18 @@ impl BatchTable {
                 },
             });
         }
-        let section = &payload[Self::ops_offset(capacity)..need as usize];
+        let masks_at = table_bytes(capacity) as usize;
+        let section = &payload[Self::ops_offset(capacity)..masks_at];
         let ops = super::cache_ops::decode_section(section, op_count).map_err(op_error)?;
-        let table = BatchTable { capacity, entries, ops };
+        let rows = |i: u16| {
+            let e = entries.get(usize::from(i)).filter(|e| e.flags.contains(EntryFlags::SAMPLE))?;
+            let n = u16::try_from(e.tokens).ok()?;
+            Some(if e.flags.contains(EntryFlags::VERIFY) { 0..n } else { n - 1..n })
+        };
+        let masks = super::mask::decode_section(&payload[masks_at..need as usize], rows)
+            .map_err(BatchError::BadMask)?;
+        let mask_bytes = limits.mask_bytes;
+        let table = BatchTable { capacity, entries, ops, masks, mask_bytes };
         table.check(limits)?;
         let sum = table.total_tokens();
         if u64::from(total) != sum {
@@ -573,7 +620,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const LIMITS: BatchLimits = BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 8 };
+    const LIMITS: BatchLimits =
+        BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 8, mask_bytes: 0 };
 
     fn entry(slot: u32, first: u32, tokens: u32, flags: EntryFlags) -> BatchEntry {
         BatchEntry {
@@ -837,7 +885,7 @@ mod tests {
 
     #[test]
     fn a_verifying_entrys_tokens_after_each_row_follow_the_ids_and_round_trip() {
-        let limits = BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 8 };
+        let limits = BatchLimits { capacity: 4, max_seq_len: 64, cache_blocks: 8, mask_bytes: 0 };
         let t = BatchTable::new(
             4,
             vec![

@@ -85,6 +85,9 @@ pub enum BatchError {
     /// A `RESUME` entry that also resets, rolls back or verifies.
     #[error("slot {0}: a resuming entry never resets, rolls back or verifies")]
     BadResume(u32),
+    /// The token-mask section is malformed or names an entry row that does not sample.
+    #[error("bad token-mask section: {0:?}")]
+    BadMask(super::mask::MaskError),
     /// The header's total is not the sum of the entries' rows.
     #[error("total {total} is not the entries' {sum} rows")]
     TotalMismatch {
@@ -136,6 +139,7 @@ impl BatchError {
             BatchError::BadVerify(_) => "bad_verify",
             BatchError::RollbackWithReset(_) => "rollback_with_reset",
             BatchError::BadResume(_) => "bad_resume",
+            BatchError::BadMask(_) => "bad_mask",
             BatchError::TotalMismatch { .. } => "total_mismatch",
             BatchError::BadCacheOp(_) => "bad_cache_op",
             BatchError::TooManyCacheOps(_) => "too_many_cache_ops",

@@ -11,6 +11,7 @@ pub mod evidence;
 pub mod header;
 pub mod ids;
 pub mod logprobs;
+pub mod mask;
 pub mod plan;
 pub mod prompt_cache;
 pub mod reason;

@@ -273,6 +273,10 @@ pub struct RuntimeConfig {
     /// not ask for log-probabilities, and the token-out object keeps its smallest size).
     #[serde(default)]
     pub max_top_logprobs: Option<u32>,
+    /// Bytes every micro-batch table reserves for token masks (constrained sampling; see
+    /// [`super::mask`]). 0: none, and requests may not be constrained.
+    #[serde(default)]
+    pub mask_bytes: u32,
 }
 
 fn one() -> u32 {

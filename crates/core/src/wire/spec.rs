@@ -117,9 +117,9 @@ impl ObjectSpec {
     }
 
     /// The same spec for objects that begin with a micro-batch table of `capacity`
-    /// entries ([`table_bytes`]).
-    pub fn with_table(self, capacity: u16) -> ObjectSpec {
-        let prefix = table_bytes(capacity);
+    /// entries ([`table_bytes`]) and a token-mask section of `mask_bytes`.
+    pub fn with_table(self, capacity: u16, mask_bytes: u32) -> ObjectSpec {
+        let prefix = table_bytes(capacity) + u64::from(mask_bytes);
         ObjectSpec {
             max_extent: self.max_extent - self.prefix_bytes + prefix,
             prefix_bytes: prefix,

@@ -95,6 +95,9 @@ pub enum RoleConfig {
         /// The prompt-cache store it keeps (blocks of its layers' KV in host memory).
         #[serde(default)]
         prompt_cache: crate::wire::PromptCachePlan,
+        /// Bytes of every table's token-mask section (the runtime's `mask_bytes`).
+        #[serde(default)]
+        mask_bytes: u32,
         /// The run it serves and that run's orchestrator (what a parked role is known by).
         #[serde(default)]
         run: RunRef,

@@ -34,6 +34,7 @@ fn a_request_stops_at_its_stop_string_drops_later_tokens_and_keeps_the_text_befo
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -67,6 +68,7 @@ fn the_time_to_first_token_is_given_in_milliseconds_rounded_to_a_tenth() {
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -91,6 +93,7 @@ fn a_sequence_ended_by_the_sessions_fault_is_an_error_naming_it_and_unrun_ones_s
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     };
     let mut book = RequestBook::new(&tok, vec![req("a"), req("b"), req("c")]);
     book.admitted(0, 0);
@@ -117,6 +120,7 @@ fn stream(text: &str, stops: &[&str]) -> (Vec<String>, String, String) {
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     book.admitted(0, 1);
@@ -194,6 +198,7 @@ fn a_kept_sequence_resumes_with_its_text_and_counts_and_its_result_covers_both_r
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     let t0 = Instant::now();
@@ -233,6 +238,7 @@ fn a_kept_sequence_that_cannot_resume_ends_with_the_fault_and_its_text_so_far() 
         logprobs: None,
         speculative: true,
         cache_prompt: true,
+        constraint: None,
     };
     let mut book = RequestBook::new(&tok, vec![req]);
     book.admitted(0, 1);
@@ -272,6 +278,7 @@ proptest::proptest! {
             logprobs: None,
             speculative: true,
             cache_prompt: true,
+            constraint: None,
         };
         let mut book = RequestBook::new(&tok, vec![req]);
         book.admitted(0, 1);

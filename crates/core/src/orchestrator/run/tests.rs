@@ -79,6 +79,7 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
             sampling: SamplingPolicy::Greedy,
             max_sequences: slots,
             max_top_logprobs: None,
+            mask_bytes: 0,
         },
         prompt_tokens: 4,
         fit_context: false,
@@ -531,7 +532,7 @@ fn answer(cmd: &RunCommand, capacity: u16, token: u32) -> (ObjectId, Sequence, V
     let RunCommand::Inject { object_id, sequence, payload, .. } = cmd else {
         panic!("not an injection: {cmd:?}")
     };
-    let limits = BatchLimits { capacity, max_seq_len: 128, cache_blocks: 0 };
+    let limits = BatchLimits { capacity, max_seq_len: 128, cache_blocks: 0, mask_bytes: 0 };
     let (table, _) = BatchTable::split_rows(payload, limits, 4).expect("a valid micro-batch");
     let mut out = table.encode();
     for i in 0..usize::from(capacity) {
@@ -550,6 +551,7 @@ fn req(len: u32, max_tokens: u32) -> SeqRequest {
         logprobs: None,
         speculative: true,
         cache_prompt: false,
+        constraint: None,
     }
 }
 
@@ -687,7 +689,7 @@ fn a_request_arriving_while_others_decode_joins_and_a_cancelled_one_ends_when_it
 /// The token ids an injection carries.
 fn injected_rows(cmd: &RunCommand) -> Vec<u32> {
     let RunCommand::Inject { payload, .. } = cmd else { panic!("not an injection: {cmd:?}") };
-    let limits = BatchLimits { capacity: 1, max_seq_len: 128, cache_blocks: 0 };
+    let limits = BatchLimits { capacity: 1, max_seq_len: 128, cache_blocks: 0, mask_bytes: 0 };
     let (_, rows) = BatchTable::split_rows(payload, limits, 4).expect("a valid micro-batch");
     rows.chunks(4).map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]])).collect()
 }

@@ -2,7 +2,7 @@
 
 use super::{FinishReason, SeqId};
 use crate::speculate::adapt::DraftLength;
-use crate::wire::batch::{BatchTable, EntrySampling};
+use crate::wire::batch::{BatchTable, EntryFlags, EntrySampling};
 
 #[derive(Debug)]
 pub(super) struct Seq {
@@ -45,9 +45,39 @@ pub(super) struct Seq {
     pub(super) shared: u32,
     /// One of its micro-batches came back (every stage ran its first entry).
     pub(super) returned: bool,
+    /// The grammar its samples follow.
+    pub(super) constraint: Option<crate::model::constraint::SharedConstraint>,
 }
 
 impl Seq {
+    /// The mask of its next entry when it is constrained and the entry samples: `None`
+    /// when the table's mask section (`room` bytes, `used` taken) has no room for it (the
+    /// entry waits for the next micro-batch); `Some(None)` when it needs none.
+    pub(super) fn next_mask(
+        &self,
+        samples: bool,
+        used: &mut usize,
+        room: u32,
+    ) -> Option<Option<crate::wire::mask::MaskSet>> {
+        let Some(c) = self.constraint.as_ref().filter(|_| samples) else { return Some(None) };
+        let set = c.mask();
+        let bytes = crate::wire::mask::mask_bytes(&set);
+        if *used + bytes > room as usize {
+            return None;
+        }
+        *used += bytes;
+        Some(Some(set))
+    }
+
+    /// An entry's flags and sampling: log-probabilities asked where it samples and the
+    /// request asked for them.
+    pub(super) fn entry_sampling(&self, flags: EntryFlags) -> (EntryFlags, EntrySampling) {
+        let asks = self.logprobs && flags.contains(EntryFlags::SAMPLE);
+        let flags = if asks { flags | EntryFlags::LOGPROBS } else { flags };
+        let top_logprobs = if asks { self.sampling.top_logprobs } else { 0 };
+        (flags, EntrySampling { top_logprobs, ..self.sampling })
+    }
+
     pub(super) fn has_work(&self) -> bool {
         !self.in_flight && self.cancelled.is_none()
     }

@@ -198,6 +198,9 @@ impl Scheduler {
                 return;
             }
             seq.generated.push(token);
+            if let Some(c) = &seq.constraint {
+                c.commit(token);
+            }
             if let Some(lp) = lp.take() {
                 self.outputs.push_back(SeqOutput::Logprobs { id, logprobs: lp });
             }

@@ -24,6 +24,7 @@ pub(crate) fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) ->
         draft_max: 0,
         window: None,
         store: (4, 0),
+        mask_bytes: 0,
     }
 }
 
@@ -35,6 +36,7 @@ pub(crate) fn req(len: usize, max_tokens: u32) -> SeqRequest {
         logprobs: None,
         speculative: false,
         cache_prompt: false,
+        constraint: None,
     }
 }
 
@@ -302,7 +304,7 @@ proptest! {
         let mut next_pos: BTreeMap<u32, u32> = BTreeMap::new();
         let check = |b: &PlannedBatch, flying: &std::collections::VecDeque<PlannedBatch>,
                      next_pos: &mut BTreeMap<u32, u32>| -> Result<(), TestCaseError> {
-            let limits = crate::wire::batch::BatchLimits { capacity: slots, max_seq_len: 32, cache_blocks: 0 };
+            let limits = crate::wire::batch::BatchLimits { capacity: slots, max_seq_len: 32, cache_blocks: 0, mask_bytes: 0 };
             prop_assert!(b.table.check(limits).is_ok());
             prop_assert!(b.table.total_tokens() <= u64::from(budget.max(u32::from(slots))));
             prop_assert_eq!(b.table.total_tokens() as usize, b.tokens.len());
@@ -710,4 +712,58 @@ fn a_drafter_as_costly_as_the_target_is_never_asked() {
         s.batch_returned(&b.table, &answer(&b, 7)).unwrap();
     }
     assert!(jobs(&mut s).1.is_empty(), "a draft step costing a whole step never pays");
+}
+
+/// A grammar that allows only `next` (and records what was committed).
+struct Only {
+    next: u32,
+    committed: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+impl crate::model::constraint::Constraint for Only {
+    fn mask(&mut self) -> crate::wire::mask::MaskSet {
+        crate::wire::mask::MaskSet::Ids(vec![self.next])
+    }
+    fn commit(&mut self, token: u32) {
+        self.committed.lock().unwrap().push(token);
+        self.next += 1;
+    }
+}
+
+#[test]
+fn a_constrained_sequence_carries_its_mask_on_every_sampling_entry_and_commits_what_it_keeps() {
+    use crate::model::constraint::SharedConstraint;
+    use crate::wire::mask::MaskSet;
+    let committed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let only = Only { next: 40, committed: committed.clone() };
+    let mut c = cfg(2, 1, 4, 64);
+    let refused = Scheduler::new(c).submit(SeqRequest {
+        constraint: Some(SharedConstraint::new(Only { next: 0, committed: Default::default() })),
+        ..req(2, 2)
+    });
+    assert_eq!(refused, Err(Refusal::Unconstrained), "a session without a mask section");
+    c.mask_bytes = 64;
+    c.draft_max = 4;
+    let mut s = Scheduler::new(c);
+    let a = s
+        .submit(SeqRequest {
+            constraint: Some(SharedConstraint::new(only)),
+            speculative: true,
+            ..req(4, 3)
+        })
+        .unwrap();
+    let free = s.submit(req(3, 3)).unwrap();
+    for want in [40, 41, 42] {
+        let b = s.next_batch().unwrap();
+        let masks = b.table.masks();
+        assert_eq!(masks.len(), 1, "only the constrained sequence's entry has a mask");
+        let e = b.table.entries()[usize::from(masks[0].entry)];
+        assert!(!e.flags.contains(EntryFlags::VERIFY), "a constrained sequence does not draft");
+        assert_eq!((masks[0].row, &masks[0].set), (e.tokens as u16 - 1, &MaskSet::Ids(vec![want])));
+        s.batch_returned(&b.table, &answer(&b, want)).unwrap();
+    }
+    assert_eq!(*committed.lock().unwrap(), vec![40, 41, 42]);
+    let out = drain(&mut s);
+    assert!(out.iter().any(|o| matches!(o, SeqOutput::Finished { id, .. } if *id == a)));
+    assert!(out.iter().any(|o| matches!(o, SeqOutput::Finished { id, .. } if *id == free)));
 }

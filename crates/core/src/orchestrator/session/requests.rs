@@ -61,6 +61,7 @@ impl Session<'_> {
             logprobs: r.logprobs,
             speculative: r.speculative,
             cache_prompt: r.cache_prompt,
+            constraint: r.constraint.clone(),
         };
         match self.fsm.submit(now, req) {
             Ok(seq) => self.book.admitted(index, seq),

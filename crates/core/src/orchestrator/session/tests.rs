@@ -30,6 +30,7 @@ fn request(id: &str) -> Request {
         logprobs: None,
         speculative: false,
         cache_prompt: true,
+        constraint: None,
     }
 }
 

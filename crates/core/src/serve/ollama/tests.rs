@@ -28,8 +28,13 @@ fn a_chat_streams_by_default_and_tool_results_answer_the_calls_in_order() {
 }
 
 #[test]
-fn formats_images_and_raw_prompts_are_refused_naming_them() {
-    let e = chat_to_openai(br#"{"messages":[{"role":"user","content":"x"}],"format":"json"}"#)
+fn formats_become_response_formats_and_images_and_raw_prompts_are_refused() {
+    let json = chat(json!({"messages": [{"role": "user", "content": "x"}], "format": "json"}));
+    assert_eq!(json["response_format"], json!({"type": "json_object"}));
+    let schema = json!({"type": "array"});
+    let s = chat(json!({"messages": [{"role": "user", "content": "x"}], "format": schema}));
+    assert_eq!(s["response_format"]["json_schema"]["schema"], schema);
+    let e = chat_to_openai(br#"{"messages":[{"role":"user","content":"x"}],"format":3}"#)
         .expect_err("format");
     assert!(e.message.contains("'format'"), "{}", e.message);
     let e = chat_to_openai(br#"{"messages":[{"role":"user","content":"x","images":["AA=="]}]}"#)

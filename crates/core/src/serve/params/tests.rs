@@ -124,8 +124,6 @@ fn fields_that_would_change_the_output_are_refused_unless_neutral() {
         r#""frequency_penalty":-1"#,
         r#""logit_bias":{"50256":-100}"#,
         r#""tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required""#,
-        r#""response_format":{"type":"json_object"}"#,
-        r#""response_format":{"type":"json_schema","json_schema":{"name":"s"}}"#,
     ] {
         let e = chat(&format!("{{{x},{field}}}")).expect_err(field);
         assert_eq!((e.status(), e.reason.as_deref()), (400, Some(UNSUPPORTED)), "{field}");
@@ -141,6 +139,7 @@ fn fields_that_would_change_the_output_are_refused_unless_neutral() {
         r#""tools":[]"#,
         r#""tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto""#,
         r#""response_format":{"type":"text"}"#,
+        r#""response_format":{"type":"json_object"}"#,
     ] {
         chat(&format!("{{{x},{neutral}}}")).unwrap_or_else(|e| panic!("{neutral}: {e:?}"));
     }
@@ -221,5 +220,29 @@ fn bad_tools_and_tool_messages_are_invalid_requests_that_say_why() {
         let e = chat(&body).expect_err(&body);
         assert_eq!(e.status(), 400, "{body}");
         assert!(e.message.contains(says), "{body}: {}", e.message);
+    }
+}
+
+#[test]
+fn a_response_format_names_the_schema_the_output_follows() {
+    let x = r#""messages":[{"role":"user","content":"x"}]"#;
+    let p = chat(&format!(r#"{{{x},"response_format":{{"type":"json_object"}}}}"#)).expect("ok");
+    assert_eq!(p.format, Some(serde_json::json!({"type": "object"})));
+    let p = chat(&format!(
+        r#"{{{x},"response_format":{{"type":"json_schema","json_schema":{{"name":"s","schema":{{"type":"array"}}}}}}}}"#
+    ))
+    .expect("ok");
+    assert_eq!(p.format, Some(serde_json::json!({"type": "array"})));
+    assert_eq!(
+        chat(&format!(r#"{{{x},"response_format":{{"type":"text"}}}}"#)).unwrap().format,
+        None
+    );
+    for bad in [
+        r#"{"type":"json_schema","json_schema":{"name":"s"}}"#,
+        r#"{"type":"json_schema","json_schema":{"schema":3}}"#,
+        r#"{"type":"yaml"}"#,
+    ] {
+        let e = chat(&format!(r#"{{{x},"response_format":{bad}}}"#)).expect_err(bad);
+        assert_eq!(e.status(), 400, "{bad}");
     }
 }

@@ -38,7 +38,7 @@ fn state_the_server_does_not_keep_and_other_parts_are_refused() {
             "input_image",
         ),
         (json!({"input": "x", "tools": [{"type": "web_search"}]}), "function tools"),
-        (json!({"input": "x", "text": {"format": {"type": "json_schema"}}}), "json_schema"),
+        (json!({"input": "x", "text": {"format": {"type": "grammar"}}}), "grammar"),
     ] {
         let e = to_openai_chat(body.to_string().as_bytes()).expect_err(says);
         assert_eq!(e.status(), 400);

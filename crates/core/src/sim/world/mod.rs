@@ -565,6 +565,7 @@ impl World {
             capacity: self.plan.runtime.table_capacity(),
             max_seq_len: MAX_SEQ,
             cache_blocks: self.plan.prompt_cache.blocks,
+            mask_bytes: self.plan.runtime.mask_bytes,
         }
     }
 }

@@ -99,6 +99,7 @@ impl World {
             logprobs: None,
             speculative: true,
             cache_prompt: true,
+            constraint: None,
         }
     }
 

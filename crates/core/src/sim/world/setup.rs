@@ -69,6 +69,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
         sampling: SamplingPolicy::Greedy,
         max_sequences: slots,
         max_top_logprobs: None,
+        mask_bytes: 0,
     };
     let req = PlanRequest {
         run_id: run,

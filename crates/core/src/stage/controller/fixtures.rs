@@ -36,6 +36,7 @@ pub(crate) fn prov(stage: u32, count: u32) -> ProvisionStage {
             sampling: SamplingPolicy::Greedy,
             max_sequences: 1,
             max_top_logprobs: None,
+            mask_bytes: 0,
         },
         inbound: RecvEdgeProvision {
             edge_id: EdgeId(u64::from(stage) + 1),
