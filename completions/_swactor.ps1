@@ -569,6 +569,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
+            [CompletionResult]::new('structured', 'structured', [CompletionResultType]::ParameterValue, 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -706,6 +707,18 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;structured' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model; again for more models, measured one after another in the same run')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the session (one node process each)')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker')
+            [CompletionResult]::new('--requests', '--requests', [CompletionResultType]::ParameterName, 'Requests of each kind (constrained and free), in turns')
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Tokens each reply generates at most')
+            [CompletionResult]::new('--synth-1b', '--synth-1b', [CompletionResultType]::ParameterName, 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`; its text is noise, but the schema still holds it)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;help' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
@@ -718,6 +731,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
+            [CompletionResult]::new('structured', 'structured', [CompletionResultType]::ParameterValue, 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -752,6 +766,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;prefix' {
+            break
+        }
+        'swactor;bench;help;structured' {
             break
         }
         'swactor;bench;help;help' {
@@ -874,6 +891,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('failover', 'failover', [CompletionResultType]::ParameterValue, 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
+            [CompletionResult]::new('structured', 'structured', [CompletionResultType]::ParameterValue, 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys')
             break
         }
         'swactor;help;bench;ring' {
@@ -907,6 +925,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;prefix' {
+            break
+        }
+        'swactor;help;bench;structured' {
             break
         }
         'swactor;help;help' {

@@ -85,6 +85,9 @@ _swactor() {
             swactor__subcmd__bench,speculate)
                 cmd="swactor__subcmd__bench__subcmd__speculate"
                 ;;
+            swactor__subcmd__bench,structured)
+                cmd="swactor__subcmd__bench__subcmd__structured"
+                ;;
             swactor__subcmd__bench,wake)
                 cmd="swactor__subcmd__bench__subcmd__wake"
                 ;;
@@ -120,6 +123,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,speculate)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__speculate"
+                ;;
+            swactor__subcmd__bench__subcmd__help,structured)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__structured"
                 ;;
             swactor__subcmd__bench__subcmd__help,wake)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__wake"
@@ -219,6 +225,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,speculate)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__speculate"
+                ;;
+            swactor__subcmd__help__subcmd__bench,structured)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__structured"
                 ;;
             swactor__subcmd__help__subcmd__bench,wake)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__wake"
@@ -391,7 +400,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve prefix help"
+            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve prefix structured help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -545,7 +554,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode pipeline engine products speculate failover serve prefix help"
+            opts="ring wake edge decode pipeline engine products speculate failover serve prefix structured help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -699,6 +708,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help__subcmd__speculate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__structured)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -956,6 +979,40 @@ _swactor() {
                     return 0
                     ;;
                 --draft-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__structured)
+            opts="-h --model --synth-1b --stages --threads --requests --max-tokens --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1369,7 +1426,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode pipeline engine products speculate failover serve prefix"
+            opts="ring wake edge decode pipeline engine products speculate failover serve prefix structured"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1509,6 +1566,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__speculate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__structured)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

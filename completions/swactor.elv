@@ -511,6 +511,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
+            cand structured 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
@@ -636,6 +637,17 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;structured'= {
+            cand --model 'The GGUF model; again for more models, measured one after another in the same run'
+            cand --stages 'Stages of the session (one node process each)'
+            cand --threads 'Compute threads of each stage worker'
+            cand --requests 'Requests of each kind (constrained and free), in turns'
+            cand --max-tokens 'Tokens each reply generates at most'
+            cand --synth-1b 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`; its text is noise, but the schema still holds it)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
@@ -648,6 +660,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
+            cand structured 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
@@ -671,6 +684,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;serve'= {
         }
         &'swactor;bench;help;prefix'= {
+        }
+        &'swactor;bench;help;structured'= {
         }
         &'swactor;bench;help;help'= {
         }
@@ -765,6 +780,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand failover 'Fault detection: SIGKILLs a stage node of a local pipeline mid-decode and measures the time to `run_faulted` and to `run_torn_down`'
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
+            cand structured 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys'
         }
         &'swactor;help;bench;ring'= {
         }
@@ -787,6 +803,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;serve'= {
         }
         &'swactor;help;bench;prefix'= {
+        }
+        &'swactor;help;bench;structured'= {
         }
         &'swactor;help;help'= {
         }

@@ -209,7 +209,6 @@ fn served_completions_add_up_whole_and_streamed_with_equal_offsets_echo_and_refu
         serde_json::json!({"presence_penalty": 0.5}),
         serde_json::json!({"frequency_penalty": 1}),
         serde_json::json!({"logit_bias": {"42": 5}}),
-        serde_json::json!({"response_format": {"type": "json_object"}}),
         serde_json::json!({"tools": [{"type": "function", "function": {"name": "f"}}]}),
     ] {
         let (status, body) = post(&s, "/v1/completions", &ask(field.clone()));
