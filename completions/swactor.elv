@@ -642,7 +642,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --stages 'Stages of the session (one node process each)'
             cand --threads 'Compute threads of each stage worker'
             cand --requests 'Requests of each kind (constrained and free), in turns'
-            cand --max-tokens 'Tokens each reply generates at most'
+            cand --max-tokens 'Tokens each reply generates at most (enough for the schema''s bounded object)'
             cand --synth-1b 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`; its text is noise, but the schema still holds it)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'

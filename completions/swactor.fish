@@ -501,7 +501,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l stages -d 'Stages of the session (one node process each)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l threads -d 'Compute threads of each stage worker' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l requests -d 'Requests of each kind (constrained and free), in turns' -r
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l max-tokens -d 'Tokens each reply generates at most' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l max-tokens -d 'Tokens each reply generates at most (enough for the schema\'s bounded object)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`; its text is noise, but the schema still holds it)'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from structured" -s h -l help -d 'Print help'

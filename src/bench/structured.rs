@@ -1,7 +1,8 @@
 //! `swactor bench structured`: constrained generation against unconstrained, side by side
-//! in one server (`run local --serve`): the same chat prompts sent with a JSON schema in
+//! in one server (`run local --serve`): the same prompts sent with a JSON schema in
 //! `response_format` and without, streamed and greedy, in turns, so both meet the host in
-//! the same state. Decode tokens/s is each reply's tokens after the first over the time
+//! the same state. They are text completions, so any model serves them (a synthesized one
+//! has no chat template). Decode tokens/s is each reply's tokens after the first over the time
 //! from its first token to its last; every constrained reply must parse as JSON with the
 //! schema's required keys.
 #![allow(clippy::disallowed_methods)] // a benchmark owns the clock
@@ -51,10 +52,10 @@ fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "title": {"type": "string"},
+            "title": {"type": "string", "maxLength": 60},
             "year": {"type": "integer"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "summary": {"type": "string"}
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 24}, "maxItems": 4},
+            "summary": {"type": "string", "maxLength": 300}
         },
         "required": ["title", "year", "tags", "summary"],
         "additionalProperties": false
@@ -78,7 +79,9 @@ pub fn structured_run(
         let (mut valid, mut replies, mut constrained_tokens) = (0, 0, 0);
         for k in 0..cfg.requests {
             let topic = TOPICS[k as usize % TOPICS.len()];
-            let ask = format!("Describe {topic} as JSON with a title, a year, tags and a summary.");
+            let ask = format!(
+                "Describe {topic} as JSON with a title, a year, tags and a summary.\nJSON: "
+            );
             for constrain in [false, true] {
                 let (text, tokens, secs) =
                     chat(&client, &url, &ask, cfg.max_tokens, constrain).await?;
@@ -113,8 +116,8 @@ pub fn structured_run(
     Ok(figures)
 }
 
-/// One streamed greedy chat: its text, its tokens, and the seconds from its first token
-/// to its last.
+/// One streamed greedy completion: its text, its tokens, and the seconds from its first
+/// token to its last.
 async fn chat(
     client: &reqwest::Client,
     url: &str,
@@ -122,7 +125,7 @@ async fn chat(
     max_tokens: u32,
     constrain: bool,
 ) -> Result<(String, u64, f64), BenchError> {
-    let mut body = json!({"messages": [{"role": "user", "content": ask}], "max_tokens": max_tokens,
+    let mut body = json!({"prompt": ask, "max_tokens": max_tokens,
                           "temperature": 0, "stream": true, "cache_prompt": false,
                           "stream_options": {"include_usage": true}});
     if constrain {
@@ -130,7 +133,7 @@ async fn chat(
             json!({"type": "json_schema", "json_schema": {"name": "item", "schema": schema()}});
     }
     let mut r = client
-        .post(format!("{url}/v1/chat/completions"))
+        .post(format!("{url}/v1/completions"))
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body.to_string())
         .send()
@@ -151,8 +154,7 @@ async fn chat(
             let event: String = buf.drain(..end + 2).collect();
             let Some(data) = event.trim().strip_prefix("data: ") else { continue };
             let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-            if let Some(t) = v["choices"][0]["delta"]["content"].as_str().filter(|t| !t.is_empty())
-            {
+            if let Some(t) = v["choices"][0]["text"].as_str().filter(|t| !t.is_empty()) {
                 first.get_or_insert_with(Instant::now);
                 last = Instant::now();
                 text.push_str(t);

@@ -93,8 +93,8 @@ pub struct BenchStructuredArgs {
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub requests: u32,
-    /// Tokens each reply generates at most.
-    #[arg(long, default_value_t = 96, value_name = "N",
+    /// Tokens each reply generates at most (enough for the schema's bounded object).
+    #[arg(long, default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub max_tokens: u32,
     /// Output format.
