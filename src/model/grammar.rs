@@ -1,5 +1,6 @@
 //! Constrained sampling's grammar engine: `llguidance` over this vocabulary. A request's
-//! `response_format` (a JSON schema, or any JSON object) becomes a [`SharedConstraint`]
+//! `response_format` (a JSON schema, or any JSON object), or a forced tool call, becomes a
+//! [`SharedConstraint`]
 //! whose masks the scheduler sends with each of the sequence's sampling entries.
 
 use std::sync::Arc;
@@ -116,7 +117,23 @@ impl Grammars {
                 text.len()
             ));
         }
-        let grammar = TopLevelGrammar::from_json_schema(schema.clone());
+        self.constraint(TopLevelGrammar::from_json_schema(schema.clone()), ends)
+    }
+
+    /// A constraint to a Lark grammar (a forced tool call:
+    /// [`crate::chat::forced_call_grammar`]).
+    pub fn lark(&self, grammar: &str, ends: &[u32]) -> Result<SharedConstraint, String> {
+        if grammar.len() > MAX_SCHEMA_BYTES {
+            return Err(format!("the tools' grammar is over {MAX_SCHEMA_BYTES} bytes"));
+        }
+        self.constraint(TopLevelGrammar::from_lark(grammar.to_string()), ends)
+    }
+
+    fn constraint(
+        &self,
+        grammar: TopLevelGrammar,
+        ends: &[u32],
+    ) -> Result<SharedConstraint, String> {
         let parser = self.factory.create_parser(grammar).map_err(|e| e.to_string())?;
         let mut matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {

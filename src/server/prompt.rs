@@ -13,8 +13,10 @@ use super::failure::Failure;
 use super::guard::off_loop;
 use super::state::Shared;
 use crate::chat::OutputParser;
+use crate::chat::forced_call_grammar;
 use crate::orchestrator::requests::Request;
 use crate::serve::error::{ApiError, ErrorType, MAX_PROMPT_BYTES_PER_POSITION};
+use crate::serve::openai_chat::ToolChoice;
 use crate::serve::params::{Parsed, Prompt};
 
 /// A body, or the error its reading ended in (413 past the limit).
@@ -61,24 +63,51 @@ pub async fn tokenize_prompt(
     Ok(encoded?)
 }
 
-/// Gives `request` the grammar of its `response_format` (a constraint over the vocabulary,
-/// built on the first such request), or refuses a schema that is too large, unsupported
-/// or unsatisfiable with a 400 `invalid_schema`, before any compute.
+/// Gives `request` the grammar its answer must follow: its `response_format`'s schema, or
+/// one call of the offered tools in the template's call format (`tool_choice` `required` or
+/// a named function). The grammars are built on the first such request; a schema that is
+/// too large, unsupported or unsatisfiable is refused with a 400 `invalid_schema` before
+/// any compute, and a forced call where the template has no call format this build writes
+/// with a 400 `unsupported_field`.
 pub async fn constrain(
     shared: &Arc<Shared>,
     parsed: &Parsed,
     request: &mut Request,
 ) -> Result<(), Failure> {
-    let Some(schema) = parsed.format.clone() else { return Ok(()) };
+    let forced = match (&parsed.tool_choice, &parsed.prompt) {
+        (ToolChoice::Required, Prompt::Chat(c)) => Some((c.tools.clone(), None)),
+        (ToolChoice::Function(n), Prompt::Chat(c)) => Some((c.tools.clone(), Some(n.clone()))),
+        _ => None,
+    };
+    let lark = match forced {
+        None => None,
+        Some((tools, only)) => {
+            let marker = |t: &str| shared.tokenizer.token_id(t);
+            let g = forced_call_grammar(shared.chat.tool_format(), &tools, only.as_deref(), marker);
+            Some(g.ok_or_else(|| {
+                ApiError::invalid(
+                    "'tool_choice' forces a call, but this model's template has no tool-call \
+                     format this server writes (Hermes / Qwen, Llama 3, Mistral): use \"auto\"",
+                )
+                .because(crate::serve::params::UNSUPPORTED)
+            })?)
+        }
+    };
+    let schema = parsed.format.clone();
+    if lark.is_none() && schema.is_none() {
+        return Ok(());
+    }
     let shared = shared.clone();
     let built = off_loop(move || {
         let grammars = shared.grammars.get_or_init(|| {
             crate::model::grammar::Grammars::new(shared.tokenizer.clone(), &shared.ends)
                 .map(Arc::new)
         });
-        match grammars {
-            Ok(g) => g.json_schema(&schema, &shared.ends),
-            Err(e) => Err(format!("constrained sampling is not available: {e}")),
+        match (grammars, lark, schema) {
+            (Err(e), _, _) => Err(format!("constrained sampling is not available: {e}")),
+            (Ok(g), Some(lark), _) => g.lark(&lark, &shared.ends),
+            (Ok(g), None, Some(schema)) => g.json_schema(&schema, &shared.ends),
+            (Ok(_), None, None) => Err("nothing to constrain".into()),
         }
     })
     .await?;

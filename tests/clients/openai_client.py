@@ -84,6 +84,24 @@ def main():
     except openai.BadRequestError as e:
         assert "image_url" in str(e), e
         seen["image_refused"] = e.status_code
+    # A forced call: "required" makes one even where the model would not; a named function
+    # is the one called.
+    hello = [{"role": "user", "content": "Say hello."}]
+    forced = client.chat.completions.create(model=model, messages=hello, tools=TOOLS,
+                                            tool_choice="required", temperature=0, max_tokens=64)
+    assert forced.choices[0].finish_reason == "tool_calls", forced
+    time_tool = {"type": "function", "function": {
+        "name": "get_time", "parameters": {"type": "object",
+                                           "properties": {"zone": {"type": "string"}},
+                                           "required": ["zone"]}}}
+    named = client.chat.completions.create(
+        model=model, messages=ASK, tools=TOOLS + [time_tool], temperature=0, max_tokens=64,
+        tool_choice={"type": "function", "function": {"name": "get_time"}})
+    ncall = named.choices[0].message.tool_calls[0]
+    assert ncall.function.name == "get_time" and "zone" in json.loads(ncall.function.arguments)
+    seen["forced"] = {"required": forced.choices[0].message.tool_calls[0].function.name,
+                      "named": ncall.function.name}
+
     # Structured output: a JSON schema the answer must follow.
     schema = {"type": "object",
               "properties": {"city": {"type": "string"}, "population": {"type": "integer"},

@@ -57,6 +57,7 @@ fn the_official_openai_and_anthropic_clients_make_a_tool_round_trip_whole_and_st
     assert_eq!(openai["image_refused"], 400, "{openai}");
     assert_eq!(openai["responses"]["call"]["city"], "Paris", "{openai}");
     assert!(openai["json_schema"]["population"].is_i64(), "{openai}");
+    assert_eq!(openai["forced"]["named"], "get_time", "{openai}");
     let anthropic = client(&python, "anthropic_client.py", &s.url);
     assert_eq!(anthropic["tool_use"]["input"]["city"], "Paris", "{anthropic}");
     assert_eq!(anthropic["streamed_tool_use"]["city"], "Paris", "{anthropic}");

@@ -102,4 +102,12 @@ fn a_json_schema_holds_every_answer_whole_and_streamed_and_bad_schemas_are_refus
         json!({"messages": ask, "response_format": {"type": "json_schema", "json_schema": {}}}),
     );
     assert_eq!(r.status, 400, "{}", r.body);
+    // SmolLM2's template teaches no tool-call format: a call cannot be forced.
+    let tools = json!([{"type": "function", "function": {"name": "f"}}]);
+    let r = post(
+        "/v1/chat/completions",
+        json!({"messages": ask, "tools": tools, "tool_choice": "required"}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("unsupported_field"), "{}", r.body);
 }

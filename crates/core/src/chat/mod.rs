@@ -11,6 +11,7 @@
 
 mod clock;
 mod escape;
+mod forced;
 mod message;
 mod output;
 mod pyjson;
@@ -18,6 +19,7 @@ mod template;
 
 pub use clock::strftime;
 pub use escape::Escaper;
+pub use forced::forced_call_grammar;
 pub use message::{Conversation, Message, ToolCall};
 pub use output::{Delta, MARKERS, OutputParser, ParsedCall, ToolFormat, parse_whole};
 pub use template::{ChatTemplate, TemplateError, TemplateLimits};

@@ -210,6 +210,11 @@ impl Tokenizer {
         self.tokens.len()
     }
 
+    /// The id of the token spelled `text`, if the vocabulary has one.
+    pub fn token_id(&self, text: &str) -> Option<u32> {
+        self.ids.get(text).copied()
+    }
+
     /// Whether `id` is a control token (not printed).
     pub fn is_control(&self, id: u32) -> bool {
         self.types.get(id as usize).is_some_and(|t| *t == token_type::CONTROL)

@@ -2,7 +2,7 @@
 //! unknown fields are ignored (as OpenAI does), every field that is present must be in
 //! range, and what is left out takes the server's defaults. A known field that would
 //! change the output but is not implemented (`logit_bias`, `presence_penalty`,
-//! `frequency_penalty`, a `tool_choice` that forces a call) is refused with a 400 `unsupported_field` unless its value is neutral, never
+//! `frequency_penalty`) is refused with a 400 `unsupported_field` unless its value is neutral, never
 //! silently ignored. The result names the prompt (a conversation for the chat template,
 //! with its tools; text; or token ids) and everything else a session's request needs;
 //! [`Parsed::request`] makes that request once the prompt is tokenized.
@@ -186,13 +186,6 @@ pub fn parse_chat(body: &[u8], defaults: &Defaults, fresh_seed: u64) -> Result<P
     let messages = openai_chat::messages(body.messages)?;
     let tools = openai_chat::tools(body.tools)?;
     let tool_choice = openai_chat::tool_choice(body.tool_choice, &tools)?;
-    if matches!(tool_choice, ToolChoice::Required | ToolChoice::Function(_)) {
-        return Err(ApiError::invalid(
-            "a 'tool_choice' that forces a call needs constrained sampling, which this server \
-             does not have yet: use \"auto\"",
-        )
-        .because(UNSUPPORTED));
-    }
     let mut conv = Conversation::new(messages);
     if tool_choice != ToolChoice::None {
         conv.tools = tools;
@@ -206,6 +199,13 @@ pub fn parse_chat(body: &[u8], defaults: &Defaults, fresh_seed: u64) -> Result<P
         (true, k) => Some(k.unwrap_or(0)),
     };
     let parsed = common(body.common, Prompt::Chat(conv), logprobs, defaults, fresh_seed)?;
+    let forces = matches!(tool_choice, ToolChoice::Required | ToolChoice::Function(_));
+    if forces && parsed.format.is_some() {
+        return Err(ApiError::invalid(
+            "a 'tool_choice' that forces a call and a 'response_format' cannot both constrain \
+             the answer",
+        ));
+    }
     Ok(Parsed { tool_choice, ..parsed })
 }
 

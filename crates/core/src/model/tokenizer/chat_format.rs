@@ -55,6 +55,15 @@ impl ChatFormat {
         matches!(self.own, Some(Ok(_)))
     }
 
+    /// The tool-call format of the model's own template (`ToolFormat::None` under the
+    /// fallback, which renders no tools).
+    pub fn tool_format(&self) -> ToolFormat {
+        match (&self.own, &self.source) {
+            (Some(Ok(_)), Some(src)) => ToolFormat::of_template(src),
+            _ => ToolFormat::None,
+        }
+    }
+
     /// Why the model's template did not compile, if it did not.
     pub fn template_error(&self) -> Option<&TemplateError> {
         self.own.as_ref().and_then(|r| r.as_ref().err())
