@@ -72,6 +72,23 @@ impl Constraint for Llg {
         }
     }
 
+    fn masks_along(&mut self, draft: &[u32]) -> Vec<MaskSet> {
+        let mut out = vec![self.mask()];
+        let mut taken = 0;
+        for &d in draft {
+            let allowed = out.last().is_some_and(|m| m.allows(d)) && !self.ends.contains(&d);
+            if !allowed || self.matcher.consume_token(d).is_err() {
+                break;
+            }
+            taken += 1;
+            out.push(self.mask());
+        }
+        if taken > 0 {
+            let _ = self.matcher.rollback(taken);
+        }
+        out
+    }
+
     fn commit(&mut self, token: u32) {
         // A token the mask allowed; an error leaves the matcher stopped (its mask is
         // then the end of sequence alone).

@@ -405,15 +405,12 @@ impl Scheduler {
                     in_flight: false,
                     cancelled: None,
                     draft: Vec::new(),
-                    spec: (self.cfg.draft_max > 0
-                        && req.speculative
-                        && req.logprobs.is_none()
-                        && req.constraint.is_none())
-                    .then(|| {
-                        let most =
-                            usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
-                        DraftLength::new(most)
-                    }),
+                    spec: (self.cfg.draft_max > 0 && req.speculative && req.logprobs.is_none())
+                        .then(|| {
+                            let most =
+                                usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
+                            DraftLength::new(most)
+                        }),
                     rollback: false,
                     cached: if resume.is_some() { 0 } else { chosen.reuse },
                     fresh: true,
@@ -555,7 +552,10 @@ impl Scheduler {
                 // A constrained entry that samples carries its mask, where the section has room.
                 let samples =
                     decoding || seq.prompt.len() - seq.prefilled <= budget.min(prompt_budget);
-                let Some(mask) = seq.next_mask(samples, &mut mask_used, self.cfg.mask_bytes) else {
+                let mut draft = if decoding { drafts.remove(&id) } else { None };
+                let room = self.cfg.mask_bytes;
+                let Some(sets) = seq.next_masks(samples, &mut draft, &mut mask_used, room) else {
+                    drafts.extend(draft.map(|d| (id, d)));
                     continue;
                 };
                 let limit = self.cfg.max_seq_len;
@@ -569,7 +569,7 @@ impl Scheduler {
                     continue;
                 }
                 let (first, rows, mut flags): (usize, Vec<u32>, EntryFlags) = if decoding {
-                    let Some(entry) = spec::decode_entry(seq, drafts.remove(&id)) else {
+                    let Some(entry) = spec::decode_entry(seq, draft) else {
                         continue;
                     };
                     entry
@@ -587,8 +587,7 @@ impl Scheduler {
                 let skip = self.planted_skip_reset && !self.used_slots.insert(seq.slot);
                 flags = flags | seq.start_flags(skip, first, &mut ops);
                 let (flags, sampling) = seq.entry_sampling(flags);
-                let (entry, row) = (entries.len() as u16, rows.len() as u16 - 1);
-                masks.extend(mask.map(|set| crate::wire::mask::TokenMask { entry, row, set }));
+                masks.extend(seq::row_masks(entries.len(), rows.len(), sets));
                 budget -= rows.len();
                 tokens.extend_from_slice(&rows);
                 entries.push(BatchEntry {

@@ -4,6 +4,21 @@ use super::{FinishReason, SeqId};
 use crate::speculate::adapt::DraftLength;
 use crate::wire::batch::{BatchTable, EntryFlags, EntrySampling};
 
+/// Entry `entry`'s masks (of [`Seq::next_masks`]) on its rows: a decode entry's from its
+/// first row, a prompt chunk's on its last.
+pub(super) fn row_masks(
+    entry: usize,
+    rows: usize,
+    sets: Vec<crate::wire::mask::MaskSet>,
+) -> impl Iterator<Item = crate::wire::mask::TokenMask> {
+    let from = rows - sets.len().min(rows);
+    sets.into_iter().enumerate().map(move |(k, set)| crate::wire::mask::TokenMask {
+        entry: entry as u16,
+        row: (from + k) as u16,
+        set,
+    })
+}
+
 #[derive(Debug)]
 pub(super) struct Seq {
     pub(super) slot: u16,
@@ -50,23 +65,37 @@ pub(super) struct Seq {
 }
 
 impl Seq {
-    /// The mask of its next entry when it is constrained and the entry samples: `None`
-    /// when the table's mask section (`room` bytes, `used` taken) has no room for it (the
-    /// entry waits for the next micro-batch); `Some(None)` when it needs none.
-    pub(super) fn next_mask(
+    /// The masks of its next entry when it is constrained and the entry samples, one per
+    /// row from the first that samples (a draft is cut where the grammar refuses a token,
+    /// or where the table's mask section, `room` bytes with `used` taken, has no room for
+    /// more): `None` when not even the first fits (the entry waits for the next
+    /// micro-batch); empty when it needs none.
+    pub(super) fn next_masks(
         &self,
         samples: bool,
+        draft: &mut Option<Vec<u32>>,
         used: &mut usize,
         room: u32,
-    ) -> Option<Option<crate::wire::mask::MaskSet>> {
-        let Some(c) = self.constraint.as_ref().filter(|_| samples) else { return Some(None) };
-        let set = c.mask();
-        let bytes = crate::wire::mask::mask_bytes(&set);
-        if *used + bytes > room as usize {
+    ) -> Option<Vec<crate::wire::mask::MaskSet>> {
+        let Some(c) = self.constraint.as_ref().filter(|_| samples) else { return Some(vec![]) };
+        let mut sets = c.masks_along(draft.as_deref().unwrap_or(&[]));
+        let mut fit = 0;
+        for set in &sets {
+            let bytes = crate::wire::mask::mask_bytes(set);
+            if *used + bytes > room as usize {
+                break;
+            }
+            *used += bytes;
+            fit += 1;
+        }
+        if fit == 0 {
             return None;
         }
-        *used += bytes;
-        Some(Some(set))
+        sets.truncate(fit);
+        if let Some(d) = draft.as_mut() {
+            d.truncate(fit - 1);
+        }
+        Some(sets)
     }
 
     /// An entry's flags and sampling: log-probabilities asked where it samples and the

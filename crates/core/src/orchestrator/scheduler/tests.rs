@@ -714,7 +714,8 @@ fn a_drafter_as_costly_as_the_target_is_never_asked() {
     assert!(jobs(&mut s).1.is_empty(), "a draft step costing a whole step never pays");
 }
 
-/// A grammar that allows only `next` (and records what was committed).
+/// A grammar that allows only `next`, then `next + 1`, ... (and records what was
+/// committed).
 struct Only {
     next: u32,
     committed: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
@@ -728,10 +729,22 @@ impl crate::model::constraint::Constraint for Only {
         self.committed.lock().unwrap().push(token);
         self.next += 1;
     }
+    fn masks_along(&mut self, draft: &[u32]) -> Vec<crate::wire::mask::MaskSet> {
+        let mut n = self.next;
+        let mut out = vec![crate::wire::mask::MaskSet::Ids(vec![n])];
+        for &d in draft {
+            if d != n {
+                break;
+            }
+            n += 1;
+            out.push(crate::wire::mask::MaskSet::Ids(vec![n]));
+        }
+        out
+    }
 }
 
 #[test]
-fn a_constrained_sequence_carries_its_mask_on_every_sampling_entry_and_commits_what_it_keeps() {
+fn a_constrained_sequence_carries_its_mask_on_every_sampling_row_and_commits_what_it_keeps() {
     use crate::model::constraint::SharedConstraint;
     use crate::wire::mask::MaskSet;
     let committed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -742,27 +755,40 @@ fn a_constrained_sequence_carries_its_mask_on_every_sampling_entry_and_commits_w
         ..req(2, 2)
     });
     assert_eq!(refused, Err(Refusal::Unconstrained), "a session without a mask section");
-    c.mask_bytes = 64;
+    c.mask_bytes = 256;
     c.draft_max = 4;
     let mut s = Scheduler::new(c);
+    // The prompt repeats what the grammar will allow, so the n-gram drafter proposes it.
     let a = s
         .submit(SeqRequest {
+            prompt: vec![40, 41, 42, 43, 44, 45, 9],
             constraint: Some(SharedConstraint::new(only)),
             speculative: true,
-            ..req(4, 3)
+            ..req(0, 6)
         })
         .unwrap();
     let free = s.submit(req(3, 3)).unwrap();
-    for want in [40, 41, 42] {
-        let b = s.next_batch().unwrap();
-        let masks = b.table.masks();
-        assert_eq!(masks.len(), 1, "only the constrained sequence's entry has a mask");
-        let e = b.table.entries()[usize::from(masks[0].entry)];
-        assert!(!e.flags.contains(EntryFlags::VERIFY), "a constrained sequence does not draft");
-        assert_eq!((masks[0].row, &masks[0].set), (e.tokens as u16 - 1, &MaskSet::Ids(vec![want])));
-        s.batch_returned(&b.table, &answer(&b, want)).unwrap();
+    let mut verified_rows = 0;
+    while s.live() > 0 {
+        let Some(b) = s.next_batch() else { break };
+        let mut out = answer(&b, 99);
+        let mut verify = vec![Vec::new(); b.table.entries().len()];
+        for m in b.table.masks() {
+            let e = b.table.entries()[usize::from(m.entry)];
+            let MaskSet::Ids(ids) = &m.set else { panic!("ids") };
+            assert!(usize::from(m.row) < e.tokens as usize);
+            // The stage samples the allowed token on every masked row.
+            if usize::from(m.row) + 1 == e.tokens as usize {
+                out[usize::from(m.entry)] = ids[0];
+            } else {
+                verify[usize::from(m.entry)].push(ids[0]);
+                verified_rows += 1;
+            }
+        }
+        s.batch_returned_all(&b.table, &out, &[], &verify).unwrap();
     }
-    assert_eq!(*committed.lock().unwrap(), vec![40, 41, 42]);
+    assert!(verified_rows > 0, "the constrained sequence drafted, its rows masked");
+    assert_eq!(*committed.lock().unwrap(), vec![40, 41, 42, 43, 44, 45]);
     let out = drain(&mut s);
     assert!(out.iter().any(|o| matches!(o, SeqOutput::Finished { id, .. } if *id == a)));
     assert!(out.iter().any(|o| matches!(o, SeqOutput::Finished { id, .. } if *id == free)));
