@@ -108,6 +108,30 @@ pub async fn whole(
     Ok(axum::Json(v).into_response())
 }
 
+/// Waits for a streamed request's first reply: `None` once it took a slot, or a reply that
+/// came first; a request refused or a session gone before that is an error with its status
+/// (never `200` and an error event).
+pub async fn stream_head(
+    sub: &mut Submitted,
+    tracker: &mut Tracker,
+) -> Result<Option<Reply>, Failure> {
+    match sub.replies.recv().await {
+        Some(Reply::Started) => {
+            tracker.started();
+            Ok(None)
+        }
+        Some(Reply::Done(r)) if r.error.is_some() => {
+            sub.guard.disarm();
+            Err(tracker.failed(r.error.as_deref().unwrap_or_default()).into())
+        }
+        None => {
+            sub.guard.disarm();
+            Err(tracker.failed(RequestEnd::SessionEnded.as_str()).into())
+        }
+        other => Ok(other),
+    }
+}
+
 /// Streams the request as server-sent events, read straight off its reply channel; a
 /// client that goes away drops the body, and with it the guard that cancels the sequence.
 /// The response's head waits until the request took a slot: one refused (a full queue,
@@ -121,22 +145,7 @@ pub async fn stream(
     tok: Arc<Tokenizer>,
     read: Option<Reader>,
 ) -> Result<Response, Failure> {
-    let first = match sub.replies.recv().await {
-        Some(Reply::Started) => {
-            tracker.started();
-            None
-        }
-        Some(Reply::Done(r)) if r.error.is_some() => {
-            sub.guard.disarm();
-            let err = r.error.as_deref().unwrap_or_default();
-            return Err(tracker.failed(err).into());
-        }
-        None => {
-            sub.guard.disarm();
-            return Err(tracker.failed(RequestEnd::SessionEnded.as_str()).into());
-        }
-        other => other,
-    };
+    let first = stream_head(&mut sub, &mut tracker).await?;
     let mut pending = VecDeque::new();
     if let Some(first) = meta.role_chunk() {
         pending.push_back(first.to_string());

@@ -209,21 +209,7 @@ async fn stream<S: Shape>(
     mut shape: S,
     prompt_n: u32,
 ) -> Result<Response, Failure> {
-    let first = match sub.replies.recv().await {
-        Some(Reply::Started) => {
-            tracker.started();
-            None
-        }
-        Some(Reply::Done(r)) if r.error.is_some() => {
-            sub.guard.disarm();
-            return Err(tracker.failed(r.error.as_deref().unwrap_or_default()).into());
-        }
-        None => {
-            sub.guard.disarm();
-            return Err(tracker.failed(RequestEnd::SessionEnded.as_str()).into());
-        }
-        other => other,
-    };
+    let first = super::answer::stream_head(&mut sub, &mut tracker).await?;
     let pending = shape.start(prompt_n).into();
     let answer = ChatAnswer::default();
     let mut st = Streaming { sub, tracker, parser, answer, shape, pending, done: false };
