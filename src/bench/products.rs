@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde::Serialize;
 use swactor_engine::kernels::Acts;
 use swactor_engine::matmul::{Gate, glu_t, matmul_t};
-use swactor_engine::transformer::{Input, Output, Stage};
+use swactor_engine::transformer::{FeedForward, Input, Output, Stage};
 use swactor_engine::{Matrix, ThreadPool};
 
 use super::{BenchError, err};
@@ -180,12 +180,27 @@ fn time_products(engine: &Stage, pool: &ThreadPool, n: usize, repeat: u32) -> Ve
         let o = [&l.wo];
         let xo = vec![0.25f32; n * l.wo.cols()];
         add("attn_output", &o, time_product(pool, &o, None, &xo, n, &mut acts, &mut out, repeat));
-        let gu = [&l.gate, &l.up];
-        let ms = time_product(pool, &gu, Some(gate), &x, n, &mut acts, &mut out, repeat);
-        add("gate_up", &gu, ms);
-        let dn = [&l.down];
-        let xd = vec![0.01f32; n * l.down.cols()];
-        add("down", &dn, time_product(pool, &dn, None, &xd, n, &mut acts, &mut out, repeat));
+        // A mixture of experts is timed as one row's experts: the router and the first
+        // `used` experts, each over all `n` rows.
+        let (ffns, router) = match &l.ffn {
+            FeedForward::Dense { gate, up, down } => (vec![(gate, up, down)], None),
+            FeedForward::Experts(x) => {
+                let picked = (0..x.used).map(|e| (&x.gate[e], &x.up[e], &x.down[e]));
+                (picked.collect(), Some(&x.router))
+            }
+        };
+        if let Some(r) = router {
+            let r = [r];
+            add("router", &r, time_product(pool, &r, None, &x, n, &mut acts, &mut out, repeat));
+        }
+        for (g, u, dn) in ffns {
+            let gu = [g, u];
+            let ms = time_product(pool, &gu, Some(gate), &x, n, &mut acts, &mut out, repeat);
+            add("gate_up", &gu, ms);
+            let dn = [dn];
+            let xd = vec![0.01f32; n * dn[0].cols()];
+            add("down", &dn, time_product(pool, &dn, None, &xd, n, &mut acts, &mut out, repeat));
+        }
     }
     if let Some(head) = &w.head {
         // The head reads only the last row of a prompt, as the forward does.

@@ -198,6 +198,8 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
         tied_embeddings: args.tied_embeddings,
         seed: args.seed,
         arch: args.arch.into(),
+        experts: args.experts,
+        experts_used: args.experts_used,
     };
     write_model_with(&args.out, &spec, vocab.as_ref()).map_err(|e| match e {
         SynthError::InvalidShape(_) => CliError::new(ExitCode::Usage, "invalid_shape", eyre!(e)),

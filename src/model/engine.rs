@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use swactor_core::model::arch::{GateActivation, RopeStyle};
 use swactor_engine::matmul::Gate;
-use swactor_engine::transformer::{Arch, Config, Extras, Layer, Stage, Weights};
+use swactor_engine::transformer::{
+    Arch, Config, Experts, Extras, FeedForward, Layer, SharedExpert, Stage, Weights,
+};
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
 use super::compute::{StageError, StageSpec, weights};
@@ -62,7 +64,7 @@ pub fn stage_tensors(
     if !layers.is_empty() {
         names.extend(facts.arch.shared_block_tensors().iter().map(|s| s.to_string()));
     }
-    let block = facts.arch.family.block_tensors();
+    let block = facts.arch.block_tensors();
     for i in layers.blocks() {
         names.extend(block.iter().map(|t| format!("blk.{i}.{t}")));
     }
@@ -120,6 +122,27 @@ impl Binder<'_> {
             .map_err(|e| weights(WeightsFailure::BindFailed, format!("tensor `{name}`: {e}")))
     }
 
+    /// A stack of `[n, rows, cols]` matrices (one per expert), each a view of its rows.
+    fn stack(&mut self, name: &str) -> Result<Vec<Matrix>, StageError> {
+        let (format, dims, bytes) = self.tensor(name)?;
+        let bad = |m: String| weights(WeightsFailure::BindFailed, format!("tensor `{name}`: {m}"));
+        let [n, rows, cols] = dims[..] else {
+            return Err(bad(format!("shape {dims:?} is not a stack of matrices")));
+        };
+        let each = format
+            .row_bytes(cols)
+            .and_then(|r| r.checked_mul(rows))
+            .ok_or_else(|| bad("rows are not whole blocks".into()))?;
+        (0..n)
+            .map(|e| {
+                let part = bytes
+                    .sub(e * each..(e + 1) * each)
+                    .ok_or_else(|| bad(format!("expert {e} lies outside the tensor")))?;
+                Matrix::new(format, rows, cols, part, self.isa).map_err(bad)
+            })
+            .collect()
+    }
+
     fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, StageError> {
         let (format, dims, bytes) = self.tensor(name)?;
         if dims.iter().product::<usize>() != len || format.block_elems() != 1 {
@@ -165,7 +188,9 @@ pub fn load(
     let mut mats: Vec<&mut Matrix> = layers
         .iter_mut()
         .flat_map(|l| {
-            [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.gate, &mut l.up, &mut l.down]
+            let mut v = vec![&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo];
+            v.extend(l.ffn.matrices_mut());
+            v
         })
         .chain(head.as_mut())
         .collect();
@@ -214,36 +239,51 @@ fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, S
         extra.post_attn_norm = Some(b.vector(&n("post_attention_norm.weight"), d)?);
     }
     let ffn_norm = b.vector(&n("ffn_norm.weight"), d)?;
-    let (gate, up, down) = (
-        b.matrix(&n("ffn_gate.weight"))?,
-        b.matrix(&n("ffn_up.weight"))?,
-        b.matrix(&n("ffn_down.weight"))?,
-    );
+    let ffn = match &facts.arch.moe {
+        None => FeedForward::Dense {
+            gate: b.matrix(&n("ffn_gate.weight"))?,
+            up: b.matrix(&n("ffn_up.weight"))?,
+            down: b.matrix(&n("ffn_down.weight"))?,
+        },
+        Some(moe) => {
+            let router = b.matrix(&n("ffn_gate_inp.weight"))?;
+            let gate = b.stack(&n("ffn_gate_exps.weight"))?;
+            let up = b.stack(&n("ffn_up_exps.weight"))?;
+            let down = b.stack(&n("ffn_down_exps.weight"))?;
+            let shared = if moe.shared_ffn > 0 {
+                Some(Box::new(SharedExpert {
+                    gate_inp: b.vector(&n("ffn_gate_inp_shexp.weight"), d)?,
+                    gate: b.matrix(&n("ffn_gate_shexp.weight"))?,
+                    up: b.matrix(&n("ffn_up_shexp.weight"))?,
+                    down: b.matrix(&n("ffn_down_shexp.weight"))?,
+                }))
+            } else {
+                None
+            };
+            FeedForward::Experts(Experts {
+                router,
+                gate,
+                up,
+                down,
+                used: moe.used as usize,
+                normalize: moe.normalize,
+                shared,
+            })
+        }
+    };
     if f.post_norms() {
         extra.post_ffn_norm = Some(b.vector(&n("post_ffw_norm.weight"), d)?);
     }
-    Ok(Layer {
-        attn_norm,
-        wq,
-        wk,
-        wv,
-        wo,
-        ffn_norm,
-        gate,
-        up,
-        down,
-        sliding: facts.arch.is_sliding(i),
-        extra,
-    })
+    Ok(Layer { attn_norm, wq, wk, wv, wo, ffn_norm, ffn, sliding: facts.arch.is_sliding(i), extra })
 }
 
 /// The engine's shape and family settings for a stage of `spec` over `layers`.
 fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Config {
     let family = facts.arch.family;
-    let ffn = match (facts.feed_forward_length, layers.first()) {
+    let ffn = match (facts.feed_forward_length, layers.first().map(|l| &l.ffn)) {
         (Some(f), _) => f as usize,
-        (None, Some(l)) => l.gate.rows(),
-        (None, None) => 0,
+        (None, Some(FeedForward::Dense { gate, .. })) => gate.rows(),
+        (None, _) => 0,
     };
     let window = facts.arch.sliding_window.unwrap_or(0) as usize;
     // The positions a sliding block's ring holds: the core's figure, which the planner

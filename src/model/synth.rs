@@ -66,16 +66,25 @@ pub enum SynthArch {
     Qwen3,
     /// `gemma3`.
     Gemma3,
+    /// `qwen3moe`: Qwen 3's attention, routed experts (renormalized).
+    Qwen3Moe,
+    /// `qwen2moe`: Qwen 2's attention, routed experts and a shared expert.
+    Qwen2Moe,
+    /// Mixtral: a `llama` file with routed experts.
+    Mixtral,
 }
 
 impl SynthArch {
     /// Every family, in the order the docs list them.
-    pub const ALL: [SynthArch; 5] = [
+    pub const ALL: [SynthArch; 8] = [
         SynthArch::Llama,
         SynthArch::Llama3,
         SynthArch::Qwen2,
         SynthArch::Qwen3,
         SynthArch::Gemma3,
+        SynthArch::Qwen3Moe,
+        SynthArch::Qwen2Moe,
+        SynthArch::Mixtral,
     ];
 
     /// The name `--arch` takes.
@@ -86,13 +95,18 @@ impl SynthArch {
             SynthArch::Qwen2 => "qwen2",
             SynthArch::Qwen3 => "qwen3",
             SynthArch::Gemma3 => "gemma3",
+            SynthArch::Qwen3Moe => "qwen3moe",
+            SynthArch::Qwen2Moe => "qwen2moe",
+            SynthArch::Mixtral => "mixtral",
         }
     }
 
     /// The `general.architecture` it writes.
     pub const fn family(self) -> Family {
         match self {
-            SynthArch::Llama | SynthArch::Llama3 => Family::Llama,
+            SynthArch::Llama | SynthArch::Llama3 | SynthArch::Mixtral => Family::Llama,
+            SynthArch::Qwen3Moe => Family::Qwen3Moe,
+            SynthArch::Qwen2Moe => Family::Qwen2Moe,
             SynthArch::Qwen2 => Family::Qwen2,
             SynthArch::Qwen3 => Family::Qwen3,
             SynthArch::Gemma3 => Family::Gemma3,
@@ -104,7 +118,7 @@ impl SynthArch {
     fn head_dim(self, hidden: u32, heads: u32) -> u32 {
         let base = hidden / heads;
         match self {
-            SynthArch::Qwen3 | SynthArch::Gemma3 => 2 * base,
+            SynthArch::Qwen3 | SynthArch::Gemma3 | SynthArch::Qwen3Moe => 2 * base,
             _ => base,
         }
     }
@@ -113,15 +127,22 @@ impl SynthArch {
         match self {
             SynthArch::Llama => 10_000.0,
             SynthArch::Llama3 => 500_000.0,
-            SynthArch::Qwen2 | SynthArch::Qwen3 | SynthArch::Gemma3 => 1_000_000.0,
+            SynthArch::Qwen2
+            | SynthArch::Qwen3
+            | SynthArch::Gemma3
+            | SynthArch::Qwen3Moe
+            | SynthArch::Qwen2Moe
+            | SynthArch::Mixtral => 1_000_000.0,
         }
     }
 
     fn pre_tokenizer(self) -> &'static str {
         match self {
-            SynthArch::Llama | SynthArch::Gemma3 => "default",
+            SynthArch::Llama | SynthArch::Gemma3 | SynthArch::Mixtral => "default",
             SynthArch::Llama3 => "llama-bpe",
-            SynthArch::Qwen2 | SynthArch::Qwen3 => "qwen2",
+            SynthArch::Qwen2 | SynthArch::Qwen3 | SynthArch::Qwen3Moe | SynthArch::Qwen2Moe => {
+                "qwen2"
+            }
         }
     }
 }
@@ -155,6 +176,13 @@ pub struct SynthSpec {
     /// The family written.
     #[serde(default)]
     pub arch: SynthArch,
+    /// Experts per block of a mixture-of-experts family (0: 8); `ffn` is each expert's
+    /// inner size.
+    #[serde(default)]
+    pub experts: u32,
+    /// Experts each token runs (0: 2).
+    #[serde(default)]
+    pub experts_used: u32,
 }
 
 impl Default for SynthSpec {
@@ -171,6 +199,8 @@ impl Default for SynthSpec {
             tied_embeddings: false,
             seed: 0,
             arch: SynthArch::Llama,
+            experts: 0,
+            experts_used: 0,
         }
     }
 }
@@ -206,6 +236,19 @@ impl SynthSpec {
     /// only where that is what they check.
     pub fn tied_embeddings(&self) -> bool {
         self.tied_embeddings
+    }
+
+    /// The experts written, and how many a token uses (`None` for a dense family).
+    pub fn moe(&self) -> Option<(u32, u32)> {
+        let moe =
+            matches!(self.arch, SynthArch::Qwen3Moe | SynthArch::Qwen2Moe | SynthArch::Mixtral);
+        let or = |v: u32, d: u32| if v == 0 { d } else { v };
+        moe.then(|| (or(self.experts, 8), or(self.experts_used, 2)))
+    }
+
+    /// The shared expert's inner size (Qwen 2 MoE: twice an expert's), else 0.
+    fn shared_ffn(&self) -> u32 {
+        if self.arch == SynthArch::Qwen2Moe { 2 * self.ffn } else { 0 }
     }
 
     /// Checks the shape; returns the first problem.
@@ -247,7 +290,17 @@ impl SynthSpec {
                 self.dtype
             ));
         }
-        if u64::from(self.blocks) * u64::from(self.hidden) * u64::from(self.ffn) > 1 << 34 {
+        if let Some((experts, used)) = self.moe()
+            && (experts > swactor_core::model::arch::MAX_EXPERTS || used > experts)
+        {
+            return bad(format!(
+                "{used} experts used of {experts} (need used <= experts <= {})",
+                swactor_core::model::arch::MAX_EXPERTS
+            ));
+        }
+        let experts = u64::from(self.moe().map_or(1, |(e, _)| e));
+        if u64::from(self.blocks) * u64::from(self.hidden) * u64::from(self.ffn) * experts > 1 << 36
+        {
             return bad("model too large to synthesize".into());
         }
         Ok(())
@@ -416,23 +469,48 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
     let (q, kv) = (spec.heads * hd, spec.kv_heads * hd);
     let inv = |n: u32| 1.0 / (n as f32).sqrt();
     let mut out = Vec::new();
-    let mut mat = |name: String, rows: u32, cols: u32, scale: f32| -> Result<(), SynthError> {
-        let t = random_matrix(spec.seed, &name, rows, cols, scale);
-        out.push((name, tensor(&t, vec![rows as usize, cols as usize], dt)?));
-        Ok(())
+    // `n` stacked matrices (one per expert; `n = 1`: a plain matrix) of `dt`.
+    let mut stack = |name: String, n: u32, rows: u32, cols: u32, scale: f32, dt: GgmlType| {
+        let t = random_matrix(spec.seed, &name, n * rows, cols, scale);
+        let shape = match n {
+            1 => vec![rows as usize, cols as usize],
+            _ => vec![n as usize, rows as usize, cols as usize],
+        };
+        out.push((name, tensor(&t, shape, dt)?));
+        Ok::<(), SynthError>(())
     };
-    mat("token_embd.weight".into(), spec.vocab, h, 1.0)?;
+    stack("token_embd.weight".into(), 1, spec.vocab, h, 1.0, dt)?;
+    let f = spec.ffn;
     for b in 0..spec.blocks {
-        mat(format!("blk.{b}.attn_q.weight"), q, h, inv(h))?;
-        mat(format!("blk.{b}.attn_k.weight"), kv, h, inv(h))?;
-        mat(format!("blk.{b}.attn_v.weight"), kv, h, inv(h))?;
-        mat(format!("blk.{b}.attn_output.weight"), h, q, inv(q))?;
-        mat(format!("blk.{b}.ffn_gate.weight"), spec.ffn, h, inv(h))?;
-        mat(format!("blk.{b}.ffn_up.weight"), spec.ffn, h, inv(h))?;
-        mat(format!("blk.{b}.ffn_down.weight"), h, spec.ffn, inv(spec.ffn))?;
+        let n = |t: &str| format!("blk.{b}.{t}.weight");
+        stack(n("attn_q"), 1, q, h, inv(h), dt)?;
+        stack(n("attn_k"), 1, kv, h, inv(h), dt)?;
+        stack(n("attn_v"), 1, kv, h, inv(h), dt)?;
+        stack(n("attn_output"), 1, h, q, inv(q), dt)?;
+        match spec.moe() {
+            None => {
+                stack(n("ffn_gate"), 1, f, h, inv(h), dt)?;
+                stack(n("ffn_up"), 1, f, h, inv(h), dt)?;
+                stack(n("ffn_down"), 1, h, f, inv(f), dt)?;
+            }
+            Some((e, _)) => {
+                // The router stays f32, as llama.cpp's quantizer keeps it; its scores
+                // spread wide enough that the experts a token picks differ.
+                stack(n("ffn_gate_inp"), 1, e, h, 4.0 * inv(h), GgmlType::F32)?;
+                stack(n("ffn_gate_exps"), e, f, h, inv(h), dt)?;
+                stack(n("ffn_up_exps"), e, f, h, inv(h), dt)?;
+                stack(n("ffn_down_exps"), e, h, f, inv(f), dt)?;
+                let sf = spec.shared_ffn();
+                if sf > 0 {
+                    stack(n("ffn_gate_shexp"), 1, sf, h, inv(h), dt)?;
+                    stack(n("ffn_up_shexp"), 1, sf, h, inv(h), dt)?;
+                    stack(n("ffn_down_shexp"), 1, h, sf, inv(sf), dt)?;
+                }
+            }
+        }
     }
     if !spec.tied_embeddings() {
-        mat("output.weight".into(), spec.vocab, h, 4.0 * inv(h))?;
+        stack("output.weight".into(), 1, spec.vocab, h, 4.0 * inv(h), dt)?;
     }
     // Norms, biases and rope factors stay f32, as in llama.cpp's own files. A Llama 2
     // model's norms are ones (the bytes of earlier versions); the other families' norms
@@ -465,6 +543,10 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
         if family.post_norms() {
             small.push(norm(format!("blk.{b}.post_attention_norm.weight"), h));
             small.push(norm(format!("blk.{b}.post_ffw_norm.weight"), h));
+        }
+        if spec.shared_ffn() > 0 {
+            let name = format!("blk.{b}.ffn_gate_inp_shexp.weight");
+            small.push((name.clone(), vector(&name, h, 0.0, 2.0 * (h as f32).sqrt().recip())));
         }
     }
     if spec.arch == SynthArch::Llama3 {
@@ -532,6 +614,16 @@ pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)
     }
     if family == Family::Gemma3 {
         md.push((a("attention.sliding_window"), Value::U32(SYNTH_SLIDING_WINDOW)));
+    }
+    if let Some((experts, used)) = spec.moe() {
+        md.push((a("expert_count"), Value::U32(experts)));
+        md.push((a("expert_used_count"), Value::U32(used)));
+        if family != Family::Llama {
+            md.push((a("expert_feed_forward_length"), Value::U32(spec.ffn)));
+        }
+        if spec.shared_ffn() > 0 {
+            md.push((a("expert_shared_feed_forward_length"), Value::U32(spec.shared_ffn())));
+        }
     }
     md.extend([
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),

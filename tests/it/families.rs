@@ -1,4 +1,5 @@
-//! Model families: every synthesized family (Llama 3, Qwen 2.5, Qwen 3, Gemma 3) splits
+//! Model families: every synthesized family (Llama 3, Qwen 2.5, Qwen 3, Gemma 3, and the
+//! mixtures of experts Qwen 3 MoE, Qwen 2 MoE and Mixtral) splits
 //! across one to four stages with exactly the one-process tokens and keeps its rows
 //! batch-invariant, sliding window included; Gemma 3 270M continues a prompt through three
 //! stages as `generate` does, through the library and through `run local`.
@@ -67,8 +68,15 @@ fn tokens(
     out
 }
 
-pub(crate) const FAMILIES: [SynthArch; 4] =
-    [SynthArch::Llama3, SynthArch::Qwen2, SynthArch::Qwen3, SynthArch::Gemma3];
+pub(crate) const FAMILIES: [SynthArch; 7] = [
+    SynthArch::Llama3,
+    SynthArch::Qwen2,
+    SynthArch::Qwen3,
+    SynthArch::Gemma3,
+    SynthArch::Qwen3Moe,
+    SynthArch::Qwen2Moe,
+    SynthArch::Mixtral,
+];
 
 #[test]
 fn every_family_split_into_one_to_four_stages_gives_the_one_process_tokens_exactly() {

@@ -42,6 +42,7 @@ fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
             tensors: per_block.iter().sum::<u64>() + (2 << 20) + 1024,
             file: 0,
             per_block,
+            active_per_block: Vec::new(),
         },
         tensor_types: BTreeMap::new(),
         vocab_digest: None,

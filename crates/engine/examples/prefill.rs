@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use swactor_engine::transformer::{Config, Input, KvFormat, Layer, Stage, Weights};
+use swactor_engine::transformer::{Config, FeedForward, Input, KvFormat, Layer, Stage, Weights};
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
 fn main() {
@@ -96,9 +96,7 @@ fn main() {
             wv: matrix(kv, d),
             wo: matrix(d, d),
             ffn_norm: vec![1.0; d],
-            gate: matrix(f, d),
-            up: matrix(f, d),
-            down: matrix(d, f),
+            ffn: FeedForward::Dense { gate: matrix(f, d), up: matrix(f, d), down: matrix(d, f) },
             sliding: false,
             extra: Default::default(),
         })

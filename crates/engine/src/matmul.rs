@@ -39,6 +39,15 @@ impl Bytes {
         Bytes { owner: Arc::new(v), range }
     }
 
+    /// Bytes `range` of these bytes (relative to their start); `None` when it lies outside.
+    pub fn sub(&self, range: Range<usize>) -> Option<Bytes> {
+        if range.start > range.end || range.end > self.range.len() {
+            return None;
+        }
+        let start = self.range.start + range.start;
+        Some(Bytes { owner: self.owner.clone(), range: start..start + range.len() })
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.range.clone()]

@@ -144,9 +144,16 @@ pub struct SynthArgs {
     /// Reuse the token embedding as the output head (no `output.weight`).
     #[arg(long)]
     pub tied_embeddings: bool,
-    /// The family written: llama (Llama 2 style), llama3, qwen2, qwen3 or gemma3.
+    /// The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a
+    /// mixture of experts: qwen3moe, qwen2moe, mixtral (`--ffn` is then each expert's).
     #[arg(long, value_enum, default_value = "llama", value_name = "ARCH")]
     pub arch: SynthArchArg,
+    /// Experts per block of a mixture-of-experts family.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub experts: u32,
+    /// Experts each token runs (mixture-of-experts families).
+    #[arg(long, default_value_t = 2, value_name = "K")]
+    pub experts_used: u32,
     /// Seed of the random weights.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
@@ -229,6 +236,12 @@ pub enum SynthArchArg {
     Qwen3,
     /// Gemma 3 (`gemma3`: post norms, Q / K norms, GeGLU, sliding window).
     Gemma3,
+    /// Qwen 3 MoE (`qwen3moe`: Qwen 3's attention, routed experts).
+    Qwen3moe,
+    /// Qwen 2 MoE (`qwen2moe`: Qwen 2's attention, routed experts, a shared expert).
+    Qwen2moe,
+    /// Mixtral (`llama` with routed experts).
+    Mixtral,
 }
 
 impl From<SynthArchArg> for crate::model::synth::SynthArch {
@@ -240,6 +253,9 @@ impl From<SynthArchArg> for crate::model::synth::SynthArch {
             SynthArchArg::Qwen2 => S::Qwen2,
             SynthArchArg::Qwen3 => S::Qwen3,
             SynthArchArg::Gemma3 => S::Gemma3,
+            SynthArchArg::Qwen3moe => S::Qwen3Moe,
+            SynthArchArg::Qwen2moe => S::Qwen2Moe,
+            SynthArchArg::Mixtral => S::Mixtral,
         }
     }
 }

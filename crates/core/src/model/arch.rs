@@ -25,6 +25,12 @@ pub enum Family {
     /// `gemma3`: Gemma 3 text (scaled embedding, four norms a block, Q / K norms, GeGLU,
     /// sliding-window layers).
     Gemma3,
+    /// `qwen3moe`: Qwen 3 mixture-of-experts (Qwen 3's attention; every block's
+    /// feed-forward is routed experts, their top-k weights renormalized).
+    Qwen3Moe,
+    /// `qwen2moe`: Qwen 2 / 1.5 mixture-of-experts (Qwen 2's attention; routed experts,
+    /// weights not renormalized, and a shared expert behind a sigmoid gate).
+    Qwen2Moe,
 }
 
 /// How rope pairs the dimensions of a head.
@@ -52,7 +58,14 @@ pub const SLIDING_WINDOW_SLACK: u32 = 64;
 
 impl Family {
     /// Every family, in the order the docs list them.
-    pub const ALL: [Family; 4] = [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Gemma3];
+    pub const ALL: [Family; 6] = [
+        Family::Llama,
+        Family::Qwen2,
+        Family::Qwen3,
+        Family::Gemma3,
+        Family::Qwen3Moe,
+        Family::Qwen2Moe,
+    ];
 
     /// The family a `general.architecture` value names.
     pub fn parse(architecture: &str) -> Option<Family> {
@@ -66,6 +79,8 @@ impl Family {
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
             Family::Gemma3 => "gemma3",
+            Family::Qwen3Moe => "qwen3moe",
+            Family::Qwen2Moe => "qwen2moe",
         }
     }
 
@@ -73,18 +88,27 @@ impl Family {
     pub const fn rope_style(self) -> RopeStyle {
         match self {
             Family::Llama => RopeStyle::Interleaved,
-            Family::Qwen2 | Family::Qwen3 | Family::Gemma3 => RopeStyle::Halves,
+            Family::Qwen2
+            | Family::Qwen3
+            | Family::Gemma3
+            | Family::Qwen3Moe
+            | Family::Qwen2Moe => RopeStyle::Halves,
         }
     }
 
     /// Whether Q, K and V have biases.
     pub const fn qkv_bias(self) -> bool {
-        matches!(self, Family::Qwen2)
+        matches!(self, Family::Qwen2 | Family::Qwen2Moe)
     }
 
     /// Whether Q and K are RMS-normalized per head before rope.
     pub const fn qk_norm(self) -> bool {
-        matches!(self, Family::Qwen3 | Family::Gemma3)
+        matches!(self, Family::Qwen3 | Family::Gemma3 | Family::Qwen3Moe)
+    }
+
+    /// Whether every file of the family has routed experts (`llama` files may: Mixtral).
+    pub const fn always_moe(self) -> bool {
+        matches!(self, Family::Qwen3Moe | Family::Qwen2Moe)
     }
 
     /// Whether the attention and feed-forward outputs are normalized again before they
@@ -106,7 +130,8 @@ impl Family {
         matches!(self, Family::Gemma3)
     }
 
-    /// The tensors of one block (names after `blk.N.`), in the order a stage binds them.
+    /// The tensors of one dense block (names after `blk.N.`), in the order a stage binds
+    /// them ([`ArchFacts::block_tensors`] gives a file's, experts included).
     pub fn block_tensors(self) -> Vec<&'static str> {
         let mut names = vec!["attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight"];
         if self.qkv_bias() {
@@ -160,6 +185,103 @@ pub struct ArchFacts {
     /// `1 / sqrt(hidden / heads)`).
     #[serde(default)]
     pub attention_scale: Option<f32>,
+    /// The routed experts that replace the feed-forward (`None`: a dense model).
+    #[serde(default)]
+    pub moe: Option<MoeFacts>,
+}
+
+/// A mixture-of-experts feed-forward: a router (`ffn_gate_inp`) scores every expert per
+/// token, the `used` best are run (`ffn_{gate,up,down}_exps`, stacked per expert) and
+/// their outputs summed with the router's softmax weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoeFacts {
+    /// Experts per block (`expert_count`).
+    pub experts: u32,
+    /// Experts each token runs (`expert_used_count`).
+    pub used: u32,
+    /// Each expert's inner size (`expert_feed_forward_length`, or the feed-forward length
+    /// of a `llama` file).
+    pub expert_ffn: u32,
+    /// The shared expert's inner size (Qwen 2 MoE's `ffn_*_shexp`); 0: none.
+    pub shared_ffn: u32,
+    /// Whether the `used` weights are divided by their sum (Qwen 3 MoE, Mixtral) or kept
+    /// as the softmax over every expert gave them (Qwen 2 MoE).
+    pub normalize: bool,
+}
+
+/// Most experts a block may have (the largest models today have 384).
+pub const MAX_EXPERTS: u32 = 1024;
+
+impl MoeFacts {
+    /// The fraction of a block's expert bytes one token reads: `used / experts`.
+    pub fn active_fraction(&self) -> f64 {
+        f64::from(self.used) / f64::from(self.experts.max(1))
+    }
+
+    /// Reads the experts of a file of `family` (`None` for a dense `llama` file).
+    fn read(
+        meta: &Meta<'_>,
+        arch: &dyn Fn(&str) -> String,
+        family: Family,
+    ) -> Result<Option<MoeFacts>, ModelError> {
+        let experts = meta.u32_opt(&arch("expert_count"))?.unwrap_or(0);
+        if experts == 0 {
+            if family.always_moe() {
+                return Err(ModelError::MissingKey { key: arch("expert_count") });
+            }
+            return Ok(None);
+        }
+        let Some(used) = meta.u32_opt(&arch("expert_used_count"))? else {
+            return Err(ModelError::MissingKey { key: arch("expert_used_count") });
+        };
+        if experts > MAX_EXPERTS || used == 0 || used > experts {
+            return inconsistent(format!(
+                "{used} experts used of {experts} (need 1 <= used <= experts <= {MAX_EXPERTS})"
+            ));
+        }
+        let ffn = match family {
+            Family::Llama => meta.u32_opt(&arch("feed_forward_length"))?,
+            _ => meta.u32_opt(&arch("expert_feed_forward_length"))?,
+        };
+        let Some(expert_ffn) = ffn.filter(|&f| f > 0) else {
+            return Err(ModelError::MissingKey { key: arch("expert_feed_forward_length") });
+        };
+        // Qwen 2 MoE's shared expert is as wide as the feed-forward where no width is given.
+        let shared_ffn = match family {
+            Family::Qwen2Moe => meta
+                .u32_opt(&arch("expert_shared_feed_forward_length"))?
+                .or(meta.u32_opt(&arch("feed_forward_length"))?)
+                .filter(|&f| f > 0)
+                .ok_or_else(|| ModelError::MissingKey {
+                    key: arch("expert_shared_feed_forward_length"),
+                })?,
+            _ => 0,
+        };
+        // What llama.cpp reads besides and this build does not do: refused by name.
+        if let Some(scale) = meta.f32_opt(&arch("expert_weights_scale"))?
+            && scale != 0.0
+            && scale != 1.0
+        {
+            return inconsistent(format!("expert weights scale {scale} is not supported"));
+        }
+        if let Some(gating) = meta.u32_opt(&arch("expert_gating_func"))?
+            && gating != 1
+        {
+            return inconsistent(format!(
+                "expert gating function {gating} is not supported (1: softmax)"
+            ));
+        }
+        if meta.u32_opt(&arch("expert_group_count"))?.is_some_and(|g| g > 1) {
+            return inconsistent("grouped expert selection is not supported".into());
+        }
+        Ok(Some(MoeFacts {
+            experts,
+            used,
+            expert_ffn,
+            shared_ffn,
+            normalize: family != Family::Qwen2Moe,
+        }))
+    }
 }
 
 fn default_local_rope_base() -> f32 {
@@ -216,6 +338,7 @@ impl ArchFacts {
             }
         }
         a.rope_freq_factors = meta.header.tensors.contains_key("rope_freqs.weight");
+        a.moe = MoeFacts::read(meta, arch, family)?;
         Ok(a)
     }
 
@@ -229,6 +352,7 @@ impl ArchFacts {
             rope_scale: 1.0,
             rope_freq_factors: false,
             attention_scale: None,
+            moe: None,
         }
     }
 
@@ -252,6 +376,34 @@ impl ArchFacts {
     /// tokens (the window and its slack); `None` without a window.
     pub fn window_positions(&self, seq_len: u32) -> Option<u32> {
         self.sliding_window.map(|w| seq_len.min(w.saturating_add(SLIDING_WINDOW_SLACK)))
+    }
+
+    /// The tensors of one block of this file (names after `blk.N.`), in the order a
+    /// stage binds them: the family's, with the routed experts (and a shared expert)
+    /// in place of the dense feed-forward's three matrices.
+    pub fn block_tensors(&self) -> Vec<&'static str> {
+        let mut names = self.family.block_tensors();
+        if let Some(moe) = &self.moe {
+            let dense = ["ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"];
+            let at = names.iter().position(|n| *n == dense[0]).unwrap_or(names.len());
+            names.retain(|n| !dense.contains(n));
+            let mut experts = vec![
+                "ffn_gate_inp.weight",
+                "ffn_gate_exps.weight",
+                "ffn_up_exps.weight",
+                "ffn_down_exps.weight",
+            ];
+            if moe.shared_ffn > 0 {
+                experts.extend([
+                    "ffn_gate_inp_shexp.weight",
+                    "ffn_gate_shexp.weight",
+                    "ffn_up_shexp.weight",
+                    "ffn_down_shexp.weight",
+                ]);
+            }
+            names.splice(at..at, experts);
+        }
+        names
     }
 
     /// The names of the global tensors a stage with blocks binds besides its blocks'.
@@ -317,6 +469,7 @@ mod tests {
             tied_embeddings: true,
             bytes: ModelBytes {
                 per_block: vec![1; 12],
+                active_per_block: Vec::new(),
                 embedding: 1,
                 head: 1,
                 tensors: 14,

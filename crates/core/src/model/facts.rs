@@ -24,8 +24,13 @@ pub struct RopeFacts {
 /// Bytes the model's tensors take, grouped the way stages load them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelBytes {
-    /// Bytes of each block's tensors, indexed by block.
+    /// Bytes of each block's tensors, indexed by block (every expert: all are resident).
     pub per_block: Vec<u64>,
+    /// Bytes of each block one token reads: its bytes with only the share of its routed
+    /// experts that a token runs (`used / experts`); the same as `per_block` for a dense
+    /// model (and where absent, as in plans written before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_per_block: Vec<u64>,
     /// Bytes of the token embedding (loaded by stage 0).
     pub embedding: u64,
     /// Bytes of the final norm and output head (loaded by the last stage); with tied
@@ -41,7 +46,12 @@ impl ModelBytes {
     /// Weight bytes one decode step reads: every block and the head (of the embedding,
     /// one row): what one token costs where decoding is bound by reading the weights.
     pub fn step_bytes(&self) -> u64 {
-        self.per_block.iter().sum::<u64>() + self.head
+        (0..self.per_block.len()).map(|b| self.active_of_block(b)).sum::<u64>() + self.head
+    }
+
+    /// Bytes one token reads of block `block` (its active experts only).
+    pub fn active_of_block(&self, block: usize) -> u64 {
+        self.active_per_block.get(block).or_else(|| self.per_block.get(block)).copied().unwrap_or(0)
     }
 }
 
@@ -126,7 +136,19 @@ impl ModelFacts {
         // Quantized activations: a byte per value, 160 bytes of scales and sums per 32
         // values, and the 256-value blocks' besides.
         let quantized = n * wide * (1 + 5 + 2);
-        4 * floats + quantized
+        4 * floats + quantized + self.moe_compute_bytes(rows)
+    }
+
+    /// The expert product's scratch for `rows` rows (0 for a dense model): the normalized
+    /// rows, router scores, each (row, pick)'s output and selection, one expert's gathered
+    /// rows (f32 and quantized) and products.
+    fn moe_compute_bytes(&self, rows: u32) -> u64 {
+        let Some(m) = &self.arch.moe else { return 0 };
+        let (n, d) = (u64::from(rows), u64::from(self.hidden_size));
+        let (e, k) = (u64::from(m.experts), u64::from(m.used));
+        let inner = u64::from(m.expert_ffn).max(u64::from(m.shared_ffn)).max(d);
+        let floats = n * (d + e + k * d + 2 * inner) + e;
+        4 * floats + 16 * n * k + n * inner * (1 + 5 + 2)
     }
 
     /// Bytes of block `block`'s KV cache for one sequence of at most `seq_len` tokens, its

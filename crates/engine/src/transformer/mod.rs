@@ -16,6 +16,7 @@
 
 mod attention;
 mod cache;
+mod moe;
 pub mod ops;
 mod shapes;
 
@@ -28,6 +29,7 @@ use crate::pool::ThreadPool;
 use attention::{Block, RopeTables};
 use cache::{Cache, Layout, Slot};
 pub use cache::{KvBlock, KvFormat};
+pub use moe::{Experts, FeedForward, SharedExpert, route};
 pub use ops::{RopeStyle, dot, rms_norm, rope, softmax};
 
 /// The shape of the model.
@@ -111,12 +113,8 @@ pub struct Layer {
     pub wo: Matrix,
     /// Feed-forward RMSNorm weight.
     pub ffn_norm: Vec<f32>,
-    /// Gate projection.
-    pub gate: Matrix,
-    /// Up projection.
-    pub up: Matrix,
-    /// Down projection.
-    pub down: Matrix,
+    /// The feed-forward: dense or routed experts.
+    pub ffn: FeedForward,
     /// Whether the block attends over a sliding window (with the local rope base).
     pub sliding: bool,
     /// The family's extra tensors.
@@ -207,6 +205,7 @@ struct Scratch {
     /// One key or value row on its way into the cache.
     kv: Vec<f32>,
     acts: Acts,
+    moe: moe::MoeScratch,
 }
 
 /// One stage of a model (any supported family) on the CPU.
@@ -274,6 +273,7 @@ impl Stage {
             + s.acts.bytes()
             + self.rope.bytes()
             + self.local_rope.bytes()
+            + s.moe.bytes()
     }
 
     /// The shape.
@@ -532,13 +532,30 @@ fn norm_rows(acts: &mut Acts, x: &[f32], w: &[f32], eps: f32, n: usize, d: usize
 }
 
 /// The feed-forward half of a block over the `n` rows of `s.x`: norm, the gated product
-/// fused into gate / up, down, (post-norm,) residual.
+/// fused into gate / up, down (or the routed experts), (post-norm,) residual.
 fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: usize) {
     let d = c.hidden;
     norm_rows(&mut s.acts, &s.x, &lw.ffn_norm, c.eps, n, d);
-    s.acts.quantize_for(&[lw.gate.format(), lw.up.format()]);
+    let (gate, up, down) = match &lw.ffn {
+        FeedForward::Dense { gate, up, down } => (gate, up, down),
+        FeedForward::Experts(x) => {
+            // Row-major output, transposed for the residual's shared add.
+            s.y.resize(n * d, 0.0);
+            moe::experts_forward(x, c.arch.gate, pool, &mut s.acts, &mut s.moe, &mut s.y[..n * d]);
+            s.out_t.resize(d * n, 0.0);
+            for i in 0..n {
+                for o in 0..d {
+                    s.out_t[o * n + i] = s.y[i * d + o];
+                }
+            }
+            let post = lw.extra.post_ffn_norm.as_deref().map(|w| (w, c.eps));
+            ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
+            return;
+        }
+    };
+    s.acts.quantize_for(&[gate.format(), up.format()]);
     s.out_t.resize(c.ffn * n, 0.0);
-    glu_t(pool, c.arch.gate, &lw.gate, &lw.up, &s.acts, &mut s.out_t);
+    glu_t(pool, c.arch.gate, gate, up, &s.acts, &mut s.out_t);
     s.acts.f32.resize(n * c.ffn, 0.0);
     for i in 0..n {
         for o in 0..c.ffn {
@@ -546,9 +563,9 @@ fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: u
         }
     }
     s.acts.cols = c.ffn;
-    s.acts.quantize_for(&[lw.down.format()]);
+    s.acts.quantize_for(&[down.format()]);
     s.out_t.resize(d * n, 0.0);
-    matmul_t(pool, &[&lw.down], &s.acts, &mut s.out_t);
+    matmul_t(pool, &[down], &s.acts, &mut s.out_t);
     let post = lw.extra.post_ffn_norm.as_deref().map(|w| (w, c.eps));
     ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
 }

@@ -1,6 +1,6 @@
 //! The shape check a stage's weights pass before it computes.
 
-use super::{Config, Weights};
+use super::{Config, FeedForward, Weights};
 use crate::matmul::Matrix;
 
 /// Checks every matrix and vector of `w` against the shape `c` describes.
@@ -45,9 +45,14 @@ pub(super) fn check_shapes(c: &Config, w: &Weights) -> Result<(), String> {
         want(&l.wk, kd, d, &n("attn_k"))?;
         want(&l.wv, kd, d, &n("attn_v"))?;
         want(&l.wo, d, qd, &n("attn_output"))?;
-        want(&l.gate, c.ffn, d, &n("ffn_gate"))?;
-        want(&l.up, c.ffn, d, &n("ffn_up"))?;
-        want(&l.down, d, c.ffn, &n("ffn_down"))?;
+        match &l.ffn {
+            FeedForward::Dense { gate, up, down } => {
+                want(gate, c.ffn, d, &n("ffn_gate"))?;
+                want(up, c.ffn, d, &n("ffn_up"))?;
+                want(down, d, c.ffn, &n("ffn_down"))?;
+            }
+            FeedForward::Experts(x) => x.check(d).map_err(|e| n(&e))?,
+        }
         if l.attn_norm.len() != d || l.ffn_norm.len() != d {
             return Err(n("norm has the wrong length"));
         }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::arch::{ArchFacts, Family};
+use super::super::arch::{ArchFacts, Family, MoeFacts};
 use super::super::gguf::{GgufHeader, MetaValue};
 use super::{
     MAX_HIDDEN_SIZE, MAX_RMS_NORM_EPS, Meta, ModelBytes, ModelError, ModelFacts, RopeFacts,
@@ -31,8 +31,8 @@ pub fn facts_from_header(header: &GgufHeader) -> Result<ModelFacts, ModelError> 
     let (bos_token_id, eos_token_id) = read_token_ids(&meta, shape.vocab_size)?;
     let eot_token_id = read_eot(&meta, shape.vocab_size, eos_token_id)?;
     check_embedding_rows(header, shape.vocab_size)?;
-    let tally = tally_tensors(header, &shape)?;
-    let bytes = bytes_by_role(tally, file_len)?;
+    let tally = tally_tensors(header, &shape, arch_facts.moe.as_ref())?;
+    let bytes = bytes_by_role(tally, file_len, arch_facts.moe.as_ref())?;
     Ok(ModelFacts {
         name: meta.string_opt("general.name")?,
         block_count: shape.block_count,
@@ -277,6 +277,8 @@ fn read_token_ids(
 /// Every tensor's bytes, summed per block, per type and in all.
 struct Tally<'a> {
     per_block: Vec<u64>,
+    /// Bytes of each block's routed experts (`ffn_*_exps`).
+    experts_per_block: Vec<u64>,
     tensors_total: u64,
     tensor_types: BTreeMap<String, u32>,
     tensor_bytes: BTreeMap<&'a str, u64>,
@@ -285,9 +287,14 @@ struct Tally<'a> {
 /// Tensor bytes, grouped the way stages load them, each tensor's shape checked against the
 /// model's constants. Extents first (in offset order), so a truncated file always names
 /// the same tensor.
-fn tally_tensors<'a>(header: &'a GgufHeader, shape: &Shape) -> Result<Tally<'a>, ModelError> {
+fn tally_tensors<'a>(
+    header: &'a GgufHeader,
+    shape: &Shape,
+    moe: Option<&MoeFacts>,
+) -> Result<Tally<'a>, ModelError> {
     header.check_tensor_extents()?;
     let shapes = ExpectedShapes {
+        moe: moe.copied(),
         hidden: shape.hidden_size as usize,
         q: (shape.head_count * shape.head_dim) as usize,
         head_dim: shape.head_dim as usize,
@@ -298,6 +305,7 @@ fn tally_tensors<'a>(header: &'a GgufHeader, shape: &Shape) -> Result<Tally<'a>,
     let block_count = shape.block_count;
     let mut tally = Tally {
         per_block: vec![0u64; block_count as usize],
+        experts_per_block: vec![0u64; block_count as usize],
         tensors_total: 0,
         tensor_types: BTreeMap::new(),
         tensor_bytes: BTreeMap::new(),
@@ -322,6 +330,10 @@ fn tally_tensors<'a>(header: &'a GgufHeader, shape: &Shape) -> Result<Tally<'a>,
                 Some(i) if i < block_count => {
                     let block = &mut tally.per_block[i as usize];
                     *block = block.saturating_add(bytes);
+                    if name.ends_with("_exps.weight") {
+                        let e = &mut tally.experts_per_block[i as usize];
+                        *e = e.saturating_add(bytes);
+                    }
                 }
                 _ => {
                     return inconsistent(format!(
@@ -373,7 +385,11 @@ struct RoleBytes {
 }
 
 /// Checks that every block has tensors and that the embedding exists, and sizes the head.
-fn bytes_by_role(tally: Tally<'_>, file_len: u64) -> Result<RoleBytes, ModelError> {
+fn bytes_by_role(
+    tally: Tally<'_>,
+    file_len: u64,
+    moe: Option<&MoeFacts>,
+) -> Result<RoleBytes, ModelError> {
     if let Some(empty) = tally.per_block.iter().position(|&b| b == 0) {
         return inconsistent(format!("block {empty} has no tensors"));
     }
@@ -385,9 +401,23 @@ fn bytes_by_role(tally: Tally<'_>, file_len: u64) -> Result<RoleBytes, ModelErro
         Some(&out) => (false, norm.saturating_add(out)),
         None => (true, norm.saturating_add(embedding)),
     };
+    // A token reads the `used` experts' share of a block's experts (rounded up).
+    let active_per_block = match moe {
+        Some(m) => tally
+            .per_block
+            .iter()
+            .zip(&tally.experts_per_block)
+            .map(|(&all, &exps)| {
+                let active = u128::from(exps) * u128::from(m.used) / u128::from(m.experts.max(1));
+                all - exps + active as u64
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     Ok(RoleBytes {
         bytes: ModelBytes {
             per_block: tally.per_block,
+            active_per_block,
             embedding,
             head,
             tensors: tally.tensors_total,
@@ -401,6 +431,7 @@ fn bytes_by_role(tally: Tally<'_>, file_len: u64) -> Result<RoleBytes, ModelErro
 /// The shapes (outermost first) the family's tensor names must have, given the
 /// model's constants.
 struct ExpectedShapes {
+    moe: Option<MoeFacts>,
     hidden: usize,
     q: usize,
     head_dim: usize,
@@ -429,6 +460,20 @@ impl ExpectedShapes {
             "rope_freqs.weight" => vec![self.head_dim / 2],
             "ffn_gate.weight" | "ffn_up.weight" => vec![self.ffn?, h],
             "ffn_down.weight" => vec![h, self.ffn?],
+            "ffn_gate_inp.weight" => vec![self.moe?.experts as usize, h],
+            "ffn_gate_exps.weight" | "ffn_up_exps.weight" => {
+                let m = self.moe?;
+                vec![m.experts as usize, m.expert_ffn as usize, h]
+            }
+            "ffn_down_exps.weight" => {
+                let m = self.moe?;
+                vec![m.experts as usize, h, m.expert_ffn as usize]
+            }
+            "ffn_gate_inp_shexp.weight" => vec![h],
+            "ffn_gate_shexp.weight" | "ffn_up_shexp.weight" => {
+                vec![self.moe?.shared_ffn as usize, h]
+            }
+            "ffn_down_shexp.weight" => vec![h, self.moe?.shared_ffn as usize],
             _ => return None,
         })
     }

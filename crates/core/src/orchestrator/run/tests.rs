@@ -41,6 +41,7 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
         tied_embeddings: true,
         bytes: ModelBytes {
             per_block: vec![1 << 16; 6],
+            active_per_block: Vec::new(),
             embedding: 1 << 16,
             head: 1 << 16,
             tensors: 1 << 20,

@@ -36,6 +36,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
         tied_embeddings: true,
         bytes: ModelBytes {
             per_block: vec![1 << 12; 6],
+            active_per_block: Vec::new(),
             embedding: 1 << 12,
             head: 1 << 12,
             tensors: 1 << 16,

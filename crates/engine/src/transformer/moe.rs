@@ -1,0 +1,344 @@
+//! The feed-forward of a block: dense (gate / up fused, down) or a mixture of experts.
+//!
+//! A mixture of experts routes each row: the router (`ffn_gate_inp`) scores every expert,
+//! a softmax over all of them gives probabilities, the `used` best are kept (in order of
+//! probability; Qwen 3 MoE and Mixtral divide them by their sum) and the row's output is
+//! the weighted sum of those experts' gated feed-forwards, added in that order (as
+//! llama.cpp's `build_moe_ffn` adds them). Qwen 2 MoE adds a shared expert scaled by a
+//! sigmoid gate.
+//!
+//! The expert product runs grouped by expert (llama.cpp's `mul_mat_id`): the rows of a
+//! micro-batch that selected expert `e` are gathered into one activation matrix and
+//! multiplied by `e`'s weights in one pass, so each selected expert's weights are read
+//! once per micro-batch whatever the number of rows that chose it. A row's values come
+//! from the same kernels over the same values whichever rows share its experts: the
+//! product is bitwise batch-invariant like every other.
+
+use crate::kernels::Acts;
+use crate::matmul::{Gate, Matrix, glu_t, matmul_t};
+use crate::pool::ThreadPool;
+
+/// A block's feed-forward.
+#[derive(Debug, Clone)]
+pub enum FeedForward {
+    /// One gated feed-forward.
+    Dense {
+        /// Gate projection `[ffn, hidden]`.
+        gate: Matrix,
+        /// Up projection `[ffn, hidden]`.
+        up: Matrix,
+        /// Down projection `[hidden, ffn]`.
+        down: Matrix,
+    },
+    /// Routed experts.
+    Experts(Experts),
+}
+
+impl FeedForward {
+    /// Every weight matrix, for repacking.
+    pub fn matrices_mut(&mut self) -> Vec<&mut Matrix> {
+        match self {
+            FeedForward::Dense { gate, up, down } => vec![gate, up, down],
+            FeedForward::Experts(x) => {
+                let mut v: Vec<&mut Matrix> = vec![&mut x.router];
+                v.extend(x.gate.iter_mut().chain(x.up.iter_mut()).chain(x.down.iter_mut()));
+                if let Some(s) = &mut x.shared {
+                    v.extend([&mut s.gate, &mut s.up, &mut s.down]);
+                }
+                v
+            }
+        }
+    }
+}
+
+/// A block's routed experts.
+#[derive(Debug, Clone)]
+pub struct Experts {
+    /// The router `[experts, hidden]` (`ffn_gate_inp`).
+    pub router: Matrix,
+    /// Each expert's gate projection `[expert_ffn, hidden]`.
+    pub gate: Vec<Matrix>,
+    /// Each expert's up projection `[expert_ffn, hidden]`.
+    pub up: Vec<Matrix>,
+    /// Each expert's down projection `[hidden, expert_ffn]`.
+    pub down: Vec<Matrix>,
+    /// Experts each row runs.
+    pub used: usize,
+    /// Whether the kept probabilities are divided by their sum.
+    pub normalize: bool,
+    /// A shared expert every row runs (Qwen 2 MoE).
+    pub shared: Option<Box<SharedExpert>>,
+}
+
+/// An expert every row runs, scaled by `sigmoid(gate_inp . x)`.
+#[derive(Debug, Clone)]
+pub struct SharedExpert {
+    /// The scalar gate's weights `[hidden]` (`ffn_gate_inp_shexp`).
+    pub gate_inp: Vec<f32>,
+    /// Gate projection.
+    pub gate: Matrix,
+    /// Up projection.
+    pub up: Matrix,
+    /// Down projection.
+    pub down: Matrix,
+}
+
+impl Experts {
+    /// Checks the experts against a hidden size; `Err` names what does not fit.
+    pub fn check(&self, hidden: usize) -> Result<(), String> {
+        let n = self.router.rows();
+        if n == 0 || self.gate.len() != n || self.up.len() != n || self.down.len() != n {
+            return Err(format!(
+                "a router of {n} experts over {} / {} / {} expert matrices",
+                self.gate.len(),
+                self.up.len(),
+                self.down.len()
+            ));
+        }
+        if self.used == 0 || self.used > n {
+            return Err(format!("{} experts used of {n}", self.used));
+        }
+        if self.router.cols() != hidden {
+            return Err(format!("the router reads {} values, not {hidden}", self.router.cols()));
+        }
+        let ffn = self.gate[0].rows();
+        for e in 0..n {
+            let (g, u, d) = (&self.gate[e], &self.up[e], &self.down[e]);
+            if g.rows() != ffn || u.rows() != ffn || g.cols() != hidden || u.cols() != hidden {
+                return Err(format!("expert {e}'s gate / up are not {ffn} x {hidden}"));
+            }
+            if d.rows() != hidden || d.cols() != ffn {
+                return Err(format!("expert {e}'s down is not {hidden} x {ffn}"));
+            }
+        }
+        if let Some(s) = &self.shared {
+            let f = s.gate.rows();
+            if s.gate_inp.len() != hidden
+                || s.up.rows() != f
+                || s.gate.cols() != hidden
+                || s.up.cols() != hidden
+                || s.down.rows() != hidden
+                || s.down.cols() != f
+            {
+                return Err("the shared expert's shapes do not fit".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the weights one row reads: the router, `used` experts (the largest
+    /// format's) and the shared expert.
+    pub fn active_bytes(&self) -> usize {
+        let one = self.gate[0].bytes() + self.up[0].bytes() + self.down[0].bytes();
+        let shared =
+            self.shared.as_ref().map_or(0, |s| s.gate.bytes() + s.up.bytes() + s.down.bytes());
+        self.router.bytes() + self.used * one + shared
+    }
+}
+
+/// The scratch of one expert product (reused across blocks and passes).
+#[derive(Debug, Default)]
+pub(super) struct MoeScratch {
+    /// The normalized input rows, f32.
+    xn: Vec<f32>,
+    /// Router logits, transposed `[experts][rows]`.
+    logits_t: Vec<f32>,
+    /// Each row's selected experts and weights, `used` per row.
+    sel: Vec<(u32, f32)>,
+    /// Which (row, pick) each gathered row of the current expert is.
+    picks: Vec<usize>,
+    /// Each (row, pick)'s expert output, `[rows * used][hidden]`.
+    eo: Vec<f32>,
+    /// One expert's rows.
+    acts: Acts,
+    /// One expert's products, transposed.
+    out_t: Vec<f32>,
+    /// Row probabilities.
+    probs: Vec<f32>,
+}
+
+impl MoeScratch {
+    pub(super) fn bytes(&self) -> usize {
+        4 * (self.xn.capacity()
+            + self.logits_t.capacity()
+            + self.eo.capacity()
+            + self.out_t.capacity()
+            + self.probs.capacity())
+            + 8 * (self.sel.capacity() + self.picks.capacity())
+            + self.acts.bytes()
+    }
+}
+
+/// The experts' output for the `n` normalized rows in `acts.f32` (`hidden` wide), added
+/// into `y` (row-major `[n][hidden]`, zeros on entry).
+pub(super) fn experts_forward(
+    x: &Experts,
+    act: Gate,
+    pool: &ThreadPool,
+    acts: &mut Acts,
+    m: &mut MoeScratch,
+    y: &mut [f32],
+) {
+    let (n, d) = (acts.rows, acts.cols);
+    let (ne, k) = (x.router.rows(), x.used);
+    m.xn.clear();
+    m.xn.extend_from_slice(&acts.f32[..n * d]);
+
+    // Router: logits, softmax over every expert, the `k` best, (renormalized).
+    acts.quantize_for(&[x.router.format()]);
+    m.logits_t.resize(ne * n, 0.0);
+    matmul_t(pool, &[&x.router], acts, &mut m.logits_t);
+    m.sel.clear();
+    for i in 0..n {
+        m.probs.clear();
+        m.probs.extend((0..ne).map(|e| m.logits_t[e * n + i]));
+        route(&mut m.probs, k, x.normalize, &mut m.sel);
+    }
+
+    // Each selected expert once, over the rows that chose it.
+    m.eo.resize(n * k * d, 0.0);
+    for e in 0..ne {
+        m.picks.clear();
+        m.picks.extend((0..n * k).filter(|&p| m.sel[p].0 as usize == e));
+        if m.picks.is_empty() {
+            continue;
+        }
+        let rows = m.picks.len();
+        let a = &mut m.acts;
+        a.cols = d;
+        a.rows = rows;
+        a.f32.clear();
+        for &p in &m.picks {
+            let i = p / k;
+            a.f32.extend_from_slice(&m.xn[i * d..(i + 1) * d]);
+        }
+        gated(act, &x.gate[e], &x.up[e], &x.down[e], pool, a, &mut m.out_t);
+        for (r, &p) in m.picks.iter().enumerate() {
+            let row = &mut m.eo[p * d..(p + 1) * d];
+            for (o, v) in row.iter_mut().enumerate() {
+                *v = m.out_t[o * rows + r];
+            }
+        }
+    }
+
+    // Each row's experts weighted and summed in the order they were picked.
+    for i in 0..n {
+        let yi = &mut y[i * d..(i + 1) * d];
+        for j in 0..k {
+            let (_, w) = m.sel[i * k + j];
+            let o = &m.eo[(i * k + j) * d..(i * k + j + 1) * d];
+            if j == 0 {
+                yi.iter_mut().zip(o).for_each(|(y, v)| *y = v * w);
+            } else {
+                yi.iter_mut().zip(o).for_each(|(y, v)| *y += v * w);
+            }
+        }
+    }
+
+    // The shared expert, gated per row.
+    if let Some(s) = &x.shared {
+        let a = &mut m.acts;
+        a.cols = d;
+        a.rows = n;
+        a.f32.clear();
+        a.f32.extend_from_slice(&m.xn);
+        gated(act, &s.gate, &s.up, &s.down, pool, a, &mut m.out_t);
+        for i in 0..n {
+            let g = sigmoid(super::ops::dot(&s.gate_inp, &m.xn[i * d..(i + 1) * d]));
+            for o in 0..d {
+                y[i * d + o] += m.out_t[o * n + i] * g;
+            }
+        }
+    }
+}
+
+/// `down(act(gate . a) * (up . a))` over the rows of `a` (whose f32 rows are set; they
+/// are replaced by the inner activations), into `out_t` transposed `[hidden][rows]`.
+fn gated(
+    act: Gate,
+    gate: &Matrix,
+    up: &Matrix,
+    down: &Matrix,
+    pool: &ThreadPool,
+    a: &mut Acts,
+    out_t: &mut Vec<f32>,
+) {
+    let (n, f) = (a.rows, gate.rows());
+    a.quantize_for(&[gate.format(), up.format()]);
+    out_t.resize(f * n, 0.0);
+    glu_t(pool, act, gate, up, a, out_t);
+    a.f32.resize(n * f, 0.0);
+    for i in 0..n {
+        for o in 0..f {
+            a.f32[i * f + o] = out_t[o * n + i];
+        }
+    }
+    a.cols = f;
+    a.quantize_for(&[down.format()]);
+    out_t.resize(down.rows() * n, 0.0);
+    matmul_t(pool, &[down], a, out_t);
+}
+
+/// One row's routing: `logits` (every expert's) become probabilities by a softmax as
+/// ggml computes it (the sum in f64, then one reciprocal), the `k` largest are pushed to
+/// `sel` in descending order (ties: the lower expert first), divided by their sum when
+/// `normalize` (the sum at least 2^-14, as llama.cpp clamps it).
+pub fn route(logits: &mut [f32], k: usize, normalize: bool, sel: &mut Vec<(u32, f32)>) {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0f64;
+    for v in logits.iter_mut() {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    let inv = (1.0 / sum) as f32;
+    logits.iter_mut().for_each(|v| *v *= inv);
+    let start = sel.len();
+    for _ in 0..k {
+        let mut best: Option<usize> = None;
+        for (e, &p) in logits.iter().enumerate() {
+            let taken = sel[start..].iter().any(|&(t, _)| t as usize == e);
+            if !taken && best.is_none_or(|b| p > logits[b]) {
+                best = Some(e);
+            }
+        }
+        let e = best.unwrap_or(0);
+        sel.push((e as u32, logits[e]));
+    }
+    if normalize {
+        // llama.cpp clamps the sum to f16's smallest normal before it divides.
+        let s: f32 = sel[start..].iter().map(|&(_, w)| w).sum::<f32>().max(6.103_515_6e-5);
+        sel[start..].iter_mut().for_each(|(_, w)| *w /= s);
+    }
+}
+
+#[inline]
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routing_keeps_the_k_most_probable_experts_in_order_and_renormalizes_them() {
+        let mut sel = Vec::new();
+        let mut logits = vec![0.0, 3.0, 1.0, 2.0];
+        route(&mut logits, 2, true, &mut sel);
+        assert_eq!(sel.iter().map(|s| s.0).collect::<Vec<_>>(), vec![1, 3]);
+        assert!((sel[0].1 + sel[1].1 - 1.0).abs() < 1e-6);
+        assert!(sel[0].1 > sel[1].1);
+        let mut raw = Vec::new();
+        let mut logits = vec![0.0, 3.0, 1.0, 2.0];
+        route(&mut logits, 2, false, &mut raw);
+        let total: f32 = [0f32, 3.0, 1.0, 2.0].iter().map(|v| (v - 3.0).exp()).sum();
+        assert!((raw[0].1 - 1.0 / total).abs() < 1e-6, "a softmax over all four");
+    }
+
+    #[test]
+    fn routing_breaks_ties_toward_the_lower_expert() {
+        let mut sel = Vec::new();
+        route(&mut [1.0, 1.0, 1.0], 2, true, &mut sel);
+        assert_eq!((sel[0].0, sel[1].0), (0, 1));
+    }
+}
