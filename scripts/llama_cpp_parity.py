@@ -3,8 +3,10 @@
 Used by scripts/bench-llama-cpp.py before it benchmarks (and alone with its
 `--parity-only`). Three checks, each printing one line per case:
 
-  1. Synthesized models of every family (`swactor model synth --arch A`, F32 weights):
-     swactor's 64 greedy ids must equal llama.cpp's exactly.
+  1. Synthesized models of every family (`swactor model synth --arch A`, F32 weights),
+     the mixtures of experts (qwen3moe, qwen2moe, mixtral) included: swactor's 64 greedy
+     ids must equal llama.cpp's exactly. The mixtures of experts at Q8_0 and Q4_0 are
+     teacher-forced as the real files are (check 2).
   2. Real quantized files (Gemma 3 270M Q4_K_M, SmolLM2 Q4_1), teacher-forced over
      llama.cpp's 64 greedy ids: wherever swactor's choice differs, llama.cpp's own margin
      between the two tokens must be a near-tie (below NEAR_TIE logits; llama.cpp itself
@@ -20,7 +22,8 @@ import json
 import subprocess
 from pathlib import Path
 
-FAMILIES = ["llama", "llama3", "qwen2", "qwen3", "gemma3"]
+MOE_FAMILIES = ["qwen3moe", "qwen2moe", "mixtral"]
+FAMILIES = ["llama", "llama3", "qwen2", "qwen3", "gemma3"] + MOE_FAMILIES
 NEAR_TIE = 0.5
 SYNTH_PROMPT = "The river ran past the old mill"
 LILY = "Once upon a time there was a little girl named Lily."
@@ -125,6 +128,22 @@ def check_synthesized(swactor: str, py: Path, cache: Path, tokens: int) -> bool:
     return ok
 
 
+def check_quantized_moe(swactor: str, py: Path, cache: Path, tokens: int) -> bool:
+    """Each mixture of experts synthesized at Q8_0 and Q4_0: teacher-forced as the real files
+    are (activations are quantized to 8 bits on both sides, so a router's near-tie may pick
+    another expert; each such step is counted and printed)."""
+    ok = True
+    for arch in MOE_FAMILIES:
+        for dtype in ("q8_0", "q4_0"):
+            model = cache / "bench-models" / f"synth-{arch}-{dtype}-s2.gguf"
+            if not model.exists():
+                model.parent.mkdir(parents=True, exist_ok=True)
+                run([swactor, "model", "synth", "--arch", arch, "--out", str(model), "--blocks",
+                     "6", "--seed", "2", "--dtype", dtype])
+            ok = check_forced(swactor, py, f"{arch} {dtype}", str(model), tokens) and ok
+    return ok
+
+
 def check_forced(swactor: str, py: Path, label: str, model: str, tokens: int) -> bool:
     prompt = our_tokens(swactor, model, [LILY], False, bos=True)[0]
     ref = llama_greedy(py, model, prompt, tokens)
@@ -183,6 +202,7 @@ def check_all(swactor: str, py: Path, root: Path, tokens: int) -> bool:
     vocabs = sorted((cache / "vocab").glob("ggml-vocab-*.gguf"))
     files = [(v.stem.removeprefix("ggml-vocab-"), str(v)) for v in vocabs] + real
     ok = check_synthesized(swactor, py, cache, tokens)
+    ok = check_quantized_moe(swactor, py, cache, tokens) and ok
     for label, model in real:
         ok = check_forced(swactor, py, label, model, tokens) and ok
     return check_tokenizers(swactor, py, files) and ok
