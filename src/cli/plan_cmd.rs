@@ -99,6 +99,7 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
         "layers".into(),
         "owns".into(),
         "weights".into(),
+        "read/token".into(),
         "kv cache".into(),
         "row log".into(),
         "prompt cache".into(),
@@ -122,6 +123,7 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
             s.layers.to_string(),
             owns.into(),
             human_bytes(p.weight_bytes),
+            human_bytes(p.active_weight_bytes),
             human_bytes(p.kv_cache_bytes),
             human_bytes(p.row_log_bytes),
             human_bytes(p.prompt_cache_bytes),
@@ -185,10 +187,12 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
         human_bytes(p.network_bytes_per_token)
     ));
     lines.push(format!(
-        "prefill of {} tokens: {} per activation hop; weights in all: {}",
+        "prefill of {} tokens: {} per activation hop; weights in all: {}, read per decoded \
+         token: {}",
         p.prompt_tokens,
         human_bytes(p.prompt_activation_bytes),
-        human_bytes(p.total_weight_bytes)
+        human_bytes(p.total_weight_bytes),
+        human_bytes(p.active_weight_bytes)
     ));
     lines
 }

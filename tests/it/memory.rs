@@ -20,11 +20,9 @@ use crate::support::scratch;
 /// A Q8_0 llama of about 170 MB (16 blocks of hidden 768, ffn 2816, vocab 16384):
 /// repacked on load, as the files people run are.
 fn large_model() -> PathBuf {
-    let path = scratch().join("memory-large-q8_0.gguf");
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !path.exists() {
-        let spec = SynthSpec {
+    large(
+        "memory-large-q8_0.gguf",
+        SynthSpec {
             blocks: 16,
             hidden: 768,
             heads: 12,
@@ -33,7 +31,36 @@ fn large_model() -> PathBuf {
             vocab: 16384,
             dtype: SynthDType::Q8_0,
             ..SynthSpec::default()
-        };
+        },
+    )
+}
+
+/// A Q8_0 Qwen 3 MoE of about 180 MB (8 blocks of hidden 768, 16 experts of 512 of which a
+/// token runs 4, vocab 16384): every expert resident, a quarter of them read per token.
+fn large_moe_model() -> PathBuf {
+    large(
+        "memory-large-qwen3moe-q8_0.gguf",
+        SynthSpec {
+            blocks: 8,
+            hidden: 768,
+            heads: 12,
+            kv_heads: 4,
+            ffn: 512,
+            vocab: 16384,
+            dtype: SynthDType::Q8_0,
+            arch: swactor::model::synth::SynthArch::Qwen3Moe,
+            experts: 16,
+            experts_used: 4,
+            ..SynthSpec::default()
+        },
+    )
+}
+
+fn large(name: &str, spec: SynthSpec) -> PathBuf {
+    let path = scratch().join(name);
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
         let tmp = path.with_extension("tmp");
         write_model(&tmp, &spec).expect("synthesize model");
         std::fs::rename(&tmp, &path).expect("rename");
@@ -59,8 +86,19 @@ fn planned(model: &Path, pool: &Path, args: &[&str]) -> Value {
 
 #[test]
 fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan_predicted() {
+    runs_split_within_plan(large_model(), "memory-large");
+}
+
+#[test]
+fn a_mixture_of_experts_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan_predicted()
+ {
+    runs_split_within_plan(large_moe_model(), "memory-moe");
+}
+
+/// `model` (larger than any node) through three nodes with a session of 16 requests; each
+/// node's and worker's peak resident memory stays within the stage's prediction.
+fn runs_split_within_plan(model: PathBuf, tag: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let model = large_model();
     // The test's scratch directory outlives it: the large file goes with the test.
     struct Remove<'a>(&'a Path);
     impl Drop for Remove<'_> {
@@ -70,7 +108,7 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
     }
     let _remove = Remove(&model);
     let model_bytes = std::fs::metadata(&model).expect("model").len();
-    let nodes = Nodes::boot("memory-large", 3, |_| vec![]);
+    let nodes = Nodes::boot(tag, 3, |_| vec![]);
     // Each node allows less than the whole model: only a split runs.
     let memory = model_bytes * 9 / 10;
     nodes.set_memory_bytes(memory);
@@ -119,7 +157,7 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
             json!({"id": format!("m{i}"), "prompt": prompt, "max_tokens": 24})
         })
         .collect();
-    let file = requests_file("memory-large", &lines);
+    let file = requests_file(tag, &lines);
     let mut args: Vec<&str> = vec!["--requests", file.to_str().expect("path"), "--stages", "3"];
     args.extend(runtime);
     let (code, out, err) = nodes.orchestrate(&model, &args).finish();
@@ -154,14 +192,23 @@ fn a_model_larger_than_any_node_runs_split_and_no_stage_holds_more_than_its_plan
 
 #[test]
 fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_compute_bytes() {
+    use swactor::model::synth::SynthArch;
+    // Dense, and mixtures of experts (one with a shared expert wider than the rest).
+    for arch in [SynthArch::Llama, SynthArch::Qwen3Moe, SynthArch::Qwen2Moe] {
+        let model = scratch().join(format!("memory-scratch-{}-q8_0.gguf", arch.name()));
+        if !model.exists() {
+            let spec =
+                SynthSpec { blocks: 2, dtype: SynthDType::Q8_0, arch, ..SynthSpec::default() };
+            write_model(&model, &spec).expect("synthesize model");
+        }
+        scratch_within_plan(&model);
+    }
+}
+
+fn scratch_within_plan(model: &std::path::Path) {
     use swactor::model::GgufFile;
     use swactor::model::stage::{ComputeDevice, ModelStage, StageInput, StageSpec};
-    let model = scratch().join("memory-scratch-q8_0.gguf");
-    if !model.exists() {
-        let spec = SynthSpec { blocks: 2, dtype: SynthDType::Q8_0, ..SynthSpec::default() };
-        write_model(&model, &spec).expect("synthesize model");
-    }
-    let facts = swactor::model::read_facts(&model).expect("facts");
+    let facts = swactor::model::read_facts(model).expect("facts");
     for (max_seq_len, head) in [(64u32, true), (96, false)] {
         let spec = StageSpec {
             layers: swactor::wire::LayerRange::new(0, facts.block_count),
@@ -173,13 +220,17 @@ fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_comp
             threads: 1,
         };
         let mut stage =
-            ModelStage::load(&GgufFile::open(&model).expect("model"), spec).expect("load");
+            ModelStage::load(&GgufFile::open(model).expect("model"), spec).expect("load");
         // The largest micro-batch: a whole prompt of `max_seq_len` rows in one pass.
         let prompt: Vec<u32> = (0..max_seq_len).map(|i| 1 + i % 200).collect();
         stage.forward(StageInput::Tokens(&prompt)).expect("forward");
         let used = stage.engine_mut().expect("engine").scratch_bytes() as u64;
         // The head samples one row here; the plan allows every entry of a full table.
         let bound = facts.compute_bytes(max_seq_len, max_seq_len, head, 1);
-        assert!(used > 0 && used <= bound, "scratch {used} > predicted {bound} (head {head})");
+        assert!(
+            used > 0 && used <= bound,
+            "{}: scratch {used} > predicted {bound} (head {head})",
+            facts.architecture
+        );
     }
 }

@@ -304,6 +304,50 @@ fn predictions_account_for_weights_kv_cache_rings_and_activation_traffic() {
 }
 
 #[test]
+fn a_mixture_of_experts_plan_holds_every_expert_but_counts_only_the_used_ones_as_read_per_token() {
+    use swactor::model::synth::{SynthArch, SynthSpec, write_model};
+    let path = crate::support::scratch().join("planner-qwen3moe.gguf");
+    let spec = SynthSpec {
+        blocks: 6,
+        hidden: 128,
+        heads: 4,
+        kv_heads: 2,
+        ffn: 128,
+        vocab: 300,
+        arch: SynthArch::Qwen3Moe,
+        experts: 16,
+        experts_used: 4,
+        ..SynthSpec::default()
+    };
+    write_model(&path, &spec).expect("synth");
+    let model = swactor::model::read_facts(&path).expect("facts");
+    let moe = model.arch.moe.expect("experts");
+    assert_eq!((moe.experts, moe.used, moe.expert_ffn, moe.normalize), (16, 4, 128, true));
+    // Per block: 16 experts of three 128 x 128 f32 matrices, of which a token reads 4.
+    let experts = 16 * 3 * 128 * 128 * 4;
+    for b in 0..6 {
+        let (all, active) = (model.bytes.per_block[b], model.bytes.active_of_block(b));
+        assert_eq!(all - active, experts - experts / 4, "block {b}");
+    }
+    let pool = pool(3);
+    let p = plan(&request(&model, &pool, Some(3))).expect("plan");
+    for s in &p.stages {
+        let blocks = u64::from(s.layers.len());
+        let saved = blocks * (experts - experts / 4);
+        let embedding_rest = if s.embedding { model.bytes.embedding - 128 * 4 } else { 0 };
+        assert_eq!(
+            s.prediction.weight_bytes - s.prediction.active_weight_bytes,
+            saved + embedding_rest
+        );
+    }
+    let sum = p.stages.iter().map(|s| s.prediction.active_weight_bytes).sum::<u64>();
+    assert_eq!(p.prediction.active_weight_bytes, sum);
+    // A dense model reads every block's bytes.
+    let dense = facts(4);
+    assert_eq!(dense.bytes.active_of_block(2), dense.bytes.per_block[2]);
+}
+
+#[test]
 fn provisioning_projects_each_stage_onto_its_own_range_and_two_edges() {
     let model = facts(9);
     let pool = pool(3);

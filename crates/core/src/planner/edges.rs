@@ -33,6 +33,14 @@ pub fn stage_weight_bytes(model: &ModelFacts, range: LayerRange, first: bool, la
     blocks + if first { model.bytes.embedding } else { 0 } + if last { model.bytes.head } else { 0 }
 }
 
+/// Bytes of weights a stage reads per decoded token: its blocks' active bytes (the
+/// experts a token runs), the head, and one row of the embedding.
+pub fn stage_active_bytes(model: &ModelFacts, range: LayerRange, first: bool, last: bool) -> u64 {
+    let blocks: u64 = range.blocks().map(|b| model.bytes.active_of_block(b as usize)).sum();
+    let row = model.bytes.embedding / u64::from(model.vocab_size.max(1));
+    blocks + if first { row } else { 0 } + if last { model.bytes.head } else { 0 }
+}
+
 /// Arena bytes one ring end takes: header area plus data capacity.
 pub fn ring_arena_bytes(ring: &RingSpec) -> u64 {
     RING_HEADER_BYTES + ring.capacity
@@ -226,6 +234,7 @@ fn stage_plan(
         outbound: outbound.edge_id,
         prediction: StagePrediction {
             weight_bytes,
+            active_weight_bytes: stage_active_bytes(model, range, first, last),
             kv_cache_bytes,
             ring_bytes,
             compute_bytes,
@@ -260,5 +269,6 @@ pub(super) fn plan_prediction(
         network_bytes_per_token: (per_token + HEADER_LEN as u64) * u64::from(hops)
             + 2 * (4 + HEADER_LEN as u64),
         total_weight_bytes: stages.iter().map(|s| s.prediction.weight_bytes).sum(),
+        active_weight_bytes: stages.iter().map(|s| s.prediction.active_weight_bytes).sum(),
     }
 }

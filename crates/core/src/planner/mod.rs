@@ -31,7 +31,7 @@ use ranges::{choose_nodes, layer_ranges};
 pub use checks::{check_pool, check_ranges, check_runtime_config, check_source, check_weights_url};
 pub use edges::{
     MAX_ACTIVATION_RING, MIN_ACTIVATION_RING, RING_ALIGNMENT, TOKEN_RING_CAPACITY,
-    ring_arena_bytes, stage_weight_bytes,
+    ring_arena_bytes, stage_active_bytes, stage_weight_bytes,
 };
 pub use pool::{Pool, PoolError, PoolNode};
 pub use ranges::split_evenly;

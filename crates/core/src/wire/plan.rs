@@ -397,8 +397,14 @@ pub struct EdgePlan {
 /// Resources a stage is predicted to need, before anything is loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StagePrediction {
-    /// Bytes of the tensors the stage loads (its blocks, plus embedding / head).
+    /// Bytes of the tensors the stage loads (its blocks, plus embedding / head; every
+    /// expert of a mixture of experts: all are resident).
     pub weight_bytes: u64,
+    /// Bytes of weights one decoded token reads: its blocks with only the experts a token
+    /// runs, and the head (of the embedding, one row); equal to `weight_bytes` but for the
+    /// embedding on a dense model. What bounds a decode step where memory bandwidth does.
+    #[serde(default)]
+    pub active_weight_bytes: u64,
     /// Bytes of the f32 KV cache for its blocks at `max_seq_len`.
     pub kv_cache_bytes: u64,
     /// Arena bytes for its inbound and outbound rings (headers included).
@@ -490,6 +496,9 @@ pub struct PlanPrediction {
     pub network_bytes_per_token: u64,
     /// Sum of every stage's weight bytes.
     pub total_weight_bytes: u64,
+    /// Sum of every stage's active weight bytes: what one decoded token reads.
+    #[serde(default)]
+    pub active_weight_bytes: u64,
 }
 
 /// Exactly one complete plan for a run. Built only by [`crate::planner::plan`].
