@@ -480,6 +480,35 @@ fn eight_concurrent_streamed_chats_each_equal_generate_chat_on_the_same_message(
     }
 }
 
+#[test]
+fn a_served_mixture_of_experts_answers_eight_concurrent_completions_each_as_generate_does() {
+    use swactor::model::synth::SynthArch;
+    for arch in [SynthArch::Qwen3Moe, SynthArch::Qwen2Moe, SynthArch::Mixtral] {
+        let model = crate::families::family_model(arch);
+        let s = Server::local(&model, &["--max-sequences", "8", "--stages", "3"]);
+        let url = format!("{}/v1/completions", s.url);
+        let answers = runtime().block_on(async {
+            let calls = CHATS.iter().map(|c| {
+                let body = json!({"prompt": c, "max_tokens": 16, "temperature": 0});
+                post_raw(&url, body.to_string().into_bytes(), None)
+            });
+            futures_util::future::join_all(calls).await
+        });
+        for (prompt, a) in CHATS.iter().zip(&answers) {
+            assert_eq!(a.status, 200, "{arch:?}: {}", a.body);
+            let text = a.json()["choices"][0]["text"].as_str().expect("text").to_string();
+            let out = Command::new(exe())
+                .args(["generate", "--max-seq-len", "512", "--max-tokens", "16", "--model"])
+                .arg(&model)
+                .args(["--prompt", prompt])
+                .output()
+                .expect("generate");
+            let want = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(text, want.strip_suffix('\n').unwrap_or(&want), "{arch:?}: {prompt}");
+        }
+    }
+}
+
 /// The slot holding a sequence, if any: its `n_decoded`.
 fn busy_slot(u: &str) -> Option<u64> {
     let (_, slots) = get(&format!("{u}/slots")).expect("slots");
