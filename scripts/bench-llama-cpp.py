@@ -10,9 +10,11 @@ that avoid the AMX instructions these VMs advertise but fault on) into
 .cache/llama-cpp-venv (AVX-512) or .cache/llama-cpp-venv-avx2.
 
 The files: SmolLM2 (Q4_1 as shipped), Gemma 3 270M (Q4_K_M as shipped, when
-.ci/fetch-models --tests has fetched it) and a 1.1B llama written on the fly by `swactor model
+.ci/fetch-models --tests has fetched it), a 1.1B llama written on the fly by `swactor model
 synth` (22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000) re-quantized to each
-of `--types` (default Q4_0, Q8_0 and Q4_K_M, the K-quant mix published files use). For
+of `--types` (default Q4_0, Q8_0 and Q4_K_M, the K-quant mix published files use), and a
+mixture of experts with Qwen3-30B-A3B's block shape (128 experts of 768, 8 used per token;
+`--moe-blocks` of its 48 blocks, default 4) synthesized at each of `--moe-types`. For
 every file and thread count, interleaved so that both engines see the same machine:
 
   - decode tokens/s: greedy, N tokens after the 12-token Lily prompt;
@@ -27,7 +29,8 @@ awkward corpus on every pre-tokenizer; exit 1 if any fails. Not part of CI: it c
 llama.cpp (6-10 minutes on 2 cores per build, once) and runs for a while (about 2.5
 minutes per file, thread count and tier on 2 cores).
 
-Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,1b]
+Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,1b,moe]
+       [--moe-blocks 4] [--moe-types q4_0,q8_0]
        [--types q4_0,q8_0,q4_k_m] [--threads 1,2] [--tokens 64] [--prompt-tokens 128,512]
        [--batch 1,4,8] [--repeat 2] [--swactor target/release/swactor]
        [--parity-only | --no-parity]
@@ -62,6 +65,10 @@ BUILDS = {
 }
 SYNTH_1B = ["--blocks", "22", "--hidden", "2048", "--heads", "32", "--kv-heads", "4",
             "--ffn", "5632", "--vocab", "32000"]
+# Qwen3-30B-A3B's block shape (hidden 2048, 32 / 4 heads of 128, 128 experts of 768 of
+# which a token runs 8), `--moe-blocks` of its 48 blocks, vocab 32000.
+SYNTH_MOE = ["--arch", "qwen3moe", "--hidden", "2048", "--heads", "32", "--kv-heads", "4",
+             "--ffn", "768", "--experts", "128", "--experts-used", "8", "--vocab", "32000"]
 PROMPT = "Once upon a time there was a little girl named Lily."
 
 
@@ -162,6 +169,16 @@ def bench_files(args, swactor: str) -> list:
                                 "--dtype", q], check=True, stdout=subprocess.DEVNULL)
                 tmp.rename(out)
             files.append((f"1b-{q}", str(out)))
+    if "moe" in wanted:
+        for q in [t for t in args.moe_types.split(",") if t]:
+            out = models / f"synth-moe30b-{args.moe_blocks}.{q}.gguf"
+            if not out.exists():
+                tmp = out.with_suffix(".tmp")
+                subprocess.run([swactor, "model", "synth", *SYNTH_MOE, "--blocks",
+                                str(args.moe_blocks), "--dtype", q, "--out", str(tmp)],
+                               check=True, stdout=subprocess.DEVNULL)
+                tmp.rename(out)
+            files.append((f"moe-{q}", str(out)))
     return files
 
 
@@ -229,7 +246,10 @@ def table(tier: str, cpu: dict, files: list, threads: list, lengths: list, ours:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiers", default=",".join(cpu_tiers()))
-    ap.add_argument("--files", default="smollm2,gemma3,1b")
+    ap.add_argument("--files", default="smollm2,gemma3,1b,moe")
+    ap.add_argument("--moe-blocks", type=int, default=4,
+                    help="blocks of the Qwen3-30B-A3B-shaped mixture of experts (of 48)")
+    ap.add_argument("--moe-types", default="q4_0,q8_0")
     ap.add_argument("--types", default="q4_0,q8_0,q4_k_m")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tokens", type=int, default=64)

@@ -294,7 +294,7 @@ impl Matrix {
 /// Output rows per pool task: enough tasks to balance the threads, few enough to keep
 /// the hand-out cheap. Only scheduling depends on it, never a value.
 /// A multiple of 16 so that tasks split no group of repacked rows.
-fn rows_per_task(total: usize, threads: usize) -> usize {
+pub fn rows_per_task(total: usize, threads: usize) -> usize {
     if threads <= 1 { total.max(1) } else { total.div_ceil(threads * 8).next_multiple_of(16) }
 }
 
@@ -359,28 +359,44 @@ pub fn glu_t(
     assert_eq!(gate.rows, up.rows);
     assert_eq!(out_t.len(), gate.rows * n);
     let per = rows_per_task(gate.rows, pool.threads());
-    const BLOCK: usize = 16;
     pool.for_each_chunk(out_t, per * n, &|i, chunk| {
-        // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then
-        // the gated product into the output.
-        let mut g = [0f32; BLOCK * 4];
-        let mut u = [0f32; BLOCK * 4];
-        let rows = chunk.len() / n;
-        for r0 in (0..rows).step_by(BLOCK) {
-            let nr = BLOCK.min(rows - r0);
-            let o = i * per + r0;
-            for c0 in (0..n).step_by(4) {
-                let nc = 4.min(n - c0);
-                gate.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut g, 4);
-                up.dot_rows(o..o + nr, acts, c0..c0 + nc, &mut u, 4);
-                for r in 0..nr {
-                    for c in 0..nc {
-                        chunk[(r0 + r) * n + c0 + c] = act.apply(g[r * 4 + c]) * u[r * 4 + c];
-                    }
+        glu_rows(act, gate, up, acts, 0..n, i * per, chunk)
+    });
+}
+
+/// [`glu_t`] over activation rows `cols` of `acts` for output rows `first..first +
+/// chunk.len() / cols.len()` only, into `chunk` (`[row][activation row]`): one task's
+/// share, the same values whatever the split.
+pub fn glu_rows(
+    act: Gate,
+    gate: &Matrix,
+    up: &Matrix,
+    acts: &Acts,
+    cols: Range<usize>,
+    first: usize,
+    chunk: &mut [f32],
+) {
+    const BLOCK: usize = 16;
+    let (a0, n) = (cols.start, cols.len());
+    // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then the
+    // gated product into the output.
+    let mut g = [0f32; BLOCK * 4];
+    let mut u = [0f32; BLOCK * 4];
+    let rows = chunk.len() / n;
+    for r0 in (0..rows).step_by(BLOCK) {
+        let nr = BLOCK.min(rows - r0);
+        let o = first + r0;
+        for c0 in (0..n).step_by(4) {
+            let nc = 4.min(n - c0);
+            gate.dot_rows(o..o + nr, acts, a0 + c0..a0 + c0 + nc, &mut g, 4);
+            up.dot_rows(o..o + nr, acts, a0 + c0..a0 + c0 + nc, &mut u, 4);
+            for r in 0..nr {
+                for c in 0..nc {
+                    chunk[(r0 + r) * n + c0 + c] = act.apply(g[r * 4 + c]) * u[r * 4 + c];
                 }
             }
         }
-    });
+    }
 }
 
 /// `x / (1 + e^-x)`.

@@ -157,6 +157,42 @@ impl ThreadPool {
     }
 }
 
+impl ThreadPool {
+    /// Splits `data` into consecutive spans of `lens` elements (their sum at most
+    /// `data.len()`) and calls `f(index, span)` for each, spread over the pool's threads:
+    /// work of uneven parts (each selected expert's rows) in one hand-out.
+    pub fn for_each_span<T: Send>(
+        &self,
+        data: &mut [T],
+        lens: &[usize],
+        f: &(dyn Fn(usize, &mut [T]) + Sync),
+    ) {
+        let mut rest = data;
+        let mut spans = Vec::with_capacity(lens.len());
+        for &l in lens {
+            let (span, tail) = std::mem::take(&mut rest).split_at_mut(l);
+            spans.push(span);
+            rest = tail;
+        }
+        if self.workers.is_empty() || spans.len() <= 1 {
+            for (i, span) in spans.into_iter().enumerate() {
+                f(i, span);
+            }
+            return;
+        }
+        let spans = Mutex::new(spans.into_iter().enumerate());
+        self.run(&|| {
+            loop {
+                let next = spans.lock().unwrap_or_else(|e| e.into_inner()).next();
+                match next {
+                    Some((i, span)) => f(i, span),
+                    None => break,
+                }
+            }
+        });
+    }
+}
+
 fn worker(s: &Shared) {
     let mut seen = 0u64;
     loop {

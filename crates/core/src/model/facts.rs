@@ -140,15 +140,17 @@ impl ModelFacts {
     }
 
     /// The expert product's scratch for `rows` rows (0 for a dense model): the normalized
-    /// rows, router scores, each (row, pick)'s output and selection, one expert's gathered
-    /// rows (f32 and quantized) and products.
+    /// rows, router scores, each (row, pick)'s selection and output, every pick's gathered
+    /// row (f32 and quantized, as wide as the widest inner size), the products, and the
+    /// tasks of the grouped products (one per 16 output rows of each selected expert).
     fn moe_compute_bytes(&self, rows: u32) -> u64 {
         let Some(m) = &self.arch.moe else { return 0 };
         let (n, d) = (u64::from(rows), u64::from(self.hidden_size));
         let (e, k) = (u64::from(m.experts), u64::from(m.used));
         let inner = u64::from(m.expert_ffn).max(u64::from(m.shared_ffn)).max(d);
-        let floats = n * (d + e + k * d + 2 * inner) + e;
-        4 * floats + 16 * n * k + n * inner * (1 + 5 + 2)
+        let floats = n * (d + e + k * d + 2 * k * inner) + e;
+        let tasks = e.min(n * k) * (inner / 16 + 2);
+        4 * floats + n * k * inner * (1 + 5 + 2) + 24 * n * k + 24 * tasks
     }
 
     /// Bytes of block `block`'s KV cache for one sequence of at most `seq_len` tokens, its

@@ -15,7 +15,7 @@
 //! product is bitwise batch-invariant like every other.
 
 use crate::kernels::Acts;
-use crate::matmul::{Gate, Matrix, glu_t, matmul_t};
+use crate::matmul::{Gate, Matrix, glu_rows, glu_t, matmul_t};
 use crate::pool::ThreadPool;
 
 /// A block's feed-forward.
@@ -145,16 +145,23 @@ pub(super) struct MoeScratch {
     logits_t: Vec<f32>,
     /// Each row's selected experts and weights, `used` per row.
     sel: Vec<(u32, f32)>,
-    /// Which (row, pick) each gathered row of the current expert is.
-    picks: Vec<usize>,
+    /// Each (row, pick) in order of its expert (stable: rows in order within one).
+    order: Vec<usize>,
+    /// The experts some row selected, in expert order: (expert, first of its (row,
+    /// pick)s in `order` and in `acts`, how many).
+    groups: Vec<(usize, usize, usize)>,
+    /// Every selected expert's gathered rows, expert after expert.
+    acts: Acts,
+    /// The experts' inner activations, then their outputs, transposed per expert.
+    out_t: Vec<f32>,
     /// Each (row, pick)'s expert output, `[rows * used][hidden]`.
     eo: Vec<f32>,
-    /// One expert's rows.
-    acts: Acts,
-    /// One expert's products, transposed.
-    out_t: Vec<f32>,
-    /// Row probabilities.
+    /// One row's probabilities.
     probs: Vec<f32>,
+    /// The tasks of one grouped product: (group, first output row, rows).
+    tasks: Vec<(usize, usize, usize)>,
+    /// Each task's output length.
+    lens: Vec<usize>,
 }
 
 impl MoeScratch {
@@ -164,13 +171,40 @@ impl MoeScratch {
             + self.eo.capacity()
             + self.out_t.capacity()
             + self.probs.capacity())
-            + 8 * (self.sel.capacity() + self.picks.capacity())
+            + 8 * (self.sel.capacity() + self.order.capacity() + self.lens.capacity())
+            + 24 * (self.tasks.capacity() + self.groups.capacity())
             + self.acts.bytes()
+    }
+
+    /// The tasks of a grouped product whose group `g` has `rows_of(g)` output rows over
+    /// its gathered rows; returns each group's offset in the output and its total.
+    fn plan_tasks(
+        &mut self,
+        threads: usize,
+        rows_of: &dyn Fn(usize) -> usize,
+    ) -> (Vec<usize>, usize) {
+        self.tasks.clear();
+        self.lens.clear();
+        let mut offsets = Vec::with_capacity(self.groups.len());
+        let mut at = 0;
+        for (g, &(_, _, m)) in self.groups.iter().enumerate() {
+            let rows = rows_of(g);
+            // Split as a product of one expert would be: only scheduling depends on it.
+            let per = crate::matmul::rows_per_task(rows, threads * 2).min(rows.max(1));
+            offsets.push(at);
+            for r0 in (0..rows).step_by(per) {
+                let r = per.min(rows - r0);
+                self.tasks.push((g, r0, r));
+                self.lens.push(r * m);
+            }
+            at += rows * m;
+        }
+        (offsets, at)
     }
 }
 
-/// The experts' output for the `n` normalized rows in `acts.f32` (`hidden` wide), added
-/// into `y` (row-major `[n][hidden]`, zeros on entry).
+/// The experts' output for the `n` normalized rows in `acts.f32` (`hidden` wide), written
+/// into `y` (row-major `[n][hidden]`).
 pub(super) fn experts_forward(
     x: &Experts,
     act: Gate,
@@ -181,6 +215,7 @@ pub(super) fn experts_forward(
 ) {
     let (n, d) = (acts.rows, acts.cols);
     let (ne, k) = (x.router.rows(), x.used);
+    let f = x.gate[0].rows();
     m.xn.clear();
     m.xn.extend_from_slice(&acts.f32[..n * d]);
 
@@ -195,28 +230,71 @@ pub(super) fn experts_forward(
         route(&mut m.probs, k, x.normalize, &mut m.sel);
     }
 
-    // Each selected expert once, over the rows that chose it.
+    // The selected experts, each with the rows that chose it, gathered and quantized.
+    m.order.clear();
+    m.order.extend(0..n * k);
+    let sel = &m.sel;
+    m.order.sort_by_key(|&p| sel[p].0);
+    m.groups.clear();
+    for (at, &p) in m.order.iter().enumerate() {
+        let e = m.sel[p].0 as usize;
+        match m.groups.last_mut() {
+            Some(g) if g.0 == e => g.2 += 1,
+            _ => m.groups.push((e, at, 1)),
+        }
+    }
+    let a = &mut m.acts;
+    a.cols = d;
+    a.rows = n * k;
+    a.f32.clear();
+    for &p in &m.order {
+        a.f32.extend_from_slice(&m.xn[(p / k) * d..(p / k + 1) * d]);
+    }
+    a.quantize_for(&[x.gate[0].format(), x.up[0].format()]);
+
+    // Gate / up of every selected expert in one hand-out of the pool.
+    let (offsets, total) = m.plan_tasks(pool.threads(), &|_| f);
+    m.out_t.resize(total, 0.0);
+    {
+        let (groups, acts, tasks) = (&m.groups, &m.acts, &m.tasks);
+        pool.for_each_span(&mut m.out_t, &m.lens, &|t, span| {
+            let (g, r0, _) = tasks[t];
+            let (e, at, rows) = groups[g];
+            glu_rows(act, &x.gate[e], &x.up[e], acts, at..at + rows, r0, span);
+        });
+    }
+    // The inner activations become the down products' rows, in the same order.
+    let a = &mut m.acts;
+    a.f32.resize(n * k * f, 0.0);
+    for (g, &(_, at, rows)) in m.groups.iter().enumerate() {
+        let inner = &m.out_t[offsets[g]..offsets[g] + f * rows];
+        for i in 0..rows {
+            for o in 0..f {
+                a.f32[(at + i) * f + o] = inner[o * rows + i];
+            }
+        }
+    }
+    a.cols = f;
+    a.quantize_for(&[x.down[0].format()]);
+
+    // Down of every selected expert in one hand-out, then each (row, pick)'s output.
+    let (offsets, total) = m.plan_tasks(pool.threads(), &|_| d);
+    m.out_t.resize(total, 0.0);
+    {
+        let (groups, acts, tasks) = (&m.groups, &m.acts, &m.tasks);
+        pool.for_each_span(&mut m.out_t, &m.lens, &|t, span| {
+            let (g, r0, r) = tasks[t];
+            let (e, at, rows) = groups[g];
+            x.down[e].dot_rows(r0..r0 + r, acts, at..at + rows, span, rows);
+        });
+    }
     m.eo.resize(n * k * d, 0.0);
-    for e in 0..ne {
-        m.picks.clear();
-        m.picks.extend((0..n * k).filter(|&p| m.sel[p].0 as usize == e));
-        if m.picks.is_empty() {
-            continue;
-        }
-        let rows = m.picks.len();
-        let a = &mut m.acts;
-        a.cols = d;
-        a.rows = rows;
-        a.f32.clear();
-        for &p in &m.picks {
-            let i = p / k;
-            a.f32.extend_from_slice(&m.xn[i * d..(i + 1) * d]);
-        }
-        gated(act, &x.gate[e], &x.up[e], &x.down[e], pool, a, &mut m.out_t);
-        for (r, &p) in m.picks.iter().enumerate() {
-            let row = &mut m.eo[p * d..(p + 1) * d];
-            for (o, v) in row.iter_mut().enumerate() {
-                *v = m.out_t[o * rows + r];
+    for (g, &(_, at, rows)) in m.groups.iter().enumerate() {
+        let out = &m.out_t[offsets[g]..offsets[g] + d * rows];
+        for r in 0..rows {
+            let p = m.order[at + r];
+            for (o, v) in m.eo[p * d..(p + 1) * d].iter_mut().enumerate() {
+                *v = out[o * rows + r];
             }
         }
     }
