@@ -2114,7 +2114,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__synth)
-            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --seed --vocab-from --json --help"
+            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --experts --experts-used --seed --vocab-from --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2157,7 +2157,15 @@ _swactor() {
                     return 0
                     ;;
                 --arch)
-                    COMPREPLY=($(compgen -W "llama llama3 qwen2 qwen3 gemma3" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "llama llama3 qwen2 qwen3 gemma3 qwen3moe qwen2moe mixtral" -- "${cur}"))
+                    return 0
+                    ;;
+                --experts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --experts-used)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --seed)

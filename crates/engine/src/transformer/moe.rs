@@ -299,9 +299,15 @@ pub(super) fn experts_forward(
         }
     }
 
-    // Each row's experts weighted and summed in the order they were picked.
-    for i in 0..n {
-        let yi = &mut y[i * d..(i + 1) * d];
+    combine(m, k, d, y);
+    if let Some(s) = &x.shared {
+        shared_forward(s, act, pool, m, d, y);
+    }
+}
+
+/// Each row's experts weighted and summed in the order they were picked, into `y`.
+fn combine(m: &MoeScratch, k: usize, d: usize, y: &mut [f32]) {
+    for (i, yi) in y.chunks_exact_mut(d).enumerate() {
         for j in 0..k {
             let (_, w) = m.sel[i * k + j];
             let o = &m.eo[(i * k + j) * d..(i * k + j + 1) * d];
@@ -312,20 +318,28 @@ pub(super) fn experts_forward(
             }
         }
     }
+}
 
-    // The shared expert, gated per row.
-    if let Some(s) = &x.shared {
-        let a = &mut m.acts;
-        a.cols = d;
-        a.rows = n;
-        a.f32.clear();
-        a.f32.extend_from_slice(&m.xn);
-        gated(act, &s.gate, &s.up, &s.down, pool, a, &mut m.out_t);
-        for i in 0..n {
-            let g = sigmoid(super::ops::dot(&s.gate_inp, &m.xn[i * d..(i + 1) * d]));
-            for o in 0..d {
-                y[i * d + o] += m.out_t[o * n + i] * g;
-            }
+/// The shared expert over the normalized rows `m.xn`, gated per row, added into `y`.
+fn shared_forward(
+    s: &SharedExpert,
+    act: Gate,
+    pool: &ThreadPool,
+    m: &mut MoeScratch,
+    d: usize,
+    y: &mut [f32],
+) {
+    let n = m.xn.len() / d;
+    let a = &mut m.acts;
+    a.cols = d;
+    a.rows = n;
+    a.f32.clear();
+    a.f32.extend_from_slice(&m.xn);
+    gated(act, &s.gate, &s.up, &s.down, pool, a, &mut m.out_t);
+    for i in 0..n {
+        let g = sigmoid(super::ops::dot(&s.gate_inp, &m.xn[i * d..(i + 1) * d]));
+        for o in 0..d {
+            y[i * d + o] += m.out_t[o * n + i] * g;
         }
     }
 }
