@@ -53,9 +53,9 @@ impl From<candle_core::Error> for StageError {
     }
 }
 
-/// candle's type of a GGML type.
-pub(crate) fn candle_dtype(t: GgmlType) -> GgmlDType {
-    match t {
+/// candle's type of a GGML type (`None`: candle has no such type, MXFP4).
+pub(crate) fn candle_dtype(t: GgmlType) -> Option<GgmlDType> {
+    Some(match t {
         GgmlType::F32 => GgmlDType::F32,
         GgmlType::F16 => GgmlDType::F16,
         GgmlType::BF16 => GgmlDType::BF16,
@@ -71,7 +71,8 @@ pub(crate) fn candle_dtype(t: GgmlType) -> GgmlDType {
         GgmlType::Q5K => GgmlDType::Q5K,
         GgmlType::Q6K => GgmlDType::Q6K,
         GgmlType::Q8K => GgmlDType::Q8K,
-    }
+        GgmlType::MXFP4 => return None,
+    })
 }
 
 struct Loader<'a> {
@@ -90,7 +91,16 @@ impl Loader<'_> {
         let (start, len) = header.extent(name, info).map_err(ModelError::from)?;
         let start = start as usize;
         let data = &(**self.file.mapping()).as_ref()[start..start + len as usize];
-        let t = qtensor_from_ggml(candle_dtype(info.dtype), data, info.shape.clone(), self.device)
+        let dtype = candle_dtype(info.dtype).ok_or_else(|| {
+            weights(
+                WeightsFailure::UnsupportedTensorType,
+                format!(
+                    "tensor `{name}` is {}: the candle path has no such type",
+                    info.dtype.name()
+                ),
+            )
+        })?;
+        let t = qtensor_from_ggml(dtype, data, info.shape.clone(), self.device)
             .map_err(|e| weights(WeightsFailure::ParseFailed, format!("tensor `{name}`: {e}")))?;
         self.bytes += t.storage_size_in_bytes() as u64;
         Ok(t)

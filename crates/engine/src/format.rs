@@ -37,6 +37,9 @@ pub enum WeightFormat {
     Q5K,
     /// 6-bit K-quant.
     Q6K,
+    /// OCP microscaling FP4: blocks of 32 E2M1 values and one E8M0 scale (gpt-oss's
+    /// experts).
+    MXFP4,
 }
 
 /// Which activation form a weight format multiplies with.
@@ -52,7 +55,7 @@ pub enum ActKind {
 
 impl WeightFormat {
     /// Every format, in GGML order.
-    pub const ALL: [WeightFormat; 13] = [
+    pub const ALL: [WeightFormat; 14] = [
         WeightFormat::F32,
         WeightFormat::F16,
         WeightFormat::BF16,
@@ -66,6 +69,7 @@ impl WeightFormat {
         WeightFormat::Q4K,
         WeightFormat::Q5K,
         WeightFormat::Q6K,
+        WeightFormat::MXFP4,
     ];
 
     /// Elements per block.
@@ -73,7 +77,7 @@ impl WeightFormat {
         use WeightFormat::*;
         match self {
             F32 | F16 | BF16 => 1,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 => QK,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | MXFP4 => QK,
             Q2K | Q3K | Q4K | Q5K | Q6K => QK_K,
         }
     }
@@ -94,6 +98,7 @@ impl WeightFormat {
             Q4K => 144,
             Q5K => 176,
             Q6K => 210,
+            MXFP4 => 17,
         }
     }
 
@@ -102,7 +107,7 @@ impl WeightFormat {
         use WeightFormat::*;
         match self {
             F32 | F16 | BF16 => ActKind::F32,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 => ActKind::Q8,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | MXFP4 => ActKind::Q8,
             Q2K | Q3K | Q4K | Q5K | Q6K => ActKind::Q8K,
         }
     }
@@ -130,6 +135,7 @@ impl WeightFormat {
             Q4K => "q4_k",
             Q5K => "q5_k",
             Q6K => "q6_k",
+            MXFP4 => "mxfp4",
         }
     }
 }

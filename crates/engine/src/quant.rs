@@ -19,7 +19,7 @@ pub use crate::formats::kquant::DecodedK;
 pub use crate::formats::q3_k::scales_q3k;
 pub use crate::formats::q4_k::scale_min_k4;
 
-/// Decodes block `b` of a Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 row.
+/// Decodes block `b` of a Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / MXFP4 row.
 pub fn decode32(fmt: WeightFormat, row: &[u8], b: usize) -> Decoded32 {
     match fmt {
         WeightFormat::Q4_0 => fm::q4_0::decode(row, b),
@@ -27,6 +27,7 @@ pub fn decode32(fmt: WeightFormat, row: &[u8], b: usize) -> Decoded32 {
         WeightFormat::Q5_0 => fm::q5_0::decode(row, b),
         WeightFormat::Q5_1 => fm::q5_1::decode(row, b),
         WeightFormat::Q8_0 => fm::q8_0::decode(row, b),
+        WeightFormat::MXFP4 => fm::mxfp4::decode(row, b),
         other => panic!("decode32 of {other:?}"),
     }
 }

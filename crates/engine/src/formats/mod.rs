@@ -12,6 +12,7 @@ pub(crate) mod block32;
 pub(crate) mod f16;
 pub(crate) mod f32;
 pub(crate) mod kquant;
+pub(crate) mod mxfp4;
 pub(crate) mod q2_k;
 pub(crate) mod q3_k;
 pub(crate) mod q4_0;

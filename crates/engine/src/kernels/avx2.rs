@@ -34,5 +34,6 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         Q4K => k!(fm::q4_k::avx2::dot),
         Q5K => k!(fm::q5_k::avx2::dot),
         Q6K => k!(fm::q6_k::avx2::dot),
+        MXFP4 => k!(fm::mxfp4::avx2::dot),
     }
 }

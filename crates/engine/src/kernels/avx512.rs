@@ -87,6 +87,7 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         WeightFormat::Q4K => wide!(fm::q4_k::avx512::dot),
         WeightFormat::Q5K => wide!(fm::q5_k::avx512::dot),
         WeightFormat::Q6K => wide!(fm::q6_k::avx512::dot),
+        WeightFormat::MXFP4 => wide!(fm::mxfp4::avx512::dot),
         WeightFormat::F16 => wide!(fm::f16::avx512::dot),
         WeightFormat::BF16 => wide!(fm::bf16::avx512::dot),
         _ => None,

@@ -23,5 +23,6 @@ pub fn select(fmt: WeightFormat) -> Kernels {
         Q4K => kernels!(fm::q4_k::scalar),
         Q5K => kernels!(fm::q5_k::scalar),
         Q6K => kernels!(fm::q6_k::scalar),
+        MXFP4 => kernels!(fm::mxfp4::scalar),
     }
 }

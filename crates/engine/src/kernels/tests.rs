@@ -31,7 +31,7 @@ fn f16_fields(fmt: WeightFormat) -> &'static [usize] {
         Q2K => &[80, 82],
         Q3K => &[108],
         Q6K => &[208],
-        F32 | F16 | BF16 => &[],
+        F32 | F16 | BF16 | MXFP4 => &[],
     }
 }
 
@@ -75,6 +75,16 @@ fn random_matrix(
                 *b = rng.next() as u8;
             }
             for blk in out.chunks_exact_mut(fmt.block_bytes()) {
+                // MXFP4's E8M0 scale: the exponents real weights take (2^-20 .. 2^4), or
+                // the extremes.
+                if fmt == WeightFormat::MXFP4 {
+                    blk[0] = match scales {
+                        Scales::Random => 107 + (rng.next() % 25) as u8,
+                        Scales::Zero => 0,
+                        Scales::Huge => 140,
+                        Scales::Tiny => 1,
+                    };
+                }
                 for &at in f16_fields(fmt) {
                     let v = match scales {
                         Scales::Random => rng.f32() * 0.05,

@@ -117,3 +117,33 @@ pub(super) fn q8_0(xs: &[f32], out: &mut Vec<u8>) {
         out.extend(xs.iter().map(|&x| f32::round(x * id) as i8 as u8));
     }
 }
+
+/// MXFP4, as GGML's `quantize_row_mxfp4_ref`: the exponent `e = floor(log2(amax)) - 2 +
+/// 127` (0 for a block of zeros), and each value the first of the doubled E2M1 values
+/// nearest to it at half the scale.
+pub(super) fn mxfp4(xs: &[f32], out: &mut Vec<u8>) {
+    use crate::formats::mxfp4::{VALUES, half_scale};
+    let nearest = |x: f32, d: f32| {
+        let mut best = 0;
+        let mut err = (f32::from(VALUES[0]) * d - x).abs();
+        for (i, &v) in VALUES.iter().enumerate().skip(1) {
+            let e = (f32::from(v) * d - x).abs();
+            if e < err {
+                best = i as u8;
+                err = e;
+            }
+        }
+        best
+    };
+    for xs in xs.chunks_exact(QK) {
+        let amax = xs.iter().fold(0f32, |a, &x| a.max(x.abs()));
+        let e = if amax > 0.0 {
+            (amax.log2().floor() - 2.0 + 127.0).clamp(0.0, 255.0) as u8
+        } else {
+            0
+        };
+        let d = half_scale(e);
+        out.push(e);
+        out.extend((0..QK / 2).map(|j| nearest(xs[j], d) | (nearest(xs[j + QK / 2], d) << 4)));
+    }
+}

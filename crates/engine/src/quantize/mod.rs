@@ -31,6 +31,7 @@ pub fn quantize(fmt: WeightFormat, xs: &[f32]) -> Option<Vec<u8>> {
         WeightFormat::Q4K => kquants::q4_k(xs, &mut out),
         WeightFormat::Q5K => kquants::q5_k(xs, &mut out),
         WeightFormat::Q6K => kquants::q6_k(xs, &mut out),
+        WeightFormat::MXFP4 => blocks::mxfp4(xs, &mut out),
     }
     Some(out)
 }
@@ -54,6 +55,8 @@ mod tests {
             WeightFormat::Q6K => 0.05,
             WeightFormat::Q5_0 | WeightFormat::Q5_1 | WeightFormat::Q5K => 0.1,
             WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K => 0.2,
+            // E2M1's widest step is 4 of 12 at the top of a block's range.
+            WeightFormat::MXFP4 => 0.4,
             WeightFormat::Q3K => 0.4,
             WeightFormat::Q2K => 0.8,
         };

@@ -117,11 +117,13 @@ pub enum GgmlType {
     Q8K,
     /// bfloat16.
     BF16,
+    /// OCP microscaling FP4: blocks of 32 E2M1 values and one E8M0 (power of two) scale.
+    MXFP4,
 }
 
 impl GgmlType {
     /// Every type, in GGML id order.
-    pub const ALL: [GgmlType; 15] = [
+    pub const ALL: [GgmlType; 16] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -137,6 +139,7 @@ impl GgmlType {
         GgmlType::Q6K,
         GgmlType::Q8K,
         GgmlType::BF16,
+        GgmlType::MXFP4,
     ];
 
     /// GGML's id of this type.
@@ -157,6 +160,7 @@ impl GgmlType {
             GgmlType::Q6K => 14,
             GgmlType::Q8K => 15,
             GgmlType::BF16 => 30,
+            GgmlType::MXFP4 => 39,
         }
     }
 
@@ -170,7 +174,7 @@ impl GgmlType {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
             GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => 32,
-            GgmlType::Q8_0 | GgmlType::Q8_1 => 32,
+            GgmlType::Q8_0 | GgmlType::Q8_1 | GgmlType::MXFP4 => 32,
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K => 256,
             GgmlType::Q6K | GgmlType::Q8K => 256,
         }
@@ -193,6 +197,7 @@ impl GgmlType {
             GgmlType::Q5K => 176,
             GgmlType::Q6K => 210,
             GgmlType::Q8K => 292,
+            GgmlType::MXFP4 => 17,
         }
     }
 
@@ -214,6 +219,7 @@ impl GgmlType {
             GgmlType::Q6K => "q6k",
             GgmlType::Q8K => "q8k",
             GgmlType::BF16 => "bf16",
+            GgmlType::MXFP4 => "mxfp4",
         }
     }
 }
