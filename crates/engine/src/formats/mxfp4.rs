@@ -70,10 +70,8 @@ pub(crate) mod avx2 {
                 let b = $b;
                 let d = half_scale(w[b * BB]);
                 // SAFETY: block b spans w[b * 17..b * 17 + 17], inside w (checked above).
-                let q = _mm256_shuffle_epi8(
-                    table,
-                    nibbles(unsafe { load128(w.as_ptr().add(b * BB + 1)) }),
-                );
+                let packed = unsafe { load128(w.as_ptr().add(b * BB + 1)) };
+                let q = _mm256_shuffle_epi8(table, nibbles(packed));
                 let aq = _mm256_sign_epi8(q, q);
                 for r in 0..R {
                     // SAFETY: the 32 bytes of block b lie inside the row (checked above).
@@ -135,10 +133,8 @@ pub(crate) mod avx512 {
                 let b = $b;
                 let d = half_scale(w[b * BB]);
                 // SAFETY: block b spans w[b * 17..b * 17 + 17], inside w (checked above).
-                let u = _mm256_shuffle_epi8(
-                    table,
-                    nibbles(unsafe { load128(w.as_ptr().add(b * BB + 1)) }),
-                );
+                let packed = unsafe { load128(w.as_ptr().add(b * BB + 1)) };
+                let u = _mm256_shuffle_epi8(table, nibbles(packed));
                 for r in 0..R {
                     // SAFETY: the 32 values and 8 offsets of block b lie inside the row
                     // (checked above).
