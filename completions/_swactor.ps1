@@ -333,7 +333,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;model;quantize' {
             [CompletionResult]::new('--in', '--in', [CompletionResultType]::ParameterName, 'The GGUF model to read')
             [CompletionResult]::new('--out', '--out', [CompletionResultType]::ParameterName, 'Where to write the re-quantized model')
-            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay)')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay), or mxfp4_moe (routed experts in MXFP4, the rest Q8_0). Routers stay as they are')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -2153,7 +2153,7 @@ _swactor() {
                     return 0
                     ;;
                 --dtype)
-                    COMPREPLY=($(compgen -W "f32 f16 q8_0 q4_0" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 q8_0 q4_0 mxfp4" -- "${cur}"))
                     return 0
                     ;;
                 --arch)

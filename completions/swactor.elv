@@ -311,7 +311,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;model;quantize'= {
             cand --in 'The GGUF model to read'
             cand --out 'Where to write the re-quantized model'
-            cand --dtype 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay)'
+            cand --dtype 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay), or mxfp4_moe (routed experts in MXFP4, the rest Q8_0). Routers stay as they are'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'

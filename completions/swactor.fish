@@ -278,7 +278,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l dtype -d 'Storage type of the weight matrices' -r -f -a "f32\t'32-bit floats'
 f16\t'16-bit floats'
 q8_0\t'8-bit blocks of 32'
-q4_0\t'4-bit blocks of 32'"
+q4_0\t'4-bit blocks of 32'
+mxfp4\t'MXFP4 experts (llama.cpp\'s MXFP4_MOE), every other matrix Q8_0'"
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l arch -d 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral (`--ffn` is then each expert\'s)' -r -f -a "llama\t'Llama 2 style `llama`'
 llama3\t'Llama 3.x style `llama` (rope base 500 000, rope frequency factors, tied)'
 qwen2\t'Qwen 2.5 (`qwen2`: Q / K / V biases)'
@@ -296,7 +297,7 @@ complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l in -d 'The GGUF model to read' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l out -d 'Where to write the re-quantized model' -r -F
-complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l dtype -d 'Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay), or mxfp4_moe (routed experts in MXFP4, the rest Q8_0). Routers stay as they are' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from quantize" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from tokenize" -l model -d 'The GGUF model whose tokenizer is used' -r -F

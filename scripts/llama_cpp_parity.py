@@ -129,12 +129,13 @@ def check_synthesized(swactor: str, py: Path, cache: Path, tokens: int) -> bool:
 
 
 def check_quantized_moe(swactor: str, py: Path, cache: Path, tokens: int) -> bool:
-    """Each mixture of experts synthesized at Q8_0 and Q4_0: teacher-forced as the real files
+    """Each mixture of experts synthesized at Q8_0, Q4_0 and MXFP4 (experts; the rest Q8_0):
+    teacher-forced as the real files
     are (activations are quantized to 8 bits on both sides, so a router's near-tie may pick
     another expert; each such step is counted and printed)."""
     ok = True
     for arch in MOE_FAMILIES:
-        for dtype in ("q8_0", "q4_0"):
+        for dtype in ("q8_0", "q4_0", "mxfp4"):
             model = cache / "bench-models" / f"synth-{arch}-{dtype}-s2.gguf"
             if not model.exists():
                 model.parent.mkdir(parents=True, exist_ok=True)

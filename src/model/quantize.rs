@@ -20,6 +20,8 @@ pub enum QuantRecipe {
     /// block between; matrices whose rows are not whole 256-blocks fall back to Q5_0 /
     /// Q5_1 (Q8_0 for Q6_K), as llama.cpp's do.
     KMix(GgmlType),
+    /// llama.cpp's MXFP4_MOE: the routed experts in MXFP4, every other matrix in Q8_0.
+    Mxfp4Moe,
 }
 
 impl QuantRecipe {
@@ -27,6 +29,8 @@ impl QuantRecipe {
     fn target(self, name: &str, cols: usize, blocks: usize) -> GgmlType {
         let base = match self {
             QuantRecipe::All(t) => return t,
+            QuantRecipe::Mxfp4Moe if name.ends_with("_exps.weight") => return GgmlType::MXFP4,
+            QuantRecipe::Mxfp4Moe => return GgmlType::Q8_0,
             QuantRecipe::KMix(t) => t,
         };
         let block: Option<usize> = name
@@ -35,7 +39,9 @@ impl QuantRecipe {
             .and_then(|i| i.parse().ok());
         let n = blocks;
         let more_bits = |i: usize| i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-        let matrix = name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight");
+        let matrix = name.ends_with("attn_v.weight")
+            || name.ends_with("ffn_down.weight")
+            || name.ends_with("ffn_down_exps.weight");
         let wants = if name == "output.weight" || (matrix && block.is_some_and(more_bits)) {
             GgmlType::Q6K
         } else {
@@ -56,6 +62,7 @@ impl QuantRecipe {
         match self {
             QuantRecipe::KMix(GgmlType::Q5K) => 17,
             QuantRecipe::KMix(_) => 15,
+            QuantRecipe::Mxfp4Moe => 38,
             QuantRecipe::All(t) => match t {
                 GgmlType::F32 => 0,
                 GgmlType::F16 => 1,
@@ -78,6 +85,7 @@ pub fn parse_recipe(name: &str) -> Option<QuantRecipe> {
     match name {
         "q4_k_m" | "q4km" => Some(QuantRecipe::KMix(GgmlType::Q4K)),
         "q5_k_m" | "q5km" => Some(QuantRecipe::KMix(GgmlType::Q5K)),
+        "mxfp4_moe" | "mxfp4" => Some(QuantRecipe::Mxfp4Moe),
         _ => parse_quant(name).map(QuantRecipe::All),
     }
 }
@@ -123,7 +131,11 @@ pub fn quantize_file(
         let data = &bytes[start as usize..start as usize + len as usize];
         let dims = &info.shape;
         let target = recipe.target(name, dims.last().copied().unwrap_or(0), blocks);
-        let fits = dims.len() == 2 && dims[1] % target.block_size() == 0;
+        // Matrices and stacks of them (experts); norms and routers (kept in f32 as
+        // llama.cpp keeps them) are copied.
+        let fits = matches!(dims.len(), 2 | 3)
+            && dims.last().is_some_and(|c| c % target.block_size() == 0)
+            && !name.ends_with("ffn_gate_inp.weight");
         let t = if fits && info.dtype != target && !name.ends_with("norm.weight") {
             changed += 1;
             requantize(name, info, data, target)?

@@ -40,6 +40,9 @@ pub enum SynthDType {
     /// 4-bit blocks of 32.
     #[serde(rename = "q4_0")]
     Q4_0,
+    /// MXFP4 routed experts (and a dense model's feed-forward), every other matrix Q8_0
+    /// (llama.cpp's MXFP4_MOE).
+    Mxfp4,
 }
 
 impl SynthDType {
@@ -49,6 +52,15 @@ impl SynthDType {
             SynthDType::F16 => GgmlType::F16,
             SynthDType::Q8_0 => GgmlType::Q8_0,
             SynthDType::Q4_0 => GgmlType::Q4_0,
+            SynthDType::Mxfp4 => GgmlType::MXFP4,
+        }
+    }
+
+    /// The type of matrices other than the feed-forward's.
+    fn others(self) -> GgmlType {
+        match self {
+            SynthDType::Mxfp4 => GgmlType::Q8_0,
+            other => other.ggml(),
         }
     }
 }
@@ -368,7 +380,8 @@ pub(crate) fn tensor(
 /// Builds every tensor of the model, in file order, as `(name, tensor)`.
 pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, SynthError> {
     spec.validate()?;
-    let dt = spec.dtype.ggml();
+    // The feed-forward's type, and the other matrices' (they differ for MXFP4).
+    let (dt, ot) = (spec.dtype.ggml(), spec.dtype.others());
     let family = spec.arch.family();
     let h = spec.hidden;
     let hd = spec.arch.head_dim(h, spec.heads);
@@ -385,14 +398,14 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
         out.push((name, tensor(&t, shape, dt)?));
         Ok::<(), SynthError>(())
     };
-    stack("token_embd.weight".into(), 1, spec.vocab, h, 1.0, dt)?;
+    stack("token_embd.weight".into(), 1, spec.vocab, h, 1.0, ot)?;
     let f = spec.ffn;
     for b in 0..spec.blocks {
         let n = |t: &str| format!("blk.{b}.{t}.weight");
-        stack(n("attn_q"), 1, q, h, inv(h), dt)?;
-        stack(n("attn_k"), 1, kv, h, inv(h), dt)?;
-        stack(n("attn_v"), 1, kv, h, inv(h), dt)?;
-        stack(n("attn_output"), 1, h, q, inv(q), dt)?;
+        stack(n("attn_q"), 1, q, h, inv(h), ot)?;
+        stack(n("attn_k"), 1, kv, h, inv(h), ot)?;
+        stack(n("attn_v"), 1, kv, h, inv(h), ot)?;
+        stack(n("attn_output"), 1, h, q, inv(q), ot)?;
         match spec.moe() {
             None => {
                 stack(n("ffn_gate"), 1, f, h, inv(h), dt)?;
@@ -408,15 +421,15 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
                 stack(n("ffn_down_exps"), e, h, f, inv(f), dt)?;
                 let sf = spec.shared_ffn();
                 if sf > 0 {
-                    stack(n("ffn_gate_shexp"), 1, sf, h, inv(h), dt)?;
-                    stack(n("ffn_up_shexp"), 1, sf, h, inv(h), dt)?;
-                    stack(n("ffn_down_shexp"), 1, h, sf, inv(sf), dt)?;
+                    stack(n("ffn_gate_shexp"), 1, sf, h, inv(h), ot)?;
+                    stack(n("ffn_up_shexp"), 1, sf, h, inv(h), ot)?;
+                    stack(n("ffn_down_shexp"), 1, h, sf, inv(sf), ot)?;
                 }
             }
         }
     }
     if !spec.tied_embeddings() {
-        stack("output.weight".into(), 1, spec.vocab, h, 4.0 * inv(h), dt)?;
+        stack("output.weight".into(), 1, spec.vocab, h, 4.0 * inv(h), ot)?;
     }
     // Norms, biases and rope factors stay f32, as in llama.cpp's own files. A Llama 2
     // model's norms are ones (the bytes of earlier versions); the other families' norms
@@ -495,6 +508,7 @@ pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)
         SynthDType::F32 => 0,
         SynthDType::F16 => 1,
         SynthDType::Q4_0 => 2,
+        SynthDType::Mxfp4 => 38,
         SynthDType::Q8_0 => 7,
     };
     let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());

@@ -416,6 +416,45 @@ fn the_benchmarks_run_a_real_worker_and_report_ratios_as_json() {
 }
 
 #[test]
+fn model_quantize_mxfp4_moe_puts_the_experts_in_mxfp4_keeps_the_router_and_the_model_still_runs() {
+    use swactor::model::synth::{SynthArch, SynthSpec, write_model};
+    let model = scratch().join("cli-quantize-qwen3moe-f32.gguf");
+    let spec = SynthSpec {
+        blocks: 2,
+        hidden: 128,
+        heads: 4,
+        kv_heads: 2,
+        ffn: 64,
+        vocab: 300,
+        arch: SynthArch::Qwen3Moe,
+        ..SynthSpec::default()
+    };
+    write_model(&model, &spec).expect("synth");
+    let out_path = scratch().join("cli-quantize-qwen3moe-mxfp4.gguf");
+    swactor()
+        .args(["model", "quantize", "--dtype", "mxfp4_moe", "--in"])
+        .arg(&model)
+        .arg("--out")
+        .arg(&out_path)
+        .assert()
+        .success();
+    let facts = swactor::model::read_facts(&out_path).expect("facts");
+    // Per block: three expert stacks in MXFP4; the router and the norms stay f32; the
+    // four attention matrices, the embedding and the head become Q8_0.
+    assert_eq!(facts.tensor_types.get("mxfp4").copied(), Some(2 * 3), "{:?}", facts.tensor_types);
+    assert_eq!(facts.tensor_types.get("q8_0").copied(), Some(2 * 4 + 2));
+    let out = swactor()
+        .args(["generate", "--json", "--prompt", "The river", "--max-tokens", "4", "--model"])
+        .arg(&out_path)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(stdout_json_lines(&out).iter().filter(|l| l["type"] == "token").count(), 4);
+}
+
+#[test]
 fn model_quantize_rewrites_the_weight_matrices_and_generate_still_runs() {
     let model = synth_model(4);
     let out_path = scratch().join("cli-requantized-q8.gguf");

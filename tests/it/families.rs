@@ -95,6 +95,31 @@ fn every_family_split_into_one_to_four_stages_gives_the_one_process_tokens_exact
 }
 
 #[test]
+fn a_mixture_of_experts_in_mxfp4_splits_into_two_and_three_stages_with_the_one_process_tokens() {
+    let path = scratch().join("family-qwen3moe-mxfp4.gguf");
+    let spec = SynthSpec {
+        blocks: 6,
+        hidden: 128,
+        heads: 4,
+        kv_heads: 2,
+        ffn: 256,
+        vocab: 300,
+        seed: 5,
+        arch: SynthArch::Qwen3Moe,
+        dtype: swactor::model::synth::SynthDType::Mxfp4,
+        ..SynthSpec::default()
+    };
+    write_model(&path, &spec).expect("synth");
+    let prompt: Vec<u32> = (0..40).map(|i| (i * 37 + 5) % 290).collect();
+    let whole = tokens(&path, &[LayerRange::new(0, 6)], &prompt, 32, KvCacheDType::F32);
+    assert_eq!(whole.len(), 32);
+    for stages in [2, 3] {
+        let split = tokens(&path, &even_split(6, stages), &prompt, 32, KvCacheDType::F32);
+        assert_eq!(split, whole, "{stages} stages");
+    }
+}
+
+#[test]
 fn every_familys_rows_are_bitwise_the_same_alone_batched_and_in_a_prefill_chunk() {
     for arch in FAMILIES {
         let path = family_model(arch);

@@ -176,8 +176,9 @@ pub struct QuantizeArgs {
     /// Where to write the re-quantized model.
     #[arg(long, value_name = "GGUF")]
     pub out: PathBuf,
-    /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or
-    /// a K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay).
+    /// Target type: f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, a
+    /// K-quant mix as llama.cpp makes it: q4_k_m, q5_k_m (Q6_K where more bits pay), or
+    /// mxfp4_moe (routed experts in MXFP4, the rest Q8_0). Routers stay as they are.
     #[arg(long, value_name = "TYPE")]
     pub dtype: String,
     /// Output format.
@@ -198,6 +199,9 @@ pub enum SynthDTypeArg {
     /// 4-bit blocks of 32.
     #[value(name = "q4_0")]
     Q4_0,
+    /// MXFP4 experts (llama.cpp's MXFP4_MOE), every other matrix Q8_0.
+    #[value(name = "mxfp4")]
+    Mxfp4,
 }
 
 impl From<SynthDTypeArg> for SynthDType {
@@ -207,6 +211,7 @@ impl From<SynthDTypeArg> for SynthDType {
             SynthDTypeArg::F16 => SynthDType::F16,
             SynthDTypeArg::Q8_0 => SynthDType::Q8_0,
             SynthDTypeArg::Q4_0 => SynthDType::Q4_0,
+            SynthDTypeArg::Mxfp4 => SynthDType::Mxfp4,
         }
     }
 }
