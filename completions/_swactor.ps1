@@ -319,7 +319,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--vocab', '--vocab', [CompletionResultType]::ParameterName, 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Context length recorded in the file')
             [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Storage type of the weight matrices')
-            [CompletionResult]::new('--arch', '--arch', [CompletionResultType]::ParameterName, 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral (`--ffn` is then each expert''s)')
+            [CompletionResult]::new('--arch', '--arch', [CompletionResultType]::ParameterName, 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral, gpt-oss (`--ffn` is then each expert''s)')
             [CompletionResult]::new('--experts', '--experts', [CompletionResultType]::ParameterName, 'Experts per block of a mixture-of-experts family')
             [CompletionResult]::new('--experts-used', '--experts-used', [CompletionResultType]::ParameterName, 'Experts each token runs (mixture-of-experts families)')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the random weights')

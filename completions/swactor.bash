@@ -2157,7 +2157,7 @@ _swactor() {
                     return 0
                     ;;
                 --arch)
-                    COMPREPLY=($(compgen -W "llama llama3 qwen2 qwen3 gemma3 qwen3moe qwen2moe mixtral" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "llama llama3 qwen2 qwen3 gemma3 qwen3moe qwen2moe mixtral gpt-oss" -- "${cur}"))
                     return 0
                     ;;
                 --experts)

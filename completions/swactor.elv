@@ -298,7 +298,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --vocab 'Vocabulary size (at least 257: 256 bytes and an end-of-text token)'
             cand --context 'Context length recorded in the file'
             cand --dtype 'Storage type of the weight matrices'
-            cand --arch 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral (`--ffn` is then each expert''s)'
+            cand --arch 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral, gpt-oss (`--ffn` is then each expert''s)'
             cand --experts 'Experts per block of a mixture-of-experts family'
             cand --experts-used 'Experts each token runs (mixture-of-experts families)'
             cand --seed 'Seed of the random weights'

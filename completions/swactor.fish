@@ -280,14 +280,15 @@ f16\t'16-bit floats'
 q8_0\t'8-bit blocks of 32'
 q4_0\t'4-bit blocks of 32'
 mxfp4\t'MXFP4 experts (llama.cpp\'s MXFP4_MOE), every other matrix Q8_0'"
-complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l arch -d 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral (`--ffn` is then each expert\'s)' -r -f -a "llama\t'Llama 2 style `llama`'
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l arch -d 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral, gpt-oss (`--ffn` is then each expert\'s)' -r -f -a "llama\t'Llama 2 style `llama`'
 llama3\t'Llama 3.x style `llama` (rope base 500 000, rope frequency factors, tied)'
 qwen2\t'Qwen 2.5 (`qwen2`: Q / K / V biases)'
 qwen3\t'Qwen 3 (`qwen3`: Q / K norms, wide heads)'
 gemma3\t'Gemma 3 (`gemma3`: post norms, Q / K norms, GeGLU, sliding window)'
 qwen3moe\t'Qwen 3 MoE (`qwen3moe`: Qwen 3\'s attention, routed experts)'
 qwen2moe\t'Qwen 2 MoE (`qwen2moe`: Qwen 2\'s attention, routed experts, a shared expert)'
-mixtral\t'Mixtral (`llama` with routed experts)'"
+mixtral\t'Mixtral (`llama` with routed experts)'
+gpt-oss\t'gpt-oss (`gpt-oss`: biases, attention sinks, alternating sliding blocks, YaRN, routed experts with biases, the clamped SwiGLU)'"
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l experts -d 'Experts per block of a mixture-of-experts family' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l experts-used -d 'Experts each token runs (mixture-of-experts families)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l seed -d 'Seed of the random weights' -r

@@ -22,7 +22,7 @@ import json
 import subprocess
 from pathlib import Path
 
-MOE_FAMILIES = ["qwen3moe", "qwen2moe", "mixtral"]
+MOE_FAMILIES = ["qwen3moe", "qwen2moe", "mixtral", "gpt-oss"]
 FAMILIES = ["llama", "llama3", "qwen2", "qwen3", "gemma3"] + MOE_FAMILIES
 NEAR_TIE = 0.5
 SYNTH_PROMPT = "The river ran past the old mill"

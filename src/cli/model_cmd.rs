@@ -166,6 +166,7 @@ fn attention_row(f: &ModelFacts) -> String {
     parts.push(match family.gate_activation() {
         swactor_core::model::arch::GateActivation::Silu => "SwiGLU".to_string(),
         swactor_core::model::arch::GateActivation::GeluTanh => "GeGLU".to_string(),
+        swactor_core::model::arch::GateActivation::SwigluOai => "clamped SwiGLU".to_string(),
     });
     parts.join(", ")
 }

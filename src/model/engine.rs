@@ -8,7 +8,8 @@ use std::sync::Arc;
 use swactor_core::model::arch::{GateActivation, RopeStyle};
 use swactor_engine::matmul::Gate;
 use swactor_engine::transformer::{
-    Arch, Config, Experts, Extras, FeedForward, Layer, SharedExpert, Stage, Weights,
+    Arch, Config, ExpertBiases, Experts, Extras, FeedForward, Layer, Routing, SharedExpert, Stage,
+    Weights, Yarn,
 };
 use swactor_engine::{Bytes, Isa, Matrix, ThreadPool, WeightFormat};
 
@@ -239,7 +240,11 @@ fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, S
     if f.post_norms() {
         extra.post_attn_norm = Some(b.vector(&n("post_attention_norm.weight"), d)?);
     }
-    let ffn_norm = b.vector(&n("ffn_norm.weight"), d)?;
+    if f.o_bias_and_sinks() {
+        extra.o_bias = Some(b.vector(&n("attn_output.bias"), d)?);
+        extra.sinks = Some(b.vector(&n("attn_sinks.weight"), facts.head_count as usize)?);
+    }
+    let ffn_norm = b.vector(&n(f.ffn_norm()), d)?;
     let ffn = match &facts.arch.moe {
         None => FeedForward::Dense {
             gate: b.matrix(&n("ffn_gate.weight"))?,
@@ -251,6 +256,17 @@ fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, S
             let gate = b.stack(&n("ffn_gate_exps.weight"))?;
             let up = b.stack(&n("ffn_up_exps.weight"))?;
             let down = b.stack(&n("ffn_down_exps.weight"))?;
+            let (e, ef) = (moe.experts as usize, moe.expert_ffn as usize);
+            let biases = if moe.biases {
+                Some(Box::new(ExpertBiases {
+                    router: b.vector(&n("ffn_gate_inp.bias"), e)?,
+                    gate: b.vector(&n("ffn_gate_exps.bias"), e * ef)?,
+                    up: b.vector(&n("ffn_up_exps.bias"), e * ef)?,
+                    down: b.vector(&n("ffn_down_exps.bias"), e * d)?,
+                }))
+            } else {
+                None
+            };
             let shared = if moe.shared_ffn > 0 {
                 Some(Box::new(SharedExpert {
                     gate_inp: b.vector(&n("ffn_gate_inp_shexp.weight"), d)?,
@@ -269,6 +285,11 @@ fn bind_block(b: &mut Binder<'_>, facts: &ModelFacts, i: u32) -> Result<Layer, S
                 used: moe.used as usize,
                 normalize: moe.normalize,
                 shared,
+                routing: match moe.routing {
+                    swactor_core::model::arch::Routing::Softmax => Routing::Softmax,
+                    swactor_core::model::arch::Routing::SoftmaxOfChosen => Routing::SoftmaxOfChosen,
+                },
+                biases,
             })
         }
     };
@@ -312,6 +333,7 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
             gate: match family.gate_activation() {
                 GateActivation::Silu => Gate::Silu,
                 GateActivation::GeluTanh => Gate::GeluTanh,
+                GateActivation::SwigluOai => Gate::SwigluOai,
             },
             embed_scale: if family.scales_embedding() {
                 (facts.hidden_size as f32).sqrt()
@@ -323,6 +345,18 @@ fn engine_config(facts: &ModelFacts, spec: &StageSpec, layers: &[Layer]) -> Conf
             window_cap,
             local_rope_base: facts.arch.local_rope_base,
             attention_scale: facts.arch.attention_scale.unwrap_or(0.0),
+            yarn: facts.arch.yarn.map(|y| {
+                // llama.cpp's context: its magnitude factor over YaRN's own (1 + 0.1 ln s),
+                // which the rope multiplies back in, times the file's.
+                let mscale = 0.1 * y.factor.ln() + 1.0;
+                Yarn {
+                    factor: y.factor,
+                    original_context: y.original_context,
+                    attn_factor: mscale * (1.0 / (1.0 + 0.1 * y.factor.ln())) * y.attn_factor,
+                    beta_fast: 32.0,
+                    beta_slow: 1.0,
+                }
+            }),
         },
     }
 }

@@ -86,11 +86,14 @@ pub enum SynthArch {
     Qwen2Moe,
     /// Mixtral: a `llama` file with routed experts.
     Mixtral,
+    /// `gpt-oss`: biases, attention sinks, alternating sliding blocks, YaRN, routed experts
+    /// with biases and the clamped SwiGLU.
+    GptOss,
 }
 
 impl SynthArch {
     /// Every family, in the order the docs list them.
-    pub const ALL: [SynthArch; 8] = [
+    pub const ALL: [SynthArch; 9] = [
         SynthArch::Llama,
         SynthArch::Llama3,
         SynthArch::Qwen2,
@@ -99,6 +102,7 @@ impl SynthArch {
         SynthArch::Qwen3Moe,
         SynthArch::Qwen2Moe,
         SynthArch::Mixtral,
+        SynthArch::GptOss,
     ];
 
     /// The name `--arch` takes.
@@ -112,6 +116,7 @@ impl SynthArch {
             SynthArch::Qwen3Moe => "qwen3moe",
             SynthArch::Qwen2Moe => "qwen2moe",
             SynthArch::Mixtral => "mixtral",
+            SynthArch::GptOss => "gpt-oss",
         }
     }
 
@@ -121,6 +126,7 @@ impl SynthArch {
             SynthArch::Llama | SynthArch::Llama3 | SynthArch::Mixtral => Family::Llama,
             SynthArch::Qwen3Moe => Family::Qwen3Moe,
             SynthArch::Qwen2Moe => Family::Qwen2Moe,
+            SynthArch::GptOss => Family::GptOss,
             SynthArch::Qwen2 => Family::Qwen2,
             SynthArch::Qwen3 => Family::Qwen3,
             SynthArch::Gemma3 => Family::Gemma3,
@@ -132,7 +138,9 @@ impl SynthArch {
     fn head_dim(self, hidden: u32, heads: u32) -> u32 {
         let base = hidden / heads;
         match self {
-            SynthArch::Qwen3 | SynthArch::Gemma3 | SynthArch::Qwen3Moe => 2 * base,
+            SynthArch::Qwen3 | SynthArch::Gemma3 | SynthArch::Qwen3Moe | SynthArch::GptOss => {
+                2 * base
+            }
             _ => base,
         }
     }
@@ -147,12 +155,15 @@ impl SynthArch {
             | SynthArch::Qwen3Moe
             | SynthArch::Qwen2Moe
             | SynthArch::Mixtral => 1_000_000.0,
+            SynthArch::GptOss => 150_000.0,
         }
     }
 
     fn pre_tokenizer(self) -> &'static str {
         match self {
-            SynthArch::Llama | SynthArch::Gemma3 | SynthArch::Mixtral => "default",
+            SynthArch::Llama | SynthArch::Gemma3 | SynthArch::Mixtral | SynthArch::GptOss => {
+                "default"
+            }
             SynthArch::Llama3 => "llama-bpe",
             SynthArch::Qwen2 | SynthArch::Qwen3 | SynthArch::Qwen3Moe | SynthArch::Qwen2Moe => {
                 "qwen2"
@@ -254,8 +265,10 @@ impl SynthSpec {
 
     /// The experts written, and how many a token uses (`None` for a dense family).
     pub fn moe(&self) -> Option<(u32, u32)> {
-        let moe =
-            matches!(self.arch, SynthArch::Qwen3Moe | SynthArch::Qwen2Moe | SynthArch::Mixtral);
+        let moe = matches!(
+            self.arch,
+            SynthArch::Qwen3Moe | SynthArch::Qwen2Moe | SynthArch::Mixtral | SynthArch::GptOss
+        );
         let or = |v: u32, d: u32| if v == 0 { d } else { v };
         moe.then(|| (or(self.experts, 8), or(self.experts_used, 2)))
     }
@@ -448,7 +461,14 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
     let mut small = vec![norm("output_norm.weight".to_string(), h)];
     for b in 0..spec.blocks {
         small.push(norm(format!("blk.{b}.attn_norm.weight"), h));
-        small.push(norm(format!("blk.{b}.ffn_norm.weight"), h));
+        small.push(norm(format!("blk.{b}.{}", family.ffn_norm()), h));
+        if family.o_bias_and_sinks() {
+            let name = format!("blk.{b}.attn_output.bias");
+            small.push((name.clone(), vector(&name, h, 0.0, 0.5)));
+            let name = format!("blk.{b}.attn_sinks.weight");
+            small.push((name.clone(), vector(&name, spec.heads, 0.0, 2.0)));
+        }
+
         if family.qkv_bias() {
             for (t, len) in [("attn_q", q), ("attn_k", kv), ("attn_v", kv)] {
                 let name = format!("blk.{b}.{t}.bias");
@@ -474,6 +494,26 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
     for (name, t) in small {
         let len = t.len();
         out.push((name, tensor(&t, vec![len], GgmlType::F32)?));
+    }
+    // gpt-oss's router and expert biases (per expert: a row each).
+    if let (Some((e, _)), Family::GptOss) = (spec.moe(), family) {
+        for b in 0..spec.blocks {
+            for (t, rows, cols) in [
+                ("ffn_gate_inp", 1, e),
+                ("ffn_gate_exps", e, spec.ffn),
+                ("ffn_up_exps", e, spec.ffn),
+                ("ffn_down_exps", e, h),
+            ] {
+                let name = format!("blk.{b}.{t}.bias");
+                let v = vector(&name, rows * cols, 0.0, 0.5);
+                let shape = if rows == 1 {
+                    vec![cols as usize]
+                } else {
+                    vec![rows as usize, cols as usize]
+                };
+                out.push((name, tensor(&v, shape, GgmlType::F32)?));
+            }
+        }
     }
     Ok(out)
 }
@@ -532,8 +572,14 @@ pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)
         md.push((a("attention.key_length"), Value::U32(head_dim)));
         md.push((a("attention.value_length"), Value::U32(head_dim)));
     }
-    if family == Family::Gemma3 {
+    if matches!(family, Family::Gemma3 | Family::GptOss) {
         md.push((a("attention.sliding_window"), Value::U32(SYNTH_SLIDING_WINDOW)));
+    }
+    if family == Family::GptOss {
+        // gpt-oss's YaRN: 32 times its original 4096 positions.
+        md.push((a("rope.scaling.type"), Value::String("yarn".into())));
+        md.push((a("rope.scaling.factor"), Value::F32(32.0)));
+        md.push((a("rope.scaling.original_context_length"), Value::U32(4096)));
     }
     if let Some((experts, used)) = spec.moe() {
         md.push((a("expert_count"), Value::U32(experts)));

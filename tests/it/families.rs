@@ -1,5 +1,5 @@
 //! Model families: every synthesized family (Llama 3, Qwen 2.5, Qwen 3, Gemma 3, and the
-//! mixtures of experts Qwen 3 MoE, Qwen 2 MoE and Mixtral) splits
+//! mixtures of experts Qwen 3 MoE, Qwen 2 MoE, Mixtral and gpt-oss) splits
 //! across one to four stages with exactly the one-process tokens and keeps its rows
 //! batch-invariant, sliding window included; Gemma 3 270M continues a prompt through three
 //! stages as `generate` does, through the library and through `run local`.
@@ -68,7 +68,7 @@ fn tokens(
     out
 }
 
-pub(crate) const FAMILIES: [SynthArch; 7] = [
+pub(crate) const FAMILIES: [SynthArch; 8] = [
     SynthArch::Llama3,
     SynthArch::Qwen2,
     SynthArch::Qwen3,
@@ -76,6 +76,7 @@ pub(crate) const FAMILIES: [SynthArch; 7] = [
     SynthArch::Qwen3Moe,
     SynthArch::Qwen2Moe,
     SynthArch::Mixtral,
+    SynthArch::GptOss,
 ];
 
 #[test]

@@ -194,7 +194,7 @@ fn runs_split_within_plan(model: PathBuf, tag: &str) {
 fn the_engines_scratch_for_the_largest_micro_batch_stays_within_the_planned_compute_bytes() {
     use swactor::model::synth::SynthArch;
     // Dense, and mixtures of experts (one with a shared expert wider than the rest).
-    for arch in [SynthArch::Llama, SynthArch::Qwen3Moe, SynthArch::Qwen2Moe] {
+    for arch in [SynthArch::Llama, SynthArch::Qwen3Moe, SynthArch::Qwen2Moe, SynthArch::GptOss] {
         let model = scratch().join(format!("memory-scratch-{}-q8_0.gguf", arch.name()));
         if !model.exists() {
             let spec =

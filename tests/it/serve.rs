@@ -483,7 +483,7 @@ fn eight_concurrent_streamed_chats_each_equal_generate_chat_on_the_same_message(
 #[test]
 fn a_served_mixture_of_experts_answers_eight_concurrent_completions_each_as_generate_does() {
     use swactor::model::synth::SynthArch;
-    for arch in [SynthArch::Qwen3Moe, SynthArch::Qwen2Moe, SynthArch::Mixtral] {
+    for arch in [SynthArch::Qwen3Moe, SynthArch::Qwen2Moe, SynthArch::Mixtral, SynthArch::GptOss] {
         let model = crate::families::family_model(arch);
         let s = Server::local(&model, &["--max-sequences", "8", "--stages", "3"]);
         let url = format!("{}/v1/completions", s.url);

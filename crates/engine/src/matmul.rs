@@ -332,6 +332,8 @@ pub enum Gate {
     Silu,
     /// GELU with the tanh approximation: GeGLU.
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU (GGML's `swiglu_oai`, alpha 1.702, limit 7).
+    SwigluOai,
 }
 
 impl Gate {
@@ -341,6 +343,19 @@ impl Gate {
         match self {
             Gate::Silu => silu(x),
             Gate::GeluTanh => gelu_table(x),
+            Gate::SwigluOai => {
+                let x = x.min(7.0);
+                x / (1.0 + (1.702 * -x).exp())
+            }
+        }
+    }
+
+    /// The gated value of gate product `g` and up product `u`.
+    #[inline]
+    pub fn combine(self, g: f32, u: f32) -> f32 {
+        match self {
+            Gate::SwigluOai => self.apply(g) * (u.clamp(-7.0, 7.0) + 1.0),
+            _ => self.apply(g) * u,
         }
     }
 }
@@ -376,6 +391,22 @@ pub fn glu_rows(
     first: usize,
     chunk: &mut [f32],
 ) {
+    glu_rows_biased(act, gate, up, None, acts, cols, first, chunk);
+}
+
+/// [`glu_rows`] with biases added to the gate and up products (indexed by output row)
+/// before the activation (gpt-oss's experts).
+#[allow(clippy::too_many_arguments)]
+pub fn glu_rows_biased(
+    act: Gate,
+    gate: &Matrix,
+    up: &Matrix,
+    bias: Option<(&[f32], &[f32])>,
+    acts: &Acts,
+    cols: Range<usize>,
+    first: usize,
+    chunk: &mut [f32],
+) {
     const BLOCK: usize = 16;
     let (a0, n) = (cols.start, cols.len());
     // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then the
@@ -391,8 +422,13 @@ pub fn glu_rows(
             gate.dot_rows(o..o + nr, acts, a0 + c0..a0 + c0 + nc, &mut g, 4);
             up.dot_rows(o..o + nr, acts, a0 + c0..a0 + c0 + nc, &mut u, 4);
             for r in 0..nr {
+                let (bg, bu) = bias.map_or((0.0, 0.0), |(bg, bu)| (bg[o + r], bu[o + r]));
                 for c in 0..nc {
-                    chunk[(r0 + r) * n + c0 + c] = act.apply(g[r * 4 + c]) * u[r * 4 + c];
+                    let (gv, uv) = (g[r * 4 + c], u[r * 4 + c]);
+                    chunk[(r0 + r) * n + c0 + c] = match bias {
+                        None => act.combine(gv, uv),
+                        Some(_) => act.combine(gv + bg, uv + bu),
+                    };
                 }
             }
         }

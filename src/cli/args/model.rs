@@ -145,7 +145,8 @@ pub struct SynthArgs {
     #[arg(long)]
     pub tied_embeddings: bool,
     /// The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a
-    /// mixture of experts: qwen3moe, qwen2moe, mixtral (`--ffn` is then each expert's).
+    /// mixture of experts: qwen3moe, qwen2moe, mixtral, gpt-oss (`--ffn` is then each
+    /// expert's).
     #[arg(long, value_enum, default_value = "llama", value_name = "ARCH")]
     pub arch: SynthArchArg,
     /// Experts per block of a mixture-of-experts family.
@@ -247,6 +248,10 @@ pub enum SynthArchArg {
     Qwen2moe,
     /// Mixtral (`llama` with routed experts).
     Mixtral,
+    /// gpt-oss (`gpt-oss`: biases, attention sinks, alternating sliding blocks, YaRN,
+    /// routed experts with biases, the clamped SwiGLU).
+    #[value(name = "gpt-oss")]
+    GptOss,
 }
 
 impl From<SynthArchArg> for crate::model::synth::SynthArch {
@@ -261,6 +266,7 @@ impl From<SynthArchArg> for crate::model::synth::SynthArch {
             SynthArchArg::Qwen3moe => S::Qwen3Moe,
             SynthArchArg::Qwen2moe => S::Qwen2Moe,
             SynthArchArg::Mixtral => S::Mixtral,
+            SynthArchArg::GptOss => S::GptOss,
         }
     }
 }

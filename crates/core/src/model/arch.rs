@@ -31,6 +31,10 @@ pub enum Family {
     /// `qwen2moe`: Qwen 2 / 1.5 mixture-of-experts (Qwen 2's attention; routed experts,
     /// weights not renormalized, and a shared expert behind a sigmoid gate).
     Qwen2Moe,
+    /// `gpt-oss`: OpenAI's gpt-oss (biases on Q / K / V / O, attention sinks, sliding-window
+    /// and global blocks alternating, YaRN rope scaling, routed experts with biases, the
+    /// clamped SwiGLU, a softmax over the chosen experts' scores).
+    GptOss,
 }
 
 /// How rope pairs the dimensions of a head.
@@ -49,6 +53,8 @@ pub enum GateActivation {
     Silu,
     /// GELU, tanh approximation (GeGLU).
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU: `min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)`.
+    SwigluOai,
 }
 
 /// Extra KV rows a sliding-window layer's cache holds beyond its window: one pass of
@@ -58,13 +64,14 @@ pub const SLIDING_WINDOW_SLACK: u32 = 64;
 
 impl Family {
     /// Every family, in the order the docs list them.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Llama,
         Family::Qwen2,
         Family::Qwen3,
         Family::Gemma3,
         Family::Qwen3Moe,
         Family::Qwen2Moe,
+        Family::GptOss,
     ];
 
     /// The family a `general.architecture` value names.
@@ -81,6 +88,7 @@ impl Family {
             Family::Gemma3 => "gemma3",
             Family::Qwen3Moe => "qwen3moe",
             Family::Qwen2Moe => "qwen2moe",
+            Family::GptOss => "gpt-oss",
         }
     }
 
@@ -92,13 +100,28 @@ impl Family {
             | Family::Qwen3
             | Family::Gemma3
             | Family::Qwen3Moe
-            | Family::Qwen2Moe => RopeStyle::Halves,
+            | Family::Qwen2Moe
+            | Family::GptOss => RopeStyle::Halves,
         }
     }
 
     /// Whether Q, K and V have biases.
     pub const fn qkv_bias(self) -> bool {
-        matches!(self, Family::Qwen2 | Family::Qwen2Moe)
+        matches!(self, Family::Qwen2 | Family::Qwen2Moe | Family::GptOss)
+    }
+
+    /// Whether the attention output projection has a bias, and each head a sink (a
+    /// learned logit that joins every softmax of its scores and takes no value).
+    pub const fn o_bias_and_sinks(self) -> bool {
+        matches!(self, Family::GptOss)
+    }
+
+    /// The norm in front of the feed-forward (gpt-oss names it after attention).
+    pub const fn ffn_norm(self) -> &'static str {
+        match self {
+            Family::GptOss => "post_attention_norm.weight",
+            _ => "ffn_norm.weight",
+        }
     }
 
     /// Whether Q and K are RMS-normalized per head before rope.
@@ -108,7 +131,7 @@ impl Family {
 
     /// Whether every file of the family has routed experts (`llama` files may: Mixtral).
     pub const fn always_moe(self) -> bool {
-        matches!(self, Family::Qwen3Moe | Family::Qwen2Moe)
+        matches!(self, Family::Qwen3Moe | Family::Qwen2Moe | Family::GptOss)
     }
 
     /// Whether the attention and feed-forward outputs are normalized again before they
@@ -121,6 +144,7 @@ impl Family {
     pub const fn gate_activation(self) -> GateActivation {
         match self {
             Family::Gemma3 => GateActivation::GeluTanh,
+            Family::GptOss => GateActivation::SwigluOai,
             _ => GateActivation::Silu,
         }
     }
@@ -144,7 +168,10 @@ impl Family {
         if self.post_norms() {
             names.push("post_attention_norm.weight");
         }
-        names.extend(["ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"]);
+        if self.o_bias_and_sinks() {
+            names.extend(["attn_output.bias", "attn_sinks.weight"]);
+        }
+        names.extend([self.ffn_norm(), "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"]);
         if self.post_norms() {
             names.push("post_ffw_norm.weight");
         }
@@ -188,6 +215,32 @@ pub struct ArchFacts {
     /// The routed experts that replace the feed-forward (`None`: a dense model).
     #[serde(default)]
     pub moe: Option<MoeFacts>,
+    /// YaRN rope scaling (`rope.scaling.type = yarn`), on every block.
+    #[serde(default)]
+    pub yarn: Option<YarnFacts>,
+}
+
+/// YaRN rope scaling as a file gives it (llama.cpp's defaults for the rest: the ramp
+/// between `beta_fast = 32` and `beta_slow = 1` rotations, extrapolation factor 1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct YarnFacts {
+    /// `rope.scaling.factor`: positions are interpolated by its inverse.
+    pub factor: f32,
+    /// `rope.scaling.original_context_length` (else the trained context).
+    pub original_context: u32,
+    /// `rope.scaling.attn_factor` (1 where absent).
+    pub attn_factor: f32,
+}
+
+/// How the router's scores become the chosen experts' weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// A softmax over every expert, the `used` most probable kept.
+    #[default]
+    Softmax,
+    /// The `used` highest scores kept, then a softmax over those (gpt-oss).
+    SoftmaxOfChosen,
 }
 
 /// A mixture-of-experts feed-forward: a router (`ffn_gate_inp`) scores every expert per
@@ -207,6 +260,12 @@ pub struct MoeFacts {
     /// Whether the `used` weights are divided by their sum (Qwen 3 MoE, Mixtral) or kept
     /// as the softmax over every expert gave them (Qwen 2 MoE).
     pub normalize: bool,
+    /// How scores become weights.
+    #[serde(default)]
+    pub routing: Routing,
+    /// Whether the router and every expert's products have biases (gpt-oss).
+    #[serde(default)]
+    pub biases: bool,
 }
 
 /// Most experts a block may have (the largest models today have 384).
@@ -266,6 +325,7 @@ impl MoeFacts {
         }
         if let Some(gating) = meta.u32_opt(&arch("expert_gating_func"))?
             && gating != 1
+            && family != Family::GptOss
         {
             return inconsistent(format!(
                 "expert gating function {gating} is not supported (1: softmax)"
@@ -279,7 +339,12 @@ impl MoeFacts {
             used,
             expert_ffn,
             shared_ffn,
-            normalize: family != Family::Qwen2Moe,
+            normalize: !matches!(family, Family::Qwen2Moe | Family::GptOss),
+            routing: match family {
+                Family::GptOss => Routing::SoftmaxOfChosen,
+                _ => Routing::Softmax,
+            },
+            biases: family == Family::GptOss,
         }))
     }
 }
@@ -322,8 +387,36 @@ impl ArchFacts {
                 return inconsistent("final logit soft-capping is not supported".into());
             }
         }
+        if family == Family::GptOss {
+            // llama.cpp's gpt-oss: every other block slides (the even ones), on the global
+            // rope base unless the file gives its own.
+            a.sliding_window = meta.u32_opt(&arch("attention.sliding_window"))?.filter(|&w| w > 0);
+            a.sliding_pattern = 2;
+            let base = meta.f32_opt(&arch("rope.freq_base"))?.unwrap_or(10_000.0);
+            a.local_rope_base = meta.f32_opt(&arch("rope.freq_base_swa"))?.unwrap_or(base);
+        }
         match meta.string_opt(&arch("rope.scaling.type"))?.as_deref() {
             None | Some("none") => {}
+            Some("yarn") => {
+                let factor = meta.f32_opt(&arch("rope.scaling.factor"))?.unwrap_or(1.0);
+                if !(factor.is_finite() && factor >= 1.0) {
+                    return inconsistent(format!("rope scaling factor {factor} must be >= 1"));
+                }
+                if meta
+                    .f32_opt(&arch("rope.scaling.yarn_log_multiplier"))?
+                    .is_some_and(|m| m != 0.0)
+                {
+                    return inconsistent("YaRN's log multiplier is not supported".into());
+                }
+                let original = meta.u32_opt(&arch("rope.scaling.original_context_length"))?;
+                let trained = meta.u32_opt(&arch("context_length"))?.unwrap_or(0);
+                let attn_factor = meta.f32_opt(&arch("rope.scaling.attn_factor"))?.unwrap_or(1.0);
+                a.yarn = (factor > 1.0).then_some(YarnFacts {
+                    factor,
+                    original_context: original.filter(|&o| o > 0).unwrap_or(trained),
+                    attn_factor,
+                });
+            }
             Some("linear") => {
                 let factor = meta.f32_opt(&arch("rope.scaling.factor"))?.unwrap_or(1.0);
                 if !(factor.is_finite() && factor >= 1.0) {
@@ -333,7 +426,7 @@ impl ArchFacts {
             }
             Some(other) => {
                 return inconsistent(format!(
-                    "rope scaling `{other}` is not supported (none or linear)"
+                    "rope scaling `{other}` is not supported (none, linear or yarn)"
                 ));
             }
         }
@@ -353,6 +446,7 @@ impl ArchFacts {
             rope_freq_factors: false,
             attention_scale: None,
             moe: None,
+            yarn: None,
         }
     }
 
@@ -393,6 +487,14 @@ impl ArchFacts {
                 "ffn_up_exps.weight",
                 "ffn_down_exps.weight",
             ];
+            if moe.biases {
+                experts.extend([
+                    "ffn_gate_inp.bias",
+                    "ffn_gate_exps.bias",
+                    "ffn_up_exps.bias",
+                    "ffn_down_exps.bias",
+                ]);
+            }
             if moe.shared_ffn > 0 {
                 experts.extend([
                     "ffn_gate_inp_shexp.weight",
@@ -408,6 +510,7 @@ impl ArchFacts {
 
     /// The names of the global tensors a stage with blocks binds besides its blocks'.
     pub fn shared_block_tensors(&self) -> Vec<&'static str> {
+        // (Every family's global tensors: the rope frequency factors only.)
         if self.rope_freq_factors { vec!["rope_freqs.weight"] } else { Vec::new() }
     }
 }

@@ -8,7 +8,7 @@ use super::gguf::{GgufError, GgufHeader, MetaValue};
 
 /// The values of `general.architecture` this build runs.
 pub const SUPPORTED_ARCHITECTURES: &[&str] =
-    &["llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe"];
+    &["llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe", "gpt-oss"];
 
 /// Why a file's model facts could not be read. [`ModelError::code`] is a stable reason.
 #[derive(Debug, Error)]

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::cache::{KvFormat, Layout, Slot};
-use super::ops::{dot, rms_norm_in_place, rope_style, softmax};
+use super::ops::{dot, rms_norm_in_place, rope_style, softmax, softmax_with_sink};
 use super::{Config, Layer, Scratch};
 use crate::pool::ThreadPool;
 
@@ -23,13 +23,15 @@ impl RopeTables {
         4 * (self.cos.capacity() + self.sin.capacity())
     }
 
-    /// Angles `p / scale * base^(-2i / hd) / factors[i]` for positions below `positions`.
+    /// Angles `p / scale * base^(-2i / hd) / factors[i]` for positions below `positions`;
+    /// with `yarn`, YaRN's interpolation of them and its magnitude scaling.
     pub(super) fn new(
         base: f32,
         hd: usize,
         positions: usize,
         scale: f32,
         factors: Option<&[f32]>,
+        yarn: Option<&super::Yarn>,
     ) -> RopeTables {
         let half = hd / 2;
         let inv: Vec<f32> = (0..half)
@@ -41,11 +43,21 @@ impl RopeTables {
         let (mut cos, mut sin) =
             (Vec::with_capacity(positions * half), Vec::with_capacity(positions * half));
         let step = 1.0 / scale;
+        let yarn = yarn.map(|y| (y, y.corr_dims(hd, base)));
         for p in 0..positions {
-            for &f in &inv {
+            for (i, &f) in inv.iter().enumerate() {
                 let t = p as f32 * f * step;
-                cos.push(t.cos());
-                sin.push(t.sin());
+                match yarn {
+                    None => {
+                        cos.push(t.cos());
+                        sin.push(t.sin());
+                    }
+                    Some((y, dims)) => {
+                        let (c, s) = y.rotate(t, dims, 2 * i);
+                        cos.push(c);
+                        sin.push(s);
+                    }
+                }
             }
         }
         RopeTables { cos, sin, half }
@@ -141,7 +153,11 @@ pub(super) fn attention(
     // llama.cpp's products with its f16 cache round them.
     let f16 = c.kv == KvFormat::F16;
     let r0 = rows.start;
-    s.att.resize(rows.len() * c.heads * chunk, 0.0);
+    // Sliding and global blocks ask for different sizes: grow to the size asked, not by
+    // doubling, so the scratch stays within what the planner counts.
+    let need = rows.len() * c.heads * chunk;
+    s.att.reserve_exact(need.saturating_sub(s.att.len()));
+    s.att.resize(need, 0.0);
     let scale = match c.arch.attention_scale {
         s if s > 0.0 => s,
         _ => 1.0 / (hd as f32).sqrt(),
@@ -179,7 +195,10 @@ pub(super) fn attention(
                     let keys = slot.k.f32_run(at, len * hd).expect("an f32 cache");
                     crate::simd::scores_f32(q, keys, scale, &mut sc[r..r + len]);
                 });
-                softmax(sc);
+                match &b.w.extra.sinks {
+                    Some(sinks) => softmax_with_sink(sc, sinks[h]),
+                    None => softmax(sc),
+                }
                 for_runs(b, kh, lo..p + 1, |r, at, len| {
                     let values = slot.v.f32_run(at, len * hd).expect("an f32 cache");
                     crate::simd::mix_f32(y, &sc[r..r + len], values);
@@ -189,7 +208,10 @@ pub(super) fn attention(
             for (k, s) in sc.iter_mut().enumerate() {
                 *s = dot(q, slot.k.read(b.layout.at(b.l, kh, lo + k), row)) * scale;
             }
-            softmax(sc);
+            match &b.w.extra.sinks {
+                Some(sinks) => softmax_with_sink(sc, sinks[h]),
+                None => softmax(sc),
+            }
             if f16 {
                 sc.iter_mut().for_each(|v| *v = to_f16(*v));
             }

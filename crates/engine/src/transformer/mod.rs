@@ -29,7 +29,7 @@ use crate::pool::ThreadPool;
 use attention::{Block, RopeTables};
 use cache::{Cache, Layout, Slot};
 pub use cache::{KvBlock, KvFormat};
-pub use moe::{Experts, FeedForward, SharedExpert, route};
+pub use moe::{ExpertBiases, Experts, FeedForward, Routing, SharedExpert, route, route_chosen};
 pub use ops::{RopeStyle, dot, rms_norm, rope, softmax};
 
 /// The shape of the model.
@@ -81,6 +81,50 @@ pub struct Arch {
     pub local_rope_base: f32,
     /// The attention scores' scale; 0: `1 / sqrt(head_dim)`.
     pub attention_scale: f32,
+    /// YaRN rope scaling of every block (gpt-oss).
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN rope scaling as GGML computes it (`rope_yarn`): each angle interpolated by
+/// `1 / factor` except on the fast-rotating dimensions, which a ramp between the
+/// correction dimensions keeps extrapolated; cosines and sines scaled by
+/// `attn_factor (1 + 0.1 ln factor)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Yarn {
+    /// The scaling factor (positions interpolated by its inverse).
+    pub factor: f32,
+    /// The context the model was trained with before scaling.
+    pub original_context: u32,
+    /// The magnitude factor the context computes (llama.cpp: `mscale / (1 + 0.1 ln
+    /// factor)` times the file's `rope.scaling.attn_factor`).
+    pub attn_factor: f32,
+    /// The ramp's fast end, in rotations (32).
+    pub beta_fast: f32,
+    /// The ramp's slow end (1).
+    pub beta_slow: f32,
+}
+
+impl Yarn {
+    /// The ramp's dimensions for a head of `dims` rotated dimensions on rope base `base`
+    /// (GGML's `ggml_rope_yarn_corr_dims`).
+    pub fn corr_dims(&self, dims: usize, base: f32) -> [f32; 2] {
+        let n = dims as f32;
+        let ctx = self.original_context as f32;
+        let dim =
+            |beta: f32| n * (ctx / (beta * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln());
+        [dim(self.beta_fast).floor().max(0.0), dim(self.beta_slow).ceil().min(n - 1.0)]
+    }
+
+    /// The cosine and sine of extrapolated angle `theta` at dimension `i0` (even).
+    pub fn rotate(&self, theta: f32, dims: [f32; 2], i0: usize) -> (f32, f32) {
+        let freq_scale = 1.0 / self.factor;
+        let interp = freq_scale * theta;
+        let y = ((i0 / 2) as f32 - dims[0]) / (dims[1] - dims[0]).max(0.001);
+        let ramp = 1.0 - y.clamp(0.0, 1.0);
+        let t = interp * (1.0 - ramp) + theta * ramp;
+        let mscale = self.attn_factor * (1.0 + 0.1 * (1.0 / freq_scale).ln());
+        (t.cos() * mscale, t.sin() * mscale)
+    }
 }
 
 impl Default for Arch {
@@ -94,6 +138,7 @@ impl Default for Arch {
             window_cap: 0,
             local_rope_base: 10_000.0,
             attention_scale: 0.0,
+            yarn: None,
         }
     }
 }
@@ -138,6 +183,11 @@ pub struct Extras {
     pub post_attn_norm: Option<Vec<f32>>,
     /// RMSNorm weight on the feed-forward output before the residual (Gemma 3).
     pub post_ffn_norm: Option<Vec<f32>>,
+    /// Bias of the attention output projection (gpt-oss).
+    pub o_bias: Option<Vec<f32>>,
+    /// Each head's attention sink: a logit in every softmax of its scores that takes no
+    /// value (gpt-oss).
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// A stage's weights.
@@ -234,10 +284,11 @@ impl Stage {
     ) -> Result<Stage, String> {
         shapes::check_shapes(&cfg, &w)?;
         let (hd, max) = (cfg.head_dim, cfg.max_seq_len);
-        let rope =
-            RopeTables::new(cfg.rope_base, hd, max, cfg.arch.rope_scale, w.rope_factors.as_deref());
+        let yarn = cfg.arch.yarn.as_ref();
+        let factors = w.rope_factors.as_deref();
+        let rope = RopeTables::new(cfg.rope_base, hd, max, cfg.arch.rope_scale, factors, yarn);
         let local_rope = if cfg.arch.window > 0 {
-            RopeTables::new(cfg.arch.local_rope_base, hd, max, 1.0, None)
+            RopeTables::new(cfg.arch.local_rope_base, hd, max, 1.0, None, yarn)
         } else {
             RopeTables::default()
         };
@@ -513,6 +564,11 @@ impl Stage {
         s.acts.quantize_for(&[lw.wo.format()]);
         s.out_t.resize(d * n, 0.0);
         matmul_t(&self.pool, &[&lw.wo], &s.acts, &mut s.out_t);
+        if let Some(bias) = &lw.extra.o_bias {
+            for (o, b) in bias.iter().enumerate() {
+                s.out_t[o * n..(o + 1) * n].iter_mut().for_each(|v| *v += b);
+            }
+        }
         let post = lw.extra.post_attn_norm.as_deref().map(|w| (w, c.eps));
         ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
 

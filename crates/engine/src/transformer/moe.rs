@@ -15,7 +15,7 @@
 //! product is bitwise batch-invariant like every other.
 
 use crate::kernels::Acts;
-use crate::matmul::{Gate, Matrix, glu_rows, glu_t, matmul_t};
+use crate::matmul::{Gate, Matrix, glu_rows_biased, glu_t, matmul_t};
 use crate::pool::ThreadPool;
 
 /// A block's feed-forward.
@@ -68,6 +68,35 @@ pub struct Experts {
     pub normalize: bool,
     /// A shared expert every row runs (Qwen 2 MoE).
     pub shared: Option<Box<SharedExpert>>,
+    /// How the router's scores become weights.
+    pub routing: Routing,
+    /// The router's and the experts' biases (gpt-oss).
+    pub biases: Option<Box<ExpertBiases>>,
+}
+
+/// How the router's scores become the chosen experts' weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Routing {
+    /// A softmax over every expert, the `used` most probable kept (then renormalized
+    /// where [`Experts::normalize`] says).
+    #[default]
+    Softmax,
+    /// The `used` highest scores kept, then a softmax over them (gpt-oss).
+    SoftmaxOfChosen,
+}
+
+/// Biases of a mixture of experts (gpt-oss): added to the router's scores, and to each
+/// expert's gate, up (before the activation) and down products.
+#[derive(Debug, Clone)]
+pub struct ExpertBiases {
+    /// `[experts]`.
+    pub router: Vec<f32>,
+    /// `[experts][expert_ffn]`.
+    pub gate: Vec<f32>,
+    /// `[experts][expert_ffn]`.
+    pub up: Vec<f32>,
+    /// `[experts][hidden]`.
+    pub down: Vec<f32>,
 }
 
 /// An expert every row runs, scaled by `sigmoid(gate_inp . x)`.
@@ -110,6 +139,14 @@ impl Experts {
             if d.rows() != hidden || d.cols() != ffn {
                 return Err(format!("expert {e}'s down is not {hidden} x {ffn}"));
             }
+        }
+        if let Some(b) = &self.biases
+            && (b.router.len() != n
+                || b.gate.len() != n * ffn
+                || b.up.len() != n * ffn
+                || b.down.len() != n * hidden)
+        {
+            return Err("the experts' biases do not fit".into());
         }
         if let Some(s) = &self.shared {
             let f = s.gate.rows();
@@ -227,7 +264,13 @@ pub(super) fn experts_forward(
     for i in 0..n {
         m.probs.clear();
         m.probs.extend((0..ne).map(|e| m.logits_t[e * n + i]));
-        route(&mut m.probs, k, x.normalize, &mut m.sel);
+        if let Some(b) = &x.biases {
+            m.probs.iter_mut().zip(&b.router).for_each(|(p, b)| *p += b);
+        }
+        match x.routing {
+            Routing::Softmax => route(&mut m.probs, k, x.normalize, &mut m.sel),
+            Routing::SoftmaxOfChosen => route_chosen(&m.probs, k, &mut m.sel),
+        }
     }
 
     // The selected experts, each with the rows that chose it, gathered and quantized.
@@ -260,7 +303,8 @@ pub(super) fn experts_forward(
         pool.for_each_span(&mut m.out_t, &m.lens, &|t, span| {
             let (g, r0, _) = tasks[t];
             let (e, at, rows) = groups[g];
-            glu_rows(act, &x.gate[e], &x.up[e], acts, at..at + rows, r0, span);
+            let bias = x.biases.as_ref().map(|b| (&b.gate[e * f..], &b.up[e * f..]));
+            glu_rows_biased(act, &x.gate[e], &x.up[e], bias, acts, at..at + rows, r0, span);
         });
     }
     // The inner activations become the down products' rows, in the same order.
@@ -289,12 +333,13 @@ pub(super) fn experts_forward(
         });
     }
     m.eo.resize(n * k * d, 0.0);
-    for (g, &(_, at, rows)) in m.groups.iter().enumerate() {
+    for (g, &(e, at, rows)) in m.groups.iter().enumerate() {
         let out = &m.out_t[offsets[g]..offsets[g] + d * rows];
+        let bias = x.biases.as_ref().map(|b| &b.down[e * d..(e + 1) * d]);
         for r in 0..rows {
             let p = m.order[at + r];
             for (o, v) in m.eo[p * d..(p + 1) * d].iter_mut().enumerate() {
-                *v = out[o * rows + r];
+                *v = out[o * rows + r] + bias.map_or(0.0, |b| b[o]);
             }
         }
     }
@@ -376,31 +421,53 @@ fn gated(
 /// `sel` in descending order (ties: the lower expert first), divided by their sum when
 /// `normalize` (the sum at least 2^-14, as llama.cpp clamps it).
 pub fn route(logits: &mut [f32], k: usize, normalize: bool, sel: &mut Vec<(u32, f32)>) {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let mut sum = 0f64;
-    for v in logits.iter_mut() {
-        *v = (*v - max).exp();
-        sum += f64::from(*v);
-    }
-    let inv = (1.0 / sum) as f32;
-    logits.iter_mut().for_each(|v| *v *= inv);
+    ggml_softmax(logits);
     let start = sel.len();
-    for _ in 0..k {
-        let mut best: Option<usize> = None;
-        for (e, &p) in logits.iter().enumerate() {
-            let taken = sel[start..].iter().any(|&(t, _)| t as usize == e);
-            if !taken && best.is_none_or(|b| p > logits[b]) {
-                best = Some(e);
-            }
-        }
-        let e = best.unwrap_or(0);
-        sel.push((e as u32, logits[e]));
-    }
+    top_k(logits, k, sel);
     if normalize {
         // llama.cpp clamps the sum to f16's smallest normal before it divides.
         let s: f32 = sel[start..].iter().map(|&(_, w)| w).sum::<f32>().max(6.103_515_6e-5);
         sel[start..].iter_mut().for_each(|(_, w)| *w /= s);
     }
+}
+
+/// gpt-oss's routing: the `k` highest `logits` pushed to `sel` in descending order (ties:
+/// the lower expert), weighted by a softmax over those `k` alone.
+pub fn route_chosen(logits: &[f32], k: usize, sel: &mut Vec<(u32, f32)>) {
+    let start = sel.len();
+    top_k(logits, k, sel);
+    let mut w: Vec<f32> = sel[start..].iter().map(|&(_, w)| w).collect();
+    ggml_softmax(&mut w);
+    sel[start..].iter_mut().zip(w).for_each(|(s, w)| s.1 = w);
+}
+
+/// The `k` largest of `values` with their values, pushed in descending order.
+fn top_k(values: &[f32], k: usize, sel: &mut Vec<(u32, f32)>) {
+    let start = sel.len();
+    for _ in 0..k {
+        let mut best: Option<usize> = None;
+        for (e, &p) in values.iter().enumerate() {
+            let taken = sel[start..].iter().any(|&(t, _)| t as usize == e);
+            if !taken && best.is_none_or(|b| p > values[b]) {
+                best = Some(e);
+            }
+        }
+        let e = best.unwrap_or(0);
+        sel.push((e as u32, values[e]));
+    }
+}
+
+/// A softmax in place as GGML's `soft_max` computes it: the maximum subtracted, the sum
+/// in f64, one reciprocal multiplied in.
+fn ggml_softmax(x: &mut [f32]) {
+    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    let inv = (1.0 / sum) as f32;
+    x.iter_mut().for_each(|v| *v *= inv);
 }
 
 #[inline]

@@ -57,6 +57,22 @@ pub fn rope_style(style: RopeStyle, x: &mut [f32], cos: &[f32], sin: &[f32]) {
     }
 }
 
+/// Softmax in place over `x` and a sink logit that joins the sum but takes no weight
+/// (gpt-oss's attention sinks; GGML's `soft_max` with sinks): `e^(x - m) / (sum +
+/// e^(sink - m))` with `m` the largest of both.
+pub fn softmax_with_sink(x: &mut [f32], sink: f32) {
+    let max = x.iter().fold(sink, |m, &v| m.max(v));
+    let mut sum = 0f32;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    sum += (sink - max).exp();
+    for v in x.iter_mut() {
+        *v /= sum;
+    }
+}
+
 /// Softmax in place: `e^(x - max) / sum`.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));

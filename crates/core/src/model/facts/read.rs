@@ -295,6 +295,7 @@ fn tally_tensors<'a>(
     header.check_tensor_extents()?;
     let shapes = ExpectedShapes {
         moe: moe.copied(),
+        heads: shape.head_count as usize,
         hidden: shape.hidden_size as usize,
         q: (shape.head_count * shape.head_dim) as usize,
         head_dim: shape.head_dim as usize,
@@ -432,6 +433,7 @@ fn bytes_by_role(
 /// model's constants.
 struct ExpectedShapes {
     moe: Option<MoeFacts>,
+    heads: usize,
     hidden: usize,
     q: usize,
     head_dim: usize,
@@ -469,7 +471,14 @@ impl ExpectedShapes {
                 let m = self.moe?;
                 vec![m.experts as usize, h, m.expert_ffn as usize]
             }
-            "ffn_gate_inp_shexp.weight" => vec![h],
+            "ffn_gate_inp_shexp.weight" | "attn_output.bias" => vec![h],
+            "attn_sinks.weight" => vec![self.heads],
+            "ffn_gate_inp.bias" => vec![self.moe?.experts as usize],
+            "ffn_gate_exps.bias" | "ffn_up_exps.bias" => {
+                let m = self.moe?;
+                vec![m.experts as usize, m.expert_ffn as usize]
+            }
+            "ffn_down_exps.bias" => vec![self.moe?.experts as usize, h],
             "ffn_gate_shexp.weight" | "ffn_up_shexp.weight" => {
                 vec![self.moe?.shared_ffn as usize, h]
             }
