@@ -202,6 +202,8 @@ def check_all(swactor: str, py: Path, root: Path, tokens: int) -> bool:
             if (models / name).exists()]
     vocabs = sorted((cache / "vocab").glob("ggml-vocab-*.gguf"))
     files = [(v.stem.removeprefix("ggml-vocab-"), str(v)) for v in vocabs] + real
+    # gpt-oss's o200k pre-tokenizer (`gpt-4o`), on the synthesized gpt-oss's vocabulary.
+    files.append(("gpt-4o", str(cache / "bench-models" / "synth-gpt-oss-f32-s2.gguf")))
     ok = check_synthesized(swactor, py, cache, tokens)
     ok = check_quantized_moe(swactor, py, cache, tokens) and ok
     for label, model in real:

@@ -161,9 +161,8 @@ impl SynthArch {
 
     fn pre_tokenizer(self) -> &'static str {
         match self {
-            SynthArch::Llama | SynthArch::Gemma3 | SynthArch::Mixtral | SynthArch::GptOss => {
-                "default"
-            }
+            SynthArch::Llama | SynthArch::Gemma3 | SynthArch::Mixtral => "default",
+            SynthArch::GptOss => "gpt-4o",
             SynthArch::Llama3 => "llama-bpe",
             SynthArch::Qwen2 | SynthArch::Qwen3 | SynthArch::Qwen3Moe | SynthArch::Qwen2Moe => {
                 "qwen2"

@@ -113,6 +113,9 @@ pub struct Tokenizer {
 
 const GPT2_RE: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
 const LLAMA3_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// o200k (gpt-4o, gpt-oss) as llama.cpp writes it: a letter run is upper-then-lower or
+/// lower-only (`[^a-z]` / `[^A-Z]` among letters), with an optional contraction.
+const GPT4O_RE: &str = r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_RE: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The pre-tokenizer regexes of a `tokenizer.ggml.pre` name, and whether whole words that
@@ -125,6 +128,7 @@ pub fn pre_tokenizer(name: &str) -> Option<(Vec<&'static str>, bool)> {
             (vec![r"\p{N}", GPT2_RE], false)
         }
         "qwen2" | "stablelm2" | "hunyuan" => (vec![QWEN2_RE], false),
+        "gpt-4o" | "llama4" | "kanana2" | "talkie" => (vec![GPT4O_RE], false),
         _ => return None,
     })
 }

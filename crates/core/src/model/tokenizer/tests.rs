@@ -371,3 +371,18 @@ fn printed_control_markers_reach_the_text_and_other_controls_do_not() {
     tok.print_controls(&crate::chat::MARKERS);
     assert_eq!(tok.decode(&[0, calls, eos]), "a[TOOL_CALLS]");
 }
+
+#[test]
+fn the_gpt_4o_pre_tokenizer_splits_case_runs_contractions_and_digit_triples_as_llama_cpp_does() {
+    let (pre, ignore_merges) = pre_tokenizer("gpt-4o").expect("gpt-4o");
+    assert!(!ignore_merges);
+    let re = fancy_regex::Regex::new(pre[0]).expect("compiles");
+    let pieces = |text: &str| -> Vec<String> {
+        re.find_iter(text).map(|m| m.expect("match").as_str().to_string()).collect()
+    };
+    assert_eq!(
+        pieces("HelloWorld's CAPS café 1234567"),
+        ["Hello", "World's", " CAPS", " café", " ", "123", "456", "7"]
+    );
+    assert_eq!(pre_tokenizer("llama4"), pre_tokenizer("gpt-4o"));
+}
