@@ -270,3 +270,28 @@ fn every_command_that_reads_a_model_refuses_an_unsupported_architecture_by_name(
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_harmony_vocabulary_ends_a_turn_at_return_or_call_and_never_at_end() {
+    use crate::support::{GgufBuilder, Meta};
+    // 300 tokens: the builder's `t0..t299` with gpt-oss's control tokens at 200..203.
+    let mut tokens: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+    let mut types = vec![1i32; 300];
+    for (i, t) in ["<|end|>", "<|return|>", "<|call|>", "<|start|>"].iter().enumerate() {
+        tokens[200 + i] = t.to_string();
+        types[200 + i] = 3;
+    }
+    let eot = |eos: u32, types: &[i32]| {
+        let path = GgufBuilder::llama(2)
+            .meta("tokenizer.ggml.tokens", Meta::StrArray(tokens.clone()))
+            .meta("tokenizer.ggml.token_type", Meta::I32Array(types.to_vec()))
+            .meta("tokenizer.ggml.eos_token_id", Meta::U32(eos))
+            .write(&format!("family-harmony-eos{eos}.gguf"));
+        swactor::model::read_facts(&path).expect("facts").eot_token_id
+    };
+    assert_eq!(eot(201, &types), Some(202), "eos <|return|>: a call ends the turn too");
+    assert_eq!(eot(202, &types), Some(201), "eos <|call|>: so does <|return|>");
+    // Without the harmony pair, <|end|> is an end of turn as llama.cpp finds one.
+    types[201] = 1;
+    assert_eq!(eot(0, &types), Some(200));
+}

@@ -67,6 +67,7 @@ pub enum Meta {
     F32(f32),
     Str(String),
     StrArray(Vec<String>),
+    I32Array(Vec<i32>),
     /// An array header claiming `len` elements of GGUF type `elem`, with none written.
     ArrayClaim {
         elem: u32,
@@ -108,8 +109,12 @@ impl GgufBuilder {
         self
     }
 
+    /// Sets `key` (in its place where the builder already has it, else last).
     pub fn meta(mut self, key: &str, value: Meta) -> Self {
-        self.meta.push((key.to_string(), value));
+        match self.meta.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.meta.push((key.to_string(), value)),
+        }
         self
     }
 
@@ -176,6 +181,14 @@ impl GgufBuilder {
                 Meta::Str(s) => {
                     out.extend(8u32.to_le_bytes());
                     string(&mut out, s);
+                }
+                Meta::I32Array(a) => {
+                    out.extend(9u32.to_le_bytes());
+                    out.extend(5u32.to_le_bytes());
+                    out.extend((a.len() as u64).to_le_bytes());
+                    for x in a {
+                        out.extend(x.to_le_bytes());
+                    }
                 }
                 Meta::StrArray(a) => {
                     out.extend(9u32.to_le_bytes());

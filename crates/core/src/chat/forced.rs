@@ -54,6 +54,27 @@ pub fn forced_call_grammar(
             };
             format!("start: {open} calls\ncalls: %json {calls}\n")
         }
+        ToolFormat::Harmony => {
+            // `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{..}`,
+            // one alternative per tool (the name picks the arguments' schema).
+            let token = |t: &str| match marker(t) {
+                Some(id) => format!("<[{id}]>"),
+                None => format!("{t:?}"),
+            };
+            let (channel, constrain, message) =
+                (token("<|channel|>"), token("<|constrain|>"), token("<|message|>"));
+            let mut alts = Vec::new();
+            let mut rules = String::new();
+            for (i, t) in chosen.iter().enumerate() {
+                let f = &t["function"];
+                let name = f["name"].as_str().unwrap_or_default();
+                let params = f.get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+                let head = format!("commentary to=functions.{name} ");
+                alts.push(format!("{channel} {:?} {constrain} \"json\" {message} args{i}", head));
+                rules.push_str(&format!("args{i}: %json {params}\n"));
+            }
+            format!("start: {}\n{rules}", alts.join(" | "))
+        }
         ToolFormat::None => return None,
     };
     Some(grammar)
@@ -62,6 +83,26 @@ pub fn forced_call_grammar(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forced_harmony_call_addresses_one_chosen_function_with_its_schema_after_json() {
+        let tools = vec![
+            json!({"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}),
+            json!({"type": "function", "function": {"name": "b"}}),
+        ];
+        let ids = |t: &str| match t {
+            "<|channel|>" => Some(5),
+            "<|constrain|>" => Some(6),
+            "<|message|>" => Some(7),
+            _ => None,
+        };
+        let g = forced_call_grammar(ToolFormat::Harmony, &tools, Some("b"), ids).unwrap();
+        assert_eq!(
+            g,
+            "start: <[5]> \"commentary to=functions.b \" <[6]> \"json\" <[7]> args0\n\
+             args0: %json {\"type\":\"object\"}\n"
+        );
+    }
 
     #[test]
     fn a_forced_call_is_one_call_of_the_chosen_tools_in_the_templates_format() {

@@ -12,6 +12,7 @@
 mod clock;
 mod escape;
 mod forced;
+mod harmony;
 mod message;
 mod output;
 mod pyjson;

@@ -13,13 +13,15 @@
 //! - Llama 3.x: the whole answer one JSON object `{"name": .., "parameters": {..}}`
 //!   (optionally after `<|python_tag|>`);
 //! - Mistral: `[TOOL_CALLS]` then a JSON array of `{"name", "arguments"}`, or
-//!   `[TOOL_CALLS]name[ARGS]{..}` repeated (newer templates).
+//!   `[TOOL_CALLS]name[ARGS]{..}` repeated (newer templates);
+//! - gpt-oss's harmony: channels and recipients in message headers (`super::harmony`),
+//!   read whether or not tools were offered (its reasoning is a channel).
 
 use serde_json::Value;
 
 /// The markers the parser reads that some vocabularies hold as control tokens (printed by
 /// [`crate::model::tokenizer::Tokenizer::print_controls`] so the answer's text has them).
-pub const MARKERS: [&str; 7] = [
+pub const MARKERS: [&str; 14] = [
     "<tool_call>",
     "</tool_call>",
     "[TOOL_CALLS]",
@@ -27,6 +29,13 @@ pub const MARKERS: [&str; 7] = [
     "<|python_tag|>",
     "<think>",
     "</think>",
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|constrain|>",
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
 ];
 
 /// How a model writes tool calls.
@@ -38,6 +47,8 @@ pub enum ToolFormat {
     Llama3Json,
     /// `[TOOL_CALLS]` (Mistral).
     Mistral,
+    /// gpt-oss's harmony messages (`to=functions.NAME`).
+    Harmony,
     /// None this build reads: the answer is content.
     None,
 }
@@ -45,7 +56,9 @@ pub enum ToolFormat {
 impl ToolFormat {
     /// The format a chat template teaches, read from its text.
     pub fn of_template(template: &str) -> ToolFormat {
-        if template.contains("<tool_call>") {
+        if template.contains("<|channel|>") {
+            ToolFormat::Harmony
+        } else if template.contains("<tool_call>") {
             ToolFormat::Hermes
         } else if template.contains("[TOOL_CALLS]") {
             ToolFormat::Mistral
@@ -62,6 +75,7 @@ impl ToolFormat {
             ToolFormat::Hermes => "hermes",
             ToolFormat::Llama3Json => "llama3_json",
             ToolFormat::Mistral => "mistral",
+            ToolFormat::Harmony => "harmony",
             ToolFormat::None => "none",
         }
     }
@@ -127,6 +141,8 @@ pub struct OutputParser {
     content_seen: bool,
     /// The tools offered: a bare JSON answer is a call only when it names one.
     names: Vec<String>,
+    /// The harmony reader, which takes the whole answer (gpt-oss).
+    harmony: Option<super::harmony::HarmonyParser>,
 }
 
 /// The length of the longest suffix of `text` that is a proper prefix of `marker` (held
@@ -167,7 +183,15 @@ impl OutputParser {
             calls: 0,
             content_seen: false,
             names: Vec::new(),
+            harmony: None,
         }
+    }
+
+    /// A parser of gpt-oss's harmony answers; `tools`: messages to functions are calls.
+    pub fn harmony(tools: bool) -> OutputParser {
+        let mut p = OutputParser::new(ToolFormat::Harmony, false, false);
+        p.harmony = Some(super::harmony::HarmonyParser::new(tools));
+        p
     }
 
     /// The parser, reading a bare JSON answer as a call when it names one of `names` (the
@@ -180,6 +204,9 @@ impl OutputParser {
     /// A parser for a template's answers to `prompt_text` (the rendered prompt); tool
     /// calls are read only when `tools` were offered.
     pub fn for_template(template: &str, prompt_text: &str, tools: bool) -> OutputParser {
+        if ToolFormat::of_template(template) == ToolFormat::Harmony {
+            return OutputParser::harmony(tools);
+        }
         let reasoning = template.contains(THINK_OPEN);
         let open = prompt_text.trim_end().ends_with(THINK_OPEN);
         let format = if tools { ToolFormat::of_template(template) } else { ToolFormat::None };
@@ -188,7 +215,7 @@ impl OutputParser {
 
     /// How many tool calls were read so far.
     pub fn calls(&self) -> usize {
-        self.calls
+        self.harmony.as_ref().map_or(self.calls, |h| h.calls())
     }
 
     fn content(&mut self, text: &str, out: &mut Vec<Delta>) {
@@ -206,8 +233,12 @@ impl OutputParser {
 
     /// Reads the next piece of the answer.
     pub fn push(&mut self, piece: &str) -> Vec<Delta> {
-        self.buf.push_str(piece);
         let mut out = Vec::new();
+        if let Some(h) = &mut self.harmony {
+            h.step(piece, false, &mut out);
+            return out;
+        }
+        self.buf.push_str(piece);
         self.step(false, &mut out);
         out
     }
@@ -215,6 +246,10 @@ impl OutputParser {
     /// The answer ended: what was held back, read as it stands.
     pub fn finish(&mut self) -> Vec<Delta> {
         let mut out = Vec::new();
+        if let Some(h) = &mut self.harmony {
+            h.step("", true, &mut out);
+            return out;
+        }
         self.step(true, &mut out);
         out
     }

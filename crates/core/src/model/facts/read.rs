@@ -364,6 +364,17 @@ fn read_eot(meta: &Meta<'_>, vocab_size: u32, eos: Option<u32>) -> Result<Option
     let Some(MetaValue::Array(types)) = meta.get("tokenizer.ggml.token_type") else {
         return Ok(None);
     };
+    // gpt-oss's harmony vocabulary (as llama.cpp reads it): a turn ends at `<|return|>` or
+    // at `<|call|>` (a tool call), never at `<|end|>`, which closes a message inside it.
+    let control = |text: &str| {
+        tokens.iter().zip(types).position(
+            |(t, ty)| matches!((t, ty), (MetaValue::String(s), MetaValue::I32(3)) if s == text),
+        )
+    };
+    if let (Some(ret), Some(call)) = (control("<|return|>"), control("<|call|>")) {
+        let other = if eos == u32::try_from(ret).ok() { call } else { ret };
+        return Ok(u32::try_from(other).ok().filter(|&id| Some(id) != eos));
+    }
     // One pass over the vocabulary: the control token of the earliest marker wins.
     let mut best: Option<(usize, u32)> = None;
     for (i, (t, ty)) in tokens.iter().zip(types).enumerate() {
