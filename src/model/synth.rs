@@ -494,27 +494,28 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
         let len = t.len();
         out.push((name, tensor(&t, vec![len], GgmlType::F32)?));
     }
-    // gpt-oss's router and expert biases (per expert: a row each).
-    if let (Some((e, _)), Family::GptOss) = (spec.moe(), family) {
-        for b in 0..spec.blocks {
-            for (t, rows, cols) in [
-                ("ffn_gate_inp", 1, e),
-                ("ffn_gate_exps", e, spec.ffn),
-                ("ffn_up_exps", e, spec.ffn),
-                ("ffn_down_exps", e, h),
-            ] {
-                let name = format!("blk.{b}.{t}.bias");
-                let v = vector(&name, rows * cols, 0.0, 0.5);
-                let shape = if rows == 1 {
-                    vec![cols as usize]
-                } else {
-                    vec![rows as usize, cols as usize]
-                };
-                out.push((name, tensor(&v, shape, GgmlType::F32)?));
-            }
+    gpt_oss_biases(spec, &mut out)?;
+    Ok(out)
+}
+
+/// gpt-oss's router and expert biases (per expert: a row each), f32.
+fn gpt_oss_biases(spec: &SynthSpec, out: &mut Vec<(String, TensorData)>) -> Result<(), SynthError> {
+    let (Some((e, _)), Family::GptOss) = (spec.moe(), spec.arch.family()) else { return Ok(()) };
+    for b in 0..spec.blocks {
+        for (t, rows, cols) in [
+            ("ffn_gate_inp", 1, e),
+            ("ffn_gate_exps", e, spec.ffn),
+            ("ffn_up_exps", e, spec.ffn),
+            ("ffn_down_exps", e, spec.hidden),
+        ] {
+            let name = format!("blk.{b}.{t}.bias");
+            let v = random_matrix(spec.seed, &name, 1, rows * cols, 0.5);
+            let shape =
+                if rows == 1 { vec![cols as usize] } else { vec![rows as usize, cols as usize] };
+            out.push((name, tensor(&v, shape, GgmlType::F32)?));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Llama 3.1's "llama3" rope frequency factors (scaling 8, low / high frequency factors

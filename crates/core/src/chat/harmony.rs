@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::output::{Delta, ParsedCall};
+use super::delta::{Delta, ParsedCall};
 
 /// The format's control tokens, as the detokenizer prints them.
 pub const HARMONY_MARKERS: [&str; 7] = [

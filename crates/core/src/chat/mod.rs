@@ -10,6 +10,7 @@
 //! calls in the format the template taught the model.
 
 mod clock;
+mod delta;
 mod escape;
 mod forced;
 mod harmony;
