@@ -322,6 +322,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--arch', '--arch', [CompletionResultType]::ParameterName, 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral, gpt-oss (`--ffn` is then each expert''s)')
             [CompletionResult]::new('--experts', '--experts', [CompletionResultType]::ParameterName, 'Experts per block of a mixture-of-experts family')
             [CompletionResult]::new('--experts-used', '--experts-used', [CompletionResultType]::ParameterName, 'Experts each token runs (mixture-of-experts families)')
+            [CompletionResult]::new('--head-dim', '--head-dim', [CompletionResultType]::ParameterName, 'Each attention head''s size (default: the family''s, from hidden / heads)')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed of the random weights')
             [CompletionResult]::new('--vocab-from', '--vocab-from', [CompletionResultType]::ParameterName, 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count')
             [CompletionResult]::new('--tied-embeddings', '--tied-embeddings', [CompletionResultType]::ParameterName, 'Reuse the token embedding as the output head (no `output.weight`)')

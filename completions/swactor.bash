@@ -2114,7 +2114,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__model__subcmd__synth)
-            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --experts --experts-used --seed --vocab-from --json --help"
+            opts="-h --out --blocks --hidden --heads --kv-heads --ffn --vocab --context --dtype --tied-embeddings --arch --experts --experts-used --head-dim --seed --vocab-from --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2165,6 +2165,10 @@ _swactor() {
                     return 0
                     ;;
                 --experts-used)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --head-dim)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -301,6 +301,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --arch 'The family written: llama (Llama 2 style), llama3, qwen2, qwen3, gemma3, or a mixture of experts: qwen3moe, qwen2moe, mixtral, gpt-oss (`--ffn` is then each expert''s)'
             cand --experts 'Experts per block of a mixture-of-experts family'
             cand --experts-used 'Experts each token runs (mixture-of-experts families)'
+            cand --head-dim 'Each attention head''s size (default: the family''s, from hidden / heads)'
             cand --seed 'Seed of the random weights'
             cand --vocab-from 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count'
             cand --tied-embeddings 'Reuse the token embedding as the output head (no `output.weight`)'

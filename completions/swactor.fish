@@ -291,6 +291,7 @@ mixtral\t'Mixtral (`llama` with routed experts)'
 gpt-oss\t'gpt-oss (`gpt-oss`: biases, attention sinks, alternating sliding blocks, YaRN, routed experts with biases, the clamped SwiGLU)'"
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l experts -d 'Experts per block of a mixture-of-experts family' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l experts-used -d 'Experts each token runs (mixture-of-experts families)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l head-dim -d 'Each attention head\'s size (default: the family\'s, from hidden / heads)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l seed -d 'Seed of the random weights' -r
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l vocab-from -d 'Take the tokenizer of this GGUF model (its tokens, merges, special ids, chat template) instead of synthesizing one: the model shares its vocabulary (a tiny draft model for it). The vocabulary size is its token count' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand model; and __fish_seen_subcommand_from synth" -l tied-embeddings -d 'Reuse the token embedding as the output head (no `output.weight`)'

@@ -14,7 +14,9 @@ The files: SmolLM2 (Q4_1 as shipped), Gemma 3 270M (Q4_K_M as shipped, when
 synth` (22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000) re-quantized to each
 of `--types` (default Q4_0, Q8_0 and Q4_K_M, the K-quant mix published files use), and a
 mixture of experts with Qwen3-30B-A3B's block shape (128 experts of 768, 8 used per token;
-`--moe-blocks` of its 48 blocks, default 4) synthesized at each of `--moe-types`. For
+`--moe-blocks` of its 48 blocks, default 4) synthesized at each of `--moe-types`, and one
+with gpt-oss-20b's block shape (32 experts of 2880, 4 used, heads of 64; the same number of
+blocks) with MXFP4 experts. For
 every file and thread count, interleaved so that both engines see the same machine:
 
   - decode tokens/s: greedy, N tokens after the 12-token Lily prompt;
@@ -29,7 +31,7 @@ awkward corpus on every pre-tokenizer; exit 1 if any fails. Not part of CI: it c
 llama.cpp (6-10 minutes on 2 cores per build, once) and runs for a while (about 2.5
 minutes per file, thread count and tier on 2 cores).
 
-Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,1b,moe]
+Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,1b,moe,gpt-oss]
        [--moe-blocks 4] [--moe-types q4_0,q8_0]
        [--types q4_0,q8_0,q4_k_m] [--threads 1,2] [--tokens 64] [--prompt-tokens 128,512]
        [--batch 1,4,8] [--repeat 2] [--swactor target/release/swactor]
@@ -69,6 +71,12 @@ SYNTH_1B = ["--blocks", "22", "--hidden", "2048", "--heads", "32", "--kv-heads",
 # which a token runs 8), `--moe-blocks` of its 48 blocks, vocab 32000.
 SYNTH_MOE = ["--arch", "qwen3moe", "--hidden", "2048", "--heads", "32", "--kv-heads", "4",
              "--ffn", "768", "--experts", "128", "--experts-used", "8", "--vocab", "32000"]
+# gpt-oss-20b's block shape (hidden 2880, 64 / 8 heads of 64, 32 experts of 2880 of which a
+# token runs 4), `--moe-blocks` of its 24 blocks, MXFP4 experts and Q8_0 elsewhere as
+# published, vocab 65536 (the synthesizer's largest).
+SYNTH_GPT_OSS = ["--arch", "gpt-oss", "--hidden", "2880", "--heads", "64", "--kv-heads", "8",
+                 "--head-dim", "64", "--ffn", "2880", "--experts", "32", "--experts-used", "4",
+                 "--vocab", "65536", "--dtype", "mxfp4"]
 PROMPT = "Once upon a time there was a little girl named Lily."
 
 
@@ -179,6 +187,15 @@ def bench_files(args, swactor: str) -> list:
                                check=True, stdout=subprocess.DEVNULL)
                 tmp.rename(out)
             files.append((f"moe-{q}", str(out)))
+    if "gpt-oss" in wanted:
+        out = models / f"synth-gpt-oss-20b-{args.moe_blocks}.mxfp4.gguf"
+        if not out.exists():
+            tmp = out.with_suffix(".tmp")
+            subprocess.run([swactor, "model", "synth", *SYNTH_GPT_OSS, "--blocks",
+                            str(args.moe_blocks), "--out", str(tmp)],
+                           check=True, stdout=subprocess.DEVNULL)
+            tmp.rename(out)
+        files.append(("gpt-oss", str(out)))
     return files
 
 
@@ -246,7 +263,7 @@ def table(tier: str, cpu: dict, files: list, threads: list, lengths: list, ours:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiers", default=",".join(cpu_tiers()))
-    ap.add_argument("--files", default="smollm2,gemma3,1b,moe")
+    ap.add_argument("--files", default="smollm2,gemma3,1b,moe,gpt-oss")
     ap.add_argument("--moe-blocks", type=int, default=4,
                     help="blocks of the Qwen3-30B-A3B-shaped mixture of experts (of 48)")
     ap.add_argument("--moe-types", default="q4_0,q8_0")

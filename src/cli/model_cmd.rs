@@ -201,6 +201,7 @@ pub fn synth(args: &SynthArgs, out: &mut Output) -> Result<(), CliError> {
         arch: args.arch.into(),
         experts: args.experts,
         experts_used: args.experts_used,
+        head_dim: args.head_dim.unwrap_or(0),
     };
     write_model_with(&args.out, &spec, vocab.as_ref()).map_err(|e| match e {
         SynthError::InvalidShape(_) => CliError::new(ExitCode::Usage, "invalid_shape", eyre!(e)),

@@ -207,6 +207,9 @@ pub struct SynthSpec {
     /// Experts each token runs (0: 2).
     #[serde(default)]
     pub experts_used: u32,
+    /// Each head's size (0: the family's, from hidden / heads).
+    #[serde(default)]
+    pub head_dim: u32,
 }
 
 impl Default for SynthSpec {
@@ -225,6 +228,7 @@ impl Default for SynthSpec {
             arch: SynthArch::Llama,
             experts: 0,
             experts_used: 0,
+            head_dim: 0,
         }
     }
 }
@@ -260,6 +264,12 @@ impl SynthSpec {
     /// only where that is what they check.
     pub fn tied_embeddings(&self) -> bool {
         self.tied_embeddings
+    }
+
+    /// Each head's size: as given, else the family's (hidden / heads, doubled for Qwen 3,
+    /// Gemma 3 and gpt-oss as their real files have it).
+    pub fn head_dim(&self) -> u32 {
+        if self.head_dim > 0 { self.head_dim } else { self.arch.head_dim(self.hidden, self.heads) }
     }
 
     /// The experts written, and how many a token uses (`None` for a dense family).
@@ -300,8 +310,8 @@ impl SynthSpec {
                 self.heads, self.kv_heads
             ));
         }
-        if !(self.hidden / self.heads).is_multiple_of(2) {
-            return bad("head dimension (hidden / heads) must be even for rotary embeddings".into());
+        if !self.head_dim().is_multiple_of(2) {
+            return bad("the head dimension must be even for rotary embeddings".into());
         }
         if !(MIN_VOCAB..=MAX_VOCAB).contains(&self.vocab) {
             return bad(format!("vocab {} must lie in {MIN_VOCAB}..={MAX_VOCAB}", self.vocab));
@@ -396,7 +406,7 @@ pub fn build_tensors(spec: &SynthSpec) -> Result<Vec<(String, TensorData)>, Synt
     let (dt, ot) = (spec.dtype.ggml(), spec.dtype.others());
     let family = spec.arch.family();
     let h = spec.hidden;
-    let hd = spec.arch.head_dim(h, spec.heads);
+    let hd = spec.head_dim();
     let (q, kv) = (spec.heads * hd, spec.kv_heads * hd);
     let inv = |n: u32| 1.0 / (n as f32).sqrt();
     let mut out = Vec::new();
@@ -543,7 +553,7 @@ pub fn llama3_rope_factors(base: f32, head_dim: u32) -> Vec<f32> {
 /// The metadata of a synthesized model, as `(key, value)` in file order.
 pub fn build_metadata(spec: &SynthSpec, vocab: &BpeVocab) -> Vec<(String, Value)> {
     let family = spec.arch.family();
-    let head_dim = spec.arch.head_dim(spec.hidden, spec.heads);
+    let head_dim = spec.head_dim();
     let file_type = match spec.dtype {
         SynthDType::F32 => 0,
         SynthDType::F16 => 1,

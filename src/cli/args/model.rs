@@ -155,6 +155,9 @@ pub struct SynthArgs {
     /// Experts each token runs (mixture-of-experts families).
     #[arg(long, default_value_t = 2, value_name = "K")]
     pub experts_used: u32,
+    /// Each attention head's size (default: the family's, from hidden / heads).
+    #[arg(long, value_name = "D")]
+    pub head_dim: Option<u32>,
     /// Seed of the random weights.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
