@@ -295,3 +295,44 @@ fn a_harmony_vocabulary_ends_a_turn_at_return_or_call_and_never_at_end() {
     types[201] = 1;
     assert_eq!(eot(0, &types), Some(200));
 }
+
+#[test]
+fn a_mixture_of_experts_file_with_impossible_experts_or_scaling_is_refused_by_name() {
+    use crate::support::{GgufBuilder, Meta};
+    let file = |arch: &str, extra: &[(&str, Meta)]| {
+        let mut b = GgufBuilder::llama(2).meta("general.architecture", Meta::Str(arch.into()));
+        for (key, value) in [
+            ("block_count", 2),
+            ("embedding_length", 64),
+            ("attention.head_count", 4),
+            ("context_length", 256),
+            ("expert_feed_forward_length", 32),
+        ] {
+            b = b.meta(&format!("{arch}.{key}"), Meta::U32(value));
+        }
+        for (key, value) in extra {
+            b = b.meta(&format!("{arch}.{key}"), value.clone());
+        }
+        let path = b.write(&format!("family-refused-{arch}-{}.gguf", extra.len()));
+        swactor::model::read_facts(&path).expect_err("refused")
+    };
+    let missing = file("qwen3moe", &[]);
+    assert_eq!(missing.code(), "missing_key", "{missing}");
+    assert!(missing.to_string().contains("qwen3moe.expert_count"), "{missing}");
+    let too_many =
+        file("qwen3moe", &[("expert_count", Meta::U32(4)), ("expert_used_count", Meta::U32(5))]);
+    assert!(too_many.to_string().contains("5 experts used of 4"), "{too_many}");
+    let yarn = file(
+        "gpt-oss",
+        &[
+            ("expert_count", Meta::U32(4)),
+            ("expert_used_count", Meta::U32(2)),
+            ("rope.scaling.type", Meta::Str("yarn".into())),
+            ("rope.scaling.factor", Meta::F32(32.0)),
+            ("rope.scaling.attn_factor", Meta::F32(-1.0)),
+        ],
+    );
+    assert!(yarn.to_string().contains("YaRN attention factor -1"), "{yarn}");
+    let scaling = file("gpt-oss", &[("rope.scaling.type", Meta::Str("longrope".into()))]);
+    assert!(scaling.to_string().contains("`longrope` is not supported"), "{scaling}");
+}

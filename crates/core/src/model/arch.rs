@@ -411,6 +411,11 @@ impl ArchFacts {
                 let original = meta.u32_opt(&arch("rope.scaling.original_context_length"))?;
                 let trained = meta.u32_opt(&arch("context_length"))?.unwrap_or(0);
                 let attn_factor = meta.f32_opt(&arch("rope.scaling.attn_factor"))?.unwrap_or(1.0);
+                if !(attn_factor.is_finite() && attn_factor > 0.0) {
+                    return inconsistent(format!(
+                        "YaRN attention factor {attn_factor} must be > 0"
+                    ));
+                }
                 a.yarn = (factor > 1.0).then_some(YarnFacts {
                     factor,
                     original_context: original.filter(|&o| o > 0).unwrap_or(trained),
