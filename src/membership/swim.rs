@@ -1,6 +1,8 @@
-//! SWIM membership over UDP: foca (itself sans-IO) driven by a small tokio task that owns
-//! the socket, the timers and the loop, and reports members going up, suspect and down
-//! (suspicion is read off foca's member states, which it does not notify).
+//! SWIM membership over UDP: foca (itself sans-IO) driven by a participant on a thread of
+//! its own ([`participant`]) that owns the socket, the timers and the loop, and reports
+//! members going up, suspect and down (suspicion is read off foca's member states, which it
+//! does not notify). The thread keeps the failure detector off the process's busy runtime:
+//! a healthy member answers its probes even while its data plane and every core are busy.
 //!
 //! The identity carries the node id, its SWIM address, its iroh endpoint id and a bump
 //! counter, so a restarted node wins over its old self. The configuration is foca's LAN
@@ -18,38 +20,30 @@
 //! cannot flood the consumer); it never reaches foca, so it never changes who is up.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
-use std::collections::{BinaryHeap, HashSet};
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Buf;
-use foca::{
-    AccumulatingRuntime, Codec, Config, Foca, Header, Member, PeriodicParams, PostcardCodec, State,
-    Timer,
-};
+use foca::{Codec, Config, Header, Member, PeriodicParams, PostcardCodec};
 use iroh::{PublicKey, SecretKey, Signature};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
-use super::auth::{
-    self, Reject, RejectCounts, RejectRecord, ReplayGuard, Roster, SIGNATURE_BYTES, StampClock,
-};
+use super::auth::{self, Reject, RejectCounts, RejectRecord, ReplayGuard, Roster, SIGNATURE_BYTES};
 pub use super::identity::{MembershipEvent, SwimIdentity};
-use super::suspicion::{membership_event, stale_suspicions, suspicion_changes};
-use crate::wire::NodeId;
+use participant::Participant;
 
-/// The members a participant accepts, shared between its SWIM task (which reads it on
+mod participant;
+
+/// The members a participant accepts, shared between its SWIM thread (which reads it on
 /// every datagram) and its owner (which may replace it, e.g. when the orchestrator names
 /// the pool), with the refusal counters.
 #[derive(Debug, Clone, Default)]
 pub struct RosterHandle {
     shared: Arc<Mutex<Shared>>,
-    /// Raised when the roster is replaced: the SWIM task announces to its seeds again
+    /// Raised when the roster is replaced: the SWIM thread announces to its seeds again
     /// (they may have refused it while it was not on their roster yet).
     changed: Arc<tokio::sync::Notify>,
 }
@@ -253,7 +247,7 @@ fn unseal<'a>(
 /// answering is probed within a period, suspected at the end of it (direct and indirect
 /// probes unanswered) and declared down [`SUSPECT_TO_DOWN`] later, well under a second in
 /// all; a live member answers a probe within [`PROBE_RTT`] even on a host whose cores are
-/// all busy (its SWIM task sleeps until a datagram comes, and the scheduler favours it).
+/// all busy (its SWIM thread sleeps until a datagram comes, and the scheduler favours it).
 pub fn tuned_config(cluster_size: u32) -> Config {
     let mut c = Config::new_lan(NonZeroU32::new(cluster_size.max(1)).unwrap_or(NonZeroU32::MIN));
     c.probe_period = PROBE_PERIOD;
@@ -280,34 +274,35 @@ pub const PROBE_RTT: Duration = Duration::from_millis(60);
 /// How long a suspected member has to refute before it is declared down.
 pub const SUSPECT_TO_DOWN: Duration = Duration::from_millis(300);
 
-struct Due(Instant, Timer<SwimIdentity>);
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-impl Eq for Due {}
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.0.cmp(&self.0) // earliest first in a max-heap
-    }
-}
-
-/// A running SWIM participant; dropping it leaves the cluster abruptly (like a crash).
+/// A running SWIM participant on its own thread; dropping it leaves the cluster abruptly
+/// (like a crash).
+///
+/// The participant never shares a thread with the rest of its process: its thread sleeps
+/// until a datagram or one of its timers is due, so the scheduler wakes it promptly even
+/// when every core is busy with compute and the process's own runtime is busy with the
+/// data plane. A probe is answered in milliseconds, not when a busy loop gets to it.
 #[derive(Debug)]
 pub struct Swim {
-    task: tokio::task::JoinHandle<()>,
+    /// Dropped (closed) to stop the participant.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Seeds to announce to, added while running.
+    seeds: mpsc::UnboundedSender<SocketAddr>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Swim {
+    /// Announces to `seed` as well (and again whenever it is not an active member).
+    pub fn join(&self, seed: SocketAddr) {
+        let _ = self.seeds.send(seed);
+    }
 }
 
 impl Drop for Swim {
     fn drop(&mut self) {
-        self.task.abort();
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -320,7 +315,7 @@ pub struct SwimConfig {
     pub key: SecretKey,
     /// The members accepted (may be replaced while running).
     pub roster: RosterHandle,
-    /// Where to announce.
+    /// Where to announce (more may be added with [`Swim::join`]).
     pub seeds: Vec<SocketAddr>,
     /// Expected cluster size (tunes foca).
     pub cluster_size: u32,
@@ -328,149 +323,27 @@ pub struct SwimConfig {
     pub seed_rng: u64,
 }
 
-/// Joins (or starts) a cluster: binds nothing itself; uses `socket`, announces to the
-/// seeds.
+/// Joins (or starts) a cluster on `socket` (bound by the caller), announcing to the seeds,
+/// on a thread of its own with its own single-threaded runtime. Fails only when the socket
+/// cannot be handed over or the thread cannot start.
 pub fn spawn(
     config: SwimConfig,
     socket: UdpSocket,
-) -> (Swim, mpsc::UnboundedReceiver<MembershipEvent>) {
+) -> std::io::Result<(Swim, mpsc::UnboundedReceiver<MembershipEvent>)> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(run(config, socket, tx));
-    (Swim { task }, rx)
-}
-
-async fn run(
-    config: SwimConfig,
-    socket: UdpSocket,
-    events: mpsc::UnboundedSender<MembershipEvent>,
-) {
-    let SwimConfig { identity, key, roster, seeds, cluster_size, seed_rng } = config;
-    let mut foca = Foca::new(
-        identity.clone(),
-        tuned_config(cluster_size),
-        StdRng::seed_from_u64(seed_rng),
-        RosterCodec(roster.clone()),
-    );
-    let mut guard = ReplayGuard::new();
-    let mut stamps = StampClock::default();
-    let mut rt = AccumulatingRuntime::new();
-    let mut timers: BinaryHeap<Due> = BinaryHeap::new();
-    let seed_ids: Vec<SwimIdentity> = seeds
-        .iter()
-        .filter(|a| **a != identity.addr)
-        .map(|&addr| SwimIdentity { node_id: NodeId(0), addr, endpoint_id: String::new(), bump: 0 })
-        .collect();
-    for s in &seed_ids {
-        let _ = foca.announce(s.clone(), &mut rt);
-    }
-    let mut buf = vec![0u8; 2048];
-    let mut suspects: HashSet<SwimIdentity> = HashSet::new();
-    let mut suspect_since = std::collections::HashMap::new();
-    let stale_after = tuned_config(cluster_size).suspect_to_down_after * 3;
-    let mut reannounce = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        // Shuttle what foca asked for.
-        while let Some((dst, data)) = rt.to_send() {
-            let sealed = seal(&key, stamps.next(wall_us()), &data);
-            let _ = socket.send_to(&sealed, dst.addr).await;
-        }
-        while let Some((after, timer)) = rt.to_schedule() {
-            timers.push(Due(Instant::now() + after, timer));
-        }
-        while let Some(n) = rt.to_notify() {
-            let ev =
-                membership_event(n, &mut suspects, |id| foca.iter_members().any(|m| m.id() == id));
-            // Only members of the current roster are reported (it may have been replaced).
-            let ev = ev.filter(|ev| on_roster(&roster, ev));
-            if let Some(ev) = ev
-                && events.send(ev).is_err()
-            {
-                return;
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let (seeds, more_seeds) = mpsc::unbounded_channel();
+    let socket = socket.into_std()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let thread = std::thread::Builder::new().name("swactor-swim".into()).spawn(move || {
+        runtime.block_on(async move {
+            let Ok(socket) = UdpSocket::from_std(socket) else { return };
+            let mut participant = Participant::new(config, socket, tx);
+            tokio::select! {
+                () = participant.run(more_seeds) => {}
+                _ = stopped => {}
             }
-        }
-        // foca notifies no suspicion: it is read off its member states. A suspect member
-        // that is active and alive again refuted the suspicion.
-        let states: Vec<(SwimIdentity, State)> =
-            foca.iter_members().map(|m| (m.id().clone(), m.state())).collect();
-        for ev in suspicion_changes(&states, &mut suspects) {
-            if on_roster(&roster, &ev) && events.send(ev).is_err() {
-                return;
-            }
-        }
-        let next_timer = timers.peek().map(|d| d.0);
-        tokio::select! {
-            recv = socket.recv_from(&mut buf) => {
-                if let Ok((n, from)) = recv {
-                    let refused = match unseal(&buf[..n], &roster, &mut guard) {
-                        Ok((signer, payload)) => {
-                            roster.lock().signer = Some(signer);
-                            let _ = foca.handle_data(payload, &mut rt);
-                            let mut shared = roster.lock();
-                            shared.signer = None;
-                            std::mem::take(&mut shared.mismatch)
-                                .then_some((Reject::IdentityMismatch, Some(signer)))
-                        }
-                        Err(refusal) => Some(refusal),
-                    };
-                    if let Some((reason, signer)) = refused {
-                        let record = RejectRecord {
-                            reason,
-                            from: from.to_string(),
-                            signer: signer.as_ref().map(auth::key_hex),
-                        };
-                        if let Some(record) = roster.record(record)
-                            && events.send(MembershipEvent::Rejected(record)).is_err()
-                        {
-                            return;
-                        }
-                    }
-                }
-            }
-            _ = async { match next_timer { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
-                let now = Instant::now();
-                while timers.peek().is_some_and(|d| d.0 <= now) {
-                    if let Some(Due(_, timer)) = timers.pop() {
-                        let _ = foca.handle_timer(timer, &mut rt);
-                    }
-                }
-            }
-            () = roster.changed.notified() => {
-                guard.retain(&roster.roster());
-                for s in &seed_ids {
-                    let _ = foca.announce(s.clone(), &mut rt);
-                }
-            }
-            _ = reannounce.tick() => {
-                let stale = |m: &[_]| stale_suspicions(m, &mut suspect_since, Instant::now(), stale_after);
-                housekeeping(&mut foca, &mut rt, &seed_ids, stale);
-            }
-        }
-    }
-}
-
-type Participant = Foca<SwimIdentity, RosterCodec, StdRng, foca::NoCustomBroadcast>;
-
-/// Once a second: declares down the suspicions `stale` picks from the members (identity,
-/// state, incarnation), and announces to every seed that is not an active member (alone,
-/// cut off by a false "down" after a pause, or refused while one side had no roster yet).
-fn housekeeping(
-    foca: &mut Participant,
-    rt: &mut AccumulatingRuntime<SwimIdentity>,
-    seed_ids: &[SwimIdentity],
-    stale: impl FnOnce(&[(SwimIdentity, State, foca::Incarnation)]) -> Vec<Member<SwimIdentity>>,
-) {
-    let members: Vec<_> =
-        foca.iter_members().map(|m| (m.id().clone(), m.state(), m.incarnation())).collect();
-    let stale = stale(&members);
-    if !stale.is_empty() {
-        let _ = foca.apply_many(stale.into_iter(), true, &mut *rt);
-    }
-    let missing: Vec<SwimIdentity> = seed_ids
-        .iter()
-        .filter(|s| !foca.iter_members().any(|m| m.id().addr == s.addr))
-        .cloned()
-        .collect();
-    for s in missing {
-        let _ = foca.announce(s, &mut *rt);
-    }
+        });
+    })?;
+    Ok((Swim { stop: Some(stop), seeds, thread: Some(thread) }, rx))
 }

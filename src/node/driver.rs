@@ -473,7 +473,8 @@ async fn join_swim(
             seed_rng: config.node_id.0,
         },
         socket,
-    );
+    )
+    .map_err(|e| failed(BootFault::MembershipJoin, format!("cannot start SWIM: {e}")))?;
     Ok((swim, members, roster, swim_addr))
 }
 

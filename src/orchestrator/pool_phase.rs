@@ -115,18 +115,16 @@ enum Seen {
 /// A node's membership view: members up, members suspect.
 type View = (BTreeSet<NodeId>, BTreeSet<NodeId>);
 
-/// The orchestrator's own SWIM participant: its socket until it joins, then the task.
+/// The orchestrator's own SWIM participant: running from the start, alone until the first
+/// node names its SWIM address (then it announces there).
 struct OwnSwim {
-    key: NodeKey,
-    socket: Option<UdpSocket>,
-    addr: SocketAddr,
-    running: Option<(swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>)>,
-    seed_rng: u64,
+    swim: swim::Swim,
+    events: mpsc::UnboundedReceiver<MembershipEvent>,
+    joined: bool,
 }
 
 /// The pool phase. See the module docs.
 pub struct PoolPhase {
-    me: NodeId,
     nodes: Vec<NodeId>,
     gate: PoolGate,
     roster: RosterHandle,
@@ -155,9 +153,16 @@ impl PoolPhase {
     ) -> Result<PoolPhase, String> {
         let me = pool.orchestrator.node_id;
         let nodes: Vec<NodeId> = pool.nodes.iter().map(|n| n.node_id).collect();
-        let (hello, members, swim) = match role {
+        // The pool's nodes and its orchestrator (for an observer: the one its delegation
+        // speaks for, the roster the nodes may take if nobody named one yet).
+        let orchestrator = match &role {
+            Role::Orchestrator { .. } => key.endpoint_id_hex(),
+            Role::Observer { orchestrator, .. } => orchestrator.clone(),
+        };
+        let members = swim::pool_members(pool, &orchestrator);
+        let roster = RosterHandle::new(swim::roster_of(&members));
+        let (hello, swim) = match role {
             Role::Orchestrator { swim: (swim_bind, advertise), seed_rng } => {
-                let members = swim::pool_members(pool, &key.endpoint_id_hex());
                 let hello = ControlMessage::Hello { orchestrator: me, members: members.clone() };
                 let socket = UdpSocket::bind(swim_bind)
                     .await
@@ -167,29 +172,33 @@ impl PoolPhase {
                     pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
                 let addr = crate::net::advertise::advertised(bound, advertise, &toward)
                     .map_err(|e| format!("SWIM: {e}"))?;
-                let own = OwnSwim {
-                    key: key.clone(),
-                    socket: Some(socket),
-                    addr,
-                    running: None,
+                let config = swim::SwimConfig {
+                    identity: SwimIdentity {
+                        node_id: me,
+                        addr,
+                        endpoint_id: key.endpoint_id_hex(),
+                        bump: 0,
+                    },
+                    key: key.secret().clone(),
+                    roster: roster.clone(),
+                    seeds: Vec::new(),
+                    cluster_size: nodes.len() as u32 + 1,
                     seed_rng,
                 };
-                (hello, members, Some(own))
+                let (swim, events) =
+                    swim::spawn(config, socket).map_err(|e| format!("SWIM: cannot start: {e}"))?;
+                let own = OwnSwim { swim, events, joined: false };
+                (hello, Some(own))
             }
-            Role::Observer { delegation, orchestrator } => {
-                // The roster the nodes may take if nobody named one yet: the pool's nodes
-                // and the orchestrator the delegation speaks for.
-                let members = swim::pool_members(pool, &orchestrator);
-                let hello = ControlMessage::Observe { delegation, members: members.clone() };
-                (hello, members, None)
+            Role::Observer { delegation, .. } => {
+                (ControlMessage::Observe { delegation, members }, None)
             }
         };
         let (session_rx, session_tasks) = sessions::open_all(endpoint, &pool.nodes, &hello)?;
         Ok(PoolPhase {
-            me,
             gate: PoolGate::new(Instant::now(), nodes.clone(), window),
             nodes,
-            roster: RosterHandle::new(swim::roster_of(&members)),
+            roster,
             sessions: HashMap::new(),
             refused: BTreeMap::new(),
             session_rx,
@@ -208,8 +217,8 @@ impl PoolPhase {
         tokio::select! {
             Some((node, event)) = self.session_rx.recv() => self.session(node, event, &mut out),
             Some(event) = async {
-                match self.swim.as_mut().and_then(|s| s.running.as_mut()) {
-                    Some((_, rx)) => rx.recv().await,
+                match self.swim.as_mut() {
+                    Some(own) => own.events.recv().await,
                     None => std::future::pending().await,
                 }
             } => self.member(event, &mut out),
@@ -343,21 +352,9 @@ impl PoolPhase {
     fn join_swim(&mut self, seed: Option<&str>) {
         let Some(seed) = seed.and_then(|s| s.parse::<SocketAddr>().ok()) else { return };
         let Some(own) = self.swim.as_mut() else { return };
-        let Some(socket) = own.socket.take() else { return };
-        let config = swim::SwimConfig {
-            identity: SwimIdentity {
-                node_id: self.me,
-                addr: own.addr,
-                endpoint_id: own.key.endpoint_id_hex(),
-                bump: 0,
-            },
-            key: own.key.secret().clone(),
-            roster: self.roster.clone(),
-            seeds: vec![seed],
-            cluster_size: self.nodes.len() as u32 + 1,
-            seed_rng: own.seed_rng,
-        };
-        own.running = Some(swim::spawn(config, socket));
+        if !std::mem::replace(&mut own.joined, true) {
+            own.swim.join(seed);
+        }
     }
 
     fn member(&mut self, event: MembershipEvent, out: &mut Vec<PoolNotice>) {

@@ -46,7 +46,7 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
             cluster_size: 3,
             seed_rng: i as u64,
         };
-        members.push(spawn(config, socket));
+        members.push(spawn(config, socket).expect("spawn"));
     }
     // Everyone sees the two others up.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -117,7 +117,8 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
             seed_rng: 1,
         },
         a,
-    );
+    )
+    .expect("spawn");
     let (_outsider, _rx) = spawn(
         SwimConfig {
             identity: SwimIdentity {
@@ -136,7 +137,8 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
             seed_rng: 2,
         },
         b,
-    );
+    )
+    .expect("spawn");
     // The first thing member 1 reports is the refusal, never the outsider going up.
     match tokio::time::timeout(Duration::from_secs(10), rx1.recv()).await.expect("no refusal") {
         Some(MembershipEvent::Rejected(r)) => {

@@ -111,9 +111,9 @@ pub struct ModelFacts {
 
 /// Resident bytes of a stage's processes besides its weights, caches, rings and scratch:
 /// the node's and its worker's code, runtime, threads and heap (measured about 24 MiB for
-/// a node and 6-10 MiB for its worker in a release build, 33-34 MiB for a node in a debug
-/// build), with room to spare.
-pub const STAGE_PROCESS_BYTES: u64 = 64 << 20;
+/// a node and 6-10 MiB for its worker in a release build, 37-40 MiB for a node in a debug
+/// build, its SWIM thread included), with room to spare.
+pub const STAGE_PROCESS_BYTES: u64 = 80 << 20;
 
 impl ModelFacts {
     /// Bytes the engine's scratch may take for one forward pass of `rows` rows attending
