@@ -11,7 +11,15 @@ pub enum Isa {
     /// AVX-512 F/BW/VL with VNNI (512-bit integer dot products), plus AVX2 for the
     /// formats that have no 512-bit kernel.
     Avx512,
+    /// ARM64 baseline NEON (128-bit; every ARM64 core has it).
+    Neon,
+    /// ARM64 NEON with the `dotprod` extension (`sdot`: 8-bit dot products into 32-bit
+    /// lanes), ARMv8.2 and later (Graviton 2+, Ampere, Apple, Cortex-A76+, Pi 5).
+    NeonDot,
 }
+
+/// Every kernel family, in order of preference (later is better on a CPU that has it).
+const ALL: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot];
 
 impl Isa {
     /// The best kernel family this CPU runs.
@@ -21,7 +29,7 @@ impl Isa {
 
     /// Every kernel family this CPU runs, the reference first.
     pub fn available() -> Vec<Isa> {
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.is_available()).collect()
+        ALL.into_iter().filter(|i| i.is_available()).collect()
     }
 
     /// Whether this CPU runs `self` (no allocation: the kernels ask on every selection).
@@ -42,19 +50,22 @@ impl Isa {
                     && std::arch::is_x86_feature_detected!("avx512vl")
                     && std::arch::is_x86_feature_detected!("avx512vnni")
             }
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonDot => {
+                Isa::Neon.is_available() && std::arch::is_aarch64_feature_detected!("dotprod")
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
+            Isa::Avx2 | Isa::Avx512 => false,
+            #[cfg(not(target_arch = "aarch64"))]
+            Isa::Neon | Isa::NeonDot => false,
         }
     }
 
-    /// Parses `scalar`, `avx2` or `avx512`.
+    /// Parses `scalar`, `avx2`, `avx512`, `neon` or `neon-dotprod`.
     pub fn parse(text: &str) -> Option<Isa> {
-        match text {
-            "scalar" => Some(Isa::Scalar),
-            "avx2" => Some(Isa::Avx2),
-            "avx512" => Some(Isa::Avx512),
-            _ => None,
-        }
+        ALL.into_iter().find(|i| i.name() == text)
     }
 
     /// The name [`Isa::parse`] reads.
@@ -63,6 +74,67 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Neon => "neon",
+            Isa::NeonDot => "neon-dotprod",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU's features as the kernel reports them (`/proc/cpuinfo`'s `flags` on x86,
+    /// `Features` on ARM64), read apart from the detection the kernels use.
+    fn reported_features() -> Option<std::collections::HashSet<String>> {
+        let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+        let features = info
+            .lines()
+            .filter(|l| l.starts_with("flags") || l.starts_with("Features"))
+            .flat_map(|l| l.split(':').nth(1).unwrap_or("").split_whitespace())
+            .map(str::to_string)
+            .collect();
+        Some(features)
+    }
+
+    #[test]
+    fn every_tier_the_cpu_reports_is_one_the_kernels_run_so_its_kernel_tests_are_never_skipped() {
+        // The kernel tests run every tier of `Isa::available()`: a tier missing there is
+        // a tier whose kernels went untested on a CPU that has them.
+        let Some(features) = reported_features() else {
+            assert!(std::env::var_os("CI").is_none(), "/proc/cpuinfo is unreadable under CI");
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        let tiers: &[(Isa, &[&str])] = &[
+            (Isa::Avx2, &["avx2", "fma", "f16c"]),
+            (
+                Isa::Avx512,
+                &["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"],
+            ),
+        ];
+        #[cfg(target_arch = "aarch64")]
+        let tiers: &[(Isa, &[&str])] = &[(Isa::Neon, &["asimd"]), (Isa::NeonDot, &["asimddp"])];
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let tiers: &[(Isa, &[&str])] = &[];
+        for (isa, needs) in tiers {
+            if needs.iter().all(|f| features.contains(*f)) {
+                assert!(
+                    Isa::available().contains(isa),
+                    "the CPU reports {needs:?} but the {} kernels are not run (nor tested)",
+                    isa.name()
+                );
+            }
+        }
+        let names: Vec<&str> = Isa::available().iter().map(|i| i.name()).collect();
+        eprintln!("kernel tiers tested on this CPU: {names:?}");
+    }
+
+    #[test]
+    fn every_tier_name_parses_back_to_its_tier() {
+        for isa in ALL {
+            assert_eq!(Isa::parse(isa.name()), Some(isa));
+        }
+        assert_eq!(Isa::parse("sse2"), None);
     }
 }

@@ -23,6 +23,7 @@ pub fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
 /// The eight 6-bit scales and mins of Q4_K / Q5_K's 12 packed bytes, as the SIMD kernels
 /// use them.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub fn scales_mins(s: &[u8]) -> ([i16; 8], [i32; 8]) {
     let mut sc = [0i16; 8];
     let mut mn = [0i32; 8];

@@ -17,6 +17,8 @@ use crate::isa::Isa;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 #[cfg(target_arch = "x86_64")]
 pub mod packed;
 pub mod scalar;
@@ -42,6 +44,15 @@ pub fn select(isa: Isa, fmt: WeightFormat) -> Kernels {
             return k;
         }
     }
+    #[cfg(target_arch = "aarch64")]
+    if matches!(isa, Isa::Neon | Isa::NeonDot) {
+        let dot = isa == Isa::NeonDot && Isa::NeonDot.is_available();
+        if Isa::Neon.is_available()
+            && let Some(k) = neon::select(fmt, dot)
+        {
+            return k;
+        }
+    }
     let _ = isa;
     scalar::select(fmt)
 }
@@ -58,6 +69,13 @@ pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
             && avx2::select(fmt).is_some()
         {
             return Isa::Avx2;
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if matches!(isa, Isa::Neon | Isa::NeonDot) && Isa::Neon.is_available() {
+        let dot = isa == Isa::NeonDot && Isa::NeonDot.is_available();
+        if neon::select(fmt, dot).is_some() {
+            return if dot { Isa::NeonDot } else { Isa::Neon };
         }
     }
     let _ = (isa, fmt);

@@ -1,6 +1,6 @@
 //! The shape of a kernel ([`DotFn`], [`RowsFn`]), the table of one format's kernels at
 //! the four widths ([`Kernels`]), and the macros that build a table from a format's
-//! kernel body. Below the per-instruction-set selections (`scalar`, `avx2`, `avx512`)
+//! kernel body. Below the per-instruction-set selections (`scalar`, `avx2`, `avx512`, `neon`)
 //! that use it.
 
 use crate::acts::Acts;
@@ -87,7 +87,7 @@ macro_rules! kernels {
 pub(crate) use kernels;
 
 /// [`Kernels`] for a `#[target_feature]` kernel body; only for a CPU with `$feat`.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_kernels {
     ($($f:ident)::+, $feat:literal) => {{
         #[target_feature(enable = $feat)]
@@ -105,13 +105,13 @@ macro_rules! simd_kernels {
         $crate::kernels::table::simd_widths!($($f)::+, many)
     }};
 }
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use simd_kernels;
 
 /// [`Kernels`] from a `#[target_feature]` kernel `$one::<R>` (one weight row, `DotFn`'s
 /// shape) and its rows loop `$many::<R>` (`RowsFn`'s shape); only for a CPU with the
 /// features they were compiled for.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_widths {
     ($($one:ident)::+, $many:ident) => {{
         macro_rules! width {
@@ -142,7 +142,7 @@ macro_rules! simd_widths {
         $crate::kernels::table::Kernels { r1, r2, r3, r4, m1, m2, m3, m4 }
     }};
 }
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use simd_widths;
 
 impl std::fmt::Debug for Kernels {

@@ -10,6 +10,8 @@
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 
 /// Rounds one activation block of 32 values, `x[i] * id`, into `q` with SIMD where the
 /// CPU has it, bitwise as the scalar rounding does; `false` (nothing written) where the
@@ -95,6 +97,8 @@ pub(crate) fn has_runs(hd: usize) -> bool {
 #[inline]
 pub(crate) fn scores_f32(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
     assert!(has_runs(q.len()));
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (keys, scale, out);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: this CPU has AVX2, FMA and F16C (`has_runs`, asserted above).
     #[allow(unsafe_code)]
@@ -108,6 +112,8 @@ pub(crate) fn scores_f32(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
 #[inline]
 pub(crate) fn mix_f32(y: &mut [f32], p: &[f32], values: &[f32]) {
     assert!(has_runs(y.len()));
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, values);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as above.
     #[allow(unsafe_code)]
