@@ -13,10 +13,14 @@ pub struct CpuSummary {
     /// The engine's kernel tier for this process (the widest the CPU runs, or the one
     /// `SWACTOR_ENGINE_ISA` names).
     pub engine_isa: String,
+    /// Memory read bandwidth measured when the summary was taken, GB/s, at one thread and
+    /// at one per core (`None` in a summary of text alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbps: Option<(f64, f64)>,
 }
 
 /// Flags that decide a kernel tier, in the order they are printed.
-const FLAGS: [&str; 9] = [
+const FLAGS: [&str; 13] = [
     "avx2",
     "fma",
     "f16c",
@@ -26,6 +30,10 @@ const FLAGS: [&str; 9] = [
     "avx512_vnni",
     "avx_vnni",
     "amx_int8",
+    "asimd",
+    "asimddp",
+    "i8mm",
+    "sve",
 ];
 
 /// The summary of `cpuinfo`'s text (the first processor's entry).
@@ -37,17 +45,29 @@ pub fn summarize(cpuinfo: &str, engine_isa: &str) -> CpuSummary {
         })
     };
     let model = field("model name").unwrap_or_else(|| "unknown".into());
+    // x86 names its features `flags`, ARM64 `Features`.
     let present: Vec<String> = field("flags")
+        .or_else(|| field("Features"))
         .map(|f| f.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default();
     let flags = FLAGS.iter().filter(|f| present.iter().any(|p| p == *f)).map(|f| f.to_string());
-    CpuSummary { model, flags: flags.collect(), engine_isa: engine_isa.to_string() }
+    CpuSummary {
+        model,
+        flags: flags.collect(),
+        engine_isa: engine_isa.to_string(),
+        bandwidth_gbps: None,
+    }
 }
 
-/// This machine's CPU.
+/// This machine's CPU, with its memory read bandwidth measured now.
 pub fn this_cpu() -> CpuSummary {
     let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    summarize(&text, crate::model::engine::isa().name())
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bandwidth = (super::products::read_bandwidth(1), super::products::read_bandwidth(cores));
+    CpuSummary {
+        bandwidth_gbps: Some(bandwidth),
+        ..summarize(&text, crate::model::engine::isa().name())
+    }
 }
 
 impl std::fmt::Display for CpuSummary {
@@ -58,7 +78,11 @@ impl std::fmt::Display for CpuSummary {
             self.model,
             self.flags.join(" "),
             self.engine_isa
-        )
+        )?;
+        if let Some((one, all)) = self.bandwidth_gbps {
+            write!(f, "; memory read {one:.1} GB/s at 1 thread, {all:.1} at one per core")?;
+        }
+        Ok(())
     }
 }
 
@@ -74,5 +98,7 @@ mod tests {
         assert_eq!(s.flags, ["avx2", "fma", "f16c"]);
         assert_eq!(s.to_string(), "CPU: AMD EPYC 7B13 [avx2 fma f16c]; engine kernels: avx2");
         assert_eq!(summarize("", "scalar").model, "unknown");
+        let arm = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes asimddp i8mm\n";
+        assert_eq!(summarize(arm, "neon-dotprod").flags, ["asimd", "asimddp", "i8mm"]);
     }
 }

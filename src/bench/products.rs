@@ -7,6 +7,12 @@
 //! Where a forward is slower than a reference, this says which products cost the time and
 //! whether each is bound by memory (decode: time near `bytes / bandwidth`) or by
 //! arithmetic (prefill: the integer multiply-adds per second it reaches).
+//!
+//! Beside the streamed rate, each product's kernels are timed with their weights resident
+//! in cache ([`RESIDENT_BYTES`] per thread of the product's first rows, repacked as the
+//! stage repacks them, run over and over): the kernels' own speed, which memory cannot
+//! hold back. A streamed rate far under the resident one is bound by memory; a resident
+//! rate under the reference's is the kernel's own miss, on any host.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
@@ -43,6 +49,9 @@ pub struct ProductFigure {
     pub of_bandwidth: f64,
     /// Multiply-adds per second, G.
     pub gmacs: f64,
+    /// Multiply-adds per second with the weights resident in cache (the product's first
+    /// rows, [`RESIDENT_BYTES`] per thread, repeated), G: the kernels' own speed.
+    pub resident_gmacs: f64,
     /// Share of the whole forward pass's time.
     pub of_forward: f64,
 }
@@ -136,7 +145,8 @@ fn time_forward(engine: &mut Stage, prompt: &[u32], repeat: u32) -> Result<f64, 
     Ok(best)
 }
 
-/// A product's sums before the ratios: name, formats, shape, calls, bytes, ms.
+/// A product's sums before the ratios: name, formats, shape, calls, bytes, ms, and its
+/// cache-resident rate (timed on its first call).
 struct Raw {
     product: &'static str,
     format: String,
@@ -144,6 +154,70 @@ struct Raw {
     calls: usize,
     bytes: u64,
     ms: f64,
+    resident_gmacs: f64,
+}
+
+/// Weight bytes per thread a cache-resident product reads: well inside any x86 or ARM
+/// core's L2 (1-2 MiB), with room for the activations.
+pub const RESIDENT_BYTES: usize = 256 << 10;
+
+/// How long a cache-resident product is repeated for one timing.
+const RESIDENT_MS: f64 = 20.0;
+
+/// The multiply-adds per second, G, of the product of `mats` (a gated pair when `glu`) on
+/// `n` rows of `x` with only their first rows, [`RESIDENT_BYTES`] per thread in all (a
+/// multiple of 16 rows, repacked as the stage repacks), repeated while they stay in cache:
+/// the best of five timings of [`RESIDENT_MS`] each.
+#[allow(clippy::too_many_arguments)]
+fn time_resident(
+    pool: &ThreadPool,
+    mats: &[&Matrix],
+    glu: Option<Gate>,
+    x: &[f32],
+    n: usize,
+    acts: &mut Acts,
+    out: &mut Vec<f32>,
+) -> f64 {
+    let row_bytes: usize = mats.iter().map(|m| m.bytes() / m.rows().max(1)).sum();
+    let budget = RESIDENT_BYTES * pool.threads();
+    let fewest = mats.iter().map(|m| m.rows()).min().unwrap_or(0);
+    let rows = (budget / row_bytes.max(1) / 16 * 16).clamp(16.min(fewest), fewest);
+    if rows == 0 {
+        return 0.0;
+    }
+    let small: Vec<Matrix> = mats
+        .iter()
+        .filter_map(|m| {
+            let raw: Vec<u8> = (0..rows).flat_map(|r| m.row(r).iter().copied()).collect();
+            let bytes = swactor_engine::Bytes::from_vec(raw);
+            Some(Matrix::new(m.format(), rows, m.cols(), bytes, m.isa()).ok()?.repacked())
+        })
+        .collect();
+    if small.len() != mats.len() {
+        return 0.0;
+    }
+    let small: Vec<&Matrix> = small.iter().collect();
+    let cols = small[0].cols();
+    let formats: Vec<_> = small.iter().map(|m| m.format()).collect();
+    let out_rows = if glu.is_some() { rows } else { rows * small.len() };
+    out.resize(out_rows * n, 0.0);
+    acts.load(&x[..n * cols], cols, &formats);
+    let mut run = || match glu {
+        Some(g) => glu_t(pool, g, small[0], small[1], acts, out),
+        None => matmul_t(pool, &small, acts, out),
+    };
+    run();
+    let mut best = 0f64;
+    for _ in 0..5 {
+        let (t, mut calls) = (Instant::now(), 0u64);
+        while t.elapsed().as_secs_f64() * 1e3 < RESIDENT_MS {
+            run();
+            calls += 1;
+        }
+        let macs = (rows * small.len() * cols * n) as f64 * calls as f64;
+        best = best.max(macs / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
 }
 
 /// Times every product of `engine`'s blocks and head on `n` activation rows, grouped by
@@ -152,19 +226,23 @@ fn time_products(engine: &Stage, pool: &ThreadPool, n: usize, repeat: u32) -> Ve
     let gate = engine.config().arch.gate;
     let w = engine.weights();
     let mut groups: BTreeMap<(&'static str, String), Raw> = BTreeMap::new();
-    let mut add = |product: &'static str, mats: &[&Matrix], ms: f64| {
-        let format: Vec<&str> = mats.iter().map(|m| m.format().name()).collect();
-        let mut format = format;
+    let (mut acts, mut out) = (Acts::default(), Vec::new());
+    // Times one call of `product` (over `n` rows of `x`); its group's first call also
+    // times its kernels with the weights resident in cache.
+    let mut add = |product: &'static str, mats: &[&Matrix], glu: Option<Gate>, x: &[f32], n| {
+        let ms = time_product(pool, mats, glu, x, n, &mut acts, &mut out, repeat);
+        let mut format: Vec<&str> = mats.iter().map(|m| m.format().name()).collect();
         format.dedup();
         let shape = (mats.iter().map(|m| m.rows()).sum(), mats[0].cols());
         let bytes: u64 = mats.iter().map(|m| m.bytes() as u64).sum();
-        let g = groups.entry((product, format.join("+"))).or_insert(Raw {
+        let g = groups.entry((product, format.join("+"))).or_insert_with(|| Raw {
             product,
             format: format.join("+"),
             shape,
             calls: 0,
             bytes: 0,
             ms: 0.0,
+            resident_gmacs: time_resident(pool, mats, glu, x, n, &mut acts, &mut out),
         });
         g.calls += 1;
         g.bytes += bytes;
@@ -172,14 +250,10 @@ fn time_products(engine: &Stage, pool: &ThreadPool, n: usize, repeat: u32) -> Ve
     };
     let d = engine.config().hidden;
     let x: Vec<f32> = (0..n * d).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
-    let mut acts = Acts::default();
-    let mut out = Vec::new();
     for l in &w.layers {
-        let qkv = [&l.wq, &l.wk, &l.wv];
-        add("qkv", &qkv, time_product(pool, &qkv, None, &x, n, &mut acts, &mut out, repeat));
-        let o = [&l.wo];
+        add("qkv", &[&l.wq, &l.wk, &l.wv], None, &x, n);
         let xo = vec![0.25f32; n * l.wo.cols()];
-        add("attn_output", &o, time_product(pool, &o, None, &xo, n, &mut acts, &mut out, repeat));
+        add("attn_output", &[&l.wo], None, &xo, n);
         // A mixture of experts is timed as one row's experts: the router and the first
         // `used` experts, each over all `n` rows.
         let (ffns, router) = match &l.ffn {
@@ -190,22 +264,17 @@ fn time_products(engine: &Stage, pool: &ThreadPool, n: usize, repeat: u32) -> Ve
             }
         };
         if let Some(r) = router {
-            let r = [r];
-            add("router", &r, time_product(pool, &r, None, &x, n, &mut acts, &mut out, repeat));
+            add("router", &[r], None, &x, n);
         }
         for (g, u, dn) in ffns {
-            let gu = [g, u];
-            let ms = time_product(pool, &gu, Some(gate), &x, n, &mut acts, &mut out, repeat);
-            add("gate_up", &gu, ms);
-            let dn = [dn];
-            let xd = vec![0.01f32; n * dn[0].cols()];
-            add("down", &dn, time_product(pool, &dn, None, &xd, n, &mut acts, &mut out, repeat));
+            add("gate_up", &[g, u], Some(gate), &x, n);
+            let xd = vec![0.01f32; n * dn.cols()];
+            add("down", &[dn], None, &xd, n);
         }
     }
     if let Some(head) = &w.head {
         // The head reads only the last row of a prompt, as the forward does.
-        let h = [head];
-        add("output", &h, time_product(pool, &h, None, &x[..d], 1, &mut acts, &mut out, repeat));
+        add("output", &[head], None, &x[..d], 1);
     }
     let mut v: Vec<Raw> = groups.into_values().collect();
     v.sort_by(|a, b| b.ms.total_cmp(&a.ms));
@@ -257,6 +326,7 @@ fn finish(r: Raw, n: usize, bandwidth_gbps: f64, forward_ms: f64) -> ProductFigu
         gbps,
         of_bandwidth: gbps / bandwidth_gbps,
         gmacs: macs / s / 1e9,
+        resident_gmacs: r.resident_gmacs,
         of_forward: r.ms / forward_ms,
     }
 }

@@ -28,13 +28,19 @@ pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliErr
                 continue;
             }
             out.line(format!(
-                "{} rows, {} threads, {}: forward {:.1} ms, memory read {:.1} GB/s",
-                fig.rows, fig.threads, fig.isa, fig.forward_ms, fig.bandwidth_gbps
+                "{} rows, {} threads, {}: forward {:.1} ms, memory read {:.1} GB/s \
+                 (resident: GMAC/s with {} KiB of weights per thread in cache)",
+                fig.rows,
+                fig.threads,
+                fig.isa,
+                fig.forward_ms,
+                fig.bandwidth_gbps,
+                bench::products::RESIDENT_BYTES >> 10
             ))?;
             let mut rows = vec![
                 [
                     "product", "format", "shape", "calls", "MB", "ms", "GB/s", "of bw", "GMAC/s",
-                    "of fwd",
+                    "resident", "of fwd",
                 ]
                 .map(String::from)
                 .to_vec(),
@@ -50,6 +56,7 @@ pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliErr
                     format!("{:.1}", p.gbps),
                     format!("{:.2}", p.of_bandwidth),
                     format!("{:.1}", p.gmacs),
+                    format!("{:.1}", p.resident_gmacs),
                     format!("{:.2}", p.of_forward),
                 ]);
             }
@@ -58,6 +65,7 @@ pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliErr
             rows.last_mut().expect("a row").extend([
                 String::new(),
                 format!("{:.2}", fig.other_ms),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),

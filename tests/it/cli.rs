@@ -562,7 +562,7 @@ fn bench_engine_names_the_cpu_and_its_kernel_tier_and_measures_every_prompt_leng
 }
 
 #[test]
-fn bench_products_times_every_product_of_every_block_against_the_bytes_it_reads() {
+fn bench_products_times_every_product_of_every_block_against_the_bytes_it_reads_and_in_cache() {
     let model = synth_model(2);
     let out = swactor()
         .args(["bench", "products", "--json", "--threads", "1", "--rows", "1,6"])
@@ -574,7 +574,9 @@ fn bench_products_times_every_product_of_every_block_against_the_bytes_it_reads(
         .stdout
         .clone();
     let lines = stdout_json_lines(&out);
-    assert!(lines.iter().any(|l| l["type"] == "bench_cpu"));
+    let cpu = lines.iter().find(|l| l["type"] == "bench_cpu").expect("the CPU line");
+    // The CPU line carries the memory bandwidth measured (one thread, one per core).
+    assert!(cpu["bandwidth_gbps"][0].as_f64() > Some(0.0), "{cpu}");
     let figs: Vec<_> = lines.iter().filter(|l| l["type"] == "bench_products").collect();
     let rows: Vec<u64> = figs.iter().map(|f| f["rows"].as_u64().expect("rows")).collect();
     assert_eq!(rows, [1, 6]);
@@ -590,6 +592,8 @@ fn bench_products_times_every_product_of_every_block_against_the_bytes_it_reads(
             let calls = if p["product"] == "output" { 1 } else { 2 };
             assert_eq!(p["calls"], calls, "{p}");
             assert!(p["ms"].as_f64().expect("ms") > 0.0, "{p}");
+            // Its kernels' own rate, with the weights resident in cache.
+            assert!(p["resident_gmacs"].as_f64().expect("resident") > 0.0, "{p}");
         }
         // The products read the model's matrices: all but the embedding and the norms.
         let read: f64 = products.iter().map(|p| p["bytes"].as_f64().expect("bytes")).sum();
