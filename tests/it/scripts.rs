@@ -182,6 +182,7 @@ fn ci_sandbox(name: &str, root_user: bool, docker_up: bool, chromium: bool) -> (
     tool(&bin, "rustup", &record("rustup"));
     tool(&bin, "cargo", &record("cargo"));
     tool(&repo.join(".ci"), "fetch-models", &record(".ci/fetch-models"));
+    tool(&repo.join(".ci"), "arm64", &record(".ci/arm64"));
     for real in ["bash", "dirname"] {
         let found =
             ["/usr/bin", "/bin"].iter().map(|d| Path::new(d).join(real)).find(|p| p.exists());
@@ -231,4 +232,6 @@ fn ci_run_sets_ci_itself_and_runs_exactly_readmes_test_command() {
     assert!(cargo.iter().all(|l| l.starts_with("CI=true ")), "CI is set for every build: {log}");
     let tail = &calls[calls.len() - 2..];
     assert_eq!(tail, ["CI=true .ci/fetch-models --tests", "CI=true cargo test"], "{log}");
+    // The ARM64 tiers are checked under emulation (after the lints, before the tests).
+    assert!(calls.contains(&"CI=true .ci/arm64 "), "{log}");
 }

@@ -280,3 +280,60 @@ pub(crate) fn mix_f32(y: &mut [f32], p: &[f32], values: &[f32]) {
         }
     }
 }
+
+/// `e^x` of eight lanes (Cephes' `expf`: `2^n` times a degree-6 polynomial of the rest
+/// after `n ln 2`, within 2 ulp of the exact value up to 88; above 88.37 it saturates);
+/// lanes under -87.3 (where `e^x` is no longer a normal f32), `-inf` among them, give 0.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn exp8(x: __m256) -> __m256 {
+    const LO: f32 = -87.33;
+    let under = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(LO));
+    let x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.37)), _mm256_set1_ps(LO));
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+        x,
+        _mm256_set1_ps(std::f32::consts::LOG2_E),
+    ));
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+    let mut p = _mm256_set1_ps(1.987_569_1e-4);
+    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    }
+    let y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
+    let two_n =
+        _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
+    let e = _mm256_mul_ps(y, _mm256_castsi256_ps(two_n));
+    _mm256_andnot_ps(under, e)
+}
+
+/// `x[i] = e^(x[i] - shift)` in place, eight at a time (the last few through a padded
+/// lane group, so every value is computed the same way wherever it sits); returns their
+/// sum.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn exp_shifted(x: &mut [f32], shift: f32) -> f32 {
+    let s = _mm256_set1_ps(shift);
+    let mut acc = _mm256_setzero_ps();
+    let mut chunks = x.chunks_exact_mut(8);
+    for c in &mut chunks {
+        // SAFETY: `c` holds eight values.
+        unsafe {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), s));
+            _mm256_storeu_ps(c.as_mut_ptr(), e);
+            acc = _mm256_add_ps(acc, e);
+        }
+    }
+    let tail = chunks.into_remainder();
+    if !tail.is_empty() {
+        let mut pad = [f32::NEG_INFINITY; 8];
+        pad[..tail.len()].copy_from_slice(tail);
+        // SAFETY: `pad` holds eight values.
+        unsafe {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(pad.as_ptr()), s));
+            _mm256_storeu_ps(pad.as_mut_ptr(), e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        tail.copy_from_slice(&pad[..tail.len()]);
+    }
+    hsum(acc)
+}

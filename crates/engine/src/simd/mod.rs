@@ -80,6 +80,21 @@ pub(crate) fn axpy_f32(y: &mut [f32], p: f32, v: &[f32]) -> bool {
     false
 }
 
+/// `x[i] = e^(x[i] - shift)` in place with AVX2 where the CPU has it (within 2 ulp of
+/// the exact value, every value computed the same way wherever it sits), returning their
+/// sum; `None` (nothing done) where the caller must do it itself.
+#[inline]
+pub(crate) fn exp_shifted(x: &mut [f32], shift: f32) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return Some(unsafe { avx2::exp_shifted(x, shift) });
+    }
+    let _ = (x, shift);
+    None
+}
+
 /// Whether [`scores_f32`] and [`mix_f32`] run here for rows of `hd` values.
 #[inline]
 pub(crate) fn has_runs(hd: usize) -> bool {
@@ -157,6 +172,41 @@ mod tests {
                     assert_eq!(part, whole, "hd {hd} keys {start}..{}", start + len);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_vector_exponential_is_within_two_ulp_and_gives_zero_below_the_normal_range() {
+        let mut xs: Vec<f32> = (0..19_000).map(|i| -90.0 + i as f32 * 0.009_2).collect();
+        xs.extend([0.0, -0.0, 1e-30, -1e-30, f32::NEG_INFINITY, -87.0, -87.5, 88.0]);
+        let mut got = xs.clone();
+        let Some(sum) = exp_shifted(&mut got, 0.0) else {
+            eprintln!("no AVX2 on this CPU: the scalar exponential is used");
+            return;
+        };
+        for (x, e) in xs.iter().zip(&got) {
+            let want = f64::from(*x).exp();
+            if *x < -87.33 {
+                assert_eq!(*e, 0.0, "e^{x}");
+            } else {
+                let ulp = f64::from(f32::EPSILON) * want;
+                assert!((f64::from(*e) - want).abs() <= 2.0 * ulp, "e^{x}: {e} vs {want}");
+            }
+        }
+        let _ = sum;
+        // The sum it returns is the values' (a softmax row: every exponent at most 0).
+        let mut row: Vec<f32> = (0..1001).map(|i| -(i as f32) * 0.03).collect();
+        let sum = exp_shifted(&mut row, 0.0).expect("AVX2");
+        let total: f32 = row.iter().sum();
+        assert!((sum - total).abs() <= 1e-5 * total, "{sum} vs {total}");
+        // A value's result does not depend on where it sits (a full group or the tail).
+        for len in 1..20 {
+            let mut part = xs[3..3 + len].to_vec();
+            exp_shifted(&mut part, 0.0);
+            let mut shifted = xs[3..3 + len].to_vec();
+            shifted.insert(0, 0.5);
+            exp_shifted(&mut shifted, 0.0);
+            assert_eq!(part, shifted[1..], "len {len}");
         }
     }
 
