@@ -96,8 +96,10 @@ fn decoded32(blk: &Decoded32) -> ([int8x16_t; 2], f32, f32) {
     (([load16(&blk.q, 0), load16(&blk.q, 16)]), blk.d, blk.m)
 }
 
-macro_rules! decoded32_kernel {
-    ($name:ident, $decode:path) => {
+/// A kernel `$name` of a format whose blocks `$body` (`blocks32` or `superblocks`) reads
+/// through `$decode`.
+macro_rules! decoded_kernel {
+    ($name:ident, $body:ident, $decode:expr) => {
         #[inline]
         #[target_feature(enable = "neon")]
         fn $name<const DOT: bool, const R: usize>(
@@ -105,15 +107,15 @@ macro_rules! decoded32_kernel {
             a: &Acts,
             rows: [usize; R],
         ) -> [f32; R] {
-            blocks32::<DOT, R>(w, a, rows, |w, b| decoded32(&$decode(w, b)))
+            $body::<DOT, R>(w, a, rows, $decode)
         }
     };
 }
 
-decoded32_kernel!(q4_1, fm::q4_1::decode);
-decoded32_kernel!(q5_0, fm::q5_0::decode);
-decoded32_kernel!(q5_1, fm::q5_1::decode);
-decoded32_kernel!(mxfp4, fm::mxfp4::decode);
+decoded_kernel!(q4_1, blocks32, |w, b| decoded32(&fm::q4_1::decode(w, b)));
+decoded_kernel!(q5_0, blocks32, |w, b| decoded32(&fm::q5_0::decode(w, b)));
+decoded_kernel!(q5_1, blocks32, |w, b| decoded32(&fm::q5_1::decode(w, b)));
+decoded_kernel!(mxfp4, blocks32, |w, b| decoded32(&fm::mxfp4::decode(w, b)));
 
 /// Q8_0: the 32 signed bytes after each block's f16 scale, loaded as they are.
 #[inline]
@@ -171,25 +173,11 @@ fn superblocks<const DOT: bool, const R: usize>(
     acc
 }
 
-macro_rules! k_kernel {
-    ($name:ident, $decode:path) => {
-        #[inline]
-        #[target_feature(enable = "neon")]
-        fn $name<const DOT: bool, const R: usize>(
-            w: &[u8],
-            a: &Acts,
-            rows: [usize; R],
-        ) -> [f32; R] {
-            superblocks::<DOT, R>(w, a, rows, $decode)
-        }
-    };
-}
-
-k_kernel!(q2_k, fm::q2_k::decode);
-k_kernel!(q3_k, fm::q3_k::decode);
-k_kernel!(q4_k, fm::q4_k::decode);
-k_kernel!(q5_k, fm::q5_k::decode);
-k_kernel!(q6_k, fm::q6_k::decode);
+decoded_kernel!(q2_k, superblocks, fm::q2_k::decode);
+decoded_kernel!(q3_k, superblocks, fm::q3_k::decode);
+decoded_kernel!(q4_k, superblocks, fm::q4_k::decode);
+decoded_kernel!(q5_k, superblocks, fm::q5_k::decode);
+decoded_kernel!(q6_k, superblocks, fm::q6_k::decode);
 
 /// A float row (`BYTES` per value, four widened by `load(w, at)`) with f32 activation
 /// rows: four lanes of fused multiply-adds, the tail in scalar.
