@@ -36,6 +36,9 @@ Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,
        [--types q4_0,q8_0,q4_k_m] [--threads 1,2] [--tokens 64] [--prompt-tokens 128,512]
        [--batch 1,4,8] [--repeat 2] [--swactor target/release/swactor]
        [--parity-only | --no-parity]
+       scripts/bench-llama-cpp.py --products [--tiers ...] [--threads 1,2] [--formats ...]
+       [--cols 4096]   (each format's product with its weights in cache, both engines:
+                        scripts/llama_cpp_products.py)
 """
 
 import argparse
@@ -48,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llama_cpp_parity  # noqa: E402
+import llama_cpp_products  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
@@ -274,6 +278,11 @@ def main() -> int:
     ap.add_argument("--batch", default="1,4,8")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--swactor", default=str(ROOT / "target" / "release" / "swactor"))
+    ap.add_argument("--products", action="store_true",
+                    help="only the cache-resident single-row product of each format "
+                    "(--formats, --cols), both engines side by side")
+    ap.add_argument("--formats", default=",".join(llama_cpp_products.FORMATS))
+    ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--parity-only", action="store_true", help="check, do not benchmark")
     ap.add_argument("--no-parity", action="store_true",
                     help="benchmark without the correctness checks (after a run that made them)")
@@ -287,6 +296,17 @@ def main() -> int:
         print(f"tiers must be among {sorted(BUILDS)} (this CPU runs {cpu_tiers()})",
               file=sys.stderr)
         return 2
+    if args.products:
+        threads, formats = ints(args.threads), args.formats.split(",")
+        misses = []
+        for tier in tiers:
+            ours, theirs, cpu = llama_cpp_products.measure(
+                swactor, venv_python(tier), tier, threads, args.cols, formats, LLAMA_CPP_PYTHON)
+            misses += llama_cpp_products.table(tier, cpu, threads, formats, ours, theirs)
+        print("\n* misses its target (the cache-resident product >= 1.0 of llama.cpp's)")
+        for m in misses:
+            print("  " + m)
+        return 0
     if not args.no_parity and not llama_cpp_parity.check_all(
             swactor, venv_python(tiers[-1]), ROOT, args.tokens):
         return 1

@@ -166,8 +166,9 @@ const RESIDENT_MS: f64 = 20.0;
 
 /// The multiply-adds per second, G, of the product of `mats` (a gated pair when `glu`) on
 /// `n` rows of `x` with only their first rows, [`RESIDENT_BYTES`] per thread in all (a
-/// multiple of 16 rows, repacked as the stage repacks), repeated while they stay in cache:
-/// the best of five timings of [`RESIDENT_MS`] each.
+/// multiple of 16 rows, repacked as the stage repacks), repeated while they stay in cache,
+/// each call quantizing its activations as the forward does: the best of five timings of
+/// [`RESIDENT_MS`] each.
 #[allow(clippy::too_many_arguments)]
 fn time_resident(
     pool: &ThreadPool,
@@ -179,9 +180,8 @@ fn time_resident(
     out: &mut Vec<f32>,
 ) -> f64 {
     let row_bytes: usize = mats.iter().map(|m| m.bytes() / m.rows().max(1)).sum();
-    let budget = RESIDENT_BYTES * pool.threads();
     let fewest = mats.iter().map(|m| m.rows()).min().unwrap_or(0);
-    let rows = (budget / row_bytes.max(1) / 16 * 16).clamp(16.min(fewest), fewest);
+    let rows = resident_rows(row_bytes, pool.threads()).min(fewest);
     if rows == 0 {
         return 0.0;
     }
@@ -201,10 +201,12 @@ fn time_resident(
     let formats: Vec<_> = small.iter().map(|m| m.format()).collect();
     let out_rows = if glu.is_some() { rows } else { rows * small.len() };
     out.resize(out_rows * n, 0.0);
-    acts.load(&x[..n * cols], cols, &formats);
-    let mut run = || match glu {
-        Some(g) => glu_t(pool, g, small[0], small[1], acts, out),
-        None => matmul_t(pool, &small, acts, out),
+    let mut run = || {
+        acts.load(&x[..n * cols], cols, &formats);
+        match glu {
+            Some(g) => glu_t(pool, g, small[0], small[1], acts, out),
+            None => matmul_t(pool, &small, acts, out),
+        }
     };
     run();
     let mut best = 0f64;
@@ -359,4 +361,67 @@ fn sum_words(v: &[u64]) -> u64 {
         }
     }
     acc.iter().fold(0, |a, x| a.wrapping_add(*x))
+}
+
+/// One weight format's single-row product with its weights resident in cache, for the
+/// side-by-side with llama.cpp (`scripts/bench-llama-cpp.py --products`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FormatFigure {
+    /// The format (`q4_k`).
+    pub format: String,
+    /// The kernel tier that ran it (a format without kernels of the asked tier runs the
+    /// next narrower one).
+    pub isa: String,
+    /// Compute threads.
+    pub threads: u32,
+    /// Weight rows: [`RESIDENT_BYTES`] per thread, a multiple of 16.
+    pub rows: usize,
+    /// Input columns.
+    pub cols: usize,
+    /// Multiply-adds per second, G, each call quantizing its one activation row.
+    pub resident_gmacs: f64,
+}
+
+/// The cache-resident decode rate of each of `formats` on a `rows x cols` matrix of
+/// deterministic pseudo-random weights (`rows` from [`RESIDENT_BYTES`] per thread), at
+/// `threads` threads, with the tier the engine would use.
+pub fn format_figures(
+    formats: &[swactor_engine::WeightFormat],
+    cols: usize,
+    threads: u32,
+) -> Result<Vec<FormatFigure>, BenchError> {
+    let pool = ThreadPool::new(threads as usize);
+    let isa = crate::model::engine::isa();
+    let x: Vec<f32> = (0..cols).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+    let (mut acts, mut out) = (Acts::default(), Vec::new());
+    let mut figures = Vec::new();
+    for &format in formats {
+        let row_bytes = format
+            .row_bytes(cols)
+            .ok_or_else(|| err(format!("{cols} columns are not whole {} blocks", format.name())))?;
+        let rows = resident_rows(row_bytes, threads as usize);
+        let values: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) >> 7) % 2001) as f32 / 1000.0 - 1.0)
+            .collect();
+        let raw = swactor_engine::quantize::quantize(format, &values)
+            .ok_or_else(|| err(format!("no quantizer for {}", format.name())))?;
+        let m = Matrix::new(format, rows, cols, swactor_engine::Bytes::from_vec(raw), isa)
+            .map_err(err)?;
+        let resident_gmacs = time_resident(&pool, &[&m], None, &x, 1, &mut acts, &mut out);
+        figures.push(FormatFigure {
+            format: format.name().to_string(),
+            isa: m.isa().name().to_string(),
+            threads,
+            rows,
+            cols,
+            resident_gmacs,
+        });
+    }
+    Ok(figures)
+}
+
+/// Rows of `row_bytes` each that fill [`RESIDENT_BYTES`] per thread, a multiple of 16
+/// (16 at least).
+pub fn resident_rows(row_bytes: usize, threads: usize) -> usize {
+    (RESIDENT_BYTES * threads.max(1) / row_bytes.max(1) / 16 * 16).max(16)
 }

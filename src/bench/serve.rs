@@ -122,9 +122,12 @@ pub fn median_figure(runs: &[ServeFigure]) -> ServeFigure {
 pub struct Shape {
     /// Stages (one node process each).
     pub stages: u32,
+    /// One micro-batch in flight, every core for the stage computing it (`run local
+    /// --layout one-host`), or the multi-host shape (`--layout multi-host`).
+    pub one_host: bool,
     /// Compute threads of each stage worker.
     pub threads: u32,
-    /// Micro-batches in flight at most (`None`: the session's default).
+    /// Micro-batches in flight at most (`None`: the layout's default).
     pub groups: Option<u16>,
     /// The prefill time budget, ms (`None`: the session's default).
     pub prefill_budget_ms: Option<u64>,
@@ -138,6 +141,8 @@ impl Shape {
             self.stages.to_string(),
             "--threads".to_string(),
             self.threads.to_string(),
+            "--layout".to_string(),
+            if self.one_host { "one-host" } else { "multi-host" }.to_string(),
         ];
         a.extend(self.groups.map(|g| format!("--groups={g}")));
         a.extend(self.prefill_budget_ms.map(|b| format!("--prefill-budget-ms={b}")));

@@ -33,6 +33,7 @@ pub fn prefix(args: &BenchPrefixArgs, out: &mut Output) -> Result<(), CliError> 
     let cfg = bench::prefix::PrefixConfig {
         shape: bench::serve::Shape {
             stages: args.stages,
+            one_host: false,
             threads: args.threads,
             groups: None,
             prefill_budget_ms: None,
@@ -155,6 +156,7 @@ pub fn structured(args: &BenchStructuredArgs, out: &mut Output) -> Result<(), Cl
     let cfg = bench::structured::StructuredConfig {
         shape: bench::serve::Shape {
             stages: args.stages,
+            one_host: false,
             threads: args.threads,
             groups: None,
             prefill_budget_ms: None,

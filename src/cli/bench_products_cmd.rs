@@ -7,6 +7,7 @@ use super::bench_cmd::{failed, print_cpu};
 use super::exit::{CliError, ExitCode};
 use super::output::{Output, table};
 use crate::bench;
+use swactor_engine::WeightFormat;
 
 /// `swactor bench products`.
 pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliError> {
@@ -17,10 +18,14 @@ pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliErr
             eyre!("threads and rows must be at least 1"),
         ));
     }
-    crate::model::read_facts(&args.model).map_err(|e| super::exit::model_error(&args.model, e))?;
+    let Some(model) = &args.model else {
+        let formats = formats_asked(args.formats.as_deref().unwrap_or_default())?;
+        return format_table(args, &formats, out);
+    };
+    crate::model::read_facts(model).map_err(|e| super::exit::model_error(model, e))?;
     print_cpu(args.output.json, out)?;
     for &threads in &args.threads {
-        let figs = bench::products::products_figures(&args.model, threads, &args.rows, args.repeat)
+        let figs = bench::products::products_figures(model, threads, &args.rows, args.repeat)
             .map_err(failed)?;
         for fig in figs {
             if args.output.json {
@@ -75,6 +80,73 @@ pub fn products(args: &BenchProductsArgs, out: &mut Output) -> Result<(), CliErr
                 out.line(line)?;
             }
             out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// The formats `--formats` names (`all`: every one the engine reads but f32), or a usage
+/// error naming the unknown one.
+fn formats_asked(names: &[String]) -> Result<Vec<WeightFormat>, CliError> {
+    let mut formats = Vec::new();
+    for name in names {
+        let name = name.trim().to_ascii_lowercase();
+        if name == "all" {
+            formats.extend(WeightFormat::ALL.iter().filter(|f| **f != WeightFormat::F32));
+            continue;
+        }
+        match WeightFormat::ALL.iter().find(|f| f.name() == name) {
+            Some(f) => formats.push(*f),
+            None => {
+                let known: Vec<&str> = WeightFormat::ALL.iter().map(|f| f.name()).collect();
+                return Err(CliError::new(
+                    ExitCode::Usage,
+                    "usage",
+                    eyre!("unknown weight format `{name}` (known: all, {})", known.join(", ")),
+                ));
+            }
+        }
+    }
+    formats.dedup();
+    Ok(formats)
+}
+
+/// `bench products --formats`: each format's cache-resident single-row product at each
+/// thread count.
+fn format_table(
+    args: &BenchProductsArgs,
+    formats: &[WeightFormat],
+    out: &mut Output,
+) -> Result<(), CliError> {
+    if args.cols == 0 || !args.cols.is_multiple_of(256) {
+        return Err(CliError::new(
+            ExitCode::Usage,
+            "usage",
+            eyre!("--cols must be a positive multiple of 256, not {}", args.cols),
+        ));
+    }
+    print_cpu(args.output.json, out)?;
+    let mut rows =
+        vec![["format", "tier", "threads", "shape", "resident GMAC/s"].map(String::from)];
+    for &threads in &args.threads {
+        for fig in bench::products::format_figures(formats, args.cols, threads).map_err(failed)? {
+            if args.output.json {
+                out.json("bench_format", &fig)?;
+                continue;
+            }
+            rows.push([
+                fig.format,
+                fig.isa,
+                fig.threads.to_string(),
+                format!("{}x{}", fig.rows, fig.cols),
+                format!("{:.1}", fig.resident_gmacs),
+            ]);
+        }
+    }
+    if !args.output.json {
+        let rows: Vec<Vec<String>> = rows.into_iter().map(|r| r.to_vec()).collect();
+        for line in table(&rows) {
+            out.line(line)?;
         }
     }
     Ok(())

@@ -30,14 +30,16 @@ pub fn serve(args: &BenchServeArgs, out: &mut Output) -> Result<(), CliError> {
     let repeat = args.repeat.max(1) as usize;
     let per_level = if args.http { 2 * repeat } else { repeat };
     progress.bar((models.len() * (per_level * args.concurrency.len() + 1)) as u64, "bench serve");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let shape = bench::serve::Shape {
         stages: args.stages,
-        threads: args.threads,
+        one_host: args.layout == crate::cli::args::Layout::OneHost,
+        threads: args.layout.threads(args.threads, cores),
         groups: args.groups,
         prefill_budget_ms: args.prefill_budget_ms,
     };
     // The baselines get this host's every core: the best one process does on them.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let threads = cores;
     for (dtype, path) in &models {
         progress.message(format!("bench serve: {dtype}: generate"));
         let generate = bench::serve::generate_rate_threads(&exe()?, path, threads, args.tokens)

@@ -64,7 +64,7 @@ pub fn local(args: &LocalArgs, out: &mut Output) -> Result<(), CliError> {
         let config = LocalPoolConfig {
             exe: std::env::current_exe()?,
             nodes: args.stages,
-            worker_threads: args.worker_threads,
+            worker_threads: args.threads(),
             arena_bytes: args.arena_bytes,
             node_logs: args.node_logs,
         };

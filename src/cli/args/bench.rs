@@ -269,8 +269,16 @@ pub struct BenchEngineArgs {
 #[derive(Debug, Args)]
 pub struct BenchProductsArgs {
     /// The GGUF model.
-    #[arg(long, value_name = "GGUF")]
-    pub model: PathBuf,
+    #[arg(long, value_name = "GGUF", required_unless_present = "formats")]
+    pub model: Option<PathBuf>,
+    /// Instead of a model's products: each of these weight formats' single-row product on
+    /// a `--cols`-wide matrix of pseudo-random weights resident in cache (`all`: every
+    /// format the engine reads).
+    #[arg(long, value_delimiter = ',', value_name = "FORMATS", conflicts_with_all = ["model", "rows"])]
+    pub formats: Option<Vec<String>>,
+    /// With `--formats`: input columns of each matrix (a multiple of 256).
+    #[arg(long, default_value_t = 4096, value_name = "N", requires = "formats")]
+    pub cols: usize,
     /// Compute thread counts to measure.
     #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,...")]
     pub threads: Vec<u32>,
@@ -332,10 +340,13 @@ pub struct BenchServeArgs {
     /// Stages of the session (one node process each).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub stages: u32,
-    /// Compute threads of each stage worker (the baselines get every core of the host).
-    #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub threads: u32,
+    /// How the stages share this host's cores (`run local --layout`).
+    #[arg(long, value_enum, default_value_t = super::Layout::OneHost, value_name = "LAYOUT")]
+    pub layout: super::Layout,
+    /// Compute threads of each stage worker (the baselines get every core of the host)
+    /// [default: the layout's].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: Option<u32>,
     /// Tokens each request generates.
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub tokens: u32,
@@ -345,7 +356,7 @@ pub struct BenchServeArgs {
     /// Also measure copies re-quantized to these types (e.g. `q8_0`).
     #[arg(long, value_delimiter = ',', value_name = "TYPES")]
     pub requantize: Vec<String>,
-    /// Micro-batches in flight at most (`run local --groups`) [default: the session's].
+    /// Micro-batches in flight at most (`run local --groups`) [default: the layout's].
     #[arg(long, value_name = "N")]
     pub groups: Option<u16>,
     /// The session's prefill time budget (`run local --prefill-budget-ms`) [default: the

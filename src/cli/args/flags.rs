@@ -189,6 +189,46 @@ impl ResumeFlags {
     }
 }
 
+/// How `run local`'s stages share this host's cores (`--layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Layout {
+    /// One micro-batch in flight and every core for the stage computing it
+    /// (`--groups 1 --threads <cores>`): the stages take turns as one process's layers
+    /// would, and a batch of sequences is read once per step.
+    OneHost,
+    /// The shape of a pool of hosts: one micro-batch in flight per stage and one compute
+    /// thread per worker (`--threads 1`), every stage busy at once.
+    MultiHost,
+}
+
+impl Layout {
+    /// Compute threads per worker unless `--threads` says: every core of this host
+    /// (`cores`) for one host, one for the multi-host shape.
+    pub fn threads(self, threads: Option<u32>, cores: u32) -> u32 {
+        threads.unwrap_or(match self {
+            Layout::OneHost => cores.max(1),
+            Layout::MultiHost => 1,
+        })
+    }
+
+    /// Micro-batches in flight unless `--groups` says (0: the session's default, one per
+    /// stage).
+    pub fn groups(self, groups: Option<u16>) -> u16 {
+        groups.unwrap_or(match self {
+            Layout::OneHost => 1,
+            Layout::MultiHost => 0,
+        })
+    }
+
+    /// The flag's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::OneHost => "one-host",
+            Layout::MultiHost => "multi-host",
+        }
+    }
+}
+
 /// Token selection mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SamplingMode {

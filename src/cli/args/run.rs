@@ -3,7 +3,9 @@
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::flags::{OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs, ServeFlags, SessionFlags};
+use super::flags::{
+    Layout, OutputFlags, PlacementFlags, PoolFlags, RuntimeArgs, ServeFlags, SessionFlags,
+};
 use crate::cli::exit::SEE_EXIT_CODES;
 
 /// `swactor run ...`
@@ -162,10 +164,17 @@ pub struct LocalArgs {
     /// The GGUF model [default: a small synthesized model, written to a temporary file].
     #[arg(long, value_name = "GGUF")]
     pub model: Option<PathBuf>,
+    /// How the stages share this host's cores: `one-host` (one micro-batch in flight,
+    /// every core for the stage computing it) or `multi-host` (one micro-batch per stage,
+    /// one thread per worker: the shape of a pool of hosts).
+    #[arg(long, value_enum, default_value_t = Layout::OneHost, value_name = "LAYOUT")]
+    pub layout: Layout,
     /// Compute threads of each stage worker (the nodes share this host; `--worker-threads`
-    /// is an older name).
-    #[arg(long = "threads", alias = "worker-threads", default_value_t = 1, value_name = "N")]
-    pub worker_threads: u32,
+    /// is an older name) [default: every core with `--layout one-host`, 1 with
+    /// `multi-host`].
+    #[arg(long = "threads", alias = "worker-threads", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub worker_threads: Option<u32>,
     /// Arena bytes per node.
     #[arg(long, default_value_t = 256 << 20, value_name = "N")]
     pub arena_bytes: u64,
@@ -182,6 +191,19 @@ pub struct LocalArgs {
     /// What to run.
     #[command(flatten)]
     pub run: PromptArgs,
+}
+
+impl LocalArgs {
+    /// Compute threads per worker: `--threads`, else what `--layout` gives this host.
+    pub fn threads(&self) -> u32 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        self.layout.threads(self.worker_threads, cores)
+    }
+
+    /// Micro-batches in flight: `--groups`, else what `--layout` gives (0: one per stage).
+    pub fn groups(&self) -> u16 {
+        self.layout.groups(self.run.session.groups)
+    }
 }
 
 impl RunCommand {

@@ -69,7 +69,7 @@ impl LocalRun {
         let events = args.run.session.events.as_deref().map(EventsFile::create).transpose()?;
         Ok(LocalRun {
             nodes: args.stages,
-            worker_threads: args.worker_threads,
+            worker_threads: args.threads(),
             arena_bytes: args.arena_bytes,
             node_logs: args.node_logs,
             pause,
@@ -97,7 +97,8 @@ impl LocalRun {
         model: &Path,
         inputs: &RunInputs,
     ) -> Result<OrchestrateConfig, CliError> {
-        let session = session_settings(&args.run.session, inputs.request_count().max(1));
+        let mut session = session_settings(&args.run.session, inputs.request_count().max(1));
+        session.limits.groups = args.groups();
         let spec = &args.run.session.spec;
         Ok(OrchestrateConfig {
             requests: inputs.requests.clone(),

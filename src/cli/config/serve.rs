@@ -208,7 +208,8 @@ pub fn local_orchestrate(
     model: &Path,
     served: &ServedModel,
 ) -> Result<OrchestrateConfig, CliError> {
-    let session = session_settings(&args.run.session, DEFAULT_SERVE_QUEUE);
+    let mut session = session_settings(&args.run.session, DEFAULT_SERVE_QUEUE);
+    session.limits.groups = args.groups();
     let spec = &args.run.session.spec;
     Ok(OrchestrateConfig {
         run_id: fresh_run_id(),

@@ -1,0 +1,113 @@
+"""Each weight format's single-row product with its weights resident in cache: swactor's
+kernels (`swactor bench products --formats`) beside llama.cpp's (scripts/ggml-products.c,
+built against the ggml of the pinned llama-cpp-python of each tier), same shape, same
+threads, interleaved, with the ratio. Memory cannot hold either back, so a ratio under
+1.0 is the kernel's own miss on any host. Used by `scripts/bench-llama-cpp.py --products`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache"
+HARNESS = ROOT / "scripts" / "ggml-products.c"
+# Weight bytes per thread each product keeps in cache: swactor's RESIDENT_BYTES.
+RESIDENT_BYTES = 256 << 10
+# How long one timing repeats the products, ms (the best of five is kept on both sides).
+MS = 20
+# The formats of the issue's list, in swactor's names.
+FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k", "f16", "bf16",
+           "mxfp4"]
+
+
+def headers(sdist_spec: str) -> Path:
+    """ggml's headers of the pinned llama-cpp-python, from its source package (once)."""
+    include = CACHE / "llama-sdist" / "include"
+    if (include / "ggml-cpu.h").exists():
+        return include
+    sdist = CACHE / "llama-sdist"
+    sdist.mkdir(parents=True, exist_ok=True)
+    tars = list(sdist.glob("llama_cpp_python-*.tar.gz"))
+    if not tars:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--no-binary", "llama-cpp-python", sdist_spec, "-d", str(sdist)],
+                       check=True)
+        tars = list(sdist.glob("llama_cpp_python-*.tar.gz"))
+    include.mkdir(exist_ok=True)
+    with tarfile.open(tars[0]) as tar:
+        for m in tar.getmembers():
+            if "/vendor/llama.cpp/ggml/include/" in m.name and m.name.endswith(".h"):
+                m.name = Path(m.name).name
+                tar.extract(m, include)
+    return include
+
+
+def harness(py: Path, tier: str, sdist_spec: str) -> Path:
+    """scripts/ggml-products.c built against `py`'s venv's ggml (rebuilt when newer)."""
+    libs = next(py.parent.parent.glob("lib/python3*/site-packages/llama_cpp/lib"))
+    exe = CACHE / f"ggml-products-{tier}"
+    if exe.exists() and exe.stat().st_mtime >= HARNESS.stat().st_mtime:
+        return exe
+    cmd = ["cc", "-O2", "-o", str(exe), str(HARNESS), f"-I{headers(sdist_spec)}",
+           f"-L{libs}", f"-Wl,-rpath,{libs}", "-lggml-cpu", "-lggml-base", "-lggml"]
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+def ggml_name(fmt: str) -> str:
+    """ggml's name of a format (`q4_K` where swactor says `q4_k`)."""
+    return fmt[:-2] + "_K" if fmt.endswith("_k") else fmt
+
+
+def measure(swactor: str, py: Path, tier: str, threads: list, cols: int, formats: list,
+            sdist_spec: str) -> tuple:
+    """Both sides at every thread count: ({(fmt, t): ours}, {(fmt, t): theirs}, cpu)."""
+    exe = harness(py, tier, sdist_spec)
+    env = dict(os.environ, SWACTOR_ENGINE_ISA=tier)
+    ours, theirs, cpu = {}, {}, None
+    for t in threads:
+        cmd = [swactor, "bench", "products", "--json", "--formats", ",".join(formats),
+               "--cols", str(cols), "--threads", str(t)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+        for line in out.splitlines():
+            v = json.loads(line)
+            if v.get("type") == "bench_format":
+                ours[(v["format"], t)] = v
+            elif v.get("type") == "bench_cpu":
+                cpu = v
+        cmd = [str(exe), str(t), str(cols), str(RESIDENT_BYTES), str(MS)]
+        out = subprocess.run(cmd + [ggml_name(f) for f in formats], check=True,
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            v = json.loads(line)
+            theirs[(v["format"].lower(), t)] = v
+        print(f"measured the products at {t} thread(s) on {tier}", file=sys.stderr)
+    return ours, theirs, cpu
+
+
+def table(tier: str, cpu: dict, threads: list, formats: list, ours: dict, theirs: dict) -> list:
+    """Prints one tier's table; returns its misses."""
+    one, all_cores = cpu.get("bandwidth_gbps") or (0.0, 0.0)
+    print(f"\nCPU: {cpu['model']} [{' '.join(cpu['flags'])}]; memory read {one:.1f} GB/s at "
+          f"1 thread, {all_cores:.1f} at one per core")
+    print(f"tier {tier}: cache-resident single-row products, GMAC/s (each call quantizes its "
+          f"activation row), {RESIDENT_BYTES >> 10} KiB of weights per thread")
+    head = (f"{'format':<7} {'thr':>3} {'shape':>10} {'ours':>7} {'(tier)':<7} "
+            f"{'llama.cpp':>9} {'(buffer)':<11} {'ratio':>6}")
+    print(head)
+    print("-" * len(head))
+    misses = []
+    for t in threads:
+        for f in formats:
+            o, l = ours[(f, t)], theirs[(f, t)]
+            r = o["resident_gmacs"] / l["resident_gmacs"]
+            mark = " " if r >= 1.0 else "*"
+            print(f"{f:<7} {t:>3} {o['rows']:>5}x{o['cols']:<4} {o['resident_gmacs']:>7.1f} "
+                  f"{o['isa']:<7} {l['resident_gmacs']:>9.1f} {l['buffer']:<11} {r:>5.2f}{mark}")
+            if r < 1.0:
+                misses.append(f"{tier} {f} {t} thread(s): resident product {r:.2f}")
+    return misses
