@@ -75,7 +75,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;run;local' {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages (one node process each)')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model [default: a small synthesized model, written to a temporary file]')
-            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)')
+            [CompletionResult]::new('--layout', '--layout', [CompletionResultType]::ParameterName, 'How the stages share this host''s cores: `one-host` (one micro-batch in flight, every core for the stage computing it) or `multi-host` (one micro-batch per stage, one thread per worker: the shape of a pool of hosts)')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name) [default: every core with `--layout one-host`, 1 with `multi-host`]')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena bytes per node')
             [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Where the HTTP API listens [default: 127.0.0.1:8080]')
             [CompletionResult]::new('--grace-s', '--grace-s', [CompletionResultType]::ParameterName, 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]')
@@ -642,6 +643,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         }
         'swactor;bench;products' {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--formats', '--formats', [CompletionResultType]::ParameterName, 'Instead of a model''s products: each of these weight formats'' single-row product on a `--cols`-wide matrix of pseudo-random weights resident in cache (`all`: every format the engine reads)')
+            [CompletionResult]::new('--cols', '--cols', [CompletionResultType]::ParameterName, 'With `--formats`: input columns of each matrix (a multiple of 256)')
             [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute thread counts to measure')
             [CompletionResult]::new('--rows', '--rows', [CompletionResultType]::ParameterName, 'Activation rows of each forward pass measured (1: a decode step; more: a prefill)')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs of each measurement (the best is kept)')
@@ -678,18 +681,19 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
         'swactor;bench;serve' {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)')
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages of the session (one node process each)')
-            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the baselines get every core of the host)')
+            [CompletionResult]::new('--layout', '--layout', [CompletionResultType]::ParameterName, 'How the stages share this host''s cores (`run local --layout`)')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Compute threads of each stage worker (the baselines get every core of the host) [default: the layout''s]')
             [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens each request generates')
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Concurrency levels')
             [CompletionResult]::new('--requantize', '--requantize', [CompletionResultType]::ParameterName, 'Also measure copies re-quantized to these types (e.g. `q8_0`)')
-            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'Micro-batches in flight at most (`run local --groups`) [default: the session''s]')
+            [CompletionResult]::new('--groups', '--groups', [CompletionResultType]::ParameterName, 'Micro-batches in flight at most (`run local --groups`) [default: the layout''s]')
             [CompletionResult]::new('--prefill-budget-ms', '--prefill-budget-ms', [CompletionResultType]::ParameterName, 'The session''s prefill time budget (`run local --prefill-budget-ms`) [default: the session''s]')
             [CompletionResult]::new('--repeat', '--repeat', [CompletionResultType]::ParameterName, 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed')
             [CompletionResult]::new('--synth-1b', '--synth-1b', [CompletionResultType]::ParameterName, 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model''s')
             [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job''s figures')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
-            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
-            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
         'swactor;bench;prefix' {

@@ -842,13 +842,21 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__products)
-            opts="-h --model --threads --rows --repeat --json --help"
+            opts="-h --model --formats --cols --threads --rows --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --formats)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cols)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -902,7 +910,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__serve)
-            opts="-h --model --synth-1b --stages --threads --tokens --concurrency --requantize --groups --prefill-budget-ms --http --repeat --json --help"
+            opts="-h --model --synth-1b --stages --layout --threads --tokens --concurrency --requantize --groups --prefill-budget-ms --http --repeat --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -914,6 +922,10 @@ _swactor() {
                     ;;
                 --stages)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --layout)
+                    COMPREPLY=($(compgen -W "one-host multi-host" -- "${cur}"))
                     return 0
                     ;;
                 --threads)
@@ -3002,7 +3014,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__local)
-            opts="-h --stages --model --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
+            opts="-h --stages --model --layout --threads --arena-bytes --node-logs --serve --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3014,6 +3026,10 @@ _swactor() {
                     ;;
                 --model)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --layout)
+                    COMPREPLY=($(compgen -W "one-host multi-host" -- "${cur}"))
                     return 0
                     ;;
                 --threads)

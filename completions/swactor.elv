@@ -69,7 +69,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;run;local'= {
             cand --stages 'Number of stages (one node process each)'
             cand --model 'The GGUF model [default: a small synthesized model, written to a temporary file]'
-            cand --threads 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)'
+            cand --layout 'How the stages share this host''s cores: `one-host` (one micro-batch in flight, every core for the stage computing it) or `multi-host` (one micro-batch per stage, one thread per worker: the shape of a pool of hosts)'
+            cand --threads 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name) [default: every core with `--layout one-host`, 1 with `multi-host`]'
             cand --arena-bytes 'Arena bytes per node'
             cand --http 'Where the HTTP API listens [default: 127.0.0.1:8080]'
             cand --grace-s 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]'
@@ -577,6 +578,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         }
         &'swactor;bench;products'= {
             cand --model 'The GGUF model'
+            cand --formats 'Instead of a model''s products: each of these weight formats'' single-row product on a `--cols`-wide matrix of pseudo-random weights resident in cache (`all`: every format the engine reads)'
+            cand --cols 'With `--formats`: input columns of each matrix (a multiple of 256)'
             cand --threads 'Compute thread counts to measure'
             cand --rows 'Activation rows of each forward pass measured (1: a decode step; more: a prefill)'
             cand --repeat 'Runs of each measurement (the best is kept)'
@@ -610,18 +613,19 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;serve'= {
             cand --model 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)'
             cand --stages 'Stages of the session (one node process each)'
-            cand --threads 'Compute threads of each stage worker (the baselines get every core of the host)'
+            cand --layout 'How the stages share this host''s cores (`run local --layout`)'
+            cand --threads 'Compute threads of each stage worker (the baselines get every core of the host) [default: the layout''s]'
             cand --tokens 'Tokens each request generates'
             cand --concurrency 'Concurrency levels'
             cand --requantize 'Also measure copies re-quantized to these types (e.g. `q8_0`)'
-            cand --groups 'Micro-batches in flight at most (`run local --groups`) [default: the session''s]'
+            cand --groups 'Micro-batches in flight at most (`run local --groups`) [default: the layout''s]'
             cand --prefill-budget-ms 'The session''s prefill time budget (`run local --prefill-budget-ms`) [default: the session''s]'
             cand --repeat 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed'
             cand --synth-1b 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model''s'
             cand --http 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job''s figures'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
         }
         &'swactor;bench;prefix'= {
             cand --model 'The GGUF model; again for more models, measured one after another in the same run'

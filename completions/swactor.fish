@@ -68,7 +68,9 @@ complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_sub
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l stages -d 'Number of stages (one node process each)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l model -d 'The GGUF model [default: a small synthesized model, written to a temporary file]' -r -F
-complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l threads -d 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l layout -d 'How the stages share this host\'s cores: `one-host` (one micro-batch in flight, every core for the stage computing it) or `multi-host` (one micro-batch per stage, one thread per worker: the shape of a pool of hosts)' -r -f -a "one-host\t'One micro-batch in flight and every core for the stage computing it (`--groups 1 --threads <cores>`): the stages take turns as one process\'s layers would, and a batch of sequences is read once per step'
+multi-host\t'The shape of a pool of hosts: one micro-batch in flight per stage and one compute thread per worker (`--threads 1`), every stage busy at once'"
+complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l threads -d 'Compute threads of each stage worker (the nodes share this host; `--worker-threads` is an older name) [default: every core with `--layout one-host`, 1 with `multi-host`]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l arena-bytes -d 'Arena bytes per node' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l http -d 'Where the HTTP API listens [default: 127.0.0.1:8080]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand run; and __fish_seen_subcommand_from local" -l grace-s -d 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]' -r
@@ -456,6 +458,8 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from engine" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from products" -l model -d 'The GGUF model' -r -F
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from products" -l formats -d 'Instead of a model\'s products: each of these weight formats\' single-row product on a `--cols`-wide matrix of pseudo-random weights resident in cache (`all`: every format the engine reads)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from products" -l cols -d 'With `--formats`: input columns of each matrix (a multiple of 256)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from products" -l threads -d 'Compute thread counts to measure' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from products" -l rows -d 'Activation rows of each forward pass measured (1: a decode step; more: a prefill)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from products" -l repeat -d 'Runs of each measurement (the best is kept)' -r
@@ -480,17 +484,19 @@ complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_s
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from failover" -s h -l help -d 'Print help'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l model -d 'The GGUF model; again for more models, measured one after another in the same run (`--requantize` copies the first)' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l stages -d 'Stages of the session (one node process each)' -r
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l threads -d 'Compute threads of each stage worker (the baselines get every core of the host)' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l layout -d 'How the stages share this host\'s cores (`run local --layout`)' -r -f -a "one-host\t'One micro-batch in flight and every core for the stage computing it (`--groups 1 --threads <cores>`): the stages take turns as one process\'s layers would, and a batch of sequences is read once per step'
+multi-host\t'The shape of a pool of hosts: one micro-batch in flight per stage and one compute thread per worker (`--threads 1`), every stage busy at once'"
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l threads -d 'Compute threads of each stage worker (the baselines get every core of the host) [default: the layout\'s]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l tokens -d 'Tokens each request generates' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l concurrency -d 'Concurrency levels' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l requantize -d 'Also measure copies re-quantized to these types (e.g. `q8_0`)' -r
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most (`run local --groups`) [default: the session\'s]' -r
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l groups -d 'Micro-batches in flight at most (`run local --groups`) [default: the layout\'s]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l prefill-budget-ms -d 'The session\'s prefill time budget (`run local --prefill-budget-ms`) [default: the session\'s]' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l repeat -d 'Runs per level (each a batch job and, with --http, the same through HTTP, one after the other); the medians are printed' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l synth-1b -d 'Also measure a 1.1B llama written on the fly into the scratch directory (`model synth`: 22 blocks, hidden 2048, 32 / 4 heads, ffn 5632, vocab 32000, Q4_0): figures at a real size beside the model\'s'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l http -d 'Also serve each level through the HTTP API (`run local --serve`, N concurrent streamed completions measured by the client) beside the batch job\'s figures'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -l json -d 'Print JSON Lines (one object per line with a `type` tag) instead of text'
-complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help'
+complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l model -d 'The GGUF model; again for more models, measured one after another in the same run' -r -F
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l stages -d 'Stages of the session (one node process each)' -r
 complete -c swactor -n "__fish_swactor_using_subcommand bench; and __fish_seen_subcommand_from prefix" -l threads -d 'Compute threads of each stage worker' -r

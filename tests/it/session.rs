@@ -105,7 +105,8 @@ pub(crate) fn results(lines: &[Value]) -> BTreeMap<String, Value> {
 }
 
 #[test]
-fn eight_concurrent_greedy_requests_each_get_generates_tokens_through_one_two_and_three_stages() {
+fn eight_concurrent_greedy_requests_each_get_generates_tokens_through_one_two_and_three_stages_in_either_layout()
+ {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let model = synth_model(4);
     let lines: Vec<Value> = PROMPTS
@@ -119,9 +120,12 @@ fn eight_concurrent_greedy_requests_each_get_generates_tokens_through_one_two_an
         .enumerate()
         .map(|(i, p)| (format!("r{i}"), reference(&model, p, 6 + 2 * i as u32)))
         .collect();
-    for stages in 1..=3 {
-        let (code, out, err) = run_local_batch(&model, stages, &file, &["--max-sequences", "8"]);
-        assert_eq!(code, 0, "{stages} stages: {err}");
+    // The default layout (one host: one micro-batch in flight, every core per worker),
+    // then the multi-host shape (a micro-batch per stage, one thread per worker).
+    for (stages, layout) in [(1, "one-host"), (2, "one-host"), (3, "one-host"), (3, "multi-host")] {
+        let args = ["--max-sequences", "8", "--layout", layout];
+        let (code, out, err) = run_local_batch(&model, stages, &file, &args);
+        assert_eq!(code, 0, "{stages} stages, {layout}: {err}");
         assert_one_outcome_and_teardown(
             &out,
             "completed",

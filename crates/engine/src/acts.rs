@@ -273,28 +273,11 @@ impl Q8KRows {
         self.bsums.resize(nb * 16, 0);
         self.sums32.resize(nb * 8, 0);
         for (b, (xb, qb)) in x.chunks_exact(QK_K).zip(self.qs.chunks_exact_mut(QK_K)).enumerate() {
-            // GGML's Q8_K exactly: the scale comes from the value of largest magnitude
-            // with its sign (`-127 / max`), values round half to even, and the block's
-            // scale is the reciprocal (negative when that value is positive).
-            let (mut amax, mut max) = (0f32, 0f32);
-            for &v in xb {
-                if v.abs() > amax {
-                    amax = v.abs();
-                    max = v;
-                }
-            }
-            let iscale = if amax != 0.0 { -127.0 / max } else { 0.0 };
-            for (q, &v) in qb.iter_mut().zip(xb) {
-                *q = (round_half_even(iscale * v) as i32).clamp(-128, 127) as i8;
-            }
-            let d = if amax != 0.0 { 1.0 / iscale } else { 0.0 };
-            for g in 0..16 {
-                self.bsums[b * 16 + g] =
-                    qb[16 * g..16 * g + 16].iter().map(|&q| i16::from(q)).sum();
-            }
+            let bsums = &mut self.bsums[b * 16..b * 16 + 16];
+            let d = crate::simd::quantize_q8k_block(xb, qb, bsums)
+                .unwrap_or_else(|| quantize_q8k_block(xb, qb, bsums));
             for j in 0..8 {
-                self.sums32[b * 8 + j] =
-                    self.bsums[b * 16 + 2 * j] + self.bsums[b * 16 + 2 * j + 1];
+                self.sums32[b * 8 + j] = bsums[2 * j] + bsums[2 * j + 1];
             }
             self.d[b] = d;
         }
@@ -313,9 +296,84 @@ impl Q8KRows {
     }
 }
 
+/// One block of 256 activations quantized as GGML's Q8_K, exactly: the scale comes from
+/// the value of largest magnitude with its sign (`-127 / max`), values round half to even,
+/// and the block's scale (returned) is the reciprocal (negative when that value is
+/// positive); `bsums` gets the sum of every 16 values. The reference the SIMD path
+/// (`simd::quantize_q8k_block`) matches bit for bit.
+fn quantize_q8k_block(xb: &[f32], qb: &mut [i8], bsums: &mut [i16]) -> f32 {
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in xb {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    let iscale = if amax != 0.0 { -127.0 / max } else { 0.0 };
+    for (q, &v) in qb.iter_mut().zip(xb) {
+        *q = (round_half_even(iscale * v) as i32).clamp(-128, 127) as i8;
+    }
+    for (g, s) in bsums.iter_mut().enumerate() {
+        *s = qb[16 * g..16 * g + 16].iter().map(|&q| i16::from(q)).sum();
+    }
+    if amax != 0.0 { 1.0 / iscale } else { 0.0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn simd_q8k_blocks_equal_the_scalar_reference_bit_for_bit_ties_and_odd_values_included() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut blocks: Vec<Vec<f32>> = Vec::new();
+        for scale in [1e-30f32, 1e-3, 1.0, 37.5, 3e4, 1e30] {
+            for _ in 0..50 {
+                blocks.push(
+                    (0..256).map(|_| ((next() % 20_001) as f32 / 10_000.0 - 1.0) * scale).collect(),
+                );
+            }
+        }
+        // The largest magnitude twice with both signs (the first one sets the sign), a
+        // block of zeros (and negative zeros), halves that round to even, a lone value.
+        let mut tie = vec![0.25f32; 256];
+        tie[17] = -3.0;
+        tie[200] = 3.0;
+        blocks.push(tie.clone());
+        tie.swap(17, 200);
+        blocks.push(tie);
+        blocks.push(vec![0.0; 256]);
+        blocks.push((0..256).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }).collect());
+        blocks.push((0..256).map(|i| (i as f32 - 128.0) * 0.5).collect());
+        let mut lone = vec![0.0f32; 256];
+        lone[255] = -1e-20;
+        blocks.push(lone);
+        let mut simd_ran = 0;
+        for x in &blocks {
+            let (mut q0, mut s0) = (vec![0i8; 256], vec![0i16; 16]);
+            let d0 = quantize_q8k_block(x, &mut q0, &mut s0);
+            let (mut q1, mut s1) = (vec![0i8; 256], vec![0i16; 16]);
+            if let Some(d1) = crate::simd::quantize_q8k_block(x, &mut q1, &mut s1) {
+                simd_ran += 1;
+                assert_eq!((d1.to_bits(), &q1, &s1), (d0.to_bits(), &q0, &s0), "{x:?}");
+            }
+        }
+        if cfg!(target_arch = "x86_64") && crate::Isa::Avx2.is_available() {
+            assert_eq!(simd_ran, blocks.len(), "every finite block takes the SIMD path");
+        }
+        // NaN or infinity: the scalar path's.
+        let mut bad = vec![1.0f32; 256];
+        bad[3] = f32::NAN;
+        assert!(crate::simd::quantize_q8k_block(&bad, &mut [0; 256], &mut [0; 16]).is_none());
+        bad[3] = f32::NEG_INFINITY;
+        assert!(crate::simd::quantize_q8k_block(&bad, &mut [0; 256], &mut [0; 16]).is_none());
+    }
 
     #[test]
     fn rounding_half_to_even_without_libm_gives_round_ties_even_bits() {

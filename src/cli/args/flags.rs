@@ -386,3 +386,18 @@ pub enum Speculate {
     /// N-gram lookup over the sequence's own prompt and output.
     Ngram,
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::Layout;
+
+    #[test]
+    fn one_host_gives_every_core_and_one_group_and_multi_host_one_thread_and_a_group_per_stage() {
+        assert_eq!((Layout::OneHost.threads(None, 8), Layout::OneHost.groups(None)), (8, 1));
+        assert_eq!((Layout::MultiHost.threads(None, 8), Layout::MultiHost.groups(None)), (1, 0));
+        // What the user says wins in either layout.
+        assert_eq!((Layout::OneHost.threads(Some(3), 8), Layout::OneHost.groups(Some(4))), (3, 4));
+        assert_eq!(Layout::MultiHost.threads(Some(2), 8), 2);
+        assert_eq!(Layout::OneHost.threads(None, 0), 1, "a host reporting no cores gets one");
+    }
+}

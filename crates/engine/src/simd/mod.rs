@@ -40,6 +40,21 @@ pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
     }
 }
 
+/// One block of 256 activations quantized as Q8_K (values into `q`, the sums of every 16
+/// into `bsums`) with SIMD where the CPU has it, bitwise as the scalar path; its scale, or
+/// `None` (nothing written) where the caller must quantize it itself.
+#[inline]
+pub(crate) fn quantize_q8k_block(x: &[f32], q: &mut [i8], bsums: &mut [i16]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return unsafe { avx2::quantize_q8k_block(x, q, bsums) };
+    }
+    let _ = (x, q, bsums);
+    None
+}
+
 /// Hints the CPU to bring a weight row into the cache.
 #[inline]
 pub(crate) fn prefetch_row(bytes: &[u8]) {
