@@ -64,9 +64,11 @@ static int measure(ggml_backend_t be, int threads, int cols, size_t resident, do
     }
     enum ggml_type type = (enum ggml_type)t;
     size_t row_bytes = ggml_row_size(type, cols);
-    int rows = (int)(resident * (size_t)threads / row_bytes / 16 * 16);
-    if (rows < 16) {
-        rows = 16;
+    // A multiple of 16 rows per thread, as swactor's table has.
+    int step = 16 * threads;
+    int rows = (int)(resident * (size_t)threads / row_bytes / (size_t)step) * step;
+    if (rows < step) {
+        rows = step;
     }
     struct ggml_init_params wp = {ggml_tensor_overhead() * 2, NULL, true};
     struct ggml_context *cw = ggml_init(wp);

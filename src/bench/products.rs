@@ -374,7 +374,7 @@ pub struct FormatFigure {
     pub isa: String,
     /// Compute threads.
     pub threads: u32,
-    /// Weight rows: [`RESIDENT_BYTES`] per thread, a multiple of 16.
+    /// Weight rows: [`RESIDENT_BYTES`] per thread, a multiple of 16 per thread.
     pub rows: usize,
     /// Input columns.
     pub cols: usize,
@@ -421,7 +421,8 @@ pub fn format_figures(
 }
 
 /// Rows of `row_bytes` each that fill [`RESIDENT_BYTES`] per thread, a multiple of 16
-/// (16 at least).
+/// rows per thread (so that every thread gets the same whole groups of 16; at least one).
 pub fn resident_rows(row_bytes: usize, threads: usize) -> usize {
-    (RESIDENT_BYTES * threads.max(1) / row_bytes.max(1) / 16 * 16).max(16)
+    let step = 16 * threads.max(1);
+    (RESIDENT_BYTES * threads.max(1) / row_bytes.max(1) / step * step).max(step)
 }

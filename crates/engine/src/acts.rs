@@ -181,16 +181,9 @@ impl Q8Rows {
             o.resize(nb, 0);
         }
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
-            let amax = crate::simd::amax_block(xb)
-                .unwrap_or_else(|| xb.iter().fold(0f32, |m, v| m.max(v.abs())));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            if !crate::simd::round_block(xb, id, qb) {
-                for (q, &v) in qb.iter_mut().zip(xb.iter()) {
-                    *q = round_i8(v * id);
-                }
-            }
-            let sum: i32 = qb.iter().map(|&v| i32::from(v)).sum();
+            let (d, fours) = crate::simd::quantize_q8_0_block(xb, qb)
+                .unwrap_or_else(|| quantize_q8_0_block(xb, qb));
+            let sum: i32 = fours.iter().sum();
             // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks
             // keep them, so that the products round as llama.cpp's do (beyond f16's range
             // they stay f32 rather than overflow).
@@ -205,8 +198,7 @@ impl Q8Rows {
             for (o, k) in self.off.iter_mut().zip([-8, -16, -128]) {
                 o[b] = k * sum;
             }
-            for (g, q) in qb.chunks_exact(4).enumerate() {
-                let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
+            for (g, &sum) in fours.iter().enumerate() {
                 self.neg8[8 * b + g] = -8 * sum;
                 self.neg16[8 * b + g] = -16 * sum;
                 self.neg128[8 * b + g] = -128 * sum;
@@ -294,6 +286,21 @@ impl Q8KRows {
             sums32: &self.sums32[r * nb * 8..(r + 1) * nb * 8],
         }
     }
+}
+
+/// One block of 32 activations quantized as GGML's Q8_0, exactly: `d = amax / 127`, each
+/// value `x * (1 / d)` rounded half away from zero into `qb`. Returns `d` (before f16
+/// rounding) and the sum of every 4 values: the reference the SIMD path
+/// (`simd::quantize_q8_0_block`) matches bit for bit.
+fn quantize_q8_0_block(xb: &[f32], qb: &mut [i8]) -> (f32, [i32; 8]) {
+    let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    for (q, &v) in qb.iter_mut().zip(xb) {
+        *q = round_i8(v * id);
+    }
+    let fours = std::array::from_fn(|g| qb[4 * g..4 * g + 4].iter().map(|&v| i32::from(v)).sum());
+    (d, fours)
 }
 
 /// One block of 256 activations quantized as GGML's Q8_K, exactly: the scale comes from
@@ -449,6 +456,11 @@ mod tests {
             }
             let sum: i32 = xb.iter().map(|&v| i32::from(round_i8(v * id))).sum();
             assert_eq!(q.isum[b], sum, "block {b}");
+            for g in 0..8 {
+                let four: i32 =
+                    xb[4 * g..4 * g + 4].iter().map(|&v| i32::from(round_i8(v * id))).sum();
+                assert_eq!(q.neg8[8 * b + g], -8 * four, "block {b} values {}..", 4 * g);
+            }
         }
     }
 }

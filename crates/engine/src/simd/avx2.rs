@@ -405,3 +405,62 @@ fn hmax(v: __m256) -> f32 {
     let s = _mm_max_ss(s, _mm_movehdup_ps(s));
     _mm_cvtss_f32(s)
 }
+
+/// One block of 32 activations quantized as GGML's Q8_0, bitwise as the scalar path
+/// (`acts::Q8Rows::quantize`): `d = amax / 127`, each value `x * (1 / d)` rounded half away
+/// from zero into `q`. Returns `d` (before f16 rounding) and the sum of every 4 values, or
+/// `None` (nothing written) when a value is NaN or infinite, or a product leaves the
+/// 8-bit range: the caller's scalar path takes such a block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn quantize_q8_0_block(x: &[f32], q: &mut [i8]) -> Option<(f32, [i32; 8])> {
+    assert!(x.len() == 32 && q.len() == 32);
+    let sign = _mm256_set1_ps(-0.0);
+    // SAFETY: 4 loads of 8 floats inside `x` (32 values, checked above).
+    let v: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+    let mut m = _mm256_setzero_ps();
+    for v in &v {
+        let a = _mm256_andnot_ps(sign, *v);
+        if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, _mm256_set1_ps(f32::INFINITY))) != 0 {
+            return None;
+        }
+        m = _mm256_max_ps(m, a);
+    }
+    let d = hmax(m) / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let (s, one, half) = (_mm256_set1_ps(id), _mm256_set1_ps(1.0), _mm256_set1_ps(0.5));
+    let mut r = [_mm256_setzero_si256(); 4];
+    for (r, v) in r.iter_mut().zip(&v) {
+        let y = _mm256_mul_ps(*v, s);
+        if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(
+            _mm256_andnot_ps(sign, y),
+            _mm256_set1_ps(127.5),
+        )) != 0
+        {
+            return None;
+        }
+        // Truncate, then step away from zero where the fraction is half or more.
+        let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
+        let f = _mm256_sub_ps(y, t);
+        let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(f, half), one);
+        let down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(f, _mm256_set1_ps(-0.5)), one);
+        let t = _mm256_sub_ps(_mm256_add_ps(t, up), down);
+        *r = _mm256_cvttps_epi32(_mm256_min_ps(
+            _mm256_max_ps(t, _mm256_set1_ps(-128.0)),
+            _mm256_set1_ps(127.0),
+        ));
+    }
+    // 32 i32 -> 32 i8 in order (the packs work within 128-bit lanes: dwords of 4 bytes
+    // come out as r0 r1 r2 r3 of the low halves, then of the high halves).
+    let b = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    // Each 4 values' sum: bytes times one in pairs, then the pairs.
+    let sums =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b), _mm256_set1_epi16(1));
+    let mut out = [0i32; 8];
+    // SAFETY: 32 bytes into `q` (checked above) and 8 i32 into `out`.
+    unsafe {
+        _mm256_storeu_si256(q.as_mut_ptr().cast(), b);
+        _mm256_storeu_si256(out.as_mut_ptr().cast(), sums);
+    }
+    Some((d, out))
+}

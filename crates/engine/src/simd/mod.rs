@@ -13,31 +13,19 @@ pub(crate) mod avx512;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
 
-/// Rounds one activation block of 32 values, `x[i] * id`, into `q` with SIMD where the
-/// CPU has it, bitwise as the scalar rounding does; `false` (nothing written) where the
-/// caller must round it itself.
+/// One block of 32 activations quantized as Q8_0 (values into `q`) with SIMD where the
+/// CPU has it, bitwise as the scalar path: its scale before f16 rounding and the sum of
+/// every 4 values, or `None` (nothing written) where the caller must quantize it itself.
 #[inline]
-pub(crate) fn round_block(x: &[f32], id: f32, q: &mut [i8]) -> bool {
+pub(crate) fn quantize_q8_0_block(x: &[f32], q: &mut [i8]) -> Option<(f32, [i32; 8])> {
     #[cfg(target_arch = "x86_64")]
-    return avx512::round_block(x, id, q);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (x, id, q);
-        false
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return unsafe { avx2::quantize_q8_0_block(x, q) };
     }
-}
-
-/// The largest magnitude of one activation block of 32 values with SIMD where the CPU
-/// has it (the same value as the scalar fold); `None` where the caller must fold it.
-#[inline]
-pub(crate) fn amax_block(x: &[f32]) -> Option<f32> {
-    #[cfg(target_arch = "x86_64")]
-    return avx512::amax_block(x);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = x;
-        None
-    }
+    let _ = (x, q);
+    None
 }
 
 /// One block of 256 activations quantized as Q8_K (values into `q`, the sums of every 16
