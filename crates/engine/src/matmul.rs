@@ -108,7 +108,7 @@ impl Matrix {
     }
 
     /// The same matrix with its weights repacked for the products, where the format and
-    /// instruction set have a repacked kernel (Q4_0, Q4_1, Q8_0, Q4_K and Q6_K with AVX2 or
+    /// instruction set have a repacked kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K with AVX2 or
     /// AVX-512 VNNI, rows a multiple of 16): a private copy of the weights that multiplies several activation
     /// rows much faster. Otherwise the matrix as it is. Row lookups
     /// ([`Matrix::dequantize_row`]) keep reading the original bytes.

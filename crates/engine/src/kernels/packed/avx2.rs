@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 
 use super::GROUP;
 use super::avx512::{four, pair};
-use super::layout::{q4k, q6k};
+use super::layout::{q4k, q5k, q6k};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 
@@ -202,17 +202,20 @@ pub(super) fn q8_0<const R: usize>(
     out
 }
 
-/// Q4_K: per 32-value group, eight `maddubs` of nibbles per row summed in 16 bits, widened
-/// by `madd` with the row's 6-bit scale; mins against the activations' per-32 sums in
-/// pairs; `d` and `dmin` once per super-block.
+/// Q4_K and, with `HIGH`, Q5_K (each value's fifth bit from the 64 bytes per group after
+/// Q4_K's cell): per 32-value group, eight `maddubs` per row summed in 16 bits (all eight
+/// for 4-bit values: 8 x 2 x 15 x 128; four at a time for 5-bit ones: 4 x 2 x 31 x 128),
+/// widened by `madd` with the row's 6-bit scale; mins against the activations' per-32
+/// sums in pairs; `d` and `dmin` once per super-block.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn q4_k<const R: usize>(
+pub(super) fn q4_k<const R: usize, const HIGH: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
     rows: [usize; R],
 ) -> [[f32; GROUP]; R] {
-    assert!(p.len() >= blocks * q4k::BYTES);
+    let cb = if HIGH { q5k::BYTES } else { q4k::BYTES };
+    assert!(p.len() >= blocks * cb);
     let x = rows.map(|r| a.q8k.row(r));
     assert!(x.iter().all(|x| {
         x.qs.len() >= blocks * QK_K && x.d.len() >= blocks && x.sums32.len() >= 8 * blocks
@@ -222,7 +225,7 @@ pub(super) fn q4_k<const R: usize>(
     for h in 0..2 {
         let mut acc = [_mm256_setzero_ps(); R];
         for b in 0..blocks {
-            let cell = &p[b * q4k::BYTES..(b + 1) * q4k::BYTES];
+            let cell = &p[b * cb..(b + 1) * cb];
             // SAFETY: the offsets lie inside the cell (so for every load of this block).
             let (d, dmin) = unsafe {
                 (
@@ -233,23 +236,39 @@ pub(super) fn q4_k<const R: usize>(
             let mut sumi = [_mm256_setzero_si256(); R];
             for j in 0..8 {
                 let sc = doubled(_mm_cvtepu8_epi16(bytes8(cell, q4k::SCALES + 16 * j + 8 * h)));
+                // SAFETY: as above.
+                let hb = if HIGH {
+                    unsafe { load(cell[q5k::HIGHS + 64 * j + 32 * h..].as_ptr()) }
+                } else {
+                    m4
+                };
+                let fifth = |k: i32| {
+                    let bit = _mm256_srl_epi16(hb, _mm_cvtsi32_si128(k));
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(bit, _mm256_set1_epi8(1)))
+                };
                 // A chunk at a time, every activation row taking it into 16-bit sums.
                 let mut s16 = [_mm256_setzero_si256(); R];
                 for c in 0..4 {
                     let at = q4k::VALUES + 256 * j + 64 * c + 32 * h;
                     // SAFETY: as above.
                     let q = unsafe { load(cell[at..].as_ptr()) };
-                    let lo = _mm256_and_si256(q, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                    let mut lo = _mm256_and_si256(q, m4);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                    if HIGH {
+                        lo = _mm256_or_si256(lo, fifth(2 * c as i32));
+                        hi = _mm256_or_si256(hi, fifth(2 * c as i32 + 1));
+                    }
                     for r in 0..R {
                         let q = &x[r].qs[b * QK_K + 32 * j..b * QK_K + 32 * j + 32];
                         let pl = _mm256_maddubs_epi16(lo, bcast(q, 8 * c));
                         let ph = _mm256_maddubs_epi16(hi, bcast(q, 8 * c + 4));
                         s16[r] = _mm256_add_epi16(s16[r], _mm256_add_epi16(pl, ph));
+                        // 5-bit values widen every two chunks, 4-bit ones once.
+                        if (HIGH && c % 2 == 1) || c == 3 {
+                            sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(s16[r], sc));
+                            s16[r] = _mm256_setzero_si256();
+                        }
                     }
-                }
-                for r in 0..R {
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(s16[r], sc));
                 }
             }
             // SAFETY: as above.

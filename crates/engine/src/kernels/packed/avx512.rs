@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::GROUP;
-use super::layout::{q4k, q6k};
+use super::layout::{q4k, q5k, q6k};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 
@@ -130,17 +130,19 @@ pub(super) fn block32<
     store(acc)
 }
 
-/// Q4_K: per 32-value group, eight `vpdpbusd` of nibbles give each row's integer sum,
-/// multiplied by its 6-bit scale; the mins meet the activations' per-32 sums in pairs
-/// (`vpdpwssd`); `d` and `dmin` scale the two sums once per super-block.
+/// Q4_K and, with `HIGH`, Q5_K (each value's fifth bit from the 64 bytes per group after
+/// Q4_K's cell): per 32-value group, eight `vpdpbusd` of the values give each row's
+/// integer sum, multiplied by its 6-bit scale; the mins meet the activations' per-32 sums
+/// in pairs (`vpdpwssd`); `d` and `dmin` scale the two sums once per super-block.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) fn q4_k<const R: usize>(
+pub(super) fn q4_k<const R: usize, const HIGH: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
     rows: [usize; R],
 ) -> [[f32; GROUP]; R] {
-    assert!(p.len() >= blocks * q4k::BYTES);
+    let cb = if HIGH { q5k::BYTES } else { q4k::BYTES };
+    assert!(p.len() >= blocks * cb);
     let x = rows.map(|r| a.q8k.row(r));
     assert!(x.iter().all(|x| {
         x.qs.len() >= blocks * QK_K && x.d.len() >= blocks && x.sums32.len() >= 8 * blocks
@@ -148,7 +150,7 @@ pub(super) fn q4_k<const R: usize>(
     let m4 = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); R];
     for b in 0..blocks {
-        let cell = &p[b * q4k::BYTES..(b + 1) * q4k::BYTES];
+        let cell = &p[b * cb..(b + 1) * cb];
         let at = |o: usize| cell[o..].as_ptr();
         // SAFETY: the offsets lie inside the cell (so for every load of this block)'s BYTES.
         let (d, dmin) = unsafe {
@@ -168,6 +170,15 @@ pub(super) fn q4_k<const R: usize>(
                 let q = unsafe { _mm512_loadu_si512(at(q4k::VALUES + 256 * j + 64 * c).cast()) };
                 v[2 * c] = _mm512_and_si512(q, m4);
                 v[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+            }
+            if HIGH {
+                // SAFETY: as above.
+                let h = unsafe { _mm512_loadu_si512(at(q5k::HIGHS + 64 * j).cast()) };
+                for (k, v) in v.iter_mut().enumerate() {
+                    let bit = _mm512_srl_epi16(h, _mm_cvtsi32_si128(k as i32));
+                    let bit = _mm512_and_si512(bit, _mm512_set1_epi8(1));
+                    *v = _mm512_or_si512(*v, _mm512_slli_epi16::<4>(bit));
+                }
             }
             for r in 0..R {
                 let q = &x[r].qs[b * QK_K + 32 * j..b * QK_K + 32 * j + 32];

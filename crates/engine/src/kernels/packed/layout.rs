@@ -23,6 +23,15 @@ pub(super) mod q4k {
     pub const BYTES: usize = VALUES + 8 * 256;
 }
 
+/// Q5_K cell: Q4_K's, then per 32-value group `j` 64 bytes of fifth bits (`[4 l + i]`:
+/// bit `v` for value `4 v + i` of the group, as Q5_0's).
+pub(super) mod q5k {
+    /// Per 32-value group `j`, 64 bytes of fifth bits.
+    pub const HIGHS: usize = super::q4k::BYTES;
+    /// The whole cell.
+    pub const BYTES: usize = HIGHS + 8 * 64;
+}
+
 /// Q6_K cell: `d` at 0, scales at 32, then per 16-value group 192 bytes of values.
 pub(super) mod q6k {
     /// The 16 f16 super-scales.
@@ -45,6 +54,7 @@ pub(super) fn cell_bytes(format: WeightFormat) -> usize {
         WeightFormat::Q5_0 => 32 + 256 + 64,
         WeightFormat::Q5_1 => 64 + 256 + 64,
         WeightFormat::Q4K => q4k::BYTES,
+        WeightFormat::Q5K => q5k::BYTES,
         WeightFormat::Q6K => q6k::BYTES,
         _ => 32 + 512,
     }
@@ -69,7 +79,8 @@ pub(super) fn fill<'a>(
     for l in 0..GROUP {
         let blk = block(l);
         match format {
-            WeightFormat::Q4K => q4_k_row(cell, l, blk),
+            WeightFormat::Q4K => q4_k_row::<false>(cell, l, blk),
+            WeightFormat::Q5K => q4_k_row::<true>(cell, l, blk),
             WeightFormat::Q6K => q6_k_row(cell, l, blk),
             _ => block32_row(format, isa, cell, l, blk),
         }
@@ -122,8 +133,9 @@ fn block32_row(format: WeightFormat, isa: Isa, cell: &mut [u8], l: usize, blk: &
     }
 }
 
-/// Row `l` of a Q4_K cell.
-fn q4_k_row(cell: &mut [u8], l: usize, blk: &[u8]) {
+/// Row `l` of a Q4_K cell, or with `HIGH` of a Q5_K cell (the same head and nibbles, then
+/// the fifth bits).
+fn q4_k_row<const HIGH: bool>(cell: &mut [u8], l: usize, blk: &[u8]) {
     cell[q4k::D + 2 * l..q4k::D + 2 * l + 2].copy_from_slice(&blk[0..2]);
     cell[q4k::DMIN + 2 * l..q4k::DMIN + 2 * l + 2].copy_from_slice(&blk[2..4]);
     for j in 0..8 {
@@ -131,12 +143,18 @@ fn q4_k_row(cell: &mut [u8], l: usize, blk: &[u8]) {
         cell[q4k::SCALES + 16 * j + l] = sc;
         cell[q4k::MINS + 32 * (j / 2) + 2 * l + j % 2] = m;
     }
-    let q = q4_k::decode_q4_5::<false>(blk).q;
+    let q = q4_k::decode_q4_5::<HIGH>(blk).q;
     for j in 0..8 {
         let at = q4k::VALUES + 256 * j;
         for c in 0..4 {
             let v: [u8; 8] = std::array::from_fn(|i| q[32 * j + 8 * c + i] as u8);
             put_nibbles(&mut cell[at + 64 * c..at + 64 * c + 64], l, &v);
+        }
+        if HIGH {
+            for i in 0..4 {
+                cell[q5k::HIGHS + 64 * j + 4 * l + i] =
+                    (0..8).fold(0, |b, v| b | ((((q[32 * j + 4 * v + i] as u8) >> 4) & 1) << v));
+            }
         }
     }
 }
