@@ -299,6 +299,7 @@ fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_
         WeightFormat::Q4K,
         WeightFormat::Q5K,
         WeightFormat::Q6K,
+        WeightFormat::MXFP4,
     ];
     for (isa, fmt) in tiers.iter().flat_map(|&i| formats.map(|f| (i, f))) {
         for cols in sizes(fmt) {

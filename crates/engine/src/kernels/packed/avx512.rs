@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::GROUP;
-use super::layout::{q4k, q5k, q6k};
+use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 
@@ -284,6 +284,79 @@ pub(super) fn q6_k<const R: usize>(
             let total = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32::<5>(off[r]));
             let da = _mm512_set1_ps(x[r].d[b]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, da), acc[r]);
+        }
+    }
+    store(acc)
+}
+
+/// The E2M1 values an MXFP4 nibble indexes, doubled, plus 16: unsigned for `vpdpbusd`'s
+/// first operand; the activations' `-16 x` block sums take the offset out exactly.
+pub(super) const MXFP4_PLUS16: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (crate::formats::mxfp4::VALUES[i] + 16) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// 16 E8M0 exponent bytes as their half scales (`formats::mxfp4::half_scale`, exactly:
+/// `(e - 1) << 23`, the two smallest subnormal).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn half_scales(e: __m128i) -> __m512 {
+    let e = _mm512_cvtepu8_epi32(e);
+    let normal = _mm512_slli_epi32::<23>(_mm512_sub_epi32(e, _mm512_set1_epi32(1)));
+    let small = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
+    let is_small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_small, normal, small))
+}
+
+/// MXFP4: each block's nibbles look their values (plus 16) up with one byte shuffle, eight
+/// `vpdpbusd` starting from the activations' `-16 x` sum give each row's exact integer
+/// sum, scaled by the row's E8M0 half scale and the activations' scale.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn mxfp4<const R: usize>(
+    p: &[u8],
+    blocks: usize,
+    a: &Acts,
+    rows: [usize; R],
+) -> [[f32; GROUP]; R] {
+    let cb = MXFP4_VALUES + 256;
+    assert!(p.len() >= blocks * cb);
+    let x = rows.map(|r| a.q8.row(r));
+    assert!(
+        x.iter().all(|x| {
+            x.qs.len() >= blocks * QK && x.d.len() >= blocks && x.off[1].len() >= blocks
+        })
+    );
+    // SAFETY: the table is 16 bytes.
+    let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(MXFP4_PLUS16.as_ptr().cast()) });
+    let m4 = _mm512_set1_epi8(0x0F);
+    let mut acc = [_mm512_setzero_ps(); R];
+    for b in 0..blocks {
+        let at = b * cb;
+        // SAFETY: the cell's 16 exponents and 256 bytes of nibbles lie inside `p` (checked
+        // above).
+        let dw = half_scales(unsafe { _mm_loadu_si128(p.as_ptr().add(at).cast()) });
+        let mut v = [_mm512_setzero_si512(); 8];
+        for c in 0..4 {
+            // SAFETY: as above.
+            let q =
+                unsafe { _mm512_loadu_si512(p.as_ptr().add(at + MXFP4_VALUES + 64 * c).cast()) };
+            v[2 * c] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
+            v[2 * c + 1] =
+                _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4));
+        }
+        for r in 0..R {
+            let q = &x[r].qs[b * QK..(b + 1) * QK];
+            let mut isum = _mm512_set1_epi32(x[r].off[1][b]);
+            for (k, v) in v.iter().enumerate() {
+                isum = _mm512_dpbusd_epi32(isum, *v, _mm512_set1_epi32(four(q, 4 * k)));
+            }
+            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(x[r].d[b]));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[r]);
         }
     }
     store(acc)

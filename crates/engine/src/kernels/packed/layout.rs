@@ -56,6 +56,7 @@ pub(super) fn cell_bytes(format: WeightFormat) -> usize {
         WeightFormat::Q4K => q4k::BYTES,
         WeightFormat::Q5K => q5k::BYTES,
         WeightFormat::Q6K => q6k::BYTES,
+        WeightFormat::MXFP4 => MXFP4_VALUES + 256,
         _ => 32 + 512,
     }
 }
@@ -82,6 +83,7 @@ pub(super) fn fill<'a>(
             WeightFormat::Q4K => q4_k_row::<false>(cell, l, blk),
             WeightFormat::Q5K => q4_k_row::<true>(cell, l, blk),
             WeightFormat::Q6K => q6_k_row(cell, l, blk),
+            WeightFormat::MXFP4 => mxfp4_row(cell, l, blk),
             _ => block32_row(format, isa, cell, l, blk),
         }
     }
@@ -156,6 +158,21 @@ fn q4_k_row<const HIGH: bool>(cell: &mut [u8], l: usize, blk: &[u8]) {
                     (0..8).fold(0, |b, v| b | ((((q[32 * j + 4 * v + i] as u8) >> 4) & 1) << v));
             }
         }
+    }
+}
+
+/// Where an MXFP4 cell's nibbles start: after the 16 rows' E8M0 exponent bytes.
+pub(super) const MXFP4_VALUES: usize = 16;
+
+/// Row `l` of an MXFP4 cell: its exponent byte at `l`, then its 32 nibbles (indices into
+/// the E2M1 values, looked up by the kernels) as Q4_0's, 272 bytes as 16 x 17.
+fn mxfp4_row(cell: &mut [u8], l: usize, blk: &[u8]) {
+    cell[l] = blk[0];
+    let q = &blk[1..17];
+    let v: [u8; 32] = std::array::from_fn(|e| if e < 16 { q[e] & 0xF } else { q[e - 16] >> 4 });
+    let values = &mut cell[MXFP4_VALUES..];
+    for c in 0..4 {
+        put_nibbles(&mut values[64 * c..64 * c + 64], l, &v[8 * c..8 * c + 8]);
     }
 }
 

@@ -1,5 +1,5 @@
 //! Weights repacked at load time for the matrix kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-//! Q5_K and Q6_K, for AVX-512 VNNI and for AVX2.
+//! Q5_K, Q6_K and MXFP4, for AVX-512 VNNI and for AVX2.
 //!
 //! The GGUF layout keeps a row's blocks together, so a dot product decodes and scales
 //! every block of every row for every activation row. Repacked, sixteen rows travel
@@ -26,6 +26,9 @@
 //!   four Q4_0-style chunks of nibbles (2 368 bytes for 16 x 144).
 //! - Q5_K: Q4_K's cell, then per 32-value group 64 bytes of fifth bits as Q5_0's (2 880
 //!   bytes for 16 x 176).
+//! - MXFP4: the 16 E8M0 exponent bytes, then 4 chunks of 64 bytes of nibbles as Q4_0's
+//!   (indices into the E2M1 values, which the kernels look up with one byte shuffle: 272
+//!   bytes, as 16 x 17).
 //! - Q6_K: 16 f16 `d`, the 16 x 16 signed scales (`[16 g + l]`), then per 16-value group
 //!   `g` two chunks of low nibbles (as Q4_0's) and 64 bytes of high bit pairs (`[4 l + i]`:
 //!   bits `2 v..2 v + 2` for value `4 v + i` of the group) (3 360 bytes, as 16 x 210).
@@ -109,7 +112,7 @@ pub const RELEASE_GROUPS: usize = 256;
 /// Whether `format` has a repacked kernel.
 pub fn supports(format: WeightFormat) -> bool {
     use WeightFormat::*;
-    matches!(format, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4K | Q5K | Q6K)
+    matches!(format, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4K | Q5K | Q6K | MXFP4)
 }
 
 impl Packed {
@@ -198,6 +201,7 @@ impl Packed {
                     Q8_0 => avx512::block32::<R, false, false, false, 128>(p, nb, cb, a, rows),
                     Q4K => avx512::q4_k::<R, false>(p, nb, a, rows),
                     Q5K => avx512::q4_k::<R, true>(p, nb, a, rows),
+                    MXFP4 => avx512::mxfp4::<R>(p, nb, a, rows),
                     _ => avx512::q6_k::<R>(p, nb, a, rows),
                 }
             } else {
@@ -209,6 +213,7 @@ impl Packed {
                     Q8_0 => avx2::q8_0::<R>(p, nb, a, rows),
                     Q4K => avx2::q4_k::<R, false>(p, nb, a, rows),
                     Q5K => avx2::q4_k::<R, true>(p, nb, a, rows),
+                    MXFP4 => avx2::mxfp4::<R>(p, nb, a, rows),
                     _ => avx2::q6_k::<R>(p, nb, a, rows),
                 }
             }
