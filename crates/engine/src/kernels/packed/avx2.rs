@@ -236,8 +236,8 @@ pub(super) fn q4_k<const R: usize, const HIGH: bool>(
             let mut sumi = [_mm256_setzero_si256(); R];
             for j in 0..8 {
                 let sc = doubled(_mm_cvtepu8_epi16(bytes8(cell, q4k::SCALES + 16 * j + 8 * h)));
-                // SAFETY: as above.
                 let hb = if HIGH {
+                    // SAFETY: as above.
                     unsafe { load(cell[q5k::HIGHS + 64 * j + 32 * h..].as_ptr()) }
                 } else {
                     m4
