@@ -347,20 +347,29 @@ pub(crate) fn exp_shifted(x: &mut [f32], shift: f32) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn quantize_q8k_block(x: &[f32], q: &mut [i8], bsums: &mut [i16]) -> Option<f32> {
     assert!(x.len() == 256 && q.len() == 256 && bsums.len() == 16);
-    let sign = _mm256_set1_ps(-0.0);
-    // SAFETY: 32 loads of 8 floats inside `x` (256 values, checked above).
-    let v: [__m256; 32] =
-        std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
-    let mut m = _mm256_setzero_ps();
-    for v in &v {
+    let p = x.as_ptr();
+    let at = |i: usize| {
+        assert!(i < 32);
+        // SAFETY: 8 floats at `8 i` for `i < 32`, inside `x`'s 256 values (checked above).
+        unsafe { _mm256_loadu_ps(p.add(8 * i)) }
+    };
+    let (sign, inf) = (_mm256_set1_ps(-0.0), _mm256_set1_ps(f32::INFINITY));
+    let (mut m0, mut m1, mut bad) = (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
+    for i in (0..32).step_by(2) {
+        let (a, b) = (_mm256_andnot_ps(sign, at(i)), _mm256_andnot_ps(sign, at(i + 1)));
         // NaN and infinity are not for this path (the scalar fold skips NaN).
-        let a = _mm256_andnot_ps(sign, *v);
-        if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, _mm256_set1_ps(f32::INFINITY))) != 0 {
-            return None;
-        }
-        m = _mm256_max_ps(m, a);
+        let nf = _mm256_or_ps(
+            _mm256_cmp_ps::<_CMP_NLT_UQ>(a, inf),
+            _mm256_cmp_ps::<_CMP_NLT_UQ>(b, inf),
+        );
+        bad = _mm256_or_ps(bad, nf);
+        m0 = _mm256_max_ps(m0, a);
+        m1 = _mm256_max_ps(m1, b);
     }
-    let amax = hmax(m);
+    if _mm256_movemask_ps(bad) != 0 {
+        return None;
+    }
+    let amax = hmax(_mm256_max_ps(m0, m1));
     if amax == 0.0 {
         q.fill(0);
         bsums.fill(0);
@@ -368,27 +377,28 @@ pub(crate) fn quantize_q8k_block(x: &[f32], q: &mut [i8], bsums: &mut [i16]) -> 
     }
     // The first value whose magnitude is the largest, as the scalar fold keeps it.
     let target = _mm256_set1_ps(amax);
-    let first = v
-        .iter()
-        .enumerate()
-        .find_map(|(i, v)| {
-            let hit =
-                _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, *v), target));
-            (hit != 0).then(|| 8 * i + hit.trailing_zeros() as usize)
-        })
-        .expect("the largest magnitude is one of the values");
-    let iscale = -127.0 / x[first];
+    let mut first = None;
+    for i in 0..32 {
+        let hit =
+            _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_andnot_ps(sign, at(i)), target));
+        if hit != 0 {
+            first = Some(8 * i + hit.trailing_zeros() as usize);
+            break;
+        }
+    }
+    let iscale = -127.0 / x[first?];
     let (lo, hi, s) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0), _mm256_set1_ps(iscale));
+    let ones = _mm256_set1_epi16(1);
     for g in 0..16 {
         let r = [2 * g, 2 * g + 1].map(|i| {
             let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                _mm256_mul_ps(v[i], s),
+                _mm256_mul_ps(at(i), s),
             );
             _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(y, lo), hi))
         });
-        bsums[g] = hsum_i32(_mm256_add_epi32(r[0], r[1])) as i16;
-        // 16 i32 -> 16 i8, in order (the packs work within 128-bit lanes).
+        // 16 i32 -> 16 i16 in order (the packs work within 128-bit lanes), then i8.
         let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(r[0], r[1]));
+        bsums[g] = hsum_i32(_mm256_madd_epi16(w, ones)) as i16;
         let b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256::<1>(w));
         // SAFETY: 16 bytes at `16 g` inside `q` (256 bytes, checked above).
         unsafe { _mm_storeu_si128(q.as_mut_ptr().add(16 * g).cast(), b) };
