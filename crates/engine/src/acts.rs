@@ -180,29 +180,51 @@ impl Q8Rows {
         for o in &mut self.off {
             o.resize(nb, 0);
         }
-        for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
-            let (d, fours) = crate::simd::quantize_q8_0_block(xb, qb)
-                .unwrap_or_else(|| quantize_q8_0_block(xb, qb));
-            let sum: i32 = fours.iter().sum();
-            // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks
-            // keep them, so that the products round as llama.cpp's do (beyond f16's range
-            // they stay f32 rather than overflow).
-            let s = f16_precision(d * sum as f32);
-            let d = f16_precision(d);
-            self.d[b] = d;
-            self.s[b] = s;
-            self.ds[2 * b] = d;
-            self.ds[2 * b + 1] = s;
-            self.dv[8 * b..8 * b + 8].fill(d);
+        // Each block's values, its scale before f16 rounding (in `d`) and the sums of its
+        // fours (staged in `neg8`): SIMD while it can, the scalar reference for a block it
+        // leaves (NaN, infinity).
+        let mut b = 0;
+        while b < nb {
+            b += crate::simd::quantize_q8_0_blocks(
+                &x[b * QK..],
+                &mut self.qs[b * QK..],
+                &mut self.d[b..],
+                &mut self.neg8[8 * b..],
+            );
+            if b < nb {
+                let (xb, qb) = (&x[b * QK..(b + 1) * QK], &mut self.qs[b * QK..(b + 1) * QK]);
+                let (d, fours) = quantize_q8_0_block(xb, qb);
+                self.d[b] = d;
+                self.neg8[8 * b..8 * b + 8].copy_from_slice(&fours);
+                b += 1;
+            }
+        }
+        for b in 0..nb {
+            let sum: i32 = self.neg8[8 * b..8 * b + 8].iter().sum();
             self.isum[b] = sum;
+            self.s[b] = self.d[b] * sum as f32;
             for (o, k) in self.off.iter_mut().zip([-8, -16, -128]) {
                 o[b] = k * sum;
             }
-            for (g, &sum) in fours.iter().enumerate() {
-                self.neg8[8 * b + g] = -8 * sum;
-                self.neg16[8 * b + g] = -16 * sum;
-                self.neg128[8 * b + g] = -128 * sum;
-            }
+        }
+        // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks keep
+        // them, so that the products round as llama.cpp's do (beyond f16's range they stay
+        // f32 rather than overflow).
+        for v in [&mut self.s, &mut self.d] {
+            let done = crate::simd::f16_round(v);
+            v[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
+        }
+        for b in 0..nb {
+            let d = self.d[b];
+            self.ds[2 * b] = d;
+            self.ds[2 * b + 1] = self.s[b];
+            self.dv[8 * b..8 * b + 8].fill(d);
+        }
+        for ((n8, n16), n128) in self.neg8.iter_mut().zip(&mut self.neg16).zip(&mut self.neg128) {
+            let sum = *n8;
+            *n8 = -8 * sum;
+            *n16 = -16 * sum;
+            *n128 = -128 * sum;
         }
     }
 
@@ -460,7 +482,27 @@ mod tests {
                 let four: i32 =
                     xb[4 * g..4 * g + 4].iter().map(|&v| i32::from(round_i8(v * id))).sum();
                 assert_eq!(q.neg8[8 * b + g], -8 * four, "block {b} values {}..", 4 * g);
+                assert_eq!(q.neg128[8 * b + g], -128 * four, "block {b} values {}..", 4 * g);
             }
+            let s = f16_precision(d * sum as f32);
+            assert_eq!(q.s[b].to_bits(), s.to_bits(), "block {b} scaled sum {s}");
+            assert_eq!((q.off[1][b], q.dv[8 * b + 7]), (-16 * sum, q.d[b]), "block {b}");
         }
+    }
+
+    #[test]
+    fn simd_f16_rounding_keeps_what_f16_cannot_hold_as_the_scalar_rounding_does() {
+        let mut xs: Vec<f32> = (0..4000).map(|i| (i as f32 - 2000.0) * 37.123).collect();
+        xs.extend([65504.0, 65519.0, 65520.0, -70000.0, 1e10, f32::NAN, f32::INFINITY]);
+        xs.extend([1e-8, -6e-8, 5.9e-8, 1e-30, -0.0, 0.0, 3.1e-5, 0.1, 1.0 / 3.0]);
+        let want: Vec<u32> = xs.iter().map(|&x| f16_precision(x).to_bits()).collect();
+        let mut got = xs.clone();
+        let done = crate::simd::f16_round(&mut got);
+        if cfg!(target_arch = "x86_64") && crate::Isa::Avx2.is_available() {
+            assert_eq!(done, xs.len() / 8 * 8, "every whole 8 by SIMD");
+        }
+        got[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
+        let got: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(got, want);
     }
 }

@@ -416,61 +416,89 @@ fn hmax(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// One block of 32 activations quantized as GGML's Q8_0, bitwise as the scalar path
-/// (`acts::Q8Rows::quantize`): `d = amax / 127`, each value `x * (1 / d)` rounded half away
-/// from zero into `q`. Returns `d` (before f16 rounding) and the sum of every 4 values, or
-/// `None` (nothing written) when a value is NaN or infinite, or a product leaves the
-/// 8-bit range: the caller's scalar path takes such a block.
+/// Blocks of 32 activations quantized as GGML's Q8_0, bitwise as the scalar path
+/// (`acts::quantize_q8_0_block`): per block `d = amax / 127` into `d[b]` (before f16
+/// rounding), each value `x * (1 / d)` rounded half away from zero into `q`, and the sum
+/// of every 4 values into `fours[8 b..8 b + 8]`. Stops at the first block holding NaN or
+/// an infinity (or a product leaving the 8-bit range), which the caller's scalar path
+/// takes; returns how many blocks it did.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn quantize_q8_0_block(x: &[f32], q: &mut [i8]) -> Option<(f32, [i32; 8])> {
-    assert!(x.len() == 32 && q.len() == 32);
+pub(crate) fn quantize_q8_0_blocks(
+    x: &[f32],
+    q: &mut [i8],
+    d: &mut [f32],
+    fours: &mut [i32],
+) -> usize {
+    let nb = (x.len() / 32).min(q.len() / 32).min(d.len()).min(fours.len() / 8);
     let sign = _mm256_set1_ps(-0.0);
-    // SAFETY: 4 loads of 8 floats inside `x` (32 values, checked above).
-    let v: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
-    let mut m = _mm256_setzero_ps();
-    for v in &v {
-        let a = _mm256_andnot_ps(sign, *v);
-        if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(a, _mm256_set1_ps(f32::INFINITY))) != 0 {
-            return None;
+    let (inf, limit) = (_mm256_set1_ps(f32::INFINITY), _mm256_set1_ps(127.5));
+    let (one, half, neg_half) = (_mm256_set1_ps(1.0), _mm256_set1_ps(0.5), _mm256_set1_ps(-0.5));
+    let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let (ones8, ones16) = (_mm256_set1_epi8(1), _mm256_set1_epi16(1));
+    for b in 0..nb {
+        // SAFETY: 4 loads of 8 floats at `32 b`, inside `x` (`b < nb`).
+        let v: [__m256; 4] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(32 * b + 8 * i)) });
+        let a = v.map(|v| _mm256_andnot_ps(sign, v));
+        let bad = a.iter().fold(_mm256_setzero_ps(), |m, a| {
+            _mm256_or_ps(m, _mm256_cmp_ps::<_CMP_NLT_UQ>(*a, inf))
+        });
+        if _mm256_movemask_ps(bad) != 0 {
+            return b;
         }
-        m = _mm256_max_ps(m, a);
-    }
-    let d = hmax(m) / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let (s, one, half) = (_mm256_set1_ps(id), _mm256_set1_ps(1.0), _mm256_set1_ps(0.5));
-    let mut r = [_mm256_setzero_si256(); 4];
-    for (r, v) in r.iter_mut().zip(&v) {
-        let y = _mm256_mul_ps(*v, s);
-        if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(
-            _mm256_andnot_ps(sign, y),
-            _mm256_set1_ps(127.5),
-        )) != 0
-        {
-            return None;
+        let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+        let db = hmax(m) / 127.0;
+        let id = if db != 0.0 { 1.0 / db } else { 0.0 };
+        let s = _mm256_set1_ps(id);
+        let y = v.map(|v| _mm256_mul_ps(v, s));
+        let out = y.iter().fold(_mm256_setzero_ps(), |m, y| {
+            _mm256_or_ps(m, _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_andnot_ps(sign, *y), limit))
+        });
+        if _mm256_movemask_ps(out) != 0 {
+            return b;
         }
         // Truncate, then step away from zero where the fraction is half or more.
-        let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
-        let f = _mm256_sub_ps(y, t);
-        let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(f, half), one);
-        let down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(f, _mm256_set1_ps(-0.5)), one);
-        let t = _mm256_sub_ps(_mm256_add_ps(t, up), down);
-        *r = _mm256_cvttps_epi32(_mm256_min_ps(
-            _mm256_max_ps(t, _mm256_set1_ps(-128.0)),
-            _mm256_set1_ps(127.0),
-        ));
+        let r = y.map(|y| {
+            let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
+            let f = _mm256_sub_ps(y, t);
+            let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(f, half), one);
+            let down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(f, neg_half), one);
+            let t = _mm256_sub_ps(_mm256_add_ps(t, up), down);
+            _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(t, lo), hi))
+        });
+        // 32 i32 -> 32 i8 in order (the packs work within 128-bit lanes: dwords of 4
+        // bytes come out as r0 r1 r2 r3 of the low halves, then of the high halves).
+        let w = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+        let w = _mm256_permutevar8x32_epi32(w, order);
+        // Each 4 values' sum: bytes times one in pairs, then the pairs.
+        let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, w), ones16);
+        d[b] = db;
+        // SAFETY: 32 bytes at `32 b` inside `q` and 8 i32 at `8 b` inside `fours` (b < nb).
+        unsafe {
+            _mm256_storeu_si256(q.as_mut_ptr().add(32 * b).cast(), w);
+            _mm256_storeu_si256(fours.as_mut_ptr().add(8 * b).cast(), sums);
+        }
     }
-    // 32 i32 -> 32 i8 in order (the packs work within 128-bit lanes: dwords of 4 bytes
-    // come out as r0 r1 r2 r3 of the low halves, then of the high halves).
-    let b = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-    let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    // Each 4 values' sum: bytes times one in pairs, then the pairs.
-    let sums =
-        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b), _mm256_set1_epi16(1));
-    let mut out = [0i32; 8];
-    // SAFETY: 32 bytes into `q` (checked above) and 8 i32 into `out`.
-    unsafe {
-        _mm256_storeu_si256(q.as_mut_ptr().cast(), b);
-        _mm256_storeu_si256(out.as_mut_ptr().cast(), sums);
+    nb
+}
+
+/// Each value rounded to f16 precision in place, 8 at a time, where the rounded value is
+/// finite (as `acts::f16_precision`: beyond f16's range a value stays as it is); returns
+/// how many leading values it did (a multiple of 8; the caller rounds the rest).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn f16_round(xs: &mut [f32]) -> usize {
+    let (sign, inf) = (_mm256_set1_ps(-0.0), _mm256_set1_ps(f32::INFINITY));
+    let n = xs.len() / 8 * 8;
+    for i in (0..n).step_by(8) {
+        // SAFETY: 8 floats at `i` inside `xs` (`i + 8 <= n`).
+        unsafe {
+            let p = xs.as_mut_ptr().add(i);
+            let v = _mm256_loadu_ps(p);
+            let r = _mm256_cvtph_ps(_mm256_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT }>(v));
+            let finite = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_andnot_ps(sign, r), inf);
+            _mm256_storeu_ps(p, _mm256_blendv_ps(v, r, finite));
+        }
     }
-    Some((d, out))
+    n
 }

@@ -13,19 +13,39 @@ pub(crate) mod avx512;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
 
-/// One block of 32 activations quantized as Q8_0 (values into `q`) with SIMD where the
-/// CPU has it, bitwise as the scalar path: its scale before f16 rounding and the sum of
-/// every 4 values, or `None` (nothing written) where the caller must quantize it itself.
+/// Blocks of 32 activations quantized as Q8_0 with SIMD where the CPU has it, bitwise as
+/// the scalar path (values into `q`, each block's scale before f16 rounding into `d`, the
+/// sum of every 4 values into `fours`): how many leading blocks it did (the next one, if
+/// any, is the caller's to quantize).
 #[inline]
-pub(crate) fn quantize_q8_0_block(x: &[f32], q: &mut [i8]) -> Option<(f32, [i32; 8])> {
+pub(crate) fn quantize_q8_0_blocks(
+    x: &[f32],
+    q: &mut [i8],
+    d: &mut [f32],
+    fours: &mut [i32],
+) -> usize {
     #[cfg(target_arch = "x86_64")]
     if crate::isa::Isa::Avx2.is_available() {
         // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
         #[allow(unsafe_code)]
-        return unsafe { avx2::quantize_q8_0_block(x, q) };
+        return unsafe { avx2::quantize_q8_0_blocks(x, q, d, fours) };
     }
-    let _ = (x, q);
-    None
+    let _ = (x, q, d, fours);
+    0
+}
+
+/// The leading values of `xs` rounded to f16 precision in place with F16C where the CPU
+/// has it (a value f16 cannot hold stays as it is): how many it did.
+#[inline]
+pub(crate) fn f16_round(xs: &mut [f32]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return unsafe { avx2::f16_round(xs) };
+    }
+    let _ = xs;
+    0
 }
 
 /// One block of 256 activations quantized as Q8_K (values into `q`, the sums of every 16
