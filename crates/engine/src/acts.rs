@@ -313,7 +313,7 @@ impl Q8KRows {
 /// One block of 32 activations quantized as GGML's Q8_0, exactly: `d = amax / 127`, each
 /// value `x * (1 / d)` rounded half away from zero into `qb`. Returns `d` (before f16
 /// rounding) and the sum of every 4 values: the reference the SIMD path
-/// (`simd::quantize_q8_0_block`) matches bit for bit.
+/// (`simd::quantize_q8_0_blocks`) matches bit for bit.
 fn quantize_q8_0_block(xb: &[f32], qb: &mut [i8]) -> (f32, [i32; 8]) {
     let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
