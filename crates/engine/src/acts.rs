@@ -199,13 +199,17 @@ impl Q8Rows {
                 b += 1;
             }
         }
-        for b in 0..nb {
-            let sum: i32 = self.neg8[8 * b..8 * b + 8].iter().sum();
-            self.isum[b] = sum;
-            self.s[b] = self.d[b] * sum as f32;
-            for (o, k) in self.off.iter_mut().zip([-8, -16, -128]) {
-                o[b] = k * sum;
-            }
+        // Per block: the integer sum, the scaled sum and the offsets' sums (one pass of
+        // zipped chunks, free of index checks).
+        let [o8, o16, o128] = &mut self.off;
+        let per_block = self.neg8.chunks_exact(8).zip(&self.d).zip(&mut self.isum).zip(&mut self.s);
+        for ((((fours, &d), isum), s), ((o8, o16), o128)) in
+            per_block.zip(o8.iter_mut().zip(o16.iter_mut()).zip(o128.iter_mut()))
+        {
+            let sum: i32 = fours.iter().sum();
+            *isum = sum;
+            *s = d * sum as f32;
+            (*o8, *o16, *o128) = (-8 * sum, -16 * sum, -128 * sum);
         }
         // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks keep
         // them, so that the products round as llama.cpp's do (beyond f16's range they stay
@@ -214,17 +218,17 @@ impl Q8Rows {
             let done = crate::simd::f16_round(v);
             v[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
         }
-        for b in 0..nb {
-            let d = self.d[b];
-            self.ds[2 * b] = d;
-            self.ds[2 * b + 1] = self.s[b];
-            self.dv[8 * b..8 * b + 8].fill(d);
-        }
-        for ((n8, n16), n128) in self.neg8.iter_mut().zip(&mut self.neg16).zip(&mut self.neg128) {
-            let sum = *n8;
-            *n8 = -8 * sum;
-            *n16 = -16 * sum;
-            *n128 = -128 * sum;
+        let negs = self.neg8.chunks_exact_mut(8).zip(self.neg16.chunks_exact_mut(8));
+        let negs = negs.zip(self.neg128.chunks_exact_mut(8));
+        let scales = self.ds.chunks_exact_mut(2).zip(self.dv.chunks_exact_mut(8));
+        let scales = scales.zip(self.d.iter().zip(&self.s));
+        for (((ds, dv), (&d, &s)), ((n8, n16), n128)) in scales.zip(negs) {
+            ds.copy_from_slice(&[d, s]);
+            dv.fill(d);
+            for k in 0..8 {
+                let sum = n8[k];
+                (n8[k], n16[k], n128[k]) = (-8 * sum, -16 * sum, -128 * sum);
+            }
         }
     }
 
@@ -458,6 +462,22 @@ mod tests {
         while !x.len().is_multiple_of(QK) {
             x.push(0.0);
         }
+        // Blocks scaled by exactly 1 (largest value 127): every half-integer, and the
+        // floats just above and below it, of both signs.
+        let mut ties = Vec::new();
+        for k in -127..127 {
+            let h = k as f32 + 0.5;
+            ties.extend([h, h.next_up(), h.next_down(), (k as f32).next_up()]);
+        }
+        for c in ties.chunks(QK - 1) {
+            x.extend(c);
+            x.push(127.0);
+            x.extend(std::iter::repeat_n(0.0, QK - 1 - c.len()));
+        }
+        // A block whose scale is subnormal (its values may leave the 8-bit range after
+        // rounding the scale), between random blocks on either side of 64-block chunks.
+        x.extend((0..40 * QK).map(|_| next() * 3.0));
+        x.extend((0..QK).map(|i| (i as f32 - 9.5) * 1e-41));
         x.extend((0..64 * QK).map(|_| next() * 3.0));
         x.extend([0.0; QK]);
         let mut nan = vec![1.0f32; QK];

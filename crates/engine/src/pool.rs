@@ -9,7 +9,7 @@
 //!
 //! Work is handed out as chunks of an output slice ([`ThreadPool::for_each_chunk`]): each
 //! chunk is one range of output rows, so a row's value never depends on the thread count.
-#![allow(unsafe_code)] // one lifetime erasure, see `run`
+#![allow(unsafe_code)] // one lifetime erasure (`run`) and disjoint chunks (`for_each_chunk`)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -144,14 +144,24 @@ impl ThreadPool {
             }
             return;
         }
-        let chunks = Mutex::new(data.chunks_mut(chunk).enumerate());
+        let len = data.len();
+        let count = len.div_ceil(chunk);
+        let base = SharedSlice(data.as_mut_ptr());
+        let next = AtomicUsize::new(0);
         self.run(&|| {
             loop {
-                let next = chunks.lock().unwrap_or_else(|e| e.into_inner()).next();
-                match next {
-                    Some((i, c)) => f(i, c),
-                    None => break,
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    break;
                 }
+                let start = i * chunk;
+                let n = chunk.min(len - start);
+                // SAFETY: `fetch_add` hands each index below `count` to exactly one call,
+                // so chunk `i` (elements `start..start + n`, inside `data`) is borrowed
+                // mutably once; `data`'s exclusive borrow outlives `run`, which returns
+                // only after every call has.
+                let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), n) };
+                f(i, c);
             }
         });
     }
@@ -190,6 +200,20 @@ impl ThreadPool {
                 }
             }
         });
+    }
+}
+
+/// The base of a slice whose disjoint chunks the pool's threads borrow one each.
+struct SharedSlice<T>(*mut T);
+
+// SAFETY: the pointer is only turned into disjoint chunks, each borrowed by one thread at
+// a time (`for_each_chunk`); `T: Send` lets a chunk move to another thread.
+unsafe impl<T: Send> Sync for SharedSlice<T> {}
+
+impl<T> SharedSlice<T> {
+    /// The pointer to element `at` (inside the slice: the caller checks).
+    fn at(&self, at: usize) -> *mut T {
+        self.0.wrapping_add(at)
     }
 }
 

@@ -422,6 +422,11 @@ fn hmax(v: __m256) -> f32 {
 /// of every 4 values into `fours[8 b..8 b + 8]`. Stops at the first block holding NaN or
 /// an infinity (or a product leaving the 8-bit range), which the caller's scalar path
 /// takes; returns how many blocks it did.
+///
+/// Three passes over up to 64 blocks at a time, so that no block waits on another's
+/// divisions: each block's largest magnitude; the scales of 8 blocks per vector division;
+/// then the values, rounded as `trunc(y + copysign(0.5 - 2^-25, y))`, which is half away
+/// from zero for every `|y| < 2^23`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn quantize_q8_0_blocks(
     x: &[f32],
@@ -429,58 +434,89 @@ pub(crate) fn quantize_q8_0_blocks(
     d: &mut [f32],
     fours: &mut [i32],
 ) -> usize {
+    const CHUNK: usize = 64;
     let nb = (x.len() / 32).min(q.len() / 32).min(d.len()).min(fours.len() / 8);
     let sign = _mm256_set1_ps(-0.0);
-    let (inf, limit) = (_mm256_set1_ps(f32::INFINITY), _mm256_set1_ps(127.5));
-    let (one, half, neg_half) = (_mm256_set1_ps(1.0), _mm256_set1_ps(0.5), _mm256_set1_ps(-0.5));
-    let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
+    let inf = _mm256_set1_ps(f32::INFINITY);
+    let below_half = _mm256_set1_ps(0.5 - f32::EPSILON / 4.0);
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     let (ones8, ones16) = (_mm256_set1_epi8(1), _mm256_set1_epi16(1));
-    for b in 0..nb {
-        // SAFETY: 4 loads of 8 floats at `32 b`, inside `x` (`b < nb`).
-        let v: [__m256; 4] =
-            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(32 * b + 8 * i)) });
-        let a = v.map(|v| _mm256_andnot_ps(sign, v));
-        let bad = a.iter().fold(_mm256_setzero_ps(), |m, a| {
-            _mm256_or_ps(m, _mm256_cmp_ps::<_CMP_NLT_UQ>(*a, inf))
-        });
-        if _mm256_movemask_ps(bad) != 0 {
-            return b;
+    let mut b0 = 0;
+    while b0 < nb {
+        let n = (nb - b0).min(CHUNK);
+        // Pass 1: each block's largest magnitude; stop before a block with NaN or inf.
+        let mut amax = [0f32; CHUNK];
+        let mut ok = n;
+        for (j, m) in amax.iter_mut().enumerate().take(n) {
+            let at = 32 * (b0 + j);
+            let a: [__m256; 4] = std::array::from_fn(|i| {
+                // SAFETY: 8 floats at `at + 8 i`, inside `x` (`b0 + j < nb`, `i < 4`).
+                let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(at + 8 * i)) };
+                _mm256_andnot_ps(sign, v)
+            });
+            let bad = a.iter().fold(_mm256_setzero_ps(), |m, a| {
+                _mm256_or_ps(m, _mm256_cmp_ps::<_CMP_NLT_UQ>(*a, inf))
+            });
+            if _mm256_movemask_ps(bad) != 0 {
+                ok = j;
+                break;
+            }
+            *m = hmax(_mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3])));
         }
-        let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
-        let db = hmax(m) / 127.0;
-        let id = if db != 0.0 { 1.0 / db } else { 0.0 };
-        let s = _mm256_set1_ps(id);
-        let y = v.map(|v| _mm256_mul_ps(v, s));
-        let out = y.iter().fold(_mm256_setzero_ps(), |m, y| {
-            _mm256_or_ps(m, _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_andnot_ps(sign, *y), limit))
-        });
-        if _mm256_movemask_ps(out) != 0 {
-            return b;
+        // Pass 2: `d = amax / 127` and `id = 1 / d` (0 for an all-zero block), 8 blocks a
+        // division; stop before a block whose largest value would leave the 8-bit range
+        // (`d` subnormal): `|x| id <= amax id`, as rounding keeps order.
+        let mut ids = [0f32; CHUNK];
+        for g in (0..ok).step_by(8) {
+            // SAFETY: 8 floats at `g < CHUNK` (a multiple of 8) of each array.
+            unsafe {
+                let m = _mm256_loadu_ps(amax.as_ptr().add(g));
+                let dv = _mm256_div_ps(m, _mm256_set1_ps(127.0));
+                let zero = _mm256_cmp_ps::<_CMP_EQ_OQ>(dv, _mm256_setzero_ps());
+                let id = _mm256_andnot_ps(zero, _mm256_div_ps(_mm256_set1_ps(1.0), dv));
+                let big = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_mul_ps(m, id), _mm256_set1_ps(127.5));
+                let big = _mm256_movemask_ps(big) as u32 & (u32::MAX >> (32 - (ok - g).min(8)));
+                _mm256_storeu_ps(ids.as_mut_ptr().add(g), id);
+                let mut ds = [0f32; 8];
+                _mm256_storeu_ps(ds.as_mut_ptr(), dv);
+                let take = if big != 0 { big.trailing_zeros() as usize } else { (ok - g).min(8) };
+                d[b0 + g..b0 + g + take].copy_from_slice(&ds[..take]);
+                if big != 0 {
+                    ok = g + take;
+                    break;
+                }
+            }
         }
-        // Truncate, then step away from zero where the fraction is half or more.
-        let r = y.map(|y| {
-            let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
-            let f = _mm256_sub_ps(y, t);
-            let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(f, half), one);
-            let down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(f, neg_half), one);
-            let t = _mm256_sub_ps(_mm256_add_ps(t, up), down);
-            _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(t, lo), hi))
-        });
-        // 32 i32 -> 32 i8 in order (the packs work within 128-bit lanes: dwords of 4
-        // bytes come out as r0 r1 r2 r3 of the low halves, then of the high halves).
-        let w = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-        let w = _mm256_permutevar8x32_epi32(w, order);
-        // Each 4 values' sum: bytes times one in pairs, then the pairs.
-        let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, w), ones16);
-        d[b] = db;
-        // SAFETY: 32 bytes at `32 b` inside `q` and 8 i32 at `8 b` inside `fours` (b < nb).
-        unsafe {
-            _mm256_storeu_si256(q.as_mut_ptr().add(32 * b).cast(), w);
-            _mm256_storeu_si256(fours.as_mut_ptr().add(8 * b).cast(), sums);
+        // Pass 3: the values and the sums of their fours.
+        for (j, &id) in ids.iter().enumerate().take(ok) {
+            let b = b0 + j;
+            let s = _mm256_set1_ps(id);
+            let r: [__m256i; 4] = std::array::from_fn(|i| {
+                // SAFETY: 8 floats at `32 b + 8 i`, inside `x` (`b < nb`).
+                let y =
+                    _mm256_mul_ps(unsafe { _mm256_loadu_ps(x.as_ptr().add(32 * b + 8 * i)) }, s);
+                let h = _mm256_or_ps(_mm256_and_ps(y, sign), below_half);
+                _mm256_cvttps_epi32(_mm256_add_ps(y, h))
+            });
+            // 32 i32 -> 32 i8 in order (the packs work within 128-bit lanes: dwords of 4
+            // bytes come out as r0 r1 r2 r3 of the low halves, then of the high halves).
+            let w =
+                _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+            let w = _mm256_permutevar8x32_epi32(w, order);
+            // Each 4 values' sum: bytes times one in pairs, then the pairs.
+            let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, w), ones16);
+            // SAFETY: 32 bytes at `32 b` inside `q` and 8 i32 at `8 b` inside `fours`.
+            unsafe {
+                _mm256_storeu_si256(q.as_mut_ptr().add(32 * b).cast(), w);
+                _mm256_storeu_si256(fours.as_mut_ptr().add(8 * b).cast(), sums);
+            }
+        }
+        b0 += ok;
+        if ok < n {
+            break;
         }
     }
-    nb
+    b0
 }
 
 /// Each value rounded to f16 precision in place, 8 at a time, where the rounded value is

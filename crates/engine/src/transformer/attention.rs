@@ -134,6 +134,12 @@ fn first_seen(b: &Block<'_>, p: usize) -> usize {
 
 /// Attention of rows `rows`' queries (`s.q`) over their slots' caches, into `s.y`
 /// (`[row][head][head dim]`).
+///
+/// One task per (row, run of query heads sharing a KV head): a whole GQA group when there
+/// are enough such tasks to keep the pool busy (a prefill), one head otherwise (a decode).
+/// A group's heads take each block of keys and values in turn while it is in L1, so a key
+/// is read from memory once per group, not once per head. Each head's sums are the same
+/// whichever way its tasks are cut: a row's result never depends on its batch.
 pub(super) fn attention(
     b: &Block<'_>,
     s: &mut Scratch,
@@ -145,39 +151,44 @@ pub(super) fn attention(
     let c = b.c;
     let hd = c.head_dim;
     let qd = c.heads * hd;
-    // One task per (row, head); each owns its output, a row buffer (for an f16 cache's
-    // values read back as f32) and its scores.
+    let group = c.heads / c.kv_heads;
+    let gs = if rows.len() * c.kv_heads >= 4 * pool.threads() { group } else { 1 };
+    let tasks_per_row = c.heads / gs;
+    // Each task owns its heads' outputs, their scores, a row buffer (for an f16 cache's
+    // values read back as f32) and its heads' queries rounded for an f16 cache.
     let seen = rows.clone().map(|i| s.pos[i] + 1 - first_seen(b, s.pos[i])).max().unwrap_or(0);
-    let chunk = 3 * hd + seen;
+    let chunk = gs * (2 * hd + seen) + hd;
     // With an f16 cache the query and the attention weights are rounded to f16 too, as
     // llama.cpp's products with its f16 cache round them.
     let f16 = c.kv == KvFormat::F16;
     let r0 = rows.start;
     // Sliding and global blocks ask for different sizes: grow to the size asked, not by
     // doubling, so the scratch stays within what the planner counts.
-    let need = rows.len() * c.heads * chunk;
+    let need = rows.len() * tasks_per_row * chunk;
     s.att.reserve_exact(need.saturating_sub(s.att.len()));
     s.att.resize(need, 0.0);
     let scale = match c.arch.attention_scale {
         s if s > 0.0 => s,
         _ => 1.0 / (hd as f32).sqrt(),
     };
-    let group = c.heads / c.kv_heads;
     // Runs of an f32 cache in place where the CPU has the SIMD for them (decided per
     // row by its own slot's cache, so a row's path never depends on its batch).
     let runs = crate::simd::has_runs(hd);
+    // Keys (or values) per block a group's heads share while it is in L1: about 16 KiB.
+    let block = (4096 / hd).max(4).next_multiple_of(4);
     {
         let (q, pos) = (&s.q, &s.pos);
         pool.for_each_chunk(&mut s.att, chunk, &|t, buf| {
-            let (i, h) = (r0 + t / c.heads, t % c.heads);
+            let (i, h0) = (r0 + t / tasks_per_row, t % tasks_per_row * gs);
             let p = pos[i];
             let lo = first_seen(b, p);
+            let m = p + 1 - lo;
             let slot = &caches[slots[i]];
-            let kh = h / group;
-            let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-            let (y, rest) = buf.split_at_mut(hd);
+            let kh = h0 / group;
+            let q = &q[i * qd + h0 * hd..i * qd + (h0 + gs) * hd];
+            let (y, rest) = buf.split_at_mut(gs * hd);
             let (row, rest) = rest.split_at_mut(hd);
-            let (qr, sc) = rest.split_at_mut(hd);
+            let (qr, sc) = rest.split_at_mut(gs * hd);
             let q = if f16 {
                 for (r, &v) in qr.iter_mut().zip(q) {
                     *r = to_f16(v);
@@ -186,49 +197,80 @@ pub(super) fn attention(
             } else {
                 q
             };
-            let sc = &mut sc[..=p - lo];
+            let sc = &mut sc[..gs * m];
             y.fill(0.0);
+            let softmax_heads = |sc: &mut [f32]| {
+                for (g, sc) in sc.chunks_exact_mut(m).enumerate() {
+                    match &b.w.extra.sinks {
+                        Some(sinks) => softmax_with_sink(sc, sinks[h0 + g]),
+                        None => softmax(sc),
+                    }
+                }
+            };
             if !f16 && runs && slot.k.f32_run(0, 0).is_some() {
                 // An f32 cache read in place, a contiguous run of positions at a time (a
-                // ring wraps once at most), four keys per step.
-                for_runs(b, kh, lo..p + 1, |r, at, len| {
+                // ring wraps once at most), a block of keys for every head in turn.
+                for_blocks(b, kh, lo..p + 1, block, |r, at, len| {
                     let keys = slot.k.f32_run(at, len * hd).expect("an f32 cache");
-                    crate::simd::scores_f32(q, keys, scale, &mut sc[r..r + len]);
+                    for (g, q) in q.chunks_exact(hd).enumerate() {
+                        let out = &mut sc[g * m + r..g * m + r + len];
+                        crate::simd::scores_f32(q, keys, scale, out);
+                    }
                 });
-                match &b.w.extra.sinks {
-                    Some(sinks) => softmax_with_sink(sc, sinks[h]),
-                    None => softmax(sc),
-                }
-                for_runs(b, kh, lo..p + 1, |r, at, len| {
+                softmax_heads(sc);
+                for_blocks(b, kh, lo..p + 1, block, |r, at, len| {
                     let values = slot.v.f32_run(at, len * hd).expect("an f32 cache");
-                    crate::simd::mix_f32(y, &sc[r..r + len], values);
+                    for (g, y) in y.chunks_exact_mut(hd).enumerate() {
+                        crate::simd::mix_f32(y, &sc[g * m + r..g * m + r + len], values);
+                    }
                 });
                 return;
             }
-            for (k, s) in sc.iter_mut().enumerate() {
-                *s = dot(q, slot.k.read(b.layout.at(b.l, kh, lo + k), row)) * scale;
+            for (g, q) in q.chunks_exact(hd).enumerate() {
+                for (k, s) in sc[g * m..(g + 1) * m].iter_mut().enumerate() {
+                    *s = dot(q, slot.k.read(b.layout.at(b.l, kh, lo + k), row)) * scale;
+                }
             }
-            match &b.w.extra.sinks {
-                Some(sinks) => softmax_with_sink(sc, sinks[h]),
-                None => softmax(sc),
-            }
+            softmax_heads(sc);
             if f16 {
                 sc.iter_mut().for_each(|v| *v = to_f16(*v));
             }
-            for (k, &pk) in sc.iter().enumerate() {
-                let v = slot.v.read(b.layout.at(b.l, kh, lo + k), row);
-                if !crate::simd::axpy_f32(y, pk, v) {
-                    for (y, &v) in y.iter_mut().zip(v) {
-                        *y += pk * v;
+            for (y, sc) in y.chunks_exact_mut(hd).zip(sc.chunks_exact(m)) {
+                for (k, &pk) in sc.iter().enumerate() {
+                    let v = slot.v.read(b.layout.at(b.l, kh, lo + k), row);
+                    if !crate::simd::axpy_f32(y, pk, v) {
+                        for (y, &v) in y.iter_mut().zip(v) {
+                            *y += pk * v;
+                        }
                     }
                 }
             }
         });
     }
-    for t in 0..rows.len() * c.heads {
-        let at = r0 * qd + t * hd;
-        s.y[at..at + hd].copy_from_slice(&s.att[t * chunk..t * chunk + hd]);
+    let out = gs * hd;
+    for t in 0..rows.len() * tasks_per_row {
+        let at = r0 * qd + t * out;
+        s.y[at..at + out].copy_from_slice(&s.att[t * chunk..t * chunk + out]);
     }
+}
+
+/// [`for_runs`] with each run cut into pieces of at most `block` positions.
+fn for_blocks(
+    b: &Block<'_>,
+    kh: usize,
+    positions: Range<usize>,
+    block: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let hd = b.c.head_dim;
+    for_runs(b, kh, positions, |r, at, len| {
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(block);
+            f(r + done, at + done * hd, n);
+            done += n;
+        }
+    });
 }
 
 /// Calls `f(offset, at, len)` for each contiguous run of `positions` in KV head `kh`'s part
