@@ -70,7 +70,7 @@ pub struct Matrix {
     kernels: Kernels,
     isa: Isa,
     /// The weights repacked for the group kernels, when this CPU and format have them.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     packed: Option<Arc<kernels::packed::Packed>>,
 }
 
@@ -102,16 +102,17 @@ impl Matrix {
             data,
             kernels: kernels::select(isa, format),
             isa: kernels::effective_isa(isa, format),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
             packed: None,
         })
     }
 
     /// The same matrix with its weights repacked for the products, where the format and
-    /// instruction set have a repacked kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K with AVX2 or
-    /// AVX-512 VNNI, rows a multiple of 16): a private copy of the weights that multiplies several activation
-    /// rows much faster. Otherwise the matrix as it is. Row lookups
-    /// ([`Matrix::dequantize_row`]) keep reading the original bytes.
+    /// instruction set have a repacked kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
+    /// Q6_K and MXFP4 with AVX2, AVX-512 VNNI or NEON with dotprod, rows a multiple of 16):
+    /// a private copy of the weights that multiplies several activation rows much faster.
+    /// Otherwise the matrix as it is. Row lookups ([`Matrix::dequantize_row`]) keep
+    /// reading the original bytes.
     pub fn repacked(mut self) -> Matrix {
         self.repack();
         self
@@ -127,7 +128,7 @@ impl Matrix {
     /// owner of a mapping drops those pages while the rest is copied. Never called where
     /// nothing is repacked.
     pub fn repack_then(&mut self, done: &mut dyn FnMut(Range<usize>)) {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if self.isa != Isa::Scalar && self.packed.is_none() {
             let start = self.data.range().start;
             self.packed = kernels::packed::Packed::new_then(
@@ -140,13 +141,13 @@ impl Matrix {
             )
             .map(Arc::new);
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         let _ = done;
     }
 
     /// Bytes of the repacked copy (0 when the products read the original blocks).
     pub fn repacked_bytes(&self) -> usize {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if let Some(p) = &self.packed {
             return p.bytes();
         }
@@ -199,7 +200,7 @@ impl Matrix {
         out: &mut [f32],
         stride: usize,
     ) {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if let Some(p) = &self.packed {
             return packed_rows(p, rows, a, acts, out, stride);
         }
@@ -226,7 +227,7 @@ impl Matrix {
 
 /// [`Matrix::dot_rows`] on repacked weights: whole groups of 16 rows, four activation
 /// rows at a time, keeping the rows asked for.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn packed_rows(
     p: &kernels::packed::Packed,
     rows: Range<usize>,

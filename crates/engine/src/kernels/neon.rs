@@ -4,11 +4,13 @@
 //! tiers use, 16 pairs per instruction, and scale per block in f32 as the reference
 //! does; F32 / F16 / BF16 multiply f32 lanes.
 //!
-//! Q8_0 and Q4_0 read their blocks straight from the row (Q4_0's nibbles split in
-//! registers); the other formats decode one block or super-block with their reference
-//! decoder, then take its integer products in NEON. Not repacked yet (the x86 tiers'
-//! interleaved rows): that, and `i8mm`'s `smmla` for several activation rows, are the
-//! next steps once an ARM host can measure them.
+//! These are the kernels of rows read in place (the baseline tier's, the formats without
+//! repacked cells, and row counts that are not whole groups of 16); with `dotprod`, the
+//! repacked formats use `packed::neon`'s kernels instead. Q8_0 and Q4_0 read their blocks
+//! straight from the row (Q4_0's nibbles split in registers); the other formats decode
+//! one block or super-block with their reference decoder, then take its integer products
+//! in NEON. `i8mm`'s `smmla` for several activation rows is the next step once an ARM
+//! host can measure it.
 //!
 //! Every kernel is a safe `#[target_feature]` function (or plain NEON, which every ARM64
 //! core has); [`select`] is reached only when the CPU has the tier's features (see

@@ -279,12 +279,16 @@ fn products(m: &crate::Matrix, a: &Acts, acts: usize) -> Vec<f32> {
 #[test]
 fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_width() {
     let mut rng = Rng::new(4);
-    // Every SIMD tier this CPU runs (AVX2, and AVX-512 VNNI where it exists): each has its
-    // own repacked kernels, and a CPU with the tier always repacks.
-    // (The NEON tiers do not repack yet.)
-    let tiers: Vec<Isa> =
-        Isa::available().into_iter().filter(|i| matches!(i, Isa::Avx2 | Isa::Avx512)).collect();
-    for missing in [Isa::Avx2, Isa::Avx512].iter().filter(|i| !tiers.contains(i)) {
+    // Every repacking tier this CPU runs (AVX2, AVX-512 VNNI, NEON with dotprod): each has
+    // its own repacked kernels, and a CPU with the tier always repacks.
+    const REPACKING: [Isa; 3] = [Isa::Avx2, Isa::Avx512, Isa::NeonDot];
+    let tiers: Vec<Isa> = Isa::available().into_iter().filter(|i| REPACKING.contains(i)).collect();
+    #[cfg(target_arch = "aarch64")]
+    assert!(
+        !tiers.is_empty() || std::env::var_os("CI").is_none(),
+        "CI's ARM64 CPU has no dotprod: the NEON repacked kernels would go untested"
+    );
+    for missing in REPACKING.iter().filter(|i| !tiers.contains(i)) {
         eprintln!(
             "{}: not on this CPU; its repacked kernels are tested where it is",
             missing.name()
@@ -346,12 +350,16 @@ fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_
 fn matrices_that_cannot_be_repacked_stay_as_they_are() {
     let mut rng = Rng::new(5);
     // 20 rows are not whole groups of 16; Q3_K has no repacked kernel; the scalar
-    // reference never repacks.
-    for (fmt, rows, isa, cols) in [
+    // reference never repacks, nor does NEON without dotprod.
+    let mut cases = vec![
         (WeightFormat::Q8_0, 20, Isa::detect(), 64),
         (WeightFormat::Q3K, 32, Isa::detect(), 256),
         (WeightFormat::Q4_0, 32, Isa::Scalar, 64),
-    ] {
+    ];
+    if Isa::Neon.is_available() {
+        cases.push((WeightFormat::Q4_0, 32, Isa::Neon, 64));
+    }
+    for (fmt, rows, isa, cols) in cases {
         let w = random_matrix(fmt, rows, cols, Scales::Random, &mut rng);
         let m = crate::Matrix::new(fmt, rows, cols, crate::Bytes::from_vec(w), isa)
             .expect("matrix")

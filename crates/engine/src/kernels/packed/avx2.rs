@@ -10,9 +10,9 @@
 
 use std::arch::x86_64::*;
 
-use super::GROUP;
-use super::avx512::{MXFP4_PLUS16, four, pair};
+use super::avx512::MXFP4_PLUS16;
 use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
+use super::{GROUP, four, pair};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 

@@ -8,22 +8,10 @@
 
 use std::arch::x86_64::*;
 
-use super::GROUP;
 use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
+use super::{GROUP, four, pair};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
-
-/// Two consecutive i16 sums as one i32 (the low one first), for a broadcast pair.
-#[inline(always)]
-pub(super) fn pair(s: &[i16], at: usize) -> i32 {
-    (u32::from(s[at] as u16) | (u32::from(s[at + 1] as u16) << 16)) as i32
-}
-
-/// Four activation values at `q[at..at + 4]` as one i32, to broadcast.
-#[inline(always)]
-pub(super) fn four(q: &[i8], at: usize) -> i32 {
-    i32::from_le_bytes([q[at] as u8, q[at + 1] as u8, q[at + 2] as u8, q[at + 3] as u8])
-}
 
 /// The 16 rows' results, lane `l` of `acc[r]` into `out[r][l]`.
 #[inline]

@@ -1,12 +1,13 @@
 //! Weights repacked at load time for the matrix kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-//! Q5_K, Q6_K and MXFP4, for AVX-512 VNNI and for AVX2.
+//! Q5_K, Q6_K and MXFP4, for AVX-512 VNNI, for AVX2 and for ARM64 NEON with `dotprod`
+//! (whose `sdot` by a broadcast word multiplies 4 values of 4 rows, a quarter of a chunk).
 //!
 //! The GGUF layout keeps a row's blocks together, so a dot product decodes and scales
 //! every block of every row for every activation row. Repacked, sixteen rows travel
 //! together: for each group of 16 rows and each block column, one *cell* holds the 16
 //! rows' scales, then their values interleaved four at a time (`[row 0: 4 values][row 1:
 //! 4 values]...`), so that one integer dot product instruction multiplies four values of
-//! 16 rows (AVX-512 `vpdpbusd`) or of 8 rows (AVX2 `maddubs`) by the same four activation
+//! 16 rows (AVX-512 `vpdpbusd`), 8 rows (AVX2 `maddubs`) or 4 rows (NEON `sdot`) by the same four activation
 //! values (broadcast). A block's integer dot products of the rows land in the lanes of one
 //! register, exact, and are scaled with one multiply-add for all of them: no horizontal
 //! sums, no per-row scale work.
@@ -20,7 +21,7 @@
 //!   value `4 v + i`, the `v`-th value vector a kernel rebuilds).
 //! - Q8_0: 16 f16 scales, then 8 chunks of 64 bytes (`[4 l + i]` of chunk `c`: value
 //!   `4 c + i`), stored plus 128 for AVX-512 (`vpdpbusd` wants unsigned weights) and as
-//!   they are for AVX2 (which takes signs apart).
+//!   they are for AVX2 (which takes signs apart) and NEON (whose `sdot` is signed).
 //! - Q4_K: 16 f16 `d`, 16 f16 `dmin`, the 8 x 16 6-bit scales (`[16 j + l]`), the 8 x 16
 //!   mins as pairs (`[32 k + 2 l]`: mins `2 k`, `2 k + 1`), then per 32-value group `j`
 //!   four Q4_0-style chunks of nibbles (2 368 bytes for 16 x 144).
@@ -38,9 +39,13 @@
 //! batch-invariant and thread-count-invariant.
 #![allow(unsafe_code)]
 
+#[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 mod layout;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 
 use crate::acts::Acts;
 use crate::format::WeightFormat;
@@ -48,6 +53,18 @@ use crate::isa::Isa;
 
 /// Rows per group.
 pub const GROUP: usize = 16;
+
+/// Two consecutive i16 sums as one i32 (the low one first), for a broadcast pair.
+#[inline(always)]
+fn pair(s: &[i16], at: usize) -> i32 {
+    (u32::from(s[at] as u16) | (u32::from(s[at + 1] as u16) << 16)) as i32
+}
+
+/// Four activation values at `q[at..at + 4]` as one i32, to broadcast.
+#[inline(always)]
+fn four(q: &[i8], at: usize) -> i32 {
+    i32::from_le_bytes([q[at] as u8, q[at + 1] as u8, q[at + 2] as u8, q[at + 3] as u8])
+}
 
 /// A matrix's weights in the repacked layout.
 pub struct Packed {
@@ -145,7 +162,7 @@ impl Packed {
             || !rows.is_multiple_of(GROUP)
             || rows == 0
             || !cols.is_multiple_of(qk)
-            || isa == Isa::Scalar
+            || matches!(isa, Isa::Scalar | Isa::Neon)
             || !isa.is_available()
         {
             return None;
@@ -189,7 +206,24 @@ impl Packed {
         assert_eq!(a.cols, self.blocks * self.format.block_elems(), "activation width");
         let nb = self.blocks;
         // SAFETY: a `Packed` exists only on a CPU with its instruction set (checked in
-        // `new`), and `isa` is never the scalar one.
+        // `new`), and `isa` is never the scalar one (nor, on ARM64, NEON without dotprod).
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            use WeightFormat::*;
+            match self.format {
+                Q4_0 => neon::q4::<R, false, false>(p, nb, a, rows),
+                Q4_1 => neon::q4::<R, true, false>(p, nb, a, rows),
+                Q5_0 => neon::q4::<R, false, true>(p, nb, a, rows),
+                Q5_1 => neon::q4::<R, true, true>(p, nb, a, rows),
+                Q8_0 => neon::q8_0::<R>(p, nb, a, rows),
+                Q4K => neon::q4_k::<R, false>(p, nb, a, rows),
+                Q5K => neon::q4_k::<R, true>(p, nb, a, rows),
+                MXFP4 => neon::mxfp4::<R>(p, nb, a, rows),
+                _ => neon::q6_k::<R>(p, nb, a, rows),
+            }
+        }
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
         unsafe {
             use WeightFormat::*;
             if self.isa == Isa::Avx512 {
