@@ -282,6 +282,8 @@ def main() -> int:
                     help="only the cache-resident single-row product of each format "
                     "(--formats, --cols), both engines side by side")
     ap.add_argument("--formats", default=",".join(llama_cpp_products.FORMATS))
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="--products: interleaved rounds (the median ratio is reported)")
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--parity-only", action="store_true", help="check, do not benchmark")
     ap.add_argument("--no-parity", action="store_true",
@@ -301,7 +303,8 @@ def main() -> int:
         misses = []
         for tier in tiers:
             ours, theirs, cpu = llama_cpp_products.measure(
-                swactor, venv_python(tier), tier, threads, args.cols, formats, LLAMA_CPP_PYTHON)
+                swactor, venv_python(tier), tier, threads, args.cols, formats, LLAMA_CPP_PYTHON,
+                args.rounds)
             misses += llama_cpp_products.table(tier, cpu, threads, formats, ours, theirs)
         print("\n* misses its target (the cache-resident product >= 1.0 of llama.cpp's)")
         for m in misses:

@@ -1,8 +1,9 @@
 """Each weight format's single-row product with its weights resident in cache: swactor's
 kernels (`swactor bench products --formats`) beside llama.cpp's (scripts/ggml-products.c,
 built against the ggml of the pinned llama-cpp-python of each tier), same shape, same
-threads, interleaved, with the ratio. Memory cannot hold either back, so a ratio under
-1.0 is the kernel's own miss on any host. Used by `scripts/bench-llama-cpp.py --products`.
+threads, format by format and round by round interleaved, with the median ratio and its
+range. Memory cannot hold either back, so a ratio under 1.0 is the kernel's own miss on any
+host. Used by `scripts/bench-llama-cpp.py --products`.
 """
 
 import json
@@ -64,28 +65,33 @@ def ggml_name(fmt: str) -> str:
 
 
 def measure(swactor: str, py: Path, tier: str, threads: list, cols: int, formats: list,
-            sdist_spec: str) -> tuple:
-    """Both sides at every thread count: ({(fmt, t): ours}, {(fmt, t): theirs}, cpu)."""
+            sdist_spec: str, rounds: int = 3) -> tuple:
+    """Both sides at every thread count, `rounds` times, format by format, ours then
+    llama.cpp's back to back (so that a slow second of a noisy host hits one pair, not one
+    side): ({(fmt, t): [ours per round]}, {(fmt, t): [theirs per round]}, cpu)."""
     exe = harness(py, tier, sdist_spec)
     env = dict(os.environ, SWACTOR_ENGINE_ISA=tier)
     ours, theirs, cpu = {}, {}, None
-    for t in threads:
-        cmd = [swactor, "bench", "products", "--json", "--formats", ",".join(formats),
-               "--cols", str(cols), "--threads", str(t)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-        for line in out.splitlines():
-            v = json.loads(line)
-            if v.get("type") == "bench_format":
-                ours[(v["format"], t)] = v
-            elif v.get("type") == "bench_cpu":
-                cpu = v
-        cmd = [str(exe), str(t), str(cols), str(RESIDENT_BYTES), str(MS)]
-        out = subprocess.run(cmd + [ggml_name(f) for f in formats], check=True,
-                             capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            v = json.loads(line)
-            theirs[(v["format"].lower(), t)] = v
-        print(f"measured the products at {t} thread(s) on {tier}", file=sys.stderr)
+    for k in range(rounds):
+        for t in threads:
+            for f in formats:
+                cmd = [swactor, "bench", "products", "--json", "--formats", f,
+                       "--cols", str(cols), "--threads", str(t)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                     env=env).stdout
+                for line in out.splitlines():
+                    v = json.loads(line)
+                    if v.get("type") == "bench_format":
+                        ours.setdefault((v["format"], t), []).append(v)
+                    elif v.get("type") == "bench_cpu":
+                        cpu = v
+                cmd = [str(exe), str(t), str(cols), str(RESIDENT_BYTES), str(MS), ggml_name(f)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                for line in out.splitlines():
+                    v = json.loads(line)
+                    theirs.setdefault((v["format"].lower(), t), []).append(v)
+            print(f"round {k + 1}/{rounds}: measured the products at {t} thread(s) on {tier}",
+                  file=sys.stderr)
     return ours, theirs, cpu
 
 
@@ -94,20 +100,27 @@ def table(tier: str, cpu: dict, threads: list, formats: list, ours: dict, theirs
     one, all_cores = cpu.get("bandwidth_gbps") or (0.0, 0.0)
     print(f"\nCPU: {cpu['model']} [{' '.join(cpu['flags'])}]; memory read {one:.1f} GB/s at "
           f"1 thread, {all_cores:.1f} at one per core")
+    rounds = len(next(iter(ours.values())))
     print(f"tier {tier}: cache-resident single-row products, GMAC/s (each call quantizes its "
-          f"activation row), {RESIDENT_BYTES >> 10} KiB of weights per thread")
+          f"activation row), {RESIDENT_BYTES >> 10} KiB of weights per thread; the median "
+          f"of {rounds} interleaved rounds' ratios, and their range")
     head = (f"{'format':<7} {'thr':>3} {'shape':>10} {'ours':>7} {'(tier)':<7} "
-            f"{'llama.cpp':>9} {'(buffer)':<11} {'ratio':>6}")
+            f"{'llama.cpp':>9} {'(buffer)':<11} {'ratio':>6} {'range':>10}")
     print(head)
     print("-" * len(head))
     misses = []
     for t in threads:
         for f in formats:
-            o, l = ours[(f, t)], theirs[(f, t)]
-            r = o["resident_gmacs"] / l["resident_gmacs"]
+            # Each round's pair gives a ratio; the median round is printed, with the range.
+            pairs = sorted(zip(ours[(f, t)], theirs[(f, t)]),
+                           key=lambda p: p[0]["resident_gmacs"] / p[1]["resident_gmacs"])
+            ratios = [o["resident_gmacs"] / l["resident_gmacs"] for o, l in pairs]
+            o, l = pairs[len(pairs) // 2]
+            r = ratios[len(ratios) // 2]
             mark = " " if r >= 1.0 else "*"
             print(f"{f:<7} {t:>3} {o['rows']:>5}x{o['cols']:<4} {o['resident_gmacs']:>7.1f} "
-                  f"{o['isa']:<7} {l['resident_gmacs']:>9.1f} {l['buffer']:<11} {r:>5.2f}{mark}")
+                  f"{o['isa']:<7} {l['resident_gmacs']:>9.1f} {l['buffer']:<11} {r:>5.2f}{mark}"
+                  f" {ratios[0]:>5.2f}-{ratios[-1]:.2f}")
             if r < 1.0:
                 misses.append(f"{tier} {f} {t} thread(s): resident product {r:.2f}")
     return misses
