@@ -40,6 +40,19 @@ fn fifth(hb: uint8x16_t, k: usize) -> uint8x16_t {
     vshlq_n_u8::<4>(bit)
 }
 
+/// Chunk `c`'s values from its 16 bytes `v`: the low nibbles and the high ones, with
+/// `HIGH` each or-ed with its fifth bit from `hb` (bits `2 c` and `2 c + 1`).
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn nibbles<const HIGH: bool>(v: uint8x16_t, hb: uint8x16_t, c: usize) -> (uint8x16_t, uint8x16_t) {
+    let (lo, hi) = (vandq_u8(v, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(v));
+    if HIGH {
+        (vorrq_u8(lo, fifth(hb, 2 * c)), vorrq_u8(hi, fifth(hb, 2 * c + 1)))
+    } else {
+        (lo, hi)
+    }
+}
+
 /// Four unsigned bytes at `b[at..at + 4]` widened to i32 lanes.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
@@ -109,13 +122,7 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
             let hb = if HIGH { load16u(cell, heads + 256 + 16 * q) } else { m4 };
             let mut isum = [vdupq_n_s32(0); R];
             for c in 0..4 {
-                let v = load16u(cell, heads + 64 * c + 16 * q);
-                let mut lo = vandq_u8(v, m4);
-                let mut hi = vshrq_n_u8::<4>(v);
-                if HIGH {
-                    lo = vorrq_u8(lo, fifth(hb, 2 * c));
-                    hi = vorrq_u8(hi, fifth(hb, 2 * c + 1));
-                }
+                let (lo, hi) = nibbles::<HIGH>(load16u(cell, heads + 64 * c + 16 * q), hb, c);
                 for r in 0..R {
                     isum[r] = dot4(isum[r], lo, four(xq[r], 8 * c));
                     isum[r] = dot4(isum[r], hi, four(xq[r], 8 * c + 4));
@@ -195,12 +202,7 @@ pub(super) fn q4_k<const R: usize, const HIGH: bool>(
                 let mut t = [vdupq_n_s32(0); R];
                 for c in 0..4 {
                     let v = load16u(cell, q4k::VALUES + 256 * j + 64 * c + 16 * q);
-                    let mut lo = vandq_u8(v, m4);
-                    let mut hi = vshrq_n_u8::<4>(v);
-                    if HIGH {
-                        lo = vorrq_u8(lo, fifth(hb, 2 * c));
-                        hi = vorrq_u8(hi, fifth(hb, 2 * c + 1));
-                    }
+                    let (lo, hi) = nibbles::<HIGH>(v, hb, c);
                     for r in 0..R {
                         t[r] = dot4(t[r], lo, four(xq[r], 32 * j + 8 * c));
                         t[r] = dot4(t[r], hi, four(xq[r], 32 * j + 8 * c + 4));
