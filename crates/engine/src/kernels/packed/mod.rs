@@ -7,8 +7,8 @@
 //! together: for each group of 16 rows and each block column, one *cell* holds the 16
 //! rows' scales, then their values interleaved four at a time (`[row 0: 4 values][row 1:
 //! 4 values]...`), so that one integer dot product instruction multiplies four values of
-//! 16 rows (AVX-512 `vpdpbusd`), 8 rows (AVX2 `maddubs`) or 4 rows (NEON `sdot`) by the same four activation
-//! values (broadcast). A block's integer dot products of the rows land in the lanes of one
+//! 16 rows (AVX-512 `vpdpbusd`), 8 rows (AVX2 `maddubs`) or 4 rows (NEON `sdot`) by the
+//! same four activation values (broadcast). A block's integer dot products of the rows land in the lanes of one
 //! register, exact, and are scaled with one multiply-add for all of them: no horizontal
 //! sums, no per-row scale work.
 //!
