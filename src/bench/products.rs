@@ -410,7 +410,7 @@ pub fn format_figures(
         let resident_gmacs = time_resident(&pool, &[&m], None, &x, 1, &mut acts, &mut out);
         figures.push(FormatFigure {
             format: format.name().to_string(),
-            isa: m.isa().name().to_string(),
+            isa: swactor_engine::kernels::kernel_name(m.isa(), format),
             threads,
             rows,
             cols,

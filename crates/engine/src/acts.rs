@@ -1,7 +1,8 @@
 //! Activation quantization: the rows a product reads, once as f32 and once quantized into
 //! the 8-bit blocks the weight formats pair with: [`Q8Rows`] (blocks of 32, for Q4_0 /
 //! Q4_1 / Q5_0 / Q5_1 / Q8_0) or [`Q8KRows`] (blocks of 256 with 16-element sums, for the
-//! K-quants). F32, F16 and BF16 weights take the f32 rows as they are. Quantized once per
+//! K-quants) or rounded to bfloat16 ([`Bf16Rows`], for BF16). F32 and F16 weights take the
+//! f32 rows as they are. Quantized once per
 //! product and shared by every matrix that reads the same input ([`Acts`]).
 //!
 //! Below the formats: every format's kernels read an [`Acts`]; this module uses only the
@@ -24,6 +25,8 @@ pub struct Acts {
     pub q8: Q8Rows,
     /// 8-bit blocks of 256 (filled when a K-quant matrix reads these rows).
     pub q8k: Q8KRows,
+    /// Bfloat16 values (filled when a BF16 matrix reads these rows).
+    pub bf16: Bf16Rows,
 }
 
 impl Acts {
@@ -44,6 +47,9 @@ impl Acts {
         }
         if formats.iter().any(|f| f.act_kind() == ActKind::Q8K) {
             self.q8k.quantize(&self.f32, self.cols);
+        }
+        if formats.iter().any(|f| f.act_kind() == ActKind::Bf16) {
+            self.bf16.round(&self.f32, self.cols);
         }
     }
 
@@ -69,6 +75,8 @@ impl Acts {
             + cap(&k.d)
             + cap(&k.bsums)
             + cap(&k.sums32)
+            + cap(&self.bf16.bits)
+            + cap(&self.bf16.f32)
     }
 
     /// Row `r` of the f32 values.
@@ -314,6 +322,47 @@ impl Q8KRows {
     }
 }
 
+/// Activation rows rounded to bfloat16, to nearest with ties to even (NaN stays a NaN):
+/// the form llama.cpp's BF16 products multiply, kept twice: as the 16-bit values that
+/// `vdpbf16ps` reads, and widened back to f32 (exactly) for the kernels that multiply f32
+/// lanes. A BF16 weight times such a value is exact in f32, so every tier's product
+/// differs from the others only in the order of its additions.
+#[derive(Debug, Default, Clone)]
+pub struct Bf16Rows {
+    /// Elements per row.
+    pub cols: usize,
+    /// The bfloat16 values, row-major.
+    pub bits: Vec<u16>,
+    /// The same values as f32.
+    pub f32: Vec<f32>,
+}
+
+impl Bf16Rows {
+    /// Rounds rows of `cols` values of `x` (reusing the buffers).
+    pub fn round(&mut self, x: &[f32], cols: usize) {
+        self.cols = cols;
+        // Sized first, then filled in place: loops the compiler vectorizes.
+        self.bits.resize(x.len(), 0);
+        self.f32.resize(x.len(), 0.0);
+        crate::simd::round_bf16(x, &mut self.bits);
+        for (f, &b) in self.f32.iter_mut().zip(&self.bits) {
+            *f = f32::from_bits(u32::from(b) << 16);
+        }
+    }
+
+    /// Row `r` as bfloat16 values.
+    #[inline(always)]
+    pub fn bits_row(&self, r: usize) -> &[u16] {
+        &self.bits[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// Row `r` as f32 values.
+    #[inline(always)]
+    pub fn f32_row(&self, r: usize) -> &[f32] {
+        &self.f32[r * self.cols..(r + 1) * self.cols]
+    }
+}
+
 /// One block of 32 activations quantized as GGML's Q8_0, exactly: `d = amax / 127`, each
 /// value `x * (1 / d)` rounded half away from zero into `qb`. Returns `d` (before f16
 /// rounding) and the sum of every 4 values: the reference the SIMD path
@@ -524,5 +573,29 @@ mod tests {
         got[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
         let got: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn bfloat16_rounding_is_to_nearest_ties_to_even_and_keeps_nans_infinities_and_signs() {
+        let mut values = vec![0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN];
+        // Every exponent (subnormals too), odd and even upper halves, and lower halves
+        // below, at and above a tie.
+        for exponent in 0..255u32 {
+            for high in [0x00, 0x01, 0x42, 0x7F] {
+                for low in [0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF] {
+                    let v = f32::from_bits(exponent << 23 | high << 16 | low);
+                    values.extend([v, -v]);
+                }
+            }
+        }
+        let mut rows = Bf16Rows::default();
+        rows.round(&values, values.len());
+        for (i, &v) in values.iter().enumerate() {
+            let want = half::bf16::from_f32(v);
+            assert_eq!(rows.bits_row(0)[i], want.to_bits(), "{v:e} ({:#010x})", v.to_bits());
+            assert_eq!(rows.f32_row(0)[i].to_bits(), want.to_f32().to_bits(), "{v:e}");
+        }
+        rows.round(&[f32::NAN, -f32::NAN, f32::from_bits(0x7F80_0001)], 3);
+        assert!(rows.f32_row(0).iter().all(|v| v.is_nan()), "{:?}", rows.bits_row(0));
     }
 }

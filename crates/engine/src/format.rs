@@ -51,6 +51,9 @@ pub enum ActKind {
     Q8,
     /// `Q8KRows`: 8-bit blocks of 256.
     Q8K,
+    /// `Bf16Rows`: the f32 rows rounded to bfloat16 (BF16 weights, as llama.cpp's BF16
+    /// products take them, so that `vdpbf16ps` can multiply both operands as they are).
+    Bf16,
 }
 
 impl WeightFormat {
@@ -106,7 +109,8 @@ impl WeightFormat {
     pub fn act_kind(self) -> ActKind {
         use WeightFormat::*;
         match self {
-            F32 | F16 | BF16 => ActKind::F32,
+            F32 | F16 => ActKind::F32,
+            BF16 => ActKind::Bf16,
             Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | MXFP4 => ActKind::Q8,
             Q2K | Q3K | Q4K | Q5K | Q6K => ActKind::Q8K,
         }

@@ -126,6 +126,13 @@ mod tests {
                 );
             }
         }
+        // AVX-512 BF16 is a kernel of the AVX-512 tier (BF16 weights through `vdpbf16ps`),
+        // tested beside that tier's FMA kernel where the CPU has it.
+        #[cfg(target_arch = "x86_64")]
+        if features.contains("avx512_bf16") && Isa::Avx512.is_available() {
+            let name = crate::kernels::kernel_name(Isa::Avx512, crate::format::WeightFormat::BF16);
+            assert_eq!(name, "avx512+bf16", "the CPU reports avx512_bf16 but BF16 does not use it");
+        }
         let names: Vec<&str> = Isa::available().iter().map(|i| i.name()).collect();
         eprintln!("kernel tiers tested on this CPU: {names:?}");
     }

@@ -1,5 +1,8 @@
-//! BF16 weights: bfloat16, multiplying the f32 activations as they are (the reference
-//! through F16's chunked loop).
+//! BF16 weights: bfloat16, multiplying activations rounded to bfloat16 (`Acts::bf16`, as
+//! llama.cpp's BF16 products do). Every weight-times-activation product is then exact in
+//! f32, so the tiers differ only in the order of their additions: the f32 kernels widen
+//! both operands, and the AVX-512 BF16 kernel multiplies the 16-bit pairs as they are
+//! (`vdpbf16ps`, 32 products an instruction). The reference runs through F16's chunked loop.
 
 use half::bf16;
 
@@ -12,9 +15,9 @@ pub(crate) fn dequantize(row: &[u8], out: &mut [f32]) {
     }
 }
 
-/// The scalar reference dot product with f32 activation rows.
+/// The scalar reference dot product with the bfloat16 activation rows.
 pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-    super::f16::dot_chunks(dequantize, w, a, rows)
+    super::f16::dot_chunks(dequantize, w, rows.map(|r| a.bf16.f32_row(r)))
 }
 
 /// The AVX2 + FMA + F16C kernel (`#[target_feature]`: selected only on a CPU with them;
@@ -35,7 +38,7 @@ pub(crate) mod avx2 {
         fn scalar_weight(w: &[u8], j: usize) -> f32 {
             half::bf16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
         }
-        float_dot!(w, a, rows, 2, |i: usize| {
+        float_dot!(w, rows.map(|r| a.bf16.f32_row(r)), 2, |i: usize| {
             // SAFETY: 8 weights at element i lie inside w (its length is checked first).
             let h = unsafe { load128(w.as_ptr().add(2 * i)) };
             _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
@@ -62,10 +65,104 @@ pub(crate) mod avx512 {
         fn scalar_weight(w: &[u8], j: usize) -> f32 {
             half::bf16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
         }
-        float_dot512!(w, a, rows, 2, |i: usize| {
+        float_dot512!(w, rows.map(|r| a.bf16.f32_row(r)), 2, |i: usize| {
             // SAFETY: 16 weights at element i lie inside w (its length is checked first).
             let h = unsafe { load256(w.as_ptr().add(2 * i)) };
             _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
         })
+    }
+}
+
+/// The AVX-512 BF16 kernel: `vdpbf16ps` multiplies 32 weight and activation pairs into 16
+/// f32 lanes per instruction (each lane adds the odd pair's product, then the even's; a
+/// subnormal input or result counts as zero). Selected only on a CPU with `avx512bf16`;
+/// raw loads read inside ranges checked at the kernel's entry.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512bf16 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::simd::avx512::{CHAINS, hsum_chains};
+
+    /// 32 bfloat16 values at `p` as the operand `vdpbf16ps` takes.
+    ///
+    /// # Safety
+    /// `p..p + 32` must be readable.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
+    unsafe fn load32(p: *const u16) -> __m512bh {
+        // SAFETY: the caller guarantees 64 readable bytes; a 512-bit vector of sixteen-bit
+        // lanes reinterpreted as 32 bfloat16 lanes (same size, any bits valid).
+        unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(p.cast())) }
+    }
+
+    /// The dot products of one weight row with `R` activation rows: two rows at a time,
+    /// then one, so that each row's result comes from the same pass code at every width.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        let mut out = [0f32; R];
+        let mut r = 0;
+        while r < R {
+            if R - r >= 2 {
+                out[r..r + 2].copy_from_slice(&pass::<2>(w, a, [rows[r], rows[r + 1]]));
+                r += 2;
+            } else {
+                out[r] = pass::<1>(w, a, [rows[r]])[0];
+                r += 1;
+            }
+        }
+        out
+    }
+
+    /// One pass over the weight row for `P` activation rows, [`CHAINS`] accumulators a
+    /// row (no closure holds them, so they stay in registers); the tail of fewer than 32
+    /// values in order, in f32.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
+    fn pass<const P: usize>(w: &[u8], a: &Acts, rows: [usize; P]) -> [f32; P] {
+        let x = rows.map(|r| a.bf16.bits_row(r));
+        let n = a.cols;
+        assert!(w.len() >= 2 * n && x.iter().all(|x| x.len() >= n));
+        let wp = w.as_ptr().cast::<u16>();
+        let mut acc = [[_mm512_setzero_ps(); CHAINS]; P];
+        let mut i = 0;
+        while i + 32 * CHAINS <= n {
+            for k in 0..CHAINS {
+                // SAFETY: 32 weights and 32 activations from i + 32 k lie inside the rows
+                // (checked above); unaligned loads.
+                let wv = unsafe { load32(wp.add(i + 32 * k)) };
+                for r in 0..P {
+                    // SAFETY: as above.
+                    let xv = unsafe { load32(x[r].as_ptr().add(i + 32 * k)) };
+                    acc[r][k] = _mm512_dpbf16_ps(acc[r][k], wv, xv);
+                }
+            }
+            i += 32 * CHAINS;
+        }
+        while i + 32 <= n {
+            // SAFETY: 32 weights and activations from i lie inside the rows.
+            let wv = unsafe { load32(wp.add(i)) };
+            for r in 0..P {
+                // SAFETY: as above.
+                let xv = unsafe { load32(x[r].as_ptr().add(i)) };
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], wv, xv);
+            }
+            i += 32;
+        }
+        let mut out = [0f32; P];
+        for r in 0..P {
+            let mut s = hsum_chains(acc[r]);
+            let xf = a.bf16.f32_row(rows[r]);
+            for j in i..n {
+                let wj =
+                    f32::from_bits(u32::from(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) << 16);
+                s += wj * xf[j];
+            }
+            out[r] = s;
+        }
+        out
     }
 }

@@ -12,13 +12,12 @@ pub(crate) fn dequantize(row: &[u8], out: &mut [f32]) {
     }
 }
 
-/// The reference dot product of a 16-bit float row with f32 activations: 64 weights at a
+/// The reference dot product of a 16-bit float row with f32 activation rows `x`: 64 weights at a
 /// time dequantized by `dequantize`, then multiplied and added in order.
 pub(crate) fn dot_chunks<const R: usize>(
     dequantize: impl Fn(&[u8], &mut [f32]),
     w: &[u8],
-    a: &Acts,
-    rows: [usize; R],
+    x: [&[f32]; R],
 ) -> [f32; R] {
     let mut buf = [0f32; 64];
     let mut acc = [0f32; R];
@@ -26,7 +25,7 @@ pub(crate) fn dot_chunks<const R: usize>(
         let n = c.len() / 2;
         dequantize(c, &mut buf[..n]);
         for r in 0..R {
-            let x = &a.f32_row(rows[r])[64 * k..64 * k + n];
+            let x = &x[r][64 * k..64 * k + n];
             for (p, q) in buf[..n].iter().zip(x) {
                 acc[r] += p * q;
             }
@@ -37,7 +36,7 @@ pub(crate) fn dot_chunks<const R: usize>(
 
 /// The scalar reference dot product with f32 activation rows.
 pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-    dot_chunks(dequantize, w, a, rows)
+    dot_chunks(dequantize, w, rows.map(|r| a.f32_row(r)))
 }
 
 /// The AVX2 + FMA + F16C kernel (`#[target_feature]`: selected only on a CPU with them;
@@ -58,10 +57,10 @@ pub(crate) mod avx2 {
         fn scalar_weight(w: &[u8], j: usize) -> f32 {
             half::f16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
         }
-        // SAFETY: 8 weights at element i lie inside w (its length is checked first).
-        float_dot!(w, a, rows, 2, |i: usize| _mm256_cvtph_ps(unsafe {
-            load128(w.as_ptr().add(2 * i))
-        }))
+        float_dot!(w, rows.map(|r| a.f32_row(r)), 2, |i: usize| {
+            // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+            _mm256_cvtph_ps(unsafe { load128(w.as_ptr().add(2 * i)) })
+        })
     }
 }
 
@@ -84,9 +83,9 @@ pub(crate) mod avx512 {
         fn scalar_weight(w: &[u8], j: usize) -> f32 {
             half::f16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
         }
-        // SAFETY: 16 weights at element i lie inside w (its length is checked first).
-        float_dot512!(w, a, rows, 2, |i: usize| _mm512_cvtph_ps(unsafe {
-            load256(w.as_ptr().add(2 * i))
-        }))
+        float_dot512!(w, rows.map(|r| a.f32_row(r)), 2, |i: usize| {
+            // SAFETY: 16 weights at element i lie inside w (its length is checked first).
+            _mm512_cvtph_ps(unsafe { load256(w.as_ptr().add(2 * i)) })
+        })
     }
 }

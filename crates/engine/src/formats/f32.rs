@@ -41,9 +41,9 @@ pub(crate) mod avx2 {
         fn scalar_weight(w: &[u8], j: usize) -> f32 {
             f32::from_le_bytes([w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]])
         }
-        // SAFETY: 8 weights at element i lie inside w (its length is checked first).
-        float_dot!(w, a, rows, 4, |i: usize| unsafe {
-            _mm256_loadu_ps(w.as_ptr().add(4 * i).cast())
+        float_dot!(w, rows.map(|r| a.f32_row(r)), 4, |i: usize| {
+            // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+            unsafe { _mm256_loadu_ps(w.as_ptr().add(4 * i).cast()) }
         })
     }
 }

@@ -20,10 +20,16 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
             Some(super::table::simd_kernels!($($f)::+, "avx2,fma,f16c"))
         };
     }
+    // The float formats: rows the hardware prefetcher follows.
+    macro_rules! float {
+        ($($f:ident)::+) => {
+            Some(super::table::simd_kernels!($($f)::+, "avx2,fma,f16c", streams))
+        };
+    }
     match fmt {
-        F32 => k!(fm::f32::avx2::dot),
-        F16 => k!(fm::f16::avx2::dot),
-        BF16 => k!(fm::bf16::avx2::dot),
+        F32 => float!(fm::f32::avx2::dot),
+        F16 => float!(fm::f16::avx2::dot),
+        BF16 => float!(fm::bf16::avx2::dot),
         Q4_0 => k!(fm::q4_0::avx2::dot),
         Q4_1 => k!(fm::q4_1::avx2::dot),
         Q8_0 => k!(fm::q8_0::avx2::dot),

@@ -1,8 +1,9 @@
 //! The AVX-512 kernels with VNNI: Q4_0, Q4_1, Q5_0 and Q8_0 as tiles of weight rows
 //! (`vpdpbusd`), Q4_K, Q5_K and Q6_K one weight row at a time (512-bit `maddubs`, the
-//! per-group scales through `vpdpwssd`), F16 and BF16 one row at a time (512-bit FMA); their bodies live in the format modules'
-//! `avx512` submodules; the other formats use the AVX2 kernels on these CPUs. Here the
-//! loop that runs a format's tile over the weight rows, and the table.
+//! per-group scales through `vpdpwssd`), F16 and BF16 one row at a time (512-bit FMA, or
+//! for BF16 `vdpbf16ps` on a CPU with AVX-512 BF16); their bodies live in the format
+//! modules' `avx512` submodules; the other formats use the AVX2 kernels on these CPUs.
+//! Here the loop that runs a format's tile over the weight rows, and the table.
 //!
 //! Signed weights meet `vpdpbusd`'s unsigned operand through an offset that is removed
 //! exactly in the integer lanes (`sum((w + c) * a) - sum(c * a)`), so the integer part of
@@ -63,8 +64,14 @@ macro_rules! tiled_kernels {
     }};
 }
 
-/// The AVX-512 kernels of `fmt`, if it has any.
-pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
+/// Whether this CPU has AVX-512 BF16 (`vdpbf16ps`), which BF16 weights use when it does.
+pub(super) fn has_bf16() -> bool {
+    std::arch::is_x86_feature_detected!("avx512bf16")
+}
+
+/// The AVX-512 kernels of `fmt`, if it has any; `bf16` picks `vdpbf16ps` for BF16 weights
+/// (only where [`has_bf16`]).
+pub(super) fn select(fmt: WeightFormat, bf16: bool) -> Option<Kernels> {
     macro_rules! k {
         ($($f:ident)::+) => {
             Some(tiled_kernels!($($f)::+))
@@ -79,6 +86,12 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
             ))
         };
     }
+    // The float formats: rows the hardware prefetcher follows.
+    macro_rules! float {
+        ($($f:ident)::+, $feat:literal) => {
+            Some(super::table::simd_kernels!($($f)::+, $feat, streams))
+        };
+    }
     match fmt {
         WeightFormat::Q4_0 => k!(fm::q4_0::avx512::tile),
         WeightFormat::Q4_1 => k!(fm::q4_1::avx512::tile),
@@ -88,8 +101,16 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
         WeightFormat::Q5K => wide!(fm::q5_k::avx512::dot),
         WeightFormat::Q6K => wide!(fm::q6_k::avx512::dot),
         WeightFormat::MXFP4 => wide!(fm::mxfp4::avx512::dot),
-        WeightFormat::F16 => wide!(fm::f16::avx512::dot),
-        WeightFormat::BF16 => wide!(fm::bf16::avx512::dot),
+        WeightFormat::F16 => {
+            float!(fm::f16::avx512::dot, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+        }
+        WeightFormat::BF16 if bf16 && has_bf16() => float!(
+            fm::bf16::avx512bf16::dot,
+            "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c"
+        ),
+        WeightFormat::BF16 => {
+            float!(fm::bf16::avx512::dot, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+        }
         _ => None,
     }
 }

@@ -33,7 +33,7 @@ pub fn select(isa: Isa, fmt: WeightFormat) -> Kernels {
     {
         if isa == Isa::Avx512
             && Isa::Avx512.is_available()
-            && let Some(k) = avx512::select(fmt)
+            && let Some(k) = avx512::select(fmt, true)
         {
             return k;
         }
@@ -61,7 +61,7 @@ pub fn select(isa: Isa, fmt: WeightFormat) -> Kernels {
 pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
-        if isa == Isa::Avx512 && Isa::Avx512.is_available() && avx512::select(fmt).is_some() {
+        if isa == Isa::Avx512 && Isa::Avx512.is_available() && avx512::select(fmt, true).is_some() {
             return Isa::Avx512;
         }
         if matches!(isa, Isa::Avx2 | Isa::Avx512)
@@ -80,6 +80,18 @@ pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
     }
     let _ = (isa, fmt);
     Isa::Scalar
+}
+
+/// The kernel that computes `fmt` when `isa` is asked for, by name: the
+/// [`effective_isa`]'s name, with `+bf16` where the AVX-512 tier multiplies BF16 weights
+/// with `vdpbf16ps`.
+pub fn kernel_name(isa: Isa, fmt: WeightFormat) -> String {
+    let eff = effective_isa(isa, fmt);
+    #[cfg(target_arch = "x86_64")]
+    if eff == Isa::Avx512 && fmt == WeightFormat::BF16 && avx512::has_bf16() {
+        return format!("{}+bf16", eff.name());
+    }
+    eff.name().to_string()
 }
 
 /// Computes `out[i * stride + k] = dot(weight row i of w, activation row rows.start + k)`

@@ -182,18 +182,16 @@ decoded_kernel!(q5_k, superblocks, fm::q5_k::decode);
 decoded_kernel!(q6_k, superblocks, fm::q6_k::decode);
 
 /// A float row (`BYTES` per value, four widened by `load(w, at)`) with f32 activation
-/// rows: four lanes of fused multiply-adds, the tail in scalar.
+/// rows `x`: four lanes of fused multiply-adds, the tail in scalar.
 #[inline]
 #[target_feature(enable = "neon")]
 fn floats<const BYTES: usize, const R: usize>(
     w: &[u8],
-    a: &Acts,
-    rows: [usize; R],
+    x: [&[f32]; R],
     load: impl Fn(&[u8], usize) -> float32x4_t,
     one: impl Fn(&[u8], usize) -> f32,
 ) -> [f32; R] {
-    let n = a.cols;
-    let x = rows.map(|r| a.f32_row(r));
+    let n = x[0].len();
     let mut acc = [vdupq_n_f32(0.0); R];
     let mut i = 0;
     while i + 4 <= n {
@@ -217,8 +215,7 @@ fn floats<const BYTES: usize, const R: usize>(
 fn float_f32<const DOT: bool, const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     floats::<4, R>(
         w,
-        a,
-        rows,
+        rows.map(|r| a.f32_row(r)),
         |w, at| f32x4(w, at),
         |w, at| f32::from_le_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]]),
     )
@@ -227,7 +224,7 @@ fn float_f32<const DOT: bool, const R: usize>(w: &[u8], a: &Acts, rows: [usize; 
 #[inline]
 #[target_feature(enable = "neon")]
 fn float_f16<const DOT: bool, const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-    floats::<2, R>(w, a, rows, |w, at| f16x4(w, at), f16_at)
+    floats::<2, R>(w, rows.map(|r| a.f32_row(r)), |w, at| f16x4(w, at), f16_at)
 }
 
 #[inline]
@@ -235,8 +232,7 @@ fn float_f16<const DOT: bool, const R: usize>(w: &[u8], a: &Acts, rows: [usize; 
 fn float_bf16<const DOT: bool, const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     floats::<2, R>(
         w,
-        a,
-        rows,
+        rows.map(|r| a.bf16.f32_row(r)),
         |w, at| bf16x4(w, at),
         |w, at| f32::from_bits(u32::from(u16::from_le_bytes([w[at], w[at + 1]])) << 16),
     )

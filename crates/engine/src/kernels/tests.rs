@@ -126,6 +126,18 @@ fn magnitude(fmt: WeightFormat, w: &[u8], a: &Acts, r: usize) -> f32 {
     wf.iter().zip(x).map(|(p, q)| (p * q).abs()).sum::<f32>()
 }
 
+/// Every kernel `isa` may run for `fmt` on this CPU: [`select`]'s, and on a CPU with
+/// AVX-512 BF16 also the 512-bit FMA kernel of BF16 that `vdpbf16ps` replaces there.
+fn kernels_of(isa: Isa, fmt: WeightFormat) -> Vec<Kernels> {
+    #[allow(unused_mut)]
+    let mut all = vec![select(isa, fmt)];
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && fmt == WeightFormat::BF16 && super::avx512::has_bf16() {
+        all.extend(super::avx512::select(fmt, false));
+    }
+    all
+}
+
 fn sizes(fmt: WeightFormat) -> Vec<usize> {
     match fmt.block_elems() {
         1 => vec![1, 7, 8, 31, 32, 33, 100, 576, 1000],
@@ -139,8 +151,10 @@ fn every_kernel_matches_the_scalar_reference_on_every_instruction_set() {
     let mut rng = Rng::new(1);
     for fmt in WeightFormat::ALL {
         let reference = scalar::select(fmt);
-        for isa in Isa::available() {
-            let k = select(isa, fmt);
+        for (isa, k) in Isa::available()
+            .into_iter()
+            .flat_map(|i| kernels_of(i, fmt).into_iter().map(move |k| (i, k)))
+        {
             for cols in sizes(fmt) {
                 for scales in [Scales::Random, Scales::Zero, Scales::Huge, Scales::Tiny] {
                     let rows = 3;
@@ -170,8 +184,10 @@ fn every_kernel_matches_the_scalar_reference_on_every_instruction_set() {
 fn every_kernel_width_gives_the_one_row_bits() {
     let mut rng = Rng::new(2);
     for fmt in WeightFormat::ALL {
-        for isa in Isa::available() {
-            let k = select(isa, fmt);
+        for (isa, k) in Isa::available()
+            .into_iter()
+            .flat_map(|i| kernels_of(i, fmt).into_iter().map(move |k| (i, k)))
+        {
             let cols = *sizes(fmt).last().unwrap();
             let w = random_matrix(fmt, 1, cols, Scales::Random, &mut rng);
             let a = acts(7, cols, &mut rng);
@@ -223,6 +239,7 @@ fn the_scalar_reference_is_the_dot_product_of_the_dequantized_operands() {
         for r in 0..4 {
             let x: Vec<f32> = match fmt.act_kind() {
                 crate::quant::ActKind::F32 => a.f32_row(r).to_vec(),
+                crate::quant::ActKind::Bf16 => a.bf16.f32_row(r).to_vec(),
                 crate::quant::ActKind::Q8 => {
                     let q = a.q8.row(r);
                     (0..cols).map(|i| q.d[i / 32] * f32::from(q.qs[i])).collect()

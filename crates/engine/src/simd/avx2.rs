@@ -118,52 +118,67 @@ macro_rules! over_blocks {
 
 pub(crate) use over_blocks;
 
-/// Shared body of the float kernels: `load(i)` gives weights `8 i..8 i + 8` as f32.
+/// Independent accumulators a row in the float kernels: enough to cover a multiply-add's
+/// latency on both of a core's FMA ports.
+pub(crate) const CHAINS: usize = 8;
+
+/// Shared body of the float kernels, with `R` f32 activation rows `$x`: `load(i)` gives
+/// weights `i..i + 8` as f32. One row at a time (the accumulators of two would not fit
+/// the 16 registers), [`CHAINS`] accumulators a row, a tail of fewer than 8 values in
+/// order through `scalar_weight`; each row's result comes from the same pass code at
+/// every width.
 macro_rules! float_dot {
-    ($w:ident, $a:ident, $rows:ident, $width:expr, $load:expr) => {{
-        let n = $a.cols;
+    ($w:ident, $x:expr, $width:expr, $load:expr) => {{
+        use $crate::simd::avx2::CHAINS;
+        let x: [&[f32]; R] = $x;
+        let n = x[0].len();
         assert!($w.len() >= n * $width);
-        let x = $rows.map(|r| $a.f32_row(r));
-        let mut acc = [[_mm256_setzero_ps(); R]; 4];
-        let mut i = 0;
-        while i + 32 <= n {
-            for k in 0..4 {
-                let wv = $load(i + 8 * k);
-                for r in 0..R {
-                    assert!(x[r].len() >= i + 32);
+        assert!(x.iter().all(|x| x.len() >= n));
+        // One pass over the weights for one row (no closure holds the accumulators, so
+        // they stay in registers).
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn pass($w: &[u8], x: &[f32]) -> f32 {
+            let n = x.len();
+            assert!($w.len() >= n * $width);
+            let load = $load;
+            let mut acc = [_mm256_setzero_ps(); CHAINS];
+            let mut i = 0;
+            while i + 8 * CHAINS <= n {
+                for k in 0..CHAINS {
                     // SAFETY: 8 values inside the row (checked above).
-                    let xv = unsafe { _mm256_loadu_ps(x[r].as_ptr().add(i + 8 * k)) };
-                    acc[k][r] = _mm256_fmadd_ps(wv, xv, acc[k][r]);
+                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * k)) };
+                    acc[k] = _mm256_fmadd_ps(load(i + 8 * k), xv, acc[k]);
                 }
+                i += 8 * CHAINS;
             }
-            i += 32;
-        }
-        while i + 8 <= n {
-            let wv = $load(i);
-            for r in 0..R {
-                assert!(x[r].len() >= i + 8);
+            while i + 8 <= n {
                 // SAFETY: 8 values inside the row (checked above).
-                let xv = unsafe { _mm256_loadu_ps(x[r].as_ptr().add(i)) };
-                acc[0][r] = _mm256_fmadd_ps(wv, xv, acc[0][r]);
+                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
+                acc[0] = _mm256_fmadd_ps(load(i), xv, acc[0]);
+                i += 8;
             }
-            i += 8;
-        }
-        let tail = i;
-        std::array::from_fn(|r| {
-            let v = _mm256_add_ps(
-                _mm256_add_ps(acc[0][r], acc[1][r]),
-                _mm256_add_ps(acc[2][r], acc[3][r]),
-            );
-            let mut s = hsum(v);
-            for j in tail..n {
-                s += scalar_weight($w, j) * x[r][j];
+            let a = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let b = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
+            let mut s = hsum(_mm256_add_ps(a, b));
+            for j in i..n {
+                s += scalar_weight($w, j) * x[j];
             }
             s
-        })
+        }
+        std::array::from_fn(|r| pass($w, &x[r][..n]))
     }};
 }
 
 pub(crate) use float_dot;
+
+/// [`super::bf16_bits`] of every value, the loop compiled for AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn round_bf16(x: &[f32], out: &mut [u16]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = super::bf16_bits(v);
+    }
+}
 
 /// `sum(a[i] * b[i])` over the shorter length: 16 values per step in two 8-wide FMA
 /// accumulators, then 8, then the rest one by one (a fixed order for a given length).

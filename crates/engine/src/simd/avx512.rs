@@ -79,45 +79,83 @@ pub(crate) fn tile_fits(w: &[u8], m: usize, rb: usize, nb: usize, bb: usize) -> 
     m >= 1 && nb * bb <= rb && (m - 1) * rb + nb * bb <= w.len()
 }
 
+/// Independent accumulators a row in the float kernels: enough to cover the latency of a
+/// 512-bit multiply-add (or `vdpbf16ps`) on every core these kernels run on.
+pub(crate) const CHAINS: usize = 8;
+
+/// The sum of [`CHAINS`] accumulators as a tree, then of its lanes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn hsum_chains(c: [__m512; CHAINS]) -> f32 {
+    let a = _mm512_add_ps(_mm512_add_ps(c[0], c[1]), _mm512_add_ps(c[2], c[3]));
+    let b = _mm512_add_ps(_mm512_add_ps(c[4], c[5]), _mm512_add_ps(c[6], c[7]));
+    hsum512(_mm512_add_ps(a, b))
+}
+
 /// The 512-bit dot products of a 16-bit float weight row (`$width` bytes a weight, 16
-/// weights loaded as f32 by `$load(i)`) with `R` f32 activation rows: two accumulators a
-/// row, a tail of fewer than 16 values in order through `scalar_weight`.
+/// weights loaded as f32 by `$load(i)`) with `R` f32 activation rows `$x`: two rows at a
+/// time, [`CHAINS`] accumulators a row, a tail of fewer than 16 values in
+/// order through `scalar_weight`.
 macro_rules! float_dot512 {
-    ($w:ident, $a:ident, $rows:ident, $width:expr, $load:expr) => {{
-        let n = $a.cols;
+    ($w:ident, $x:expr, $width:expr, $load:expr) => {{
+        use $crate::simd::avx512::CHAINS;
+        let x: [&[f32]; R] = $x;
+        let n = x[0].len();
         assert!($w.len() >= n * $width);
-        let x = $rows.map(|r| $a.f32_row(r));
         assert!(x.iter().all(|x| x.len() >= n));
-        let mut acc = [[_mm512_setzero_ps(); R]; 2];
-        let mut i = 0;
-        while i + 32 <= n {
-            for k in 0..2 {
-                let wv = $load(i + 16 * k);
-                for r in 0..R {
-                    // SAFETY: 16 values inside the row (checked above).
-                    let xv = unsafe { _mm512_loadu_ps(x[r].as_ptr().add(i + 16 * k)) };
-                    acc[k][r] = _mm512_fmadd_ps(wv, xv, acc[k][r]);
+        // One pass over the weights for `P` rows (no closure holds the accumulators, so
+        // they stay in registers).
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        fn pass<const P: usize>($w: &[u8], n: usize, x: [&[f32]; P]) -> [f32; P] {
+            assert!($w.len() >= n * $width && x.iter().all(|x| x.len() >= n));
+            let load = $load;
+            let mut acc = [[_mm512_setzero_ps(); CHAINS]; P];
+            let mut i = 0;
+            while i + 16 * CHAINS <= n {
+                for k in 0..CHAINS {
+                    let wv = load(i + 16 * k);
+                    for r in 0..P {
+                        // SAFETY: 16 values inside the row (checked above).
+                        let xv = unsafe { _mm512_loadu_ps(x[r].as_ptr().add(i + 16 * k)) };
+                        acc[r][k] = _mm512_fmadd_ps(wv, xv, acc[r][k]);
+                    }
                 }
+                i += 16 * CHAINS;
             }
-            i += 32;
+            while i + 16 <= n {
+                let wv = load(i);
+                for r in 0..P {
+                    // SAFETY: 16 values inside the row (checked above).
+                    let xv = unsafe { _mm512_loadu_ps(x[r].as_ptr().add(i)) };
+                    acc[r][0] = _mm512_fmadd_ps(wv, xv, acc[r][0]);
+                }
+                i += 16;
+            }
+            let mut out = [0f32; P];
+            for r in 0..P {
+                let mut s = $crate::simd::avx512::hsum_chains(acc[r]);
+                for j in i..n {
+                    s += scalar_weight($w, j) * x[r][j];
+                }
+                out[r] = s;
+            }
+            out
         }
-        while i + 16 <= n {
-            let wv = $load(i);
-            for r in 0..R {
-                // SAFETY: 16 values inside the row (checked above).
-                let xv = unsafe { _mm512_loadu_ps(x[r].as_ptr().add(i)) };
-                acc[0][r] = _mm512_fmadd_ps(wv, xv, acc[0][r]);
+        // Two rows at a time, then one: each row's result comes from the same pass code
+        // whatever `R` is, so every width gives the one-row bits.
+        let mut out = [0f32; R];
+        let mut r = 0;
+        while r < R {
+            if R - r >= 2 {
+                out[r..r + 2].copy_from_slice(&pass::<2>($w, n, [x[r], x[r + 1]]));
+                r += 2;
+            } else {
+                out[r] = pass::<1>($w, n, [x[r]])[0];
+                r += 1;
             }
-            i += 16;
         }
-        let tail = i;
-        std::array::from_fn(|r| {
-            let mut s = $crate::simd::avx512::hsum512(_mm512_add_ps(acc[0][r], acc[1][r]));
-            for j in tail..n {
-                s += scalar_weight($w, j) * x[r][j];
-            }
-            s
-        })
+        out
     }};
 }
 

@@ -72,6 +72,30 @@ pub(crate) fn prefetch_row(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// `x` rounded to bfloat16, to nearest with ties to even; a NaN stays a (quiet) NaN.
+#[inline(always)]
+pub(crate) fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    // Both computed, one kept (a select, so that a loop of it vectorizes).
+    let quiet = ((b >> 16) | 0x40) as u16;
+    let rounded = (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16;
+    if x.is_nan() { quiet } else { rounded }
+}
+
+/// `out[i] = bf16_bits(x[i])`, 256 bits at a time where the CPU has AVX2 (the same
+/// integer steps, so the same bits).
+pub(crate) fn round_bf16(x: &[f32], out: &mut [u16]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return unsafe { avx2::round_bf16(x, out) };
+    }
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = bf16_bits(v);
+    }
+}
+
 /// `sum(a[i] * b[i])` with AVX2 FMA where the CPU has it; `None` where the caller must
 /// compute it itself.
 #[inline]
