@@ -21,7 +21,10 @@ pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f
 }
 
 /// The AVX2 + FMA + F16C kernel (`#[target_feature]`: selected only on a CPU with them;
-/// raw loads read inside ranges checked at the kernel's entry).
+/// raw loads read inside ranges checked at the kernel's entry). Both operands are read as
+/// bfloat16 pairs, 16 values per 256-bit load, and widened without a shuffle: a pair's
+/// even value is its 32-bit lane shifted left by 16, its odd value the lane with the low
+/// half masked off. Evens and odds go to separate accumulators, 8 in all.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     #![allow(unsafe_code)]
@@ -29,20 +32,58 @@ pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     use crate::acts::Acts;
-    use crate::simd::avx2::*;
+    use crate::simd::avx2::{CHAINS, hsum};
 
-    /// The dot products of one weight row with `R` activation rows.
+    /// The dot products of one weight row with `R` activation rows, one row per pass.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        fn scalar_weight(w: &[u8], j: usize) -> f32 {
-            half::bf16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
+        rows.map(|r| pass(w, a.bf16.bits_row(r), a.bf16.f32_row(r)))
+    }
+
+    /// One weight row against one activation row (`x` its bfloat16 values, `xf` the same
+    /// as f32 for the tail of fewer than 16 values, added in order).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn pass(w: &[u8], x: &[u16], xf: &[f32]) -> f32 {
+        let n = x.len();
+        assert!(w.len() >= 2 * n && xf.len() >= n);
+        let odd = _mm256_set1_epi32(0xFFFF_0000_u32 as i32);
+        let mut acc = [_mm256_setzero_ps(); CHAINS];
+        // 16 values from `i` into accumulators `2 k` (evens) and `2 k + 1` (odds).
+        let step = |acc: &mut [__m256; CHAINS], i: usize, k: usize| {
+            // SAFETY: 16 weights and 16 activations from i lie inside the rows (checked
+            // above, and by the loops' bounds); unaligned loads.
+            let (wv, xv) = unsafe {
+                (
+                    _mm256_loadu_si256(w.as_ptr().add(2 * i).cast()),
+                    _mm256_loadu_si256(x.as_ptr().add(i).cast()),
+                )
+            };
+            let even = |v| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(v));
+            let high = |v| _mm256_castsi256_ps(_mm256_and_si256(v, odd));
+            acc[2 * k] = _mm256_fmadd_ps(even(wv), even(xv), acc[2 * k]);
+            acc[2 * k + 1] = _mm256_fmadd_ps(high(wv), high(xv), acc[2 * k + 1]);
+        };
+        let mut i = 0;
+        while i + 8 * CHAINS <= n {
+            for k in 0..CHAINS / 2 {
+                step(&mut acc, i + 16 * k, k);
+            }
+            i += 8 * CHAINS;
         }
-        float_dot!(w, rows.map(|r| a.bf16.f32_row(r)), 2, |i: usize| {
-            // SAFETY: 8 weights at element i lie inside w (its length is checked first).
-            let h = unsafe { load128(w.as_ptr().add(2 * i)) };
-            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
-        })
+        while i + 16 <= n {
+            step(&mut acc, i, 0);
+            i += 16;
+        }
+        let a = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let b = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
+        let mut s = hsum(_mm256_add_ps(a, b));
+        for j in i..n {
+            let wj = f32::from_bits(u32::from(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) << 16);
+            s += wj * xf[j];
+        }
+        s
     }
 }
 
