@@ -15,6 +15,12 @@ pub(crate) fn dequantize(row: &[u8], out: &mut [f32]) {
     }
 }
 
+/// Weight `j` of a row, as f32.
+#[inline]
+pub(crate) fn weight(w: &[u8], j: usize) -> f32 {
+    f32::from_bits(u32::from(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) << 16)
+}
+
 /// The scalar reference dot product with the bfloat16 activation rows.
 pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
     super::f16::dot_chunks(dequantize, w, rows.map(|r| a.bf16.f32_row(r)))
@@ -80,8 +86,7 @@ pub(crate) mod avx2 {
         let b = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
         let mut s = hsum(_mm256_add_ps(a, b));
         for j in i..n {
-            let wj = f32::from_bits(u32::from(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) << 16);
-            s += wj * xf[j];
+            s += super::weight(w, j) * xf[j];
         }
         s
     }
@@ -103,9 +108,7 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        fn scalar_weight(w: &[u8], j: usize) -> f32 {
-            half::bf16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
-        }
+        use super::weight as scalar_weight;
         float_dot512!(w, rows.map(|r| a.bf16.f32_row(r)), 2, |i: usize| {
             // SAFETY: 16 weights at element i lie inside w (its length is checked first).
             let h = unsafe { load256(w.as_ptr().add(2 * i)) };
@@ -198,9 +201,7 @@ pub(crate) mod avx512bf16 {
             let mut s = hsum_chains(acc[r]);
             let xf = a.bf16.f32_row(rows[r]);
             for j in i..n {
-                let wj =
-                    f32::from_bits(u32::from(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) << 16);
-                s += wj * xf[j];
+                s += super::weight(w, j) * xf[j];
             }
             out[r] = s;
         }

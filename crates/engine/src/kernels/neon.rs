@@ -234,6 +234,6 @@ fn float_bf16<const DOT: bool, const R: usize>(w: &[u8], a: &Acts, rows: [usize;
         w,
         rows.map(|r| a.bf16.f32_row(r)),
         |w, at| bf16x4(w, at),
-        |w, at| f32::from_bits(u32::from(u16::from_le_bytes([w[at], w[at + 1]])) << 16),
+        |w, at| fm::bf16::weight(w, at / 2),
     )
 }
