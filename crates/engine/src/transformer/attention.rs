@@ -79,11 +79,13 @@ pub(super) struct Block<'a> {
 }
 
 /// Takes rows `rows`' queries out of the q / k / v product (`s.out_t`, transposed over all
-/// `slots.len()` rows) into `s.q` with biases, norms and rope applied, and stores their
-/// keys and values at their positions in their slots' caches.
+/// `slots.len()` rows) into `s.q` with biases, norms and rope applied (a share of the rows
+/// on each thread), and stores their keys and values at their positions in their slots'
+/// caches.
 pub(super) fn rope_and_cache(
     b: &Block<'_>,
     s: &mut Scratch,
+    pool: &ThreadPool,
     caches: &mut [Slot],
     slots: &[usize],
     rows: Range<usize>,
@@ -94,12 +96,13 @@ pub(super) fn rope_and_cache(
     let (qd, kd) = (c.heads * hd, c.kv_heads * hd);
     let x = &w.extra;
     let bias = |v: &Option<Vec<f32>>, j: usize| v.as_ref().map_or(0.0, |v| v[j]);
-    for i in rows {
-        let p = s.pos[i];
-        let (cos, sin) = b.rope.at(p);
-        let q = &mut s.q[i * qd..(i + 1) * qd];
-        for (j, q) in q.iter_mut().enumerate() {
-            *q = s.out_t[j * n + i] + bias(&x.q_bias, j);
+    let q = &mut s.q[rows.start * qd..rows.end * qd];
+    super::rows::transpose_rows(pool, &s.out_t, n, rows.clone(), qd, q);
+    let pos = &s.pos;
+    super::rows::for_each_row(pool, q, qd, &|k, q| {
+        let (cos, sin) = b.rope.at(pos[rows.start + k]);
+        if let Some(bq) = &x.q_bias {
+            q.iter_mut().zip(bq).for_each(|(q, b)| *q += b);
         }
         for h in q.chunks_exact_mut(hd) {
             if let Some(norm) = &x.q_norm {
@@ -107,6 +110,10 @@ pub(super) fn rope_and_cache(
             }
             rope_style(c.arch.rope, h, cos, sin);
         }
+    });
+    for i in rows {
+        let p = s.pos[i];
+        let (cos, sin) = b.rope.at(p);
         let slot = &mut caches[slots[i]];
         s.kv.resize(hd, 0.0);
         for kh in 0..c.kv_heads {

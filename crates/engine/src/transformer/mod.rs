@@ -18,6 +18,7 @@ mod attention;
 mod cache;
 mod moe;
 pub mod ops;
+mod rows;
 mod shapes;
 
 use std::sync::Arc;
@@ -244,8 +245,6 @@ pub enum ForwardError {
 
 #[derive(Debug, Default)]
 struct Scratch {
-    /// One row of a post-normed product.
-    row: Vec<f32>,
     pos: Vec<usize>,
     x: Vec<f32>,
     q: Vec<f32>,
@@ -312,8 +311,7 @@ impl Stage {
     /// pass has needed so far; the logits of the head are allocated per pass besides).
     pub fn scratch_bytes(&self) -> usize {
         let s = &self.s;
-        let floats = s.row.capacity()
-            + s.x.capacity()
+        let floats = s.x.capacity()
             + s.q.capacity()
             + s.y.capacity()
             + s.out_t.capacity()
@@ -530,7 +528,7 @@ impl Stage {
         let s = &mut self.s;
 
         // Attention norm and the fused q / k / v product.
-        norm_rows(&mut s.acts, &s.x, &lw.attn_norm, c.eps, n, d);
+        rows::norm_rows(&self.pool, &mut s.acts, &s.x, &lw.attn_norm, c.eps, n, d);
         s.acts.quantize_for(&[lw.wq.format(), lw.wk.format(), lw.wv.format()]);
         s.out_t.resize((qd + 2 * kd) * n, 0.0);
         matmul_t(&self.pool, &[&lw.wq, &lw.wk, &lw.wv], &s.acts, &mut s.out_t);
@@ -552,7 +550,7 @@ impl Stage {
         s.y.resize(n * qd, 0.0);
         for r0 in (0..n).step_by(pass.max(1)) {
             let rows = r0..(r0 + pass).min(n);
-            attention::rope_and_cache(&b, s, &mut self.slots, slots, rows.clone());
+            attention::rope_and_cache(&b, s, &self.pool, &mut self.slots, slots, rows.clone());
             attention::attention(&b, s, &self.pool, &self.slots, slots, rows);
         }
 
@@ -570,28 +568,17 @@ impl Stage {
             }
         }
         let post = lw.extra.post_attn_norm.as_deref().map(|w| (w, c.eps));
-        ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
+        rows::add_transposed(&self.pool, &mut s.x, &s.out_t, n, d, post);
 
         feed_forward(&c, lw, s, &self.pool, n);
     }
-}
-
-/// `acts` becomes the `n` rows of `x` (each `d` wide) normalized by `w`, not yet
-/// quantized.
-fn norm_rows(acts: &mut Acts, x: &[f32], w: &[f32], eps: f32, n: usize, d: usize) {
-    acts.f32.resize(n * d, 0.0);
-    for i in 0..n {
-        rms_norm(&x[i * d..(i + 1) * d], w, eps, &mut acts.f32[i * d..(i + 1) * d]);
-    }
-    acts.cols = d;
-    acts.rows = n;
 }
 
 /// The feed-forward half of a block over the `n` rows of `s.x`: norm, the gated product
 /// fused into gate / up, down (or the routed experts), (post-norm,) residual.
 fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: usize) {
     let d = c.hidden;
-    norm_rows(&mut s.acts, &s.x, &lw.ffn_norm, c.eps, n, d);
+    rows::norm_rows(pool, &mut s.acts, &s.x, &lw.ffn_norm, c.eps, n, d);
     let (gate, up, down) = match &lw.ffn {
         FeedForward::Dense { gate, up, down } => (gate, up, down),
         FeedForward::Experts(x) => {
@@ -605,7 +592,7 @@ fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: u
                 }
             }
             let post = lw.extra.post_ffn_norm.as_deref().map(|w| (w, c.eps));
-            ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
+            rows::add_transposed(pool, &mut s.x, &s.out_t, n, d, post);
             return;
         }
     };
@@ -613,15 +600,11 @@ fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: u
     s.out_t.resize(c.ffn * n, 0.0);
     glu_t(pool, c.arch.gate, gate, up, &s.acts, &mut s.out_t);
     s.acts.f32.resize(n * c.ffn, 0.0);
-    for i in 0..n {
-        for o in 0..c.ffn {
-            s.acts.f32[i * c.ffn + o] = s.out_t[o * n + i];
-        }
-    }
+    rows::transpose(pool, &s.out_t, n, c.ffn, &mut s.acts.f32);
     s.acts.cols = c.ffn;
     s.acts.quantize_for(&[down.format()]);
     s.out_t.resize(d * n, 0.0);
     matmul_t(pool, &[down], &s.acts, &mut s.out_t);
     let post = lw.extra.post_ffn_norm.as_deref().map(|w| (w, c.eps));
-    ops::add_transposed(&mut s.x, &s.out_t, n, d, post, &mut s.row);
+    rows::add_transposed(pool, &mut s.x, &s.out_t, n, d, post);
 }

@@ -1,5 +1,5 @@
 //! The element-wise pieces of a block: RMSNorm, the two rope pairings, softmax, a fixed
-//! order dot product, and adding a transposed product to the residual.
+//! order dot product.
 
 /// How rope pairs the dimensions of a head.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -114,39 +114,6 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-/// `x[i][j] += t[j][i]` for `n` rows of `d`; with `norm` (a post-norm's weight and
-/// epsilon) each row of `t` is RMS-normalized first, through `row` (scratch of `d`).
-pub fn add_transposed(
-    x: &mut [f32],
-    t: &[f32],
-    n: usize,
-    d: usize,
-    norm: Option<(&[f32], f32)>,
-    row: &mut Vec<f32>,
-) {
-    match norm {
-        None => {
-            for i in 0..n {
-                for j in 0..d {
-                    x[i * d + j] += t[j * n + i];
-                }
-            }
-        }
-        Some((w, eps)) => {
-            row.resize(d, 0.0);
-            for i in 0..n {
-                for (j, r) in row.iter_mut().enumerate() {
-                    *r = t[j * n + i];
-                }
-                rms_norm_in_place(row, w, eps);
-                for (x, r) in x[i * d..(i + 1) * d].iter_mut().zip(row.iter()) {
-                    *x += r;
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,15 +128,5 @@ mod tests {
         let mut b = [1.0, 3.0, 2.0, 4.0];
         rope_halves(&mut b, &cos, &sin);
         assert_eq!(b, [a[0], a[2], a[1], a[3]]);
-    }
-
-    #[test]
-    fn a_post_norm_normalizes_each_row_before_it_joins_the_residual() {
-        let mut x = vec![0.0; 4];
-        // Two rows of two, transposed: row 0 = (3, 4), row 1 = (1, 1).
-        let t = [3.0, 1.0, 4.0, 1.0];
-        add_transposed(&mut x, &t, 2, 2, Some((&[1.0, 1.0], 0.0)), &mut Vec::new());
-        let r = (12.5f32).sqrt();
-        assert_eq!(x, vec![3.0 / r, 4.0 / r, 1.0, 1.0]);
     }
 }
