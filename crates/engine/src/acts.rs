@@ -11,6 +11,7 @@
 use half::f16;
 
 use crate::format::{ActKind, QK, QK_K, WeightFormat};
+use crate::pool::ThreadPool;
 
 /// Activation rows in every form a product may need, all quantized from the same f32 rows.
 #[derive(Debug, Default, Clone)]
@@ -38,6 +39,20 @@ impl Acts {
         self.f32.clear();
         self.f32.extend_from_slice(x);
         self.quantize_for(formats);
+    }
+
+    /// [`Acts::quantize_for`] with a share of the rows on each of `pool`'s threads (the
+    /// same values).
+    pub fn quantize_for_on(&mut self, pool: &ThreadPool, formats: &[WeightFormat]) {
+        if formats.iter().any(|f| f.act_kind() == ActKind::Q8) {
+            self.q8.quantize_on(pool, &self.f32, self.cols);
+        }
+        if formats.iter().any(|f| f.act_kind() == ActKind::Q8K) {
+            self.q8k.quantize_on(pool, &self.f32, self.cols);
+        }
+        if formats.iter().any(|f| f.act_kind() == ActKind::Bf16) {
+            self.bf16.round(&self.f32, self.cols);
+        }
     }
 
     /// Quantizes the current f32 rows for each of `formats`.
@@ -173,7 +188,26 @@ impl Q8Rows {
     /// Quantizes `rows` rows of `cols` f32 values (`cols` a multiple of 32), reusing the
     /// buffers.
     pub fn quantize(&mut self, x: &[f32], cols: usize) {
+        let nb = self.resize(x.len() / cols, cols);
+        quantize_q8_part(x, self.parts(nb).pop().expect("one part"));
+    }
+
+    /// [`Q8Rows::quantize`] with a share of the rows on each of `pool`'s threads: the
+    /// same values, block by block.
+    pub fn quantize_on(&mut self, pool: &ThreadPool, x: &[f32], cols: usize) {
         let rows = x.len() / cols;
+        let nb = self.resize(rows, cols);
+        let per = rows_per_task(rows, cols, pool) * (cols / QK);
+        let mut parts = self.parts(per.max(1));
+        pool.for_each_chunk(&mut parts, 1, &|i, part| {
+            let part = part.iter_mut().next().expect("one part");
+            quantize_q8_part(&x[i * per * QK..], part.reborrow());
+        });
+        debug_assert!(nb == 0 || parts.len() == nb.div_ceil(per.max(1)));
+    }
+
+    /// Sizes the buffers for `rows` rows of `cols`; the number of blocks.
+    fn resize(&mut self, rows: usize, cols: usize) -> usize {
         let nb = rows * cols / QK;
         self.cols = cols;
         self.qs.resize(rows * cols, 0);
@@ -188,56 +222,44 @@ impl Q8Rows {
         for o in &mut self.off {
             o.resize(nb, 0);
         }
-        // Each block's values, its scale before f16 rounding (in `d`) and the sums of its
-        // fours (staged in `neg8`): SIMD while it can, the scalar reference for a block it
-        // leaves (NaN, infinity).
-        let mut b = 0;
-        while b < nb {
-            b += crate::simd::quantize_q8_0_blocks(
-                &x[b * QK..],
-                &mut self.qs[b * QK..],
-                &mut self.d[b..],
-                &mut self.neg8[8 * b..],
-            );
-            if b < nb {
-                let (xb, qb) = (&x[b * QK..(b + 1) * QK], &mut self.qs[b * QK..(b + 1) * QK]);
-                let (d, fours) = quantize_q8_0_block(xb, qb);
-                self.d[b] = d;
-                self.neg8[8 * b..8 * b + 8].copy_from_slice(&fours);
-                b += 1;
-            }
-        }
-        // Per block: the integer sum, the scaled sum and the offsets' sums (one pass of
-        // zipped chunks, free of index checks).
+        nb
+    }
+
+    /// Every buffer cut into runs of `per` blocks, one [`Q8Part`] per run.
+    fn parts(&mut self, per: usize) -> Vec<Q8Part<'_>> {
+        let per = per.max(1);
         let [o8, o16, o128] = &mut self.off;
-        let per_block = self.neg8.chunks_exact(8).zip(&self.d).zip(&mut self.isum).zip(&mut self.s);
-        for ((((fours, &d), isum), s), ((o8, o16), o128)) in
-            per_block.zip(o8.iter_mut().zip(o16.iter_mut()).zip(o128.iter_mut()))
-        {
-            let sum: i32 = fours.iter().sum();
-            *isum = sum;
-            *s = d * sum as f32;
-            (*o8, *o16, *o128) = (-8 * sum, -16 * sum, -128 * sum);
+        let mut qs = self.qs.chunks_mut(per * QK);
+        let d = self.d.chunks_mut(per);
+        let mut s = self.s.chunks_mut(per);
+        let mut ds = self.ds.chunks_mut(2 * per);
+        let mut dv = self.dv.chunks_mut(8 * per);
+        let mut neg8 = self.neg8.chunks_mut(8 * per);
+        let mut neg16 = self.neg16.chunks_mut(8 * per);
+        let mut neg128 = self.neg128.chunks_mut(8 * per);
+        let mut isum = self.isum.chunks_mut(per);
+        let (mut o8, mut o16, mut o128) =
+            (o8.chunks_mut(per), o16.chunks_mut(per), o128.chunks_mut(per));
+        let mut parts = Vec::new();
+        for d in d {
+            let has = "every buffer has as many blocks";
+            parts.push(Q8Part {
+                qs: qs.next().expect(has),
+                d,
+                s: s.next().expect(has),
+                ds: ds.next().expect(has),
+                dv: dv.next().expect(has),
+                neg8: neg8.next().expect(has),
+                neg16: neg16.next().expect(has),
+                neg128: neg128.next().expect(has),
+                isum: isum.next().expect(has),
+                off: [o8.next().expect(has), o16.next().expect(has), o128.next().expect(has)],
+            });
         }
-        // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks keep
-        // them, so that the products round as llama.cpp's do (beyond f16's range they stay
-        // f32 rather than overflow).
-        for v in [&mut self.s, &mut self.d] {
-            let done = crate::simd::f16_round(v);
-            v[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
+        if parts.is_empty() {
+            parts.push(Q8Part::default());
         }
-        let negs = self.neg8.chunks_exact_mut(8).zip(self.neg16.chunks_exact_mut(8));
-        let negs = negs.zip(self.neg128.chunks_exact_mut(8));
-        let scales = self.ds.chunks_exact_mut(2).zip(self.dv.chunks_exact_mut(8));
-        let scales = scales.zip(self.d.iter().zip(&self.s));
-        for (((ds, dv), (&d, &s)), ((n8, n16), n128)) in scales.zip(negs) {
-            ds.copy_from_slice(&[d, s]);
-            dv.fill(d);
-            for k in 0..8 {
-                let sum = n8[k];
-                (n8[k], n16[k], n128[k]) = (-8 * sum, -16 * sum, -128 * sum);
-            }
-        }
+        parts
     }
 
     /// Row `r`.
@@ -256,6 +278,104 @@ impl Q8Rows {
             isum: &self.isum[r * nb..(r + 1) * nb],
             off: [0, 1, 2].map(|k| &self.off[k][r * nb..(r + 1) * nb]),
         }
+    }
+}
+
+/// Mutable views of one run of blocks of every [`Q8Rows`] buffer.
+#[derive(Default)]
+struct Q8Part<'a> {
+    qs: &'a mut [i8],
+    d: &'a mut [f32],
+    s: &'a mut [f32],
+    ds: &'a mut [f32],
+    dv: &'a mut [f32],
+    neg8: &'a mut [i32],
+    neg16: &'a mut [i32],
+    neg128: &'a mut [i32],
+    isum: &'a mut [i32],
+    off: [&'a mut [i32]; 3],
+}
+
+impl Q8Part<'_> {
+    fn reborrow(&mut self) -> Q8Part<'_> {
+        let [o8, o16, o128] = &mut self.off;
+        Q8Part {
+            qs: self.qs,
+            d: self.d,
+            s: self.s,
+            ds: self.ds,
+            dv: self.dv,
+            neg8: self.neg8,
+            neg16: self.neg16,
+            neg128: self.neg128,
+            isum: self.isum,
+            off: [o8, o16, o128],
+        }
+    }
+}
+
+/// Quantizes the blocks of `p` from the values at the start of `x`.
+fn quantize_q8_part(x: &[f32], p: Q8Part<'_>) {
+    let nb = p.d.len();
+    // Each block's values, its scale before f16 rounding (in `d`) and the sums of its
+    // fours (staged in `neg8`): SIMD while it can, the scalar reference for a block it
+    // leaves (NaN, infinity).
+    let mut b = 0;
+    while b < nb {
+        b += crate::simd::quantize_q8_0_blocks(
+            &x[b * QK..nb * QK],
+            &mut p.qs[b * QK..],
+            &mut p.d[b..],
+            &mut p.neg8[8 * b..],
+        );
+        if b < nb {
+            let (xb, qb) = (&x[b * QK..(b + 1) * QK], &mut p.qs[b * QK..(b + 1) * QK]);
+            let (d, fours) = quantize_q8_0_block(xb, qb);
+            p.d[b] = d;
+            p.neg8[8 * b..8 * b + 8].copy_from_slice(&fours);
+            b += 1;
+        }
+    }
+    // Per block: the integer sum, the scaled sum and the offsets' sums (one pass of
+    // zipped chunks, free of index checks).
+    let [o8, o16, o128] = p.off;
+    let per_block = p.neg8.chunks_exact(8).zip(p.d.iter()).zip(p.isum.iter_mut());
+    let per_block = per_block.zip(p.s.iter_mut());
+    for ((((fours, &d), isum), s), ((o8, o16), o128)) in
+        per_block.zip(o8.iter_mut().zip(o16.iter_mut()).zip(o128.iter_mut()))
+    {
+        let sum: i32 = fours.iter().sum();
+        *isum = sum;
+        *s = d * sum as f32;
+        (*o8, *o16, *o128) = (-8 * sum, -16 * sum, -128 * sum);
+    }
+    // The scale and sum are kept at f16 precision, as GGML's Q8_0 / Q8_1 blocks keep
+    // them, so that the products round as llama.cpp's do (beyond f16's range they stay
+    // f32 rather than overflow).
+    for v in [&mut *p.s, &mut *p.d] {
+        let done = crate::simd::f16_round(v);
+        v[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
+    }
+    let negs = p.neg8.chunks_exact_mut(8).zip(p.neg16.chunks_exact_mut(8));
+    let negs = negs.zip(p.neg128.chunks_exact_mut(8));
+    let scales = p.ds.chunks_exact_mut(2).zip(p.dv.chunks_exact_mut(8));
+    let scales = scales.zip(p.d.iter().zip(p.s.iter()));
+    for (((ds, dv), (&d, &s)), ((n8, n16), n128)) in scales.zip(negs) {
+        ds.copy_from_slice(&[d, s]);
+        dv.fill(d);
+        for k in 0..8 {
+            let sum = n8[k];
+            (n8[k], n16[k], n128[k]) = (-8 * sum, -16 * sum, -128 * sum);
+        }
+    }
+}
+
+/// Rows per quantizing task: about two tasks per thread, and one task for a few rows.
+fn rows_per_task(rows: usize, cols: usize, pool: &ThreadPool) -> usize {
+    if pool.threads() <= 1 || rows * cols < 64 * 1024 {
+        rows.max(1)
+    } else {
+        rows.div_ceil(2 * pool.threads())
     }
 }
 
@@ -291,22 +411,37 @@ pub struct Q8KRow<'a> {
 impl Q8KRows {
     /// Quantizes rows of `cols` values (`cols` a multiple of 256), reusing the buffers.
     pub fn quantize(&mut self, x: &[f32], cols: usize) {
+        let nb = self.resize(x.len() / cols, cols);
+        let (qs, d) = (&mut self.qs[..], &mut self.d[..]);
+        quantize_q8k_part(x, qs, d, &mut self.bsums, &mut self.sums32);
+        debug_assert_eq!(d.len(), nb);
+    }
+
+    /// [`Q8KRows::quantize`] with a share of the rows on each of `pool`'s threads: the
+    /// same values, block by block.
+    pub fn quantize_on(&mut self, pool: &ThreadPool, x: &[f32], cols: usize) {
         let rows = x.len() / cols;
+        self.resize(rows, cols);
+        let per = (rows_per_task(rows, cols, pool) * (cols / QK_K)).max(1);
+        let parts = self.qs.chunks_mut(per * QK_K).zip(self.d.chunks_mut(per));
+        let parts = parts.zip(self.bsums.chunks_mut(16 * per).zip(self.sums32.chunks_mut(8 * per)));
+        let mut parts: Vec<_> = parts.collect();
+        pool.for_each_chunk(&mut parts, 1, &|i, part| {
+            for ((qs, d), (bsums, sums32)) in part.iter_mut() {
+                quantize_q8k_part(&x[i * per * QK_K..], qs, d, bsums, sums32);
+            }
+        });
+    }
+
+    /// Sizes the buffers for `rows` rows of `cols`; the number of blocks.
+    fn resize(&mut self, rows: usize, cols: usize) -> usize {
         let nb = rows * cols / QK_K;
         self.cols = cols;
         self.qs.resize(rows * cols, 0);
         self.d.resize(nb, 0.0);
         self.bsums.resize(nb * 16, 0);
         self.sums32.resize(nb * 8, 0);
-        for (b, (xb, qb)) in x.chunks_exact(QK_K).zip(self.qs.chunks_exact_mut(QK_K)).enumerate() {
-            let bsums = &mut self.bsums[b * 16..b * 16 + 16];
-            let d = crate::simd::quantize_q8k_block(xb, qb, bsums)
-                .unwrap_or_else(|| quantize_q8k_block(xb, qb, bsums));
-            for j in 0..8 {
-                self.sums32[b * 8 + j] = bsums[2 * j] + bsums[2 * j + 1];
-            }
-            self.d[b] = d;
-        }
+        nb
     }
 
     /// Row `r`.
@@ -318,6 +453,26 @@ impl Q8KRows {
             d: &self.d[r * nb..(r + 1) * nb],
             bsums: &self.bsums[r * nb * 16..(r + 1) * nb * 16],
             sums32: &self.sums32[r * nb * 8..(r + 1) * nb * 8],
+        }
+    }
+}
+
+/// Quantizes the blocks of `d` (their values into `qs`, their sums into `bsums` and
+/// `sums32`) from the values at the start of `x`.
+fn quantize_q8k_part(
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    bsums: &mut [i16],
+    sums32: &mut [i16],
+) {
+    let blocks = x.chunks_exact(QK_K).zip(qs.chunks_exact_mut(QK_K)).zip(d.iter_mut());
+    let sums = bsums.chunks_exact_mut(16).zip(sums32.chunks_exact_mut(8));
+    for (((xb, qb), d), (bsums, sums32)) in blocks.zip(sums) {
+        *d = crate::simd::quantize_q8k_block(xb, qb, bsums)
+            .unwrap_or_else(|| quantize_q8k_block(xb, qb, bsums));
+        for j in 0..8 {
+            sums32[j] = bsums[2 * j] + bsums[2 * j + 1];
         }
     }
 }
@@ -404,6 +559,35 @@ fn quantize_q8k_block(xb: &[f32], qb: &mut [i8], bsums: &mut [i16]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantizing_on_a_pool_gives_every_buffer_the_bits_of_one_thread() {
+        for (rows, cols) in [(1, 256), (3, 512), (300, 512), (517, 256)] {
+            let x: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i as u32).wrapping_mul(2654435761) >> 8) as f32 / 65536.0 - 128.0)
+                .collect();
+            let mut one = Acts::default();
+            one.load(&x, cols, &[WeightFormat::Q4_0, WeightFormat::Q4K]);
+            for threads in [1, 2, 3] {
+                let pool = ThreadPool::new(threads);
+                let mut on = Acts { cols, rows, f32: x.clone(), ..Acts::default() };
+                on.quantize_for_on(&pool, &[WeightFormat::Q4_0, WeightFormat::Q4K]);
+                let (a, b) = (&one.q8, &on.q8);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    (&a.qs, &a.isum, &a.neg8, &a.neg16),
+                    (&b.qs, &b.isum, &b.neg8, &b.neg16)
+                );
+                assert_eq!((&a.neg128, &a.off), (&b.neg128, &b.off));
+                for (u, v) in [(&a.d, &b.d), (&a.s, &b.s), (&a.ds, &b.ds), (&a.dv, &b.dv)] {
+                    assert_eq!(bits(u), bits(v), "{rows} x {cols} at {threads} threads");
+                }
+                let (a, b) = (&one.q8k, &on.q8k);
+                assert_eq!((&a.qs, &a.bsums, &a.sums32), (&b.qs, &b.bsums, &b.sums32));
+                assert_eq!(bits(&a.d), bits(&b.d), "{rows} x {cols} at {threads} threads");
+            }
+        }
+    }
 
     #[test]
     fn simd_q8k_blocks_equal_the_scalar_reference_bit_for_bit_ties_and_odd_values_included() {
