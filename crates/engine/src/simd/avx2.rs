@@ -234,36 +234,41 @@ pub(crate) fn axpy_f32(y: &mut [f32], p: f32, v: &[f32]) {
 }
 
 /// Scores of query `q` (`hd = q.len()` values, a multiple of 8) against the `out.len()`
-/// keys laid one after another in `keys`, times `scale`, into `out`: four keys at a time,
-/// each key's products in its own accumulator and reduced in the same order whichever of
-/// the four it is (a short last group repeats its last key), so a key's score does not
-/// depend on where its run starts.
+/// keys laid one after another in `keys`, times `scale`, into `out`: eight keys at a time
+/// (eight independent chains of multiply-adds keep both FMA units busy), each key's
+/// products in its own accumulator and reduced in the same order whichever of the eight it
+/// is (a short last group repeats its last key), so a key's score does not depend on where
+/// its run starts.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn scores_f32(q: &[f32], keys: &[f32], scale: f32, out: &mut [f32]) {
     let (hd, n) = (q.len(), out.len());
     assert!(hd.is_multiple_of(8) && keys.len() >= n * hd);
     let mut k = 0;
     while k < n {
-        let key: [usize; 4] = std::array::from_fn(|j| (k + j).min(n - 1) * hd);
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let key: [usize; 8] = std::array::from_fn(|j| (k + j).min(n - 1) * hd);
+        let mut acc = [_mm256_setzero_ps(); 8];
         for c in (0..hd).step_by(8) {
             // SAFETY: `c + 8 <= hd` values of `q`, and of each key (`key[j] + hd <= n hd`).
             unsafe {
                 let qv = _mm256_loadu_ps(q.as_ptr().add(c));
-                for j in 0..4 {
+                for j in 0..8 {
                     let kv = _mm256_loadu_ps(keys.as_ptr().add(key[j] + c));
                     acc[j] = _mm256_fmadd_ps(qv, kv, acc[j]);
                 }
             }
         }
-        let h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-        let s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
-        let mut four = [0f32; 4];
-        // SAFETY: `four` holds 4 floats.
-        unsafe { _mm_storeu_ps(four.as_mut_ptr(), _mm_mul_ps(s, _mm_set1_ps(scale))) };
-        let take = (n - k).min(4);
-        out[k..k + take].copy_from_slice(&four[..take]);
-        k += 4;
+        let mut eight = [0f32; 8];
+        for (half, acc) in acc.chunks_exact(4).enumerate() {
+            let h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+            let s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+            // SAFETY: `eight` holds 8 floats.
+            unsafe {
+                _mm_storeu_ps(eight[4 * half..].as_mut_ptr(), _mm_mul_ps(s, _mm_set1_ps(scale)))
+            };
+        }
+        let take = (n - k).min(8);
+        out[k..k + take].copy_from_slice(&eight[..take]);
+        k += 8;
     }
 }
 
