@@ -189,21 +189,21 @@ impl Q8Rows {
     /// buffers.
     pub fn quantize(&mut self, x: &[f32], cols: usize) {
         let nb = self.resize(x.len() / cols, cols);
-        quantize_q8_part(x, self.parts(nb).pop().expect("one part"));
+        quantize_q8_part(x, self.parts(nb).pop().unwrap_or_default());
     }
 
     /// [`Q8Rows::quantize`] with a share of the rows on each of `pool`'s threads: the
     /// same values, block by block.
     pub fn quantize_on(&mut self, pool: &ThreadPool, x: &[f32], cols: usize) {
         let rows = x.len() / cols;
-        let nb = self.resize(rows, cols);
-        let per = rows_per_task(rows, cols, pool) * (cols / QK);
-        let mut parts = self.parts(per.max(1));
+        self.resize(rows, cols);
+        let per = (pool.batch_rows_per_task(rows, cols, 1) * (cols / QK)).max(1);
+        let mut parts = self.parts(per);
         pool.for_each_chunk(&mut parts, 1, &|i, part| {
-            let part = part.iter_mut().next().expect("one part");
-            quantize_q8_part(&x[i * per * QK..], part.reborrow());
+            for part in part.iter_mut() {
+                quantize_q8_part(&x[i * per * QK..], std::mem::take(part));
+            }
         });
-        debug_assert!(nb == 0 || parts.len() == nb.div_ceil(per.max(1)));
     }
 
     /// Sizes the buffers for `rows` rows of `cols`; the number of blocks.
@@ -296,24 +296,6 @@ struct Q8Part<'a> {
     off: [&'a mut [i32]; 3],
 }
 
-impl Q8Part<'_> {
-    fn reborrow(&mut self) -> Q8Part<'_> {
-        let [o8, o16, o128] = &mut self.off;
-        Q8Part {
-            qs: self.qs,
-            d: self.d,
-            s: self.s,
-            ds: self.ds,
-            dv: self.dv,
-            neg8: self.neg8,
-            neg16: self.neg16,
-            neg128: self.neg128,
-            isum: self.isum,
-            off: [o8, o16, o128],
-        }
-    }
-}
-
 /// Quantizes the blocks of `p` from the values at the start of `x`.
 fn quantize_q8_part(x: &[f32], p: Q8Part<'_>) {
     let nb = p.d.len();
@@ -370,15 +352,6 @@ fn quantize_q8_part(x: &[f32], p: Q8Part<'_>) {
     }
 }
 
-/// Rows per quantizing task: about two tasks per thread, and one task for a few rows.
-fn rows_per_task(rows: usize, cols: usize, pool: &ThreadPool) -> usize {
-    if pool.threads() <= 1 || rows * cols < 64 * 1024 {
-        rows.max(1)
-    } else {
-        rows.div_ceil(2 * pool.threads())
-    }
-}
-
 /// Activation rows quantized into 8-bit blocks of 256 (GGML's Q8_K): values, one scale
 /// per block and the sum of every 16 values.
 #[derive(Debug, Default, Clone)]
@@ -411,10 +384,8 @@ pub struct Q8KRow<'a> {
 impl Q8KRows {
     /// Quantizes rows of `cols` values (`cols` a multiple of 256), reusing the buffers.
     pub fn quantize(&mut self, x: &[f32], cols: usize) {
-        let nb = self.resize(x.len() / cols, cols);
-        let (qs, d) = (&mut self.qs[..], &mut self.d[..]);
-        quantize_q8k_part(x, qs, d, &mut self.bsums, &mut self.sums32);
-        debug_assert_eq!(d.len(), nb);
+        self.resize(x.len() / cols, cols);
+        quantize_q8k_part(x, &mut self.qs, &mut self.d, &mut self.bsums, &mut self.sums32);
     }
 
     /// [`Q8KRows::quantize`] with a share of the rows on each of `pool`'s threads: the
@@ -422,7 +393,7 @@ impl Q8KRows {
     pub fn quantize_on(&mut self, pool: &ThreadPool, x: &[f32], cols: usize) {
         let rows = x.len() / cols;
         self.resize(rows, cols);
-        let per = (rows_per_task(rows, cols, pool) * (cols / QK_K)).max(1);
+        let per = (pool.batch_rows_per_task(rows, cols, 1) * (cols / QK_K)).max(1);
         let parts = self.qs.chunks_mut(per * QK_K).zip(self.d.chunks_mut(per));
         let parts = parts.zip(self.bsums.chunks_mut(16 * per).zip(self.sums32.chunks_mut(8 * per)));
         let mut parts: Vec<_> = parts.collect();
@@ -433,15 +404,14 @@ impl Q8KRows {
         });
     }
 
-    /// Sizes the buffers for `rows` rows of `cols`; the number of blocks.
-    fn resize(&mut self, rows: usize, cols: usize) -> usize {
+    /// Sizes the buffers for `rows` rows of `cols`.
+    fn resize(&mut self, rows: usize, cols: usize) {
         let nb = rows * cols / QK_K;
         self.cols = cols;
         self.qs.resize(rows * cols, 0);
         self.d.resize(nb, 0.0);
         self.bsums.resize(nb * 16, 0);
         self.sums32.resize(nb * 8, 0);
-        nb
     }
 
     /// Row `r`.

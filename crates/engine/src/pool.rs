@@ -168,6 +168,16 @@ impl ThreadPool {
 }
 
 impl ThreadPool {
+    /// Rows per task for per-row work over `rows` rows of `row_len` values: about two tasks
+    /// per thread, a multiple of `unit`, and one task when the work is small (a decode
+    /// step's hand-out would cost more than its work). Only scheduling depends on it.
+    pub fn batch_rows_per_task(&self, rows: usize, row_len: usize, unit: usize) -> usize {
+        if self.threads() <= 1 || rows * row_len < 64 * 1024 {
+            return rows.max(1);
+        }
+        rows.div_ceil(2 * self.threads()).next_multiple_of(unit.max(1))
+    }
+
     /// Splits `data` into consecutive spans of `lens` elements (their sum at most
     /// `data.len()`) and calls `f(index, span)` for each, spread over the pool's threads:
     /// work of uneven parts (each selected expert's rows) in one hand-out.

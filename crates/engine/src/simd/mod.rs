@@ -184,15 +184,18 @@ pub(crate) fn mix_f32(y: &mut [f32], p: &[f32], values: &[f32]) {
     }
 }
 
+/// `n` pseudo-random values in [-0.5, 0.5] for tests, a different run for each `seed`.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
-            .collect()
-    }
+    use test_values as values;
 
     #[test]
     fn a_keys_score_is_the_same_bits_wherever_its_run_starts_and_matches_the_dot_product() {

@@ -14,15 +14,6 @@ use crate::pool::ThreadPool;
 /// Rows and columns of one transposed tile.
 pub(super) const TILE: usize = 16;
 
-/// Rows per task: enough tasks to balance the threads, whole tiles, and one task for a
-/// small batch (a decode step's hand-out would cost more than its work).
-fn rows_per_task(n: usize, d: usize, pool: &ThreadPool) -> usize {
-    if pool.threads() <= 1 || n * d < 64 * 1024 {
-        return n.max(1);
-    }
-    n.div_ceil(2 * pool.threads()).next_multiple_of(TILE)
-}
-
 /// `dst[i][o] = t[o][i]` for `n` rows of `d` values (`t` holds `d x n` values).
 pub(super) fn transpose(pool: &ThreadPool, t: &[f32], n: usize, d: usize, dst: &mut [f32]) {
     transpose_rows(pool, t, n, 0..n, d, dst);
@@ -40,7 +31,7 @@ pub(super) fn transpose_rows(
 ) {
     let m = rows.len();
     assert!(rows.end <= n && t.len() >= n * d && dst.len() >= m * d);
-    let per = rows_per_task(m, d, pool);
+    let per = pool.batch_rows_per_task(m, d, TILE);
     pool.for_each_chunk(&mut dst[..m * d], per * d, &|c, chunk| {
         let i0 = rows.start + c * per;
         for_tiles(chunk.len() / d, d, |tile, cols| {
@@ -62,7 +53,7 @@ pub(super) fn for_each_row(
     f: &(dyn Fn(usize, &mut [f32]) + Sync),
 ) {
     let n = data.len() / d;
-    let per = rows_per_task(n, d, pool);
+    let per = pool.batch_rows_per_task(n, d, TILE);
     pool.for_each_chunk(&mut data[..n * d], per * d, &|c, chunk| {
         for (k, row) in chunk.chunks_exact_mut(d).enumerate() {
             f(c * per + k, row);
@@ -82,7 +73,7 @@ pub(super) fn add_transposed(
     norm: Option<(&[f32], f32)>,
 ) {
     assert!(x.len() >= n * d && t.len() >= n * d);
-    let per = rows_per_task(n, d, pool);
+    let per = pool.batch_rows_per_task(n, d, TILE);
     pool.for_each_chunk(&mut x[..n * d], per * d, &|c, chunk| {
         let i0 = c * per;
         let rows = chunk.len() / d;
@@ -157,12 +148,7 @@ fn for_tiles(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
-            .collect()
-    }
+    use crate::simd::test_values as values;
 
     /// The plain one-row-at-a-time form the tiled one must equal bit for bit.
     fn reference(x: &mut [f32], t: &[f32], n: usize, d: usize, norm: Option<(&[f32], f32)>) {
