@@ -19,8 +19,9 @@ use super::gguf::{GgmlType, GgufFile, MappedFile};
 use crate::wire::reason::WeightsFailure;
 
 /// The kernel family stages use: the widest this CPU runs, or the one
-/// `SWACTOR_ENGINE_ISA` (`scalar`, `avx2`, `avx512`, `neon`, `neon-dotprod`) names, to compare paths on one
-/// machine (a family the CPU lacks falls back to one it runs).
+/// `SWACTOR_ENGINE_ISA` (`scalar`, `avx2`, `avx512`, `neon`, `neon-dotprod`, `neon-i8mm`)
+/// names, to compare paths on one machine (a family the CPU lacks falls back to one it
+/// runs).
 pub fn isa() -> Isa {
     std::env::var("SWACTOR_ENGINE_ISA")
         .ok()

@@ -16,12 +16,17 @@ pub enum Isa {
     /// ARM64 NEON with the `dotprod` extension (`sdot`: 8-bit dot products into 32-bit
     /// lanes), ARMv8.2 and later (Graviton 2+, Ampere, Apple, Cortex-A76+, Pi 5).
     NeonDot,
+    /// [`Isa::NeonDot`] plus the `i8mm` extension (`smmla`: a 2 x 8 by 8 x 2 matrix of
+    /// 8-bit values into four 32-bit lanes), which the repacked kernels use for pairs of
+    /// activation rows (Graviton 3+, Neoverse V1/N2, Apple M2+, Cortex-A510/A710+).
+    NeonI8mm,
 }
 
-/// Every kernel family, in order of preference (later is better on a CPU that has it).
-const ALL: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot];
-
 impl Isa {
+    /// Every kernel family, in order of preference (later is better on a CPU that has it).
+    pub const ALL: [Isa; 6] =
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm];
+
     /// The best kernel family this CPU runs.
     pub fn detect() -> Isa {
         *Isa::available().last().unwrap_or(&Isa::Scalar)
@@ -29,7 +34,7 @@ impl Isa {
 
     /// Every kernel family this CPU runs, the reference first.
     pub fn available() -> Vec<Isa> {
-        ALL.into_iter().filter(|i| i.is_available()).collect()
+        Isa::ALL.into_iter().filter(|i| i.is_available()).collect()
     }
 
     /// Whether this CPU runs `self` (no allocation: the kernels ask on every selection).
@@ -56,16 +61,20 @@ impl Isa {
             Isa::NeonDot => {
                 Isa::Neon.is_available() && std::arch::is_aarch64_feature_detected!("dotprod")
             }
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonI8mm => {
+                Isa::NeonDot.is_available() && std::arch::is_aarch64_feature_detected!("i8mm")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 | Isa::Avx512 => false,
             #[cfg(not(target_arch = "aarch64"))]
-            Isa::Neon | Isa::NeonDot => false,
+            Isa::Neon | Isa::NeonDot | Isa::NeonI8mm => false,
         }
     }
 
-    /// Parses `scalar`, `avx2`, `avx512`, `neon` or `neon-dotprod`.
+    /// Parses `scalar`, `avx2`, `avx512`, `neon`, `neon-dotprod` or `neon-i8mm`.
     pub fn parse(text: &str) -> Option<Isa> {
-        ALL.into_iter().find(|i| i.name() == text)
+        Isa::ALL.into_iter().find(|i| i.name() == text)
     }
 
     /// The name [`Isa::parse`] reads.
@@ -76,6 +85,7 @@ impl Isa {
             Isa::Avx512 => "avx512",
             Isa::Neon => "neon",
             Isa::NeonDot => "neon-dotprod",
+            Isa::NeonI8mm => "neon-i8mm",
         }
     }
 }
@@ -114,7 +124,11 @@ mod tests {
             ),
         ];
         #[cfg(target_arch = "aarch64")]
-        let tiers: &[(Isa, &[&str])] = &[(Isa::Neon, &["asimd"]), (Isa::NeonDot, &["asimddp"])];
+        let tiers: &[(Isa, &[&str])] = &[
+            (Isa::Neon, &["asimd"]),
+            (Isa::NeonDot, &["asimddp"]),
+            (Isa::NeonI8mm, &["asimddp", "i8mm"]),
+        ];
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         let tiers: &[(Isa, &[&str])] = &[];
         for (isa, needs) in tiers {
@@ -139,7 +153,7 @@ mod tests {
 
     #[test]
     fn every_tier_name_parses_back_to_its_tier() {
-        for isa in ALL {
+        for isa in Isa::ALL {
             assert_eq!(Isa::parse(isa.name()), Some(isa));
         }
         assert_eq!(Isa::parse("sse2"), None);

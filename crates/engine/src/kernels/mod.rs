@@ -45,8 +45,9 @@ pub fn select(isa: Isa, fmt: WeightFormat) -> Kernels {
         }
     }
     #[cfg(target_arch = "aarch64")]
-    if matches!(isa, Isa::Neon | Isa::NeonDot) {
-        let dot = isa == Isa::NeonDot && Isa::NeonDot.is_available();
+    if matches!(isa, Isa::Neon | Isa::NeonDot | Isa::NeonI8mm) {
+        // `i8mm` adds nothing to the row-at-a-time kernels: only the repacked ones use it.
+        let dot = isa != Isa::Neon && Isa::NeonDot.is_available();
         if Isa::Neon.is_available()
             && let Some(k) = neon::select(fmt, dot)
         {
@@ -72,10 +73,16 @@ pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
         }
     }
     #[cfg(target_arch = "aarch64")]
-    if matches!(isa, Isa::Neon | Isa::NeonDot) && Isa::Neon.is_available() {
-        let dot = isa == Isa::NeonDot && Isa::NeonDot.is_available();
+    if matches!(isa, Isa::Neon | Isa::NeonDot | Isa::NeonI8mm) && Isa::Neon.is_available() {
+        let dot = isa != Isa::Neon && Isa::NeonDot.is_available();
         if neon::select(fmt, dot).is_some() {
-            return if dot { Isa::NeonDot } else { Isa::Neon };
+            // The i8mm tier differs from the dotprod one only in its repacked kernels.
+            let mm = isa == Isa::NeonI8mm && Isa::NeonI8mm.is_available();
+            return match (dot, mm && packed::supports(fmt)) {
+                (true, true) => Isa::NeonI8mm,
+                (true, false) => Isa::NeonDot,
+                _ => Isa::Neon,
+            };
         }
     }
     let _ = (isa, fmt);

@@ -267,7 +267,7 @@ fn the_scalar_reference_is_the_dot_product_of_the_dequantized_operands() {
 #[test]
 fn an_unavailable_instruction_set_falls_back_to_a_kernel_this_cpu_runs() {
     for fmt in WeightFormat::ALL {
-        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot] {
+        for isa in Isa::ALL {
             assert!(effective_isa(isa, fmt).is_available(), "{fmt:?} {isa:?}");
         }
     }
@@ -296,9 +296,9 @@ fn products(m: &crate::Matrix, a: &Acts, acts: usize) -> Vec<f32> {
 #[test]
 fn repacked_matrices_match_the_scalar_reference_and_give_the_same_bits_at_every_width() {
     let mut rng = Rng::new(4);
-    // Every repacking tier this CPU runs (AVX2, AVX-512 VNNI, NEON with dotprod): each has
-    // its own repacked kernels, and a CPU with the tier always repacks.
-    const REPACKING: [Isa; 3] = [Isa::Avx2, Isa::Avx512, Isa::NeonDot];
+    // Every repacking tier this CPU runs (AVX2, AVX-512 VNNI, NEON with dotprod, and with
+    // i8mm): each has its own repacked kernels, and a CPU with the tier always repacks.
+    const REPACKING: [Isa; 4] = [Isa::Avx2, Isa::Avx512, Isa::NeonDot, Isa::NeonI8mm];
     let tiers: Vec<Isa> = Isa::available().into_iter().filter(|i| REPACKING.contains(i)).collect();
     #[cfg(target_arch = "aarch64")]
     assert!(

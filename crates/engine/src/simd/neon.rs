@@ -5,7 +5,9 @@
 //!
 //! `sdot` is emitted with inline assembly: its intrinsic is not stable in Rust yet. Every
 //! function that issues it carries `#[target_feature(enable = "dotprod")]` and is reached
-//! only where `Isa::NeonDot.is_available()` said the CPU has it.
+//! only where `Isa::NeonDot.is_available()` said the CPU has it. The `i8mm` extension's
+//! `smmla` (a 2 x 8 by 8 x 2 matrix product) is inline assembly too, in an `unsafe fn`
+//! that kernels call only when `Isa::NeonI8mm.is_available()` said the CPU has it.
 #![allow(unsafe_code)]
 
 use std::arch::aarch64::*;
@@ -20,6 +22,31 @@ pub(crate) fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     unsafe {
         std::arch::asm!(
             "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// `acc + a · bᵀ` with `smmla`: `a` and `b` each hold two rows of 8 signed bytes, and the
+/// 2 x 2 result's lanes are `[a0 · b0, a0 · b1, a1 · b0, a1 · b1]` (exact 32-bit sums).
+///
+/// # Safety
+/// The CPU must have the `i8mm` extension (`Isa::NeonI8mm.is_available()`).
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: `smmla` reads and writes only these registers; the caller guarantees a CPU
+    // with i8mm (the directive lets the assembler take the instruction in a function
+    // compiled without the feature, so that it inlines into the dotprod kernels).
+    unsafe {
+        std::arch::asm!(
+            ".arch_extension i8mm",
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
             acc = inout(vreg) acc,
             a = in(vreg) a,
             b = in(vreg) b,

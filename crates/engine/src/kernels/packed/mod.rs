@@ -1,6 +1,7 @@
 //! Weights repacked at load time for the matrix kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
 //! Q5_K, Q6_K and MXFP4, for AVX-512 VNNI, for AVX2 and for ARM64 NEON with `dotprod`
-//! (whose `sdot` by a broadcast word multiplies 4 values of 4 rows, a quarter of a chunk).
+//! (whose `sdot` by a broadcast word multiplies 4 values of 4 rows, a quarter of a chunk)
+//! and with `i8mm` (the same cells; `smmla` takes two activation rows at once).
 //!
 //! The GGUF layout keeps a row's blocks together, so a dot product decodes and scales
 //! every block of every row for every activation row. Repacked, sixteen rows travel
@@ -208,19 +209,27 @@ impl Packed {
         // SAFETY: a `Packed` exists only on a CPU with its instruction set (checked in
         // `new`), and `isa` is never the scalar one (nor, on ARM64, NEON without dotprod).
         #[cfg(target_arch = "aarch64")]
-        unsafe {
+        {
             use WeightFormat::*;
-            match self.format {
-                Q4_0 => neon::q4::<R, false, false>(p, nb, a, rows),
-                Q4_1 => neon::q4::<R, true, false>(p, nb, a, rows),
-                Q5_0 => neon::q4::<R, false, true>(p, nb, a, rows),
-                Q5_1 => neon::q4::<R, true, true>(p, nb, a, rows),
-                Q8_0 => neon::q8_0::<R>(p, nb, a, rows),
-                Q4K => neon::q4_k::<R, false>(p, nb, a, rows),
-                Q5K => neon::q4_k::<R, true>(p, nb, a, rows),
-                MXFP4 => neon::mxfp4::<R>(p, nb, a, rows),
-                _ => neon::q6_k::<R>(p, nb, a, rows),
+            macro_rules! neon {
+                ($mm:literal) => {
+                    // SAFETY: as above; `$mm` (smmla) only for a `Packed` of the i8mm tier.
+                    unsafe {
+                        match self.format {
+                            Q4_0 => neon::q4::<R, false, false, $mm>(p, nb, a, rows),
+                            Q4_1 => neon::q4::<R, true, false, $mm>(p, nb, a, rows),
+                            Q5_0 => neon::q4::<R, false, true, $mm>(p, nb, a, rows),
+                            Q5_1 => neon::q4::<R, true, true, $mm>(p, nb, a, rows),
+                            Q8_0 => neon::q8_0::<R, $mm>(p, nb, a, rows),
+                            Q4K => neon::q4_k::<R, false, $mm>(p, nb, a, rows),
+                            Q5K => neon::q4_k::<R, true, $mm>(p, nb, a, rows),
+                            MXFP4 => neon::mxfp4::<R, $mm>(p, nb, a, rows),
+                            _ => neon::q6_k::<R, $mm>(p, nb, a, rows),
+                        }
+                    }
+                };
             }
+            if self.isa == Isa::NeonI8mm { neon!(true) } else { neon!(false) }
         }
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]

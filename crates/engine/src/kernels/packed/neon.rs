@@ -1,16 +1,22 @@
-//! The ARM64 kernels of the repacked layouts, for NEON with `dotprod`: each group as four
-//! quarters of 4 rows, so that 16 bytes of a chunk (`[row l: 4 values]` for 4 rows) meet
-//! four activation values broadcast in one `sdot` (signed weights times signed
-//! activations, four pairs summed into each row's 32-bit lane). Nothing is summed in 16
-//! bits, so no block needs widening steps; each row's scale is applied per block (or per
-//! group of a super-block) in the quarter's lanes.
+//! The ARM64 kernels of the repacked layouts, for NEON with `dotprod` and, where the CPU
+//! has it, `i8mm`. Each group is four quarters of 4 rows: 16 bytes of a chunk
+//! (`[row l: 4 values]` for 4 rows) meet four activation values broadcast in one `sdot`
+//! (signed weights times signed activations, four pairs summed into each row's 32-bit
+//! lane). With `i8mm` (`MM`), two such vectors of consecutive values are zipped into two
+//! 2 x 8 matrices (rows 0-1 and 2-3 of the quarter, 8 values each) and `smmla` multiplies
+//! each by 8 values of two activation rows at once: the work of four `sdot` in two
+//! instructions for a pair of activation rows (a lone last row takes the `sdot` path).
+//! Nothing is summed in 16 bits, and every integer sum is exact, so both paths give the
+//! same bits; each row's scale is applied per block (or per group of a super-block) in the
+//! quarter's lanes.
 //!
 //! The cells are the x86 tiers' (`layout`): nibbles and fifth bits are unsigned values
-//! below 64, which `sdot` takes as they are; Q8_0's values are stored signed; MXFP4's
-//! nibbles look their signed E2M1 values up with one table lookup (`tbl`).
+//! below 64, which `sdot` and `smmla` take as they are; Q8_0's values are stored signed;
+//! MXFP4's nibbles look their signed E2M1 values up with one table lookup (`tbl`).
 //!
 //! `#[target_feature]` functions, reached only through a `Packed` made for the `dotprod`
-//! tier (so only on a CPU with it); every load is a bounds-checked slice of the cell.
+//! tier (so only on a CPU with it), and with `MM` only through one made for the `i8mm`
+//! tier; every load is a bounds-checked slice of the cell.
 #![allow(unsafe_code)]
 
 use std::arch::aarch64::*;
@@ -19,7 +25,7 @@ use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
 use super::{GROUP, four, pair};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
-use crate::simd::neon::{f16x4, load16u, sdot};
+use crate::simd::neon::{f16x4, load16u, sdot, smmla};
 
 /// Rows per quarter (one 32-bit lane each).
 const QUARTER: usize = 4;
@@ -30,6 +36,51 @@ const QUARTER: usize = 4;
 #[target_feature(enable = "neon,dotprod")]
 fn dot4(acc: int32x4_t, w: uint8x16_t, x: i32) -> int32x4_t {
     sdot(acc, vreinterpretq_s8_u8(w), vreinterpretq_s8_s32(vdupq_n_s32(x)))
+}
+
+/// Eight consecutive values of a quarter's rows: `lo` holds values `at..at + 4` of its 4
+/// rows (`[row l: 4 values]`), `hi` values `at + 4..at + 8`, `at` the activation offset.
+type Unit = (uint8x16_t, uint8x16_t, usize);
+
+/// `acc[r]` plus, per row of the quarter, its dot product with activation row `xq[r]` over
+/// the `N` units. Without `MM` two `sdot` per unit and row; with `MM` (only on a CPU with
+/// `i8mm`) two `smmla` per unit and pair of rows, unzipped into the rows' lanes at the end.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn dots<const R: usize, const N: usize, const MM: bool>(
+    mut acc: [int32x4_t; R],
+    units: [Unit; N],
+    xq: [&[i8]; R],
+) -> [int32x4_t; R] {
+    let pairs = if MM { R / 2 } else { 0 };
+    for p in 0..pairs {
+        let (mut top, mut bottom) = (vdupq_n_s32(0), vdupq_n_s32(0));
+        for &(lo, hi, at) in &units {
+            let (lo, hi) = (vreinterpretq_u32_u8(lo), vreinterpretq_u32_u8(hi));
+            // Rows 0 and 1 of the quarter, 8 values each; then rows 2 and 3.
+            let a01 = vreinterpretq_s8_u32(vzip1q_u32(lo, hi));
+            let a23 = vreinterpretq_s8_u32(vzip2q_u32(lo, hi));
+            let (x0, x1) = (&xq[2 * p][at..at + 8], &xq[2 * p + 1][at..at + 8]);
+            // SAFETY: `x0` and `x1` hold the 8 values each loads (bounds-checked above).
+            let b = unsafe { vcombine_s8(vld1_s8(x0.as_ptr()), vld1_s8(x1.as_ptr())) };
+            // SAFETY: `MM` is true only in kernels reached through a `Packed` made for the
+            // i8mm tier, which exists only on a CPU with it.
+            unsafe {
+                top = smmla(top, a01, b);
+                bottom = smmla(bottom, a23, b);
+            }
+        }
+        // Lanes [w0 x0, w0 x1, w1 x0, w1 x1] and [w2 x0, w2 x1, w3 x0, w3 x1].
+        acc[2 * p] = vaddq_s32(acc[2 * p], vuzp1q_s32(top, bottom));
+        acc[2 * p + 1] = vaddq_s32(acc[2 * p + 1], vuzp2q_s32(top, bottom));
+    }
+    for r in 2 * pairs..R {
+        for &(lo, hi, at) in &units {
+            acc[r] = dot4(acc[r], lo, four(xq[r], at));
+            acc[r] = dot4(acc[r], hi, four(xq[r], at + 4));
+        }
+    }
+    acc
 }
 
 /// Bit `k` of every byte of `hb`, moved to bit 4 (a fifth bit to or into a nibble).
@@ -94,10 +145,10 @@ fn store<const R: usize>(acc: [[float32x4_t; 4]; R]) -> [[f32; GROUP]; R] {
 }
 
 /// Q4_0 and, with `MIN`, Q4_1; with `HIGH` Q5_0 and Q5_1 (a fifth bit per value from the
-/// 64 bytes after the nibbles). Two `sdot` per chunk, quarter and activation row; the
-/// offset (8 or 16) removed through the activation block's integer sum.
+/// 64 bytes after the nibbles). A chunk per [`dots`] unit; the offset (8 or 16) removed
+/// through the activation block's integer sum.
 #[target_feature(enable = "neon,dotprod")]
-pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
+pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool, const MM: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
@@ -120,14 +171,11 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
         let xq = x.map(|x| &x.qs[b * QK..(b + 1) * QK]);
         for q in 0..4 {
             let hb = if HIGH { load16u(cell, heads + 256 + 16 * q) } else { m4 };
-            let mut isum = [vdupq_n_s32(0); R];
-            for c in 0..4 {
+            let units = std::array::from_fn(|c| {
                 let (lo, hi) = nibbles::<HIGH>(load16u(cell, heads + 64 * c + 16 * q), hb, c);
-                for r in 0..R {
-                    isum[r] = dot4(isum[r], lo, four(xq[r], 8 * c));
-                    isum[r] = dot4(isum[r], hi, four(xq[r], 8 * c + 4));
-                }
-            }
+                (lo, hi, 8 * c)
+            });
+            let isum = dots::<R, 4, MM>([vdupq_n_s32(0); R], units, xq);
             for r in 0..R {
                 let mut s = isum[r];
                 if let Some(k) = off {
@@ -144,9 +192,9 @@ pub(super) fn q4<const R: usize, const MIN: bool, const HIGH: bool>(
     store(acc)
 }
 
-/// Q8_0 (signed values, stored as they are): one `sdot` per chunk, quarter and row.
+/// Q8_0 (signed values, stored as they are): two chunks per [`dots`] unit.
 #[target_feature(enable = "neon,dotprod")]
-pub(super) fn q8_0<const R: usize>(
+pub(super) fn q8_0<const R: usize, const MM: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
@@ -160,13 +208,11 @@ pub(super) fn q8_0<const R: usize>(
         let dw = scales16(cell, 0);
         let xq = x.map(|x| &x.qs[b * QK..(b + 1) * QK]);
         for q in 0..4 {
-            let mut isum = [vdupq_n_s32(0); R];
-            for c in 0..8 {
-                let w = load16u(cell, 32 + 64 * c + 16 * q);
-                for r in 0..R {
-                    isum[r] = dot4(isum[r], w, four(xq[r], 4 * c));
-                }
-            }
+            let units = std::array::from_fn(|k| {
+                let at = 32 + 128 * k + 16 * q;
+                (load16u(cell, at), load16u(cell, at + 64), 8 * k)
+            });
+            let isum = dots::<R, 4, MM>([vdupq_n_s32(0); R], units, xq);
             for r in 0..R {
                 let scale = vmulq_n_f32(dw[q], x[r].d[b]);
                 acc[r][q] = vfmaq_f32(acc[r][q], vcvtq_f32_s32(isum[r]), scale);
@@ -176,11 +222,11 @@ pub(super) fn q8_0<const R: usize>(
     store(acc)
 }
 
-/// Q4_K and, with `HIGH`, Q5_K: per 32-value group, eight `sdot` per quarter and row,
+/// Q4_K and, with `HIGH`, Q5_K: per 32-value group, four [`dots`] units per quarter,
 /// times the rows' 6-bit scales; the mins against the activations' per-32 sums in pairs;
 /// `d` and `dmin` once per super-block.
 #[target_feature(enable = "neon,dotprod")]
-pub(super) fn q4_k<const R: usize, const HIGH: bool>(
+pub(super) fn q4_k<const R: usize, const HIGH: bool, const MM: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
@@ -199,15 +245,12 @@ pub(super) fn q4_k<const R: usize, const HIGH: bool>(
             for j in 0..8 {
                 let sc = widen_u8(cell, q4k::SCALES + 16 * j + QUARTER * q);
                 let hb = if HIGH { load16u(cell, q5k::HIGHS + 64 * j + 16 * q) } else { m4 };
-                let mut t = [vdupq_n_s32(0); R];
-                for c in 0..4 {
+                let units = std::array::from_fn(|c| {
                     let v = load16u(cell, q4k::VALUES + 256 * j + 64 * c + 16 * q);
                     let (lo, hi) = nibbles::<HIGH>(v, hb, c);
-                    for r in 0..R {
-                        t[r] = dot4(t[r], lo, four(xq[r], 32 * j + 8 * c));
-                        t[r] = dot4(t[r], hi, four(xq[r], 32 * j + 8 * c + 4));
-                    }
-                }
+                    (lo, hi, 32 * j + 8 * c)
+                });
+                let t = dots::<R, 4, MM>([vdupq_n_s32(0); R], units, xq);
                 for r in 0..R {
                     sumi[r] = vmlaq_s32(sumi[r], t[r], sc);
                 }
@@ -237,10 +280,10 @@ pub(super) fn q4_k<const R: usize, const HIGH: bool>(
 }
 
 /// Q6_K: per 16-value group, the 6-bit values rebuilt from nibbles and high bit pairs,
-/// four `sdot` per quarter and row, less 32 times the activations' per-16 sum, times the
+/// two [`dots`] units per quarter, less 32 times the activations' per-16 sum, times the
 /// rows' signed scales; `d` once per super-block.
 #[target_feature(enable = "neon,dotprod")]
-pub(super) fn q6_k<const R: usize>(
+pub(super) fn q6_k<const R: usize, const MM: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
@@ -267,13 +310,12 @@ pub(super) fn q6_k<const R: usize>(
                     vorrq_u8(vandq_u8(q1, m4), high(vshrq_n_u8::<4>(hb))),
                     vorrq_u8(vshrq_n_u8::<4>(q1), high(vshrq_n_u8::<6>(hb))),
                 ];
+                let init =
+                    std::array::from_fn(|r| vdupq_n_s32(-32 * i32::from(x[r].bsums[16 * b + g])));
+                let units = [(v[0], v[1], 16 * g), (v[2], v[3], 16 * g + 8)];
+                let t = dots::<R, 2, MM>(init, units, xq);
                 for r in 0..R {
-                    let bsum = 32 * i32::from(x[r].bsums[16 * b + g]);
-                    let mut t = vdupq_n_s32(-bsum);
-                    for (k, v) in v.iter().enumerate() {
-                        t = dot4(t, *v, four(xq[r], 16 * g + 4 * k));
-                    }
-                    sumi[r] = vmlaq_s32(sumi[r], t, sc);
+                    sumi[r] = vmlaq_s32(sumi[r], t[r], sc);
                 }
             }
             for r in 0..R {
@@ -285,10 +327,10 @@ pub(super) fn q6_k<const R: usize>(
     store(acc)
 }
 
-/// MXFP4: the nibbles look their signed values up with one `tbl`, two `sdot` per chunk,
-/// quarter and row; each row's E8M0 half scale and the activations' scale once per block.
+/// MXFP4: the nibbles look their signed values up with one `tbl`, a chunk per [`dots`]
+/// unit; each row's E8M0 half scale and the activations' scale once per block.
 #[target_feature(enable = "neon,dotprod")]
-pub(super) fn mxfp4<const R: usize>(
+pub(super) fn mxfp4<const R: usize, const MM: bool>(
     p: &[u8],
     blocks: usize,
     a: &Acts,
@@ -307,16 +349,12 @@ pub(super) fn mxfp4<const R: usize>(
                 std::array::from_fn(|l| crate::formats::mxfp4::half_scale(cell[QUARTER * q + l]));
             // SAFETY: `e` holds the 4 floats loaded.
             let dw = unsafe { vld1q_f32(e.as_ptr()) };
-            let mut isum = [vdupq_n_s32(0); R];
-            for c in 0..4 {
+            let units = std::array::from_fn(|c| {
                 let v = load16u(cell, MXFP4_VALUES + 64 * c + 16 * q);
                 let lo = vqtbl1q_u8(table, vandq_u8(v, m4));
-                let hi = vqtbl1q_u8(table, vshrq_n_u8::<4>(v));
-                for r in 0..R {
-                    isum[r] = dot4(isum[r], lo, four(xq[r], 8 * c));
-                    isum[r] = dot4(isum[r], hi, four(xq[r], 8 * c + 4));
-                }
-            }
+                (lo, vqtbl1q_u8(table, vshrq_n_u8::<4>(v)), 8 * c)
+            });
+            let isum = dots::<R, 4, MM>([vdupq_n_s32(0); R], units, xq);
             for r in 0..R {
                 let scale = vmulq_n_f32(dw, x[r].d[b]);
                 acc[r][q] = vfmaq_f32(acc[r][q], vcvtq_f32_s32(isum[r]), scale);
