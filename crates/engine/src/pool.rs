@@ -9,6 +9,9 @@
 //!
 //! Work is handed out as chunks of an output slice ([`ThreadPool::for_each_chunk`]): each
 //! chunk is one range of output rows, so a row's value never depends on the thread count.
+//! Each thread first takes the chunks of its own share (the same rows in every call of the
+//! same shape, so weights a thread has read stay in its core's cache), then helps with the
+//! others' remaining chunks.
 #![allow(unsafe_code)] // one lifetime erasure (`run`) and disjoint chunks (`for_each_chunk`)
 
 use std::panic::AssertUnwindSafe;
@@ -16,8 +19,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-type Job = &'static (dyn Fn() + Sync);
+type Job = &'static (dyn Fn(usize) + Sync);
 
+/// Kept on cache lines of its own (`align(128)`: a line pair, which the adjacent-line
+/// prefetcher of x86 cores fetches together), so that the workers' polling of `epoch` never
+/// shares a line with data the threads write, such as a product's output.
+#[repr(align(128))]
 struct Shared {
     /// Bumped once per job (and at shutdown).
     epoch: AtomicU64,
@@ -50,6 +57,9 @@ impl std::fmt::Debug for ThreadPool {
     }
 }
 
+/// Threads with a share of their own in [`ThreadPool::for_each_chunk`] (more share them).
+const SHARES: usize = 32;
+
 /// Spin iterations a worker waits for the next job before parking (tens of microseconds:
 /// longer than the gap between two products of a block, much shorter than a token).
 const SPIN: u32 = 4_000;
@@ -74,7 +84,7 @@ impl ThreadPool {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("swactor-compute-{i}"))
-                    .spawn(move || worker(&shared))
+                    .spawn(move || worker(&shared, i))
             })
             .filter_map(Result::ok)
             .collect();
@@ -86,12 +96,13 @@ impl ThreadPool {
         self.workers.len() + 1
     }
 
-    /// Runs `f` on the calling thread and on every worker that arrives before that call
-    /// returns; returns when every started call has returned. `f` is a loop that claims
-    /// work until none is left. A panic in any of them is raised here.
-    pub fn run(&self, f: &(dyn Fn() + Sync)) {
+    /// Runs `f(t)` on the calling thread (`t` 0) and on every worker that arrives before
+    /// that call returns (worker `t` of `1..threads`); returns when every started call has
+    /// returned. `f` is a loop that claims work until none is left. A panic in any of them
+    /// is raised here.
+    pub fn run(&self, f: &(dyn Fn(usize) + Sync)) {
         if self.workers.is_empty() {
-            f();
+            f(0);
             return;
         }
         let _gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
@@ -102,7 +113,7 @@ impl ThreadPool {
         // this thread) closes the job, waits until `active` is zero, then clears `job`, all
         // before this function returns. Every step is SeqCst, so a worker that registers
         // after the wait sees the job closed. No worker uses `f` after the borrow ends.
-        let job: Job = unsafe { std::mem::transmute::<&(dyn Fn() + Sync), Job>(f) };
+        let job: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(f) };
         struct Clear<'a>(&'a Shared);
         impl Drop for Clear<'_> {
             fn drop(&mut self) {
@@ -122,7 +133,7 @@ impl ThreadPool {
         }
         {
             let _clear = Clear(s);
-            f();
+            f(0);
         }
         if s.panicked.swap(false, Ordering::SeqCst) {
             panic!("a compute thread panicked");
@@ -147,21 +158,29 @@ impl ThreadPool {
         let len = data.len();
         let count = len.div_ceil(chunk);
         let base = SharedSlice(data.as_mut_ptr());
-        let next = AtomicUsize::new(0);
-        self.run(&|| {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= count {
-                    break;
+        // Share `h` holds chunks `bound(h)..bound(h + 1)`; its cursor is the next unclaimed.
+        let shares = self.threads().min(SHARES).min(count);
+        let bound = |h: usize| h * count / shares;
+        let next: [AtomicUsize; SHARES] = std::array::from_fn(|h| AtomicUsize::new(bound(h)));
+        self.run(&|t| {
+            // Its own share first, then the others' leftovers in turn.
+            for h in (0..shares).map(|k| (t + k) % shares) {
+                let end = bound(h + 1);
+                loop {
+                    let i = next[h].fetch_add(1, Ordering::Relaxed);
+                    if i >= end {
+                        break;
+                    }
+                    let start = i * chunk;
+                    let n = chunk.min(len - start);
+                    // SAFETY: `fetch_add` hands each index of share `h` to exactly one
+                    // call, and the shares are disjoint, so chunk `i` (elements
+                    // `start..start + n`, inside `data`) is borrowed mutably once;
+                    // `data`'s exclusive borrow outlives `run`, which returns only after
+                    // every call has.
+                    let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), n) };
+                    f(i, c);
                 }
-                let start = i * chunk;
-                let n = chunk.min(len - start);
-                // SAFETY: `fetch_add` hands each index below `count` to exactly one call,
-                // so chunk `i` (elements `start..start + n`, inside `data`) is borrowed
-                // mutably once; `data`'s exclusive borrow outlives `run`, which returns
-                // only after every call has.
-                let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), n) };
-                f(i, c);
             }
         });
     }
@@ -201,7 +220,7 @@ impl ThreadPool {
             return;
         }
         let spans = Mutex::new(spans.into_iter().enumerate());
-        self.run(&|| {
+        self.run(&|_| {
             loop {
                 let next = spans.lock().unwrap_or_else(|e| e.into_inner()).next();
                 match next {
@@ -227,7 +246,8 @@ impl<T> SharedSlice<T> {
     }
 }
 
-fn worker(s: &Shared) {
+/// Worker `index` (from 1; the caller of `run` is 0).
+fn worker(s: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
         let mut spins = 0u32;
@@ -252,7 +272,7 @@ fn worker(s: &Shared) {
         if s.open.load(Ordering::SeqCst) && s.epoch.load(Ordering::SeqCst) == seen {
             let job = *s.job.read().unwrap_or_else(|e| e.into_inner());
             if let Some(job) = job
-                && std::panic::catch_unwind(AssertUnwindSafe(job)).is_err()
+                && std::panic::catch_unwind(AssertUnwindSafe(|| job(index))).is_err()
             {
                 s.panicked.store(true, Ordering::SeqCst);
             }
@@ -310,6 +330,34 @@ mod tests {
     }
 
     #[test]
+    fn each_thread_starts_on_its_own_share_of_the_chunks_so_it_rereads_the_same_rows() {
+        let pool = ThreadPool::new(2);
+        for _ in 0..20 {
+            // The first chunk each thread takes waits until both have taken one, so neither
+            // can finish its share and take from the other's before the other starts.
+            let firsts = Mutex::new(Vec::new());
+            let joined = AtomicUsize::new(0);
+            let mut data = vec![0u8; 4];
+            pool.for_each_chunk(&mut data, 1, &|i, _| {
+                let me = std::thread::current().id();
+                let mut f = firsts.lock().unwrap();
+                if f.iter().any(|(t, _)| *t == me) {
+                    return;
+                }
+                f.push((me, i));
+                drop(f);
+                joined.fetch_add(1, Ordering::SeqCst);
+                while joined.load(Ordering::SeqCst) < 2 {
+                    std::hint::spin_loop();
+                }
+            });
+            let mut starts: Vec<usize> = firsts.into_inner().unwrap().iter().map(|f| f.1).collect();
+            starts.sort();
+            assert_eq!(starts, [0, 2], "the caller starts at chunk 0, the worker at its share's");
+        }
+    }
+
+    #[test]
     fn a_job_is_shared_with_workers_that_arrive_while_it_is_open() {
         let pool = ThreadPool::new(3);
         // The caller's share does not return before a worker has joined the job, so the
@@ -317,7 +365,7 @@ mod tests {
         for _ in 0..20 {
             let used = Mutex::new(std::collections::HashSet::new());
             let joined = AtomicUsize::new(0);
-            pool.run(&|| {
+            pool.run(&|_| {
                 used.lock().unwrap().insert(std::thread::current().id());
                 joined.fetch_add(1, Ordering::SeqCst);
                 while joined.load(Ordering::SeqCst) < 2 {
