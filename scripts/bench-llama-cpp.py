@@ -102,13 +102,35 @@ def venv_python(tier: str = "avx512") -> Path:
     py = venv / "bin" / "python"
     probe = [str(py), "-c", "import llama_cpp"]
     if py.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        check_build(py, tier)
         return py
     print(f"building {LLAMA_CPP_PYTHON} for {tier} into {venv} (once; several minutes)",
           file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = dict(os.environ, CMAKE_ARGS=cmake_args)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", LLAMA_CPP_PYTHON], check=True, env=env)
+    # pip's wheel cache is keyed by the version alone: without --no-cache-dir a second
+    # tier would install the first tier's wheel, built with the other CMAKE_ARGS.
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-binary",
+                    "llama-cpp-python", LLAMA_CPP_PYTHON], check=True, env=env)
+    check_build(py, tier)
     return py
+
+
+def check_build(py: Path, tier: str) -> None:
+    """Fails unless the venv's ggml CPU library was built for `tier`: the AVX2 build must
+    hold no 512-bit instruction, the AVX-512 build must (read with objdump, when present)."""
+    lib = next(py.parent.parent.glob("lib/python3*/site-packages/llama_cpp/lib/libggml-cpu.so"))
+    try:
+        text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(lib)],
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        print(f"objdump is missing: cannot check that {lib} is an {tier} build",
+              file=sys.stderr)
+        return
+    wide = "%zmm" in text
+    if wide != (tier == "avx512"):
+        sys.exit(f"{lib} is not an {tier} build (512-bit instructions: {wide}): remove "
+                 f"{py.parent.parent} and run again")
 
 
 # Runs inside the venv: prints one JSON line per (file, threads).
