@@ -14,7 +14,8 @@
 //!    ([`membership`]), node boot, the stage controller ([`stage`]), the run FSM and
 //!    token endpoints ([`orchestrator`]), the worker controller ([`workerctl`]).
 //! 4. Drivers and roles: the worker process, the node ([`node`]), the orchestrator's
-//!    driver and pool phase, `pool watch`, the edge executor, the benchmarks (`bench`).
+//!    driver and pool phase, `pool watch`, the edge executor, the benchmarks (`bench`),
+//!    the tests' WAN forwarder ([`wan`]).
 //! 5. [`cli`]: argument parsing, configuration, output formatting, exit codes.
 
 #![deny(unsafe_code)]
@@ -38,5 +39,6 @@ pub mod orchestrator;
 pub mod ring;
 pub mod server;
 pub mod stage;
+pub mod wan;
 pub mod worker;
 pub mod workerctl;

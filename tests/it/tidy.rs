@@ -52,6 +52,7 @@ fn layer(key: &str) -> Option<u8> {
             ("workerctl/", 2),
             ("planner/", 2),
             ("serve/", 2),
+            ("wan/", 2),
             ("sim/", 3),
         ],
         "main" => &[
@@ -70,6 +71,7 @@ fn layer(key: &str) -> Option<u8> {
             ("edge/", 3),
             ("membership/", 3),
             ("stage/", 3),
+            ("wan/", 3),
             ("node/", 4),
             ("orchestrator/", 4),
             ("server/", 4),

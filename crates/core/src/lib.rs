@@ -15,7 +15,8 @@
 //!    boot ([`node`]), the stage controller ([`stage`]), the worker controller
 //!    ([`workerctl`]), the worker's per-ring machines ([`worker`]), the run / session FSM,
 //!    scheduler and request book ([`orchestrator`]); the OpenAI-compatible API's requests,
-//!    responses and the server's lifecycle ([`serve`]).
+//!    responses and the server's lifecycle ([`serve`]); a wide-area link's delay and loss
+//!    for the tests' forwarder ([`wan`]).
 //! 3. [`sim`]: the seeded simulation of whole sessions over the real machines above.
 
 #![deny(unsafe_code)]
@@ -37,6 +38,7 @@ pub mod serve;
 pub mod sim;
 pub mod speculate;
 pub mod stage;
+pub mod wan;
 pub mod wire;
 pub mod worker;
 pub mod workerctl;
