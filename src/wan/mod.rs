@@ -78,19 +78,19 @@ impl Forwarder {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let front_addr = front.local_addr()?;
+        let mut fwd = Forwarder { front: front.local_addr()?, shared, threads: Vec::new() };
         let (front, back) = (Arc::new(front), Arc::new(back));
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(format!("swactor-wan-{name}")).spawn(f)
         };
-        let mut threads = Vec::new();
-        let (sh, sock) = (shared.clone(), front.clone());
-        threads.push(spawn("front", Box::new(move || receive(&sh, &sock, None)))?);
-        let (sh, sock) = (shared.clone(), back.clone());
-        threads.push(spawn("back", Box::new(move || receive(&sh, &sock, Some(target))))?);
-        let sh = shared.clone();
-        threads.push(spawn("send", Box::new(move || send(&sh, &front, &back, target)))?);
-        Ok(Forwarder { front: front_addr, shared, threads })
+        // A thread the system refuses drops `fwd`, which stops and joins those started.
+        let (sh, sock) = (fwd.shared.clone(), front.clone());
+        fwd.threads.push(spawn("front", Box::new(move || receive(&sh, &sock, None)))?);
+        let (sh, sock) = (fwd.shared.clone(), back.clone());
+        fwd.threads.push(spawn("back", Box::new(move || receive(&sh, &sock, Some(target))))?);
+        let sh = fwd.shared.clone();
+        fwd.threads.push(spawn("send", Box::new(move || send(&sh, &front, &back, target)))?);
+        Ok(fwd)
     }
 
     /// The address clients send to.
