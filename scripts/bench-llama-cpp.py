@@ -44,6 +44,7 @@ Usage: scripts/bench-llama-cpp.py [--tiers avx2,avx512] [--files smollm2,gemma3,
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -64,7 +65,7 @@ COMMON_ARGS = (
 BUILDS = {
     "avx512": (CACHE / "llama-cpp-venv",
                COMMON_ARGS + " -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON "
-               "-DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON"),
+               "-DGGML_AVX512_BF16=ON"),
     "avx2": (CACHE / "llama-cpp-venv-avx2",
              COMMON_ARGS + " -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF "
              "-DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF"),
@@ -84,13 +85,27 @@ SYNTH_GPT_OSS = ["--arch", "gpt-oss", "--hidden", "2880", "--heads", "64", "--kv
 PROMPT = "Once upon a time there was a little girl named Lily."
 
 
-def cpu_tiers() -> list:
-    """The kernel tiers this CPU runs, narrowest first."""
-    flags = set()
+def cpu_flags() -> set:
+    """The CPU's feature flags, as /proc/cpuinfo spells them."""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cmake_args(tier: str) -> str:
+    """llama.cpp's build flags for `tier` on this CPU. AVX-VNNI (the VEX encoding: Intel
+    since Alder Lake / Sapphire Rapids, AMD since Zen 5) is a separate extension from
+    AVX-512 VNNI: Zen 4 has the second only, and a build with both dies with SIGILL there."""
+    args = BUILDS[tier][1]
+    if tier == "avx512" and "avx_vnni" in cpu_flags():
+        args += " -DGGML_AVX_VNNI=ON"
+    return args
+
+
+def cpu_tiers() -> list:
+    """The kernel tiers this CPU runs, narrowest first."""
+    flags = cpu_flags()
     tiers = ["avx2"] if {"avx2", "fma", "f16c"} <= flags else []
     if tiers and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
         tiers.append("avx512")
@@ -98,20 +113,27 @@ def cpu_tiers() -> list:
 
 
 def venv_python(tier: str = "avx512") -> Path:
-    venv, cmake_args = BUILDS[tier]
+    venv, args = BUILDS[tier][0], cmake_args(tier)
     py = venv / "bin" / "python"
     probe = [str(py), "-c", "import llama_cpp"]
+    stamp = venv / "swactor-cmake-args"
+    built_with = stamp.read_text() if stamp.exists() else None
     if py.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-        check_build(py, tier)
-        return py
+        if built_with == args:
+            check_build(py, tier)
+            return py
+        print(f"{venv} was built with other flags than this CPU needs: rebuilding",
+              file=sys.stderr)
+    shutil.rmtree(venv, ignore_errors=True)
     print(f"building {LLAMA_CPP_PYTHON} for {tier} into {venv} (once; several minutes)",
           file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = dict(os.environ, CMAKE_ARGS=cmake_args)
+    env = dict(os.environ, CMAKE_ARGS=args)
     # pip's wheel cache is keyed by the version alone: without --no-cache-dir a second
     # tier would install the first tier's wheel, built with the other CMAKE_ARGS.
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-binary",
                     "llama-cpp-python", LLAMA_CPP_PYTHON], check=True, env=env)
+    stamp.write_text(args)
     check_build(py, tier)
     return py
 

@@ -189,7 +189,10 @@ fn time_resident(
         .iter()
         .filter_map(|m| {
             let raw: Vec<u8> = (0..rows).flat_map(|r| m.row(r).iter().copied()).collect();
-            let bytes = swactor_engine::Bytes::from_vec(raw);
+            // On a cache line, as a model's weights are (the mapping's tensors on the
+            // file's alignment, repacked copies on their own): where the allocator puts a
+            // vector would otherwise change the figure from run to run.
+            let bytes = swactor_engine::Bytes::aligned_copy(&raw);
             Some(Matrix::new(m.format(), rows, m.cols(), bytes, m.isa()).ok()?.repacked())
         })
         .collect();

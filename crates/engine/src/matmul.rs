@@ -14,6 +14,9 @@ use crate::kernels::{self, Acts, Kernels};
 use crate::pool::ThreadPool;
 use crate::quant::{WeightFormat, dequantize_row};
 
+/// The alignment [`Bytes::aligned_copy`] gives: one cache line.
+pub const CACHE_LINE: usize = 64;
+
 /// Bytes a matrix reads: a range of a shared buffer (the mapped GGUF file) or owned bytes.
 #[derive(Clone)]
 pub struct Bytes {
@@ -37,6 +40,16 @@ impl Bytes {
     pub fn from_vec(v: Vec<u8>) -> Bytes {
         let range = 0..v.len();
         Bytes { owner: Arc::new(v), range }
+    }
+
+    /// A copy of `bytes` that starts on a 64-byte boundary (a cache line), so that a row's
+    /// vector loads straddle no more lines than the row's own offset makes them.
+    pub fn aligned_copy(bytes: &[u8]) -> Bytes {
+        let mut v = vec![0u8; bytes.len() + CACHE_LINE - 1];
+        let start = v.as_ptr().align_offset(CACHE_LINE).min(CACHE_LINE - 1);
+        v[start..start + bytes.len()].copy_from_slice(bytes);
+        // Moving the vector into the `Arc` keeps its heap buffer where it is.
+        Bytes { owner: Arc::new(v), range: start..start + bytes.len() }
     }
 
     /// Bytes `range` of these bytes (relative to their start); `None` when it lies outside.
