@@ -33,6 +33,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
             [CompletionResult]::new('cache', 'cache', [CompletionResultType]::ParameterValue, 'List or clear a node''s downloaded weights')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
+            [CompletionResult]::new('relay', 'relay', [CompletionResultType]::ParameterValue, 'Host an iroh relay for pool members behind NAT')
             [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise')
             [CompletionResult]::new('complete', 'complete', [CompletionResultType]::ParameterValue, 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
@@ -189,6 +190,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--advertise', '--advertise', [CompletionResultType]::ParameterName, 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)')
             [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
             [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for the pool to be ready')
+            [CompletionResult]::new('--relay', '--relay', [CompletionResultType]::ParameterName, 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works')
             [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt text')
             [CompletionResult]::new('--requests', '--requests', [CompletionResultType]::ParameterName, 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input')
             [CompletionResult]::new('--queue', '--queue', [CompletionResultType]::ParameterName, 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]')
@@ -215,6 +217,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--prompt-cache-bytes', '--prompt-cache-bytes', [CompletionResultType]::ParameterName, 'Bytes each stage''s node may keep of evicted prompt prefixes (its layers'' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]')
             [CompletionResult]::new('--run-id', '--run-id', [CompletionResultType]::ParameterName, 'The run id (default: a fresh one, from this host''s clock in microseconds, so no two runs of an orchestrator share one)')
             [CompletionResult]::new('--max-sequences', '--max-sequences', [CompletionResultType]::ParameterName, 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]')
+            [CompletionResult]::new('--relay-only', '--relay-only', [CompletionResultType]::ParameterName, 'Use the relays alone: open no QUIC port (for a host that must not expose one)')
             [CompletionResult]::new('--chat', '--chat', [CompletionResultType]::ParameterName, 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)')
             [CompletionResult]::new('--stream', '--stream', [CompletionResultType]::ParameterName, 'With `--requests`: also a JSON line per generated token')
             [CompletionResult]::new('--no-resume', '--no-resume', [CompletionResultType]::ParameterName, 'Fail the session at once when a stage node is lost, as before re-formation existed (default: re-form over the nodes left and resume every request)')
@@ -237,6 +240,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--advertise', '--advertise', [CompletionResultType]::ParameterName, 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)')
             [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
             [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Seconds to wait for the pool to be ready')
+            [CompletionResult]::new('--relay', '--relay', [CompletionResultType]::ParameterName, 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works')
             [CompletionResult]::new('--http', '--http', [CompletionResultType]::ParameterName, 'Where the HTTP API listens [default: 127.0.0.1:8080]')
             [CompletionResult]::new('--grace-s', '--grace-s', [CompletionResultType]::ParameterName, 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]')
             [CompletionResult]::new('--api-key-file', '--api-key-file', [CompletionResultType]::ParameterName, 'A file holding the API key: every route but /health and the page then needs `Authorization: Bearer KEY`')
@@ -271,6 +275,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write every session''s events as JSON Lines to this file (never overwritten)')
             [CompletionResult]::new('--readiness-timeout', '--readiness-timeout', [CompletionResultType]::ParameterName, 'Seconds each session may take from provisioning to serving')
             [CompletionResult]::new('--token-timeout', '--token-timeout', [CompletionResultType]::ParameterName, 'Seconds a micro-batch in flight may take to come back before the session faults')
+            [CompletionResult]::new('--relay-only', '--relay-only', [CompletionResultType]::ParameterName, 'Use the relays alone: open no QUIC port (for a host that must not expose one)')
             [CompletionResult]::new('--no-resume', '--no-resume', [CompletionResultType]::ParameterName, 'Fail the session at once when a stage node is lost, as before re-formation existed (default: re-form over the nodes left and resume every request)')
             [CompletionResult]::new('--no-keep-caches', '--no-keep-caches', [CompletionResultType]::ParameterName, 'Rebuild every stage''s caches from the replay after a re-formation (default: the stages that stay on their node with the same layers keep theirs, and only the stages that moved are rebuilt, from the rows the kept stages logged)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
@@ -395,6 +400,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh (QUIC) listen address')
             [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM (UDP) listen address')
             [CompletionResult]::new('--advertise', '--advertise', [CompletionResultType]::ParameterName, 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)')
+            [CompletionResult]::new('--relay', '--relay', [CompletionResultType]::ParameterName, 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works')
             [CompletionResult]::new('--join', '--join', [CompletionResultType]::ParameterName, 'SWIM addresses of other members to join through (repeatable)')
             [CompletionResult]::new('--orchestrator', '--orchestrator', [CompletionResultType]::ParameterName, 'The orchestrator''s endpoint id: the only peer allowed to control this node')
             [CompletionResult]::new('--arena-bytes', '--arena-bytes', [CompletionResultType]::ParameterName, 'Arena size in bytes')
@@ -406,6 +412,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--cache', '--cache', [CompletionResultType]::ParameterName, 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)')
             [CompletionResult]::new('--boot-timeout-ms', '--boot-timeout-ms', [CompletionResultType]::ParameterName, 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)')
             [CompletionResult]::new('--max-worker-restarts', '--max-worker-restarts', [CompletionResultType]::ParameterName, 'Restarts of a crashed worker before the node faults and stops [default: any number]')
+            [CompletionResult]::new('--relay-only', '--relay-only', [CompletionResultType]::ParameterName, 'Use the relays alone: open no QUIC port (for a host that must not expose one)')
             [CompletionResult]::new('--stop-on-stdin-eof', '--stop-on-stdin-eof', [CompletionResultType]::ParameterName, 'Stop when standard input closes (for supervisors such as `run local`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -503,8 +510,10 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--pool', '--pool', [CompletionResultType]::ParameterName, 'The pool file')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The orchestrator''s key file (nodes were started with its endpoint id). It only vouches for the watch, which holds a key of its own and observes read-only: it may run beside `orchestrate pool` with the same file')
             [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address (the watch only connects out; it joins no membership)')
+            [CompletionResult]::new('--relay', '--relay', [CompletionResultType]::ParameterName, 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works')
             [CompletionResult]::new('--window-ms', '--window-ms', [CompletionResultType]::ParameterName, 'Convergence window in milliseconds')
             [CompletionResult]::new('--pool-timeout', '--pool-timeout', [CompletionResultType]::ParameterName, 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]')
+            [CompletionResult]::new('--relay-only', '--relay-only', [CompletionResultType]::ParameterName, 'Use the relays alone: open no QUIC port (for a host that must not expose one)')
             [CompletionResult]::new('--until-ready', '--until-ready', [CompletionResultType]::ParameterName, 'Exit once the pool is ready')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -530,6 +539,34 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;pool;help;help' {
+            break
+        }
+        'swactor;relay' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve an iroh relay for the pool''s hosts behind NAT (nodes and orchestrators name it with `--relay URL`), until SIGINT or SIGTERM. Plain HTTP without a certificate (tests, trusted networks), HTTPS with `--cert` and `--key`')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;relay;serve' {
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'Where the relay listens (TCP)')
+            [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'The host name (or IP) in the relay''s URL, as the pool''s hosts reach it (default: the listen address''s IP; must match the certificate with `--cert`)')
+            [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'The certificate chain (PEM) to serve HTTPS with')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The certificate''s private key (PEM)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'swactor;relay;help' {
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve an iroh relay for the pool''s hosts behind NAT (nodes and orchestrators name it with `--relay URL`), until SIGINT or SIGTERM. Plain HTTP without a certificate (tests, trusted networks), HTTPS with `--cert` and `--key`')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'swactor;relay;help;serve' {
+            break
+        }
+        'swactor;relay;help;help' {
             break
         }
         'swactor;chat' {
@@ -790,6 +827,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('edge', 'edge', [CompletionResultType]::ParameterValue, 'Inspect the live edges of a node')
             [CompletionResult]::new('cache', 'cache', [CompletionResultType]::ParameterValue, 'List or clear a node''s downloaded weights')
             [CompletionResult]::new('pool', 'pool', [CompletionResultType]::ParameterValue, 'Watch a pool from the orchestrator''s side')
+            [CompletionResult]::new('relay', 'relay', [CompletionResultType]::ParameterValue, 'Host an iroh relay for pool members behind NAT')
             [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise')
             [CompletionResult]::new('complete', 'complete', [CompletionResultType]::ParameterValue, 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure the data plane on this machine (each figure beside its baseline)')
@@ -878,6 +916,13 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;pool;init' {
+            break
+        }
+        'swactor;help;relay' {
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serve an iroh relay for the pool''s hosts behind NAT (nodes and orchestrators name it with `--relay URL`), until SIGINT or SIGTERM. Plain HTTP without a certificate (tests, trusted networks), HTTPS with `--cert` and `--key`')
+            break
+        }
+        'swactor;help;relay;serve' {
             break
         }
         'swactor;help;chat' {

@@ -49,6 +49,9 @@ _swactor() {
             swactor,pool)
                 cmd="swactor__subcmd__pool"
                 ;;
+            swactor,relay)
+                cmd="swactor__subcmd__relay"
+                ;;
             swactor,run)
                 cmd="swactor__subcmd__run"
                 ;;
@@ -193,6 +196,9 @@ _swactor() {
             swactor__subcmd__help,pool)
                 cmd="swactor__subcmd__help__subcmd__pool"
                 ;;
+            swactor__subcmd__help,relay)
+                cmd="swactor__subcmd__help__subcmd__relay"
+                ;;
             swactor__subcmd__help,run)
                 cmd="swactor__subcmd__help__subcmd__run"
                 ;;
@@ -270,6 +276,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__pool,watch)
                 cmd="swactor__subcmd__help__subcmd__pool__subcmd__watch"
+                ;;
+            swactor__subcmd__help__subcmd__relay,serve)
+                cmd="swactor__subcmd__help__subcmd__relay__subcmd__serve"
                 ;;
             swactor__subcmd__help__subcmd__run,local)
                 cmd="swactor__subcmd__help__subcmd__run__subcmd__local"
@@ -361,6 +370,18 @@ _swactor() {
             swactor__subcmd__pool__subcmd__help,watch)
                 cmd="swactor__subcmd__pool__subcmd__help__subcmd__watch"
                 ;;
+            swactor__subcmd__relay,help)
+                cmd="swactor__subcmd__relay__subcmd__help"
+                ;;
+            swactor__subcmd__relay,serve)
+                cmd="swactor__subcmd__relay__subcmd__serve"
+                ;;
+            swactor__subcmd__relay__subcmd__help,help)
+                cmd="swactor__subcmd__relay__subcmd__help__subcmd__help"
+                ;;
+            swactor__subcmd__relay__subcmd__help,serve)
+                cmd="swactor__subcmd__relay__subcmd__help__subcmd__serve"
+                ;;
             swactor__subcmd__run,help)
                 cmd="swactor__subcmd__run__subcmd__help"
                 ;;
@@ -386,7 +407,7 @@ _swactor() {
 
     case "${cmd}" in
         swactor)
-            opts="-h -V --help --version run generate orchestrate model node edge cache pool chat complete bench help"
+            opts="-h -V --help --version run generate orchestrate model node edge cache pool relay chat complete bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1424,7 +1445,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help)
-            opts="run generate orchestrate model node edge cache pool chat complete bench help"
+            opts="run generate orchestrate model node edge cache pool relay chat complete bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1941,6 +1962,34 @@ _swactor() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        swactor__subcmd__help__subcmd__relay)
+            opts="serve"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__relay__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         swactor__subcmd__help__subcmd__run)
             opts="plan local"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -2236,7 +2285,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --advertise --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --relay --relay-only --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2259,6 +2308,10 @@ _swactor() {
                     return 0
                     ;;
                 --advertise)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2458,7 +2511,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2509,6 +2562,10 @@ _swactor() {
                     return 0
                     ;;
                 --pool-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2624,7 +2681,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2675,6 +2732,10 @@ _swactor() {
                     return 0
                     ;;
                 --pool-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2910,7 +2971,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool__subcmd__watch)
-            opts="-h --pool --key --listen --window-ms --until-ready --pool-timeout --json --help"
+            opts="-h --pool --key --listen --relay --relay-only --window-ms --until-ready --pool-timeout --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2928,11 +2989,101 @@ _swactor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --relay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --window-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pool-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__relay)
+            opts="-h --help serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__relay__subcmd__help)
+            opts="serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__relay__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__relay__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__relay__subcmd__serve)
+            opts="-h --listen --host --cert --key --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

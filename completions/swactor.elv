@@ -30,6 +30,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Inspect the live edges of a node'
             cand cache 'List or clear a node''s downloaded weights'
             cand pool 'Watch a pool from the orchestrator''s side'
+            cand relay 'Host an iroh relay for pool members behind NAT'
             cand chat 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise'
             cand complete 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
@@ -176,6 +177,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --advertise 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)'
             cand --window-ms 'Convergence window in milliseconds'
             cand --pool-timeout 'Seconds to wait for the pool to be ready'
+            cand --relay 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works'
             cand --prompt 'The prompt text'
             cand --requests 'Run a batch job: JSON Lines requests (`id`, `prompt` or `messages`, `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`, `stop`) served concurrently by one session; one JSON line per request''s result (or error) on stdout. `-` reads standard input'
             cand --queue 'With `--requests` or `--serve`: requests waiting for a slot at most (more are refused as `busy`, 429 when serving) [default: every request of the file; 64 when serving]'
@@ -202,6 +204,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --prompt-cache-bytes 'Bytes each stage''s node may keep of evicted prompt prefixes (its layers'' KV, in host memory; 0 disables) [default: a quarter of the memory the node has left after its stage, at most 4 GiB]'
             cand --run-id 'The run id (default: a fresh one, from this host''s clock in microseconds, so no two runs of an orchestrator share one)'
             cand --max-sequences 'Sequences in the pipeline at once (1 to 256): every stage holds a KV cache per slot [default: 1, or 8 with `--requests`]'
+            cand --relay-only 'Use the relays alone: open no QUIC port (for a host that must not expose one)'
             cand --chat 'Wrap the prompt in the model''s chat template (ChatML, Llama 3 or Llama 2 style)'
             cand --stream 'With `--requests`: also a JSON line per generated token'
             cand --no-resume 'Fail the session at once when a stage node is lost, as before re-formation existed (default: re-form over the nodes left and resume every request)'
@@ -223,6 +226,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --advertise 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)'
             cand --window-ms 'Convergence window in milliseconds'
             cand --pool-timeout 'Seconds to wait for the pool to be ready'
+            cand --relay 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works'
             cand --http 'Where the HTTP API listens [default: 127.0.0.1:8080]'
             cand --grace-s 'Seconds a stop (SIGINT / SIGTERM) lets requests in flight finish before it cancels them [default: 30]'
             cand --api-key-file 'A file holding the API key: every route but /health and the page then needs `Authorization: Bearer KEY`'
@@ -257,6 +261,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --events 'Write every session''s events as JSON Lines to this file (never overwritten)'
             cand --readiness-timeout 'Seconds each session may take from provisioning to serving'
             cand --token-timeout 'Seconds a micro-batch in flight may take to come back before the session faults'
+            cand --relay-only 'Use the relays alone: open no QUIC port (for a host that must not expose one)'
             cand --no-resume 'Fail the session at once when a stage node is lost, as before re-formation existed (default: re-form over the nodes left and resume every request)'
             cand --no-keep-caches 'Rebuild every stage''s caches from the replay after a re-formation (default: the stages that stay on their node with the same layers keep theirs, and only the stages that moved are rebuilt, from the rows the kept stages logged)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
@@ -363,6 +368,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --listen 'iroh (QUIC) listen address'
             cand --swim 'SWIM (UDP) listen address'
             cand --advertise 'The address other hosts reach this one at, when listening on an unspecified address (default: the local address of the route toward the pool''s nodes / join seeds; never `0.0.0.0`)'
+            cand --relay 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works'
             cand --join 'SWIM addresses of other members to join through (repeatable)'
             cand --orchestrator 'The orchestrator''s endpoint id: the only peer allowed to control this node'
             cand --arena-bytes 'Arena size in bytes'
@@ -374,6 +380,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --cache 'Directory for downloaded weights (default: $XDG_CACHE_HOME/swactor/weights)'
             cand --boot-timeout-ms 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)'
             cand --max-worker-restarts 'Restarts of a crashed worker before the node faults and stops [default: any number]'
+            cand --relay-only 'Use the relays alone: open no QUIC port (for a host that must not expose one)'
             cand --stop-on-stdin-eof 'Stop when standard input closes (for supervisors such as `run local`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
@@ -453,8 +460,10 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --pool 'The pool file'
             cand --key 'The orchestrator''s key file (nodes were started with its endpoint id). It only vouches for the watch, which holds a key of its own and observes read-only: it may run beside `orchestrate pool` with the same file'
             cand --listen 'iroh listen address (the watch only connects out; it joins no membership)'
+            cand --relay 'An iroh relay to reach peers through when no direct path exists, and to be reached through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve` runs (repeatable; the first is this host''s home relay). iroh moves a relayed connection to a direct path when one works'
             cand --window-ms 'Convergence window in milliseconds'
             cand --pool-timeout 'Give up (exit 8) when the pool is not ready within S seconds [default: wait on]'
+            cand --relay-only 'Use the relays alone: open no QUIC port (for a host that must not expose one)'
             cand --until-ready 'Exit once the pool is ready'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
@@ -475,6 +484,29 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;pool;help;init'= {
         }
         &'swactor;pool;help;help'= {
+        }
+        &'swactor;relay'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand serve 'Serve an iroh relay for the pool''s hosts behind NAT (nodes and orchestrators name it with `--relay URL`), until SIGINT or SIGTERM. Plain HTTP without a certificate (tests, trusted networks), HTTPS with `--cert` and `--key`'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;relay;serve'= {
+            cand --listen 'Where the relay listens (TCP)'
+            cand --host 'The host name (or IP) in the relay''s URL, as the pool''s hosts reach it (default: the listen address''s IP; must match the certificate with `--cert`)'
+            cand --cert 'The certificate chain (PEM) to serve HTTPS with'
+            cand --key 'The certificate''s private key (PEM)'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'swactor;relay;help'= {
+            cand serve 'Serve an iroh relay for the pool''s hosts behind NAT (nodes and orchestrators name it with `--relay URL`), until SIGINT or SIGTERM. Plain HTTP without a certificate (tests, trusted networks), HTTPS with `--cert` and `--key`'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'swactor;relay;help;serve'= {
+        }
+        &'swactor;relay;help;help'= {
         }
         &'swactor;chat'= {
             cand --system 'A system message that opens the conversation'
@@ -705,6 +737,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand edge 'Inspect the live edges of a node'
             cand cache 'List or clear a node''s downloaded weights'
             cand pool 'Watch a pool from the orchestrator''s side'
+            cand relay 'Host an iroh relay for pool members behind NAT'
             cand chat 'Chat with a swactor server: an interactive loop on a terminal (the conversation is kept), one exchange from standard input otherwise'
             cand complete 'Ask a swactor server to complete a prompt; the text on stdout (streamed with --stream), the whole response with --json'
             cand bench 'Measure the data plane on this machine (each figure beside its baseline)'
@@ -770,6 +803,11 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;pool;watch'= {
         }
         &'swactor;help;pool;init'= {
+        }
+        &'swactor;help;relay'= {
+            cand serve 'Serve an iroh relay for the pool''s hosts behind NAT (nodes and orchestrators name it with `--relay URL`), until SIGINT or SIGTERM. Plain HTTP without a certificate (tests, trusted networks), HTTPS with `--cert` and `--key`'
+        }
+        &'swactor;help;relay;serve'= {
         }
         &'swactor;help;chat'= {
         }

@@ -84,12 +84,10 @@ fn bench_ring(id: u64, capacity: u64) -> Result<Mem, BenchError> {
 
 async fn endpoints() -> Result<(iroh::Endpoint, iroh::Endpoint), BenchError> {
     use crate::net::{endpoint::bind, identity::NodeKey};
-    let a = bind(&NodeKey::from_bytes(&[21; 32]), "127.0.0.1:0".parse().map_err(err)?)
-        .await
-        .map_err(err)?;
-    let b = bind(&NodeKey::from_bytes(&[22; 32]), "127.0.0.1:0".parse().map_err(err)?)
-        .await
-        .map_err(err)?;
+    let none = crate::net::relay::Relays::none();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().map_err(err)?;
+    let a = bind(&NodeKey::from_bytes(&[21; 32]), any, &none).await.map_err(err)?;
+    let b = bind(&NodeKey::from_bytes(&[22; 32]), any, &none).await.map_err(err)?;
     Ok((a, b))
 }
 

@@ -141,6 +141,7 @@ fn edge_rows(edges: &[serde_json::Value]) -> Vec<Vec<String>> {
             "run",
             "direction",
             "peer",
+            "path",
             "state",
             "ring",
             "objects",
@@ -154,10 +155,15 @@ fn edge_rows(edges: &[serde_json::Value]) -> Vec<Vec<String>> {
     rows.extend(edges.iter().map(|e| {
         let peer = format!("node {}", e["peer"]);
         let direction = text_of(&e["direction"]);
+        // How the peer is reached now: `direct 0.4 ms`, `relayed 21.0 ms`, or `-`.
+        let path = match (e["path"].as_str(), e["rtt_us"].as_u64()) {
+            (Some(kind), Some(us)) => format!("{kind} {:.1} ms", us as f64 / 1e3),
+            _ => "-".into(),
+        };
         ["edge_id", "run_id"]
             .iter()
             .map(|k| text_of(&e[*k]))
-            .chain([direction, peer, text_of(&e["state"]), text_of(&e["ring_id"])])
+            .chain([direction, peer, path, text_of(&e["state"]), text_of(&e["ring_id"])])
             .chain(["objects", "bytes", "stalls", "last_fault"].iter().map(|k| text_of(&e[*k])))
             .collect()
     }));

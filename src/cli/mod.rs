@@ -23,6 +23,7 @@ pub mod plan_cmd;
 pub mod pool_init_cmd;
 pub mod pool_watch_cmd;
 pub mod progress;
+pub mod relay_cmd;
 pub mod requests;
 pub mod run_report;
 pub mod run_sink;
@@ -35,7 +36,7 @@ use std::io::IsTerminal;
 
 use args::{
     BenchCommand, CacheCommand, Cli, Command, EdgeCommand, ModelCommand, NodeCommand,
-    OrchestrateCommand, PoolCommand, RunCommand,
+    OrchestrateCommand, PoolCommand, RelayCommand, RunCommand,
 };
 use exit::{CliError, ExitCode};
 use output::Output;
@@ -146,6 +147,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Wake(args)) => bench_cmd::wake(&args, out),
         Command::Bench(BenchCommand::Edge(args)) => bench_cmd::edge(&args, out),
         Command::Cache(CacheCommand::Ls(args)) => cache_cmd::ls(&args, out),
+        Command::Relay(RelayCommand::Serve(args)) => relay_cmd::serve(&args, out),
         Command::Chat(args) => client_cmd::chat(&args, out),
         Command::Complete(args) => client_cmd::complete(&args, out),
         Command::Cache(CacheCommand::Clear(args)) => cache_cmd::clear(&args, out),

@@ -49,6 +49,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         cache: args.cache.clone().unwrap_or_else(default_cache),
         fault_skip_sequence: fault_skip_sequence(),
         advertise: args.advertise,
+        relays: args.relays.relays()?,
         memory_bytes: args.memory_bytes,
         prompt_cache_bytes: args.prompt_cache_bytes,
     };

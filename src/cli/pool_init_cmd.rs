@@ -52,6 +52,7 @@ pub fn pool_init(args: &PoolInitArgs, out: &mut Output) -> Result<(), CliError> 
             node_id: NodeId(args.orchestrator_node_id),
             endpoint_id: None,
             addrs: vec![],
+            relay: None,
         },
         nodes,
         placement: None,
@@ -134,10 +135,15 @@ fn node_of(v: &serde_json::Value, line: &str) -> Result<PoolNode, CliError> {
         serde_json::Value::Null => None,
         d => Some(d.as_str().ok_or_else(|| bad("device"))?.to_string()),
     };
+    let relay = match &v["relay"] {
+        serde_json::Value::Null => None,
+        r => Some(r.as_str().ok_or_else(|| bad("relay"))?.to_string()),
+    };
     Ok(PoolNode {
         node_id,
         endpoint_id,
         addrs,
+        relay,
         memory_bytes,
         arena_bytes: None,
         device,

@@ -17,6 +17,7 @@ pub fn watch(args: &PoolWatchArgs, out: &mut Output) -> Result<(), CliError> {
         pool,
         key: args.key.clone(),
         listen: args.listen,
+        relays: args.relays.relays()?,
         window: std::time::Duration::from_millis(args.window_ms),
         pool_timeout: args.pool_timeout.map(std::time::Duration::from_secs),
     };

@@ -338,9 +338,14 @@ The node id the node was booted with (\fBswactor node boot \-\-node\-id\fR); not
 The node's iroh endpoint id: the public half of its key (\fBswactor node id \-\-key FILE\fR
 prints it), 64 hex digits, either case.
 .TP
-\fBaddrs\fR (array of "ip:port", required)
+\fBaddrs\fR (array of "ip:port", required unless \fBrelay\fR is given)
 The node's iroh addresses (what \fBnode_available\fR printed): where other hosts
 reach it, never an unspecified address (\fB0.0.0.0\fR, \fB::\fR) or port 0.
+.TP
+\fBrelay\fR (string, optional)
+The iroh relay the node can be reached through (\fBnode boot \-\-relay URL\fR;
+\fBhttp://\fR or \fBhttps://\fR with a host), beside or instead of \fBaddrs\fR: a node
+behind NAT, or one booted with \fB\-\-relay\-only\fR.
 .TP
 \fBmemory_bytes\fR (integer, optional)
 Memory the node can give a stage; weights the split and bounds the planner's memory

@@ -153,12 +153,17 @@ impl PlaneExecutor {
                 let Some((_, ring)) = self.rings.get(&ring_id) else { return };
                 let drain = RingDrain::new(ring_id, Arc::clone(ring));
                 let (endpoint, conns) = (self.endpoint.clone(), Arc::clone(&self.conns));
+                let paths = self.router.paths().clone();
                 let (ready, ended) = (Arc::clone(&self.notices), Arc::clone(&self.notices));
                 let pump = spawn_send(
                     run_id,
                     edge_id,
                     drain,
-                    async move { connect(&endpoint, &conns, &consumer).await },
+                    async move {
+                        let conn = connect(&endpoint, &conns, &consumer).await?;
+                        paths.track(&conn);
+                        Ok(conn)
+                    },
                     user.drained_hint(ring_id),
                     move || ready(edge_id, PumpNotice::Ready),
                     move |end| ended(edge_id, PumpNotice::Ended(end)),

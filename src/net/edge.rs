@@ -293,6 +293,7 @@ struct RouterState {
 pub struct EdgeRouter {
     state: Arc<Mutex<RouterState>>,
     refusals: mpsc::UnboundedSender<Refusal>,
+    paths: super::paths::Paths,
 }
 
 impl std::fmt::Debug for EdgeRouter {
@@ -305,7 +306,7 @@ impl EdgeRouter {
     /// A router; refused streams are reported on the returned receiver.
     pub fn new() -> (EdgeRouter, mpsc::UnboundedReceiver<Refusal>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (EdgeRouter { state: Arc::default(), refusals: tx }, rx)
+        (EdgeRouter { state: Arc::default(), refusals: tx, paths: Default::default() }, rx)
     }
 
     /// Admits early streams (for edges not provisioned here yet) only from peers `early`
@@ -499,8 +500,14 @@ impl EdgeRouter {
         }
     }
 
+    /// The edge connections this node holds (accepted here, dialed by its executor).
+    pub fn paths(&self) -> &super::paths::Paths {
+        &self.paths
+    }
+
     /// Serves one accepted edge connection: routes every uni-stream it opens.
     pub async fn serve_connection(&self, conn: Connection) {
+        self.paths.track(&conn);
         let peer = conn.remote_id();
         while let Ok(mut stream) = conn.accept_uni().await {
             let mut pre = [0u8; PREAMBLE_LEN];

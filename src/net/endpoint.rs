@@ -1,5 +1,6 @@
-//! The offline iroh endpoint: no relays, no address lookup, no port mapping, one explicit
-//! bind address, conservative transport settings.
+//! The iroh endpoint: no address lookup, no port mapping, one explicit bind address (none
+//! when relay-only), only the relays the user named ([`Relays`]; none by default),
+//! conservative transport settings.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use iroh::Endpoint;
 use iroh::endpoint::{IdleTimeout, PortmapperConfig, QuicTransportConfig, VarInt, presets};
 
 use super::identity::NodeKey;
+use super::relay::{RelayError, RelayFault, Relays};
 
 /// ALPN of the control plane.
 pub const CTL_ALPN: &[u8] = b"swactor/ctl/1";
@@ -56,22 +58,48 @@ fn ack_frequency() -> iroh::endpoint::AckFrequencyConfig {
     c
 }
 
-/// Binds an offline endpoint for `key` on `listen`, speaking the control and edge ALPNs.
-pub async fn bind(key: &NodeKey, listen: SocketAddr) -> Result<Endpoint, BindFailed> {
+/// Binds an endpoint for `key` on `listen` (no IP socket at all when `relays` is
+/// relay-only), speaking the control and edge ALPNs, using only `relays`' relays.
+pub async fn bind(
+    key: &NodeKey,
+    listen: SocketAddr,
+    relays: &Relays,
+) -> Result<Endpoint, BindFailed> {
     let failed = |detail: String| BindFailed { addr: listen, detail };
-    Endpoint::builder(presets::Minimal)
+    let builder = Endpoint::builder(presets::Minimal)
         .secret_key(key.secret().clone())
         .alpns(vec![CTL_ALPN.to_vec(), EDGE_ALPN.to_vec()])
-        .relay_mode(iroh::RelayMode::Disabled)
+        .relay_mode(relays.mode())
         .clear_address_lookup()
         .portmapper_config(PortmapperConfig::Disabled)
         .transport_config(transport_config())
-        .clear_ip_transports()
-        .bind_addr(listen)
-        .map_err(|e| failed(e.to_string()))?
-        .bind()
-        .await
-        .map_err(|e| failed(why_unbound(listen).unwrap_or_else(|| e.to_string())))
+        .clear_ip_transports();
+    let builder = if relays.only() {
+        builder
+    } else {
+        builder.bind_addr(listen).map_err(|e| failed(e.to_string()))?
+    };
+    builder.bind().await.map_err(|e| failed(why_unbound(listen).unwrap_or_else(|| e.to_string())))
+}
+
+/// Waits until `endpoint` holds a connection to its home relay (at once without relays):
+/// until then no peer can reach it through one. `relay.unreachable` after `timeout`.
+pub async fn wait_for_relay(
+    endpoint: &Endpoint,
+    relays: &Relays,
+    timeout: Duration,
+) -> Result<(), RelayError> {
+    if !relays.any() {
+        return Ok(());
+    }
+    tokio::time::timeout(timeout, endpoint.online()).await.map_err(|_| RelayError {
+        reason: RelayFault::Unreachable,
+        detail: format!(
+            "no connection to {} within {} ms",
+            relays.urls().iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            timeout.as_millis()
+        ),
+    })
 }
 
 /// What the OS says about binding a UDP socket on `addr` (iroh's own error does not say),
@@ -89,10 +117,24 @@ fn why_unbound(addr: SocketAddr) -> Option<String> {
     }
 }
 
-/// The iroh address of a planned peer: its endpoint id (64 hex digits) and its direct
-/// addresses. `None` when the peer has no valid endpoint id.
+/// The iroh address of a planned peer: its endpoint id (64 hex digits), its direct
+/// addresses and its relay. `None` when the peer has no valid endpoint id.
 pub fn peer_addr(peer: &crate::wire::Peer) -> Option<iroh::EndpointAddr> {
     use std::str::FromStr;
     let id = iroh::EndpointId::from_str(peer.endpoint_id.as_deref()?).ok()?;
-    Some(peer.addrs.iter().fold(iroh::EndpointAddr::new(id), |a, s| a.with_ip_addr(*s)))
+    Some(endpoint_addr(id, &peer.addrs, peer.relay.as_deref()))
+}
+
+/// The iroh address of `id` at `addrs`, and through `relay` when it names a valid relay
+/// (the pool's checks have refused any other).
+pub fn endpoint_addr(
+    id: iroh::EndpointId,
+    addrs: &[SocketAddr],
+    relay: Option<&str>,
+) -> iroh::EndpointAddr {
+    let addr = addrs.iter().fold(iroh::EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
+    match relay.and_then(|r| super::relay::parse_url(r).ok()) {
+        Some(url) => addr.with_relay_url(url),
+        None => addr,
+    }
 }

@@ -69,6 +69,8 @@ pub struct NodeConfig {
     /// The address to advertise (for iroh and SWIM) when listening on an unspecified one
     /// (`None`: the route toward the `join` seeds, else a boot fault).
     pub advertise: Option<std::net::IpAddr>,
+    /// The relays the node may use and is reached through (none by default).
+    pub relays: crate::net::relay::Relays,
     /// Test-only fault injection (the CLI reads `SWACTOR_FAULT_SKIP_SEQUENCE`): the stage
     /// labels the output of this sequence with the next one.
     pub fault_skip_sequence: Option<crate::wire::Sequence>,
@@ -106,8 +108,11 @@ pub struct NodeIdentityReport {
     pub node_id: NodeId,
     /// Endpoint id.
     pub endpoint_id: String,
-    /// iroh addresses.
+    /// iroh addresses (none when relay-only).
     pub addrs: Vec<String>,
+    /// The relay it can be reached through (its first `--relay`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay: Option<String>,
     /// SWIM address.
     pub swim_addr: String,
     /// Admin socket.
@@ -151,6 +156,8 @@ struct Running {
     swim_addr: SocketAddr,
     /// The advertised iroh addresses.
     addrs: Vec<SocketAddr>,
+    /// The edge connections it holds, for the paths `edge inspect` shows.
+    paths: crate::net::paths::Paths,
     /// Held by every control session's writer until it delivered what it was given: the
     /// node waits for it at shutdown (see [`flush_sessions`]).
     flushed: mpsc::Receiver<()>,
@@ -219,6 +226,7 @@ pub async fn run_node(
                 node_id: config.node_id,
                 endpoint_id: running.endpoint.id().to_string(),
                 addrs: running.addrs.iter().map(ToString::to_string).collect(),
+                relay: config.relays.home().map(ToString::to_string),
                 swim_addr: running.swim_addr.to_string(),
                 admin: running.admin.path().display().to_string(),
                 memory_bytes: config.memory_bytes.or_else(host_memory_available),
@@ -304,15 +312,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     let (worker, worker_events, generation) = start_worker(config, &arena).await?;
     boot.fact_ready(BootFact::Worker);
 
-    let endpoint =
-        bind(&key, config.listen).await.map_err(|e| failed(BootFault::TransportBind, e))?;
-    // Never advertise an address other hosts cannot reach.
-    let addrs = endpoint
-        .bound_sockets()
-        .into_iter()
-        .map(|b| advertised(b, config.advertise, &config.join))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| failed(BootFault::TransportBind, e))?;
+    let (endpoint, addrs) = bind_transport(config, &key).await?;
     boot.fact_ready(BootFact::Transport);
 
     let (swim, members, roster, swim_addr) = join_swim(config, &key).await?;
@@ -328,6 +328,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     tokio::spawn(admin::serve(admin_listener, Arc::clone(&inspect), refresh));
 
     let (router, refusals) = EdgeRouter::new();
+    let paths = router.paths().clone();
     // Only the pool's members (the roster the orchestrator's `Hello` names) may open an
     // edge stream before this node is provisioned with its edge: a stranger's is refused.
     let pool = roster.clone();
@@ -389,6 +390,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         admin,
         swim_addr,
         addrs,
+        paths,
         flushed,
         sessions_open,
     })
@@ -436,6 +438,28 @@ async fn start_worker(
     }
 }
 
+/// Binds the iroh endpoint, reachable through its relay (if any) before the node says it
+/// is available; returns it with the addresses to advertise (never one other hosts cannot
+/// reach; none when relay-only).
+async fn bind_transport(
+    config: &NodeConfig,
+    key: &NodeKey,
+) -> Result<(Endpoint, Vec<SocketAddr>), BootFailed> {
+    let endpoint = bind(key, config.listen, &config.relays)
+        .await
+        .map_err(|e| failed(BootFault::TransportBind, e))?;
+    crate::net::endpoint::wait_for_relay(&endpoint, &config.relays, config.boot_timeout)
+        .await
+        .map_err(|e| failed(BootFault::RelayUnreachable, e))?;
+    let addrs = endpoint
+        .bound_sockets()
+        .into_iter()
+        .map(|b| advertised(b, config.advertise, &config.join))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(BootFault::TransportBind, e))?;
+    Ok((endpoint, addrs))
+}
+
 /// Binds the SWIM socket and joins through the seeds. Until an orchestrator names the
 /// pool (in its `Hello`), the roster is empty and no peer is accepted.
 async fn join_swim(
@@ -478,6 +502,16 @@ async fn join_swim(
     Ok((swim, members, roster, swim_addr))
 }
 
+/// Adds to an edge record how its peer is reached now (`path`: direct or relayed, and
+/// `rtt_us`), when the node holds a live connection to it.
+fn with_path(edge: &mut serde_json::Value, paths: &crate::net::paths::Paths) {
+    let report = edge.get("peer_endpoint").and_then(|p| p.as_str()).and_then(|p| paths.of(p));
+    if let (Some(report), Some(fields)) = (report, edge.as_object_mut()) {
+        fields.insert("path".into(), serde_json::json!(report.path));
+        fields.insert("rtt_us".into(), serde_json::json!(report.rtt_us));
+    }
+}
+
 /// The worker fault a node cannot go on after, as the boot fault it amounts to: the node
 /// can no longer start a worker.
 fn worker_failure(reason: WorkerFatal) -> BootFault {
@@ -516,6 +550,9 @@ async fn serve(
                 s.installed_rings = snap.installed_rings;
                 s.device_objects = snap.device_objects;
                 s.edges = snap.edges;
+                for edge in &mut s.edges {
+                    with_path(edge, &running.paths);
+                }
                 s.stage = snap.stage;
                 drop(s);
                 let _ = done.send(());

@@ -55,7 +55,7 @@ pub fn open_all(
     for node in nodes {
         let id = EndpointId::from_str(&node.endpoint_id)
             .map_err(|e| format!("node {}: endpoint id: {e}", node.node_id))?;
-        let addr = node.addrs.iter().fold(EndpointAddr::new(id), |a, s| a.with_ip_addr(*s));
+        let addr = crate::net::endpoint::endpoint_addr(id, &node.addrs, node.relay.as_deref());
         tasks.spawn(session(endpoint.clone(), addr, node.node_id, hello.clone(), tx.clone()));
     }
     Ok((rx, tasks))

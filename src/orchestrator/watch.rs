@@ -163,6 +163,8 @@ pub struct WatchConfig {
     pub key: PathBuf,
     /// iroh listen address.
     pub listen: SocketAddr,
+    /// The relays it may reach nodes through.
+    pub relays: crate::net::relay::Relays,
     /// Convergence window.
     pub window: Duration,
     /// Give up when the pool is not ready this long after the start (`None`: wait on).
@@ -211,7 +213,9 @@ pub async fn watch(
         delegation: delegate_observer(&orchestrator, &key.endpoint_id()),
         orchestrator: orchestrator.endpoint_id_hex(),
     };
-    let endpoint = bind(&key, config.listen).await.map_err(|e| WatchError::Setup(e.to_string()))?;
+    let endpoint = bind(&key, config.listen, &config.relays)
+        .await
+        .map_err(|e| WatchError::Setup(e.to_string()))?;
     // Nodes may boot after the watch starts: sessions are retried until they open.
     let result = match PoolPhase::start(&endpoint, &key, &config.pool, role, config.window).await {
         Ok(phase) => watch_on(&config, until_ready, &mut report, shutdown, phase, start).await,

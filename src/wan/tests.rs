@@ -82,3 +82,22 @@ fn a_link_that_loses_everything_forwards_nothing_and_counts_each_drop() {
     assert_eq!((up.dropped, up.delivered, down.arrived), (3, 0, 0));
     assert_eq!(echo.seen.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn two_clients_through_one_forwarder_each_get_their_own_replies() {
+    let echo = Echo::start();
+    let spec = LinkSpec::symmetric(2_000, 0, 0.0).unwrap();
+    let fwd = Forwarder::start("127.0.0.1:0".parse().unwrap(), echo.addr, spec, 1).unwrap();
+    let (a, b) = (client(), client());
+    let mut buf = [0u8; 8];
+    for i in 0..3u8 {
+        a.send_to(&[1, i], fwd.local_addr()).unwrap();
+        b.send_to(&[2, i], fwd.local_addr()).unwrap();
+        let (n, from) = a.recv_from(&mut buf).expect("a's echo");
+        assert_eq!((&buf[..n], from), (&[1, i][..], fwd.local_addr()));
+        let (n, from) = b.recv_from(&mut buf).expect("b's echo");
+        assert_eq!((&buf[..n], from), (&[2, i][..], fwd.local_addr()));
+    }
+    let (up, down) = fwd.stats();
+    assert_eq!((up.delivered, down.delivered), (6, 6));
+}

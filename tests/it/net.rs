@@ -32,9 +32,13 @@ fn ring(id: u64, capacity: u64) -> Ring {
 }
 
 async fn node(seed: u8) -> Endpoint {
-    bind(&NodeKey::from_bytes(&[seed; 32]), "127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("bind")
+    bind(
+        &NodeKey::from_bytes(&[seed; 32]),
+        "127.0.0.1:0".parse().expect("addr"),
+        &swactor::net::relay::Relays::none(),
+    )
+    .await
+    .expect("bind")
 }
 
 fn addr(e: &Endpoint) -> EndpointAddr {

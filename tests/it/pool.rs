@@ -622,9 +622,13 @@ fn many_foreign_control_sessions_leave_the_refusal_list_bounded_and_a_silent_adm
         .build()
         .expect("rt");
     rt.block_on(async {
-        let foreign = bind(&NodeKey::from_bytes(&[0x5a; 32]), "127.0.0.1:0".parse().expect("addr"))
-            .await
-            .expect("bind");
+        let foreign = bind(
+            &NodeKey::from_bytes(&[0x5a; 32]),
+            "127.0.0.1:0".parse().expect("addr"),
+            &swactor::net::relay::Relays::none(),
+        )
+        .await
+        .expect("bind");
         for _ in 0..ATTEMPTS {
             let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
             // A foreign orchestrator opens its session as the real one does; it is refused
@@ -725,7 +729,10 @@ fn the_authorized_orchestrator_holds_at_most_eight_control_sessions_and_the_node
         .expect("rt");
     rt.block_on(async {
         let me = NodeKey::load_or_create(&orch_key).expect("orchestrator key");
-        let endpoint = bind(&me, "127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+        let endpoint =
+            bind(&me, "127.0.0.1:0".parse().expect("addr"), &swactor::net::relay::Relays::none())
+                .await
+                .expect("bind");
         // Opens a session and says hello; `Some` with the connection when the node answers
         // with its `node_available`, `None` with the close reason otherwise.
         let open = |endpoint: iroh::Endpoint| async move {
@@ -806,7 +813,10 @@ fn foreign_sessions(report: &serde_json::Value, key_byte: u8, count: usize) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     rt.block_on(async {
         let me = NodeKey::from_bytes(&[key_byte; 32]);
-        let foreign = bind(&me, "127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+        let foreign =
+            bind(&me, "127.0.0.1:0".parse().expect("addr"), &swactor::net::relay::Relays::none())
+                .await
+                .expect("bind");
         for _ in 0..count {
             let addr = iroh::EndpointAddr::new(node_id).with_ip_addr(node_addr);
             if let Ok(conn) = foreign.connect(addr, CTL_ALPN).await {

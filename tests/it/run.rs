@@ -834,9 +834,13 @@ fn flood_edge_streams(
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
         rt.block_on(async move {
             let key = swactor::net::identity::NodeKey::from_bytes(&[77; 32]);
-            let stranger = swactor::net::endpoint::bind(&key, "127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("bind");
+            let stranger = swactor::net::endpoint::bind(
+                &key,
+                "127.0.0.1:0".parse().expect("addr"),
+                &swactor::net::relay::Relays::none(),
+            )
+            .await
+            .expect("bind");
             let mut conns = Vec::new();
             for (id, addrs) in &nodes {
                 let id: iroh::EndpointId = id.parse().expect("endpoint id");

@@ -34,7 +34,12 @@ pub fn pool(n: u64) -> Pool {
 /// A pool whose node `i + 1` has `memory[i]` bytes.
 pub fn pool_with_memory(memory: &[u64]) -> Pool {
     Pool {
-        orchestrator: OrchestratorEntry { node_id: NodeId(100), endpoint_id: None, addrs: vec![] },
+        orchestrator: OrchestratorEntry {
+            node_id: NodeId(100),
+            endpoint_id: None,
+            addrs: vec![],
+            relay: None,
+        },
         nodes: memory
             .iter()
             .enumerate()
@@ -42,6 +47,7 @@ pub fn pool_with_memory(memory: &[u64]) -> Pool {
                 node_id: NodeId(i as u64 + 1),
                 endpoint_id: format!("{:064x}", 0xfeed_0000 + i as u64),
                 addrs: vec![format!("127.0.0.1:{}", 7400 + i).parse().expect("addr")],
+                relay: None,
                 memory_bytes: m,
                 device: None,
                 prompt_cache_bytes: None,

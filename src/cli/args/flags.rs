@@ -89,6 +89,34 @@ pub struct SamplingFlags {
     pub seed: Option<u64>,
 }
 
+/// The iroh relays an endpoint may use: none unless named (no public relay is ever
+/// contacted by default).
+#[derive(Debug, Args, Clone, Default)]
+pub struct RelayFlags {
+    /// An iroh relay to reach peers through when no direct path exists, and to be reached
+    /// through: `http://HOST:PORT` or `https://HOST[:PORT]`, e.g. one `swactor relay serve`
+    /// runs (repeatable; the first is this host's home relay). iroh moves a relayed
+    /// connection to a direct path when one works.
+    #[arg(long = "relay", value_name = "URL")]
+    pub relay: Vec<String>,
+    /// Use the relays alone: open no QUIC port (for a host that must not expose one).
+    #[arg(long, requires = "relay")]
+    pub relay_only: bool,
+}
+
+impl RelayFlags {
+    /// The relays, checked (`relay.bad_url` as a usage error).
+    pub fn relays(&self) -> Result<crate::net::relay::Relays, crate::cli::exit::CliError> {
+        crate::net::relay::Relays::parse(&self.relay, self.relay_only).map_err(|e| {
+            crate::cli::exit::CliError::new(
+                crate::cli::exit::ExitCode::Usage,
+                e.reason.to_string(),
+                color_eyre::eyre::eyre!(e),
+            )
+        })
+    }
+}
+
 /// How an orchestrator joins a pool (its addresses) and waits for it to be ready.
 #[derive(Debug, Args, Clone)]
 pub struct PoolFlags {
@@ -109,6 +137,9 @@ pub struct PoolFlags {
     /// Seconds to wait for the pool to be ready.
     #[arg(long, default_value_t = 60, value_name = "S")]
     pub pool_timeout: u64,
+    /// Relays.
+    #[command(flatten)]
+    pub relays: RelayFlags,
 }
 
 /// How a session runs, whatever feeds it (`run local`, `orchestrate pool|serve`): its

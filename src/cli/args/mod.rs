@@ -13,6 +13,7 @@ pub mod flags;
 pub mod model;
 pub mod node;
 pub mod pool;
+pub mod relay;
 pub mod run;
 pub mod util;
 
@@ -23,6 +24,7 @@ pub use flags::*;
 pub use model::*;
 pub use node::*;
 pub use pool::*;
+pub use relay::*;
 pub use run::*;
 pub use util::*;
 
@@ -73,6 +75,9 @@ pub enum Command {
     /// Watch a pool from the orchestrator's side.
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Host an iroh relay for pool members behind NAT.
+    #[command(subcommand)]
+    Relay(RelayCommand),
     /// Chat with a swactor server: an interactive loop on a terminal (the conversation is
     /// kept), one exchange from standard input otherwise.
     #[command(after_help = SEE_EXIT_CODES)]
@@ -108,6 +113,7 @@ impl Command {
             Command::Pool(c) => c.output(),
             Command::Bench(c) => Some(c.output()),
             Command::Cache(c) => Some(c.output()),
+            Command::Relay(c) => Some(c.output()),
             Command::Chat(a) => Some(&a.output),
             Command::Complete(a) => Some(&a.output),
             Command::Util(_) | Command::Worker => None,

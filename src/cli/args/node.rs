@@ -50,6 +50,9 @@ pub struct NodeBootArgs {
     /// `0.0.0.0`).
     #[arg(long, value_name = "IP")]
     pub advertise: Option<std::net::IpAddr>,
+    /// Relays.
+    #[command(flatten)]
+    pub relays: super::flags::RelayFlags,
     /// SWIM addresses of other members to join through (repeatable).
     #[arg(long, value_name = "ADDR")]
     pub join: Vec<std::net::SocketAddr>,

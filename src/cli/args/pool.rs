@@ -38,6 +38,9 @@ pub struct PoolWatchArgs {
     /// iroh listen address (the watch only connects out; it joins no membership).
     #[arg(long, default_value = "0.0.0.0:0", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
+    /// Relays.
+    #[command(flatten)]
+    pub relays: super::flags::RelayFlags,
     /// Convergence window in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub window_ms: u64,

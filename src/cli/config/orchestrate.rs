@@ -70,7 +70,7 @@ impl PoolRun {
             placement,
             run_id,
             draft_model: session_draft_model(spec, &inputs.facts)?,
-            ..joined(config, &args.join).with_session(session)
+            ..joined(config, &args.join)?.with_session(session)
         };
         Ok(PoolRun { orchestrate, inputs, events, print: PrintConfig::of(&args.run) })
     }

@@ -178,7 +178,7 @@ impl ServeRun {
             placement,
             run_id,
             draft_model: session_draft_model(&args.session.spec, &model.facts)?,
-            ..joined(config, &args.join).with_session(session)
+            ..joined(config, &args.join)?.with_session(session)
         };
         Ok(ServeRun { orchestrate, server, model, events })
     }

@@ -30,15 +30,19 @@ pub fn session_settings(flags: &SessionFlags, queue: usize) -> SessionSettings {
     }
 }
 
-/// `config` joining a pool of other hosts as `join` says: its addresses, the convergence
-/// window and how long it waits for the pool.
-pub fn joined(config: OrchestrateConfig, join: &PoolFlags) -> OrchestrateConfig {
-    OrchestrateConfig {
+/// `config` joining a pool of other hosts as `join` says: its addresses and relays, the
+/// convergence window and how long it waits for the pool.
+pub fn joined(
+    config: OrchestrateConfig,
+    join: &PoolFlags,
+) -> Result<OrchestrateConfig, crate::cli::exit::CliError> {
+    Ok(OrchestrateConfig {
         listen: join.listen,
         swim: join.swim,
         advertise: join.advertise,
+        relays: join.relays.relays()?,
         window: Duration::from_millis(join.window_ms),
         pool_timeout: Duration::from_secs(join.pool_timeout),
         ..config
-    }
+    })
 }

@@ -53,6 +53,7 @@ impl OrchestrateConfig {
             listen: LOOPBACK_ANY,
             swim: LOOPBACK_ANY,
             advertise: None,
+            relays: crate::net::relay::Relays::none(),
             model,
             source,
             requests: Vec::new(),

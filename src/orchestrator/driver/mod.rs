@@ -66,6 +66,8 @@ pub struct OrchestrateConfig {
     /// The address nodes reach the orchestrator at when it listens on an unspecified one
     /// (`None`: the route toward the pool's nodes).
     pub advertise: Option<std::net::IpAddr>,
+    /// The relays it may use and is reached through (none by default).
+    pub relays: crate::net::relay::Relays,
     /// The orchestrator's copy of the model (tokenizer and facts come from it).
     pub model: PathBuf,
     /// Where stages get the weights.
@@ -239,8 +241,15 @@ pub async fn orchestrate_drafting(
         }
         OrchestratorKey::Memory(key) => key.clone(),
     };
-    let endpoint =
-        bind(&key, config.listen).await.map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    let endpoint = bind(&key, config.listen, &config.relays)
+        .await
+        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    if let Err(e) =
+        crate::net::endpoint::wait_for_relay(&endpoint, &config.relays, config.pool_timeout).await
+    {
+        endpoint.close().await;
+        return Err(OrchestrateError::Setup(e.to_string()));
+    }
     let parts = (&key, &endpoint, drafter);
     let result = run_on(&config, arriving, facts, tokenizer, sink, stop, parts, t0).await;
     match &result {
@@ -287,6 +296,7 @@ async fn run_on(
     // them out, the memory and arena each node reported; its device is what it computes on.
     let mut pool = config.pool.clone();
     pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
+    pool.orchestrator.relay = config.relays.home().map(ToString::to_string);
     // The last stage connects back here: never an address other hosts cannot reach.
     let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
     pool.orchestrator.addrs = endpoint

@@ -151,8 +151,16 @@ fn check_node_entry(n: &PoolNode) -> Result<()> {
     if n.node_id.0 == 0 {
         return invalid("a node's id is 0, which names no node (ids start at 1)".into());
     }
-    if n.addrs.is_empty() {
-        return invalid(format!("node {} has no addresses", n.node_id));
+    if n.addrs.is_empty() && n.relay.is_none() {
+        return invalid(format!("node {} has no addresses and no relay", n.node_id));
+    }
+    if let Some(relay) = n.relay.as_deref()
+        && !pool::is_relay_url(relay)
+    {
+        return invalid(format!(
+            "node {}: relay `{relay}` is not an http:// or https:// URL with a host",
+            n.node_id
+        ));
     }
     if let Some(why) = n.addrs.iter().find_map(pool::unreachable_addr) {
         return invalid(format!("node {}: address {why}", n.node_id));

@@ -100,6 +100,7 @@ pub(super) fn orchestrator_peer(pool: &Pool) -> Peer {
         node_id: pool.orchestrator.node_id,
         endpoint_id: pool.orchestrator.endpoint_id.as_ref().map(|e| e.to_ascii_lowercase()),
         addrs: pool.orchestrator.addrs.clone(),
+        relay: pool.orchestrator.relay.clone(),
     }
 }
 

@@ -162,6 +162,7 @@ fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
                 node_id: n.node_id,
                 endpoint_id: Some(n.endpoint_id.to_ascii_lowercase()),
                 addrs: n.addrs.clone(),
+                relay: n.relay.clone(),
             })
             .collect(),
         stages,

@@ -9,6 +9,7 @@
 //! node_id = 1
 //! endpoint_id = "2f0c...64 hex digits..."
 //! addrs = ["10.0.0.11:7400"]
+//! # relay = "https://relay.example.net:3340"   # optional: beside or instead of addrs
 //! memory_bytes = 8589934592
 //! device = "cpu"          # optional; checked against what the node reports
 //!
@@ -40,6 +41,10 @@ pub struct OrchestratorEntry {
     /// Its addresses, if already known.
     #[serde(default)]
     pub addrs: Vec<SocketAddr>,
+    /// The iroh relay it can be reached through, if any (the orchestrator fills it in from
+    /// its own `--relay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<String>,
 }
 
 /// One host of the pool.
@@ -50,8 +55,14 @@ pub struct PoolNode {
     pub node_id: NodeId,
     /// Its iroh endpoint id: 64 hex digits, as `swactor node id` prints it.
     pub endpoint_id: String,
-    /// Addresses its endpoint listens on.
+    /// Addresses its endpoint listens on (may be empty when `relay` is given: a node
+    /// behind NAT, reached through its relay alone).
+    #[serde(default)]
     pub addrs: Vec<SocketAddr>,
+    /// The iroh relay the node can be reached through (`http(s)://HOST:PORT`), beside or
+    /// instead of `addrs`; `node boot --relay` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<String>,
     /// Memory the node may use for weights, KV cache and rings (0 or absent: what the node
     /// reports in `node_available`, taken by `orchestrate pool`; written only when known).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -165,6 +176,16 @@ pub fn is_device_label(label: &str) -> bool {
         || label.strip_prefix("cuda:").is_some_and(|n| {
             !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && n.parse::<u32>().is_ok()
         })
+}
+
+/// Whether `url` can name a relay: `http://` or `https://`, a host, no whitespace (the
+/// network plane parses it fully; the core only judges the shape).
+pub fn is_relay_url(url: &str) -> bool {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    rest.is_some_and(|r| {
+        let host = r.split(['/', '?', '#']).next().unwrap_or("");
+        !host.is_empty() && !host.starts_with(':') && !url.chars().any(char::is_whitespace)
+    })
 }
 
 /// Why `addr` cannot be a pool member's address, if it cannot: an unspecified IP

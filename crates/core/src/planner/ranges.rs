@@ -110,6 +110,7 @@ pub fn split_evenly(model: &ModelFacts, stages: u32) -> Option<Vec<LayerRange>> 
         node_id: NodeId(0),
         endpoint_id: String::new(),
         addrs: Vec::new(),
+        relay: None,
         memory_bytes: 1,
         arena_bytes: None,
         device: None,

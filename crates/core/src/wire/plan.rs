@@ -342,8 +342,12 @@ pub struct Peer {
     /// iroh endpoint id (64 lowercase hex digits); for the orchestrator it may be unknown
     /// until the run starts.
     pub endpoint_id: Option<String>,
-    /// Addresses the endpoint listens on.
+    /// Addresses the endpoint listens on (empty for a node reachable only through its
+    /// relay).
     pub addrs: Vec<SocketAddr>,
+    /// The iroh relay the endpoint can be reached through (`http(s)://...`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<String>,
 }
 
 /// What kind of hop an edge is.

@@ -65,6 +65,8 @@ reason_enum!(
         DeviceUnavailable = "device_unavailable",
         /// The iroh endpoint could not be bound.
         TransportBind = "transport_bind_failed",
+        /// None of the node's `--relay`s could be reached within the boot deadline.
+        RelayUnreachable = "relay_unreachable",
         /// The SWIM participant could not join or bind.
         MembershipJoin = "membership_join_failed",
         /// The control inbox could not be opened.

@@ -4,7 +4,7 @@ use super::*;
 use crate::wire::{NodeId, RingLayout};
 
 fn peer(n: u64) -> Peer {
-    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![] }
+    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![], relay: None }
 }
 
 fn prov(edge: u64, send: bool) -> EdgeProvision {

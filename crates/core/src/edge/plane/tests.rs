@@ -6,7 +6,7 @@ use crate::wire::evidence::{PumpStopped, WorkerQuiet};
 use crate::wire::{NodeId, RingSpec};
 
 fn peer(n: u64) -> Peer {
-    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![] }
+    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![], relay: None }
 }
 
 fn prov(edge: u64, send: bool) -> EdgeProvision {

@@ -51,12 +51,18 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
         vocab_digest: None,
     };
     let pool = Pool {
-        orchestrator: OrchestratorEntry { node_id: NodeId(100), endpoint_id: None, addrs: vec![] },
+        orchestrator: OrchestratorEntry {
+            node_id: NodeId(100),
+            endpoint_id: None,
+            addrs: vec![],
+            relay: None,
+        },
         nodes: (1..=3)
             .map(|i| PoolNode {
                 node_id: NodeId(i),
                 endpoint_id: format!("{i:064x}"),
                 addrs: vec!["127.0.0.1:1".parse().expect("addr")],
+                relay: None,
                 memory_bytes: 1 << 33,
                 device: None,
                 prompt_cache_bytes: None,

@@ -46,7 +46,12 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
         vocab_digest: None,
     };
     let pool = Pool {
-        orchestrator: OrchestratorEntry { node_id: ORCH, endpoint_id: None, addrs: vec![] },
+        orchestrator: OrchestratorEntry {
+            node_id: ORCH,
+            endpoint_id: None,
+            addrs: vec![],
+            relay: None,
+        },
         nodes: nodes
             .iter()
             .map(|&i| i as u64 + 1)
@@ -54,6 +59,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
                 node_id: NodeId(i),
                 endpoint_id: format!("{i:064x}"),
                 addrs: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 1000 + i as u16))],
+                relay: None,
                 memory_bytes: 1 << 33,
                 device: None,
                 prompt_cache_bytes: None,

@@ -11,7 +11,7 @@ pub(crate) const ORCH: NodeId = NodeId(100);
 pub(crate) const HIDDEN: u32 = 64;
 
 pub(crate) fn peer(n: u64) -> Peer {
-    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![] }
+    Peer { node_id: NodeId(n), endpoint_id: Some(format!("{n:064x}")), addrs: vec![], relay: None }
 }
 
 pub(crate) fn prov(stage: u32, count: u32) -> ProvisionStage {
