@@ -45,6 +45,9 @@ pub struct HopParts {
     pub object_bytes: u64,
     /// A raw iroh stream: the object written until the reader has all of it.
     pub quic_us: f64,
+    /// The same between two relay-only endpoints through a relay server on this host:
+    /// `relayed_quic_us - quic_us` is what the relay adds to a hop beyond the link.
+    pub relayed_quic_us: f64,
     /// Egress ring commit to the whole object in the ingress ring, through both pumps
     /// (QUIC, the pumps' wake-ups and ring copies).
     pub ring_to_ring_us: f64,
@@ -83,12 +86,32 @@ fn bench_ring(id: u64, capacity: u64) -> Result<Mem, BenchError> {
 }
 
 async fn endpoints() -> Result<(iroh::Endpoint, iroh::Endpoint), BenchError> {
-    use crate::net::{endpoint::bind, identity::NodeKey};
-    let none = crate::net::relay::Relays::none();
-    let any: std::net::SocketAddr = "127.0.0.1:0".parse().map_err(err)?;
-    let a = bind(&NodeKey::from_bytes(&[21; 32]), any, &none).await.map_err(err)?;
-    let b = bind(&NodeKey::from_bytes(&[22; 32]), any, &none).await.map_err(err)?;
+    let (a, b, _) = endpoints_via(None).await?;
     Ok((a, b))
+}
+
+/// Two endpoints on loopback and the address `a` dials `b` at: directly, or through the
+/// relay at `relay` alone (both relay-only, homed on it).
+async fn endpoints_via(
+    relay: Option<&str>,
+) -> Result<(iroh::Endpoint, iroh::Endpoint, iroh::EndpointAddr), BenchError> {
+    use crate::net::endpoint::{bind, wait_for_relay};
+    use crate::net::{identity::NodeKey, relay::Relays};
+    let relays = match relay {
+        Some(url) => Relays::parse(&[url.to_string()], true).map_err(err)?,
+        None => Relays::none(),
+    };
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().map_err(err)?;
+    let a = bind(&NodeKey::from_bytes(&[21; 32]), any, &relays).await.map_err(err)?;
+    let b = bind(&NodeKey::from_bytes(&[22; 32]), any, &relays).await.map_err(err)?;
+    for e in [&a, &b] {
+        wait_for_relay(e, &relays, Duration::from_secs(10)).await.map_err(err)?;
+    }
+    let addr = match relays.home() {
+        Some(url) => iroh::EndpointAddr::new(b.id()).with_relay_url(url.clone()),
+        None => iroh::EndpointAddr::new(b.id()).with_ip_addr(b.bound_sockets()[0]),
+    };
+    Ok((a, b, addr))
 }
 
 /// Measures raw iroh stream throughput and edge throughput (ring to ring through the
@@ -152,14 +175,25 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
     let mut times =
         hop_times(&mut producer, &mut drain, (&readable, &writable), object, samples).await?;
     let mut parts = Vec::new();
+    let relay = crate::net::relay::RelayServer::start(([127, 0, 0, 1], 0).into(), None, None)
+        .await
+        .map_err(err)?;
     for size in PART_SIZES {
         let mut t =
             hop_times(&mut producer, &mut drain, (&readable, &writable), size, samples).await?;
         t.sort();
-        let quic_us = quic_latency_us(size, samples).await?;
+        let quic_us = quic_latency_us(size, samples, None).await?;
+        let relayed_quic_us = quic_latency_us(size, samples, Some(relay.url())).await?;
         let ring_to_ring_us = t[(t.len() - 1) / 2].as_secs_f64() * 1e6;
-        parts.push(HopParts { object_bytes: size, quic_us, ring_to_ring_us, worker_wake_us: 0.0 });
+        parts.push(HopParts {
+            object_bytes: size,
+            quic_us,
+            relayed_quic_us,
+            ring_to_ring_us,
+            worker_wake_us: 0.0,
+        });
     }
+    relay.shutdown().await;
     a_stop.notify_one();
     let _ = sender.await;
     b_stop.notify_one();
@@ -184,11 +218,14 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
 }
 
 /// Median latency of `object`-byte messages on a raw iroh uni stream, one at a time: from
-/// the write until the reader holds the whole message, µs.
-async fn quic_latency_us(object: u64, samples: usize) -> Result<f64, BenchError> {
+/// the write until the reader holds the whole message, µs; directly, or through `relay`.
+async fn quic_latency_us(
+    object: u64,
+    samples: usize,
+    relay: Option<&str>,
+) -> Result<f64, BenchError> {
     use crate::net::endpoint::EDGE_ALPN;
-    let (a, b) = endpoints().await?;
-    let addr = iroh::EndpointAddr::new(b.id()).with_ip_addr(b.bound_sockets()[0]);
+    let (a, b, addr) = endpoints_via(relay).await?;
     let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let reader = {
         let b = b.clone();

@@ -188,6 +188,10 @@ impl RelayServer {
         let host =
             if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host };
         let url = format!("{scheme}://{host}:{}/", addr.port());
+        if let Err(e) = parse_url(&url) {
+            let _ = server.shutdown().await;
+            return Err(err(RelayFault::BadUrl, format!("--host {host:?}: {}", e.detail)));
+        }
         Ok(RelayServer { server, url, addr })
     }
 

@@ -120,8 +120,7 @@ fn relay_serve_prints_its_url_serves_and_stops_cleanly_on_sigterm() {
 }
 
 #[test]
-fn relay_serve_refuses_a_missing_certificate_with_exit_3_and_node_boot_a_relay_only_without_relay()
-{
+fn relay_serve_refuses_a_missing_certificate_or_a_bad_host_and_node_boot_a_bad_relay_url() {
     let dir = scratch().join("relay-bad-cert");
     std::fs::create_dir_all(&dir).expect("dir");
     let out = Command::new(exe())
@@ -134,6 +133,14 @@ fn relay_serve_refuses_a_missing_certificate_with_exit_3_and_node_boot_a_relay_o
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     let err: Value = serde_json::from_slice(&out.stdout).expect("the error line");
     assert_eq!(err["reason"], "relay.tls", "{err}");
+
+    let out = Command::new(exe())
+        .args(["relay", "serve", "--json", "--listen", "127.0.0.1:0", "--host", "not a host"])
+        .output()
+        .expect("relay serve");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err: Value = serde_json::from_slice(&out.stdout).expect("the error line");
+    assert_eq!(err["reason"], "relay.bad_url", "{err}");
 
     let out = Command::new(exe())
         .args(["node", "boot", "--json", "--node-id", "1", "--listen", "127.0.0.1:0"])
@@ -266,4 +273,48 @@ fn a_pipeline_of_relay_only_nodes_gives_exactly_the_tokens_of_the_one_process_ru
     for c in children.0.iter_mut().skip(1) {
         assert_eq!(c.wait().expect("wait").code(), Some(0), "a node stops cleanly");
     }
+}
+
+#[test]
+fn relay_serve_with_a_certificate_serves_https_with_it() {
+    let dir = scratch().join("relay-tls");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=swactor-test-relay"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (Debian's openssl package) makes the test certificate");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let mut child = Command::new(exe())
+        .args(["relay", "serve", "--json", "--listen", "127.0.0.1:0", "--cert"])
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("relay serve");
+    let mut reap = crate::multihost::Reap(Vec::new());
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    reap.0.push(child);
+    let ready: Value =
+        serde_json::from_str(&lines.next().expect("a line").expect("read")).expect("json");
+    assert_eq!(ready["type"], "relay_ready", "{ready}");
+    assert_eq!(ready["tls"], true);
+    let addr = ready["addr"].as_str().expect("addr").to_string();
+    assert_eq!(ready["url"], format!("https://127.0.0.1:{}/", addr.rsplit(':').next().unwrap()));
+    // A TLS client sees the given certificate.
+    let shown = Command::new("openssl")
+        .args(["s_client", "-connect", &addr])
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl s_client");
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("CN = swactor-test-relay"), "{text}");
 }

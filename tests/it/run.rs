@@ -619,8 +619,12 @@ fn a_pool_watch_beside_two_runs_sees_the_pool_ready_and_disturbs_neither() {
     let rows: Vec<&str> =
         text.lines().filter(|l| l.contains("node 1") || l.contains("node 100")).collect();
     assert_eq!(rows.len(), 2, "{text}");
+    // Columns are two spaces apart at least: edge, run, direction, peer, path, state, ring.
+    let fields = |r: &str| -> Vec<String> {
+        r.split("  ").map(str::trim).filter(|f| !f.is_empty()).map(String::from).collect()
+    };
     assert!(
-        rows.iter().all(|r| r.contains("stopped") && !r.contains(" - ")),
+        rows.iter().all(|r| fields(r)[5] == "stopped" && fields(r)[6] != "-"),
         "a ring each: {text}"
     );
     assert!(!text.contains('{'), "no JSON in the text form: {text}");

@@ -79,8 +79,9 @@ fn pipelines_behind_20_and_80_ms_links_losing_1_percent_give_the_tokens_of_the_o
         assert_eq!(tokens, reference, "{tag}: the tokens of the one-process run");
         for (i, (delivered, _dropped)) in counts.iter().enumerate() {
             // Every connection to the node crossed its link: the control session, and
-            // the token-in edge (node 1) or the activations (node 2).
-            assert!(*delivered >= 20, "{tag}: node {} link carried {delivered}", i + 1);
+            // the token-in edge (node 1) or the activations (node 2), a datagram at least
+            // for each of the 8 tokens.
+            assert!(*delivered >= 8, "{tag}: node {} link carried {delivered}", i + 1);
         }
     }
 }
