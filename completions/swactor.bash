@@ -2285,7 +2285,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --advertise --relay --relay-only --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --relay --relay-only --relay-ca --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2312,6 +2312,10 @@ _swactor() {
                     return 0
                     ;;
                 --relay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2511,7 +2515,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2566,6 +2570,10 @@ _swactor() {
                     return 0
                     ;;
                 --relay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2681,7 +2689,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
+            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2736,6 +2744,10 @@ _swactor() {
                     return 0
                     ;;
                 --relay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2971,7 +2983,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__pool__subcmd__watch)
-            opts="-h --pool --key --listen --relay --relay-only --window-ms --until-ready --pool-timeout --json --help"
+            opts="-h --pool --key --listen --relay --relay-only --relay-ca --window-ms --until-ready --pool-timeout --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2990,6 +3002,10 @@ _swactor() {
                     return 0
                     ;;
                 --relay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relay-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -70,6 +70,7 @@ pub async fn bind(
         .secret_key(key.secret().clone())
         .alpns(vec![CTL_ALPN.to_vec(), EDGE_ALPN.to_vec()])
         .relay_mode(relays.mode())
+        .ca_tls_config(relays.ca_config())
         .clear_address_lookup()
         .portmapper_config(PortmapperConfig::Disabled)
         .transport_config(transport_config())

@@ -61,11 +61,13 @@ fn err(reason: RelayFault, detail: impl std::fmt::Display) -> RelayError {
     RelayError { reason, detail: detail.to_string() }
 }
 
-/// The relays an endpoint may use, and whether it uses nothing else.
+/// The relays an endpoint may use, whether it uses nothing else, and the certificates a
+/// relay's TLS certificate may chain to beside the public roots.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Relays {
     urls: Vec<RelayUrl>,
     only: bool,
+    roots: Vec<rustls::pki_types::CertificateDer<'static>>,
 }
 
 impl Relays {
@@ -83,7 +85,30 @@ impl Relays {
                 "--relay-only needs at least one --relay URL (a relay-only endpoint reaches peers through it alone)",
             ));
         }
-        Ok(Relays { urls, only })
+        Ok(Relays { urls, only, roots: Vec::new() })
+    }
+
+    /// These relays, also trusting the certificates of the PEM file `ca` (a relay serving
+    /// HTTPS with a certificate of its own; `relay.tls` when it holds none).
+    pub fn trusting(mut self, ca: &Path) -> Result<Relays, RelayError> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let pem = std::fs::read(ca)
+            .map_err(|e| err(RelayFault::Tls, format!("cannot read {}: {e}", ca.display())))?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| err(RelayFault::Tls, format!("{}: {e}", ca.display())))?;
+        if certs.is_empty() {
+            return Err(err(RelayFault::Tls, format!("{} holds no certificate", ca.display())));
+        }
+        self.roots.extend(certs);
+        Ok(self)
+    }
+
+    /// How the endpoint checks relays' certificates: the public (WebPKI) roots, and the
+    /// certificates given to [`Relays::trusting`].
+    pub fn ca_config(&self) -> iroh_relay::tls::CaTlsConfig {
+        iroh_relay::tls::CaTlsConfig::default().with_extra_roots(self.roots.iter().cloned())
     }
 
     /// The relay URLs, as given (normalized by the URL parser).

@@ -276,7 +276,7 @@ fn a_pipeline_of_relay_only_nodes_gives_exactly_the_tokens_of_the_one_process_ru
 }
 
 #[test]
-fn relay_serve_with_a_certificate_serves_https_with_it() {
+fn relay_serve_with_a_certificate_serves_https_and_endpoints_trusting_it_meet_through_it() {
     let dir = scratch().join("relay-tls");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
@@ -284,7 +284,10 @@ fn relay_serve_with_a_certificate_serves_https_with_it() {
     let made = Command::new("openssl")
         .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
         .args(["-nodes", "-days", "1", "-subj", "/CN=swactor-test-relay"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        // A server certificate, not a CA one (which a verifier refuses as a server's).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth", "-keyout"])
         .arg(&key)
         .arg("-out")
         .arg(&cert)
@@ -317,4 +320,29 @@ fn relay_serve_with_a_certificate_serves_https_with_it() {
         .expect("openssl s_client");
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("CN = swactor-test-relay"), "{text}");
+
+    // Endpoints that trust the certificate (`--relay-ca`) reach each other through it;
+    // one that does not never homes on the relay and says so.
+    let url = ready["url"].as_str().expect("url").to_string();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let any = "127.0.0.1:0".parse().expect("addr");
+        let relays = Relays::parse(std::slice::from_ref(&url), true).expect("relays");
+        let untrusting = bind(&NodeKey::from_bytes(&[40; 32]), any, &relays).await.expect("bind");
+        let refused = wait_for_relay(&untrusting, &relays, Duration::from_secs(2)).await;
+        assert_eq!(refused.expect_err("an unknown certificate").reason, RelayFault::Unreachable);
+        untrusting.close().await;
+        let relays = relays.trusting(&cert).expect("the certificate as a root");
+        let mut ends = Vec::new();
+        for seed in [41, 42] {
+            let e = bind(&NodeKey::from_bytes(&[seed; 32]), any, &relays).await.expect("bind");
+            wait_for_relay(&e, &relays, Duration::from_secs(20)).await.expect("homed over https");
+            ends.push(e);
+        }
+        let (got, path) = exchange(&ends[0], &ends[1], &url, b"over https").await;
+        assert_eq!((got.as_slice(), path), (&b"over https"[..], PathKind::Relayed));
+        for e in ends {
+            e.close().await;
+        }
+    });
 }

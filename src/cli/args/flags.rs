@@ -102,18 +102,28 @@ pub struct RelayFlags {
     /// Use the relays alone: open no QUIC port (for a host that must not expose one).
     #[arg(long, requires = "relay")]
     pub relay_only: bool,
+    /// A PEM certificate an HTTPS relay's certificate may chain to, beside the public roots
+    /// (a relay serving a certificate of its own, e.g. self-signed).
+    #[arg(long, value_name = "FILE", requires = "relay")]
+    pub relay_ca: Option<std::path::PathBuf>,
 }
 
 impl RelayFlags {
     /// The relays, checked (`relay.bad_url` as a usage error).
     pub fn relays(&self) -> Result<crate::net::relay::Relays, crate::cli::exit::CliError> {
-        crate::net::relay::Relays::parse(&self.relay, self.relay_only).map_err(|e| {
-            crate::cli::exit::CliError::new(
-                crate::cli::exit::ExitCode::Usage,
-                e.reason.to_string(),
-                color_eyre::eyre::eyre!(e),
-            )
-        })
+        let fail = |e: crate::net::relay::RelayError| {
+            let code = match e.reason {
+                crate::net::relay::RelayFault::Tls => crate::cli::exit::ExitCode::Input,
+                _ => crate::cli::exit::ExitCode::Usage,
+            };
+            crate::cli::exit::CliError::new(code, e.reason.to_string(), color_eyre::eyre::eyre!(e))
+        };
+        let relays =
+            crate::net::relay::Relays::parse(&self.relay, self.relay_only).map_err(fail)?;
+        match &self.relay_ca {
+            Some(ca) => relays.trusting(ca).map_err(fail),
+            None => Ok(relays),
+        }
     }
 }
 
