@@ -206,6 +206,21 @@ pub(crate) fn boot_nodes(
     booted
 }
 
+/// A `swactor relay serve` child on a free loopback port, and its URL.
+pub(crate) fn serve_relay() -> (std::process::Child, String) {
+    let mut relay = Command::new(exe())
+        .args(["relay", "serve", "--json", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("relay");
+    let mut lines = BufReader::new(relay.stdout.take().expect("stdout")).lines();
+    let ready: Value =
+        serde_json::from_str(&lines.next().expect("line").expect("read")).expect("relay_ready");
+    std::thread::spawn(move || for _ in lines {});
+    (relay, ready["url"].as_str().expect("url").to_string())
+}
+
 /// The token ids of a `--json` run's output.
 pub(crate) fn token_ids(stdout: &[u8]) -> Vec<u64> {
     String::from_utf8_lossy(stdout)
@@ -227,16 +242,7 @@ fn a_pipeline_of_relay_only_nodes_gives_exactly_the_tokens_of_the_one_process_ru
     let reference = token_ids(&reference.expect("generate").stdout);
     assert_eq!(reference.len(), 8);
 
-    let mut relay = Command::new(exe())
-        .args(["relay", "serve", "--json", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("relay");
-    let mut relay_lines = BufReader::new(relay.stdout.take().expect("stdout")).lines();
-    let ready: Value = serde_json::from_str(&relay_lines.next().expect("line").expect("read"))
-        .expect("relay_ready");
-    let url = ready["url"].as_str().expect("url").to_string();
+    let (relay, url) = serve_relay();
     let mut children = crate::multihost::Reap(vec![relay]);
 
     let key = dir.join("orch.key");

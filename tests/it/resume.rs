@@ -69,6 +69,29 @@ fn a_stage_node_killed_mid_decode_resumes_on_the_survivors_with_the_undisturbed_
 }
 
 #[test]
+fn relay_only_nodes_resume_through_the_relay_after_one_is_killed_mid_decode() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let model = synth_model(4);
+    let (relay, url) = crate::relay::serve_relay();
+    let _relay = crate::multihost::Reap(vec![relay]);
+    let only = ["--relay", url.as_str(), "--relay-only"];
+    let nodes = Nodes::boot_with("resume-relay", 3, |_| vec![], &only);
+    let with_relay: Vec<&str> = LONG.iter().copied().chain(["--relay", url.as_str()]).collect();
+    let (code, clean, err) = nodes.orchestrate(&model, &with_relay).finish();
+    assert_eq!(code, 0, "{err}");
+    let want = tokens(&clean);
+    let mut run = nodes.orchestrate(&model, &with_relay);
+    run.wait_for("a few tokens", |v| v["type"] == "token" && v["index"] == 5);
+    signal(nodes.pid(2), rustix::process::Signal::KILL);
+    let (code, lines, err) = run.finish();
+    assert_eq!(code, 0, "resumed through the relay, not faulted: {err}");
+    assert_eq!(tokens(&lines), want, "every token once, in order, as undisturbed");
+    assert_reformed_once(&lines, "membership.node_down", &[1, 3]);
+    nodes.assert_clean(1);
+    nodes.assert_clean(3);
+}
+
+#[test]
 fn a_spare_takes_the_lost_middle_stage_while_the_stages_that_stayed_keep_their_caches() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let model = synth_model(6);

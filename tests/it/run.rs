@@ -54,6 +54,17 @@ impl Nodes {
         n: u32,
         env: impl Fn(u32) -> Vec<(&'static str, String)>,
     ) -> Nodes {
+        Nodes::boot_with(name, n, env, &[])
+    }
+
+    /// [`Nodes::boot`] with `args` added to every `node boot` (a node's relay, if it
+    /// reports one, goes into the pool file).
+    pub(crate) fn boot_with(
+        name: &str,
+        n: u32,
+        env: impl Fn(u32) -> Vec<(&'static str, String)>,
+        args: &[&str],
+    ) -> Nodes {
         let dir = scratch().join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
@@ -82,6 +93,7 @@ impl Nodes {
                 .arg("--cache")
                 .arg(dir.join(format!("cache{i}")))
                 .args(["--orchestrator", &orch])
+                .args(args)
                 .envs(env(i))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null());
@@ -99,15 +111,21 @@ impl Nodes {
                 .expect("node_available line");
             std::thread::spawn(move || for _ in lines {});
             seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
-            nodes.ports.push([port_of(&v["swim_addr"]), port_of(&v["addrs"][0])]);
+            // A relay-only node has no iroh address (port 0: it is never restarted).
+            let iroh_port = if v["addrs"][0].is_string() { port_of(&v["addrs"][0]) } else { 0 };
+            nodes.ports.push([port_of(&v["swim_addr"]), iroh_port]);
             let addrs = v["addrs"].as_array().into_iter().flatten();
             let addrs = addrs.filter_map(|a| a.as_str().map(String::from)).collect();
             nodes.endpoints.push((v["endpoint_id"].as_str().expect("id").to_string(), addrs));
             pool.push_str(&format!(
-                "[[nodes]]\nnode_id = {i}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n\n",
+                "[[nodes]]\nnode_id = {i}\nendpoint_id = \"{}\"\naddrs = {}\nmemory_bytes = 8589934592\n",
                 v["endpoint_id"].as_str().expect("id"),
                 v["addrs"]
             ));
+            if let Some(relay) = v["relay"].as_str() {
+                pool.push_str(&format!("relay = \"{relay}\"\n"));
+            }
+            pool.push('\n');
         }
         std::fs::write(&nodes.pool, pool).expect("pool file");
         nodes
