@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 
 use super::avx512::MXFP4_PLUS16;
 use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
-use super::{GROUP, four, pair};
+use super::{GROUP, four, pair, prefetch_ahead};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 
@@ -22,23 +22,6 @@ const HALF: usize = 8;
 /// Cell bytes a tile of [`tiles`] holds, at most: both halves of a tile read it, the
 /// second from L1.
 const TILE_BYTES: usize = 8 << 10;
-
-/// How far ahead of the cell it reads the first half asks for the group's bytes: past the
-/// next tile, so the lines a tile needs are on their way while the tile before computes.
-const PREFETCH: usize = TILE_BYTES;
-
-/// Asks for the cache lines [`PREFETCH`] bytes past each line of `cell` (a hint: lines
-/// past the matrix are never read, and a prefetch never faults).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn prefetch_ahead(cell: &[u8]) {
-    for off in (0..cell.len()).step_by(64) {
-        let at = cell.as_ptr().wrapping_add(PREFETCH + off);
-        // SAFETY: a prefetch only hints the cache; it reads nothing and never faults, so
-        // any address, inside the matrix or past it, is sound.
-        _mm_prefetch::<_MM_HINT_T1>(at.cast());
-    }
-}
 
 /// The block columns in tiles of at most [`TILE_BYTES`] of cells of `cell` bytes (at least
 /// one block a tile). Both halves of a group go over one tile before the next: every

@@ -9,22 +9,9 @@
 use std::arch::x86_64::*;
 
 use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
-use super::{GROUP, four, pair};
+use super::{GROUP, four, pair, prefetch_ahead};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
-
-/// How far ahead of the cell it reads a kernel asks for the group's bytes.
-const PREFETCH: usize = 8 << 10;
-
-/// Asks for the cache lines [`PREFETCH`] bytes past each line of `cell` (a hint: lines
-/// past the matrix are never read, and a prefetch never faults).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn prefetch_ahead(cell: &[u8]) {
-    for off in (0..cell.len()).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T1>(cell.as_ptr().wrapping_add(PREFETCH + off).cast());
-    }
-}
 
 /// The 16 rows' results, lane `l` of `acc[r]` into `out[r][l]`.
 #[inline]
