@@ -54,6 +54,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages [default: one per placement node, or per pool node]')
             [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
             [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
+            [CompletionResult]::new('--balance', '--balance', [CompletionResultType]::ParameterName, 'What automatic layer ranges balance: the stages'' decode steps from the speed each node measured at boot (within its memory), or their bytes against node memory')
+            [CompletionResult]::new('--min-speedup', '--min-speedup', [CompletionResultType]::ParameterName, 'Refuse a plan predicted to decode one sequence slower than X times the best single node that holds the model (`below_min_speedup`, exit 4)')
             [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Prompt length assumed for the prefill predictions')
             [CompletionResult]::new('--weights-url', '--weights-url', [CompletionResultType]::ParameterName, 'Nodes download the weights from this `http(s)://host[:port]/path` URL instead of reading `--model`''s path; the plan carries the size and sha256 of the local `--model` file to check them against')
             [CompletionResult]::new('--run-id', '--run-id', [CompletionResultType]::ParameterName, 'The run id to write into the plan')
@@ -184,6 +186,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages [default: one per placement node, or per pool node]')
             [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
             [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
+            [CompletionResult]::new('--balance', '--balance', [CompletionResultType]::ParameterName, 'What automatic layer ranges balance: the stages'' decode steps from the speed each node measured at boot (within its memory), or their bytes against node memory')
+            [CompletionResult]::new('--min-speedup', '--min-speedup', [CompletionResultType]::ParameterName, 'Refuse a plan predicted to decode one sequence slower than X times the best single node that holds the model (`below_min_speedup`, exit 4)')
             [CompletionResult]::new('--weights-url', '--weights-url', [CompletionResultType]::ParameterName, 'Nodes download the weights from this `http(s)://host[:port]/path` URL (checked against `--model`''s size and sha256) instead of reading `--model`''s path on their own disk')
             [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address (must be reachable by the nodes)')
             [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM listen address')
@@ -235,6 +239,8 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Number of stages [default: one per placement node, or per pool node]')
             [CompletionResult]::new('--layers', '--layers', [CompletionResultType]::ParameterName, 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`')
             [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]')
+            [CompletionResult]::new('--balance', '--balance', [CompletionResultType]::ParameterName, 'What automatic layer ranges balance: the stages'' decode steps from the speed each node measured at boot (within its memory), or their bytes against node memory')
+            [CompletionResult]::new('--min-speedup', '--min-speedup', [CompletionResultType]::ParameterName, 'Refuse a plan predicted to decode one sequence slower than X times the best single node that holds the model (`below_min_speedup`, exit 4)')
             [CompletionResult]::new('--weights-url', '--weights-url', [CompletionResultType]::ParameterName, 'Nodes fetch their stage''s weights from this URL instead of their own copy')
             [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'iroh listen address (must be reachable by the nodes)')
             [CompletionResult]::new('--swim', '--swim', [CompletionResultType]::ParameterName, 'SWIM listen address')
@@ -416,6 +422,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--boot-timeout-ms', '--boot-timeout-ms', [CompletionResultType]::ParameterName, 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)')
             [CompletionResult]::new('--max-worker-restarts', '--max-worker-restarts', [CompletionResultType]::ParameterName, 'Restarts of a crashed worker before the node faults and stops [default: any number]')
             [CompletionResult]::new('--relay-only', '--relay-only', [CompletionResultType]::ParameterName, 'Use the relays alone: open no QUIC port (for a host that must not expose one)')
+            [CompletionResult]::new('--no-calibrate', '--no-calibrate', [CompletionResultType]::ParameterName, 'Do not measure this host''s speed at boot: the node reports none, and a plan over it balances by memory and predicts no speed (`run local`''s nodes, which share a host, boot so)')
             [CompletionResult]::new('--stop-on-stdin-eof', '--stop-on-stdin-eof', [CompletionResultType]::ParameterName, 'Stop when standard input closes (for supervisors such as `run local`)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -615,6 +622,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
             [CompletionResult]::new('structured', 'structured', [CompletionResultType]::ParameterValue, 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys')
+            [CompletionResult]::new('wan', 'wan', [CompletionResultType]::ParameterValue, 'Wide-area links: a pipeline of node processes (one compute thread each), each host in its own network namespace behind a link of each round trip (`util wan-link`), and relay-only through a relay, with and without n-gram speculation; decode tokens/s and time to first token measured beside what the plan predicted, and their ratio. Needs root (network namespaces, iptables)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -767,6 +775,19 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'swactor;bench;wan' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The GGUF model')
+            [CompletionResult]::new('--stages', '--stages', [CompletionResultType]::ParameterName, 'Stages (one host namespace and node process each)')
+            [CompletionResult]::new('--loss', '--loss', [CompletionResultType]::ParameterName, 'Share of datagrams each link loses each way, 0..=1')
+            [CompletionResult]::new('--links', '--links', [CompletionResultType]::ParameterName, 'The links: `direct`, a round trip in milliseconds, or `relay`')
+            [CompletionResult]::new('--tokens', '--tokens', [CompletionResultType]::ParameterName, 'Tokens to generate per run')
+            [CompletionResult]::new('--prompt', '--prompt', [CompletionResultType]::ParameterName, 'The prompt (by default one whose answer repeats it, where n-gram drafts land)')
+            [CompletionResult]::new('--no-speculate', '--no-speculate', [CompletionResultType]::ParameterName, 'Leave out the runs with n-gram speculation')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON Lines (one object per line with a `type` tag) instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'swactor;bench;help' {
             [CompletionResult]::new('ring', 'ring', [CompletionResultType]::ParameterValue, 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run')
             [CompletionResult]::new('wake', 'wake', [CompletionResultType]::ParameterValue, 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)')
@@ -780,6 +801,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
             [CompletionResult]::new('structured', 'structured', [CompletionResultType]::ParameterValue, 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys')
+            [CompletionResult]::new('wan', 'wan', [CompletionResultType]::ParameterValue, 'Wide-area links: a pipeline of node processes (one compute thread each), each host in its own network namespace behind a link of each round trip (`util wan-link`), and relay-only through a relay, with and without n-gram speculation; decode tokens/s and time to first token measured beside what the plan predicted, and their ratio. Needs root (network namespaces, iptables)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -817,6 +839,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;bench;help;structured' {
+            break
+        }
+        'swactor;bench;help;wan' {
             break
         }
         'swactor;bench;help;help' {
@@ -948,6 +973,7 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads')
             [CompletionResult]::new('prefix', 'prefix', [CompletionResultType]::ParameterValue, 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)')
             [CompletionResult]::new('structured', 'structured', [CompletionResultType]::ParameterValue, 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys')
+            [CompletionResult]::new('wan', 'wan', [CompletionResultType]::ParameterValue, 'Wide-area links: a pipeline of node processes (one compute thread each), each host in its own network namespace behind a link of each round trip (`util wan-link`), and relay-only through a relay, with and without n-gram speculation; decode tokens/s and time to first token measured beside what the plan predicted, and their ratio. Needs root (network namespaces, iptables)')
             break
         }
         'swactor;help;bench;ring' {
@@ -984,6 +1010,9 @@ Register-ArgumentCompleter -Native -CommandName 'swactor' -ScriptBlock {
             break
         }
         'swactor;help;bench;structured' {
+            break
+        }
+        'swactor;help;bench;wan' {
             break
         }
         'swactor;help;help' {

@@ -94,6 +94,9 @@ _swactor() {
             swactor__subcmd__bench,wake)
                 cmd="swactor__subcmd__bench__subcmd__wake"
                 ;;
+            swactor__subcmd__bench,wan)
+                cmd="swactor__subcmd__bench__subcmd__wan"
+                ;;
             swactor__subcmd__bench__subcmd__help,decode)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__decode"
                 ;;
@@ -132,6 +135,9 @@ _swactor() {
                 ;;
             swactor__subcmd__bench__subcmd__help,wake)
                 cmd="swactor__subcmd__bench__subcmd__help__subcmd__wake"
+                ;;
+            swactor__subcmd__bench__subcmd__help,wan)
+                cmd="swactor__subcmd__bench__subcmd__help__subcmd__wan"
                 ;;
             swactor__subcmd__cache,clear)
                 cmd="swactor__subcmd__cache__subcmd__clear"
@@ -237,6 +243,9 @@ _swactor() {
                 ;;
             swactor__subcmd__help__subcmd__bench,wake)
                 cmd="swactor__subcmd__help__subcmd__bench__subcmd__wake"
+                ;;
+            swactor__subcmd__help__subcmd__bench,wan)
+                cmd="swactor__subcmd__help__subcmd__bench__subcmd__wan"
                 ;;
             swactor__subcmd__help__subcmd__cache,clear)
                 cmd="swactor__subcmd__help__subcmd__cache__subcmd__clear"
@@ -421,7 +430,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench)
-            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve prefix structured help"
+            opts="-h --help ring wake edge decode pipeline engine products speculate failover serve prefix structured wan help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -575,7 +584,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help)
-            opts="ring wake edge decode pipeline engine products speculate failover serve prefix structured help"
+            opts="ring wake edge decode pipeline engine products speculate failover serve prefix structured wan help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -757,6 +766,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__help__subcmd__wake)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__help__subcmd__wan)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1068,6 +1091,44 @@ _swactor() {
                     return 0
                     ;;
                 --bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__bench__subcmd__wan)
+            opts="-h --model --stages --loss --links --tokens --prompt --no-speculate --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --loss)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --links)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1459,7 +1520,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench)
-            opts="ring wake edge decode pipeline engine products speculate failover serve prefix structured"
+            opts="ring wake edge decode pipeline engine products speculate failover serve prefix structured wan"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1627,6 +1688,20 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__help__subcmd__bench__subcmd__wake)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        swactor__subcmd__help__subcmd__bench__subcmd__wan)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2285,7 +2360,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__node__subcmd__boot)
-            opts="-h --node-id --key --listen --swim --advertise --relay --relay-only --relay-ca --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
+            opts="-h --node-id --key --listen --swim --advertise --relay --relay-only --relay-ca --join --orchestrator --arena-bytes --memory-bytes --prompt-cache-bytes --no-calibrate --device --threads --admin --cache --boot-timeout-ms --max-worker-restarts --stop-on-stdin-eof --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2515,7 +2590,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
+            opts="-h --pool --model --key --stages --layers --nodes --balance --min-speedup --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2542,6 +2617,14 @@ _swactor() {
                     return 0
                     ;;
                 --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --balance)
+                    COMPREPLY=($(compgen -W "speed memory" -- "${cur}"))
+                    return 0
+                    ;;
+                --min-speedup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2689,7 +2772,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
+            opts="-h --pool --model --key --stages --layers --nodes --balance --min-speedup --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2716,6 +2799,14 @@ _swactor() {
                     return 0
                     ;;
                 --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --balance)
+                    COMPREPLY=($(compgen -W "speed memory" -- "${cur}"))
+                    return 0
+                    ;;
+                --min-speedup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3363,7 +3454,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__plan)
-            opts="-h --model --pool --stages --layers --nodes --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --prompt-cache-bytes --json --help"
+            opts="-h --model --pool --stages --layers --nodes --balance --min-speedup --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --prompt-cache-bytes --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3386,6 +3477,14 @@ _swactor() {
                     return 0
                     ;;
                 --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --balance)
+                    COMPREPLY=($(compgen -W "speed memory" -- "${cur}"))
+                    return 0
+                    ;;
+                --min-speedup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

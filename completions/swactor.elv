@@ -49,6 +49,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --stages 'Number of stages [default: one per placement node, or per pool node]'
             cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
             cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
+            cand --balance 'What automatic layer ranges balance: the stages'' decode steps from the speed each node measured at boot (within its memory), or their bytes against node memory'
+            cand --min-speedup 'Refuse a plan predicted to decode one sequence slower than X times the best single node that holds the model (`below_min_speedup`, exit 4)'
             cand --prompt-tokens 'Prompt length assumed for the prefill predictions'
             cand --weights-url 'Nodes download the weights from this `http(s)://host[:port]/path` URL instead of reading `--model`''s path; the plan carries the size and sha256 of the local `--model` file to check them against'
             cand --run-id 'The run id to write into the plan'
@@ -171,6 +173,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --stages 'Number of stages [default: one per placement node, or per pool node]'
             cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
             cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
+            cand --balance 'What automatic layer ranges balance: the stages'' decode steps from the speed each node measured at boot (within its memory), or their bytes against node memory'
+            cand --min-speedup 'Refuse a plan predicted to decode one sequence slower than X times the best single node that holds the model (`below_min_speedup`, exit 4)'
             cand --weights-url 'Nodes download the weights from this `http(s)://host[:port]/path` URL (checked against `--model`''s size and sha256) instead of reading `--model`''s path on their own disk'
             cand --listen 'iroh listen address (must be reachable by the nodes)'
             cand --swim 'SWIM listen address'
@@ -221,6 +225,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --stages 'Number of stages [default: one per placement node, or per pool node]'
             cand --layers 'Explicit layer ranges in stage order, e.g. `0..10,10..20,20..30`'
             cand --nodes 'Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order]'
+            cand --balance 'What automatic layer ranges balance: the stages'' decode steps from the speed each node measured at boot (within its memory), or their bytes against node memory'
+            cand --min-speedup 'Refuse a plan predicted to decode one sequence slower than X times the best single node that holds the model (`below_min_speedup`, exit 4)'
             cand --weights-url 'Nodes fetch their stage''s weights from this URL instead of their own copy'
             cand --listen 'iroh listen address (must be reachable by the nodes)'
             cand --swim 'SWIM listen address'
@@ -384,6 +390,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand --boot-timeout-ms 'Milliseconds the boot may take; past it the node faults with the resource it was waiting for (exit 6)'
             cand --max-worker-restarts 'Restarts of a crashed worker before the node faults and stops [default: any number]'
             cand --relay-only 'Use the relays alone: open no QUIC port (for a host that must not expose one)'
+            cand --no-calibrate 'Do not measure this host''s speed at boot: the node reports none, and a plan over it balances by memory and predicts no speed (`run local`''s nodes, which share a host, boot so)'
             cand --stop-on-stdin-eof 'Stop when standard input closes (for supervisors such as `run local`)'
             cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
             cand -h 'Print help'
@@ -552,6 +559,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
             cand structured 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys'
+            cand wan 'Wide-area links: a pipeline of node processes (one compute thread each), each host in its own network namespace behind a link of each round trip (`util wan-link`), and relay-only through a relay, with and without n-gram speculation; decode tokens/s and time to first token measured beside what the plan predicted, and their ratio. Needs root (network namespaces, iptables)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;ring'= {
@@ -691,6 +699,18 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'swactor;bench;wan'= {
+            cand --model 'The GGUF model'
+            cand --stages 'Stages (one host namespace and node process each)'
+            cand --loss 'Share of datagrams each link loses each way, 0..=1'
+            cand --links 'The links: `direct`, a round trip in milliseconds, or `relay`'
+            cand --tokens 'Tokens to generate per run'
+            cand --prompt 'The prompt (by default one whose answer repeats it, where n-gram drafts land)'
+            cand --no-speculate 'Leave out the runs with n-gram speculation'
+            cand --json 'Print JSON Lines (one object per line with a `type` tag) instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'swactor;bench;help'= {
             cand ring 'Cross-process ring throughput (node producer -> ingress ring -> a real worker''s device copy) as a ratio of plain memcpy bandwidth measured in the same run'
             cand wake 'Wake round trip: a small object written into an ingress ring until the worker''s `ObjectLoaded` line is read back (median and p99)'
@@ -704,6 +724,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
             cand structured 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys'
+            cand wan 'Wide-area links: a pipeline of node processes (one compute thread each), each host in its own network namespace behind a link of each round trip (`util wan-link`), and relay-only through a relay, with and without n-gram speculation; decode tokens/s and time to first token measured beside what the plan predicted, and their ratio. Needs root (network namespaces, iptables)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'swactor;bench;help;ring'= {
@@ -729,6 +750,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;bench;help;prefix'= {
         }
         &'swactor;bench;help;structured'= {
+        }
+        &'swactor;bench;help;wan'= {
         }
         &'swactor;bench;help;help'= {
         }
@@ -830,6 +853,7 @@ set edit:completion:arg-completer[swactor] = {|@words|
             cand serve 'Serving: a `run local` session with 1, 2, 4, 8 and 16 concurrent greedy requests (aggregate decode tokens/s, time to first token and inter-token latency p50 / p95) beside one-sequence `swactor generate` with the same total compute threads'
             cand prefix 'The prefix cache: a multi-turn conversation served by `run local --serve` (each turn a completion of the transcript so far), each turn sent with the cache and again with `cache_prompt: false` (time to first token, cached tokens per turn), then conversations sharing a long system prompt at once, with and without it (aggregate tokens/s)'
             cand structured 'Constrained output: the same chat prompts with a JSON schema in `response_format` and without, side by side in one server; decode tokens/s of each and their ratio, and how many constrained replies parsed with the schema''s keys'
+            cand wan 'Wide-area links: a pipeline of node processes (one compute thread each), each host in its own network namespace behind a link of each round trip (`util wan-link`), and relay-only through a relay, with and without n-gram speculation; decode tokens/s and time to first token measured beside what the plan predicted, and their ratio. Needs root (network namespaces, iptables)'
         }
         &'swactor;help;bench;ring'= {
         }
@@ -854,6 +878,8 @@ set edit:completion:arg-completer[swactor] = {|@words|
         &'swactor;help;bench;prefix'= {
         }
         &'swactor;help;bench;structured'= {
+        }
+        &'swactor;help;bench;wan'= {
         }
         &'swactor;help;help'= {
         }

@@ -334,6 +334,7 @@ fn control_corpus() -> Vec<Vec<u8>> {
             arena_bytes: Some(256 << 20),
             device: Some("cpu".into()),
             prompt_cache_bytes: None,
+            speed: None,
         },
         ControlMessage::Observe { delegation: "00".repeat(64), members: vec![] },
         ControlMessage::MemberView { up: vec![NodeId(1)], suspect: vec![NodeId(2)] },
@@ -447,6 +448,7 @@ fn sample_plan() -> Option<RunPlan> {
         },
         fit_context: false,
         prompt_cache_bytes: None,
+        min_speedup: None,
         prompt_tokens: 4,
     })
     .ok()

@@ -61,6 +61,7 @@ pub fn predicted(
         },
         fit_context: false,
         prompt_cache_bytes: None,
+        min_speedup: None,
         prompt_tokens: 1,
     })
     .map_err(|e| err(format!("{e:?}")))?;

@@ -371,4 +371,5 @@ pub mod serve;
 pub mod serve_http;
 pub mod speculate;
 pub mod structured;
+pub mod wan;
 pub use engine::{EngineBenchConfig, EngineFigure, batch_rate, bench_prompts, engine_figures};

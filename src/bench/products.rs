@@ -22,7 +22,7 @@ use serde::Serialize;
 use swactor_engine::kernels::Acts;
 use swactor_engine::matmul::{Gate, glu_t, matmul_t};
 use swactor_engine::transformer::{FeedForward, Input, Output, Stage};
-use swactor_engine::{Matrix, ThreadPool};
+use swactor_engine::{Matrix, ThreadPool, WeightFormat};
 
 use super::{BenchError, err};
 
@@ -169,7 +169,6 @@ const RESIDENT_MS: f64 = 20.0;
 /// multiple of 16 rows, repacked as the stage repacks), repeated while they stay in cache,
 /// each call quantizing its activations as the forward does: the best of five timings of
 /// [`RESIDENT_MS`] each.
-#[allow(clippy::too_many_arguments)]
 fn time_resident(
     pool: &ThreadPool,
     mats: &[&Matrix],
@@ -178,6 +177,20 @@ fn time_resident(
     n: usize,
     acts: &mut Acts,
     out: &mut Vec<f32>,
+) -> f64 {
+    time_resident_for(pool, mats, glu, (x, n), acts, out, (5, RESIDENT_MS))
+}
+
+/// [`time_resident`] over the `n` rows of `x`, the best of `timing.0` timings of `timing.1`
+/// milliseconds each.
+fn time_resident_for(
+    pool: &ThreadPool,
+    mats: &[&Matrix],
+    glu: Option<Gate>,
+    (x, n): (&[f32], usize),
+    acts: &mut Acts,
+    out: &mut Vec<f32>,
+    timing: (u32, f64),
 ) -> f64 {
     let row_bytes: usize = mats.iter().map(|m| m.bytes() / m.rows().max(1)).sum();
     let fewest = mats.iter().map(|m| m.rows()).min().unwrap_or(0);
@@ -213,9 +226,9 @@ fn time_resident(
     };
     run();
     let mut best = 0f64;
-    for _ in 0..5 {
+    for _ in 0..timing.0 {
         let (t, mut calls) = (Instant::now(), 0u64);
-        while t.elapsed().as_secs_f64() * 1e3 < RESIDENT_MS {
+        while t.elapsed().as_secs_f64() * 1e3 < timing.1 {
             run();
             calls += 1;
         }
@@ -339,11 +352,16 @@ fn finish(r: Raw, n: usize, bandwidth_gbps: f64, forward_ms: f64) -> ProductFigu
 /// Memory read bandwidth at `threads` threads, GB/s: the best of three passes of every
 /// thread summing its own quarter-GiB (far beyond any cache).
 pub fn read_bandwidth(threads: usize) -> f64 {
-    const PER_THREAD: usize = 256 << 20;
-    let threads = threads.max(1);
-    let bufs: Vec<Vec<u64>> = (0..threads).map(|t| vec![t as u64 + 1; PER_THREAD / 8]).collect();
+    read_bandwidth_of(threads, 256 << 20, 3)
+}
+
+/// Memory read bandwidth at `threads` threads, GB/s: the best of `passes` passes of every
+/// thread summing its own `per_thread` bytes.
+pub fn read_bandwidth_of(threads: usize, per_thread: usize, passes: u32) -> f64 {
+    let (per_thread, threads) = (per_thread.max(8), threads.max(1));
+    let bufs: Vec<Vec<u64>> = (0..threads).map(|t| vec![t as u64 + 1; per_thread / 8]).collect();
     let mut best = f64::MAX;
-    for _ in 0..3 {
+    for _ in 0..passes.max(1) {
         let t = Instant::now();
         std::thread::scope(|s| {
             for b in &bufs {
@@ -352,7 +370,7 @@ pub fn read_bandwidth(threads: usize) -> f64 {
         });
         best = best.min(t.elapsed().as_secs_f64());
     }
-    (threads * PER_THREAD) as f64 / best / 1e9
+    (threads * per_thread) as f64 / best / 1e9
 }
 
 /// The wrapping sum of `v`, four lanes at a time (the loads, not the adds, bound it).
@@ -421,6 +439,74 @@ pub fn format_figures(
         });
     }
     Ok(figures)
+}
+
+/// A node's calibration: every format's cache-resident product rate at `threads` threads,
+/// GMAC/s, for one activation row and for `batch` rows, each the best of two timings of
+/// `ms` milliseconds (a format the engine cannot quantize is left out).
+pub fn format_rates(threads: u32, batch: usize, ms: f64) -> Vec<(WeightFormat, f64, f64)> {
+    const COLS: usize = 2048;
+    let pool = ThreadPool::new(threads as usize);
+    let isa = crate::model::engine::isa();
+    let x: Vec<f32> =
+        (0..COLS * batch).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+    let (mut acts, mut out) = (Acts::default(), Vec::new());
+    let mut rates = Vec::new();
+    for format in WeightFormat::ALL {
+        let Some(row_bytes) = format.row_bytes(COLS) else { continue };
+        let rows = resident_rows(row_bytes, threads as usize);
+        let values: Vec<f32> = (0..rows * COLS)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) >> 7) % 2001) as f32 / 1000.0 - 1.0)
+            .collect();
+        let Some(raw) = swactor_engine::quantize::quantize(format, &values) else { continue };
+        let bytes = swactor_engine::Bytes::from_vec(raw);
+        let Ok(m) = Matrix::new(format, rows, COLS, bytes, isa) else { continue };
+        let time = |n, acts: &mut Acts, out: &mut Vec<f32>| {
+            time_resident_for(&pool, &[&m], None, (&x, n), acts, out, (2, ms))
+        };
+        let one = time(1, &mut acts, &mut out);
+        let many = time(batch, &mut acts, &mut out);
+        rates.push((format, one, many));
+    }
+    rates
+}
+
+/// The rate at which the one-row Q8_0 product streams its weights from memory at
+/// `threads` threads, GB/s: `per_thread` bytes of weights per thread (far beyond a core's
+/// caches; scale 1, pseudo-random quants, no quantizer needed), the best of three products.
+/// What the engine's decode reads where it is bound by memory: its kernels prefetch and
+/// load wider than a plain read loop does.
+pub fn stream_rate(threads: usize, per_thread: usize) -> f64 {
+    const COLS: usize = 2048;
+    let format = WeightFormat::Q8_0;
+    let Some(row_bytes) = format.row_bytes(COLS) else { return 0.0 };
+    let step = 16 * threads.max(1);
+    let rows = (per_thread * threads.max(1) / row_bytes / step * step).max(step);
+    let block = format.block_bytes();
+    let mut raw = vec![0u8; rows * row_bytes];
+    for (i, b) in raw.chunks_exact_mut(block).enumerate() {
+        // An f16 scale of 1.0, then 32 quants.
+        b[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
+        for (j, q) in b[2..].iter_mut().enumerate() {
+            *q = (i.wrapping_mul(31).wrapping_add(j * 7) % 61) as u8;
+        }
+    }
+    let isa = crate::model::engine::isa();
+    let bytes = swactor_engine::Bytes::aligned_copy(&raw);
+    drop(raw);
+    let Ok(m) = Matrix::new(format, rows, COLS, bytes, isa) else { return 0.0 };
+    let m = m.repacked();
+    let pool = ThreadPool::new(threads.max(1));
+    let x: Vec<f32> = (0..COLS).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+    let (mut acts, mut out) = (Acts::default(), vec![0f32; rows]);
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        acts.load(&x, COLS, &[format]);
+        matmul_t(&pool, &[&m], &acts, &mut out);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (rows * row_bytes) as f64 / best / 1e9
 }
 
 /// Rows of `row_bytes` each that fill [`RESIDENT_BYTES`] per thread, a multiple of 16

@@ -8,6 +8,7 @@ pub mod bench_cmd;
 pub mod bench_prefix_cmd;
 pub mod bench_products_cmd;
 pub mod bench_serve_cmd;
+pub mod bench_wan_cmd;
 pub mod cache_cmd;
 pub mod client_cmd;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod node_cmd;
 pub mod orchestrate_cmd;
 pub mod output;
 pub mod plan_cmd;
+pub mod plan_speed;
 pub mod pool_init_cmd;
 pub mod pool_watch_cmd;
 pub mod progress;
@@ -30,6 +32,7 @@ pub mod run_sink;
 pub mod serve_cmd;
 pub mod signals;
 pub mod util_cmd;
+pub mod wan_link_cmd;
 
 use clap::Parser;
 use std::io::IsTerminal;
@@ -138,6 +141,7 @@ pub fn run(command: Command, out: &mut Output) -> Result<(), CliError> {
         Command::Bench(BenchCommand::Engine(args)) => bench_cmd::engine(&args, out),
         Command::Bench(BenchCommand::Products(args)) => bench_products_cmd::products(&args, out),
         Command::Bench(BenchCommand::Speculate(args)) => bench_serve_cmd::speculate(&args, out),
+        Command::Bench(BenchCommand::Wan(args)) => bench_wan_cmd::wan(&args, out),
         Command::Node(NodeCommand::Id(args)) => node_cmd::node_id(&args, out),
         Command::Node(NodeCommand::Boot(args)) => node_cmd::boot(&args, out),
         Command::Edge(EdgeCommand::Inspect(args)) => edge_inspect_cmd::inspect(&args, out),

@@ -52,6 +52,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         relays: args.relays.relays()?,
         memory_bytes: args.memory_bytes,
         prompt_cache_bytes: args.prompt_cache_bytes,
+        calibrate: !args.no_calibrate,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let json = args.output.json;

@@ -194,6 +194,8 @@ pub fn render_plan(plan: &RunPlan) -> Vec<String> {
         human_bytes(p.total_weight_bytes),
         human_bytes(p.active_weight_bytes)
     ));
+    lines.push(String::new());
+    lines.extend(super::plan_speed::speed_lines(plan));
     lines
 }
 

@@ -139,6 +139,11 @@ fn node_of(v: &serde_json::Value, line: &str) -> Result<PoolNode, CliError> {
         serde_json::Value::Null => None,
         r => Some(r.as_str().ok_or_else(|| bad("relay"))?.to_string()),
     };
+    // The node's calibration, as it printed it (absent from an older node, or a GPU's).
+    let speed = match &v["speed"] {
+        serde_json::Value::Null => None,
+        sp => Some(serde_json::from_value(sp.clone()).map_err(|_| bad("speed"))?),
+    };
     Ok(PoolNode {
         node_id,
         endpoint_id,
@@ -148,5 +153,8 @@ fn node_of(v: &serde_json::Value, line: &str) -> Result<PoolNode, CliError> {
         arena_bytes: None,
         device,
         prompt_cache_bytes: None,
+        speed,
+        rtt_us: None,
+        links: Vec::new(),
     })
 }

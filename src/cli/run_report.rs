@@ -24,9 +24,58 @@ struct Summary {
     tokens: usize,
     pool_ready_ms: f64,
     time_to_first_token_ms: Option<f64>,
+    /// From the moment the pipeline could serve the prompt to its first token (what the
+    /// plan's prediction is compared with; `time_to_first_token_ms` also counts the wait
+    /// for the pool, provisioning and loading).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_ttft_ms: Option<f64>,
     decode_tokens_per_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     speculation: Option<SpecSummary>,
+    /// What the plan predicted, beside what was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    predicted: Option<Predicted>,
+}
+
+/// The plan's predicted figures for a run (`specs/cost-model.md`).
+#[derive(Serialize)]
+struct Predicted {
+    /// Decode tokens/s: of one sequence for a prompt, of every slot for a batch job.
+    decode_tokens_per_s: f64,
+    /// Time to first token for the run's prompt (a prompt run only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_to_first_token_ms: Option<f64>,
+}
+
+impl Predicted {
+    /// A prompt run's prediction, if the plan has one.
+    fn prompt(plan: &crate::wire::RunPlan) -> Option<Predicted> {
+        plan.speed.as_ref().map(|s| Predicted {
+            decode_tokens_per_s: s.pipeline.decode_tok_s,
+            time_to_first_token_ms: Some(s.pipeline.ttft_ms),
+        })
+    }
+
+    /// A batch job's prediction, if the plan has one.
+    fn batch(plan: &crate::wire::RunPlan) -> Option<Predicted> {
+        plan.speed.as_ref().map(|s| Predicted {
+            decode_tokens_per_s: s.pipeline.decode_tok_s_concurrent,
+            time_to_first_token_ms: None,
+        })
+    }
+
+    /// The words after a text summary.
+    fn words(p: Option<&Predicted>) -> String {
+        match p {
+            None => String::new(),
+            Some(Predicted { decode_tokens_per_s, time_to_first_token_ms: Some(ms) }) => {
+                format!(
+                    " (predicted: first token {ms:.0} ms, decode {decode_tokens_per_s:.1} tokens/s)"
+                )
+            }
+            Some(p) => format!(" (predicted {:.1} tokens/s)", p.decode_tokens_per_s),
+        }
+    }
 }
 
 /// Speculation's counters, named as llama.cpp's and vLLM's, and the acceptance (the
@@ -76,6 +125,8 @@ struct BatchSummary {
     decode_tokens_per_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     speculation: Option<SpecSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    predicted: Option<Predicted>,
 }
 
 /// A batch job's summary (stderr, or a `run` line with `--json`) and exit code: the
@@ -99,19 +150,21 @@ pub fn finish_batch(
         pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
         decode_tokens_per_s: if decode > 0.0 { tokens as f64 / decode } else { 0.0 },
         speculation: spec_summary(report.spec),
+        predicted: Predicted::batch(&report.plan),
     };
     if print.json {
         out.json("run", &summary)?;
         out.flush()?;
     } else {
         eprintln!(
-            "{}: {} requests ({} failed) on {} stages, {} tokens generated, {:.1} tokens/s",
+            "{}: {} requests ({} failed) on {} stages, {} tokens generated, {:.1} tokens/s{}",
             outcome_words(&report),
             summary.requests,
             summary.failed,
             summary.stages,
             summary.completion_tokens,
-            summary.decode_tokens_per_s
+            summary.decode_tokens_per_s,
+            Predicted::words(summary.predicted.as_ref())
         );
         // The summary said how it ended: no `Error:` block repeats it.
         return finish_outcome(&report).map_err(CliError::already_told);
@@ -149,12 +202,14 @@ pub fn finish(
         tokens: report.tokens.len(),
         pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
         time_to_first_token_ms: report.first_token_after.map(|d| d.as_secs_f64() * 1e3),
+        request_ttft_ms: report.results.first().and_then(|r| r.ttft_ms),
         decode_tokens_per_s: if report.tokens.len() > 1 && decode > 0.0 {
             (report.tokens.len() - 1) as f64 / decode
         } else {
             0.0
         },
         speculation: spec_summary(report.spec),
+        predicted: Predicted::prompt(&report.plan),
     };
     if print.json {
         out.json("run", &summary)?;
@@ -168,13 +223,20 @@ pub fn finish(
             }
             _ => outcome_words(&report),
         };
-        let first = match summary.time_to_first_token_ms {
-            Some(ms) => format!("first token after {ms:.0} ms"),
-            None => "no token".into(),
+        let first = match (summary.time_to_first_token_ms, summary.request_ttft_ms) {
+            (Some(ms), Some(request)) => {
+                format!("first token after {ms:.0} ms ({request:.0} ms from the prompt)")
+            }
+            (Some(ms), None) => format!("first token after {ms:.0} ms"),
+            (None, _) => "no token".into(),
         };
         eprintln!(
-            "{outcome}: {} stages, {} prompt tokens, {} generated; {first}, decode {:.1} tokens/s",
-            summary.stages, summary.prompt_tokens, summary.tokens, summary.decode_tokens_per_s
+            "{outcome}: {} stages, {} prompt tokens, {} generated; {first}, decode {:.1} tokens/s{}",
+            summary.stages,
+            summary.prompt_tokens,
+            summary.tokens,
+            summary.decode_tokens_per_s,
+            Predicted::words(summary.predicted.as_ref())
         );
         // The summary said how it ended: no `Error:` block repeats it.
         return finish_outcome(&report).map_err(CliError::already_told);

@@ -52,6 +52,7 @@ pub fn run(cmd: UtilCommand, out: &mut Output) -> Result<(), CliError> {
         }
         UtilCommand::Fuzz(args) => fuzz(&args, out),
         UtilCommand::Simulate(args) => simulate(&args, out),
+        UtilCommand::WanLink(args) => super::wan_link_cmd::wan_link(&args, out),
     }
 }
 
@@ -363,6 +364,23 @@ with.
 Where the node computes: \fBcpu\fR or \fBcuda:N\fR, as its \fBnode_available\fR
 reports it (\fBnode boot --device\fR). When given, \fBorchestrate pool\fR checks it
 against the node's report and refuses the plan on a mismatch (\fBdevice_mismatch\fR).
+.TP
+\fBrtt_us\fR (integer, optional)
+The round trip between the orchestrator and the node, microseconds, to plan for a known
+link (\fBorchestrate pool\fR measures it and uses its measurement instead).
+.TP
+\fBlinks\fR (array of tables, optional)
+Round trips the node measured to other nodes and to the orchestrator:
+\fBto\fR (node id), \fBrtt_us\fR. A hop not listed is estimated from both ends'
+\fBrtt_us\fR.
+.TP
+\fB[nodes.speed]\fR (table, optional)
+What the node measured of its host at boot (\fBpool init\fR writes it from
+\fBnode_available\fR): \fBthreads\fR, \fBisa\fR, \fBread_mbs\fR (memory read
+bandwidth, MB/s) and \fBformats\fR (per weight format, \fBdecode_mmacs\fR and
+\fBprefill_mmacs\fR, million multiply-adds per second). With every stage node's speed the
+planner balances the stages' decode steps and predicts the plan's speed; without, it balances
+memory and predicts none.
 .SH "[placement] (optional)"
 .TP
 \fBnodes\fR (array of node ids)

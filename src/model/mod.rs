@@ -6,7 +6,9 @@
 //! to the `swactor-engine` crate; with the `candle` feature on CUDA or as the reference
 //! through `candle_stage`); [`synth`] writes a deterministic tiny model of any family.
 
-pub use swactor_core::model::{ModelBytes, ModelError, ModelFacts, RopeFacts, sampling};
+pub use swactor_core::model::{
+    FormatBytes, ModelBytes, ModelError, ModelFacts, RopeFacts, sampling,
+};
 pub use swactor_core::model::{constraint, facts, tokenizer};
 
 #[cfg(feature = "candle")]

@@ -527,6 +527,8 @@ impl EdgeRouter {
                 let Ok(conn) = incoming.await else { return };
                 if conn.alpn() == EDGE_ALPN {
                     router.serve_connection(conn).await;
+                } else if conn.alpn() == super::ping::PING_ALPN {
+                    super::ping::answer(conn).await;
                 }
             });
         }

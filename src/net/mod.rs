@@ -8,4 +8,5 @@ pub mod edge;
 pub mod endpoint;
 pub mod identity;
 pub mod paths;
+pub mod ping;
 pub mod relay;

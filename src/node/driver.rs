@@ -66,6 +66,8 @@ pub struct NodeConfig {
     /// The most bytes its stage may keep of evicted prompt prefixes, reported in
     /// `node_available` (`None`: the orchestrator decides).
     pub prompt_cache_bytes: Option<u64>,
+    /// Measure the host's speed at boot and report it (`node boot --no-calibrate`: not).
+    pub calibrate: bool,
     /// The address to advertise (for iroh and SWIM) when listening on an unspecified one
     /// (`None`: the route toward the `join` seeds, else a boot fault).
     pub advertise: Option<std::net::IpAddr>,
@@ -126,6 +128,9 @@ pub struct NodeIdentityReport {
     /// Compute threads of its worker's stage (`node boot --threads`, by default every
     /// CPU the node may use).
     pub threads: u32,
+    /// What it measured of its speed at boot (a CPU node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed: Option<crate::wire::NodeSpeed>,
 }
 
 /// A boot that failed, with its typed reason.
@@ -162,6 +167,8 @@ struct Running {
     /// node waits for it at shutdown (see [`flush_sessions`]).
     flushed: mpsc::Receiver<()>,
     sessions_open: mpsc::Sender<()>,
+    /// What the calibration measured.
+    speed: Option<crate::wire::NodeSpeed>,
 }
 
 fn failed(reason: BootFault, detail: impl std::fmt::Display) -> BootFailed {
@@ -233,6 +240,7 @@ pub async fn run_node(
                 arena_bytes: config.arena_bytes,
                 device: device_label(config.device),
                 threads: config.worker_threads,
+                speed: running.speed.clone(),
             });
         }
     }
@@ -297,6 +305,11 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         ));
     }
     boot.fact_ready(BootFact::Identity);
+    // The calibration runs beside the rest of the boot (a CPU node only).
+    let threads = config.worker_threads;
+    let cpu = config.calibrate && matches!(config.device, Backend::Cpu | Backend::CpuFaulty { .. });
+    let speed =
+        tokio::task::spawn_blocking(move || cpu.then(|| super::calibrate::host_speed(threads)));
 
     // The admin socket's path is claimed first, before anything is started: a path that
     // is not ours to take fails the boot at once, and leaves nothing behind.
@@ -346,6 +359,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         config.cache.clone(),
         config.fault_skip_sequence,
     );
+    let speed = speed.await.ok().flatten();
     let hello = ControlMessage::NodeAvailable {
         node_id: config.node_id,
         endpoint_id: key.endpoint_id_hex(),
@@ -355,6 +369,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         arena_bytes: Some(config.arena_bytes),
         device: Some(device_label(config.device)),
         prompt_cache_bytes: config.prompt_cache_bytes,
+        speed: speed.clone(),
     };
     let (sessions_open, flushed) = mpsc::channel(1);
     let initial = MemberView {
@@ -393,6 +408,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         paths,
         flushed,
         sessions_open,
+        speed,
     })
 }
 

@@ -182,6 +182,15 @@ pub(super) async fn accept(endpoint: Endpoint, inbox: Inbox) {
             let Ok(conn) = incoming.await else { return };
             if conn.alpn() == EDGE_ALPN {
                 inbox.router.serve_connection(conn).await;
+            } else if conn.alpn() == crate::net::ping::PING_ALPN {
+                // Pool members and the orchestrator measure their link to this node.
+                let peer = conn.remote_id();
+                let orchestrator = peer.to_string() == inbox.orchestrator;
+                if orchestrator || inbox.roster.is_member(peer.as_bytes()) {
+                    crate::net::ping::answer(conn).await;
+                } else {
+                    conn.close(1u32.into(), b"not_a_pool_member");
+                }
             } else if conn.alpn() == CTL_ALPN {
                 let peer = conn.remote_id().to_string();
                 if control::authorize(&peer, &inbox.orchestrator).is_err() {

@@ -6,6 +6,7 @@
 pub use swactor_core::node::*;
 
 pub mod admin;
+pub mod calibrate;
 pub mod driver;
 mod facts;
 pub(crate) use facts::host_memory_available;

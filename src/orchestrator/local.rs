@@ -189,7 +189,8 @@ impl LocalPool {
         for k in 1..=config.nodes {
             let key = self.dir.join(format!("node-{k}.key"));
             let mut cmd = Command::new(&config.exe);
-            cmd.args(["node", "boot", "--json", "--stop-on-stdin-eof"])
+            // Its nodes share this host and are balanced by memory: nothing to measure.
+            cmd.args(["node", "boot", "--json", "--stop-on-stdin-eof", "--no-calibrate"])
                 .args(["--node-id", &k.to_string()])
                 .arg("--key")
                 .arg(&key)
@@ -255,6 +256,9 @@ impl LocalPool {
                 device: Some("cpu".into()),
                 prompt_cache_bytes: None,
                 arena_bytes: None,
+                speed: None,
+                rtt_us: None,
+                links: Vec::new(),
             });
         }
         Ok(())

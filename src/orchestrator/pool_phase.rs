@@ -51,6 +51,10 @@ pub enum PoolNotice {
         device: Option<String>,
         /// Its prompt-cache budget, if its operator set one.
         prompt_cache_bytes: Option<u64>,
+        /// What it measured of its speed at boot.
+        speed: Option<crate::wire::NodeSpeed>,
+        /// The round trip of its control session, microseconds.
+        rtt_us: Option<u64>,
     },
     /// A node refused the control session (reported once per node until it answers).
     NodeRefused {
@@ -237,7 +241,7 @@ impl PoolPhase {
 
     fn session(&mut self, node: NodeId, event: SessionEvent, out: &mut Vec<PoolNotice>) {
         match event {
-            SessionEvent::Available { hello, tx } => {
+            SessionEvent::Available { hello, tx, rtt_us } => {
                 let ControlMessage::NodeAvailable {
                     node_id,
                     endpoint_id,
@@ -247,6 +251,7 @@ impl PoolPhase {
                     arena_bytes,
                     device,
                     prompt_cache_bytes,
+                    speed,
                 } = hello
                 else {
                     return;
@@ -272,6 +277,8 @@ impl PoolPhase {
                     arena_bytes,
                     device,
                     prompt_cache_bytes,
+                    speed,
+                    rtt_us,
                 });
             }
             SessionEvent::Refused(reason) => {

@@ -29,6 +29,8 @@ pub enum SessionEvent {
         hello: ControlMessage,
         /// The session's outbound queue.
         tx: mpsc::UnboundedSender<ControlMessage>,
+        /// The round trip of the session's path when the node answered, microseconds.
+        rtt_us: Option<u64>,
     },
     /// A message from the node.
     Message(ControlMessage),
@@ -102,7 +104,8 @@ async fn session(
             continue;
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<ControlMessage>();
-        if events.send((node, SessionEvent::Available { hello, tx })).is_err() {
+        let rtt_us = crate::net::paths::selected(&conn).map(|p| p.rtt_us);
+        if events.send((node, SessionEvent::Available { hello, tx, rtt_us })).is_err() {
             return;
         }
         let writer = tokio::spawn(async move {

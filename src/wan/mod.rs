@@ -10,6 +10,8 @@
 //! to that socket go back to that client. Dropping the [`Forwarder`] stops and joins its
 //! threads.
 
+pub mod netns;
+
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

@@ -1,10 +1,12 @@
 //! swactor's integration tests, in one binary so they link once.
 #![allow(clippy::disallowed_methods)] // tests are drivers: they own the clock
 
+mod calibration;
 mod chat;
 mod cli;
 mod clients;
 mod compose;
+mod cost_model;
 mod dataplane;
 mod defaults;
 mod events;

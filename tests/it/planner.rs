@@ -41,6 +41,7 @@ fn facts_with_blocks(per_block: Vec<u64>) -> ModelFacts {
             head: (1 << 20) + 1024,
             tensors: per_block.iter().sum::<u64>() + (2 << 20) + 1024,
             file: 0,
+            formats: Default::default(),
             per_block,
             active_per_block: Vec::new(),
         },
@@ -79,6 +80,7 @@ fn request<'a>(model: &'a ModelFacts, pool: &'a Pool, stages: Option<u32>) -> Pl
         fit_context: false,
         // The other parts' tests; the prompt cache's has its own budgets.
         prompt_cache_bytes: Some(0),
+        min_speedup: None,
     }
 }
 
@@ -265,6 +267,7 @@ fn explicit_layers_and_node_order_are_used_as_given() {
     req.placement = Placement {
         nodes: Some(vec![NodeId(3), NodeId(1)]),
         layers: Some(vec![LayerRange::new(0, 7), LayerRange::new(7, 10)]),
+        by_memory: false,
     };
     let p = plan(&req).expect("plan");
     assert_eq!(ranges(&p), [LayerRange::new(0, 7), LayerRange::new(7, 10)]);

@@ -52,6 +52,9 @@ pub fn pool_with_memory(memory: &[u64]) -> Pool {
                 device: None,
                 prompt_cache_bytes: None,
                 arena_bytes: None,
+                speed: None,
+                rtt_us: None,
+                links: Vec::new(),
             })
             .collect(),
         placement: None,

@@ -662,6 +662,7 @@ fn a_second_attach_of_stage_ranges_reads_none_of_the_file_and_a_re_formation_lit
         prompt_tokens: 0,
         fit_context: false,
         prompt_cache_bytes: None,
+        min_speedup: None,
     };
     let memo = DigestMemo::default();
     let mut first = plan(&request(3)).expect("plan");

@@ -69,6 +69,65 @@ pub enum BenchCommand {
     /// and how many constrained replies parsed with the schema's keys.
     #[command(after_help = SEE_EXIT_CODES)]
     Structured(BenchStructuredArgs),
+    /// Wide-area links: a pipeline of node processes (one compute thread each), each host in
+    /// its own network namespace behind a link of each round trip (`util wan-link`), and
+    /// relay-only through a relay, with and without n-gram speculation; decode tokens/s and
+    /// time to first token measured beside what the plan predicted, and their ratio. Needs
+    /// root (network namespaces, iptables).
+    #[command(after_help = SEE_EXIT_CODES)]
+    Wan(BenchWanArgs),
+}
+
+/// `swactor bench wan`
+#[derive(Debug, Args)]
+pub struct BenchWanArgs {
+    /// The GGUF model.
+    #[arg(long, value_name = "GGUF")]
+    pub model: PathBuf,
+    /// Stages (one host namespace and node process each).
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub stages: u8,
+    /// Share of datagrams each link loses each way, 0..=1.
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub loss: f64,
+    /// The links: `direct`, a round trip in milliseconds, or `relay`.
+    #[arg(long, value_delimiter = ',', default_value = "direct,20,80,relay", value_name = "LINKS",
+          value_parser = parse_link)]
+    pub links: Vec<crate::bench::wan::Link>,
+    /// Tokens to generate per run.
+    #[arg(long, default_value_t = 32, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub tokens: u32,
+    /// The prompt (by default one whose answer repeats it, where n-gram drafts land).
+    #[arg(
+        long,
+        value_name = "TEXT",
+        default_value = "Repeat this list exactly: apples, pears, plums, cherries, grapes, \
+                           lemons, limes, melons, peaches, apricots. The list: apples, pears,"
+    )]
+    pub prompt: String,
+    /// Leave out the runs with n-gram speculation.
+    #[arg(long)]
+    pub no_speculate: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+/// A `--links` entry.
+fn parse_link(text: &str) -> Result<crate::bench::wan::Link, String> {
+    use crate::bench::wan::Link;
+    match text {
+        "direct" => Ok(Link::Rtt { ms: 0 }),
+        "relay" => Ok(Link::Relay),
+        ms => match ms.trim_end_matches("ms").parse::<u64>() {
+            Ok(ms) if ms <= 10_000 => Ok(Link::Rtt { ms }),
+            _ => Err(format!(
+                "`{text}` is not a link (direct, relay, or a round trip in ms up to 10000)"
+            )),
+        },
+    }
 }
 
 /// `swactor bench structured`
@@ -392,6 +451,7 @@ impl BenchCommand {
             BenchCommand::Prefix(a) => &a.output,
             BenchCommand::Structured(a) => &a.output,
             BenchCommand::Speculate(a) => &a.output,
+            BenchCommand::Wan(a) => &a.output,
         }
     }
 }

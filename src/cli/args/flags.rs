@@ -60,6 +60,31 @@ pub struct PlacementFlags {
     /// Explicit nodes in stage order, e.g. `3,1,2` [default: pool file order].
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     pub nodes: Option<Vec<u64>>,
+    /// What automatic layer ranges balance: the stages' decode steps from the speed each
+    /// node measured at boot (within its memory), or their bytes against node memory.
+    #[arg(long, value_enum, default_value = "speed", value_name = "BY")]
+    pub balance: BalanceBy,
+    /// Refuse a plan predicted to decode one sequence slower than X times the best single
+    /// node that holds the model (`below_min_speedup`, exit 4).
+    #[arg(long, value_name = "X", value_parser = parse_speedup)]
+    pub min_speedup: Option<f64>,
+}
+
+/// What automatic layer ranges balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BalanceBy {
+    /// The stages' decode steps, from each node's measured speed (memory where unknown).
+    Speed,
+    /// Stage bytes against node memory.
+    Memory,
+}
+
+/// A `--min-speedup`: a finite number above 0.
+fn parse_speedup(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("`{text}` is not a speedup (a number above 0, e.g. 1.2)")),
+    }
 }
 
 impl PlacementFlags {

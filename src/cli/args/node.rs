@@ -72,6 +72,11 @@ pub struct NodeBootArgs {
     /// orchestrator's budget].
     #[arg(long, value_name = "BYTES")]
     pub prompt_cache_bytes: Option<u64>,
+    /// Do not measure this host's speed at boot: the node reports none, and a plan over it
+    /// balances by memory and predicts no speed (`run local`'s nodes, which share a host,
+    /// boot so).
+    #[arg(long)]
+    pub no_calibrate: bool,
     /// Where the stage computes: `cpu`, or `cuda:N` (an NVIDIA GPU; needs a build with the
     /// `cuda` feature). Checked at boot: a build without CUDA or a missing device faults
     /// the boot (`device_unavailable`, exit 6). Reported in `node_available`.

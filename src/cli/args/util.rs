@@ -46,6 +46,12 @@ pub enum UtilCommand {
     /// controllers in a simulated world with faults) for many seeds; print a summary, and
     /// for a seed that broke an invariant the command that replays it and its trace.
     Simulate(SimulateArgs),
+    /// A wide-area link for tests and demonstrations (this kernel has no `netem`): listens
+    /// on `--listen` and forwards UDP to `--target` from a socket per client, each way
+    /// delayed by half of `--rtt-ms` (plus jitter) and losing `--loss` of the datagrams.
+    /// Prints `wan_link_ready`, and on SIGINT / SIGTERM what each way carried
+    /// (`wan_link_stopped`).
+    WanLink(WanLinkArgs),
     /// Test helper: a hostile SWIM participant that claims someone else's node id and
     /// endpoint id and sends to `--target` until killed. Prints its address first.
     SwimImpostor {
@@ -125,4 +131,30 @@ fn planted_parser() -> impl clap::builder::TypedValueParser<Value = crate::sim::
     use clap::builder::TypedValueParser;
     let names = crate::sim::Planted::ALL.map(crate::sim::Planted::name);
     clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<crate::sim::Planted>())
+}
+
+/// `swactor util wan-link`.
+#[derive(Debug, Args)]
+pub struct WanLinkArgs {
+    /// Where clients send (port 0 picks one).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// Where it forwards.
+    #[arg(long, value_name = "ADDR")]
+    pub target: std::net::SocketAddr,
+    /// Round trip the link adds, milliseconds.
+    #[arg(long, default_value_t = 20, value_name = "MS")]
+    pub rtt_ms: u64,
+    /// Jitter each way, milliseconds (at most half the round trip).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub jitter_ms: u64,
+    /// Share of datagrams lost each way, 0..=1.
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub loss: f64,
+    /// Seed of the link's draws (delays and losses repeat for the same seed).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Output format.
+    #[command(flatten)]
+    pub output: OutputFlags,
 }

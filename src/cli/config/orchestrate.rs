@@ -58,6 +58,7 @@ impl PoolRun {
             },
             fit_context: args.run.session.runtime.max_seq_len.is_none(),
             prompt_cache_bytes: args.run.session.runtime.prompt_cache_bytes,
+            min_speedup: args.placement.min_speedup,
         })
         .map_err(plan_error)?;
         let session = session_settings(&args.run.session, inputs.request_count().max(1));
@@ -67,6 +68,7 @@ impl PoolRun {
         let orchestrate = OrchestrateConfig {
             requests: inputs.requests.clone(),
             stages: args.placement.stages,
+            min_speedup: args.placement.min_speedup,
             placement,
             run_id,
             draft_model: session_draft_model(spec, &inputs.facts)?,

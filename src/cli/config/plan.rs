@@ -31,6 +31,8 @@ pub struct PlanConfig {
     pub fit_context: bool,
     /// `--prompt-cache-bytes`.
     pub prompt_cache_bytes: Option<u64>,
+    /// `--min-speedup`.
+    pub min_speedup: Option<f64>,
 }
 
 impl PlanConfig {
@@ -60,6 +62,7 @@ impl PlanConfig {
             prompt_tokens: args.prompt_tokens.min(runtime.max_seq_len),
             fit_context: args.runtime.max_seq_len.is_none(),
             prompt_cache_bytes: args.runtime.prompt_cache_bytes,
+            min_speedup: args.placement.min_speedup,
         })
     }
 
@@ -76,6 +79,7 @@ impl PlanConfig {
             prompt_tokens: self.prompt_tokens,
             fit_context: self.fit_context,
             prompt_cache_bytes: self.prompt_cache_bytes,
+            min_speedup: self.min_speedup,
         }
     }
 }

@@ -86,6 +86,9 @@ pub fn fit_in_host_memory(
         arena_bytes: None,
         device: None,
         prompt_cache_bytes: None,
+        speed: None,
+        rtt_us: None,
+        links: Vec::new(),
     };
     let pool = Pool {
         orchestrator: OrchestratorEntry {
@@ -108,6 +111,7 @@ pub fn fit_in_host_memory(
         prompt_tokens: 0,
         fit_context: true,
         prompt_cache_bytes: None,
+        min_speedup: None,
     };
     plan(&request).map_or(runtime, |p| p.runtime)
 }

@@ -165,6 +165,7 @@ impl ServeRun {
             prompt_tokens: 0,
             fit_context: args.session.runtime.max_seq_len.is_none(),
             prompt_cache_bytes: args.session.runtime.prompt_cache_bytes,
+            min_speedup: args.placement.min_speedup,
         })
         .map_err(plan_error)?;
         let nodes = pool.nodes.iter().map(|n| n.node_id.0).collect();
@@ -175,6 +176,7 @@ impl ServeRun {
         let session = session_settings(&args.session, DEFAULT_SERVE_QUEUE);
         let orchestrate = OrchestrateConfig {
             stages: args.placement.stages,
+            min_speedup: args.placement.min_speedup,
             placement,
             run_id,
             draft_model: session_draft_model(&args.session.spec, &model.facts)?,

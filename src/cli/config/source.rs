@@ -48,6 +48,7 @@ pub fn placement(pool: &Pool, flags: &PlacementFlags) -> Result<Placement, CliEr
     Ok(Placement {
         nodes: flags.node_ids().or(file_placement.nodes),
         layers: flags.layers.clone().or(file_layers),
+        by_memory: flags.balance == crate::cli::args::flags::BalanceBy::Memory,
     })
 }
 

@@ -70,6 +70,8 @@ pub struct StageHost {
     opening: Option<(mpsc::UnboundedSender<ControlMessage>, u64)>,
     cache: PathBuf,
     t0: Instant,
+    /// The node's endpoint, for link probes.
+    endpoint: Endpoint,
 }
 
 impl StageHost {
@@ -89,6 +91,7 @@ impl StageHost {
     ) -> StageHost {
         let notifier = worker.notifier();
         let notices = inputs.clone();
+        let probes = endpoint.clone();
         let executor = PlaneExecutor::new(endpoint, router, arena, move |edge, notice| {
             let _ = notices.send(HostInput::Pump(edge, notice));
         });
@@ -103,6 +106,7 @@ impl StageHost {
             opening: None,
             cache,
             t0: Instant::now(),
+            endpoint: probes,
         }
     }
 
@@ -150,6 +154,16 @@ impl StageHost {
             }
             HostInput::SessionClosed(session) => self.node.session_closed(session),
             HostInput::ForeignControl(peer) => self.node.foreign_control(&peer),
+            HostInput::Control(session, ControlMessage::MeasureLinks { peers }) => {
+                // Measured beside everything else; the answer goes on the session that asked.
+                if let Some((tx, _)) = self.session.as_ref().filter(|s| s.1 == session) {
+                    let (tx, endpoint) = (tx.clone(), self.endpoint.clone());
+                    tokio::spawn(async move {
+                        let links = crate::net::ping::measure(&endpoint, &peers).await;
+                        let _ = tx.send(ControlMessage::LinksMeasured { links });
+                    });
+                }
+            }
             HostInput::Control(session, msg) => self.node.control(session, msg),
             HostInput::Weights(run, progress) => {
                 let notice = match progress {

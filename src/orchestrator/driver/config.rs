@@ -63,6 +63,7 @@ impl OrchestrateConfig {
             runtime,
             fit_context: false,
             prompt_cache_bytes: None,
+            min_speedup: None,
             run_id: RunId(1),
             window: Duration::from_millis(300),
             pool_timeout: Duration::from_secs(60),

@@ -11,6 +11,7 @@
 mod config;
 mod drafting;
 mod endpoints;
+mod links;
 mod reform;
 mod run_loop;
 pub mod served;
@@ -87,6 +88,8 @@ pub struct OrchestrateConfig {
     pub fit_context: bool,
     /// Each stage node's prompt-cache budget (`None`: the planner's default).
     pub prompt_cache_bytes: Option<u64>,
+    /// `--min-speedup`: refuse a plan predicted slower than this times the best single node.
+    pub min_speedup: Option<f64>,
     /// The run's id.
     pub run_id: RunId,
     /// Convergence window of the pool gate.
@@ -264,6 +267,26 @@ pub async fn orchestrate_drafting(
     result
 }
 
+/// The pool as this orchestrator plans it: its own endpoint id, relay and addresses (the
+/// last stage connects back here: never an address other hosts cannot reach).
+fn own_pool(
+    config: &OrchestrateConfig,
+    key: &NodeKey,
+    endpoint: &Endpoint,
+) -> Result<Pool, OrchestrateError> {
+    let mut pool = config.pool.clone();
+    pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
+    pool.orchestrator.relay = config.relays.home().map(ToString::to_string);
+    let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
+    pool.orchestrator.addrs = endpoint
+        .bound_sockets()
+        .into_iter()
+        .map(|b| crate::net::advertise::advertised(b, config.advertise, &toward))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
+    Ok(pool)
+}
+
 /// How long an orchestrator whose pool never became ready waits for its endpoint to close.
 const UNREADY_CLOSE: Duration = Duration::from_millis(200);
 
@@ -285,26 +308,26 @@ async fn run_on(
         .await
         .map_err(OrchestrateError::Setup)?;
     tokio::pin!(stop);
-    // Phase 1: the pool (and what each node reports it can give a stage).
+    // Phase 1: the pool (and what each node reports it can give a stage), and the round
+    // trips of its links.
     let mut reports = HashMap::new();
-    let ready_nodes = wait_for_pool(config, &mut phase, sink, &mut stop, t0, &mut reports).await?;
-    let pool_ready_after = t0.elapsed();
+    let pool = own_pool(config, key, endpoint)?;
+    // Accepting from now: the nodes' link probes come here before the token edges do.
+    let routed = crate::net::edge::EdgeRouter::new();
+    tokio::spawn(routed.0.clone().accept_loop(endpoint.clone()));
+    let (ready_nodes, pool_ready_after) = loop {
+        let ready = wait_for_pool(config, &mut phase, sink, &mut stop, t0, &mut reports).await?;
+        let at = t0.elapsed();
+        let (r, s) = (&mut reports, &mut *sink);
+        if links::measure(&mut phase, &pool, &ready, r, s, &mut stop, t0).await? {
+            break (ready, at);
+        }
+    };
     emit(sink, t0, Event::PoolReady { nodes: ready_nodes });
     phase.gate().provisioning_started();
 
     // Phase 2: the plan, with this orchestrator's identity and, where the pool file leaves
     // them out, the memory and arena each node reported; its device is what it computes on.
-    let mut pool = config.pool.clone();
-    pool.orchestrator.endpoint_id = Some(key.endpoint_id_hex());
-    pool.orchestrator.relay = config.relays.home().map(ToString::to_string);
-    // The last stage connects back here: never an address other hosts cannot reach.
-    let toward: Vec<SocketAddr> = pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
-    pool.orchestrator.addrs = endpoint
-        .bound_sockets()
-        .into_iter()
-        .map(|b| crate::net::advertise::advertised(b, config.advertise, &toward))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| OrchestrateError::Setup(e.to_string()))?;
     // One prompt is checked by the planner; a session refuses each request itself.
     let prompt_tokens = match &config.requests[..] {
         [one] if arriving.is_none() => (one.prompt.len() as u32).min(config.runtime.max_seq_len),
@@ -328,12 +351,20 @@ async fn run_on(
         _ => (config, drafter),
     };
     sink.planned(&plan);
+    if let Some(speed) = &plan.speed {
+        sink.progress(&format!(
+            "predicted: decode {:.1} tokens/s, first token {:.0} ms; {}",
+            speed.pipeline.decode_tok_s,
+            speed.pipeline.ttft_ms,
+            speed.verdict_words()
+        ));
+    }
     sink.progress(&format!("provisioning {} stages", plan.stages.len()));
 
     // Phase 3: the run, re-formed over the nodes left as long as nodes are lost and the
     // policy survives it.
     let mut run =
-        run_loop::RunLoop::start(plan, config, drafter, arriving, endpoint, tokenizer, t0)?;
+        run_loop::RunLoop::start(plan, config, drafter, arriving, endpoint, routed, tokenizer, t0)?;
     run.run(&mut phase, &mut reports, sink, &mut stop).await;
     while run.session().reformation().is_some() {
         let mut ctx = reform::Context { config, facts, pool: &pool, reports: &mut reports, t0 };
@@ -380,6 +411,12 @@ async fn plan_run(
             }
             node.arena_bytes = node.arena_bytes.or(report.arena_bytes);
             node.prompt_cache_bytes = node.prompt_cache_bytes.or(report.prompt_cache_bytes);
+            // What the node measured now, and the round trip measured now, beat the file's.
+            node.speed = report.speed.clone().or(node.speed.take());
+            node.rtt_us = report.rtt_us.or(node.rtt_us);
+            if !report.links.is_empty() {
+                node.links = report.links.clone();
+            }
             node.device = reported_device(node, report.device.as_deref())?;
         }
     }
@@ -394,6 +431,7 @@ async fn plan_run(
         prompt_tokens: ask.prompt_tokens,
         fit_context: config.fit_context,
         prompt_cache_bytes: config.prompt_cache_bytes,
+        min_speedup: config.min_speedup,
     };
     let plan = plan(&request).map_err(OrchestrateError::Plan)?;
     // A URL source: each node downloads only its stage's ranges, checked by their digests.
@@ -417,6 +455,10 @@ struct NodeReport {
     arena_bytes: Option<u64>,
     device: Option<String>,
     prompt_cache_bytes: Option<u64>,
+    speed: Option<crate::wire::NodeSpeed>,
+    rtt_us: Option<u64>,
+    /// Round trips it measured to the others (`MeasureLinks`).
+    links: Vec<crate::wire::LinkRtt>,
 }
 
 /// The device a node computes on: what it reported, which the pool file's label (a fact to
@@ -497,9 +539,19 @@ fn node_notice(
             arena_bytes,
             device,
             prompt_cache_bytes,
+            speed,
+            rtt_us,
             ..
         } => {
-            let report = NodeReport { memory_bytes, arena_bytes, device, prompt_cache_bytes };
+            let report = NodeReport {
+                memory_bytes,
+                arena_bytes,
+                device,
+                prompt_cache_bytes,
+                speed,
+                rtt_us,
+                links: Vec::new(),
+            };
             reports.insert(node_id, report);
             emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
             sink.progress(&format!("node {node_id} available"));
@@ -527,9 +579,19 @@ fn keep_report(
             arena_bytes,
             device,
             prompt_cache_bytes,
+            speed,
+            rtt_us,
             ..
         } => {
-            let report = NodeReport { memory_bytes, arena_bytes, device, prompt_cache_bytes };
+            let report = NodeReport {
+                memory_bytes,
+                arena_bytes,
+                device,
+                prompt_cache_bytes,
+                speed,
+                rtt_us,
+                links: Vec::new(),
+            };
             reports.insert(node_id, report);
             None
         }

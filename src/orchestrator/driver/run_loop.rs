@@ -55,19 +55,21 @@ pub(super) struct RunLoop<'t> {
 }
 
 impl<'t> RunLoop<'t> {
-    /// Sets up the token endpoints' router and the first run's endpoints, and starts the
+    /// Sets up the first run's endpoints on the token edges' router (`routed`: the router
+    /// accepting on `endpoint` since the pool phase, and its refusals), and starts the
     /// session.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start(
         plan: RunPlan,
         config: &OrchestrateConfig,
         drafter: Option<&Drafter>,
         arriving: Option<Arriving>,
         endpoint: &Endpoint,
+        routed: (EdgeRouter, mpsc::UnboundedReceiver<Refusal>),
         tokenizer: &'t Tokenizer,
         t0: Instant,
     ) -> Result<RunLoop<'t>, OrchestrateError> {
-        let (router, refusals) = EdgeRouter::new();
-        tokio::spawn(router.clone().accept_loop(endpoint.clone()));
+        let (router, refusals) = routed;
         let parts = Parts::new(&plan, endpoint, &router)?;
         let now = Instant::now();
         let (book, rx, served) = match arriving {

@@ -74,6 +74,21 @@ pub enum ControlMessage {
         /// (`node boot --prompt-cache-bytes`), if its operator set it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt_cache_bytes: Option<u64>,
+        /// What it measured of its speed at boot (a CPU node; absent from a node on a GPU).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        speed: Option<crate::wire::NodeSpeed>,
+    },
+    /// Orchestrator -> node: measure the round trip to each of these peers (the pool's
+    /// other nodes and the orchestrator) before the plan is made.
+    MeasureLinks {
+        /// The peers, as the plan would name them.
+        peers: Vec<crate::wire::Peer>,
+    },
+    /// Node -> orchestrator: the round trips it measured (a peer it could not reach is
+    /// left out).
+    LinksMeasured {
+        /// The round trips.
+        links: Vec<crate::wire::LinkRtt>,
     },
     /// Orchestrator -> node: run one stage.
     ProvisionStage {

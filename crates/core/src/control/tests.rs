@@ -16,6 +16,27 @@ fn messages() -> Vec<ControlMessage> {
             arena_bytes: Some(1 << 28),
             device: Some("cuda:1".into()),
             prompt_cache_bytes: Some(1 << 29),
+            speed: Some(crate::wire::NodeSpeed {
+                threads: 2,
+                isa: "avx2".into(),
+                read_mbs: 21_000,
+                formats: vec![crate::wire::FormatRate {
+                    format: "q8_0".into(),
+                    decode_mmacs: 30_000,
+                    prefill_mmacs: 90_000,
+                }],
+            }),
+        },
+        ControlMessage::MeasureLinks {
+            peers: vec![crate::wire::Peer {
+                node_id: NodeId(2),
+                endpoint_id: Some("cd".repeat(32)),
+                addrs: vec!["127.0.0.1:9".parse().expect("addr")],
+                relay: None,
+            }],
+        },
+        ControlMessage::LinksMeasured {
+            links: vec![crate::wire::LinkRtt { to: NodeId(2), rtt_us: 20_000 }],
         },
         ControlMessage::Observe { delegation: "ef".repeat(64), members: vec![] },
         ControlMessage::MemberView { up: vec![NodeId(1), NodeId(3)], suspect: vec![NodeId(2)] },

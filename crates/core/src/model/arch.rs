@@ -582,6 +582,7 @@ mod tests {
                 head: 1,
                 tensors: 14,
                 file: 14,
+                formats: Default::default(),
             },
             tensor_types: Default::default(),
             vocab_digest: None,

@@ -40,6 +40,19 @@ pub struct ModelBytes {
     pub tensors: u64,
     /// Size of the file.
     pub file: u64,
+    /// The blocks' and the head's tensors by weight format (`q8_0`, `q4_k`, ...): bytes and
+    /// weights, for the cost model's rates (empty where unknown).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub formats: BTreeMap<String, FormatBytes>,
+}
+
+/// The bytes and weights (multiply-adds per row) of the tensors of one format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FormatBytes {
+    /// Bytes.
+    pub bytes: u64,
+    /// Weights: one multiply-add each per activation row.
+    pub weights: u64,
 }
 
 impl ModelBytes {

@@ -11,6 +11,7 @@ pub mod tokenizer;
 
 pub use arch::{ArchFacts, Family};
 pub use facts::{
-    ModelBytes, ModelError, ModelFacts, RopeFacts, STAGE_PROCESS_BYTES, facts_from_header,
+    FormatBytes, ModelBytes, ModelError, ModelFacts, RopeFacts, STAGE_PROCESS_BYTES,
+    facts_from_header,
 };
 pub use gguf::{GgufHeader, decode_header};

@@ -11,10 +11,12 @@
 
 mod checks;
 mod context;
+pub mod cost;
 mod edges;
 pub mod pool;
 pub mod prompt_cache;
 mod ranges;
+mod speed;
 mod validate;
 
 use std::fmt;
@@ -42,8 +44,12 @@ pub use validate::validate_plan;
 pub struct Placement {
     /// Nodes in stage order; `None` takes the first nodes of the pool in file order.
     pub nodes: Option<Vec<NodeId>>,
-    /// Layer ranges in stage order; `None` balances blocks by bytes, weighted by memory.
+    /// Layer ranges in stage order; `None` balances the stages' decode steps where every
+    /// stage node's speed is known (within each node's memory), else blocks by bytes,
+    /// weighted by memory.
     pub layers: Option<Vec<LayerRange>>,
+    /// Balance by memory even where the nodes' speeds are known (`--placement memory`).
+    pub by_memory: bool,
 }
 
 /// Everything the planner needs.
@@ -72,6 +78,9 @@ pub struct PlanRequest<'a> {
     /// Each stage node's prompt-cache budget (`None`: a quarter of what the node has left,
     /// at most [`prompt_cache::DEFAULT_BUDGET_CAP`]; 0: no store).
     pub prompt_cache_bytes: Option<u64>,
+    /// Refuse a plan predicted to decode one sequence slower than this many times the
+    /// best single node that holds the model ([`PlanRejection::BelowMinSpeedup`]).
+    pub min_speedup: Option<f64>,
 }
 
 /// A typed rejection: a stable [`PlanRejection`] reason and a human message.
@@ -111,7 +120,9 @@ pub fn check_before_reports(req: &PlanRequest<'_>) -> Result<()> {
     for node in pool.nodes.iter_mut().filter(|n| n.memory_bytes == 0) {
         node.memory_bytes = u64::MAX;
     }
-    plan(&PlanRequest { pool: &pool, ..req.clone() }).map(|_| ())
+    // Speeds come with the reports too: `--min-speedup` is judged on the plan made with them.
+    let min_speedup = req.min_speedup.filter(|_| pool.nodes.iter().all(|n| n.speed.is_some()));
+    plan(&PlanRequest { pool: &pool, min_speedup, ..req.clone() }).map(|_| ())
 }
 
 /// Plans a run. Returns exactly one complete plan or the first rejection. With
@@ -122,23 +133,73 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     context::plan_fitting(req, plan_exact)
 }
 
-/// Plans a run with the context `req.runtime` gives.
+/// Plans a run with the context `req.runtime` gives, its speed predicted beside every
+/// pool node that holds the model alone.
 fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
-    let model = req.model;
+    let plan = plan_structure(req)?;
+    let singles: Vec<_> = req
+        .pool
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let (cost, rtt, _) = speed::node_cost(n, req.model)?;
+            let alone = PlanRequest {
+                stages: Some(1),
+                placement: Placement { nodes: Some(vec![n.node_id]), ..Placement::default() },
+                min_speedup: None,
+                ..req.clone()
+            };
+            let back = n.link_to(req.pool.orchestrator.node_id).unwrap_or(rtt);
+            plan_structure(&alone).ok().map(|_| (n.node_id, cost, rtt, back))
+        })
+        .collect();
+    let nodes: Vec<&PoolNode> =
+        plan.0.stages.iter().filter_map(|s| req.pool.node(s.node_id)).collect();
+    let row_bytes = plan.0.prediction.activation_bytes_per_token;
+    let speed = speed::predict(req, &nodes, &plan.0.stages, row_bytes, plan.1, &singles);
+    speed::check_min_speedup(req, speed.as_ref())?;
+    Ok(RunPlan { speed, ..plan.0 })
+}
+
+/// Plans a run with the context `req.runtime` gives, without its speed: ranges balanced
+/// by speed where the nodes' speeds are known and a split fits, else by memory.
+fn plan_structure(req: &PlanRequest<'_>) -> Result<(RunPlan, crate::wire::PlacedBy)> {
     check_runtime(req)?;
-    check_model(model)?;
+    check_model(req.model)?;
     check_source(&req.source)?;
     check_pool(req.pool)?;
 
     let nodes = choose_nodes(req)?;
     check_node_memory(&nodes)?;
-    let layers = layer_ranges(req, &nodes)?;
+    let by_speed = !req.placement.by_memory;
+    match plan_ranges(req, &nodes, by_speed) {
+        // A split by speed that fits the weights and KV cache may not fit the rest.
+        Err(e)
+            if by_speed
+                && matches!(
+                    e.reason,
+                    PlanRejection::ExceedsNodeMemory | PlanRejection::ExceedsNodeArena
+                ) =>
+        {
+            plan_ranges(req, &nodes, false)
+        }
+        other => other,
+    }
+}
 
+/// Plans a run over `nodes` with the context `req.runtime` gives.
+fn plan_ranges(
+    req: &PlanRequest<'_>,
+    nodes: &[&PoolNode],
+    by_speed: bool,
+) -> Result<(RunPlan, crate::wire::PlacedBy)> {
+    let model = req.model;
+    let (layers, placed_by) = layer_ranges(req, nodes, by_speed)?;
     let rings = RingSet::for_model(model, &req.runtime);
     let orchestrator = orchestrator_peer(req.pool);
-    let edges = mint_edges(&orchestrator, &nodes, &rings);
-    let mut stages = stage_plans(req, &nodes, &layers, &edges)?;
-    let prompt_cache = prompt_cache::plan_store(req, &mut stages, &nodes)?;
+    let edges = mint_edges(&orchestrator, nodes, &rings);
+    let mut stages = stage_plans(req, nodes, &layers, &edges)?;
+    let prompt_cache = prompt_cache::plan_store(req, &mut stages, nodes)?;
     let prediction = plan_prediction(req, &rings, &stages);
     let plan = RunPlan {
         run_id: req.run_id,
@@ -171,7 +232,8 @@ fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
         prediction,
         context: None,
         prompt_cache,
+        speed: None,
     };
     validate_plan(&plan)?;
-    Ok(plan)
+    Ok((plan, placed_by))
 }

@@ -80,6 +80,27 @@ pub struct PoolNode {
     /// default). With a run's budget as well, the smaller one holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache_bytes: Option<u64>,
+    /// What the node measured of its own speed at boot (`node_available`; `pool init`
+    /// writes it). Absent: the planner balances by memory and predicts no speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<crate::wire::NodeSpeed>,
+    /// The round trip between the orchestrator and the node, microseconds: measured on
+    /// the live connection by `orchestrate`, or written here to plan for a link (absent:
+    /// the cost model assumes a LAN's, [`crate::planner::cost::ASSUMED_RTT_US`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_us: Option<u64>,
+    /// Round trips the node measured to other nodes and to the orchestrator (by node id;
+    /// `orchestrate` asks for them before planning). A link missing here is estimated from
+    /// the two ends' `rtt_us`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<crate::wire::LinkRtt>,
+}
+
+impl PoolNode {
+    /// The measured round trip from this node to `to`, if any.
+    pub fn link_to(&self, to: NodeId) -> Option<u64> {
+        self.links.iter().find(|l| l.to == to).map(|l| l.rtt_us)
+    }
 }
 
 /// Placement written in the pool file (overridden by command-line flags).

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod prompt_cache;
 pub mod reason;
 pub mod spec;
+pub mod speed;
 
 pub use header::{
     HEADER_LEN, HeaderError, OBJECT_MAGIC, OBJECT_VERSION, ObjectFlags, ObjectHeader,
@@ -33,4 +34,8 @@ pub use plan::{
 pub use reason::{Component, FaultReason, ObjectFailure};
 pub use spec::{
     ActivationDType, ObjectSpec, PayloadKind, RingLayout, RingSpec, SpecError, WireDType,
+};
+pub use speed::{
+    FormatRate, LayoutSpeed, LinkRtt, NodeSpeed, PlacedBy, SpeedPrediction, SplitVerdict,
+    StageSpeed,
 };

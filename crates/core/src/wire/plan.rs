@@ -530,6 +530,9 @@ pub struct RunPlan {
     /// Every stage's prompt-cache store (`blocks` 0: none).
     #[serde(default)]
     pub prompt_cache: PromptCachePlan,
+    /// Its predicted speed, where every stage node's speed is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<super::SpeedPrediction>,
 }
 
 /// The context a plan gives each sequence, and why it is that long.

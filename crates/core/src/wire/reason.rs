@@ -124,6 +124,9 @@ reason_enum!(
         InvalidPool = "invalid_pool",
         /// The weights URL is not an `http` or `https` URL with a host.
         InvalidWeightsUrl = "invalid_weights_url",
+        /// The plan's predicted decode rate is below `--min-speedup` times the best single
+        /// node's.
+        BelowMinSpeedup = "below_min_speedup",
     }
 );
 

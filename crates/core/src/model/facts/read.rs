@@ -282,6 +282,8 @@ struct Tally<'a> {
     tensors_total: u64,
     tensor_types: BTreeMap<String, u32>,
     tensor_bytes: BTreeMap<&'a str, u64>,
+    /// The blocks' and the output head's tensors by format.
+    formats: BTreeMap<String, super::FormatBytes>,
 }
 
 /// Tensor bytes, grouped the way stages load them, each tensor's shape checked against the
@@ -310,6 +312,7 @@ fn tally_tensors<'a>(
         tensors_total: 0,
         tensor_types: BTreeMap::new(),
         tensor_bytes: BTreeMap::new(),
+        formats: BTreeMap::new(),
     };
     for (name, info) in header.tensors_in_order() {
         let (_, bytes) = header.extent(name, info)?;
@@ -325,6 +328,12 @@ fn tally_tensors<'a>(
         tally.tensors_total = tally.tensors_total.saturating_add(bytes);
         *tally.tensor_types.entry(info.dtype.name().to_string()).or_insert(0u32) += 1;
         tally.tensor_bytes.insert(name.as_str(), bytes);
+        if name.starts_with("blk.") || name == "output.weight" {
+            let weights = info.shape.iter().map(|&d| d as u64).fold(1u64, u64::saturating_mul);
+            let f = tally.formats.entry(info.dtype.name().to_string()).or_default();
+            f.bytes = f.bytes.saturating_add(bytes);
+            f.weights = f.weights.saturating_add(weights);
+        }
         if let Some(rest) = name.strip_prefix("blk.") {
             let idx = rest.split('.').next().and_then(|i| i.parse::<u32>().ok());
             match idx {
@@ -434,6 +443,7 @@ fn bytes_by_role(
             head,
             tensors: tally.tensors_total,
             file: file_len,
+            formats: tally.formats,
         },
         tensor_types: tally.tensor_types,
         tied_embeddings,

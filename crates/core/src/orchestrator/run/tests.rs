@@ -46,6 +46,7 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
             head: 1 << 16,
             tensors: 1 << 20,
             file: 1 << 20,
+            formats: Default::default(),
         },
         tensor_types: BTreeMap::new(),
         vocab_digest: None,
@@ -67,6 +68,9 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
                 device: None,
                 prompt_cache_bytes: None,
                 arena_bytes: None,
+                speed: None,
+                rtt_us: None,
+                links: Vec::new(),
             })
             .collect(),
         placement: None,
@@ -91,6 +95,7 @@ pub(crate) fn plan_with(max_tokens: u32, slots: u32) -> RunPlan {
         prompt_tokens: 4,
         fit_context: false,
         prompt_cache_bytes: None,
+        min_speedup: None,
     })
     .expect("plan")
 }

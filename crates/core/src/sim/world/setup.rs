@@ -41,6 +41,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
             head: 1 << 12,
             tensors: 1 << 16,
             file: 1 << 16,
+            formats: Default::default(),
         },
         tensor_types: BTreeMap::new(),
         vocab_digest: None,
@@ -64,6 +65,9 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
                 device: None,
                 prompt_cache_bytes: None,
                 arena_bytes: None,
+                speed: None,
+                rtt_us: None,
+                links: Vec::new(),
             })
             .collect(),
         placement: None,
@@ -89,6 +93,7 @@ pub(super) fn the_plan(nodes: &[usize], slots: u32, run: RunId, store_blocks: u3
         prompt_tokens: 0,
         fit_context: false,
         prompt_cache_bytes: None,
+        min_speedup: None,
     };
     let mut plan = plan(&req).unwrap_or_else(|e| panic!("the simulation's plan is valid: {e}"));
     plan.prompt_cache =

@@ -1,0 +1,118 @@
+//! The cost model: how long a stage's step and a hop take, from what each node measured of
+//! itself at boot ([`NodeSpeed`]) and the round trips the orchestrator measured, and what
+//! that makes of a plan's decode rate and time to first token (`specs/cost-model.md`).
+//!
+//! A step of `rows` rows over a stage's weights costs, for each weight format `f` of the
+//! model (bytes `B_f`, weights `W_f`, in the stage's share): `B_f / bandwidth` to read
+//! them or `rows x W_f / rate_f` to compute (the one-row rate for a decode step, the
+//! many-row rate for more), whichever is slower: the kernels prefetch, so reading and
+//! computing overlap, and the bandwidth is the kernels' own streaming rate where that beats
+//! a plain read loop. A hop costs half the link's round
+//! trip, the hop's own cost ([`HOP_US`]), and its bytes at [`ASSUMED_LINK_MBS`].
+
+use crate::model::ModelFacts;
+use crate::wire::{LayerRange, NodeSpeed};
+
+/// The round trip assumed for a link nobody measured (a LAN's), microseconds.
+pub const ASSUMED_RTT_US: u64 = 500;
+
+/// A hop's own cost beyond the link, microseconds: the object's write, QUIC, the ring and
+/// the consumer's wake-up (`bench edge` measures 65-75 us for a decode-sized hop on
+/// loopback).
+pub const HOP_US: f64 = 80.0;
+
+/// A stage step's own cost beyond its products, microseconds: the worker's wake-up, norms,
+/// attention over a short context, the batch's bookkeeping.
+pub const STEP_US: f64 = 150.0;
+
+/// The link bandwidth assumed for a hop's bytes (not measured), MB/s: 1 Gbit/s.
+pub const ASSUMED_LINK_MBS: f64 = 125.0;
+
+/// Prompt rows per micro-batch (the scheduler's default token budget): a longer prompt
+/// is prefilled a chunk per round trip.
+pub const PREFILL_CHUNK: u32 = 512;
+
+/// One node's costs for one model, seconds per byte of weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeCost {
+    /// Reading one byte from memory.
+    read: f64,
+    /// Computing one byte's weights for one row, with the one-row kernels.
+    decode: f64,
+    /// Computing one byte's weights for one row, with the many-row kernels.
+    prefill: f64,
+}
+
+impl NodeCost {
+    /// The costs of `speed` for `model`'s weight formats; `None` without a bandwidth or
+    /// with no format measured. A format the node did not measure costs as its slowest.
+    pub fn of(speed: &NodeSpeed, model: &ModelFacts) -> Option<NodeCost> {
+        let positive = |r: u64| (r > 0).then_some(r as f64 * 1e6);
+        let read = 1.0 / positive(speed.read_mbs)?;
+        let slowest = |pick: fn(&crate::wire::FormatRate) -> u64| {
+            speed.formats.iter().filter_map(|f| positive(pick(f))).reduce(f64::min)
+        };
+        let (slow_decode, slow_prefill) =
+            (slowest(|f| f.decode_mmacs)?, slowest(|f| f.prefill_mmacs)?);
+        let total: u64 = model.bytes.formats.values().map(|f| f.bytes).sum();
+        if total == 0 {
+            // No format tally (a plan from facts without one): weights of about a byte.
+            return Some(NodeCost { read, decode: 1.0 / slow_decode, prefill: 1.0 / slow_prefill });
+        }
+        let (mut decode, mut prefill) = (0.0, 0.0);
+        for (name, f) in &model.bytes.formats {
+            let rate = speed.format(name);
+            let d = rate.and_then(|r| positive(r.decode_mmacs)).unwrap_or(slow_decode);
+            let p = rate.and_then(|r| positive(r.prefill_mmacs)).unwrap_or(slow_prefill);
+            // Seconds per byte of this format, weighted by its share of the bytes.
+            decode += f.weights as f64 / d / total as f64;
+            prefill += f.weights as f64 / p / total as f64;
+        }
+        Some(NodeCost { read, decode, prefill })
+    }
+
+    /// Microseconds of one step of `rows` rows over `bytes` of weights: reading them or
+    /// computing them, whichever is slower (the kernels prefetch, so one hides the other).
+    pub fn step_us(&self, bytes: u64, rows: u32) -> f64 {
+        let per_row = if rows <= 1 { self.decode } else { self.prefill };
+        STEP_US + bytes as f64 * self.read.max(f64::from(rows.max(1)) * per_row) * 1e6
+    }
+}
+
+/// The bytes a stage over `range` reads per step: its blocks' active weights and, on the
+/// last stage, the head (the embedding's one row is left out).
+pub fn stage_step_bytes(model: &ModelFacts, range: LayerRange, last: bool) -> u64 {
+    let blocks: u64 =
+        (range.start..range.end).map(|b| model.bytes.active_of_block(b as usize)).sum();
+    blocks + if last { model.bytes.head } else { 0 }
+}
+
+/// Microseconds of a stage's prefill of `prompt` rows (in chunks of [`PREFILL_CHUNK`]):
+/// every chunk reads the blocks and computes its rows; the head computes one row.
+pub fn stage_prefill_us(
+    cost: &NodeCost,
+    model: &ModelFacts,
+    range: LayerRange,
+    last: bool,
+    prompt: u32,
+) -> f64 {
+    let blocks = stage_step_bytes(model, range, false);
+    let (mut left, mut us) = (prompt.max(1), 0.0);
+    while left > 0 {
+        let rows = left.min(PREFILL_CHUNK);
+        us += cost.step_us(blocks, rows);
+        left -= rows;
+    }
+    us + if last { cost.step_us(model.bytes.head, 1) - STEP_US } else { 0.0 }
+}
+
+/// Microseconds of a one-way hop of `bytes` over a link of round trip `rtt_us`.
+pub fn hop_us(rtt_us: u64, bytes: u64) -> f64 {
+    rtt_us as f64 / 2.0 + HOP_US + bytes as f64 / ASSUMED_LINK_MBS
+}
+
+/// The round trip of the link between two nodes, estimated from each one's round trip to
+/// the orchestrator: their mean (the orchestrator does not see the link itself).
+pub fn link_rtt_us(a: u64, b: u64) -> u64 {
+    a.midpoint(b)
+}

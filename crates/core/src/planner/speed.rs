@@ -1,0 +1,216 @@
+//! A plan's prediction of its own speed ([`SpeedPrediction`]) from the cost model, beside
+//! the best single node's, and the `--min-speedup` check.
+
+use super::cost::{self, ASSUMED_RTT_US, NodeCost};
+use super::pool::PoolNode;
+use super::{PlanError, PlanRequest, Result};
+use crate::model::ModelFacts;
+use crate::wire::reason::PlanRejection;
+use crate::wire::{
+    LayerRange, LayoutSpeed, NodeId, PlacedBy, SpeedPrediction, SplitVerdict, StagePlan, StageSpeed,
+};
+
+/// One stage as the cost model sees it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CostStage {
+    pub node_id: NodeId,
+    pub cost: NodeCost,
+    pub layers: LayerRange,
+    /// The node's round trip from the orchestrator, microseconds.
+    pub rtt_us: u64,
+    /// The round trip of the hop after it (to the next stage, or back to the
+    /// orchestrator from the last), microseconds.
+    pub next_rtt_us: u64,
+}
+
+/// The node's cost for `model` and its round trip (assumed where not measured), if its
+/// speed is known.
+pub(super) fn node_cost(node: &PoolNode, model: &ModelFacts) -> Option<(NodeCost, u64, bool)> {
+    let cost = NodeCost::of(node.speed.as_ref()?, model)?;
+    Some((cost, node.rtt_us.unwrap_or(ASSUMED_RTT_US), node.rtt_us.is_none()))
+}
+
+/// What a layout's figures are made of.
+struct Figures {
+    stages: Vec<StageSpeed>,
+    first_hop_us: u64,
+    layout: LayoutSpeed,
+}
+
+/// The figures of a pipeline of `stages` (in order) for `slots` sequences and a prompt of
+/// `prompt` tokens, each activation row `row_bytes`.
+fn figures(
+    model: &ModelFacts,
+    stages: &[CostStage],
+    row_bytes: u64,
+    slots: u32,
+    prompt: u32,
+) -> Figures {
+    let n = stages.len();
+    let last = |i: usize| i + 1 == n;
+    // The hop after stage `i` for `rows` rows: to the next stage, or the sampled ids back.
+    let hop = |i: usize, rows: u32| {
+        let bytes = if last(i) { 4 * u64::from(rows.max(1)) } else { row_bytes * u64::from(rows) };
+        cost::hop_us(stages[i].next_rtt_us, bytes)
+    };
+    let first = |rows: u32| cost::hop_us(stages[0].rtt_us, 4 * u64::from(rows.max(1)));
+    let step = |i: usize, rows: u32| {
+        let s = &stages[i];
+        s.cost.step_us(cost::stage_step_bytes(model, s.layers, last(i)), rows)
+    };
+    let round_trip =
+        |rows: u32| first(rows) + (0..n).map(|i| step(i, rows) + hop(i, rows)).sum::<f64>();
+
+    // Decode: one sequence goes round the loop once per token; `slots` sequences in
+    // `groups` micro-batches (one per stage, at most the slots) are bound by the loop or by
+    // the busiest stage, which works on every group in turn.
+    let one = round_trip(1);
+    let groups = (n as u32).min(slots).max(1);
+    let rows = slots.div_ceil(groups);
+    let busiest = (0..n).map(|i| step(i, rows)).fold(0.0, f64::max);
+    let concurrent = round_trip(rows).max(f64::from(groups) * busiest);
+    // Time to first token: every chunk of the prompt goes round the loop in turn.
+    let chunks = prompt.max(1).div_ceil(cost::PREFILL_CHUNK);
+    let prefill: f64 = (0..n)
+        .map(|i| cost::stage_prefill_us(&stages[i].cost, model, stages[i].layers, last(i), prompt))
+        .sum();
+    let hops: f64 = first(0) + (0..n).map(|i| hop(i, 0)).sum::<f64>();
+    let bytes = row_bytes as f64 * f64::from(prompt) * (n - 1) as f64;
+    let ttft = prefill + f64::from(chunks) * hops + bytes / cost::ASSUMED_LINK_MBS;
+    Figures {
+        stages: (0..n)
+            .map(|i| StageSpeed {
+                node_id: stages[i].node_id,
+                step_us: step(i, 1).round() as u64,
+                batch_step_us: step(i, rows).round() as u64,
+                prefill_us: cost::stage_prefill_us(
+                    &stages[i].cost,
+                    model,
+                    stages[i].layers,
+                    last(i),
+                    prompt,
+                )
+                .round() as u64,
+                hop_us: hop(i, 1).round() as u64,
+            })
+            .collect(),
+        first_hop_us: first(1).round() as u64,
+        layout: LayoutSpeed {
+            decode_tok_s: 1e6 / one,
+            decode_tok_s_concurrent: f64::from(slots) * 1e6 / concurrent,
+            ttft_ms: ttft / 1e3,
+        },
+    }
+}
+
+/// The plan's prediction, where every stage node's speed is known; `single` gives each
+/// pool node that holds the whole model on its own, with its cost.
+pub(super) fn predict(
+    req: &PlanRequest<'_>,
+    nodes: &[&PoolNode],
+    stages: &[StagePlan],
+    row_bytes: u64,
+    placed_by: PlacedBy,
+    singles: &[(NodeId, NodeCost, u64, u64)],
+) -> Option<SpeedPrediction> {
+    let mut assumed = false;
+    let orchestrator = req.pool.orchestrator.node_id;
+    let mut cost_stages: Vec<CostStage> = nodes
+        .iter()
+        .zip(stages)
+        .map(|(node, s)| {
+            let (cost, rtt_us, guessed) = node_cost(node, req.model)?;
+            assumed |= guessed;
+            Some(CostStage {
+                node_id: node.node_id,
+                cost,
+                layers: s.layers,
+                rtt_us,
+                next_rtt_us: 0,
+            })
+        })
+        .collect::<Option<_>>()?;
+    // Each hop's round trip: measured by the node on that link, else estimated from the
+    // two ends' round trips from the orchestrator.
+    for i in 0..cost_stages.len() {
+        let next = nodes.get(i + 1);
+        let to = next.map_or(orchestrator, |n| n.node_id);
+        cost_stages[i].next_rtt_us = match nodes[i].link_to(to) {
+            Some(rtt) => rtt,
+            None => {
+                assumed = true;
+                match cost_stages.get(i + 1) {
+                    Some(n) => cost::link_rtt_us(cost_stages[i].rtt_us, n.rtt_us),
+                    None => cost_stages[i].rtt_us,
+                }
+            }
+        };
+    }
+    let slots = u32::from(req.runtime.table_capacity());
+    let prompt = req.prompt_tokens.max(1);
+    let fig = figures(req.model, &cost_stages, row_bytes, slots, prompt);
+    let whole = LayerRange::new(0, req.model.block_count);
+    // The fastest; of equals, the first in the pool (`max_by` keeps the last).
+    let single = singles
+        .iter()
+        .rev()
+        .map(|&(node_id, cost, rtt_us, next_rtt_us)| {
+            let alone = [CostStage { node_id, cost, layers: whole, rtt_us, next_rtt_us }];
+            (node_id, figures(req.model, &alone, row_bytes, slots, prompt).layout)
+        })
+        .max_by(|a, b| a.1.decode_tok_s.total_cmp(&b.1.decode_tok_s));
+    let verdict = match (stages.len(), single) {
+        (1, _) => SplitVerdict::Single,
+        (_, None) => SplitVerdict::Needed,
+        (_, Some((_, alone))) => {
+            let speedup = fig.layout.decode_tok_s / alone.decode_tok_s;
+            if speedup > 1.0 {
+                SplitVerdict::Helps { speedup }
+            } else {
+                SplitVerdict::Costs { speedup }
+            }
+        }
+    };
+    Some(SpeedPrediction {
+        placed_by,
+        concurrent: slots,
+        prompt_tokens: prompt,
+        stages: fig.stages,
+        first_hop_us: fig.first_hop_us,
+        pipeline: fig.layout,
+        single,
+        verdict,
+        links_assumed: assumed,
+    })
+}
+
+/// Refuses a plan predicted below `--min-speedup` times the best single node's decode rate
+/// (or whose speed cannot be predicted); a split that is needed, or one stage, passes.
+pub(super) fn check_min_speedup(
+    req: &PlanRequest<'_>,
+    speed: Option<&SpeedPrediction>,
+) -> Result<()> {
+    let Some(min) = req.min_speedup else { return Ok(()) };
+    let Some(speed) = speed else {
+        return Err(PlanError::new(
+            PlanRejection::BelowMinSpeedup,
+            format!(
+                "--min-speedup {min} needs every stage node's speed, and some node reported none"
+            ),
+        ));
+    };
+    match (speed.verdict, speed.single) {
+        (
+            SplitVerdict::Helps { speedup } | SplitVerdict::Costs { speedup },
+            Some((node, alone)),
+        ) if speedup < min => Err(PlanError::new(
+            PlanRejection::BelowMinSpeedup,
+            format!(
+                "the plan is predicted to decode at {:.1} tokens/s, {speedup:.2}x node {node} \
+                     alone ({:.1} tokens/s), below --min-speedup {min}",
+                speed.pipeline.decode_tok_s, alone.decode_tok_s
+            ),
+        )),
+        _ => Ok(()),
+    }
+}

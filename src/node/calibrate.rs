@@ -1,0 +1,117 @@
+//! The node's calibration at boot: memory read bandwidth and every weight format's product
+//! rates at the worker's thread count and kernel tier ([`NodeSpeed`]), reported in
+//! `node_available` for the planner's cost model (`specs/cost-model.md`).
+//!
+//! Measured once per host boot, kernel tier, thread count and binary, and kept in the
+//! user's cache directory (`$XDG_CACHE_HOME/swactor/calibration/`, else
+//! `~/.cache/swactor/calibration/`; entries of earlier host boots are removed): nodes that
+//! share a host share the same hardware, so they report the same figures, and a node
+//! booting beside others does not measure them while they measure too (an exclusive lock
+//! on the cache serialises the first measurements). An unreadable or corrupt entry is
+//! measured again; a directory that cannot be written only costs the measurement.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::wire::{FormatRate, NodeSpeed};
+
+/// Bytes each thread reads for the bandwidth: far beyond a core's caches.
+const READ_BYTES_PER_THREAD: usize = 48 << 20;
+
+/// Milliseconds of each product timing.
+const PRODUCT_MS: f64 = 5.0;
+
+/// Rows of the many-row (prefill) product.
+const PREFILL_ROWS: usize = 128;
+
+/// Measures this host at `threads` compute threads, with no cache.
+pub fn measure(threads: u32) -> NodeSpeed {
+    let t = threads as usize;
+    // A plain read loop, or the engine's own kernel streaming from memory: the faster.
+    let read = crate::bench::products::read_bandwidth_of(t, READ_BYTES_PER_THREAD, 3)
+        .max(crate::bench::products::stream_rate(t, READ_BYTES_PER_THREAD));
+    let formats = crate::bench::products::format_rates(threads, PREFILL_ROWS, PRODUCT_MS)
+        .into_iter()
+        .map(|(format, one, many)| FormatRate {
+            format: format.name().to_string(),
+            decode_mmacs: (one * 1e3).round() as u64,
+            prefill_mmacs: (many * 1e3).round() as u64,
+        })
+        .collect();
+    NodeSpeed {
+        threads,
+        isa: crate::model::engine::isa().name().to_string(),
+        read_mbs: (read * 1e3).round() as u64,
+        formats,
+    }
+}
+
+/// This host's figures at `threads` threads: the cached ones, or measured (and cached).
+pub fn host_speed(threads: u32) -> NodeSpeed {
+    let Some(path) = cache_path(threads) else { return measure(threads) };
+    let Some(dir) = path.parent() else { return measure(threads) };
+    if std::fs::create_dir_all(dir).is_err() {
+        return measure(threads);
+    }
+    let Ok(lock) = File::options().create(true).truncate(false).write(true).open(dir.join(".lock"))
+    else {
+        return measure(threads);
+    };
+    // Released when `lock` is dropped (or the process ends).
+    let _held = lock.lock();
+    if let Some(speed) = read_cached(&path, threads) {
+        return speed;
+    }
+    let speed = measure(threads);
+    prune(dir, &path);
+    let _ = write_cached(&path, &speed);
+    speed
+}
+
+/// Removes the entries of earlier host boots from `dir` (`path`'s name starts with this
+/// boot's id).
+fn prune(dir: &std::path::Path, path: &std::path::Path) {
+    let Some(boot) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.get(..36)) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".json") && !name.starts_with(boot) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The cache file of `threads` threads on this host boot, tier and binary.
+fn cache_path(threads: u32) -> Option<PathBuf> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let exe = std::env::current_exe().ok()?;
+    let modified = std::fs::metadata(exe).ok()?.modified().ok()?;
+    let stamp = modified.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+    let isa = crate::model::engine::isa().name();
+    let name = format!("{}-{isa}-t{threads}-{stamp:x}.json", boot.trim());
+    let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").filter(|d| !d.is_empty())?).join(".cache"),
+    };
+    Some(cache.join("swactor").join("calibration").join(name))
+}
+
+/// The cached figures, if readable and of `threads` threads.
+fn read_cached(path: &std::path::Path, threads: u32) -> Option<NodeSpeed> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let speed: NodeSpeed = serde_json::from_str(&text).ok()?;
+    (speed.threads == threads && speed.read_mbs > 0 && !speed.formats.is_empty()).then_some(speed)
+}
+
+/// Writes the figures beside `path` and renames them onto it.
+fn write_cached(path: &std::path::Path, speed: &NodeSpeed) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = File::create(&tmp)?;
+    f.write_all(serde_json::to_string(speed).map_err(std::io::Error::other)?.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
