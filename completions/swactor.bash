@@ -1102,7 +1102,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__wan)
-            opts="-h --model --stages --loss --links --tokens --prompt --no-speculate --json --help"
+            opts="-h --model --stages --loss --links --tokens --prompt --no-speculate --mixed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2590,7 +2590,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__pool)
-            opts="-h --pool --model --key --stages --layers --nodes --balance --min-speedup --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
+            opts="-h --pool --model --key --stages --layers --nodes --balance --auto-stages --min-speedup --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --prompt --chat --requests --stream --queue --groups --prefill-budget-ms --speculate --draft-max --draft-model --draft-threads --events --readiness-timeout --token-timeout --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --run-id --json --max-sequences --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2772,7 +2772,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__orchestrate__subcmd__serve)
-            opts="-h --pool --model --key --stages --layers --nodes --balance --min-speedup --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
+            opts="-h --pool --model --key --stages --layers --nodes --balance --auto-stages --min-speedup --weights-url --listen --swim --advertise --window-ms --pool-timeout --relay --relay-only --relay-ca --http --grace-s --api-key-file --max-body-bytes --max-connections --max-connections-per-peer --header-timeout-s --body-timeout-s --cors-origin --allowed-host --model-name --speculate --draft-max --draft-model --draft-threads --no-resume --resume-timeout --max-resumes --no-keep-caches --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --prompt-cache-bytes --json --max-sequences --queue --groups --prefill-budget-ms --events --readiness-timeout --token-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3454,7 +3454,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__run__subcmd__plan)
-            opts="-h --model --pool --stages --layers --nodes --balance --min-speedup --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --prompt-cache-bytes --json --help"
+            opts="-h --model --pool --stages --layers --nodes --balance --auto-stages --min-speedup --prompt-tokens --weights-url --run-id --max-seq-len --kv-cache --activation-dtype --max-tokens --sampling --temperature --top-k --top-p --seed --max-sequences --prompt-cache-bytes --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

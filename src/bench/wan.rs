@@ -59,6 +59,11 @@ pub struct WanSetup {
     pub speculate: bool,
     /// Kill the relay at the first token and start it again on the same address.
     pub restart_relay: bool,
+    /// Hosts whose node computes with the scalar kernels (`SWACTOR_ENGINE_ISA=scalar`):
+    /// slower nodes beside the others.
+    pub scalar_hosts: Vec<u8>,
+    /// `--balance memory` instead of the default balance by speed.
+    pub balance_memory: bool,
 }
 
 /// What one run gave.
@@ -134,9 +139,9 @@ pub fn run_in_namespaces(
     let out = Command::new(exe).args(["node", "id", "--key"]).arg(&key).output().map_err(err)?;
     let orch = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let mut children = Reap(Vec::new());
-    let coordinator = net.router_addr(1);
+    let coordinator = net.host_addr(0);
     let relay_cmd = || {
-        let mut cmd = net.command(0, exe);
+        let mut cmd = net.host(0, exe);
         cmd.args(["relay", "serve", "--json", "--listen", &format!("{coordinator}:3340")]);
         cmd
     };
@@ -152,7 +157,7 @@ pub fn run_in_namespaces(
     let mut links = Vec::new();
     for i in 1..=setup.stages {
         let (host, router) = (net.host_addr(i), net.router_addr(i));
-        let mut cmd = net.command(usize::from(i), exe);
+        let mut cmd = net.host(i, exe);
         cmd.args(["node", "boot", "--json", "--node-id", &i.to_string(), "--threads", "1"])
             .args([
                 "--listen",
@@ -172,6 +177,9 @@ pub fn run_in_namespaces(
         if let Some(url) = &relay {
             cmd.args(["--relay", url, "--relay-only"]);
         }
+        if setup.scalar_hosts.contains(&i) {
+            cmd.env("SWACTOR_ENGINE_ISA", "scalar");
+        }
         let (child, available, rest) = start_until(cmd, "node_available")?;
         std::thread::spawn(move || for _ in rest {});
         children.0.push(child);
@@ -180,7 +188,7 @@ pub fn run_in_namespaces(
         match (setup.link, &relay) {
             (_, Some(url)) => pool.push_str(&format!("relay = \"{url}\"\n\n")),
             (Link::Rtt { ms }, None) => {
-                let mut cmd = net.command(0, exe);
+                let mut cmd = net.router(exe);
                 cmd.args(["util", "wan-link", "--json"])
                     .args(["--listen", &format!("{router}:{QUIC_PORT}")])
                     .args(["--target", &format!("{host}:{QUIC_PORT}")])
@@ -195,27 +203,8 @@ pub fn run_in_namespaces(
     }
     let pool_file = dir.join("pool.toml");
     std::fs::write(&pool_file, pool).map_err(err)?;
-    let mut cmd = net.command(0, exe);
-    cmd.args(["orchestrate", "pool", "--json", "--window-ms", "300", "--pool-timeout", "60"])
-        .args([
-            "--listen",
-            &format!("{coordinator}:7600"),
-            "--swim",
-            &format!("{coordinator}:7700"),
-        ])
-        .args(["--max-seq-len", "1024", "--max-tokens", &setup.tokens.to_string()])
-        .args(["--prompt", &setup.prompt, "--pool"])
-        .arg(&pool_file)
-        .arg("--key")
-        .arg(&key)
-        .arg("--model")
-        .arg(&setup.model);
-    if let Some(url) = &relay {
-        cmd.args(["--relay", url]);
-    }
-    if setup.speculate {
-        cmd.args(["--speculate", "ngram"]);
-    }
+    let mut cmd = orchestrate_command(&net, setup, &pool_file, &key, relay.as_deref());
+
     let mut orchestrator = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(err)?;
     let stdout = orchestrator.stdout.take().ok_or_else(|| err("no stdout"))?;
     let mut lines = Vec::new();
@@ -239,6 +228,42 @@ pub fn run_in_namespaces(
     drop(children);
     drop(net);
     Ok(WanRun { lines, code, links })
+}
+
+/// `orchestrate pool` in the coordinator's namespace for `setup` over `pool_file`.
+fn orchestrate_command(
+    net: &WanNet,
+    setup: &WanSetup,
+    pool_file: &Path,
+    key: &Path,
+    relay: Option<&str>,
+) -> Command {
+    let coordinator = net.host_addr(0);
+    let mut cmd = net.host(0, &setup.exe);
+    cmd.args(["orchestrate", "pool", "--json", "--window-ms", "300", "--pool-timeout", "60"])
+        .args([
+            "--listen",
+            &format!("{coordinator}:7600"),
+            "--swim",
+            &format!("{coordinator}:7700"),
+        ])
+        .args(["--max-seq-len", "1024", "--max-tokens", &setup.tokens.to_string()])
+        .args(["--prompt", &setup.prompt, "--pool"])
+        .arg(pool_file)
+        .arg("--key")
+        .arg(key)
+        .arg("--model")
+        .arg(&setup.model);
+    if let Some(url) = relay {
+        cmd.args(["--relay", url]);
+    }
+    if setup.speculate {
+        cmd.args(["--speculate", "ngram"]);
+    }
+    if setup.balance_memory {
+        cmd.args(["--balance", "memory"]);
+    }
+    cmd
 }
 
 /// Stops a link (SIGTERM) and reads what it carried: delivered and dropped, both ways.
@@ -267,6 +292,12 @@ pub struct WanFigure {
     pub speculate: bool,
     /// Stages.
     pub stages: u8,
+    /// Hosts on the scalar kernels (slower nodes).
+    pub scalar_hosts: Vec<u8>,
+    /// What the ranges balanced: `speed` or `memory`.
+    pub balance: &'static str,
+    /// Blocks per stage.
+    pub blocks: Vec<u64>,
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Decode tokens/s measured.
@@ -284,41 +315,71 @@ pub struct WanFigure {
 }
 
 /// `bench wan`: every link of `links`, without and (with `speculate`) with n-gram
-/// speculation, each in fresh namespaces.
+/// speculation, then (with `mixed`) the direct link with every host but the first on the
+/// scalar kernels, its ranges balanced by speed and by memory; each in fresh namespaces.
 pub fn wan(
     base: &WanSetup,
     links: &[Link],
     speculate: bool,
+    mixed: bool,
     dir: &Path,
 ) -> Result<Vec<WanFigure>, BenchError> {
-    let mut figures = Vec::new();
-    let tag = format!("swb{}", std::process::id() % 10_000);
+    let mut runs = Vec::new();
     let modes: &[bool] = if speculate { &[false, true] } else { &[false] };
-    for (i, &link) in links.iter().enumerate() {
+    for &link in links {
         for &spec in modes {
-            let run_dir = dir.join(format!("wan-{i}-{spec}"));
-            std::fs::create_dir_all(&run_dir).map_err(err)?;
-            let setup = WanSetup { link, speculate: spec, ..base.clone() };
-            let run = run_in_namespaces(&setup, &tag, 240, &run_dir)?;
-            let summary =
-                run.summary().ok_or_else(|| err(format!("the {link} run printed no summary")))?;
-            if summary["outcome"] != "completed" {
-                return Err(err(format!("the {link} run did not complete: {summary}")));
-            }
-            let f = |v: &Value| v.as_f64();
-            figures.push(WanFigure {
+            runs.push(WanSetup { link, speculate: spec, ..base.clone() });
+        }
+    }
+    if mixed {
+        let slow: Vec<u8> = (2..=base.stages).collect();
+        for balance_memory in [false, true] {
+            let link = Link::Rtt { ms: 0 };
+            let scalar_hosts = slow.clone();
+            runs.push(WanSetup {
                 link,
-                speculate: spec,
-                stages: setup.stages,
-                prompt_tokens: summary["prompt_tokens"].as_u64().unwrap_or(0),
-                decode_tokens_per_s: f(&summary["decode_tokens_per_s"]).unwrap_or(0.0),
-                predicted_decode_tokens_per_s: f(&summary["predicted"]["decode_tokens_per_s"]),
-                ttft_ms: f(&summary["request_ttft_ms"]).unwrap_or(0.0),
-                predicted_ttft_ms: f(&summary["predicted"]["time_to_first_token_ms"]),
-                acceptance: f(&summary["speculation"]["acceptance"]),
-                link_datagrams: run.links.iter().map(|l| l.0).sum(),
+                speculate: false,
+                scalar_hosts,
+                balance_memory,
+                ..base.clone()
             });
         }
     }
+    let tag = format!("swb{}", std::process::id() % 10_000);
+    let mut figures = Vec::new();
+    for (i, setup) in runs.iter().enumerate() {
+        let run_dir = dir.join(format!("wan-{i}"));
+        std::fs::create_dir_all(&run_dir).map_err(err)?;
+        let run = run_in_namespaces(setup, &tag, 240, &run_dir)?;
+        figures.push(figure(setup, &run)?);
+    }
     Ok(figures)
+}
+
+/// The row of one completed run.
+fn figure(setup: &WanSetup, run: &WanRun) -> Result<WanFigure, BenchError> {
+    let link = setup.link;
+    let summary = run.summary().ok_or_else(|| err(format!("the {link} run printed no summary")))?;
+    if summary["outcome"] != "completed" {
+        return Err(err(format!("the {link} run did not complete: {summary}")));
+    }
+    let f = |v: &Value| v.as_f64();
+    Ok(WanFigure {
+        link,
+        speculate: setup.speculate,
+        stages: setup.stages,
+        scalar_hosts: setup.scalar_hosts.clone(),
+        balance: if setup.balance_memory { "memory" } else { "speed" },
+        blocks: summary["blocks"]
+            .as_array()
+            .map(|b| b.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default(),
+        prompt_tokens: summary["prompt_tokens"].as_u64().unwrap_or(0),
+        decode_tokens_per_s: f(&summary["decode_tokens_per_s"]).unwrap_or(0.0),
+        predicted_decode_tokens_per_s: f(&summary["predicted"]["decode_tokens_per_s"]),
+        ttft_ms: f(&summary["request_ttft_ms"]).unwrap_or(0.0),
+        predicted_ttft_ms: f(&summary["predicted"]["time_to_first_token_ms"]),
+        acceptance: f(&summary["speculation"]["acceptance"]),
+        link_datagrams: run.links.iter().map(|l| l.0).sum(),
+    })
 }

@@ -21,8 +21,11 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
         loss: args.loss,
         speculate: false,
         restart_relay: false,
+        scalar_hosts: Vec::new(),
+        balance_memory: false,
     };
-    let figures = bench::wan::wan(&base, &args.links, !args.no_speculate, &dir).map_err(failed)?;
+    let figures = bench::wan::wan(&base, &args.links, !args.no_speculate, args.mixed, &dir)
+        .map_err(failed)?;
     if args.output.json {
         for f in &figures {
             out.json("bench_wan", f)?;
@@ -34,8 +37,10 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
     let mut rows = vec![
         [
             "link",
+            "nodes",
+            "balance",
+            "blocks",
             "speculate",
-            "stages",
             "decode tok/s",
             "predicted",
             "ratio",
@@ -50,8 +55,14 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
     for f in &figures {
         rows.push(vec![
             f.link.to_string(),
+            if f.scalar_hosts.is_empty() {
+                "same".into()
+            } else {
+                format!("{} scalar", f.scalar_hosts.len())
+            },
+            f.balance.into(),
+            f.blocks.iter().map(ToString::to_string).collect::<Vec<_>>().join("/"),
             if f.speculate { "ngram" } else { "off" }.into(),
-            f.stages.to_string(),
             format!("{:.1}", f.decode_tokens_per_s),
             opt(f.predicted_decode_tokens_per_s, 1),
             ratio(f.decode_tokens_per_s, f.predicted_decode_tokens_per_s),

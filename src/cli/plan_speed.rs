@@ -11,10 +11,14 @@ fn ms(us: u64) -> String {
 
 /// One layout's figures as a sentence.
 fn layout_line(l: &LayoutSpeed, s: &SpeedPrediction) -> String {
+    let concurrent = if s.concurrent > 1 {
+        format!(", {:.1} tokens/s ({} at once)", l.decode_tok_s_concurrent, s.concurrent)
+    } else {
+        String::new()
+    };
     format!(
-        "decode {:.1} tokens/s (1 sequence), {:.1} tokens/s ({} at once); first token {:.0} ms for \
-         {} prompt tokens",
-        l.decode_tok_s, l.decode_tok_s_concurrent, s.concurrent, l.ttft_ms, s.prompt_tokens
+        "decode {:.1} tokens/s (1 sequence){concurrent}; first token {:.0} ms for {} prompt tokens",
+        l.decode_tok_s, l.ttft_ms, s.prompt_tokens
     )
 }
 
@@ -33,31 +37,25 @@ pub fn speed_lines(plan: &RunPlan) -> Vec<String> {
         PlacedBy::Given => "ranges as given",
     };
     let links = if s.links_assumed {
-        "some link round trips assumed (not measured)"
+        "some hops estimated, not measured on their own link"
     } else {
         "link round trips measured"
     };
     let mut lines = vec![format!("predicted speed ({by}; {links}):")];
-    let mut rows = vec![vec![
-        "stage".into(),
-        "node".into(),
-        "decode step".into(),
-        format!(
-            "step x{}",
-            s.concurrent.div_ceil((s.stages.len() as u32).min(s.concurrent).max(1))
-        ),
-        format!("prefill {}", s.prompt_tokens),
-        "hop".into(),
-    ]];
+    let batch = s.concurrent.div_ceil((s.stages.len() as u32).min(s.concurrent).max(1));
+    let mut header: Vec<String> = vec!["stage".into(), "node".into(), "decode step".into()];
+    if batch > 1 {
+        header.push(format!("step x{batch}"));
+    }
+    header.extend([format!("prefill {}", s.prompt_tokens), "hop".into()]);
+    let mut rows = vec![header];
     for (i, st) in s.stages.iter().enumerate() {
-        rows.push(vec![
-            i.to_string(),
-            st.node_id.to_string(),
-            ms(st.step_us),
-            ms(st.batch_step_us),
-            ms(st.prefill_us),
-            ms(st.hop_us),
-        ]);
+        let mut row = vec![i.to_string(), st.node_id.to_string(), ms(st.step_us)];
+        if batch > 1 {
+            row.push(ms(st.batch_step_us));
+        }
+        row.extend([ms(st.prefill_us), ms(st.hop_us)]);
+        rows.push(row);
     }
     lines.extend(table(&rows));
     lines.push(format!("pipeline: {}", layout_line(&s.pipeline, s)));

@@ -20,6 +20,8 @@ struct Summary {
     reason: Option<String>,
     component: Option<String>,
     stages: usize,
+    /// Blocks of each stage, in stage order.
+    blocks: Vec<u32>,
     prompt_tokens: usize,
     tokens: usize,
     pool_ready_ms: f64,
@@ -48,10 +50,17 @@ struct Predicted {
 }
 
 impl Predicted {
-    /// A prompt run's prediction, if the plan has one.
-    fn prompt(plan: &crate::wire::RunPlan) -> Option<Predicted> {
-        plan.speed.as_ref().map(|s| Predicted {
-            decode_tokens_per_s: s.pipeline.decode_tok_s,
+    /// A prompt run's prediction, if the plan has one: with speculation, priced at the
+    /// run's own draft lengths and acceptance (what the plan cannot know).
+    fn prompt(report: &RunReport) -> Option<Predicted> {
+        let s = report.plan.speed.as_ref()?;
+        let c = report.spec;
+        let tokens = report.tokens.len() as u64;
+        let speculative = (c.drafts > 0)
+            .then(|| s.speculative_tok_s(tokens, c.drafts, c.draft_tokens, c.accepted_tokens))
+            .flatten();
+        Some(Predicted {
+            decode_tokens_per_s: speculative.unwrap_or(s.pipeline.decode_tok_s),
             time_to_first_token_ms: Some(s.pipeline.ttft_ms),
         })
     }
@@ -198,6 +207,7 @@ pub fn finish(
         reason: report.fault.map(|f| f.reason.to_string()),
         component: report.fault.map(|f| f.component.to_string()),
         stages: report.plan.stages.len(),
+        blocks: report.plan.stages.iter().map(|s| s.layers.end - s.layers.start).collect(),
         prompt_tokens,
         tokens: report.tokens.len(),
         pool_ready_ms: report.pool_ready_after.as_secs_f64() * 1e3,
@@ -209,7 +219,7 @@ pub fn finish(
             0.0
         },
         speculation: spec_summary(report.spec),
-        predicted: Predicted::prompt(&report.plan),
+        predicted: Predicted::prompt(&report),
     };
     if print.json {
         out.json("run", &summary)?;

@@ -45,6 +45,11 @@ pub struct StageView {
     pub outbound: u64,
     /// Its last step's duration on the worker, µs.
     pub step_us: Option<u64>,
+    /// The plan's prediction of a one-row decode step, µs (`None`: no speed known).
+    pub predicted_step_us: Option<u64>,
+    /// The plan's prediction of its hop out (half the link's round trip and the hop's
+    /// own cost), µs.
+    pub predicted_hop_us: Option<u64>,
 }
 
 /// The view, and the partial measurements behind it.
@@ -102,6 +107,7 @@ impl PoolView {
 
     /// A session planned `plan`.
     pub fn planned(&mut self, plan: &RunPlan) {
+        let speed = |i: u32| plan.speed.as_ref().and_then(|s| s.stages.get(i as usize));
         self.stages = plan
             .stages
             .iter()
@@ -113,6 +119,8 @@ impl PoolView {
                 head: s.head,
                 outbound: s.outbound.0,
                 step_us: None,
+                predicted_step_us: speed(s.stage_index.0).map(|p| p.step_us),
+                predicted_hop_us: speed(s.stage_index.0).map(|p| p.hop_us),
             })
             .collect();
         self.hops.clear();

@@ -1,15 +1,16 @@
 //! Hosts behind wide-area links, in network namespaces (root only): the topology of the WAN
 //! suite and of `bench wan` (`specs/wan.md`).
 //!
-//! A router namespace holds the coordinator (orchestrator, relay, the links); each host
-//! namespace is joined to it by a veth pair (`10.S.I.2` on the host, `10.S.I.1` on the
-//! router) and routes through it. A host's QUIC port ([`QUIC_PORT`]) is reached only
-//! through its link (`swactor util wan-link` in the router, listening on `10.S.I.1`): the
-//! router forwards everything between hosts but datagrams to or from that port, so iroh's
-//! direct paths between hosts (which would skip the links on one machine) fail as they
-//! would behind real NATs, while SWIM ([`SWIM_PORT`]) goes directly. Every hop into a host
-//! then crosses its link both ways. Dropped: everything left in the namespaces is killed
-//! and the namespaces removed.
+//! A router namespace holds the links; the coordinator (orchestrator, relay) and each host
+//! have a namespace of their own, joined to the router by a veth pair (`10.S.I.2` on the
+//! host, `10.S.I.1` on the router; the coordinator is host 0) and routing through it. A
+//! host's QUIC port ([`QUIC_PORT`]) is reached only through its link (`swactor util
+//! wan-link` in the router, listening on `10.S.I.1`): the router forwards everything
+//! between namespaces but datagrams to or from that port, so iroh's direct paths to a host
+//! (which would skip its link on one machine) fail as they would behind a real NAT, while
+//! SWIM ([`SWIM_PORT`]) and the coordinator's own ports go directly. Every connection into
+//! a host then crosses its link both ways. Dropped: everything left in the namespaces is
+//! killed and the namespaces removed.
 
 use std::process::{Command, Stdio};
 
@@ -21,7 +22,7 @@ pub const SWIM_PORT: u16 = 7501;
 
 /// Host namespaces behind a router namespace.
 pub struct WanNet {
-    /// The router namespace, then host `1..=n`'s.
+    /// The router namespace, then host `0..=n`'s (0: the coordinator).
     namespaces: Vec<String>,
     subnet: u8,
 }
@@ -37,8 +38,9 @@ fn ip(args: &[&str]) -> bool {
 }
 
 impl WanNet {
-    /// Namespaces `<tag>-r` and `<tag>-1..=hosts` on `10.<subnet>.0.0/16`; `Err` says what
-    /// could not be made (not root, no `ip` or `iptables`). Whatever was made is removed.
+    /// Namespaces `<tag>-r` (the router), `<tag>-0` (the coordinator) and `<tag>-1..=hosts`
+    /// on `10.<subnet>.0.0/16`; `Err` says what could not be made (not root, no `ip` or
+    /// `iptables`). Whatever was made is removed.
     pub fn up(tag: &str, hosts: u8, subnet: u8) -> Result<WanNet, String> {
         let router = format!("{tag}-r");
         let mut net = WanNet { namespaces: Vec::new(), subnet };
@@ -54,7 +56,7 @@ impl WanNet {
                 step(net.exec_plain(0, "iptables", &args), "router filter (iptables)")?;
             }
         }
-        for i in 1..=hosts {
+        for i in 0..=hosts {
             let ns = format!("{tag}-{i}");
             let (r_end, h_end) = (format!("{tag}r{i}"), format!("{tag}h{i}"));
             step(ip(&["netns", "add", &ns]), "ip netns add")?;
@@ -74,19 +76,28 @@ impl WanNet {
         Ok(net)
     }
 
-    /// Host `i`'s own address (`i` from 1).
+    /// Host `i`'s own address (0: the coordinator's).
     pub fn host_addr(&self, i: u8) -> String {
         format!("10.{}.{i}.2", self.subnet)
     }
 
-    /// The router's address toward host `i`: where host `i`'s link listens, and where the
-    /// coordinator is reached from host `i`.
+    /// The router's address toward host `i`: where host `i`'s link listens.
     pub fn router_addr(&self, i: u8) -> String {
         format!("10.{}.{i}.1", self.subnet)
     }
 
-    /// `program ARGS` in namespace `k` (0: the router, `i`: host `i`).
-    pub fn command(&self, k: usize, program: &std::path::Path) -> Command {
+    /// `program` in the router's namespace (where the links run).
+    pub fn router(&self, program: &std::path::Path) -> Command {
+        self.command(0, program)
+    }
+
+    /// `program` in host `i`'s namespace (0: the coordinator's).
+    pub fn host(&self, i: u8, program: &std::path::Path) -> Command {
+        self.command(usize::from(i) + 1, program)
+    }
+
+    /// `program` in namespace `k` of [`WanNet::namespaces`].
+    fn command(&self, k: usize, program: &std::path::Path) -> Command {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.namespaces[k]]).arg(program);
         cmd

@@ -254,3 +254,65 @@ fn a_pool_file_carries_a_nodes_speed_and_round_trip_through_its_text() {
     assert_eq!(back, p);
     assert!(p.to_toml().contains("rtt_us = 20000"), "{}", p.to_toml());
 }
+
+#[test]
+fn a_first_prompt_over_a_slow_link_pays_for_the_window_growing_and_one_that_fits_does_not() {
+    use swactor::planner::cost::{INITIAL_WINDOW, slow_start_us};
+    assert_eq!(slow_start_us(80_000, INITIAL_WINDOW), 0.0);
+    // Seven windows' worth: three doublings.
+    let us = slow_start_us(80_000, 7 * INITIAL_WINDOW);
+    assert!((us - 240_000.0).abs() < 1.0, "{us}");
+    // A 128-token prompt's 1 MiB of activations over an 80 ms link: three one-way hops of
+    // 40 ms and about 6.5 round trips of slow start on the one activation link.
+    let m = model();
+    let link = |rtt: u64| {
+        pool(&[
+            (8 << 30, Some(speed(20, 40)), Some(rtt)),
+            (8 << 30, Some(speed(20, 40)), Some(rtt)),
+        ])
+    };
+    let (near, far) = (link(200), link(80_000));
+    let ttft =
+        |p: &Pool| plan(&request(&m, p)).expect("plan").speed.expect("speed").pipeline.ttft_ms;
+    let extra = ttft(&far) - ttft(&near);
+    assert!((extra - 637.0).abs() < 15.0, "{extra} ms");
+}
+
+#[test]
+fn speculation_is_priced_at_the_runs_own_draft_lengths_and_acceptance() {
+    let m = model();
+    let p = pool(&[
+        (8 << 30, Some(speed(20, 40)), Some(20_000)),
+        (8 << 30, Some(speed(20, 40)), Some(20_000)),
+    ]);
+    let s = plan(&request(&m, &p)).expect("plan").speed.expect("speed");
+    assert_eq!(s.round_trip_us.len(), swactor::wire::ROUND_ROWS as usize);
+    assert!(s.round_trip_us.windows(2).all(|w| w[0] <= w[1]), "{:?}", s.round_trip_us);
+    // 32 decoded tokens: 10 trips drafted 4 tokens each and kept 2 of them, 2 trips drafted
+    // nothing: 12 trips for 32 tokens.
+    let rate = s.speculative_tok_s(33, 10, 40, 20).expect("priced");
+    let plain = s.pipeline.decode_tok_s;
+    assert!(rate > 2.0 * plain && rate < 32.0 / 12.0 * plain, "{rate} vs {plain}");
+    assert_eq!(s.speculative_tok_s(1, 0, 0, 0), None, "nothing decoded");
+}
+
+#[test]
+fn auto_stages_splits_over_near_links_and_keeps_one_node_over_far_ones() {
+    let m = model();
+    // Bound by compute, two nodes serve four sequences faster than one; 400 ms links cost
+    // more than the second node gives.
+    let fast_read = |rtt| (8 << 30, Some(speed(100, 10)), Some(rtt));
+    let auto = |p: &Pool| {
+        let mut req = request(&m, p);
+        req.placement.auto_stages = true;
+        plan(&req).expect("plan")
+    };
+    let near = auto(&pool(&[fast_read(200), fast_read(200)]));
+    assert_eq!(near.stages.len(), 2);
+    let far = auto(&pool(&[fast_read(400_000), fast_read(400_000)]));
+    assert_eq!(far.stages.len(), 1);
+    assert_eq!(far.speed.expect("speed").verdict, SplitVerdict::Single);
+    // Without every node's speed it plans one stage per node, as without the flag.
+    let unknown = auto(&pool(&[fast_read(200), (8 << 30, None, None)]));
+    assert_eq!(unknown.stages.len(), 2);
+}

@@ -268,6 +268,7 @@ fn explicit_layers_and_node_order_are_used_as_given() {
         nodes: Some(vec![NodeId(3), NodeId(1)]),
         layers: Some(vec![LayerRange::new(0, 7), LayerRange::new(7, 10)]),
         by_memory: false,
+        auto_stages: false,
     };
     let p = plan(&req).expect("plan");
     assert_eq!(ranges(&p), [LayerRange::new(0, 7), LayerRange::new(7, 10)]);

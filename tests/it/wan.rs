@@ -49,6 +49,8 @@ fn run(
         loss,
         speculate: false,
         restart_relay,
+        scalar_hosts: Vec::new(),
+        balance_memory: false,
     };
     let tag = format!("sw{}{tag}", std::process::id() % 10_000);
     match run_in_namespaces(&setup, &tag, subnet, &dir) {

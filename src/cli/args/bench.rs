@@ -110,6 +110,10 @@ pub struct BenchWanArgs {
     /// Leave out the runs with n-gram speculation.
     #[arg(long)]
     pub no_speculate: bool,
+    /// Also run nodes of different speed (every host but the first on the scalar kernels)
+    /// with ranges balanced by speed and by memory, side by side.
+    #[arg(long)]
+    pub mixed: bool,
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,

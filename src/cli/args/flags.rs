@@ -64,6 +64,11 @@ pub struct PlacementFlags {
     /// node measured at boot (within its memory), or their bytes against node memory.
     #[arg(long, value_enum, default_value = "speed", value_name = "BY")]
     pub balance: BalanceBy,
+    /// Choose the stage count and nodes: of every count, the fastest nodes (by the speed each
+    /// measured at boot) that hold the model, the plan predicted to decode fastest; fewer
+    /// stages win ties (so slow links get fewer hops).
+    #[arg(long, conflicts_with_all = ["stages", "layers", "nodes"])]
+    pub auto_stages: bool,
     /// Refuse a plan predicted to decode one sequence slower than X times the best single
     /// node that holds the model (`below_min_speedup`, exit 4).
     #[arg(long, value_name = "X", value_parser = parse_speedup)]

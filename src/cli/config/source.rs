@@ -45,10 +45,16 @@ pub fn placement(pool: &Pool, flags: &PlacementFlags) -> Result<Placement, CliEr
     let file_layers = pool
         .placement_layers()
         .map_err(|e| CliError::new(ExitCode::Input, "invalid_pool_file", eyre!(e)))?;
+    // `--auto-stages` chooses nodes and ranges itself.
+    let (file_nodes, file_layers) = match flags.auto_stages {
+        true => (None, None),
+        false => (file_placement.nodes, file_layers),
+    };
     Ok(Placement {
-        nodes: flags.node_ids().or(file_placement.nodes),
+        nodes: flags.node_ids().or(file_nodes),
         layers: flags.layers.clone().or(file_layers),
         by_memory: flags.balance == crate::cli::args::flags::BalanceBy::Memory,
+        auto_stages: flags.auto_stages,
     })
 }
 

@@ -48,8 +48,12 @@ pub struct Placement {
     /// stage node's speed is known (within each node's memory), else blocks by bytes,
     /// weighted by memory.
     pub layers: Option<Vec<LayerRange>>,
-    /// Balance by memory even where the nodes' speeds are known (`--placement memory`).
+    /// Balance by memory even where the nodes' speeds are known (`--balance memory`).
     pub by_memory: bool,
+    /// Choose the stage count and the nodes (`--auto-stages`): of every count, the fastest
+    /// nodes that hold the model, the plan predicted to decode fastest (fewer stages over
+    /// slow links). Needs every node's speed; otherwise one stage per pool node.
+    pub auto_stages: bool,
 }
 
 /// Everything the planner needs.
@@ -133,9 +137,18 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<RunPlan> {
     context::plan_fitting(req, plan_exact)
 }
 
+/// Plans a run with the context `req.runtime` gives: the placement's, or with
+/// [`Placement::auto_stages`] the fastest of every stage count.
+fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
+    if req.placement.auto_stages && req.pool.nodes.iter().all(|n| n.speed.is_some()) {
+        return speed::fastest(req, plan_predicted);
+    }
+    plan_predicted(req)
+}
+
 /// Plans a run with the context `req.runtime` gives, its speed predicted beside every
 /// pool node that holds the model alone.
-fn plan_exact(req: &PlanRequest<'_>) -> Result<RunPlan> {
+fn plan_predicted(req: &PlanRequest<'_>) -> Result<RunPlan> {
     let plan = plan_structure(req)?;
     let singles: Vec<_> = req
         .pool

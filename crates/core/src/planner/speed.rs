@@ -5,6 +5,7 @@ use super::cost::{self, ASSUMED_RTT_US, NodeCost};
 use super::pool::PoolNode;
 use super::{PlanError, PlanRequest, Result};
 use crate::model::ModelFacts;
+use crate::wire::ROUND_ROWS;
 use crate::wire::reason::PlanRejection;
 use crate::wire::{
     LayerRange, LayoutSpeed, NodeId, PlacedBy, SpeedPrediction, SplitVerdict, StagePlan, StageSpeed,
@@ -35,6 +36,7 @@ struct Figures {
     stages: Vec<StageSpeed>,
     first_hop_us: u64,
     layout: LayoutSpeed,
+    round_trip_us: Vec<u64>,
 }
 
 /// The figures of a pipeline of `stages` (in order) for `slots` sequences and a prompt of
@@ -75,8 +77,13 @@ fn figures(
         .map(|i| cost::stage_prefill_us(&stages[i].cost, model, stages[i].layers, last(i), prompt))
         .sum();
     let hops: f64 = first(0) + (0..n).map(|i| hop(i, 0)).sum::<f64>();
-    let bytes = row_bytes as f64 * f64::from(prompt) * (n - 1) as f64;
-    let ttft = prefill + f64::from(chunks) * hops + bytes / cost::ASSUMED_LINK_MBS;
+    // The prompt's rows cross every activation link once, on connections that have carried
+    // nothing yet: their windows grow as they go.
+    let prompt_bytes = row_bytes * u64::from(prompt);
+    let slow_start: f64 =
+        (0..n - 1).map(|i| cost::slow_start_us(stages[i].next_rtt_us, prompt_bytes)).sum();
+    let bytes = prompt_bytes as f64 * (n - 1) as f64;
+    let ttft = prefill + f64::from(chunks) * hops + slow_start + bytes / cost::ASSUMED_LINK_MBS;
     Figures {
         stages: (0..n)
             .map(|i| StageSpeed {
@@ -95,6 +102,7 @@ fn figures(
             })
             .collect(),
         first_hop_us: first(1).round() as u64,
+        round_trip_us: (1..=ROUND_ROWS).map(|r| round_trip(r).round() as u64).collect(),
         layout: LayoutSpeed {
             decode_tok_s: 1e6 / one,
             decode_tok_s_concurrent: f64::from(slots) * 1e6 / concurrent,
@@ -178,6 +186,7 @@ pub(super) fn predict(
         stages: fig.stages,
         first_hop_us: fig.first_hop_us,
         pipeline: fig.layout,
+        round_trip_us: fig.round_trip_us,
         single,
         verdict,
         links_assumed: assumed,
@@ -213,4 +222,58 @@ pub(super) fn check_min_speedup(
         )),
         _ => Ok(()),
     }
+}
+
+/// The plan `plan` makes that is predicted to decode fastest (all the plan's sequences at
+/// once where it has several, else one) over the `k` fastest pool nodes (in pool order),
+/// for every `k`; ties go to fewer stages. The last rejection where none plans.
+pub(super) fn fastest(
+    req: &PlanRequest<'_>,
+    plan: fn(&PlanRequest<'_>) -> Result<crate::wire::RunPlan>,
+) -> Result<crate::wire::RunPlan> {
+    // Nodes by their cost per byte of a decode step, the fastest first (ties: pool order).
+    let mut by_speed: Vec<(f64, usize)> = req
+        .pool
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (node_cost(n, req.model).map_or(f64::INFINITY, |c| c.0.step_us(1 << 20, 1)), i)
+        })
+        .collect();
+    by_speed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let most = req.pool.nodes.len().min(req.model.block_count as usize);
+    let rate = |p: &crate::wire::RunPlan| {
+        p.speed.as_ref().map_or(0.0, |s| {
+            if s.concurrent > 1 {
+                s.pipeline.decode_tok_s_concurrent
+            } else {
+                s.pipeline.decode_tok_s
+            }
+        })
+    };
+    let mut best: Option<crate::wire::RunPlan> = None;
+    let mut last = None;
+    for k in 1..=most {
+        let mut picked: Vec<usize> = by_speed[..k].iter().map(|&(_, i)| i).collect();
+        picked.sort_unstable();
+        let nodes = picked.iter().map(|&i| req.pool.nodes[i].node_id).collect();
+        let placement = super::Placement {
+            nodes: Some(nodes),
+            layers: None,
+            by_memory: req.placement.by_memory,
+            auto_stages: false,
+        };
+        let one = PlanRequest { stages: Some(k as u32), placement, ..req.clone() };
+        match plan(&one) {
+            Ok(p) if best.as_ref().is_none_or(|b| rate(&p) > rate(b)) => best = Some(p),
+            Ok(_) => {}
+            Err(e) => last = Some(e),
+        }
+    }
+    best.ok_or_else(|| {
+        last.unwrap_or_else(|| {
+            PlanError::new(PlanRejection::NotEnoughNodes, "the pool has no node")
+        })
+    })
 }

@@ -36,6 +36,6 @@ pub use spec::{
     ActivationDType, ObjectSpec, PayloadKind, RingLayout, RingSpec, SpecError, WireDType,
 };
 pub use speed::{
-    FormatRate, LayoutSpeed, LinkRtt, NodeSpeed, PlacedBy, SpeedPrediction, SplitVerdict,
-    StageSpeed,
+    FormatRate, LayoutSpeed, LinkRtt, NodeSpeed, PlacedBy, ROUND_ROWS, SpeedPrediction,
+    SplitVerdict, StageSpeed,
 };

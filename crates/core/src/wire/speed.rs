@@ -130,6 +130,10 @@ pub struct SpeedPrediction {
     pub first_hop_us: u64,
     /// The pipeline as planned.
     pub pipeline: LayoutSpeed,
+    /// One trip of one sequence round the pipeline carrying `r` rows (a decode step with
+    /// `r - 1` drafted tokens to verify), microseconds, for `r` in `1..=ROUND_ROWS`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_trip_us: Vec<u64>,
     /// The fastest single pool node that holds the whole model, and its figures.
     pub single: Option<(NodeId, LayoutSpeed)>,
     /// What splitting does.
@@ -139,7 +143,31 @@ pub struct SpeedPrediction {
     pub links_assumed: bool,
 }
 
+/// The most rows [`SpeedPrediction::round_trip_us`] gives a trip for.
+pub const ROUND_ROWS: u32 = 16;
+
 impl SpeedPrediction {
+    /// The decode rate of one sequence that generated `tokens` tokens with speculation's
+    /// `drafts` trips carrying `draft_tokens` drafted tokens of which `accepted` were kept:
+    /// every trip costs [`SpeedPrediction::round_trip_us`] at its rows (the mean draft
+    /// length), every other trip one row's. `None` without trips to price.
+    pub fn speculative_tok_s(
+        &self,
+        tokens: u64,
+        drafts: u64,
+        draft_tokens: u64,
+        accepted: u64,
+    ) -> Option<f64> {
+        let decoded = tokens.checked_sub(1).filter(|&d| d > 0)?;
+        let trips = decoded.saturating_sub(accepted).max(drafts);
+        let rows = 1 + draft_tokens.checked_div(drafts).unwrap_or(0);
+        let at = |r: u64| {
+            self.round_trip_us.get(r.clamp(1, u64::from(ROUND_ROWS)) as usize - 1).copied()
+        };
+        let us = drafts as f64 * at(rows)? as f64 + (trips - drafts) as f64 * at(1)? as f64;
+        (us > 0.0).then(|| decoded as f64 * 1e6 / us)
+    }
+
     /// What splitting does, in words (`splitting costs: 0.92x node 2 alone's decode rate
     /// (8% slower)`).
     pub fn verdict_words(&self) -> String {
