@@ -178,11 +178,11 @@ fn time_resident(
     acts: &mut Acts,
     out: &mut Vec<f32>,
 ) -> f64 {
-    time_resident_for(pool, mats, glu, (x, n), acts, out, (5, RESIDENT_MS))
+    time_resident_for(pool, mats, glu, (x, n), acts, out, (5, RESIDENT_MS, 1))
 }
 
 /// [`time_resident`] over the `n` rows of `x`, the best of `timing.0` timings of `timing.1`
-/// milliseconds each.
+/// milliseconds each, on `timing.2` times [`RESIDENT_BYTES`] of weights per thread.
 fn time_resident_for(
     pool: &ThreadPool,
     mats: &[&Matrix],
@@ -190,11 +190,11 @@ fn time_resident_for(
     (x, n): (&[f32], usize),
     acts: &mut Acts,
     out: &mut Vec<f32>,
-    timing: (u32, f64),
+    timing: (u32, f64, usize),
 ) -> f64 {
     let row_bytes: usize = mats.iter().map(|m| m.bytes() / m.rows().max(1)).sum();
     let fewest = mats.iter().map(|m| m.rows()).min().unwrap_or(0);
-    let rows = resident_rows(row_bytes, pool.threads()).min(fewest);
+    let rows = (resident_rows(row_bytes, pool.threads()) * timing.2).min(fewest);
     if rows == 0 {
         return 0.0;
     }
@@ -446,6 +446,7 @@ pub fn format_figures(
 /// `ms` milliseconds (a format the engine cannot quantize is left out).
 pub fn format_rates(threads: u32, batch: usize, ms: f64) -> Vec<(WeightFormat, f64, f64)> {
     const COLS: usize = 2048;
+    const MANY: usize = 4;
     let pool = ThreadPool::new(threads as usize);
     let isa = crate::model::engine::isa();
     let x: Vec<f32> =
@@ -454,18 +455,20 @@ pub fn format_rates(threads: u32, batch: usize, ms: f64) -> Vec<(WeightFormat, f
     let mut rates = Vec::new();
     for format in WeightFormat::ALL {
         let Some(row_bytes) = format.row_bytes(COLS) else { continue };
-        let rows = resident_rows(row_bytes, threads as usize);
+        // The many-row product on more weights (in L2): its calls take long enough that
+        // the pool's dispatch and the activations' quantization weigh as in a prompt.
+        let rows = resident_rows(row_bytes, threads as usize) * MANY;
         let values: Vec<f32> = (0..rows * COLS)
             .map(|i| ((i.wrapping_mul(2_654_435_761) >> 7) % 2001) as f32 / 1000.0 - 1.0)
             .collect();
         let Some(raw) = swactor_engine::quantize::quantize(format, &values) else { continue };
         let bytes = swactor_engine::Bytes::from_vec(raw);
         let Ok(m) = Matrix::new(format, rows, COLS, bytes, isa) else { continue };
-        let time = |n, acts: &mut Acts, out: &mut Vec<f32>| {
-            time_resident_for(&pool, &[&m], None, (&x, n), acts, out, (2, ms))
+        let time = |n, acts: &mut Acts, out: &mut Vec<f32>, times| {
+            time_resident_for(&pool, &[&m], None, (&x, n), acts, out, (2, ms, times))
         };
-        let one = time(1, &mut acts, &mut out);
-        let many = time(batch, &mut acts, &mut out);
+        let one = time(1, &mut acts, &mut out, 1);
+        let many = time(batch, &mut acts, &mut out, MANY);
         rates.push((format, one, many));
     }
     rates

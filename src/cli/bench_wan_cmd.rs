@@ -75,6 +75,9 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
     for line in table(&rows) {
         out.line(line)?;
     }
-    out.line("(ratio: measured / predicted; the prediction leaves speculation out)")?;
+    out.line(
+        "(ratio: measured / predicted; with speculation, the prediction prices the run's own \
+         drafts and acceptance)",
+    )?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 //!
 //! Measured once per host boot, kernel tier, thread count and binary, and kept in the
 //! user's cache directory (`$XDG_CACHE_HOME/swactor/calibration/`, else
-//! `~/.cache/swactor/calibration/`; entries of earlier host boots are removed): nodes that
+//! `~/.cache/swactor/calibration/`; entries of earlier host boots or binaries are removed): nodes that
 //! share a host share the same hardware, so they report the same figures, and a node
 //! booting beside others does not measure them while they measure too (an exclusive lock
 //! on the cache serialises the first measurements). An unreadable or corrupt entry is
@@ -69,17 +69,19 @@ pub fn host_speed(threads: u32) -> NodeSpeed {
     speed
 }
 
-/// Removes the entries of earlier host boots from `dir` (`path`'s name starts with this
-/// boot's id).
+/// Removes from `dir` the entries of earlier host boots, and those of the same tier and
+/// thread count measured for another binary (`path` is this one's).
 fn prune(dir: &std::path::Path, path: &std::path::Path) {
-    let Some(boot) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.get(..36)) else {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return };
+    let (Some(boot), Some(kind)) = (name.get(..36), name.rsplit_once('-').map(|(k, _)| k)) else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.ends_with(".json") && !name.starts_with(boot) {
+        let other = entry.file_name();
+        let other = other.to_string_lossy();
+        let stale = !other.starts_with(boot) || other.starts_with(&format!("{kind}-"));
+        if other.ends_with(".json") && other != name && stale {
             let _ = std::fs::remove_file(entry.path());
         }
     }
