@@ -105,5 +105,8 @@ async fn plan_over(
     }
     let stages = Some(stages);
     let ask = Ask { run_id, stages, prompt_tokens: 0 };
-    plan_run(ctx.config, ctx.facts, &pool, ctx.reports, ask).await
+    // A session that lost a node goes on over the survivors however fast they are:
+    // `--min-speedup` judges the plan a run starts with, not the one that saves it.
+    let config = OrchestrateConfig { min_speedup: None, ..ctx.config.clone() };
+    plan_run(&config, ctx.facts, &pool, ctx.reports, ask).await
 }
