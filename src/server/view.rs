@@ -50,6 +50,11 @@ pub struct StageView {
     /// The plan's prediction of its hop out (half the link's round trip and the hop's
     /// own cost), µs.
     pub predicted_hop_us: Option<u64>,
+    /// How its node is reached, as the plan names it: `direct` (addresses only), `relay`
+    /// (its relay only: relay-only), `direct or relay` (both: iroh takes the direct path
+    /// where hole punching works). `edge inspect` on the node says which one a live edge
+    /// uses.
+    pub reached: &'static str,
 }
 
 /// The view, and the partial measurements behind it.
@@ -121,6 +126,13 @@ impl PoolView {
                 step_us: None,
                 predicted_step_us: speed(s.stage_index.0).map(|p| p.step_us),
                 predicted_hop_us: speed(s.stage_index.0).map(|p| p.hop_us),
+                reached: plan.nodes.iter().find(|p| p.node_id == s.node_id).map_or("direct", |p| {
+                    match (p.addrs.is_empty(), p.relay.is_some()) {
+                        (true, true) => "relay",
+                        (false, true) => "direct or relay",
+                        _ => "direct",
+                    }
+                }),
             })
             .collect();
         self.hops.clear();

@@ -134,6 +134,8 @@ fn the_page_shows_every_stage_and_streams_a_chat_answer_in_a_real_browser() {
         let nodes: Vec<&str> = stages.iter().map(|r| r[1].as_str().expect("node")).collect();
         assert_eq!(nodes, ["1", "2", "3"], "{stages:?}");
         assert!(stages.iter().all(|r| r[2].as_str().is_some_and(|l| l.contains('–'))), "{stages:?}");
+        // `run local`'s nodes are reached at their addresses, through no relay.
+        assert!(stages.iter().all(|r| r[3] == "direct"), "{stages:?}");
         dt.until(
             "[...document.querySelectorAll('#nodes tr.node')].filter(r => r.cells[1].textContent === 'serving').length === 3",
             Duration::from_secs(10),
