@@ -530,6 +530,46 @@ fn node_notice(
     sink: &mut dyn RunSink,
     t0: Instant,
 ) -> Option<PoolNotice> {
+    let notice = match record_report(notice, reports) {
+        Ok((node_id, endpoint_id, addrs)) => {
+            emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
+            sink.progress(&format!("node {node_id} available"));
+            return None;
+        }
+        Err(notice) => notice,
+    };
+    match notice {
+        PoolNotice::Rejected(r, count) => emit(sink, t0, rejected_event(r, count)),
+        PoolNotice::NodeFaulted { node_id, reason } => {
+            let component = Component::WorkerCtl;
+            emit(sink, t0, Event::NodeFaulted { node_id, reason, component });
+        }
+        other => return Some(other),
+    }
+    None
+}
+
+/// Keeps what a node reported of itself for the next plan, writing nothing; any other
+/// notice is handed back (a node's fault or a refused datagram is dropped).
+fn keep_report(
+    notice: PoolNotice,
+    reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
+) -> Option<PoolNotice> {
+    match record_report(notice, reports) {
+        Ok(_) => None,
+        Err(PoolNotice::Rejected(..) | PoolNotice::NodeFaulted { .. }) => None,
+        Err(other) => Some(other),
+    }
+}
+
+/// Keeps what a `NodeAvailable` notice reports in `reports` (replacing the node's earlier
+/// report) and gives back its node id, endpoint id and addresses; any other notice is
+/// handed back (moved back as it came: a notice is as large either way).
+#[allow(clippy::result_large_err)]
+fn record_report(
+    notice: PoolNotice,
+    reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
+) -> Result<(crate::wire::NodeId, String, Vec<String>), PoolNotice> {
     match notice {
         PoolNotice::NodeAvailable {
             node_id,
@@ -553,50 +593,9 @@ fn node_notice(
                 links: Vec::new(),
             };
             reports.insert(node_id, report);
-            emit(sink, t0, Event::NodeAvailable { node_id, endpoint_id, addrs });
-            sink.progress(&format!("node {node_id} available"));
+            Ok((node_id, endpoint_id, addrs))
         }
-        PoolNotice::Rejected(r, count) => emit(sink, t0, rejected_event(r, count)),
-        PoolNotice::NodeFaulted { node_id, reason } => {
-            let component = Component::WorkerCtl;
-            emit(sink, t0, Event::NodeFaulted { node_id, reason, component });
-        }
-        other => return Some(other),
-    }
-    None
-}
-
-/// Keeps what a node reported of itself for the next plan, writing nothing; any other
-/// notice is handed back (a node's fault or a refused datagram is dropped).
-fn keep_report(
-    notice: PoolNotice,
-    reports: &mut HashMap<crate::wire::NodeId, NodeReport>,
-) -> Option<PoolNotice> {
-    match notice {
-        PoolNotice::NodeAvailable {
-            node_id,
-            memory_bytes,
-            arena_bytes,
-            device,
-            prompt_cache_bytes,
-            speed,
-            rtt_us,
-            ..
-        } => {
-            let report = NodeReport {
-                memory_bytes,
-                arena_bytes,
-                device,
-                prompt_cache_bytes,
-                speed,
-                rtt_us,
-                links: Vec::new(),
-            };
-            reports.insert(node_id, report);
-            None
-        }
-        PoolNotice::Rejected(..) | PoolNotice::NodeFaulted { .. } => None,
-        other => Some(other),
+        other => Err(other),
     }
 }
 
