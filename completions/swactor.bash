@@ -1102,7 +1102,7 @@ _swactor() {
             return 0
             ;;
         swactor__subcmd__bench__subcmd__wan)
-            opts="-h --model --stages --loss --links --tokens --prompt --no-speculate --mixed --json --help"
+            opts="-h --model --stages --loss --rate-mbit --links --tokens --prompt --no-speculate --mixed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1117,6 +1117,10 @@ _swactor() {
                     return 0
                     ;;
                 --loss)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rate-mbit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -129,7 +129,7 @@ pub async fn edge(bytes: u64, object: u64, samples: usize) -> Result<EdgeBench, 
     let (a, b) = endpoints().await?;
     let (router, _refusals) = EdgeRouter::new();
     router.expect(crate::wire::RunId(1), crate::wire::EdgeId(1), a.id());
-    tokio::spawn(router.clone().accept_loop(b.clone()));
+    tokio::spawn(router.clone().accept_loop(b.clone(), EdgeRouter::refuse_other));
     let addr = iroh::EndpointAddr::new(b.id()).with_ip_addr(b.bound_sockets()[0]);
     let (egress, ingress) = (bench_ring(1, 8 << 20)?, bench_ring(2, 8 << 20)?);
     let (readable, a_stop, writer_wake) =

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{BenchError, err};
-use crate::wan::netns::{QUIC_PORT, SWIM_PORT, WanNet};
+use crate::wan::netns::{Exposure, QUIC_PORT, SWIM_PORT, WanNet};
 
 /// How the hosts are reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,6 +55,8 @@ pub struct WanSetup {
     pub link: Link,
     /// Share of datagrams each link loses each way.
     pub loss: f64,
+    /// Megabits per second each link carries each way (`None`: unlimited).
+    pub rate_mbit: Option<f64>,
     /// n-gram speculation.
     pub speculate: bool,
     /// Kill the relay at the first token and start it again on the same address.
@@ -82,6 +84,26 @@ impl WanRun {
     pub fn token_ids(&self) -> Vec<u64> {
         let tokens = self.lines.iter().filter(|v| v["type"] == "token");
         tokens.filter_map(|v| v["id"].as_u64()).collect()
+    }
+
+    /// The bandwidth node `node` measured to node `to` before the plan (its
+    /// `links_measured` event), bytes per second.
+    pub fn link_rate(&self, node: u64, to: u64) -> Option<u64> {
+        let event =
+            self.lines.iter().find(|v| v["type"] == "links_measured" && v["node_id"] == node)?;
+        let links = event["links"].as_array()?;
+        links.iter().find(|l| l["to"] == to)?["bytes_per_s"].as_u64()
+    }
+
+    /// The mean of the bandwidths the `stages` nodes measured to each other, MB/s.
+    pub fn node_link_mbs(&self, stages: u8) -> Option<f64> {
+        let nodes = 1..=u64::from(stages);
+        let rates: Vec<u64> = nodes
+            .clone()
+            .flat_map(|a| nodes.clone().filter(move |&b| b != a).map(move |b| (a, b)))
+            .filter_map(|(a, b)| self.link_rate(a, b))
+            .collect();
+        (!rates.is_empty()).then(|| rates.iter().sum::<u64>() as f64 / rates.len() as f64 / 1e6)
     }
 
     /// The run's summary line.
@@ -133,7 +155,12 @@ pub fn run_in_namespaces(
     subnet: u8,
     dir: &Path,
 ) -> Result<WanRun, BenchError> {
-    let net = WanNet::up(tag, setup.stages, subnet).map_err(err)?;
+    // Relay-only hosts expose no port at all, SWIM's included.
+    let exposure = match setup.link {
+        Link::Relay => Exposure::None,
+        Link::Rtt { .. } => Exposure::Swim,
+    };
+    let net = WanNet::up(tag, setup.stages, subnet, exposure).map_err(err)?;
     let exe = &setup.exe;
     let key = dir.join("orch.key");
     let out = Command::new(exe).args(["node", "id", "--key"]).arg(&key).output().map_err(err)?;
@@ -171,7 +198,9 @@ pub fn run_in_namespaces(
             .arg(dir.join(format!("n{i}.sock")))
             .arg("--cache")
             .arg(dir.join(format!("cache{i}")));
-        if i > 1 {
+        // Relay-only nodes take no seeds (none is reachable): the orchestrator announces
+        // itself to each, and they learn of each other from it.
+        if i > 1 && relay.is_none() {
             cmd.args(["--join", &format!("{}:{SWIM_PORT}", net.host_addr(1))]);
         }
         if let Some(url) = &relay {
@@ -193,6 +222,7 @@ pub fn run_in_namespaces(
                     .args(["--listen", &format!("{router}:{QUIC_PORT}")])
                     .args(["--target", &format!("{host}:{QUIC_PORT}")])
                     .args(["--rtt-ms", &ms.to_string(), "--loss", &setup.loss.to_string()])
+                    .args(setup.rate_mbit.map(|r| format!("--rate-mbit={r}")))
                     .args(["--seed", &(17 + 2 * u64::from(i)).to_string()]);
                 let (child, _, rest) = start_until(cmd, "wan_link_ready")?;
                 links.push((child, rest));
@@ -312,6 +342,9 @@ pub struct WanFigure {
     pub acceptance: Option<f64>,
     /// Datagrams the links delivered, both ways (0 through the relay).
     pub link_datagrams: u64,
+    /// The mean bandwidth the nodes measured to each other before the plan, MB/s (`None`:
+    /// every link too fast for the probe to tell).
+    pub link_mbs: Option<f64>,
 }
 
 /// `bench wan`: every link of `links`, without and (with `speculate`) with n-gram
@@ -381,5 +414,6 @@ fn figure(setup: &WanSetup, run: &WanRun) -> Result<WanFigure, BenchError> {
         predicted_ttft_ms: f(&summary["predicted"]["time_to_first_token_ms"]),
         acceptance: f(&summary["speculation"]["acceptance"]),
         link_datagrams: run.links.iter().map(|l| l.0).sum(),
+        link_mbs: run.node_link_mbs(setup.stages),
     })
 }

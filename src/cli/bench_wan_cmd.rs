@@ -19,6 +19,7 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
         prompt: args.prompt.clone(),
         link: bench::wan::Link::Rtt { ms: 0 },
         loss: args.loss,
+        rate_mbit: args.rate_mbit,
         speculate: false,
         restart_relay: false,
         scalar_hosts: Vec::new(),
@@ -37,6 +38,7 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
     let mut rows = vec![
         [
             "link",
+            "link MB/s",
             "nodes",
             "balance",
             "blocks",
@@ -55,6 +57,7 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
     for f in &figures {
         rows.push(vec![
             f.link.to_string(),
+            opt(f.link_mbs, 1),
             if f.scalar_hosts.is_empty() {
                 "same".into()
             } else {
@@ -77,7 +80,8 @@ pub fn wan(args: &BenchWanArgs, out: &mut Output) -> Result<(), CliError> {
     }
     out.line(
         "(ratio: measured / predicted; with speculation, the prediction prices the run's own \
-         drafts and acceptance)",
+         drafts and acceptance; link MB/s: what the nodes measured to each other before the \
+         plan, - where too fast for the probe to tell)",
     )?;
     Ok(())
 }

@@ -213,7 +213,7 @@ fn swim_impostor(
         out.flush()?;
         let claim = crate::membership::swim::SwimIdentity {
             node_id: crate::wire::NodeId(node_id),
-            addr,
+            addr: addr.into(),
             endpoint_id,
             bump: 0,
         };

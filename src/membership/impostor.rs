@@ -46,8 +46,12 @@ pub async fn run(mode: ImpostorMode, claim: SwimIdentity, socket: UdpSocket, tar
     let claimed_key = auth::parse_key_hex(&claim.endpoint_id).unwrap_or([0; 32]);
     let mut foca = Foca::new(claim, tuned_config(4), StdRng::seed_from_u64(1), PostcardCodec);
     let mut rt = AccumulatingRuntime::new();
-    let seed =
-        SwimIdentity { node_id: NodeId(0), addr: target, endpoint_id: String::new(), bump: 0 };
+    let seed = SwimIdentity {
+        node_id: NodeId(0),
+        addr: target.into(),
+        endpoint_id: String::new(),
+        bump: 0,
+    };
     let mut stamps = auth::StampClock::default();
     loop {
         let _ = foca.announce(seed.clone(), &mut rt);
@@ -65,7 +69,9 @@ pub async fn run(mode: ImpostorMode, claim: SwimIdentity, socket: UdpSocket, tar
                 }
                 ImpostorMode::Plain | ImpostorMode::Replay => data.to_vec(),
             };
-            let _ = socket.send_to(&bytes, dst.addr).await;
+            if let Some(addr) = dst.addr.udp() {
+                let _ = socket.send_to(&bytes, addr).await;
+            }
         }
         // Drop whatever foca schedules: the impostor only keeps announcing.
         while rt.to_schedule().is_some() {}

@@ -94,7 +94,7 @@ mod tests {
     fn id(n: u64) -> SwimIdentity {
         SwimIdentity {
             node_id: NodeId(n),
-            addr: ([127, 0, 0, 1], 7000 + n as u16).into(),
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 7000 + n as u16)).into(),
             endpoint_id: format!("{n:064x}"),
             bump: 0,
         }

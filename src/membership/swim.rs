@@ -1,4 +1,5 @@
-//! SWIM membership over UDP: foca (itself sans-IO) driven by a participant on a thread of
+//! SWIM membership over UDP (and, for members that expose no port, over QUIC datagrams
+//! through their relay: [`crate::membership::carrier`]): foca (itself sans-IO) driven by a participant on a thread of
 //! its own ([`participant`]) that owns the socket, the timers and the loop, and reports
 //! members going up, suspect and down (suspicion is read off foca's member states, which it
 //! does not notify). The thread keeps the failure detector off the process's busy runtime:
@@ -20,7 +21,6 @@
 //! cannot flood the consumer); it never reaches foca, so it never changes who is up.
 #![allow(clippy::disallowed_methods)] // the driver owns the clock
 
-use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,10 +32,24 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use super::auth::{self, Reject, RejectCounts, RejectRecord, ReplayGuard, Roster, SIGNATURE_BYTES};
-pub use super::identity::{MembershipEvent, SwimIdentity};
+pub use super::identity::{BadSwimAddr, MembershipEvent, SwimAddr, SwimIdentity};
 use participant::Participant;
 
 mod participant;
+
+/// A carried datagram for the participant: its bytes and who sent it
+/// (`iroh:<endpoint id>`, the form refusals report).
+pub type Carried = (Vec<u8>, String);
+
+/// The participant's side of a carrier of relayed members' datagrams
+/// (`crate::membership::carrier`): where it sends them and where theirs arrive.
+#[derive(Debug)]
+pub struct CarrierLink {
+    /// Datagrams to send, with the member's address.
+    pub outbox: mpsc::UnboundedSender<(SwimAddr, Vec<u8>)>,
+    /// Datagrams received.
+    pub inbox: mpsc::Receiver<Carried>,
+}
 
 /// The members a participant accepts, shared between its SWIM thread (which reads it on
 /// every datagram) and its owner (which may replace it, e.g. when the orchestrator names
@@ -261,11 +275,15 @@ pub fn tuned_config(cluster_size: u32) -> Config {
         frequency: Duration::from_secs(2),
         num_members: NonZeroUsize::new(1).unwrap_or(NonZeroUsize::MIN),
     });
-    // Room for the envelope inside a 1400-byte datagram.
-    c.max_packet_size =
-        NonZeroUsize::new(1400 - auth::PREFIX_BYTES - SIGNATURE_BYTES).unwrap_or(NonZeroUsize::MIN);
+    // Room for the envelope inside a datagram that also fits a QUIC datagram frame on a
+    // minimum-size (1200-byte) QUIC packet, for members carried through a relay.
+    c.max_packet_size = NonZeroUsize::new(SEALED_MAX - auth::PREFIX_BYTES - SIGNATURE_BYTES)
+        .unwrap_or(NonZeroUsize::MIN);
     c
 }
+
+/// The largest sealed datagram a participant sends (foca's packets are sized to fit).
+pub const SEALED_MAX: usize = 1100;
 
 /// How often each member probes one other member.
 pub const PROBE_PERIOD: Duration = Duration::from_millis(150);
@@ -286,13 +304,13 @@ pub struct Swim {
     /// Dropped (closed) to stop the participant.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     /// Seeds to announce to, added while running.
-    seeds: mpsc::UnboundedSender<SocketAddr>,
+    seeds: mpsc::UnboundedSender<SwimAddr>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Swim {
     /// Announces to `seed` as well (and again whenever it is not an active member).
-    pub fn join(&self, seed: SocketAddr) {
+    pub fn join(&self, seed: SwimAddr) {
         let _ = self.seeds.send(seed);
     }
 }
@@ -316,7 +334,7 @@ pub struct SwimConfig {
     /// The members accepted (may be replaced while running).
     pub roster: RosterHandle,
     /// Where to announce (more may be added with [`Swim::join`]).
-    pub seeds: Vec<SocketAddr>,
+    pub seeds: Vec<SwimAddr>,
     /// Expected cluster size (tunes foca).
     pub cluster_size: u32,
     /// Seed of foca's random choices.
@@ -324,11 +342,13 @@ pub struct SwimConfig {
 }
 
 /// Joins (or starts) a cluster on `socket` (bound by the caller), announcing to the seeds,
-/// on a thread of its own with its own single-threaded runtime. Fails only when the socket
+/// on a thread of its own with its own single-threaded runtime. Datagrams for relayed
+/// members go through `carrier` (none: they are dropped). Fails only when the socket
 /// cannot be handed over or the thread cannot start.
 pub fn spawn(
     config: SwimConfig,
     socket: UdpSocket,
+    carrier: Option<CarrierLink>,
 ) -> std::io::Result<(Swim, mpsc::UnboundedReceiver<MembershipEvent>)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -338,7 +358,7 @@ pub fn spawn(
     let thread = std::thread::Builder::new().name("swactor-swim".into()).spawn(move || {
         runtime.block_on(async move {
             let Ok(socket) = UdpSocket::from_std(socket) else { return };
-            let mut participant = Participant::new(config, socket, tx);
+            let mut participant = Participant::new(config, socket, carrier, tx);
             tokio::select! {
                 () = participant.run(more_seeds) => {}
                 _ = stopped => {}

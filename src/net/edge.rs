@@ -519,19 +519,33 @@ impl EdgeRouter {
         }
     }
 
-    /// Accepts edge connections on `endpoint` until it closes.
-    pub async fn accept_loop(self, endpoint: Endpoint) {
+    /// Accepts edge connections on `endpoint` until it closes, and answers link probes;
+    /// a connection on any other ALPN goes to `other` (the orchestrator's SWIM carrier),
+    /// which serves it.
+    pub async fn accept_loop<F, Fut>(self, endpoint: Endpoint, other: F)
+    where
+        F: Fn(Connection) -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
         while let Some(incoming) = endpoint.accept().await {
-            let router = self.clone();
+            let (router, other) = (self.clone(), other.clone());
             tokio::spawn(async move {
                 let Ok(conn) = incoming.await else { return };
                 if conn.alpn() == EDGE_ALPN {
                     router.serve_connection(conn).await;
                 } else if conn.alpn() == super::ping::PING_ALPN {
                     super::ping::answer(conn).await;
+                } else {
+                    other(conn).await;
                 }
             });
         }
+    }
+
+    /// What [`EdgeRouter::accept_loop`] does with a connection on another ALPN where nobody
+    /// serves one: closes it.
+    pub async fn refuse_other(conn: Connection) {
+        conn.close(2u32.into(), b"unknown_alpn");
     }
 }
 

@@ -17,6 +17,8 @@ pub const CTL_ALPN: &[u8] = b"swactor/ctl/1";
 pub const EDGE_ALPN: &[u8] = b"swactor/edge/1";
 /// ALPN of the link round-trip probe ([`super::ping`]).
 pub const PING_ALPN: &[u8] = b"swactor/ping/1";
+/// ALPN of SWIM datagrams for members reached through a relay (the membership's carrier).
+pub const SWIM_ALPN: &[u8] = b"swactor/swim/1";
 /// Per-stream receive window (larger windows make a lagging receiver abort the
 /// connection in the QUIC stack we use).
 pub const STREAM_RECEIVE_WINDOW: u32 = 2 * 1024 * 1024;
@@ -61,7 +63,8 @@ fn ack_frequency() -> iroh::endpoint::AckFrequencyConfig {
 }
 
 /// Binds an endpoint for `key` on `listen` (no IP socket at all when `relays` is
-/// relay-only), speaking the control, edge and ping ALPNs, using only `relays`' relays.
+/// relay-only), speaking the control, edge, ping and SWIM ALPNs, using only `relays`'
+/// relays.
 pub async fn bind(
     key: &NodeKey,
     listen: SocketAddr,
@@ -70,7 +73,7 @@ pub async fn bind(
     let failed = |detail: String| BindFailed { addr: listen, detail };
     let builder = Endpoint::builder(presets::Minimal)
         .secret_key(key.secret().clone())
-        .alpns(vec![CTL_ALPN.to_vec(), EDGE_ALPN.to_vec(), PING_ALPN.to_vec()])
+        .alpns(vec![CTL_ALPN.to_vec(), EDGE_ALPN.to_vec(), PING_ALPN.to_vec(), SWIM_ALPN.to_vec()])
         .relay_mode(relays.mode())
         .ca_tls_config(relays.ca_config())
         .clear_address_lookup()

@@ -22,7 +22,7 @@ use super::inspect::EdgeInspect;
 use crate::arena::{Arena, ArenaManager};
 use crate::control::ControlMessage;
 use crate::events::{Event, EventLine};
-use crate::membership::swim::{self, MembershipEvent, SwimIdentity};
+use crate::membership::swim::{self, MembershipEvent, SwimAddr, SwimIdentity};
 use crate::net::advertise::advertised;
 use crate::net::edge::{EdgeRouter, Refusal};
 use crate::net::endpoint::bind;
@@ -44,7 +44,7 @@ pub struct NodeConfig {
     /// SWIM listen address.
     pub swim: SocketAddr,
     /// SWIM seeds.
-    pub join: Vec<SocketAddr>,
+    pub join: Vec<SwimAddr>,
     /// The orchestrator's endpoint id (64 hex digits).
     pub orchestrator: String,
     /// Arena size.
@@ -158,7 +158,7 @@ struct Running {
     /// The admin socket's requests to bring `inspect` up to date before it answers.
     refreshes: mpsc::UnboundedReceiver<tokio::sync::oneshot::Sender<()>>,
     admin: AdminSocket,
-    swim_addr: SocketAddr,
+    swim_addr: SwimAddr,
     /// The advertised iroh addresses.
     addrs: Vec<SocketAddr>,
     /// The edge connections it holds, for the paths `edge inspect` shows.
@@ -328,7 +328,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     let (endpoint, addrs) = bind_transport(config, &key).await?;
     boot.fact_ready(BootFact::Transport);
 
-    let (swim, members, roster, swim_addr) = join_swim(config, &key).await?;
+    let (swim, members, roster, swim_addr, carrier) = join_swim(config, &key, &endpoint).await?;
     boot.fact_ready(BootFact::Membership);
 
     let inspect = Arc::new(std::sync::Mutex::new(EdgeInspect {
@@ -384,6 +384,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         hello,
         inputs,
         roster: roster.clone(),
+        swim: carrier,
         open: sessions_open.downgrade(),
         view: view_rx,
     };
@@ -470,21 +471,36 @@ async fn bind_transport(
     let addrs = endpoint
         .bound_sockets()
         .into_iter()
-        .map(|b| advertised(b, config.advertise, &config.join))
+        .map(|b| advertised(b, config.advertise, &udp_seeds(&config.join)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| failed(BootFault::TransportBind, e))?;
     Ok((endpoint, addrs))
 }
 
+/// The seeds' UDP addresses (the route toward them picks the address to advertise).
+fn udp_seeds(join: &[SwimAddr]) -> Vec<SocketAddr> {
+    join.iter().filter_map(SwimAddr::udp).collect()
+}
+
+/// What joining SWIM gives the node: the participant, its events, its roster, the address
+/// it is reached at, and the carrier of relayed members' datagrams.
+type Joined = (
+    swim::Swim,
+    mpsc::UnboundedReceiver<MembershipEvent>,
+    swim::RosterHandle,
+    SwimAddr,
+    crate::membership::carrier::Carrier,
+);
+
 /// Binds the SWIM socket and joins through the seeds. Until an orchestrator names the
-/// pool (in its `Hello`), the roster is empty and no peer is accepted.
+/// pool (in its `Hello`), the roster is empty and no peer is accepted. A relay-only node
+/// is addressed by its endpoint and home relay (its datagrams come through the carrier);
+/// its socket only sends to members with a UDP address.
 async fn join_swim(
     config: &NodeConfig,
     key: &NodeKey,
-) -> Result<
-    (swim::Swim, mpsc::UnboundedReceiver<MembershipEvent>, swim::RosterHandle, SocketAddr),
-    BootFailed,
-> {
+    endpoint: &iroh::Endpoint,
+) -> Result<Joined, BootFailed> {
     let socket = UdpSocket::bind(config.swim).await.map_err(|e| {
         let why = if e.kind() == std::io::ErrorKind::AddrInUse {
             "the address is in use (another process listens there)".to_string()
@@ -494,15 +510,22 @@ async fn join_swim(
         failed(BootFault::MembershipJoin, format!("cannot bind SWIM on {}: {why}", config.swim))
     })?;
     let bound = socket.local_addr().map_err(|e| failed(BootFault::MembershipJoin, e))?;
-    let swim_addr = advertised(bound, config.advertise, &config.join)
-        .map_err(|e| failed(BootFault::MembershipJoin, e))?;
+    let swim_addr = match config.relays.home().filter(|_| config.relays.only()) {
+        Some(relay) => {
+            SwimAddr::Relayed { endpoint: key.endpoint_id_hex(), relay: relay.to_string() }
+        }
+        None => advertised(bound, config.advertise, &udp_seeds(&config.join))
+            .map(SwimAddr::Udp)
+            .map_err(|e| failed(BootFault::MembershipJoin, e))?,
+    };
     let identity = SwimIdentity {
         node_id: config.node_id,
-        addr: swim_addr,
+        addr: swim_addr.clone(),
         endpoint_id: key.endpoint_id_hex(),
         bump: 0,
     };
     let roster = swim::RosterHandle::default();
+    let (carrier, link) = crate::membership::carrier::start(endpoint.clone(), roster.clone());
     let (swim, members) = swim::spawn(
         swim::SwimConfig {
             identity,
@@ -513,9 +536,10 @@ async fn join_swim(
             seed_rng: config.node_id.0,
         },
         socket,
+        Some(link),
     )
     .map_err(|e| failed(BootFault::MembershipJoin, format!("cannot start SWIM: {e}")))?;
-    Ok((swim, members, roster, swim_addr))
+    Ok((swim, members, roster, swim_addr, carrier))
 }
 
 /// Adds to an edge record how its peer is reached now (`path`: direct or relayed, and

@@ -130,6 +130,8 @@ pub(super) struct Inbox {
     pub inputs: mpsc::UnboundedSender<HostInput>,
     /// The SWIM roster (the orchestrator's `Hello` names it).
     pub roster: swim::RosterHandle,
+    /// Carries SWIM datagrams for members reached through a relay.
+    pub swim: crate::membership::carrier::Carrier,
     /// Held by a session's writer until it delivered its last words.
     pub open: mpsc::WeakSender<()>,
     /// The membership view observers are sent.
@@ -168,7 +170,8 @@ impl Drop for Counted {
     }
 }
 
-/// Accepts connections: edge streams go to the router; control sessions only from the
+/// Accepts connections: edge streams go to the router, SWIM datagrams of the pool's
+/// members to the carrier, link probes are answered for members; control sessions only from the
 /// configured orchestrator, which first receives this node's `NodeAvailable`; the session
 /// then carries run work both ways. A peer with the orchestrator's delegation gets a
 /// read-only observer session. Anything else is refused and reported.
@@ -191,6 +194,8 @@ pub(super) async fn accept(endpoint: Endpoint, inbox: Inbox) {
                 } else {
                     conn.close(1u32.into(), b"not_a_pool_member");
                 }
+            } else if conn.alpn() == crate::membership::carrier::SWIM_ALPN {
+                inbox.swim.accept(conn).await;
             } else if conn.alpn() == CTL_ALPN {
                 let peer = conn.remote_id().to_string();
                 if control::authorize(&peer, &inbox.orchestrator).is_err() {

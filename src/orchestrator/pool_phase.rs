@@ -5,8 +5,9 @@
 //! do with them (print them, plan a run, fault one) is the driver's business.
 //!
 //! It takes part in one of two [`Role`]s. The orchestrator's sessions carry runs (each
-//! `Hello` names the pool's SWIM roster) and it runs its own SWIM participant (joined
-//! through the first node that answers); it keeps running during a run, and the gate
+//! `Hello` names the pool's SWIM roster) and it runs its own SWIM participant (announcing
+//! to every node that names its SWIM address, so nodes need no seeds of their own: a
+//! relay-only node has none it could reach); it keeps running during a run, and the gate
 //! reports a required node it lost. An observer (`pool watch`) holds its own key, opens
 //! read-only sessions with the orchestrator's delegation and joins no membership: it sees
 //! the pool as the lowest-numbered node that answers sees it (each node sends its view), so
@@ -25,7 +26,7 @@ use super::sessions::{self, SessionEvent};
 use crate::control::ControlMessage;
 use crate::membership::auth::RejectRecord;
 use crate::membership::pool_gate::{DataPlaneIdentity, GateEvent, PoolGate};
-use crate::membership::swim::{self, MembershipEvent, RosterHandle, SwimIdentity};
+use crate::membership::swim::{self, MembershipEvent, RosterHandle, SwimAddr, SwimIdentity};
 use crate::net::identity::NodeKey;
 use crate::planner::Pool;
 use crate::wire::NodeId;
@@ -97,6 +98,9 @@ pub enum Role {
         swim: (SocketAddr, Option<std::net::IpAddr>),
         /// Seed of SWIM's random choices.
         seed_rng: u64,
+        /// The home relay when the orchestrator exposes no port (`--relay-only`): it is
+        /// addressed there, and its SWIM datagrams come through the carrier.
+        relayed: Option<String>,
     },
     /// A read-only observer: its endpoint holds its own key, and `delegation` is the
     /// orchestrator's signature over it (`net::identity::delegate_observer`).
@@ -119,12 +123,14 @@ enum Seen {
 /// A node's membership view: members up, members suspect.
 type View = (BTreeSet<NodeId>, BTreeSet<NodeId>);
 
-/// The orchestrator's own SWIM participant: running from the start, alone until the first
-/// node names its SWIM address (then it announces there).
+/// The orchestrator's own SWIM participant: running from the start, alone until a node
+/// names its SWIM address (it announces to each).
 struct OwnSwim {
     swim: swim::Swim,
     events: mpsc::UnboundedReceiver<MembershipEvent>,
-    joined: bool,
+    /// Carries the datagrams of members reached through a relay; the endpoint's accept
+    /// loop hands it their connections ([`PoolPhase::swim_carrier`]).
+    carrier: crate::membership::carrier::Carrier,
 }
 
 /// The pool phase. See the module docs.
@@ -166,7 +172,7 @@ impl PoolPhase {
         let members = swim::pool_members(pool, &orchestrator);
         let roster = RosterHandle::new(swim::roster_of(&members));
         let (hello, swim) = match role {
-            Role::Orchestrator { swim: (swim_bind, advertise), seed_rng } => {
+            Role::Orchestrator { swim: (swim_bind, advertise), seed_rng, relayed } => {
                 let hello = ControlMessage::Hello { orchestrator: me, members: members.clone() };
                 let socket = UdpSocket::bind(swim_bind)
                     .await
@@ -174,8 +180,12 @@ impl PoolPhase {
                 let bound = socket.local_addr().map_err(|e| format!("SWIM: {e}"))?;
                 let toward: Vec<SocketAddr> =
                     pool.nodes.iter().flat_map(|n| n.addrs.clone()).collect();
-                let addr = crate::net::advertise::advertised(bound, advertise, &toward)
-                    .map_err(|e| format!("SWIM: {e}"))?;
+                let addr = match relayed {
+                    Some(relay) => SwimAddr::Relayed { endpoint: key.endpoint_id_hex(), relay },
+                    None => crate::net::advertise::advertised(bound, advertise, &toward)
+                        .map(SwimAddr::Udp)
+                        .map_err(|e| format!("SWIM: {e}"))?,
+                };
                 let config = swim::SwimConfig {
                     identity: SwimIdentity {
                         node_id: me,
@@ -189,9 +199,11 @@ impl PoolPhase {
                     cluster_size: nodes.len() as u32 + 1,
                     seed_rng,
                 };
-                let (swim, events) =
-                    swim::spawn(config, socket).map_err(|e| format!("SWIM: cannot start: {e}"))?;
-                let own = OwnSwim { swim, events, joined: false };
+                let (carrier, link) =
+                    crate::membership::carrier::start(endpoint.clone(), roster.clone());
+                let (swim, events) = swim::spawn(config, socket, Some(link))
+                    .map_err(|e| format!("SWIM: cannot start: {e}"))?;
+                let own = OwnSwim { swim, events, carrier };
                 (hello, Some(own))
             }
             Role::Observer { delegation, .. } => {
@@ -355,11 +367,11 @@ impl PoolPhase {
         }
     }
 
-    /// The orchestrator joins SWIM through the first node that names its SWIM address.
+    /// The orchestrator announces itself to every node that names its SWIM address (the
+    /// participant keeps announcing to one that is not a member).
     fn join_swim(&mut self, seed: Option<&str>) {
-        let Some(seed) = seed.and_then(|s| s.parse::<SocketAddr>().ok()) else { return };
-        let Some(own) = self.swim.as_mut() else { return };
-        if !std::mem::replace(&mut own.joined, true) {
+        let Some(seed) = seed.and_then(|s| s.parse::<SwimAddr>().ok()) else { return };
+        if let Some(own) = self.swim.as_ref() {
             own.swim.join(seed);
         }
     }
@@ -384,6 +396,12 @@ impl PoolPhase {
                 out.push(PoolNotice::Rejected(r, count));
             }
         }
+    }
+
+    /// The carrier of relayed members' SWIM datagrams (an observer has none): the
+    /// endpoint's accept loop hands it their connections.
+    pub fn swim_carrier(&self) -> Option<crate::membership::carrier::Carrier> {
+        self.swim.as_ref().map(|own| own.carrier.clone())
     }
 
     /// The gate (to start provisioning once it is ready).

@@ -170,7 +170,7 @@ fn receive_front(shared: &Arc<Shared>, sock: &UdpSocket) {
             let Ok(back) = open_back(shared, from) else { continue };
             s.backs.insert(from, back);
         }
-        s.up.push(now, (from, buf[..n].to_vec()));
+        s.up.push(now, n, (from, buf[..n].to_vec()));
         shared.changed.notify_all();
     }
 }
@@ -199,7 +199,7 @@ fn receive_back(shared: &Shared, sock: &UdpSocket, client: SocketAddr) {
             continue;
         }
         let now = crate::clock::monotonic_us();
-        shared.lock().down.push(now, (client, buf[..n].to_vec()));
+        shared.lock().down.push(now, n, (client, buf[..n].to_vec()));
         shared.changed.notify_all();
     }
 }

@@ -9,8 +9,10 @@
 //! between namespaces but datagrams to or from that port, so iroh's direct paths to a host
 //! (which would skip its link on one machine) fail as they would behind a real NAT, while
 //! SWIM ([`SWIM_PORT`]) and the coordinator's own ports go directly. Every connection into
-//! a host then crosses its link both ways. Dropped: everything left in the namespaces is
-//! killed and the namespaces removed.
+//! a host then crosses its link both ways. For relay-only hosts ([`Exposure::None`]) the
+//! router also drops every datagram sent to a host's SWIM port: a host exposes no port at
+//! all, as behind a NAT, and its membership must come through the relay. Dropped:
+//! everything left in the namespaces is killed and the namespaces removed.
 
 use std::process::{Command, Stdio};
 
@@ -19,6 +21,15 @@ pub const QUIC_PORT: u16 = 7401;
 
 /// The port each host's node listens on for SWIM.
 pub const SWIM_PORT: u16 = 7501;
+
+/// What a host exposes to the others through the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// Its SWIM port (its QUIC port only through its link).
+    Swim,
+    /// Nothing: datagrams to its SWIM port are dropped too (it may still send from it).
+    None,
+}
 
 /// Host namespaces behind a router namespace.
 pub struct WanNet {
@@ -39,9 +50,9 @@ fn ip(args: &[&str]) -> bool {
 
 impl WanNet {
     /// Namespaces `<tag>-r` (the router), `<tag>-0` (the coordinator) and `<tag>-1..=hosts`
-    /// on `10.<subnet>.0.0/16`; `Err` says what could not be made (not root, no `ip` or
-    /// `iptables`). Whatever was made is removed.
-    pub fn up(tag: &str, hosts: u8, subnet: u8) -> Result<WanNet, String> {
+    /// on `10.<subnet>.0.0/16`, the hosts exposing `exposure`; `Err` says what could not be
+    /// made (not root, no `ip` or `iptables`). Whatever was made is removed.
+    pub fn up(tag: &str, hosts: u8, subnet: u8, exposure: Exposure) -> Result<WanNet, String> {
         let router = format!("{tag}-r");
         let mut net = WanNet { namespaces: Vec::new(), subnet };
         let step = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
@@ -55,6 +66,11 @@ impl WanNet {
                 let args = ["-A", "FORWARD", "-p", "udp", dir, &port, "-j", "DROP"];
                 step(net.exec_plain(0, "iptables", &args), "router filter (iptables)")?;
             }
+        }
+        if exposure == Exposure::None {
+            let port = SWIM_PORT.to_string();
+            let args = ["-A", "FORWARD", "-p", "udp", "--dport", &port, "-j", "DROP"];
+            step(net.exec_plain(0, "iptables", &args), "router filter (iptables)")?;
         }
         for i in 0..=hosts {
             let ns = format!("{tag}-{i}");

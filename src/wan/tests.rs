@@ -71,7 +71,7 @@ fn every_round_trip_through_the_forwarder_takes_at_least_its_rtt_and_arrives_in_
 #[test]
 fn a_link_that_loses_everything_forwards_nothing_and_counts_each_drop() {
     let echo = Echo::start();
-    let spec = LinkSpec { delay_us: 0, jitter_us: 0, loss: 1.0 };
+    let spec = LinkSpec { delay_us: 0, jitter_us: 0, loss: 1.0, rate_bytes_per_s: None };
     let fwd = Forwarder::start("127.0.0.1:0".parse().unwrap(), echo.addr, spec, 1).unwrap();
     let c = client();
     for i in 0..3u8 {

@@ -81,7 +81,7 @@ fn pool(nodes: &[(u64, Option<NodeSpeed>, Option<u64>)]) -> Pool {
         node.rtt_us = *rtt;
         if let Some(rtt_us) = *rtt {
             let others = ids.iter().filter(|&&id| id != node.node_id);
-            node.links = others.map(|&to| LinkRtt { to, rtt_us }).collect();
+            node.links = others.map(|&to| LinkRtt { to, rtt_us, bytes_per_s: None }).collect();
         }
     }
     pool
@@ -276,6 +276,35 @@ fn a_first_prompt_over_a_slow_link_pays_for_the_window_growing_and_one_that_fits
         |p: &Pool| plan(&request(&m, p)).expect("plan").speed.expect("speed").pipeline.ttft_ms;
     let extra = ttft(&far) - ttft(&near);
     assert!((extra - 637.0).abs() < 15.0, "{extra} ms");
+}
+
+#[test]
+fn a_links_measured_bandwidth_prices_the_first_prompts_bytes_and_the_probe_fits_it_back() {
+    use swactor::planner::cost::{fitted_bytes_per_s, slow_start_us, transfer_us};
+    const MIB: u64 = 1 << 20;
+    // 1 MiB over a 20 ms link at 2 MB/s: the rate bounds it (524 ms), not slow start (129 ms).
+    assert!((transfer_us(20_000, MIB, 2.0) - 524_288.0).abs() < 1.0);
+    // The probe's transfer of it (a round trip, then the bytes) fits back to 2 MB/s.
+    assert_eq!(fitted_bytes_per_s(MIB, 20_000 + 524_288, 20_000), Some(2_000_000));
+    // Over an 80 ms link without a limit only slow start shows: too fast to tell.
+    let ss = slow_start_us(80_000, MIB) as u64;
+    assert_eq!(fitted_bytes_per_s(MIB, 80_000 + ss + 5_000, 80_000), None);
+    // Planned: the same two nodes, their link measured at 2 MB/s instead of not at all. The
+    // 128-token prompt's 1 MiB crosses it once: about half a second more to the first token.
+    let m = model();
+    let node = || (8 << 30, Some(speed(20, 40)), Some(200));
+    let fast = pool(&[node(), node()]);
+    let mut slow = fast.clone();
+    for n in &mut slow.nodes {
+        for l in &mut n.links {
+            l.bytes_per_s = Some(2_000_000);
+        }
+    }
+    let speed_of = |p: &Pool| plan(&request(&m, p)).expect("plan").speed.expect("speed").pipeline;
+    let extra = speed_of(&slow).ttft_ms - speed_of(&fast).ttft_ms;
+    assert!((500.0..530.0).contains(&extra), "{extra} ms");
+    // A decode hop's few KB barely notice it.
+    assert!(speed_of(&slow).decode_tok_s > 0.8 * speed_of(&fast).decode_tok_s);
 }
 
 #[test]

@@ -31,6 +31,14 @@ fn one_of_each() -> Vec<Event> {
             reason: BootFault::ArenaCreate,
             component: Component::NodeBoot,
         },
+        Event::LinksMeasured {
+            node_id,
+            links: vec![swactor::wire::LinkRtt {
+                to: NodeId(1),
+                rtt_us: 20_000,
+                bytes_per_s: Some(2_500_000),
+            }],
+        },
         Event::PoolReady { nodes: vec![NodeId(1), node_id] },
         Event::RunPlanned {
             run_id,
@@ -133,6 +141,7 @@ fn event_types_cover_the_design_list_exactly_once() {
         "node_started",
         "node_available",
         "node_faulted",
+        "links_measured",
         "pool_ready",
         "run_planned",
         "stage_provision_started",

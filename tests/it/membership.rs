@@ -34,7 +34,7 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
     for (i, socket) in sockets.into_iter().enumerate() {
         let id = SwimIdentity {
             node_id: NodeId(i as u64 + 1),
-            addr: addrs[i],
+            addr: addrs[i].into(),
             endpoint_id: hex(&key(i)),
             bump: 0,
         };
@@ -42,11 +42,11 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
             identity: id,
             key: key(i),
             roster: RosterHandle::new(roster(3)),
-            seeds: addrs.clone(),
+            seeds: addrs.iter().map(|&a| a.into()).collect(),
             cluster_size: 3,
             seed_rng: i as u64,
         };
-        members.push(spawn(config, socket).expect("spawn"));
+        members.push(spawn(config, socket, None).expect("spawn"));
     }
     // Everyone sees the two others up.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -106,7 +106,7 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
         SwimConfig {
             identity: SwimIdentity {
                 node_id: NodeId(1),
-                addr: addrs[0],
+                addr: addrs[0].into(),
                 endpoint_id: hex(&key(0)),
                 bump: 0,
             },
@@ -117,13 +117,14 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
             seed_rng: 1,
         },
         a,
+        None,
     )
     .expect("spawn");
     let (_outsider, _rx) = spawn(
         SwimConfig {
             identity: SwimIdentity {
                 node_id: NodeId(2),
-                addr: addrs[1],
+                addr: addrs[1].into(),
                 endpoint_id: hex(&key(5)),
                 bump: 0,
             },
@@ -132,11 +133,12 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
                 (NodeId(1), hex(&key(0)).as_str()),
                 (NodeId(2), hex(&key(5)).as_str()),
             ])),
-            seeds: vec![addrs[0]],
+            seeds: vec![addrs[0].into()],
             cluster_size: 2,
             seed_rng: 2,
         },
         b,
+        None,
     )
     .expect("spawn");
     // The first thing member 1 reports is the refusal, never the outsider going up.

@@ -54,7 +54,7 @@ async fn two_nodes_stream_over_an_edge_with_a_slow_consumer_and_nothing_is_lost(
     let (a, b) = (node(1).await, node(2).await);
     let (router, _refusals) = EdgeRouter::new();
     router.expect(RunId(1), EdgeId(7), a.id());
-    tokio::spawn(router.clone().accept_loop(b.clone()));
+    tokio::spawn(router.clone().accept_loop(b.clone(), EdgeRouter::refuse_other));
     let stream_rx = router.stream_for(EdgeId(7)); // the receiver registers first
 
     let egress = ring(1, 64 * 1024);
@@ -161,7 +161,7 @@ async fn streams_for_unknown_edges_or_from_other_peers_are_refused_and_a_valid_o
     let (a, b, c) = (node(11).await, node(12).await, node(13).await);
     let (router, mut refusals) = EdgeRouter::new();
     router.expect(RunId(1), EdgeId(7), a.id());
-    tokio::spawn(router.clone().accept_loop(b.clone()));
+    tokio::spawn(router.clone().accept_loop(b.clone(), EdgeRouter::refuse_other));
 
     let open = |from: &Endpoint, run: u64, edge: u64| {
         let (from, to) = (from.clone(), addr(&b));
@@ -235,7 +235,7 @@ async fn a_strangers_early_streams_are_refused_at_once_and_never_displace_the_pr
     // The pool's members may open streams before this node is provisioned; c is no member.
     let member = a.id();
     router.admit_early(Arc::new(move |peer| *peer == member));
-    tokio::spawn(router.clone().accept_loop(b.clone()));
+    tokio::spawn(router.clone().accept_loop(b.clone(), EdgeRouter::refuse_other));
     let open = |from: &Endpoint, run: u64, edge: u64, payload: &'static [u8]| {
         let (from, to) = (from.clone(), addr(&b));
         async move {

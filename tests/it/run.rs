@@ -111,9 +111,12 @@ impl Nodes {
                 .expect("node_available line");
             std::thread::spawn(move || for _ in lines {});
             seed.get_or_insert_with(|| v["swim_addr"].as_str().expect("swim").to_string());
-            // A relay-only node has no iroh address (port 0: it is never restarted).
+            // A relay-only node has no iroh address and is reached for SWIM through its
+            // relay (ports 0: it is never restarted).
             let iroh_port = if v["addrs"][0].is_string() { port_of(&v["addrs"][0]) } else { 0 };
-            nodes.ports.push([port_of(&v["swim_addr"]), iroh_port]);
+            let relayed = v["swim_addr"].as_str().is_some_and(|a| a.starts_with("relay:"));
+            let swim_port = if relayed { 0 } else { port_of(&v["swim_addr"]) };
+            nodes.ports.push([swim_port, iroh_port]);
             let addrs = v["addrs"].as_array().into_iter().flatten();
             let addrs = addrs.filter_map(|a| a.as_str().map(String::from)).collect();
             nodes.endpoints.push((v["endpoint_id"].as_str().expect("id").to_string(), addrs));

@@ -32,7 +32,7 @@ fn run(
     tag: &str,
     subnet: u8,
     link: Link,
-    loss: f64,
+    (loss, rate_mbit): (f64, Option<f64>),
     tokens: u32,
     restart_relay: bool,
 ) -> Option<WanRun> {
@@ -47,6 +47,7 @@ fn run(
         prompt: "The river".into(),
         link,
         loss,
+        rate_mbit,
         speculate: false,
         restart_relay,
         scalar_hosts: Vec::new(),
@@ -70,7 +71,8 @@ fn pipelines_behind_20_and_80_ms_links_losing_1_percent_give_the_tokens_of_the_o
     assert_eq!(reference.len(), 8);
     let mut rates = Vec::new();
     for (tag, rtt_ms, subnet) in [("a", 20, 241), ("b", 80, 242)] {
-        let Some(run) = run(tag, subnet, Link::Rtt { ms: rtt_ms }, 0.01, 8, false) else { return };
+        let link = Link::Rtt { ms: rtt_ms };
+        let Some(run) = run(tag, subnet, link, (0.01, None), 8, false) else { return };
         assert_eq!(run.code, Some(0), "{rtt_ms} ms: {:?}", run.summary());
         assert_eq!(run.token_ids(), reference, "{rtt_ms} ms: the tokens of the one-process run");
         for (i, (delivered, _)) in run.links.iter().enumerate() {
@@ -88,9 +90,24 @@ fn pipelines_behind_20_and_80_ms_links_losing_1_percent_give_the_tokens_of_the_o
 }
 
 #[test]
+fn nodes_measure_the_bandwidth_of_16_mbit_links_before_the_plan() {
+    let reference = reference("The river", 8);
+    let link = Link::Rtt { ms: 20 };
+    let Some(run) = run("d", 244, link, (0.0, Some(16.0)), 8, false) else { return };
+    assert_eq!(run.code, Some(0), "{:?}", run.summary());
+    assert_eq!(run.token_ids(), reference, "the tokens of the one-process run");
+    // Each node's probe of the other crossed one link of 2 MB/s each way.
+    for (node, to) in [(1, 2), (2, 1)] {
+        let rate = run.link_rate(node, to).expect("the node measured the link's bandwidth");
+        let mbs = rate as f64 / 1e6;
+        assert!((1.2..=3.2).contains(&mbs), "node {node} to {to}: {mbs:.2} MB/s");
+    }
+}
+
+#[test]
 fn a_relay_only_pipeline_gives_the_one_process_tokens_when_its_relay_restarts_mid_run() {
     let reference = reference("The river", 48);
-    let Some(run) = run("c", 243, Link::Relay, 0.0, 48, true) else { return };
+    let Some(run) = run("c", 243, Link::Relay, (0.0, None), 48, true) else { return };
     assert_eq!(run.code, Some(0), "{:?}", run.summary());
     assert_eq!(run.token_ids(), reference, "the tokens of the one-process run");
 }

@@ -127,6 +127,14 @@ pub enum Event {
         /// Refusals of this reason so far.
         count: u64,
     },
+    /// A node measured its links to the pool's other nodes and to the orchestrator, before
+    /// the plan (round trip and, where the probe could tell, bandwidth).
+    LinksMeasured {
+        /// The node that measured.
+        node_id: NodeId,
+        /// Its links, one per peer it reached.
+        links: Vec<crate::wire::LinkRtt>,
+    },
     /// The intended pool is alive and stable.
     PoolReady {
         /// The candidate nodes, sorted.
@@ -492,6 +500,7 @@ impl Event {
             Event::NodeFaulted { .. } => "node_faulted",
             Event::NodeStopped { .. } => "node_stopped",
             Event::MembershipRejected { .. } => "membership_rejected",
+            Event::LinksMeasured { .. } => "links_measured",
             Event::PoolReady { .. } => "pool_ready",
             Event::RunPlanned { .. } => "run_planned",
             Event::StageProvisionStarted { .. } => "stage_provision_started",

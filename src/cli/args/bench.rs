@@ -91,6 +91,9 @@ pub struct BenchWanArgs {
     /// Share of datagrams each link loses each way, 0..=1.
     #[arg(long, default_value_t = 0.0, value_name = "P")]
     pub loss: f64,
+    /// Megabits per second each link carries each way (default: unlimited; not the relay).
+    #[arg(long, value_name = "MBIT", value_parser = parse_rate)]
+    pub rate_mbit: Option<f64>,
     /// The links: `direct`, a round trip in milliseconds, or `relay`.
     #[arg(long, value_delimiter = ',', default_value = "direct,20,80,relay", value_name = "LINKS",
           value_parser = parse_link)]
@@ -486,4 +489,12 @@ pub struct BenchSpeculateArgs {
     /// Output format.
     #[command(flatten)]
     pub output: OutputFlags,
+}
+
+/// A link rate in megabits per second: a finite number above zero.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("not a rate above zero: {s}")),
+    }
 }

@@ -53,9 +53,10 @@ pub struct NodeBootArgs {
     /// Relays.
     #[command(flatten)]
     pub relays: super::flags::RelayFlags,
-    /// SWIM addresses of other members to join through (repeatable).
+    /// SWIM addresses of other members to join through (repeatable): `HOST:PORT`, or a
+    /// relay-only member's `relay:<endpoint id>@<relay url>` as it prints it.
     #[arg(long, value_name = "ADDR")]
-    pub join: Vec<std::net::SocketAddr>,
+    pub join: Vec<crate::membership::swim::SwimAddr>,
     /// The orchestrator's endpoint id: the only peer allowed to control this node.
     #[arg(long, value_name = "ENDPOINT_ID")]
     pub orchestrator: String,

@@ -151,6 +151,10 @@ pub struct WanLinkArgs {
     /// Share of datagrams lost each way, 0..=1.
     #[arg(long, default_value_t = 0.0, value_name = "P")]
     pub loss: f64,
+    /// Megabits per second the link carries each way (a 100 ms drop-tail queue in front;
+    /// default: unlimited).
+    #[arg(long, value_name = "MBIT")]
+    pub rate_mbit: Option<f64>,
     /// Seed of the link's draws (delays and losses repeat for the same seed).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,

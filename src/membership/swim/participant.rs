@@ -5,9 +5,11 @@
 //! datagram and a timer due, every datagram already waiting is handed to foca before any
 //! timer, so a late timer never judges a member on stale evidence (its ack or refutation
 //! sitting unread in the socket).
+//!
+//! A member addressed by its relay ([`SwimAddr::Relayed`]) gets its datagrams through the
+//! carrier ([`CarrierLink`], `crate::membership::carrier`), whose inbox is read like the socket.
 
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use foca::{AccumulatingRuntime, Foca, Member, State, Timer};
@@ -19,8 +21,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{
-    MembershipEvent, RosterCodec, RosterHandle, SwimConfig, SwimIdentity, auth, on_roster, seal,
-    tuned_config, unseal, wall_us,
+    Carried, CarrierLink, MembershipEvent, RosterCodec, RosterHandle, SwimAddr, SwimConfig,
+    SwimIdentity, auth, on_roster, seal, tuned_config, unseal, wall_us,
 };
 use crate::membership::auth::{Reject, RejectRecord, ReplayGuard, StampClock};
 use crate::membership::suspicion::{membership_event, stale_suspicions, suspicion_changes};
@@ -54,13 +56,28 @@ impl Ord for Due {
     }
 }
 
+/// The next carried datagram, or never (no carrier, or its inbox closed).
+async fn recv_carried(carried: &mut Option<mpsc::Receiver<Carried>>) -> Option<Carried> {
+    match carried.as_mut() {
+        Some(inbox) => match inbox.recv().await {
+            Some(got) => Some(got),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
 /// One running participant. See the module docs.
 pub(super) struct Participant {
     foca: SwimFoca,
-    own_addr: SocketAddr,
+    own_addr: SwimAddr,
     key: SecretKey,
     roster: RosterHandle,
     socket: UdpSocket,
+    /// Where relayed members' datagrams go (none: nowhere).
+    outbox: Option<mpsc::UnboundedSender<(SwimAddr, Vec<u8>)>>,
+    /// Where they come from (taken by [`Participant::run`]).
+    carried: Option<mpsc::Receiver<Carried>>,
     events: mpsc::UnboundedSender<MembershipEvent>,
     guard: ReplayGuard,
     stamps: StampClock,
@@ -82,12 +99,13 @@ impl Participant {
     pub(super) fn new(
         config: SwimConfig,
         socket: UdpSocket,
+        carrier: Option<CarrierLink>,
         events: mpsc::UnboundedSender<MembershipEvent>,
     ) -> Participant {
         let SwimConfig { identity, key, roster, seeds, cluster_size, seed_rng } = config;
         let tuned = tuned_config(cluster_size);
         let stale_after = tuned.suspect_to_down_after * 3;
-        let own_addr = identity.addr;
+        let own_addr = identity.addr.clone();
         let foca = Foca::new(
             identity,
             tuned,
@@ -100,6 +118,8 @@ impl Participant {
             key,
             roster,
             socket,
+            outbox: carrier.as_ref().map(|c| c.outbox.clone()),
+            carried: carrier.map(|c| c.inbox),
             events,
             guard: ReplayGuard::new(),
             stamps: StampClock::default(),
@@ -118,7 +138,7 @@ impl Participant {
     }
 
     /// Adds `addr` to the seeds (not its own, nor one it has) and announces to it.
-    fn seed(&mut self, addr: SocketAddr) {
+    fn seed(&mut self, addr: SwimAddr) {
         if addr == self.own_addr || self.seed_ids.iter().any(|s| s.addr == addr) {
             return;
         }
@@ -128,9 +148,11 @@ impl Participant {
     }
 
     /// Runs until the consumer of its events is gone (or the caller drops the future).
-    pub(super) async fn run(&mut self, mut more_seeds: mpsc::UnboundedReceiver<SocketAddr>) {
+    pub(super) async fn run(&mut self, mut more_seeds: mpsc::UnboundedReceiver<SwimAddr>) {
         let mut reannounce = tokio::time::interval(Duration::from_secs(1));
         let roster = self.roster.clone();
+        // The carrier's inbox is read beside the socket; without one, never.
+        let mut carried = self.carried.take();
         loop {
             if self.flush().await.is_err() {
                 return;
@@ -138,15 +160,19 @@ impl Participant {
             let next_timer = self.timers.peek().map(|d| d.0);
             let step = tokio::select! {
                 recv = self.socket.recv_from(&mut self.buf) => match recv {
-                    Ok((n, from)) => self.datagram(n, from),
+                    Ok((n, from)) => {
+                        let data = self.buf[..n].to_vec();
+                        self.datagram(&data, from.to_string())
+                    }
                     Err(_) => Ok(()),
                 },
+                Some((data, from)) = recv_carried(&mut carried) => self.datagram(&data, from),
                 () = async {
                     match next_timer {
                         Some(t) => tokio::time::sleep_until(t).await,
                         None => std::future::pending().await,
                     }
-                } => self.timers_due(),
+                } => self.timers_due(&mut carried),
                 () = roster.changed.notified() => {
                     self.guard.retain(&roster.roster());
                     for s in self.seed_ids.clone() {
@@ -174,7 +200,15 @@ impl Participant {
     async fn flush(&mut self) -> Result<(), Gone> {
         while let Some((dst, data)) = self.rt.to_send() {
             let sealed = seal(&self.key, self.stamps.next(wall_us()), &data);
-            let _ = self.socket.send_to(&sealed, dst.addr).await;
+            match (&dst.addr, &self.outbox) {
+                (SwimAddr::Udp(addr), _) => {
+                    let _ = self.socket.send_to(&sealed, addr).await;
+                }
+                (relayed, Some(outbox)) => {
+                    let _ = outbox.send((relayed.clone(), sealed));
+                }
+                (SwimAddr::Relayed { .. }, None) => {}
+            }
         }
         while let Some((after, timer)) = self.rt.to_schedule() {
             self.timers.push(Due(Instant::now() + after, timer));
@@ -205,10 +239,11 @@ impl Participant {
         self.events.send(ev).map_err(|_| Gone)
     }
 
-    /// Hands the datagram in `buf[..n]` to foca if it is sealed by a member; counts (and
-    /// perhaps reports) a refusal otherwise.
-    fn datagram(&mut self, n: usize, from: SocketAddr) -> Result<(), Gone> {
-        let refused = match unseal(&self.buf[..n], &self.roster, &mut self.guard) {
+    /// Hands `data` (from `from`: a socket address, or `iroh:<endpoint id>` for a carried
+    /// datagram) to foca if it is sealed by a member; counts (and perhaps reports) a
+    /// refusal otherwise.
+    fn datagram(&mut self, data: &[u8], from: String) -> Result<(), Gone> {
+        let refused = match unseal(data, &self.roster, &mut self.guard) {
             Ok((signer, payload)) => {
                 self.roster.lock().signer = Some(signer);
                 let _ = self.foca.handle_data(payload, &mut self.rt);
@@ -220,11 +255,7 @@ impl Participant {
             Err(refusal) => Some(refusal),
         };
         let Some((reason, signer)) = refused else { return Ok(()) };
-        let record = RejectRecord {
-            reason,
-            from: from.to_string(),
-            signer: signer.as_ref().map(auth::key_hex),
-        };
+        let record = RejectRecord { reason, from, signer: signer.as_ref().map(auth::key_hex) };
         match self.roster.record(record) {
             Some(record) => self.report(MembershipEvent::Rejected(record)),
             None => Ok(()),
@@ -232,11 +263,20 @@ impl Participant {
     }
 
     /// Fires the timers that are due, after the datagrams already waiting (module docs).
-    fn timers_due(&mut self) -> Result<(), Gone> {
+    fn timers_due(&mut self, carried: &mut Option<mpsc::Receiver<Carried>>) -> Result<(), Gone> {
         for _ in 0..INBOUND_BEFORE_TIMERS {
             match self.socket.try_recv_from(&mut self.buf) {
-                Ok((n, from)) => self.datagram(n, from)?,
+                Ok((n, from)) => {
+                    let data = self.buf[..n].to_vec();
+                    self.datagram(&data, from.to_string())?;
+                }
                 Err(_) => break,
+            }
+        }
+        for _ in 0..INBOUND_BEFORE_TIMERS {
+            match carried.as_mut().map(mpsc::Receiver::try_recv) {
+                Some(Ok((data, from))) => self.datagram(&data, from)?,
+                _ => break,
             }
         }
         let now = Instant::now();

@@ -156,10 +156,12 @@ impl StageHost {
             HostInput::ForeignControl(peer) => self.node.foreign_control(&peer),
             HostInput::Control(session, ControlMessage::MeasureLinks { peers }) => {
                 // Measured beside everything else; the answer goes on the session that asked.
+                // Bandwidths are fitted by the cost model's own terms.
                 if let Some((tx, _)) = self.session.as_ref().filter(|s| s.1 == session) {
                     let (tx, endpoint) = (tx.clone(), self.endpoint.clone());
+                    let fit = crate::planner::cost::fitted_bytes_per_s;
                     tokio::spawn(async move {
-                        let links = crate::net::ping::measure(&endpoint, &peers).await;
+                        let links = crate::net::ping::measure(&endpoint, &peers, fit).await;
                         let _ = tx.send(ControlMessage::LinksMeasured { links });
                     });
                 }

@@ -1,20 +1,23 @@
-//! Before a plan: every ready node measures its round trip to the pool's other nodes and to
-//! this orchestrator (`MeasureLinks` / `LinksMeasured`, probes on the ping ALPN), for the
-//! cost model's hops (`specs/cost-model.md`).
+//! Before a plan: every ready node measures its round trip and bandwidth to the pool's
+//! other nodes and to this orchestrator (`MeasureLinks` / `LinksMeasured`, probes on the
+//! ping ALPN; each answer is a `links_measured` event), for the cost model's hops
+//! (`specs/cost-model.md`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::{NodeReport, OrchestrateError, RunSink, node_notice};
 use crate::control::ControlMessage;
+use crate::events::Event;
 use crate::membership::pool_gate::GateEvent;
 use crate::orchestrator::pool_phase::{PoolNotice, PoolPhase};
 use crate::planner::Pool;
 use crate::wire::reason::OperatorStop;
 use crate::wire::{NodeId, Peer};
 
-/// How long the nodes get to answer (a probe to an unreachable peer gives up after 5 s).
-const ANSWERS: Duration = Duration::from_secs(8);
+/// How long the nodes get to answer (a probe to an unreachable peer gives up after 5 s, a
+/// timed transfer after 3 s more).
+const ANSWERS: Duration = Duration::from_secs(10);
 
 /// The peer of every pool node and of the orchestrator (`pool` with the orchestrator's own
 /// identity filled in).
@@ -70,6 +73,8 @@ pub(super) async fn measure(
             match notice {
                 PoolNotice::Message(node, ControlMessage::LinksMeasured { links }) => {
                     waiting.retain(|&n| n != node);
+                    let event = Event::LinksMeasured { node_id: node, links: links.clone() };
+                    super::emit(sink, t0, event);
                     reports.entry(node).or_default().links = links;
                 }
                 PoolNotice::Gate(GateEvent::ReadinessLost { node }) => {

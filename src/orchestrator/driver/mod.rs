@@ -302,8 +302,12 @@ async fn run_on(
     t0: Instant,
 ) -> Result<RunReport, OrchestrateError> {
     let me = config.pool.orchestrator.node_id;
-    let role =
-        Role::Orchestrator { swim: (config.swim, config.advertise), seed_rng: me.0 ^ 0x5eed };
+    let relayed = config.relays.home().filter(|_| config.relays.only()).map(ToString::to_string);
+    let role = Role::Orchestrator {
+        swim: (config.swim, config.advertise),
+        seed_rng: me.0 ^ 0x5eed,
+        relayed,
+    };
     let mut phase = PoolPhase::start(endpoint, key, &config.pool, role, config.window)
         .await
         .map_err(OrchestrateError::Setup)?;
@@ -314,7 +318,18 @@ async fn run_on(
     let pool = own_pool(config, key, endpoint)?;
     // Accepting from now: the nodes' link probes come here before the token edges do.
     let routed = crate::net::edge::EdgeRouter::new();
-    tokio::spawn(routed.0.clone().accept_loop(endpoint.clone()));
+    // Relayed members' SWIM datagrams come to the pool phase's carrier.
+    let carrier = phase.swim_carrier();
+    let other = move |conn: iroh::endpoint::Connection| {
+        let carrier = carrier.clone();
+        async move {
+            match carrier.filter(|_| conn.alpn() == crate::net::endpoint::SWIM_ALPN) {
+                Some(carrier) => carrier.accept(conn).await,
+                None => crate::net::edge::EdgeRouter::refuse_other(conn).await,
+            }
+        }
+    };
+    tokio::spawn(routed.0.clone().accept_loop(endpoint.clone(), other));
     let (ready_nodes, pool_ready_after) = loop {
         let ready = wait_for_pool(config, &mut phase, sink, &mut stop, t0, &mut reports).await?;
         let at = t0.elapsed();

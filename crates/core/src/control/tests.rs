@@ -36,7 +36,11 @@ fn messages() -> Vec<ControlMessage> {
             }],
         },
         ControlMessage::LinksMeasured {
-            links: vec![crate::wire::LinkRtt { to: NodeId(2), rtt_us: 20_000 }],
+            links: vec![crate::wire::LinkRtt {
+                to: NodeId(2),
+                rtt_us: 20_000,
+                bytes_per_s: Some(3_000_000),
+            }],
         },
         ControlMessage::Observe { delegation: "ef".repeat(64), members: vec![] },
         ControlMessage::MemberView { up: vec![NodeId(1), NodeId(3)], suspect: vec![NodeId(2)] },

@@ -25,7 +25,8 @@ pub const HOP_US: f64 = 80.0;
 /// attention over a short context, the batch's bookkeeping.
 pub const STEP_US: f64 = 150.0;
 
-/// The link bandwidth assumed for a hop's bytes (not measured), MB/s: 1 Gbit/s.
+/// The link bandwidth assumed for a hop's bytes where the link's was not measured (or
+/// was too fast for the probe to tell), MB/s: 1 Gbit/s.
 pub const ASSUMED_LINK_MBS: f64 = 125.0;
 
 /// QUIC's initial congestion window, bytes (ten datagrams of 1200 bytes): an edge's first
@@ -115,8 +116,28 @@ pub fn stage_prefill_us(
 }
 
 /// Microseconds of a one-way hop of `bytes` over a link of round trip `rtt_us`.
-pub fn hop_us(rtt_us: u64, bytes: u64) -> f64 {
-    rtt_us as f64 / 2.0 + HOP_US + bytes as f64 / ASSUMED_LINK_MBS
+pub fn hop_us(rtt_us: u64, bytes: u64, link_mbs: f64) -> f64 {
+    rtt_us as f64 / 2.0 + HOP_US + bytes as f64 / link_mbs
+}
+
+/// Microseconds `bytes` take over a link of round trip `rtt_us` and bandwidth `link_mbs` on a
+/// connection that has carried nothing yet, beyond the hop's own latency: the slow start's
+/// round trips ([`slow_start_us`]) or the bytes at the link's rate, whichever is longer (the
+/// window grows until the link is full, then the rate bounds it).
+pub fn transfer_us(rtt_us: u64, bytes: u64, link_mbs: f64) -> f64 {
+    slow_start_us(rtt_us, bytes).max(bytes as f64 / link_mbs)
+}
+
+/// A link's bandwidth fitted from one timed transfer of `bytes` on a fresh stream (from the
+/// request to the last byte, `elapsed_us`) over a round trip of `rtt_us`, by
+/// [`transfer_us`]'s terms: the request's round trip, then the bytes at the link's rate, in
+/// bytes per second. `None` when that is not clearly longer than the slow start alone (a
+/// tenth more): the link is too fast for the probe to tell, and the plan assumes
+/// [`ASSUMED_LINK_MBS`].
+pub fn fitted_bytes_per_s(bytes: u64, elapsed_us: u64, rtt_us: u64) -> Option<u64> {
+    let carried = elapsed_us as f64 - rtt_us as f64;
+    let rate_bound = carried > 1.1 * slow_start_us(rtt_us, bytes) && carried > 0.0;
+    rate_bound.then(|| (bytes as f64 * 1e6 / carried) as u64)
 }
 
 /// Microseconds a fresh connection's slow start adds to the first `bytes` over a link of

@@ -101,6 +101,13 @@ impl PoolNode {
     pub fn link_to(&self, to: NodeId) -> Option<u64> {
         self.links.iter().find(|l| l.to == to).map(|l| l.rtt_us)
     }
+
+    /// The measured bandwidth from this node to `to` in MB/s (bytes per microsecond), if
+    /// any.
+    pub fn link_mbs(&self, to: NodeId) -> Option<f64> {
+        let link = self.links.iter().find(|l| l.to == to)?;
+        link.bytes_per_s.map(|b| b as f64 / 1e6)
+    }
 }
 
 /// Placement written in the pool file (overridden by command-line flags).

@@ -22,6 +22,8 @@ pub(super) struct CostStage {
     /// The round trip of the hop after it (to the next stage, or back to the
     /// orchestrator from the last), microseconds.
     pub next_rtt_us: u64,
+    /// That hop's bandwidth, MB/s (measured, else [`cost::ASSUMED_LINK_MBS`]).
+    pub next_mbs: f64,
 }
 
 /// The node's cost for `model` and its round trip (assumed where not measured), if its
@@ -53,9 +55,11 @@ fn figures(
     // The hop after stage `i` for `rows` rows: to the next stage, or the sampled ids back.
     let hop = |i: usize, rows: u32| {
         let bytes = if last(i) { 4 * u64::from(rows.max(1)) } else { row_bytes * u64::from(rows) };
-        cost::hop_us(stages[i].next_rtt_us, bytes)
+        cost::hop_us(stages[i].next_rtt_us, bytes, stages[i].next_mbs)
     };
-    let first = |rows: u32| cost::hop_us(stages[0].rtt_us, 4 * u64::from(rows.max(1)));
+    let first = |rows: u32| {
+        cost::hop_us(stages[0].rtt_us, 4 * u64::from(rows.max(1)), cost::ASSUMED_LINK_MBS)
+    };
     let step = |i: usize, rows: u32| {
         let s = &stages[i];
         s.cost.step_us(cost::stage_step_bytes(model, s.layers, last(i)), rows)
@@ -78,12 +82,12 @@ fn figures(
         .sum();
     let hops: f64 = first(0) + (0..n).map(|i| hop(i, 0)).sum::<f64>();
     // The prompt's rows cross every activation link once, on connections that have carried
-    // nothing yet: their windows grow as they go.
+    // nothing yet: their windows grow as they go, until the link's rate bounds them.
     let prompt_bytes = row_bytes * u64::from(prompt);
-    let slow_start: f64 =
-        (0..n - 1).map(|i| cost::slow_start_us(stages[i].next_rtt_us, prompt_bytes)).sum();
-    let bytes = prompt_bytes as f64 * (n - 1) as f64;
-    let ttft = prefill + f64::from(chunks) * hops + slow_start + bytes / cost::ASSUMED_LINK_MBS;
+    let transfers: f64 = (0..n - 1)
+        .map(|i| cost::transfer_us(stages[i].next_rtt_us, prompt_bytes, stages[i].next_mbs))
+        .sum();
+    let ttft = prefill + f64::from(chunks) * hops + transfers;
     Figures {
         stages: (0..n)
             .map(|i| StageSpeed {
@@ -135,6 +139,7 @@ pub(super) fn predict(
                 layers: s.layers,
                 rtt_us,
                 next_rtt_us: 0,
+                next_mbs: cost::ASSUMED_LINK_MBS,
             })
         })
         .collect::<Option<_>>()?;
@@ -143,6 +148,7 @@ pub(super) fn predict(
     for i in 0..cost_stages.len() {
         let next = nodes.get(i + 1);
         let to = next.map_or(orchestrator, |n| n.node_id);
+        cost_stages[i].next_mbs = nodes[i].link_mbs(to).unwrap_or(cost::ASSUMED_LINK_MBS);
         cost_stages[i].next_rtt_us = match nodes[i].link_to(to) {
             Some(rtt) => rtt,
             None => {
@@ -163,7 +169,8 @@ pub(super) fn predict(
         .iter()
         .rev()
         .map(|&(node_id, cost, rtt_us, next_rtt_us)| {
-            let alone = [CostStage { node_id, cost, layers: whole, rtt_us, next_rtt_us }];
+            let next_mbs = cost::ASSUMED_LINK_MBS;
+            let alone = [CostStage { node_id, cost, layers: whole, rtt_us, next_rtt_us, next_mbs }];
             (node_id, figures(req.model, &alone, row_bytes, slots, prompt).layout)
         })
         .max_by(|a, b| a.1.decode_tok_s.total_cmp(&b.1.decode_tok_s));

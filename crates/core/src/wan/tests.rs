@@ -10,7 +10,7 @@ fn run(spec: LinkSpec, seed: u64, times: &[u64]) -> (Vec<(usize, u64)>, Link<usi
         while let Some(due) = link.next_due().filter(|&d| d <= t) {
             out.push((link.pop_due(due).expect("due"), due));
         }
-        link.push(t, id);
+        link.push(t, 100, id);
     }
     while let Some(due) = link.next_due() {
         out.push((link.pop_due(due).expect("due"), due));
@@ -28,8 +28,9 @@ fn a_lossless_link_without_jitter_delivers_every_datagram_after_exactly_its_dela
 
 #[test]
 fn nothing_leaves_before_its_time() {
-    let mut link = Link::new(LinkSpec { delay_us: 100, jitter_us: 0, loss: 0.0 }, 0);
-    assert_eq!(link.push(1_000, "a"), Admit::Queued { due_us: 1_100 });
+    let mut link =
+        Link::new(LinkSpec { delay_us: 100, jitter_us: 0, loss: 0.0, rate_bytes_per_s: None }, 0);
+    assert_eq!(link.push(1_000, 1, "a"), Admit::Queued { due_us: 1_100 });
     assert_eq!(link.pop_due(1_099), None);
     assert_eq!(link.pop_due(1_100), Some("a"));
     assert_eq!(link.next_due(), None);
@@ -37,7 +38,7 @@ fn nothing_leaves_before_its_time() {
 
 #[test]
 fn a_link_that_loses_everything_delivers_nothing_and_counts_every_drop() {
-    let spec = LinkSpec { delay_us: 10, jitter_us: 0, loss: 1.0 };
+    let spec = LinkSpec { delay_us: 10, jitter_us: 0, loss: 1.0, rate_bytes_per_s: None };
     let (out, link) = run(spec, 7, &[0, 1, 2, 3]);
     assert!(out.is_empty());
     assert_eq!(link.stats(), LinkStats { arrived: 4, dropped: 4, delivered: 0 });
@@ -45,7 +46,7 @@ fn a_link_that_loses_everything_delivers_nothing_and_counts_every_drop() {
 
 #[test]
 fn the_same_seed_drops_the_same_datagrams_and_another_seed_others() {
-    let spec = LinkSpec { delay_us: 10, jitter_us: 5, loss: 0.3 };
+    let spec = LinkSpec { delay_us: 10, jitter_us: 5, loss: 0.3, rate_bytes_per_s: None };
     let times: Vec<u64> = (0..400).collect();
     let a = run(spec, 42, &times).0;
     assert_eq!(a, run(spec, 42, &times).0);
@@ -72,7 +73,7 @@ proptest! {
         gaps in proptest::collection::vec(0u64..5_000, 1..200),
     ) {
         let jitter = delay * jitter_share / 100;
-        let spec = LinkSpec { delay_us: delay, jitter_us: jitter, loss };
+        let spec = LinkSpec { delay_us: delay, jitter_us: jitter, loss, rate_bytes_per_s: None };
         let mut t = 0;
         let times: Vec<u64> = gaps.iter().map(|g| { t += g; t }).collect();
         let (out, link) = run(spec, seed, &times);
@@ -91,4 +92,31 @@ proptest! {
             prop_assert!(left <= (times[id] + delay + jitter).max(behind));
         }
     }
+}
+
+#[test]
+fn a_rate_limited_link_sends_back_to_back_datagrams_one_after_another_at_its_rate() {
+    // 1 MB/s: a 1000-byte datagram takes 1 ms to send, then 10 ms to arrive.
+    let spec = LinkSpec::symmetric(20_000, 0, 0.0).unwrap().with_rate(Some(1_000_000)).unwrap();
+    let mut link = Link::new(spec, 0);
+    assert_eq!(link.push(0, 1000, 0), Admit::Queued { due_us: 11_000 });
+    assert_eq!(link.push(0, 1000, 1), Admit::Queued { due_us: 12_000 });
+    // After an idle gap, the next one goes at once.
+    assert_eq!(link.push(50_000, 500, 2), Admit::Queued { due_us: 60_500 });
+}
+
+#[test]
+fn a_rate_limited_link_drops_what_arrives_once_its_queue_holds_more_than_queue_us() {
+    let spec = LinkSpec::symmetric(0, 0, 0.0).unwrap().with_rate(Some(1_000_000)).unwrap();
+    let mut link = Link::new(spec, 0);
+    // 1000 bytes a millisecond: the 102nd datagram at time 0 would wait over 100 ms.
+    let admitted = (0..200).filter(|&i| link.push(0, 1000, i) != Admit::Dropped).count();
+    assert_eq!(admitted, 101);
+    assert_eq!(link.stats().dropped, 99);
+}
+
+#[test]
+fn a_rate_of_zero_is_refused() {
+    let spec = LinkSpec::symmetric(0, 0, 0.0).unwrap();
+    assert_eq!(spec.with_rate(Some(0)), Err(LinkSpecError::Rate));
 }

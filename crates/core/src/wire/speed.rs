@@ -44,7 +44,8 @@ impl NodeSpeed {
     }
 }
 
-/// A measured round trip from one node to another (or to the orchestrator).
+/// A measured link from one node to another (or to the orchestrator): its round trip and,
+/// where the probe could tell, its bandwidth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkRtt {
@@ -52,6 +53,10 @@ pub struct LinkRtt {
     pub to: NodeId,
     /// The round trip, microseconds.
     pub rtt_us: u64,
+    /// Bytes per second the link carried beyond what its round trip and QUIC's slow start
+    /// account for (`None`: not measured, or too fast for the probe to tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_s: Option<u64>,
 }
 
 /// How the planner chose layer ranges.
