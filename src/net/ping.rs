@@ -10,15 +10,16 @@ use std::time::Duration;
 use iroh::Endpoint;
 use iroh::endpoint::Connection;
 
-use crate::wire::{LinkRtt, Peer};
+use crate::wire::{LinkRtt, NodeId, Peer};
 
 pub use super::endpoint::PING_ALPN;
 
 /// How long a probe may take to connect.
 const CONNECT: Duration = Duration::from_secs(5);
 
-/// How long the answering side keeps a probe's connection open.
-const LINGER: Duration = Duration::from_secs(5);
+/// How long the answering side keeps a probe's connection open (the prober times its peers'
+/// transfers one after another, so a connection may wait for its turn).
+const LINGER: Duration = Duration::from_secs(30);
 
 /// Bytes a probe asks for to time the link's bandwidth (an answer larger than this is
 /// never sent).
@@ -32,16 +33,14 @@ const TRANSFER: Duration = Duration::from_secs(3);
 /// second, `None` where the transfer cannot tell.
 pub type Fit = fn(u64, u64, u64) -> Option<u64>;
 
-/// The link to `peer`: its round trip, microseconds, and its bandwidth by `fit` (`None`
-/// where the probe could not tell); `None` if it cannot be reached in time.
-pub async fn round_trip(endpoint: &Endpoint, peer: &Peer, fit: Fit) -> Option<(u64, Option<u64>)> {
+/// A connection to `peer` and the round trip of the path its handshake selected,
+/// microseconds; `None` if it cannot be reached in time.
+async fn connect(endpoint: &Endpoint, peer: &Peer) -> Option<(Connection, u64)> {
     let id = peer.endpoint_id.as_deref()?.parse::<iroh::EndpointId>().ok()?;
     let addr = super::endpoint::endpoint_addr(id, &peer.addrs, peer.relay.as_deref());
     let conn = tokio::time::timeout(CONNECT, endpoint.connect(addr, PING_ALPN)).await.ok()?.ok()?;
     let rtt = super::paths::selected(&conn).map(|p| p.rtt_us)?;
-    let rate = transfer_rate(&conn, rtt, fit).await;
-    conn.close(0u32.into(), b"measured");
-    Some((rtt, rate))
+    Some((conn, rtt))
 }
 
 /// Asks the peer for [`PROBE_BYTES`] and fits the bandwidth from how long they took.
@@ -67,23 +66,30 @@ async fn transfer_rate(conn: &Connection, rtt_us: u64, fit: Fit) -> Option<u64> 
     }
 }
 
-/// Measures every peer of `peers` at once (an unreachable one costs at most the connect
-/// timeout and the transfer's, not one each), bandwidths by `fit`; the ones reached, in
-/// `peers`' order.
+/// Measures every peer of `peers`: connects to all at once (an unreachable one costs at
+/// most the connect timeout, not one each) for the round trips, then times the transfers
+/// one after another (so that they do not share this host's link), bandwidths by `fit`; the
+/// ones reached, in `peers`' order.
 pub async fn measure(endpoint: &Endpoint, peers: &[Peer], fit: Fit) -> Vec<LinkRtt> {
     let mut probes = tokio::task::JoinSet::new();
     for (i, peer) in peers.iter().enumerate() {
         let (endpoint, peer) = (endpoint.clone(), peer.clone());
-        probes.spawn(async move { (i, peer.node_id, round_trip(&endpoint, &peer, fit).await) });
+        probes.spawn(async move { (i, peer.node_id, connect(&endpoint, &peer).await) });
     }
-    let mut links: Vec<(usize, LinkRtt)> = Vec::new();
+    let mut reached: Vec<(usize, NodeId, Connection, u64)> = Vec::new();
     while let Some(done) = probes.join_next().await {
-        if let Ok((i, to, Some((rtt_us, bytes_per_s)))) = done {
-            links.push((i, LinkRtt { to, rtt_us, bytes_per_s }));
+        if let Ok((i, to, Some((conn, rtt_us)))) = done {
+            reached.push((i, to, conn, rtt_us));
         }
     }
-    links.sort_by_key(|(i, _)| *i);
-    links.into_iter().map(|(_, l)| l).collect()
+    reached.sort_by_key(|r| r.0);
+    let mut links = Vec::with_capacity(reached.len());
+    for (_, to, conn, rtt_us) in reached {
+        let bytes_per_s = transfer_rate(&conn, rtt_us, fit).await;
+        conn.close(0u32.into(), b"measured");
+        links.push(LinkRtt { to, rtt_us, bytes_per_s });
+    }
+    links
 }
 
 /// Answers a probe: sends the bytes it asks for (at most [`PROBE_BYTES`]) and holds the

@@ -174,11 +174,12 @@ fn splitting_over_equal_nodes_costs_one_sequence_a_little_and_the_verdict_names_
     let SplitVerdict::Costs { speedup } = s.verdict else { panic!("{:?}", s.verdict) };
     assert!(speedup > 0.9 && speedup < 1.0, "one more hop costs little: {speedup}");
     assert!(alone.decode_tok_s > s.pipeline.decode_tok_s);
-    // Bound by memory, four sequences cost one read of the weights a step: two stages in two
-    // groups of two serve them at about the rate of one node stepping all four at once.
+    // Four sequences share a read of the weights a step: two stages in two groups of two
+    // serve them at least at the rate of one node stepping all four at once (whose every
+    // row beyond the first adds its compute).
     assert!(s.pipeline.decode_tok_s_concurrent > 3.0 * s.pipeline.decode_tok_s);
     let batched = s.pipeline.decode_tok_s_concurrent / alone.decode_tok_s_concurrent;
-    assert!((batched - 1.0).abs() < 0.1, "{batched}");
+    assert!((1.0..1.5).contains(&batched), "{batched}");
 }
 
 #[test]

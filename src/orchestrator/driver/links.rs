@@ -1,6 +1,6 @@
-//! Before a plan: every ready node measures its round trip and bandwidth to the pool's
-//! other nodes and to this orchestrator (`MeasureLinks` / `LinksMeasured`, probes on the
-//! ping ALPN; each answer is a `links_measured` event), for the cost model's hops
+//! Before a plan: every ready node in turn measures its round trip and bandwidth to the
+//! pool's other nodes and to this orchestrator (`MeasureLinks` / `LinksMeasured`, probes on
+//! the ping ALPN; each answer is a `links_measured` event), for the cost model's hops
 //! (`specs/cost-model.md`).
 
 use std::collections::HashMap;
@@ -15,9 +15,11 @@ use crate::planner::Pool;
 use crate::wire::reason::OperatorStop;
 use crate::wire::{NodeId, Peer};
 
-/// How long the nodes get to answer (a probe to an unreachable peer gives up after 5 s, a
-/// timed transfer after 3 s more).
-const ANSWERS: Duration = Duration::from_secs(10);
+/// How long a node gets to answer: the probes' connections (5 s at most) and, per peer, a
+/// timed transfer (3 s at most), with room to spare.
+fn answer_within(peers: usize) -> Duration {
+    Duration::from_secs(7 + 3 * peers as u64)
+}
 
 /// The peer of every pool node and of the orchestrator (`pool` with the orchestrator's own
 /// identity filled in).
@@ -38,9 +40,10 @@ fn peers(pool: &Pool) -> Vec<Peer> {
     nodes.chain([orchestrator]).collect()
 }
 
-/// Asks each of `ready` for its links and keeps the answers in `reports`. `Ok(false)` when
-/// the pool stopped being ready meanwhile (wait for it again); a node that does not answer
-/// in time is planned without its links.
+/// Asks each of `ready` in turn for its links (one node at a time, so that no two nodes'
+/// timed transfers share a link) and keeps the answers in `reports`. `Ok(false)` when the
+/// pool stopped being ready meanwhile (wait for it again); a node that does not answer in
+/// time is planned without its links.
 pub(super) async fn measure(
     phase: &mut PoolPhase,
     pool: &Pool,
@@ -51,37 +54,37 @@ pub(super) async fn measure(
     t0: Instant,
 ) -> Result<bool, OrchestrateError> {
     let all = peers(pool);
-    let mut waiting: Vec<NodeId> = Vec::new();
     for &node in ready {
-        let peers = all.iter().filter(|p| p.node_id != node).cloned().collect();
-        if phase.send(node, ControlMessage::MeasureLinks { peers }) {
-            waiting.push(node);
+        let peers: Vec<Peer> = all.iter().filter(|p| p.node_id != node).cloned().collect();
+        let deadline = tokio::time::Instant::now() + answer_within(peers.len());
+        if !phase.send(node, ControlMessage::MeasureLinks { peers }) {
+            continue;
         }
-    }
-    let deadline = tokio::time::Instant::now() + ANSWERS;
-    while !waiting.is_empty() {
-        let notices = tokio::select! {
-            _ = &mut *stop => return Err(OrchestrateError::Stopped),
-            () = tokio::time::sleep_until(deadline) => {
-                sink.progress(&format!("no link round trips from nodes {waiting:?}"));
-                return Ok(true);
-            }
-            notices = phase.next() => notices,
-        };
-        for notice in notices {
-            let Some(notice) = node_notice(notice, reports, sink, t0) else { continue };
-            match notice {
-                PoolNotice::Message(node, ControlMessage::LinksMeasured { links }) => {
-                    waiting.retain(|&n| n != node);
-                    let event = Event::LinksMeasured { node_id: node, links: links.clone() };
-                    super::emit(sink, t0, event);
-                    reports.entry(node).or_default().links = links;
+        let mut waiting = true;
+        while waiting {
+            let notices = tokio::select! {
+                _ = &mut *stop => return Err(OrchestrateError::Stopped),
+                () = tokio::time::sleep_until(deadline) => {
+                    sink.progress(&format!("no link measurements from node {node}"));
+                    break;
                 }
-                PoolNotice::Gate(GateEvent::ReadinessLost { node }) => {
-                    sink.progress(&format!("node {node} left; waiting for the pool again"));
-                    return Ok(false);
+                notices = phase.next() => notices,
+            };
+            for notice in notices {
+                let Some(notice) = node_notice(notice, reports, sink, t0) else { continue };
+                match notice {
+                    PoolNotice::Message(from, ControlMessage::LinksMeasured { links }) => {
+                        waiting &= from != node;
+                        let event = Event::LinksMeasured { node_id: from, links: links.clone() };
+                        super::emit(sink, t0, event);
+                        reports.entry(from).or_default().links = links;
+                    }
+                    PoolNotice::Gate(GateEvent::ReadinessLost { node }) => {
+                        sink.progress(&format!("node {node} left; waiting for the pool again"));
+                        return Ok(false);
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
     }
