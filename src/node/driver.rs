@@ -310,6 +310,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
     let cpu = config.calibrate && matches!(config.device, Backend::Cpu | Backend::CpuFaulty { .. });
     let speed =
         tokio::task::spawn_blocking(move || cpu.then(|| super::calibrate::host_speed(threads)));
+    let calibration_deadline = tokio::time::Instant::now() + config.boot_timeout / 2;
 
     // The admin socket's path is claimed first, before anything is started: a path that
     // is not ours to take fails the boot at once, and leaves nothing behind.
@@ -359,7 +360,7 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         config.cache.clone(),
         config.fault_skip_sequence,
     );
-    let speed = speed.await.ok().flatten();
+    let speed = calibrated(speed, calibration_deadline, config.boot_timeout / 2).await;
     let hello = ControlMessage::NodeAvailable {
         node_id: config.node_id,
         endpoint_id: key.endpoint_id_hex(),
@@ -411,6 +412,28 @@ async fn bring_up(config: &NodeConfig, boot: &mut NodeBoot) -> Result<Running, B
         sessions_open,
         speed,
     })
+}
+
+/// The calibration's figures, if it finished by `deadline` (`within` after it started: half
+/// the boot's time). A host too busy to measure itself in that time boots without a speed
+/// report (the plan balances its layers by memory); the measurement, left to finish, is
+/// cached for the next boot.
+async fn calibrated(
+    speed: tokio::task::JoinHandle<Option<crate::wire::NodeSpeed>>,
+    deadline: tokio::time::Instant,
+    within: Duration,
+) -> Option<crate::wire::NodeSpeed> {
+    match tokio::time::timeout_at(deadline, speed).await {
+        Ok(measured) => measured.ok().flatten(),
+        Err(_) => {
+            eprintln!(
+                "swactor node: the calibration did not finish within {} s (a busy host): \
+                 reporting no speed, so the plan balances this node by memory",
+                within.as_secs()
+            );
+            None
+        }
+    }
 }
 
 /// Starts the supervised worker and waits for it to be ready; returns it, its outputs and
