@@ -34,6 +34,7 @@ pub fn boot(args: &NodeBootArgs, out: &mut Output) -> Result<(), CliError> {
         key: args.key.clone(),
         listen: args.listen,
         swim: args.swim,
+        swim_rtt: std::time::Duration::from_millis(args.swim_rtt_ms),
         join: args.join.clone(),
         orchestrator: args.orchestrator.to_ascii_lowercase(),
         arena_bytes: args.arena_bytes,

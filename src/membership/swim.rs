@@ -263,10 +263,18 @@ fn unseal<'a>(
 /// all; a live member answers a probe within [`PROBE_RTT`] even on a host whose cores are
 /// all busy (its SWIM thread sleeps until a datagram comes, and the scheduler favours it).
 pub fn tuned_config(cluster_size: u32) -> Config {
+    tuned_config_for(cluster_size, Duration::ZERO)
+}
+
+/// [`tuned_config`] for members up to `max_rtt` apart (wide-area links, relays): the probe
+/// waits one and a half round trips for its answer, a period holds two and a half of those
+/// (the indirect probes' longer path fits in it) and a suspect has two periods to refute.
+/// Up to 40 ms it is the LAN profile itself.
+pub fn tuned_config_for(cluster_size: u32, max_rtt: Duration) -> Config {
     let mut c = Config::new_lan(NonZeroU32::new(cluster_size.max(1)).unwrap_or(NonZeroU32::MIN));
-    c.probe_period = PROBE_PERIOD;
-    c.probe_rtt = PROBE_RTT;
-    c.suspect_to_down_after = SUSPECT_TO_DOWN;
+    c.probe_rtt = PROBE_RTT.max(max_rtt * 3 / 2);
+    c.probe_period = PROBE_PERIOD.max(c.probe_rtt * 5 / 2);
+    c.suspect_to_down_after = SUSPECT_TO_DOWN.max(c.probe_period * 2);
     c.periodic_gossip = Some(PeriodicParams {
         frequency: Duration::from_millis(100),
         num_members: NonZeroUsize::new(3).unwrap_or(NonZeroUsize::MIN),
@@ -337,6 +345,9 @@ pub struct SwimConfig {
     pub seeds: Vec<SwimAddr>,
     /// Expected cluster size (tunes foca).
     pub cluster_size: u32,
+    /// The longest round trip expected between members (zero: a LAN; see
+    /// [`tuned_config_for`]).
+    pub max_rtt: Duration,
     /// Seed of foca's random choices.
     pub seed_rng: u64,
 }

@@ -43,6 +43,8 @@ pub struct NodeConfig {
     pub listen: SocketAddr,
     /// SWIM listen address.
     pub swim: SocketAddr,
+    /// The longest round trip between members SWIM's timings allow for (zero: a LAN).
+    pub swim_rtt: Duration,
     /// SWIM seeds.
     pub join: Vec<SwimAddr>,
     /// The orchestrator's endpoint id (64 hex digits).
@@ -556,6 +558,7 @@ async fn join_swim(
             roster: roster.clone(),
             seeds: config.join.clone(),
             cluster_size: 4,
+            max_rtt: config.swim_rtt,
             seed_rng: config.node_id.0,
         },
         socket,

@@ -101,6 +101,8 @@ pub enum Role {
         /// The home relay when the orchestrator exposes no port (`--relay-only`): it is
         /// addressed there, and its SWIM datagrams come through the carrier.
         relayed: Option<String>,
+        /// The longest round trip between members SWIM's timings allow for.
+        max_rtt: Duration,
     },
     /// A read-only observer: its endpoint holds its own key, and `delegation` is the
     /// orchestrator's signature over it (`net::identity::delegate_observer`).
@@ -172,7 +174,7 @@ impl PoolPhase {
         let members = swim::pool_members(pool, &orchestrator);
         let roster = RosterHandle::new(swim::roster_of(&members));
         let (hello, swim) = match role {
-            Role::Orchestrator { swim: (swim_bind, advertise), seed_rng, relayed } => {
+            Role::Orchestrator { swim: (swim_bind, advertise), seed_rng, relayed, max_rtt } => {
                 let hello = ControlMessage::Hello { orchestrator: me, members: members.clone() };
                 let socket = UdpSocket::bind(swim_bind)
                     .await
@@ -197,6 +199,7 @@ impl PoolPhase {
                     roster: roster.clone(),
                     seeds: Vec::new(),
                     cluster_size: nodes.len() as u32 + 1,
+                    max_rtt,
                     seed_rng,
                 };
                 let (carrier, link) =

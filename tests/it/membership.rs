@@ -44,6 +44,7 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
             roster: RosterHandle::new(roster(3)),
             seeds: addrs.iter().map(|&a| a.into()).collect(),
             cluster_size: 3,
+            max_rtt: Duration::ZERO,
             seed_rng: i as u64,
         };
         members.push(spawn(config, socket, None).expect("spawn"));
@@ -114,6 +115,7 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
             roster: roster_a.clone(),
             seeds: vec![],
             cluster_size: 2,
+            max_rtt: Duration::ZERO,
             seed_rng: 1,
         },
         a,
@@ -135,6 +137,7 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
             ])),
             seeds: vec![addrs[0].into()],
             cluster_size: 2,
+            max_rtt: Duration::ZERO,
             seed_rng: 2,
         },
         b,
@@ -150,4 +153,117 @@ async fn a_participant_off_the_roster_is_refused_and_never_becomes_a_member() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert!(roster_a.rejects().by_reason[&Reject::UnknownSigner] >= 1);
+}
+
+/// Three members, each reached only through a forwarder that delays what it is sent by half
+/// of `rtt` (so every probe and its answer take `rtt`), their SWIM tuned for `max_rtt`; the
+/// members and the events each reports.
+async fn behind_links(
+    rtt: Duration,
+    max_rtt: Duration,
+    seed: u64,
+) -> (
+    Vec<(swactor::membership::swim::Swim, tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>)>,
+    Vec<swactor::wan::Forwarder>,
+) {
+    let spec = swactor::wan::LinkSpec::symmetric(rtt.as_micros() as u64, 0, 0.0).expect("spec");
+    let mut sockets = Vec::new();
+    let mut links = Vec::new();
+    for i in 0..3 {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let at = socket.local_addr().expect("addr");
+        let listen = "127.0.0.1:0".parse().expect("addr");
+        links.push(swactor::wan::Forwarder::start(listen, at, spec, seed + i).expect("link"));
+        sockets.push(socket);
+    }
+    // Every member is known (and answers) at its link's address.
+    let fronts: Vec<_> = links.iter().map(|l| l.local_addr()).collect();
+    let mut members = Vec::new();
+    for (i, socket) in sockets.into_iter().enumerate() {
+        let config = SwimConfig {
+            identity: SwimIdentity {
+                node_id: NodeId(i as u64 + 1),
+                addr: fronts[i].into(),
+                endpoint_id: hex(&key(i)),
+                bump: 0,
+            },
+            key: key(i),
+            roster: RosterHandle::new(roster(3)),
+            seeds: fronts.iter().map(|&a| a.into()).collect(),
+            cluster_size: 3,
+            max_rtt,
+            seed_rng: seed + i as u64,
+        };
+        members.push(spawn(config, socket, None).expect("spawn"));
+    }
+    (members, links)
+}
+
+/// Waits up to `within` for every member to see the two others up; whether they did, and
+/// whether any member reported a live one suspect or down meanwhile.
+async fn watch(
+    members: &mut [(
+        swactor::membership::swim::Swim,
+        tokio::sync::mpsc::UnboundedReceiver<MembershipEvent>,
+    )],
+    within: Duration,
+    until_formed: bool,
+) -> (bool, bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut views: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); members.len()];
+    let mut doubted = false;
+    while tokio::time::Instant::now() < deadline {
+        for (i, (_, rx)) in members.iter_mut().enumerate() {
+            while let Ok(ev) = rx.try_recv() {
+                match ev {
+                    MembershipEvent::Up(id) => {
+                        views[i].insert(id.node_id.0);
+                    }
+                    MembershipEvent::Suspect(_) | MembershipEvent::Down(_) => doubted = true,
+                    MembershipEvent::Rejected(r) => panic!("refused: {r:?}"),
+                }
+            }
+        }
+        let formed = views.iter().all(|v| v.len() == 2);
+        if until_formed && formed || doubted {
+            return (formed, doubted);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (views.iter().all(|v| v.len() == 2), doubted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_300_ms_apart_stay_up_when_tuned_for_the_round_trip_and_are_doubted_when_not() {
+    let rtt = Duration::from_millis(300);
+    // The LAN profile waits 60 ms for an answer that takes 300: live members are doubted.
+    let (mut lan, _links) = behind_links(rtt, Duration::ZERO, 10).await;
+    let (_, doubted) = watch(&mut lan, Duration::from_secs(10), false).await;
+    assert!(doubted, "the LAN profile never doubted a member 300 ms away");
+    drop(lan);
+
+    // Tuned for it: the pool forms and nobody is doubted for a while.
+    let (mut wan, _links) = behind_links(rtt, rtt, 20).await;
+    let (formed, doubted) = watch(&mut wan, Duration::from_secs(20), true).await;
+    assert!(formed && !doubted, "formed {formed}, doubted {doubted}");
+    let (_, doubted) = watch(&mut wan, Duration::from_secs(5), false).await;
+    assert!(!doubted, "a live member 300 ms away was doubted");
+
+    // A member that dies is still declared down.
+    drop(wan.pop());
+    let t0 = tokio::time::Instant::now();
+    let mut seen = [false, false];
+    while !(seen[0] && seen[1]) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "member 3 was never declared down");
+        for (i, (_, rx)) in wan.iter_mut().enumerate() {
+            while let Ok(ev) = rx.try_recv() {
+                if let MembershipEvent::Down(id) = ev
+                    && id.node_id == NodeId(3)
+                {
+                    seen[i] = true;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -171,6 +171,11 @@ pub struct PoolFlags {
     /// `0.0.0.0`).
     #[arg(long, value_name = "IP")]
     pub advertise: Option<std::net::IpAddr>,
+    /// The longest round trip between pool members, milliseconds, for SWIM's probe
+    /// timings (members on wide-area links or behind relays: each probe waits 1.5 times it;
+    /// up to 40 the LAN profile, failure detection in under a second).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub swim_rtt_ms: u64,
     /// Convergence window in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub window_ms: u64,

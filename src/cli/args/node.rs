@@ -45,6 +45,11 @@ pub struct NodeBootArgs {
     /// SWIM (UDP) listen address.
     #[arg(long, value_name = "ADDR")]
     pub swim: std::net::SocketAddr,
+    /// The longest round trip between pool members, milliseconds, for SWIM's probe
+    /// timings (members on wide-area links or behind relays: each probe waits 1.5 times it;
+    /// up to 40 the LAN profile, failure detection in under a second).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub swim_rtt_ms: u64,
     /// The address other hosts reach this one at, when listening on an unspecified address
     /// (default: the local address of the route toward the pool's nodes / join seeds; never
     /// `0.0.0.0`).

@@ -39,6 +39,7 @@ pub fn joined(
     Ok(OrchestrateConfig {
         listen: join.listen,
         swim: join.swim,
+        swim_rtt: Duration::from_millis(join.swim_rtt_ms),
         advertise: join.advertise,
         relays: join.relays.relays()?,
         window: Duration::from_millis(join.window_ms),

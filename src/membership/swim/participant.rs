@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::{
     Carried, CarrierLink, MembershipEvent, RosterCodec, RosterHandle, SwimAddr, SwimConfig,
-    SwimIdentity, auth, on_roster, seal, tuned_config, unseal, wall_us,
+    SwimIdentity, auth, on_roster, seal, tuned_config_for, unseal, wall_us,
 };
 use crate::membership::auth::{Reject, RejectRecord, ReplayGuard, StampClock};
 use crate::membership::suspicion::{membership_event, stale_suspicions, suspicion_changes};
@@ -102,8 +102,8 @@ impl Participant {
         carrier: Option<CarrierLink>,
         events: mpsc::UnboundedSender<MembershipEvent>,
     ) -> Participant {
-        let SwimConfig { identity, key, roster, seeds, cluster_size, seed_rng } = config;
-        let tuned = tuned_config(cluster_size);
+        let SwimConfig { identity, key, roster, seeds, cluster_size, max_rtt, seed_rng } = config;
+        let tuned = tuned_config_for(cluster_size, max_rtt);
         let stale_after = tuned.suspect_to_down_after * 3;
         let own_addr = identity.addr.clone();
         let foca = Foca::new(

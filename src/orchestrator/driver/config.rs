@@ -52,6 +52,7 @@ impl OrchestrateConfig {
             key,
             listen: LOOPBACK_ANY,
             swim: LOOPBACK_ANY,
+            swim_rtt: Duration::ZERO,
             advertise: None,
             relays: crate::net::relay::Relays::none(),
             model,

@@ -64,6 +64,8 @@ pub struct OrchestrateConfig {
     pub listen: SocketAddr,
     /// SWIM listen address.
     pub swim: SocketAddr,
+    /// The longest round trip between members SWIM's timings allow for (zero: a LAN).
+    pub swim_rtt: Duration,
     /// The address nodes reach the orchestrator at when it listens on an unspecified one
     /// (`None`: the route toward the pool's nodes).
     pub advertise: Option<std::net::IpAddr>,
@@ -307,6 +309,7 @@ async fn run_on(
         swim: (config.swim, config.advertise),
         seed_rng: me.0 ^ 0x5eed,
         relayed,
+        max_rtt: config.swim_rtt,
     };
     let mut phase = PoolPhase::start(endpoint, key, &config.pool, role, config.window)
         .await
