@@ -13,11 +13,8 @@ use crate::wan::{Forwarder, LinkSpec, LinkStats};
 /// carried.
 pub fn wan_link(args: &WanLinkArgs, out: &mut Output) -> Result<(), CliError> {
     let usage = |e: String| CliError::new(ExitCode::Usage, "usage", eyre!(e));
-    let rate = match args.rate_mbit {
-        Some(mbit) if mbit.is_finite() && mbit > 0.0 => Some((mbit * 125_000.0).max(1.0) as u64),
-        Some(mbit) => return Err(usage(format!("--rate-mbit must be above zero, got {mbit}"))),
-        None => None,
-    };
+    // Megabits (checked above zero by the parser) to bytes a second.
+    let rate = args.rate_mbit.map(|mbit| (mbit * 125_000.0).max(1.0) as u64);
     let spec = LinkSpec::symmetric(args.rtt_ms * 1000, args.jitter_ms * 1000, args.loss)
         .and_then(|s| s.with_rate(rate))
         .map_err(|e| usage(e.to_string()))?;

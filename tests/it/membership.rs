@@ -8,6 +8,7 @@ use swactor::membership::auth::{Reject, Roster};
 use swactor::membership::swim::{MembershipEvent, RosterHandle, SwimConfig, SwimIdentity, spawn};
 use swactor::wire::NodeId;
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 fn key(i: usize) -> SecretKey {
     SecretKey::from_bytes(&[i as u8 + 1; 32])
@@ -73,23 +74,33 @@ async fn three_members_form_a_pool_and_a_killed_one_is_seen_down_by_the_others()
     // Kill member 3 (no leave message: like a crash).
     let killed = members.pop().expect("member");
     drop(killed);
+    let took = wait_down(&mut members, NodeId(3), Duration::from_secs(10)).await;
+    eprintln!("failure detected in {took:?}");
+    assert!(took < Duration::from_secs(5), "detection took {took:?}");
+}
+
+/// A running member and its events.
+type Member = (swactor::membership::swim::Swim, UnboundedReceiver<MembershipEvent>);
+
+/// Waits until every member of `members` reports `node` down (failing after `within`);
+/// how long that took.
+async fn wait_down(members: &mut [Member], node: NodeId, within: Duration) -> Duration {
     let t0 = tokio::time::Instant::now();
-    let mut seen_down = [false, false];
-    while !(seen_down[0] && seen_down[1]) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "member 3 was never declared down");
+    let mut seen = vec![false; members.len()];
+    while !seen.iter().all(|s| *s) {
+        assert!(t0.elapsed() < within, "member {node} was never declared down");
         for (i, (_, rx)) in members.iter_mut().enumerate() {
             while let Ok(ev) = rx.try_recv() {
                 if let MembershipEvent::Down(id) = ev
-                    && id.node_id == NodeId(3)
+                    && id.node_id == node
                 {
-                    seen_down[i] = true;
+                    seen[i] = true;
                 }
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    eprintln!("failure detected in {:?}", t0.elapsed());
-    assert!(t0.elapsed() < Duration::from_secs(5), "detection took {:?}", t0.elapsed());
+    t0.elapsed()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,19 +262,5 @@ async fn members_300_ms_apart_stay_up_when_tuned_for_the_round_trip_and_are_doub
 
     // A member that dies is still declared down.
     drop(wan.pop());
-    let t0 = tokio::time::Instant::now();
-    let mut seen = [false, false];
-    while !(seen[0] && seen[1]) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "member 3 was never declared down");
-        for (i, (_, rx)) in wan.iter_mut().enumerate() {
-            while let Ok(ev) = rx.try_recv() {
-                if let MembershipEvent::Down(id) = ev
-                    && id.node_id == NodeId(3)
-                {
-                    seen[i] = true;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_down(&mut wan, NodeId(3), Duration::from_secs(20)).await;
 }

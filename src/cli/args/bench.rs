@@ -492,7 +492,7 @@ pub struct BenchSpeculateArgs {
 }
 
 /// A link rate in megabits per second: a finite number above zero.
-fn parse_rate(s: &str) -> Result<f64, String> {
+pub(super) fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err(format!("not a rate above zero: {s}")),

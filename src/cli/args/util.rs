@@ -153,7 +153,7 @@ pub struct WanLinkArgs {
     pub loss: f64,
     /// Megabits per second the link carries each way (a 100 ms drop-tail queue in front;
     /// default: unlimited).
-    #[arg(long, value_name = "MBIT")]
+    #[arg(long, value_name = "MBIT", value_parser = super::bench::parse_rate)]
     pub rate_mbit: Option<f64>,
     /// Seed of the link's draws (delays and losses repeat for the same seed).
     #[arg(long, default_value_t = 1, value_name = "N")]
