@@ -245,10 +245,11 @@ fn time_products(engine: &Stage, pool: &ThreadPool, n: usize, repeat: u32) -> Ve
     let w = engine.weights();
     let mut groups: BTreeMap<(&'static str, String), Raw> = BTreeMap::new();
     let (mut acts, mut out) = (Acts::default(), Vec::new());
+    let evict = evictor();
     // Times one call of `product` (over `n` rows of `x`); its group's first call also
     // times its kernels with the weights resident in cache.
     let mut add = |product: &'static str, mats: &[&Matrix], glu: Option<Gate>, x: &[f32], n| {
-        let ms = time_product(pool, mats, glu, x, n, &mut acts, &mut out, repeat);
+        let ms = time_product(pool, mats, glu, x, n, &mut acts, &mut out, (repeat, &evict));
         let mut format: Vec<&str> = mats.iter().map(|m| m.format().name()).collect();
         format.dedup();
         let shape = (mats.iter().map(|m| m.rows()).sum(), mats[0].cols());
@@ -300,7 +301,8 @@ fn time_products(engine: &Stage, pool: &ThreadPool, n: usize, repeat: u32) -> Ve
 }
 
 /// The best of `repeat` runs of one product of `mats` (a gated pair when `glu`) on the
-/// `n` rows of `x`, its activation quantization included, ms.
+/// `n` rows of `x`, its activation quantization included, each after summing `evict`
+/// (the weights cold, as in a forward pass), ms.
 #[allow(clippy::too_many_arguments)]
 fn time_product(
     pool: &ThreadPool,
@@ -310,13 +312,14 @@ fn time_product(
     n: usize,
     acts: &mut Acts,
     out: &mut Vec<f32>,
-    repeat: u32,
+    (repeat, evict): (u32, &[u64]),
 ) -> f64 {
     let formats: Vec<_> = mats.iter().map(|m| m.format()).collect();
     let rows = if glu.is_some() { mats[0].rows() } else { mats.iter().map(|m| m.rows()).sum() };
     out.resize(rows * n, 0.0);
     let mut best = f64::MAX;
     for _ in 0..repeat.max(1) {
+        std::hint::black_box(sum_words(evict));
         let t = Instant::now();
         acts.load(&x[..n * mats[0].cols()], mats[0].cols(), &formats);
         match glu {
@@ -352,7 +355,17 @@ fn finish(r: Raw, n: usize, bandwidth_gbps: f64, forward_ms: f64) -> ProductFigu
 /// Memory read bandwidth at `threads` threads, GB/s: the best of three passes of every
 /// thread summing its own quarter-GiB (far beyond any cache).
 pub fn read_bandwidth(threads: usize) -> f64 {
-    read_bandwidth_of(threads, 256 << 20, 3)
+    let llc = crate::node::calibrate::last_level_cache_bytes();
+    read_bandwidth_of(threads, crate::node::calibrate::read_bytes(threads, llc).max(256 << 20), 3)
+}
+
+/// A buffer twice the last-level cache (as the calibration reads): summing it before a
+/// timed product evicts that product's weights, so each is timed streaming from memory
+/// as in a forward pass (where every other product's weights passed through the cache
+/// since), not from the cache its previous run filled.
+fn evictor() -> Vec<u64> {
+    let llc = crate::node::calibrate::last_level_cache_bytes();
+    vec![1u64; crate::node::calibrate::read_bytes(1, llc) / 8]
 }
 
 /// Memory read bandwidth at `threads` threads, GB/s: the best of `passes` passes of every

@@ -64,7 +64,7 @@ pub fn read_bytes(threads: usize, llc: Option<usize>) -> usize {
 }
 
 /// The largest cache of CPU 0 (sysfs), bytes; `None` where the kernel does not say.
-fn last_level_cache_bytes() -> Option<usize> {
+pub fn last_level_cache_bytes() -> Option<usize> {
     let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
     dir.filter_map(Result::ok)
         .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())

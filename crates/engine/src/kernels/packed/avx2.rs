@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 
 use super::avx512::MXFP4_PLUS16;
 use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
-use super::{GROUP, four, pair, prefetch_ahead};
+use super::{GROUP, four, pair, prefetch_ahead, prefetch_part};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 
@@ -275,6 +275,9 @@ pub(super) fn q4_k<const R: usize, const HIGH: bool>(
                 };
                 let mut sumi = [_mm256_setzero_si256(); R];
                 for j in 0..8 {
+                    if h == 0 {
+                        prefetch_part(cell, j, 8);
+                    }
                     let sc = doubled(_mm_cvtepu8_epi16(bytes8(cell, q4k::SCALES + 16 * j + 8 * h)));
                     let hb = if HIGH {
                         // SAFETY: as above.
@@ -368,6 +371,9 @@ pub(super) fn q6_k<const R: usize>(
                 let d = unsafe { f16x8(cell[q6k::D + 16 * h..].as_ptr()) };
                 let mut sumi = [_mm256_setzero_si256(); R];
                 for g in 0..16 {
+                    if h == 0 {
+                        prefetch_part(cell, g, 16);
+                    }
                     let sc = doubled(_mm_cvtepi8_epi16(bytes8(cell, q6k::SCALES + 16 * g + 8 * h)));
                     let base = q6k::VALUES + q6k::GROUP_BYTES * g + 32 * h;
                     // SAFETY: as above.
@@ -478,6 +484,9 @@ pub(super) fn mxfp4<const R: usize>(
             let mut acc = accs[h];
             for b in tile.clone() {
                 let cell = &p[b * cb..(b + 1) * cb];
+                if h == 0 {
+                    prefetch_ahead(cell);
+                }
                 let dw = half_scales(bytes8(cell, 8 * h));
                 let mut s16 = [_mm256_setzero_si256(); R];
                 let mut isum = x.map(|x| _mm256_set1_epi32(x.off[1][b]));

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::layout::{MXFP4_VALUES, q4k, q5k, q6k};
-use super::{GROUP, four, pair, prefetch_ahead};
+use super::{GROUP, four, pair, prefetch_ahead, prefetch_part};
 use crate::acts::Acts;
 use crate::format::{QK, QK_K};
 
@@ -150,6 +150,7 @@ pub(super) fn q4_k<const R: usize, const HIGH: bool>(
         };
         let mut sumi = [_mm512_setzero_si512(); R];
         for j in 0..8 {
+            prefetch_part(cell, j, 8);
             // SAFETY: as above.
             let sc =
                 unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(at(q4k::SCALES + 16 * j).cast())) };
@@ -221,6 +222,7 @@ pub(super) fn q6_k<const R: usize>(
         let d = unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(at(q6k::D).cast())) };
         let mut sumi = [_mm512_setzero_si512(); R];
         for g in 0..16 {
+            prefetch_part(cell, g, 16);
             let base = q6k::VALUES + q6k::GROUP_BYTES * g;
             // SAFETY: as above.
             let (sc, q0, q1, h) = unsafe {
@@ -326,6 +328,7 @@ pub(super) fn mxfp4<const R: usize>(
     let mut acc = [_mm512_setzero_ps(); R];
     for b in 0..blocks {
         let at = b * cb;
+        prefetch_ahead(&p[at..at + cb]);
         // SAFETY: the cell's 16 exponents and 256 bytes of nibbles lie inside `p` (checked
         // above).
         let dw = half_scales(unsafe { _mm_loadu_si128(p.as_ptr().add(at).cast()) });

@@ -67,11 +67,23 @@ const PREFETCH: usize = 8 << 10;
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn prefetch_ahead(cell: &[u8]) {
+    prefetch_part(cell, 0, 1);
+}
+
+/// [`prefetch_ahead`] for part `k` of `n` of `cell`'s lines: the K-quants' cells (2-3 KiB)
+/// ask for theirs a part per step of their loop, since a cell's worth of requests at once
+/// fills the core's queue of misses and stalls the loads the kernel is waiting on.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_part(cell: &[u8], k: usize, n: usize) {
     use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
-    for off in (0..cell.len()).step_by(64) {
+    let lines = cell.len().div_ceil(64);
+    for line in lines * k / n..lines * (k + 1) / n {
         // SAFETY: SSE is part of every x86-64 CPU; a prefetch reads nothing and never
         // faults, so any address, inside the matrix or past it, is sound.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(cell.as_ptr().wrapping_add(PREFETCH + off).cast()) };
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T1>(cell.as_ptr().wrapping_add(PREFETCH + 64 * line).cast())
+        };
     }
 }
 
