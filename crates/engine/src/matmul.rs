@@ -421,15 +421,21 @@ pub fn glu_rows_biased(
     first: usize,
     chunk: &mut [f32],
 ) {
+    // Rows per block: one repacked group when several passes of 4 activation rows go over
+    // it (the block's weights stay in L1 between passes); 16 groups in one pass (a decode
+    // step), so that the gate's and the up's weights each stream from memory in long runs
+    // instead of switching between the two matrices every group.
     const BLOCK: usize = 16;
+    const WIDE: usize = 16 * BLOCK;
     let (a0, n) = (cols.start, cols.len());
-    // Blocks of up to 16 rows x 4 activation rows: gate and up into the stack, then the
-    // gated product into the output.
-    let mut g = [0f32; BLOCK * 4];
-    let mut u = [0f32; BLOCK * 4];
+    let block = if n <= 4 { WIDE } else { BLOCK };
+    // Blocks of rows x 4 activation rows: gate and up into the stack, then the gated
+    // product into the output.
+    let mut g = [0f32; WIDE * 4];
+    let mut u = [0f32; WIDE * 4];
     let rows = chunk.len() / n;
-    for r0 in (0..rows).step_by(BLOCK) {
-        let nr = BLOCK.min(rows - r0);
+    for r0 in (0..rows).step_by(block) {
+        let nr = block.min(rows - r0);
         let o = first + r0;
         for c0 in (0..n).step_by(4) {
             let nc = 4.min(n - c0);
