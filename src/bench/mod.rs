@@ -360,6 +360,7 @@ pub async fn wake_round_trip(
 mod edge;
 pub use edge::{EdgeBench, HopParts, PART_SIZES, edge};
 
+pub mod cache;
 pub mod cpu;
 mod engine;
 pub mod failover;

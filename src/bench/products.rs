@@ -355,8 +355,8 @@ fn finish(r: Raw, n: usize, bandwidth_gbps: f64, forward_ms: f64) -> ProductFigu
 /// Memory read bandwidth at `threads` threads, GB/s: the best of three passes of every
 /// thread summing its own quarter-GiB (far beyond any cache).
 pub fn read_bandwidth(threads: usize) -> f64 {
-    let llc = crate::node::calibrate::last_level_cache_bytes();
-    read_bandwidth_of(threads, crate::node::calibrate::read_bytes(threads, llc).max(256 << 20), 3)
+    let llc = super::cache::last_level_cache_bytes();
+    read_bandwidth_of(threads, super::cache::read_bytes(threads, llc).max(256 << 20), 3)
 }
 
 /// A buffer twice the last-level cache (as the calibration reads): summing it before a
@@ -364,8 +364,8 @@ pub fn read_bandwidth(threads: usize) -> f64 {
 /// as in a forward pass (where every other product's weights passed through the cache
 /// since), not from the cache its previous run filled.
 fn evictor() -> Vec<u64> {
-    let llc = crate::node::calibrate::last_level_cache_bytes();
-    vec![1u64; crate::node::calibrate::read_bytes(1, llc) / 8]
+    let llc = super::cache::last_level_cache_bytes();
+    vec![1u64; super::cache::read_bytes(1, llc) / 8]
 }
 
 /// Memory read bandwidth at `threads` threads, GB/s: the best of `passes` passes of every
