@@ -470,9 +470,7 @@ impl Bf16Rows {
         self.bits.resize(x.len(), 0);
         self.f32.resize(x.len(), 0.0);
         crate::simd::round_bf16(x, &mut self.bits);
-        for (f, &b) in self.f32.iter_mut().zip(&self.bits) {
-            *f = f32::from_bits(u32::from(b) << 16);
-        }
+        crate::simd::widen_bf16(&self.bits, &mut self.f32);
     }
 
     /// Row `r` as bfloat16 values.
@@ -751,5 +749,20 @@ mod tests {
         }
         rows.round(&[f32::NAN, -f32::NAN, f32::from_bits(0x7F80_0001)], 3);
         assert!(rows.f32_row(0).iter().all(|v| v.is_nan()), "{:?}", rows.bits_row(0));
+        // Infinities and NaNs of every kind, enough of them for the SIMD path: each the
+        // scalar rounding's bits, and every NaN still a NaN when widened.
+        let specials: Vec<f32> =
+            [0x7F80_0000u32, 0x7F80_0001, 0x7FBF_FFFF, 0x7FC0_0000, 0x7FFF_FFFF]
+                .iter()
+                .flat_map(|&b| [b, b | 0x8000_0000])
+                .cycle()
+                .take(37)
+                .map(f32::from_bits)
+                .collect();
+        rows.round(&specials, specials.len());
+        for (i, &v) in specials.iter().enumerate() {
+            assert_eq!(rows.bits_row(0)[i], crate::simd::bf16_bits(v), "{:#010x}", v.to_bits());
+            assert_eq!(rows.f32_row(0)[i].is_nan(), v.is_nan(), "{:#010x}", v.to_bits());
+        }
     }
 }

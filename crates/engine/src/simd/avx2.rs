@@ -172,11 +172,64 @@ macro_rules! float_dot {
 
 pub(crate) use float_dot;
 
-/// [`super::bf16_bits`] of every value, the loop compiled for AVX2.
+/// [`super::bf16_bits`] of every value: 16 at a time with [`super::bf16_bits`]'s integer
+/// steps on 8 lanes (so the same bits), the rest one by one.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn round_bf16(x: &[f32], out: &mut [u16]) {
-    for (o, &v) in out.iter_mut().zip(x) {
+    let n = x.len().min(out.len());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: 16 values from i lie inside both slices (n is the shorter length).
+        unsafe {
+            let (lo, hi) = (bf16_lanes(x.as_ptr().add(i)), bf16_lanes(x.as_ptr().add(i + 8)));
+            // Each lane holds at most 0xFFFF: the unsigned saturating pack keeps it; the
+            // pack interleaves 128-bit halves, the permute puts them back in order.
+            let packed = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(lo, hi));
+            _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), packed);
+        }
+        i += 16;
+    }
+    for (o, &v) in out[i..n].iter_mut().zip(&x[i..n]) {
         *o = super::bf16_bits(v);
+    }
+}
+
+/// [`super::bf16_bits`] of the 8 values at `p`, one per 32-bit lane.
+///
+/// # Safety
+/// `p..p + 8` must be readable.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16_lanes(p: *const f32) -> __m256i {
+    // SAFETY: the caller guarantees 8 readable values.
+    let v = unsafe { _mm256_loadu_ps(p) };
+    let b = _mm256_castps_si256(v);
+    let top = _mm256_srli_epi32::<16>(b);
+    let lsb = _mm256_and_si256(top, _mm256_set1_epi32(1));
+    let bias = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb);
+    let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(b, bias));
+    let quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+    _mm256_blendv_epi8(rounded, quiet, nan)
+}
+
+/// Bfloat16 bits widened to the f32 values they are (exactly): 8 at a time, the rest one by
+/// one.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn widen_bf16(bits: &[u16], out: &mut [f32]) {
+    let n = bits.len().min(out.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: 8 values from i lie inside both slices (n is the shorter length).
+        unsafe {
+            let h = _mm_loadu_si128(bits.as_ptr().add(i).cast());
+            let w = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h));
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_castsi256_ps(w));
+        }
+        i += 8;
+    }
+    for (o, &b) in out[i..n].iter_mut().zip(&bits[i..n]) {
+        *o = f32::from_bits(u32::from(b) << 16);
     }
 }
 

@@ -96,6 +96,20 @@ pub(crate) fn round_bf16(x: &[f32], out: &mut [u16]) {
     }
 }
 
+/// `out[i]` = the f32 value of bfloat16 `bits[i]` (exact), 256 bits at a time where the CPU
+/// has AVX2.
+pub(crate) fn widen_bf16(bits: &[u16], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::Avx2.is_available() {
+        // SAFETY: this CPU has AVX2, FMA and F16C (checked just above).
+        #[allow(unsafe_code)]
+        return unsafe { avx2::widen_bf16(bits, out) };
+    }
+    for (o, &b) in out.iter_mut().zip(bits) {
+        *o = f32::from_bits(u32::from(b) << 16);
+    }
+}
+
 /// `sum(a[i] * b[i])` with AVX2 FMA where the CPU has it; `None` where the caller must
 /// compute it itself.
 #[inline]
