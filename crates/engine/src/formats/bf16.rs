@@ -18,7 +18,7 @@ pub(crate) fn dequantize(row: &[u8], out: &mut [f32]) {
 /// Weight `j` of a row, as f32.
 #[inline]
 pub(crate) fn weight(w: &[u8], j: usize) -> f32 {
-    f32::from_bits(u32::from(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) << 16)
+    crate::simd::bf16_value(u16::from_le_bytes([w[2 * j], w[2 * j + 1]]))
 }
 
 /// The scalar reference dot product with the bfloat16 activation rows.

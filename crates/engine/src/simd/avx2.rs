@@ -229,7 +229,7 @@ pub(crate) fn widen_bf16(bits: &[u16], out: &mut [f32]) {
         i += 8;
     }
     for (o, &b) in out[i..n].iter_mut().zip(&bits[i..n]) {
-        *o = f32::from_bits(u32::from(b) << 16);
+        *o = super::bf16_value(b);
     }
 }
 

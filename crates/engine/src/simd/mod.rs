@@ -82,6 +82,12 @@ pub(crate) fn bf16_bits(x: f32) -> u16 {
     if x.is_nan() { quiet } else { rounded }
 }
 
+/// The f32 value of bfloat16 bits `b` (exact: a bfloat16 is an f32's upper half).
+#[inline(always)]
+pub(crate) fn bf16_value(b: u16) -> f32 {
+    f32::from_bits(u32::from(b) << 16)
+}
+
 /// `out[i] = bf16_bits(x[i])`, 256 bits at a time where the CPU has AVX2 (the same
 /// integer steps, so the same bits).
 pub(crate) fn round_bf16(x: &[f32], out: &mut [u16]) {
@@ -106,7 +112,7 @@ pub(crate) fn widen_bf16(bits: &[u16], out: &mut [f32]) {
         return unsafe { avx2::widen_bf16(bits, out) };
     }
     for (o, &b) in out.iter_mut().zip(bits) {
-        *o = f32::from_bits(u32::from(b) << 16);
+        *o = bf16_value(b);
     }
 }
 
