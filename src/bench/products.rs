@@ -214,11 +214,11 @@ fn time_resident_for(
     }
     let small: Vec<&Matrix> = small.iter().collect();
     let cols = small[0].cols();
-    let formats: Vec<_> = small.iter().map(|m| m.format()).collect();
+    let needs: Vec<_> = small.iter().map(|m| m.act_need()).collect();
     let out_rows = if glu.is_some() { rows } else { rows * small.len() };
     out.resize(out_rows * n, 0.0);
     let mut run = || {
-        acts.load(&x[..n * cols], cols, &formats);
+        acts.load(&x[..n * cols], cols, &needs);
         match glu {
             Some(g) => glu_t(pool, g, small[0], small[1], acts, out),
             None => matmul_t(pool, &small, acts, out),
@@ -314,14 +314,14 @@ fn time_product(
     out: &mut Vec<f32>,
     (repeat, evict): (u32, &[u64]),
 ) -> f64 {
-    let formats: Vec<_> = mats.iter().map(|m| m.format()).collect();
+    let needs: Vec<_> = mats.iter().map(|m| m.act_need()).collect();
     let rows = if glu.is_some() { mats[0].rows() } else { mats.iter().map(|m| m.rows()).sum() };
     out.resize(rows * n, 0.0);
     let mut best = f64::MAX;
     for _ in 0..repeat.max(1) {
         std::hint::black_box(sum_words(evict));
         let t = Instant::now();
-        acts.load(&x[..n * mats[0].cols()], mats[0].cols(), &formats);
+        acts.load(&x[..n * mats[0].cols()], mats[0].cols(), &needs);
         match glu {
             Some(g) => glu_t(pool, g, mats[0], mats[1], acts, out),
             None => matmul_t(pool, mats, acts, out),
@@ -523,7 +523,7 @@ pub fn stream_rate(threads: usize, per_thread: usize) -> f64 {
     let mut best = f64::MAX;
     for _ in 0..3 {
         let t = Instant::now();
-        acts.load(&x, COLS, &[format]);
+        acts.load(&x, COLS, &[m.act_need()]);
         matmul_t(&pool, &[&m], &acts, &mut out);
         best = best.min(t.elapsed().as_secs_f64());
     }

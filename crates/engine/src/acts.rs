@@ -13,6 +13,34 @@ use half::f16;
 use crate::format::{ActKind, QK, QK_K, WeightFormat};
 use crate::pool::ThreadPool;
 
+/// What one matrix's products read of its activation rows: the form, and whether also the
+/// forms only some kernels read. A [`WeightFormat`] converts into the need of every kernel
+/// of that format (the extras included); a [`crate::Matrix`] knows its own
+/// ([`crate::Matrix::act_need`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActNeed {
+    /// The form the format's kernels read.
+    pub kind: ActKind,
+    /// Whether the kernels also read the extra forms: for blocks of 32, the per-four
+    /// offset sums and the interleaved and repeated scales of the kernels over unrepacked
+    /// rows ([`Q8Rows::ds`], `dv`, `neg8`, `neg16`, `neg128`); for bfloat16, the values
+    /// widened back to f32 ([`Bf16Rows::f32`]). Without them a row's extras read as empty,
+    /// so a kernel that needs them fails its length check instead of reading stale values.
+    pub extras: bool,
+}
+
+impl From<WeightFormat> for ActNeed {
+    fn from(f: WeightFormat) -> ActNeed {
+        ActNeed { kind: f.act_kind(), extras: true }
+    }
+}
+
+/// Whether any of `needs` reads the form `kind`, and if so whether any reads its extras.
+fn wants<N: Copy + Into<ActNeed>>(needs: &[N], kind: ActKind) -> Option<bool> {
+    let of_kind = needs.iter().map(|&n| n.into()).filter(|n| n.kind == kind);
+    of_kind.map(|n| n.extras).reduce(|a, b| a || b)
+}
+
 /// Activation rows in every form a product may need, all quantized from the same f32 rows.
 #[derive(Debug, Default, Clone)]
 pub struct Acts {
@@ -32,39 +60,40 @@ pub struct Acts {
 
 impl Acts {
     /// Takes `rows` rows of `cols` values from `x` (reusing the buffers) and quantizes them
-    /// for each of `formats`.
-    pub fn load(&mut self, x: &[f32], cols: usize, formats: &[WeightFormat]) {
+    /// for each of `needs` (weight formats, or matrices' [`ActNeed`]s).
+    pub fn load<N: Copy + Into<ActNeed>>(&mut self, x: &[f32], cols: usize, needs: &[N]) {
         self.cols = cols;
         self.rows = x.len() / cols;
         self.f32.clear();
         self.f32.extend_from_slice(x);
-        self.quantize_for(formats);
+        self.quantize_for(needs);
     }
 
     /// [`Acts::quantize_for`] with a share of the rows on each of `pool`'s threads (the
     /// same values).
-    pub fn quantize_for_on(&mut self, pool: &ThreadPool, formats: &[WeightFormat]) {
-        if formats.iter().any(|f| f.act_kind() == ActKind::Q8) {
-            self.q8.quantize_on(pool, &self.f32, self.cols);
+    pub fn quantize_for_on<N: Copy + Into<ActNeed>>(&mut self, pool: &ThreadPool, needs: &[N]) {
+        if let Some(extras) = wants(needs, ActKind::Q8) {
+            self.q8.quantize_on(pool, &self.f32, self.cols, extras);
         }
-        if formats.iter().any(|f| f.act_kind() == ActKind::Q8K) {
+        if wants(needs, ActKind::Q8K).is_some() {
             self.q8k.quantize_on(pool, &self.f32, self.cols);
         }
-        if formats.iter().any(|f| f.act_kind() == ActKind::Bf16) {
-            self.bf16.round(&self.f32, self.cols);
+        if let Some(extras) = wants(needs, ActKind::Bf16) {
+            self.bf16.round_with(&self.f32, self.cols, extras);
         }
     }
 
-    /// Quantizes the current f32 rows for each of `formats`.
-    pub fn quantize_for(&mut self, formats: &[WeightFormat]) {
-        if formats.iter().any(|f| f.act_kind() == ActKind::Q8) {
-            self.q8.quantize(&self.f32, self.cols);
+    /// Quantizes the current f32 rows for each of `needs` (weight formats, or matrices'
+    /// [`ActNeed`]s).
+    pub fn quantize_for<N: Copy + Into<ActNeed>>(&mut self, needs: &[N]) {
+        if let Some(extras) = wants(needs, ActKind::Q8) {
+            self.q8.quantize_with(&self.f32, self.cols, extras);
         }
-        if formats.iter().any(|f| f.act_kind() == ActKind::Q8K) {
+        if wants(needs, ActKind::Q8K).is_some() {
             self.q8k.quantize(&self.f32, self.cols);
         }
-        if formats.iter().any(|f| f.act_kind() == ActKind::Bf16) {
-            self.bf16.round(&self.f32, self.cols);
+        if let Some(extras) = wants(needs, ActKind::Bf16) {
+            self.bf16.round_with(&self.f32, self.cols, extras);
         }
     }
 
@@ -84,7 +113,6 @@ impl Acts {
             + cap(&q.neg8)
             + cap(&q.neg16)
             + cap(&q.neg128)
-            + cap(&q.isum)
             + q.off.iter().map(cap).sum::<usize>()
             + cap(&k.qs)
             + cap(&k.d)
@@ -131,7 +159,9 @@ fn round_i8(x: f32) -> i8 {
 /// Activation rows quantized into 8-bit blocks of 32 (GGML's Q8_0 / Q8_1: scale and sum
 /// at f16 precision), struct of arrays so that SIMD loads of consecutive blocks are
 /// contiguous: `qs[row * cols + i]`, and per block `d` (scale), `s = d * sum(q)` (for the
-/// formats with a min).
+/// formats with a min) and the offsets the repacked kernels add (`off`). The extras
+/// (`ds`, `dv`, `neg8`, `neg16`, `neg128`, read only by the kernels over unrepacked rows)
+/// are filled only when asked for ([`ActNeed::extras`]).
 #[derive(Debug, Default, Clone)]
 pub struct Q8Rows {
     /// Elements per row.
@@ -152,14 +182,15 @@ pub struct Q8Rows {
     pub neg16: Vec<i32>,
     /// `-128 *` the sum of each 4 values (the offset of Q8_0's bytes made unsigned).
     pub neg128: Vec<i32>,
-    /// The integer sum of each block's values (for the repacked kernels' offsets).
-    pub isum: Vec<i32>,
-    /// Each block's offset terms `-8 * isum`, `-16 * isum` and `-128 * isum` (Q4_0's,
+    /// Each block's offset terms `-8`, `-16` and `-128` times the sum of its values (Q4_0's,
     /// Q5_0's and unsigned Q8_0's), so that a kernel adds one from memory per block.
     pub off: [Vec<i32>; 3],
+    /// Whether the extras (`ds`, `dv`, `neg8`, `neg16`, `neg128`) hold the last
+    /// quantization's values; where not, [`Q8Rows::row`] gives them empty.
+    pub extras: bool,
 }
 
-/// One row of [`Q8Rows`].
+/// One row of [`Q8Rows`] (its extras empty where they were not filled).
 #[derive(Debug, Clone, Copy)]
 pub struct Q8Row<'a> {
     /// The 8-bit values.
@@ -178,30 +209,35 @@ pub struct Q8Row<'a> {
     pub neg16: &'a [i32],
     /// `-128 *` the sum of each 4 values.
     pub neg128: &'a [i32],
-    /// The integer sum of each block's values.
-    pub isum: &'a [i32],
     /// Each block's `-8 *`, `-16 *` and `-128 *` its integer sum.
     pub off: [&'a [i32]; 3],
 }
 
 impl Q8Rows {
     /// Quantizes `rows` rows of `cols` f32 values (`cols` a multiple of 32), reusing the
-    /// buffers.
+    /// buffers, extras included.
     pub fn quantize(&mut self, x: &[f32], cols: usize) {
-        let nb = self.resize(x.len() / cols, cols);
-        quantize_q8_part(x, self.parts(nb).pop().unwrap_or_default());
+        self.quantize_with(x, cols, true);
     }
 
-    /// [`Q8Rows::quantize`] with a share of the rows on each of `pool`'s threads: the
+    /// [`Q8Rows::quantize`], filling the extras only if `extras`.
+    pub fn quantize_with(&mut self, x: &[f32], cols: usize, extras: bool) {
+        let nb = self.resize(x.len() / cols, cols);
+        self.extras = extras;
+        quantize_q8_part(x, self.parts(nb).pop().unwrap_or_default(), extras);
+    }
+
+    /// [`Q8Rows::quantize_with`] with a share of the rows on each of `pool`'s threads: the
     /// same values, block by block.
-    pub fn quantize_on(&mut self, pool: &ThreadPool, x: &[f32], cols: usize) {
+    pub fn quantize_on(&mut self, pool: &ThreadPool, x: &[f32], cols: usize, extras: bool) {
         let rows = x.len() / cols;
         self.resize(rows, cols);
+        self.extras = extras;
         let per = (pool.batch_rows_per_task(rows, cols, 1) * (cols / QK)).max(1);
         let mut parts = self.parts(per);
         pool.for_each_chunk(&mut parts, 1, &|i, part| {
             for part in part.iter_mut() {
-                quantize_q8_part(&x[i * per * QK..], std::mem::take(part));
+                quantize_q8_part(&x[i * per * QK..], std::mem::take(part), extras);
             }
         });
     }
@@ -218,7 +254,6 @@ impl Q8Rows {
         self.neg8.resize(8 * nb, 0);
         self.neg16.resize(8 * nb, 0);
         self.neg128.resize(8 * nb, 0);
-        self.isum.resize(nb, 0);
         for o in &mut self.off {
             o.resize(nb, 0);
         }
@@ -237,7 +272,6 @@ impl Q8Rows {
         let mut neg8 = self.neg8.chunks_mut(8 * per);
         let mut neg16 = self.neg16.chunks_mut(8 * per);
         let mut neg128 = self.neg128.chunks_mut(8 * per);
-        let mut isum = self.isum.chunks_mut(per);
         let (mut o8, mut o16, mut o128) =
             (o8.chunks_mut(per), o16.chunks_mut(per), o128.chunks_mut(per));
         let mut parts = Vec::new();
@@ -252,7 +286,6 @@ impl Q8Rows {
                 neg8: neg8.next().expect(has),
                 neg16: neg16.next().expect(has),
                 neg128: neg128.next().expect(has),
-                isum: isum.next().expect(has),
                 off: [o8.next().expect(has), o16.next().expect(has), o128.next().expect(has)],
             });
         }
@@ -262,20 +295,24 @@ impl Q8Rows {
         parts
     }
 
-    /// Row `r`.
+    /// Row `r` (its extras empty where they were not filled).
     #[inline(always)]
     pub fn row(&self, r: usize) -> Q8Row<'_> {
         let nb = self.cols / QK;
+        // Per block, `k` values of an extra (none where the extras were not filled).
+        fn extra<T>(on: bool, v: &[T], k: usize, r: usize, nb: usize) -> &[T] {
+            if on { &v[k * r * nb..k * (r + 1) * nb] } else { &[] }
+        }
+        let on = self.extras;
         Q8Row {
             qs: &self.qs[r * self.cols..(r + 1) * self.cols],
             d: &self.d[r * nb..(r + 1) * nb],
             s: &self.s[r * nb..(r + 1) * nb],
-            ds: &self.ds[2 * r * nb..2 * (r + 1) * nb],
-            dv: &self.dv[8 * r * nb..8 * (r + 1) * nb],
-            neg8: &self.neg8[8 * r * nb..8 * (r + 1) * nb],
-            neg16: &self.neg16[8 * r * nb..8 * (r + 1) * nb],
-            neg128: &self.neg128[8 * r * nb..8 * (r + 1) * nb],
-            isum: &self.isum[r * nb..(r + 1) * nb],
+            ds: extra(on, &self.ds, 2, r, nb),
+            dv: extra(on, &self.dv, 8, r, nb),
+            neg8: extra(on, &self.neg8, 8, r, nb),
+            neg16: extra(on, &self.neg16, 8, r, nb),
+            neg128: extra(on, &self.neg128, 8, r, nb),
             off: [0, 1, 2].map(|k| &self.off[k][r * nb..(r + 1) * nb]),
         }
     }
@@ -292,12 +329,12 @@ struct Q8Part<'a> {
     neg8: &'a mut [i32],
     neg16: &'a mut [i32],
     neg128: &'a mut [i32],
-    isum: &'a mut [i32],
     off: [&'a mut [i32]; 3],
 }
 
-/// Quantizes the blocks of `p` from the values at the start of `x`.
-fn quantize_q8_part(x: &[f32], p: Q8Part<'_>) {
+/// Quantizes the blocks of `p` from the values at the start of `x`, the extras only if
+/// `extras` (`neg8` then holds the plain sums of each four).
+fn quantize_q8_part(x: &[f32], p: Q8Part<'_>, extras: bool) {
     let nb = p.d.len();
     // Each block's values, its scale before f16 rounding (in `d`) and the sums of its
     // fours (staged in `neg8`): SIMD while it can, the scalar reference for a block it
@@ -318,16 +355,14 @@ fn quantize_q8_part(x: &[f32], p: Q8Part<'_>) {
             b += 1;
         }
     }
-    // Per block: the integer sum, the scaled sum and the offsets' sums (one pass of
-    // zipped chunks, free of index checks).
+    // Per block: the scaled sum and the offsets' sums (one pass of zipped chunks, free
+    // of index checks).
     let [o8, o16, o128] = p.off;
-    let per_block = p.neg8.chunks_exact(8).zip(p.d.iter()).zip(p.isum.iter_mut());
-    let per_block = per_block.zip(p.s.iter_mut());
-    for ((((fours, &d), isum), s), ((o8, o16), o128)) in
+    let per_block = p.neg8.chunks_exact(8).zip(p.d.iter()).zip(p.s.iter_mut());
+    for (((fours, &d), s), ((o8, o16), o128)) in
         per_block.zip(o8.iter_mut().zip(o16.iter_mut()).zip(o128.iter_mut()))
     {
         let sum: i32 = fours.iter().sum();
-        *isum = sum;
         *s = d * sum as f32;
         (*o8, *o16, *o128) = (-8 * sum, -16 * sum, -128 * sum);
     }
@@ -337,6 +372,9 @@ fn quantize_q8_part(x: &[f32], p: Q8Part<'_>) {
     for v in [&mut *p.s, &mut *p.d] {
         let done = crate::simd::f16_round(v);
         v[done..].iter_mut().for_each(|x| *x = f16_precision(*x));
+    }
+    if !extras {
+        return;
     }
     let negs = p.neg8.chunks_exact_mut(8).zip(p.neg16.chunks_exact_mut(8));
     let negs = negs.zip(p.neg128.chunks_exact_mut(8));
@@ -448,9 +486,9 @@ fn quantize_q8k_part(
 }
 
 /// Activation rows rounded to bfloat16, to nearest with ties to even (NaN stays a NaN):
-/// the form llama.cpp's BF16 products multiply, kept twice: as the 16-bit values that
-/// `vdpbf16ps` reads, and widened back to f32 (exactly) for the kernels that multiply f32
-/// lanes. A BF16 weight times such a value is exact in f32, so every tier's product
+/// the form llama.cpp's BF16 products multiply: the 16-bit values that `vdpbf16ps` and
+/// the AVX2 kernel read and, where asked for ([`ActNeed::extras`]), the same widened back
+/// to f32 (exactly) for the kernels that multiply f32 lanes. A BF16 weight times such a value is exact in f32, so every tier's product
 /// differs from the others only in the order of its additions.
 #[derive(Debug, Default, Clone)]
 pub struct Bf16Rows {
@@ -458,19 +496,31 @@ pub struct Bf16Rows {
     pub cols: usize,
     /// The bfloat16 values, row-major.
     pub bits: Vec<u16>,
-    /// The same values as f32.
+    /// The same values as f32 (the extra form, [`ActNeed::extras`]: the kernels that
+    /// widen their weights to f32 read it).
     pub f32: Vec<f32>,
+    /// Whether `f32` holds the last rounding's values; where not, [`Bf16Rows::f32_row`]
+    /// gives an empty row.
+    pub widened: bool,
 }
 
 impl Bf16Rows {
-    /// Rounds rows of `cols` values of `x` (reusing the buffers).
+    /// Rounds rows of `cols` values of `x` (reusing the buffers), widened back to f32 too.
     pub fn round(&mut self, x: &[f32], cols: usize) {
+        self.round_with(x, cols, true);
+    }
+
+    /// [`Bf16Rows::round`], widening back to f32 only if `widen`.
+    pub fn round_with(&mut self, x: &[f32], cols: usize, widen: bool) {
         self.cols = cols;
-        // Sized first, then filled in place: loops the compiler vectorizes.
+        self.widened = widen;
+        // Sized first, then filled in place.
         self.bits.resize(x.len(), 0);
-        self.f32.resize(x.len(), 0.0);
         crate::simd::round_bf16(x, &mut self.bits);
-        crate::simd::widen_bf16(&self.bits, &mut self.f32);
+        if widen {
+            self.f32.resize(x.len(), 0.0);
+            crate::simd::widen_bf16(&self.bits, &mut self.f32);
+        }
     }
 
     /// Row `r` as bfloat16 values.
@@ -479,10 +529,10 @@ impl Bf16Rows {
         &self.bits[r * self.cols..(r + 1) * self.cols]
     }
 
-    /// Row `r` as f32 values.
+    /// Row `r` as f32 values (empty where they were not widened).
     #[inline(always)]
     pub fn f32_row(&self, r: usize) -> &[f32] {
-        &self.f32[r * self.cols..(r + 1) * self.cols]
+        if self.widened { &self.f32[r * self.cols..(r + 1) * self.cols] } else { &[] }
     }
 }
 
@@ -542,10 +592,7 @@ mod tests {
                 on.quantize_for_on(&pool, &[WeightFormat::Q4_0, WeightFormat::Q4K]);
                 let (a, b) = (&one.q8, &on.q8);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    (&a.qs, &a.isum, &a.neg8, &a.neg16),
-                    (&b.qs, &b.isum, &b.neg8, &b.neg16)
-                );
+                assert_eq!((&a.qs, &a.neg8, &a.neg16), (&b.qs, &b.neg8, &b.neg16));
                 assert_eq!((&a.neg128, &a.off), (&b.neg128, &b.off));
                 for (u, v) in [(&a.d, &b.d), (&a.s, &b.s), (&a.ds, &b.ds), (&a.dv, &b.dv)] {
                     assert_eq!(bits(u), bits(v), "{rows} x {cols} at {threads} threads");
@@ -554,6 +601,39 @@ mod tests {
                 assert_eq!((&a.qs, &a.bsums, &a.sums32), (&b.qs, &b.bsums, &b.sums32));
                 assert_eq!(bits(&a.d), bits(&b.d), "{rows} x {cols} at {threads} threads");
             }
+        }
+    }
+
+    #[test]
+    fn without_extras_the_core_forms_are_the_same_and_the_extras_read_as_empty() {
+        let (rows, cols) = (3, 512);
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i as u32).wrapping_mul(2654435761) >> 8) as f32 / 65536.0 - 128.0)
+            .collect();
+        let mut all = Acts::default();
+        all.load(&x, cols, &[WeightFormat::Q8_0, WeightFormat::BF16]);
+        let core = [ActKind::Q8, ActKind::Bf16].map(|kind| ActNeed { kind, extras: false });
+        for threads in [1, 2] {
+            let pool = ThreadPool::new(threads);
+            let mut lean = Acts { cols, rows, f32: x.clone(), ..Acts::default() };
+            lean.quantize_for_on(&pool, &core);
+            for r in 0..rows {
+                let (a, b) = (all.q8.row(r), lean.q8.row(r));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!((a.qs, a.off), (b.qs, b.off), "row {r} at {threads} threads");
+                assert_eq!((bits(a.d), bits(a.s)), (bits(b.d), bits(b.s)));
+                assert!(a.ds.len() == 2 * cols / QK && a.neg8.len() == cols / 4);
+                let extras = [b.neg8.len(), b.neg16.len(), b.neg128.len(), b.ds.len()];
+                assert_eq!((extras, b.dv.len()), ([0; 4], 0), "row {r}");
+                assert_eq!(all.bf16.bits_row(r), lean.bf16.bits_row(r));
+                assert_eq!((all.bf16.f32_row(r).len(), lean.bf16.f32_row(r).len()), (cols, 0));
+            }
+            // Asked for again with the extras, they are filled.
+            lean.quantize_for(&[WeightFormat::Q8_0]);
+            assert_eq!(
+                (lean.q8.row(1).neg128, lean.q8.row(1).dv),
+                (all.q8.row(1).neg128, all.q8.row(1).dv)
+            );
         }
     }
 
@@ -698,7 +778,7 @@ mod tests {
                 assert_eq!(q.qs[b * QK + i], round_i8(v * id), "block {b} value {i}: {v}");
             }
             let sum: i32 = xb.iter().map(|&v| i32::from(round_i8(v * id))).sum();
-            assert_eq!(q.isum[b], sum, "block {b}");
+            assert_eq!(q.off[0][b], -8 * sum, "block {b}");
             for g in 0..8 {
                 let four: i32 =
                     xb[4 * g..4 * g + 4].iter().map(|&v| i32::from(round_i8(v * id))).sum();

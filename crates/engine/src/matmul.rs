@@ -9,6 +9,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::acts::ActNeed;
+use crate::format::ActKind;
 use crate::isa::Isa;
 use crate::kernels::{self, Acts, Kernels};
 use crate::pool::ThreadPool;
@@ -156,6 +158,23 @@ impl Matrix {
         }
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         let _ = done;
+    }
+
+    /// What this matrix's products read of their activation rows: the extras
+    /// ([`ActNeed::extras`]) only where its own kernels read them (blocks of 32 over
+    /// rows left unrepacked; bfloat16 on the kernels that widen it to f32).
+    pub fn act_need(&self) -> ActNeed {
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        let repacked = self.packed.is_some();
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let repacked = false;
+        let kind = self.format.act_kind();
+        let extras = match kind {
+            ActKind::Q8 => !repacked,
+            ActKind::Bf16 => kernels::bf16_reads_f32(self.isa),
+            ActKind::F32 | ActKind::Q8K => false,
+        };
+        ActNeed { kind, extras }
     }
 
     /// Bytes of the repacked copy (0 when the products read the original blocks).

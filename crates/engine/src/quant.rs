@@ -11,7 +11,7 @@
 //! [`Q8KRows`] (blocks of 256 with 16-element sums, for the K-quants). F32, F16 and BF16
 //! weights take the f32 activations as they are.
 
-pub use crate::acts::{Q8KRow, Q8KRows, Q8Row, Q8Rows};
+pub use crate::acts::{ActNeed, Q8KRow, Q8KRows, Q8Row, Q8Rows};
 pub use crate::format::{ActKind, QK, QK_K, WeightFormat, f16_at};
 use crate::formats as fm;
 pub use crate::formats::block32::Decoded32;

@@ -28,7 +28,7 @@ pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f
 
 /// The AVX2 + FMA + F16C kernel (`#[target_feature]`: selected only on a CPU with them;
 /// raw loads read inside ranges checked at the kernel's entry). Both operands are read as
-/// bfloat16 pairs, 16 values per 256-bit load, and widened without a shuffle: a pair's
+/// bfloat16 (the activations' f32 copy is not read), pairs, 16 values per 256-bit load, and widened without a shuffle: a pair's
 /// even value is its 32-bit lane shifted left by 16, its odd value the lane with the low
 /// half masked off. Evens and odds go to separate accumulators, 8 in all.
 #[cfg(target_arch = "x86_64")]
@@ -44,16 +44,16 @@ pub(crate) mod avx2 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        rows.map(|r| pass(w, a.bf16.bits_row(r), a.bf16.f32_row(r)))
+        rows.map(|r| pass(w, a.bf16.bits_row(r)))
     }
 
-    /// One weight row against one activation row (`x` its bfloat16 values, `xf` the same
-    /// as f32 for the tail of fewer than 16 values, added in order).
+    /// One weight row against one activation row of bfloat16 values (the tail of fewer
+    /// than 16 values added in order, in f32).
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn pass(w: &[u8], x: &[u16], xf: &[f32]) -> f32 {
+    fn pass(w: &[u8], x: &[u16]) -> f32 {
         let n = x.len();
-        assert!(w.len() >= 2 * n && xf.len() >= n);
+        assert!(w.len() >= 2 * n);
         let odd = _mm256_set1_epi32(0xFFFF_0000_u32 as i32);
         let mut acc = [_mm256_setzero_ps(); CHAINS];
         // 16 values from `i` into accumulators `2 k` (evens) and `2 k + 1` (odds).
@@ -86,7 +86,7 @@ pub(crate) mod avx2 {
         let b = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
         let mut s = hsum(_mm256_add_ps(a, b));
         for j in i..n {
-            s += super::weight(w, j) * xf[j];
+            s += super::weight(w, j) * crate::simd::bf16_value(x[j]);
         }
         s
     }
@@ -199,9 +199,8 @@ pub(crate) mod avx512bf16 {
         let mut out = [0f32; P];
         for r in 0..P {
             let mut s = hsum_chains(acc[r]);
-            let xf = a.bf16.f32_row(rows[r]);
             for j in i..n {
-                s += super::weight(w, j) * xf[j];
+                s += super::weight(w, j) * crate::simd::bf16_value(x[r][j]);
             }
             out[r] = s;
         }

@@ -89,6 +89,18 @@ pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
     Isa::Scalar
 }
 
+/// Whether the BF16 kernel for `isa` (an effective one, [`effective_isa`]) reads its
+/// activations widened back to f32 (`Bf16Rows::f32`): all but the AVX2 kernel and the
+/// AVX-512 BF16 one, which read the 16-bit values as they are.
+pub(crate) fn bf16_reads_f32(isa: Isa) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2 || (isa == Isa::Avx512 && avx512::has_bf16()) {
+        return false;
+    }
+    let _ = isa;
+    true
+}
+
 /// The kernel that computes `fmt` when `isa` is asked for, by name: the
 /// [`effective_isa`]'s name, with `+bf16` where the AVX-512 tier multiplies BF16 weights
 /// with `vdpbf16ps`.

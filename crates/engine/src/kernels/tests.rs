@@ -409,3 +409,25 @@ fn repacking_on_the_pool_gives_the_matrices_repacked_one_by_one() {
         assert_eq!(bits(&one), bits(pooled), "{:?}", one.format());
     }
 }
+
+#[test]
+fn a_matrix_reads_only_what_its_own_act_need_quantizes_with_the_bits_of_every_form() {
+    let mut rng = Rng::new(6);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (isa, fmt) in Isa::available().into_iter().flat_map(|i| WeightFormat::ALL.map(|f| (i, f))) {
+        let cols = sizes(fmt)[2];
+        // 48 rows are repacked where the tier repacks the format; 17 never are.
+        for rows in [48, 17] {
+            let w = random_matrix(fmt, rows, cols, Scales::Random, &mut rng);
+            let bytes = crate::Bytes::from_vec(w);
+            let m = crate::Matrix::new(fmt, rows, cols, bytes, isa).expect("matrix").repacked();
+            let full = acts(5, cols, &mut rng);
+            let mut lean = Acts { cols, rows: full.rows, f32: full.f32.clone(), ..Acts::default() };
+            lean.quantize_for(&[m.act_need()]);
+            for width in [1, 4] {
+                let (want, got) = (products(&m, &full, width), products(&m, &lean, width));
+                assert_eq!(bits(&got), bits(&want), "{isa:?} {fmt:?} {rows} rows width {width}");
+            }
+        }
+    }
+}

@@ -501,7 +501,7 @@ impl Stage {
                 }
                 acts.cols = d;
                 acts.rows = k;
-                acts.quantize_for(&[head.format()]);
+                acts.quantize_for(&[head.act_need()]);
                 let vocab = head.rows();
                 let mut logits_t = vec![0.0; vocab * k];
                 matmul_t(&self.pool, &[head], acts, &mut logits_t);
@@ -529,7 +529,7 @@ impl Stage {
 
         // Attention norm and the fused q / k / v product.
         rows::norm_rows(&self.pool, &mut s.acts, &s.x, &lw.attn_norm, c.eps, n, d);
-        s.acts.quantize_for_on(&self.pool, &[lw.wq.format(), lw.wk.format(), lw.wv.format()]);
+        s.acts.quantize_for_on(&self.pool, &[lw.wq.act_need(), lw.wk.act_need(), lw.wv.act_need()]);
         s.out_t.resize((qd + 2 * kd) * n, 0.0);
         matmul_t(&self.pool, &[&lw.wq, &lw.wk, &lw.wv], &s.acts, &mut s.out_t);
 
@@ -559,7 +559,7 @@ impl Stage {
         s.acts.f32.extend_from_slice(&s.y);
         s.acts.cols = qd;
         s.acts.rows = n;
-        s.acts.quantize_for_on(&self.pool, &[lw.wo.format()]);
+        s.acts.quantize_for_on(&self.pool, &[lw.wo.act_need()]);
         s.out_t.resize(d * n, 0.0);
         matmul_t(&self.pool, &[&lw.wo], &s.acts, &mut s.out_t);
         if let Some(bias) = &lw.extra.o_bias {
@@ -596,13 +596,13 @@ fn feed_forward(c: &Config, lw: &Layer, s: &mut Scratch, pool: &ThreadPool, n: u
             return;
         }
     };
-    s.acts.quantize_for_on(pool, &[gate.format(), up.format()]);
+    s.acts.quantize_for_on(pool, &[gate.act_need(), up.act_need()]);
     s.out_t.resize(c.ffn * n, 0.0);
     glu_t(pool, c.arch.gate, gate, up, &s.acts, &mut s.out_t);
     s.acts.f32.resize(n * c.ffn, 0.0);
     rows::transpose(pool, &s.out_t, n, c.ffn, &mut s.acts.f32);
     s.acts.cols = c.ffn;
-    s.acts.quantize_for_on(pool, &[down.format()]);
+    s.acts.quantize_for_on(pool, &[down.act_need()]);
     s.out_t.resize(d * n, 0.0);
     matmul_t(pool, &[down], &s.acts, &mut s.out_t);
     let post = lw.extra.post_ffn_norm.as_deref().map(|w| (w, c.eps));

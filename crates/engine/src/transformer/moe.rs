@@ -258,7 +258,7 @@ pub(super) fn experts_forward(
     m.xn.extend_from_slice(&acts.f32[..n * d]);
 
     // Router: logits, softmax over every expert, the `k` best, (renormalized).
-    acts.quantize_for(&[x.router.format()]);
+    acts.quantize_for(&[x.router.act_need()]);
     m.logits_t.resize(ne * n, 0.0);
     matmul_t(pool, &[&x.router], acts, &mut m.logits_t);
     m.sel.clear();
@@ -294,7 +294,7 @@ pub(super) fn experts_forward(
     for &p in &m.order {
         a.f32.extend_from_slice(&m.xn[(p / k) * d..(p / k + 1) * d]);
     }
-    a.quantize_for(&[x.gate[0].format(), x.up[0].format()]);
+    a.quantize_for(&[x.gate[0].act_need(), x.up[0].act_need()]);
 
     // Gate / up of every selected expert in one hand-out of the pool.
     let (offsets, total) = m.plan_tasks(pool.threads(), &|_| f);
@@ -320,7 +320,7 @@ pub(super) fn experts_forward(
         }
     }
     a.cols = f;
-    a.quantize_for(&[x.down[0].format()]);
+    a.quantize_for(&[x.down[0].act_need()]);
 
     // Down of every selected expert in one hand-out, then each (row, pick)'s output.
     let (offsets, total) = m.plan_tasks(pool.threads(), &|_| d);
@@ -402,7 +402,7 @@ fn gated(
     out_t: &mut Vec<f32>,
 ) {
     let (n, f) = (a.rows, gate.rows());
-    a.quantize_for(&[gate.format(), up.format()]);
+    a.quantize_for(&[gate.act_need(), up.act_need()]);
     out_t.resize(f * n, 0.0);
     glu_t(pool, act, gate, up, a, out_t);
     a.f32.resize(n * f, 0.0);
@@ -412,7 +412,7 @@ fn gated(
         }
     }
     a.cols = f;
-    a.quantize_for(&[down.format()]);
+    a.quantize_for(&[down.act_need()]);
     out_t.resize(down.rows() * n, 0.0);
     matmul_t(pool, &[down], a, out_t);
 }
