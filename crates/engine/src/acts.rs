@@ -64,8 +64,7 @@ impl Acts {
     pub fn load<N: Copy + Into<ActNeed>>(&mut self, x: &[f32], cols: usize, needs: &[N]) {
         self.cols = cols;
         self.rows = x.len() / cols;
-        self.f32.clear();
-        self.f32.extend_from_slice(x);
+        crate::copy::replace_values(&mut self.f32, x);
         self.quantize_for(needs);
     }
 

@@ -35,6 +35,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod acts;
+pub mod copy;
 mod format;
 mod formats;
 pub mod isa;

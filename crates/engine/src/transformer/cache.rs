@@ -2,6 +2,7 @@
 //! global block keeps every position; a sliding-window block keeps a ring of
 //! `window_cap` positions (position `p` at `p % window_cap`).
 
+use crate::copy;
 /// How a KV cache keeps its values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum KvFormat {
@@ -42,7 +43,7 @@ impl Cache {
     pub(super) fn store(&mut self, at: usize, values: &[f32]) {
         match self {
             Cache::Empty => {}
-            Cache::F32(c) => c[at..at + values.len()].copy_from_slice(values),
+            Cache::F32(c) => copy::copy_values(&mut c[at..at + values.len()], values),
             Cache::F16(c) => {
                 // Slice conversions use the CPU's F16C instructions where it has them.
                 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
@@ -164,8 +165,8 @@ impl Cache {
     /// Appends the `len` values at `at` to `out` (of the same format).
     fn gather(&self, at: usize, len: usize, out: &mut Cache) {
         match (self, out) {
-            (Cache::F32(c), Cache::F32(o)) => o.extend_from_slice(&c[at..at + len]),
-            (Cache::F16(c), Cache::F16(o)) => o.extend_from_slice(&c[at..at + len]),
+            (Cache::F32(c), Cache::F32(o)) => copy::extend_values(o, &c[at..at + len]),
+            (Cache::F16(c), Cache::F16(o)) => copy::extend_values(o, &c[at..at + len]),
             _ => {}
         }
     }
@@ -173,8 +174,12 @@ impl Cache {
     /// Writes `from`'s `len` values at `src` to `at`.
     fn scatter(&mut self, at: usize, from: &Cache, src: usize, len: usize) {
         match (self, from) {
-            (Cache::F32(c), Cache::F32(f)) => c[at..at + len].copy_from_slice(&f[src..src + len]),
-            (Cache::F16(c), Cache::F16(f)) => c[at..at + len].copy_from_slice(&f[src..src + len]),
+            (Cache::F32(c), Cache::F32(f)) => {
+                copy::copy_values(&mut c[at..at + len], &f[src..src + len])
+            }
+            (Cache::F16(c), Cache::F16(f)) => {
+                copy::copy_values(&mut c[at..at + len], &f[src..src + len])
+            }
             _ => {}
         }
     }

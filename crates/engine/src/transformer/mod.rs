@@ -464,7 +464,7 @@ impl Stage {
                         h.len()
                     )));
                 }
-                self.s.x.copy_from_slice(h);
+                crate::copy::copy_values(&mut self.s.x, h);
             }
             (Input::Tokens(_), None) => {
                 return Err(ForwardError::BadInput(
@@ -555,8 +555,7 @@ impl Stage {
         }
 
         // Output projection, residual.
-        s.acts.f32.clear();
-        s.acts.f32.extend_from_slice(&s.y);
+        crate::copy::replace_values(&mut s.acts.f32, &s.y);
         s.acts.cols = qd;
         s.acts.rows = n;
         s.acts.quantize_for_on(&self.pool, &[lw.wo.act_need()]);

@@ -254,8 +254,7 @@ pub(super) fn experts_forward(
     let (n, d) = (acts.rows, acts.cols);
     let (ne, k) = (x.router.rows(), x.used);
     let f = x.gate[0].rows();
-    m.xn.clear();
-    m.xn.extend_from_slice(&acts.f32[..n * d]);
+    crate::copy::replace_values(&mut m.xn, &acts.f32[..n * d]);
 
     // Router: logits, softmax over every expert, the `k` best, (renormalized).
     acts.quantize_for(&[x.router.act_need()]);
@@ -292,7 +291,7 @@ pub(super) fn experts_forward(
     a.rows = n * k;
     a.f32.clear();
     for &p in &m.order {
-        a.f32.extend_from_slice(&m.xn[(p / k) * d..(p / k + 1) * d]);
+        crate::copy::extend_values(&mut a.f32, &m.xn[(p / k) * d..(p / k + 1) * d]);
     }
     a.quantize_for(&[x.gate[0].act_need(), x.up[0].act_need()]);
 
@@ -379,8 +378,7 @@ fn shared_forward(
     let a = &mut m.acts;
     a.cols = d;
     a.rows = n;
-    a.f32.clear();
-    a.f32.extend_from_slice(&m.xn);
+    crate::copy::replace_values(&mut a.f32, &m.xn);
     gated(act, &s.gate, &s.up, &s.down, pool, a, &mut m.out_t);
     for i in 0..n {
         let g = sigmoid(super::ops::dot(&s.gate_inp, &m.xn[i * d..(i + 1) * d]));
