@@ -34,16 +34,18 @@ pub(crate) mod avx2 {
     use crate::acts::Acts;
     use crate::simd::avx2::*;
 
-    /// The dot products of one weight row with `R` activation rows.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        fn scalar_weight(w: &[u8], j: usize) -> f32 {
-            f32::from_le_bytes([w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]])
-        }
-        float_dot!(w, rows.map(|r| a.f32_row(r)), 4, |i: usize| {
-            // SAFETY: 8 weights at element i lie inside w (its length is checked first).
+    float_kernels!(
+        4,
+        |w: &[u8], i: usize| {
+            // SAFETY: 8 weights at element `i <= n - 8` lie inside w (the tile checks that
+            // every weight row holds `n` weights first).
             unsafe { _mm256_loadu_ps(w.as_ptr().add(4 * i).cast()) }
-        })
-    }
+        },
+        |w: &[u8], j: usize| f32::from_le_bytes([
+            w[4 * j],
+            w[4 * j + 1],
+            w[4 * j + 2],
+            w[4 * j + 3]
+        ])
+    );
 }

@@ -20,15 +20,21 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
             Some(super::table::simd_kernels!($($f)::+, "avx2,fma,f16c"))
         };
     }
-    // The float formats: rows the hardware prefetcher follows.
+    // BF16: rows the hardware prefetcher follows.
     macro_rules! float {
         ($($f:ident)::+) => {
             Some(super::table::simd_kernels!($($f)::+, "avx2,fma,f16c", streams))
         };
     }
     match fmt {
-        F32 => float!(fm::f32::avx2::dot),
-        F16 => float!(fm::f16::avx2::dot),
+        F32 => {
+            use fm::f32::avx2::rows;
+            Some(super::table::simd_widths!(fm::f32::avx2::dot, rows))
+        }
+        F16 => {
+            use fm::f16::avx2::rows;
+            Some(super::table::simd_widths!(fm::f16::avx2::dot, rows))
+        }
         BF16 => float!(fm::bf16::avx2::dot),
         Q4_0 => k!(fm::q4_0::avx2::dot),
         Q4_1 => k!(fm::q4_1::avx2::dot),

@@ -209,16 +209,21 @@ fn every_kernel_width_gives_the_one_row_bits() {
             let mut many = vec![0f32; 7];
             dot_many(&k, &w, &a, 0..7, &mut many);
             assert_eq!(many.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), one);
-            // Many weight rows at once (the loop the products use) give each row's bits.
-            let rows = 6;
+            // Many weight rows at once (the loop the products use) give each row's bits,
+            // whatever the number of activation rows (so every width, and the float
+            // kernels' tiles of four and two weight rows with a remainder).
+            let rows = 7;
             let wm = random_matrix(fmt, rows, cols, Scales::Random, &mut rng);
             let rb = fmt.row_bytes(cols).unwrap();
-            let mut out = vec![0f32; rows * 7];
-            dot_rows(&k, &wm, rows, rb, &a, 0..7, &mut out, 7);
-            for o in 0..rows {
-                for r in 0..7 {
-                    let want = (k.r1)(&wm[o * rb..(o + 1) * rb], &a, [r])[0];
-                    assert_eq!(out[o * 7 + r].to_bits(), want.to_bits(), "{fmt:?} {isa:?} rows");
+            for count in 1..=7 {
+                let mut out = vec![0f32; rows * count];
+                dot_rows(&k, &wm, rows, rb, &a, 0..count, &mut out, count);
+                for o in 0..rows {
+                    for r in 0..count {
+                        let want = (k.r1)(&wm[o * rb..(o + 1) * rb], &a, [r])[0];
+                        let got = out[o * count + r];
+                        assert_eq!(got.to_bits(), want.to_bits(), "{fmt:?} {isa:?} rows {count}");
+                    }
                 }
             }
         }

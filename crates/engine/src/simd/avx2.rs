@@ -122,55 +122,124 @@ pub(crate) use over_blocks;
 /// latency on both of a core's FMA ports.
 pub(crate) const CHAINS: usize = 8;
 
-/// Shared body of the float kernels, with `R` f32 activation rows `$x`: `load(i)` gives
-/// weights `i..i + 8` as f32. One row at a time (the accumulators of two would not fit
-/// the 16 registers), [`CHAINS`] accumulators a row, a tail of fewer than 8 values in
-/// order through `scalar_weight`; each row's result comes from the same pass code at
-/// every width.
-macro_rules! float_dot {
-    ($w:ident, $x:expr, $width:expr, $load:expr) => {{
-        use $crate::simd::avx2::CHAINS;
-        let x: [&[f32]; R] = $x;
-        let n = x[0].len();
-        assert!($w.len() >= n * $width);
-        assert!(x.iter().all(|x| x.len() >= n));
-        // One pass over the weights for one row (no closure holds the accumulators, so
-        // they stay in registers).
+/// The float kernels of F32 and F16 weights on f32 activations: `$width` bytes a weight,
+/// `$load(w, i)` weights `i..i + 8` of row `w` as f32, `$scalar(w, j)` weight `j` alone.
+/// Expands to `dot` (a [`DotFn`](crate::kernels::DotFn): one weight row) and `rows` (a
+/// [`RowsFn`](crate::kernels::RowsFn): many), both built on one tile of `P` weight rows
+/// by `Q` activation rows.
+///
+/// A tile converts each weight vector once for its `Q` activation rows and loads each
+/// activation vector once for its `P` weight rows. With one activation row (decode) a
+/// tile takes four weight rows: on AMD Zen 3 the loads were the limit of one row at a time
+/// (a C model of the loop: 21.5 GMAC/s for one row, 29.7 for four).
+///
+/// Every (weight row, activation row) pair has the same two accumulators whatever the
+/// tile: the first takes values `16 t..16 t + 8`, the second `16 t + 8..16 t + 16`, a last
+/// whole 8 goes to the first, then their sum's horizontal sum and the tail of fewer than
+/// 8 values in order. So every width and tile gives a pair the same bits.
+macro_rules! float_kernels {
+    ($width:expr, $load:expr, $scalar:expr) => {
+        /// `P` weight rows by `Q` activation rows (each row's first `x[0].len()` values).
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
-        fn pass($w: &[u8], x: &[f32]) -> f32 {
-            let n = x.len();
-            assert!($w.len() >= n * $width);
-            let load = $load;
-            let mut acc = [_mm256_setzero_ps(); CHAINS];
-            let mut i = 0;
-            while i + 8 * CHAINS <= n {
-                for k in 0..CHAINS {
-                    // SAFETY: 8 values inside the row (checked above).
-                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * k)) };
-                    acc[k] = _mm256_fmadd_ps(load(i + 8 * k), xv, acc[k]);
-                }
-                i += 8 * CHAINS;
+        fn tile<const P: usize, const Q: usize>(w: [&[u8]; P], x: [&[f32]; Q]) -> [[f32; Q]; P] {
+            let n = x[0].len();
+            assert!(x.iter().all(|x| x.len() >= n) && w.iter().all(|w| w.len() >= n * $width));
+            let (load, scalar) = ($load, $scalar);
+            let mut acc = [[[_mm256_setzero_ps(); 2]; Q]; P];
+            // Values `i + 8 k..i + 8 k + 8` of every pair into accumulator `k` (a macro,
+            // not a closure: the compiler left a closure's call in the loop).
+            macro_rules! step {
+                ($i:expr, $k:expr) => {
+                    let at = $i + 8 * $k;
+                    let xv: [__m256; Q] = std::array::from_fn(|q| {
+                        // SAFETY: 8 values from `at <= n - 8` lie inside row `q` (its
+                        // length is checked above).
+                        unsafe { _mm256_loadu_ps(x[q].as_ptr().add(at)) }
+                    });
+                    for p in 0..P {
+                        let wv = load(w[p], at);
+                        for q in 0..Q {
+                            acc[p][q][$k] = _mm256_fmadd_ps(wv, xv[q], acc[p][q][$k]);
+                        }
+                    }
+                };
             }
-            while i + 8 <= n {
-                // SAFETY: 8 values inside the row (checked above).
-                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
-                acc[0] = _mm256_fmadd_ps(load(i), xv, acc[0]);
+            let mut i = 0;
+            while i + 16 <= n {
+                step!(i, 0);
+                step!(i, 1);
+                i += 16;
+            }
+            if i + 8 <= n {
+                step!(i, 0);
                 i += 8;
             }
-            let a = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-            let b = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
-            let mut s = hsum(_mm256_add_ps(a, b));
-            for j in i..n {
-                s += scalar_weight($w, j) * x[j];
+            // Plain loops (closures holding `acc` kept it in memory through the loop).
+            let mut out = [[0f32; Q]; P];
+            for p in 0..P {
+                for q in 0..Q {
+                    let mut s = hsum(_mm256_add_ps(acc[p][q][0], acc[p][q][1]));
+                    for j in i..n {
+                        s += scalar(w[p], j) * x[q][j];
+                    }
+                    out[p][q] = s;
+                }
             }
-            s
+            out
         }
-        std::array::from_fn(|r| pass($w, &x[r][..n]))
-    }};
+
+        /// The dot products of one weight row with `R` activation rows.
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            tile::<1, R>([w], rows.map(|r| a.f32_row(r)))[0]
+        }
+
+        /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted
+        /// with activation row `rows[j]`: four weight rows a tile for one activation row,
+        /// two for two, one for more.
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(crate) fn rows<const R: usize>(
+            w: &[u8],
+            n: usize,
+            rb: usize,
+            a: &Acts,
+            rows: [usize; R],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            let x = rows.map(|r| a.f32_row(r));
+            let row = |i: usize| &w[i * rb..(i + 1) * rb];
+            let mut put =
+                |i: usize, v: &[f32; R]| out[i * stride..i * stride + R].copy_from_slice(v);
+            let mut i = 0;
+            if R == 1 {
+                while i + 4 <= n {
+                    let t = tile::<4, R>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
+                    for (p, v) in t.iter().enumerate() {
+                        put(i + p, v);
+                    }
+                    i += 4;
+                }
+            } else if R == 2 {
+                while i + 2 <= n {
+                    let t = tile::<2, R>([row(i), row(i + 1)], x);
+                    put(i, &t[0]);
+                    put(i + 1, &t[1]);
+                    i += 2;
+                }
+            }
+            while i < n {
+                put(i, &tile::<1, R>([row(i)], x)[0]);
+                i += 1;
+            }
+        }
+    };
 }
 
-pub(crate) use float_dot;
+pub(crate) use float_kernels;
 
 /// [`super::bf16_bits`] of every value: 16 at a time with [`super::bf16_bits`]'s integer
 /// steps on 8 lanes (so the same bits), the rest one by one.
