@@ -51,9 +51,9 @@ pub fn extend_values<T: Copy + Default>(v: &mut Vec<T>, src: &[T]) {
     copy_values(&mut v[at..], src);
 }
 
-/// Copies `bytes` (a multiple of [`STEP`]) from `src` to `dst`, four 16-byte SSE2 loads and
-/// stores a step (SSE2 is in every x86-64 CPU). The stores are volatile (of byte arrays, so
-/// unaligned is fine): otherwise the compiler turns the loop back into a `memcpy` call.
+/// Copies `bytes` (a multiple of [`STEP`]) from `src` to `dst`: with AVX's 32-byte loads
+/// and stores where the CPU has it, else with SSE2's 16-byte ones (every x86-64 CPU has
+/// SSE2).
 ///
 /// # Safety
 /// `src..src + bytes` must be readable, `dst..dst + bytes` writable, and the two must not
@@ -61,22 +61,59 @@ pub fn extend_values<T: Copy + Default>(v: &mut Vec<T>, src: &[T]) {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 unsafe fn copy_steps(dst: *mut u8, src: *const u8, bytes: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
-    let mut at = 0;
-    while at < bytes {
-        // SAFETY: bytes `at..at + STEP` lie inside both ranges (`at + STEP <= bytes`, as
-        // `bytes` is a multiple of STEP), which the caller guarantees readable / writable
-        // and disjoint; the loads and stores are unaligned ones.
-        unsafe {
-            let (s, d) = (src.add(at), dst.add(at));
-            let v: [__m128i; 4] = std::array::from_fn(|k| _mm_loadu_si128(s.add(16 * k).cast()));
-            for (k, v) in v.into_iter().enumerate() {
-                let bytes = std::mem::transmute::<__m128i, [u8; 16]>(v);
-                std::ptr::write_volatile(d.add(16 * k).cast::<[u8; 16]>(), bytes);
-            }
-        }
-        at += STEP;
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: this CPU has AVX (checked just above); the caller's guarantees pass on.
+        unsafe { copy_steps_avx(dst, src, bytes) }
+    } else {
+        // SAFETY: the caller's guarantees pass on.
+        unsafe { copy_steps_sse2(dst, src, bytes) }
     }
+}
+
+/// The copy loop of vectors of type `$v` (`$load` an unaligned load, `$store` an unaligned
+/// store) a step. A compiler fence ends each step: otherwise the compiler turns the loop
+/// back into a `memcpy` call.
+#[cfg(target_arch = "x86_64")]
+macro_rules! copy_loop {
+    ($dst:ident, $src:ident, $bytes:ident, $v:ty, $load:ident, $store:ident) => {{
+        const W: usize = std::mem::size_of::<$v>();
+        let mut at = 0;
+        while at < $bytes {
+            // SAFETY: bytes `at..at + STEP` lie inside both ranges (`at + STEP <= bytes`,
+            // as `bytes` is a multiple of STEP), which the caller guarantees readable /
+            // writable and disjoint; the loads and stores are unaligned ones.
+            unsafe {
+                let (s, d) = ($src.add(at), $dst.add(at));
+                let v: [$v; STEP / W] = std::array::from_fn(|k| $load(s.add(W * k).cast()));
+                for (k, v) in v.into_iter().enumerate() {
+                    $store(d.add(W * k).cast(), v);
+                }
+            }
+            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+            at += STEP;
+        }
+    }};
+}
+
+/// [`copy_steps`] with two 32-byte vectors a step.
+///
+/// # Safety
+/// As [`copy_steps`]'s, on a CPU with AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn copy_steps_avx(dst: *mut u8, src: *const u8, bytes: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+    copy_loop!(dst, src, bytes, __m256i, _mm256_loadu_si256, _mm256_storeu_si256);
+}
+
+/// [`copy_steps`] with four 16-byte vectors a step.
+///
+/// # Safety
+/// As [`copy_steps`]'s.
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_steps_sse2(dst: *mut u8, src: *const u8, bytes: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+    copy_loop!(dst, src, bytes, __m128i, _mm_loadu_si128, _mm_storeu_si128);
 }
 
 #[cfg(test)]
