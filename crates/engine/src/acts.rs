@@ -680,6 +680,14 @@ mod tests {
         if cfg!(target_arch = "x86_64") && crate::Isa::Avx2.is_available() {
             assert_eq!(simd_ran, blocks.len(), "every finite block takes the SIMD path");
         }
+        // Values so small that `-127 / max` overflows: the scalar path's.
+        let tiny: Vec<f32> = (0..256).map(|i| (i as f32 - 100.0) * 1e-40).collect();
+        assert!(crate::simd::quantize_q8k_block(&tiny, &mut [0; 256], &mut [0; 16]).is_none());
+        let (mut q, mut s) = (vec![0i8; 256], vec![0i16; 16]);
+        quantize_q8k_part(&tiny, &mut q, &mut [0.0], &mut s, &mut [0; 8]);
+        let (mut q0, mut s0) = (vec![0i8; 256], vec![0i16; 16]);
+        quantize_q8k_block(&tiny, &mut q0, &mut s0);
+        assert_eq!((q, s), (q0, s0));
         // NaN or infinity: the scalar path's.
         let mut bad = vec![1.0f32; 256];
         bad[3] = f32::NAN;

@@ -529,21 +529,38 @@ pub(crate) fn quantize_q8k_block(x: &[f32], q: &mut [i8], bsums: &mut [i16]) -> 
         }
     }
     let iscale = -127.0 / x[first?];
-    let (lo, hi, s) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0), _mm256_set1_ps(iscale));
+    // A block whose largest magnitude is under 127 / f32::MAX has no finite scale: the
+    // scalar path's saturating conversions take it.
+    if !iscale.is_finite() {
+        return None;
+    }
+    let s = _mm256_set1_ps(iscale);
     let ones = _mm256_set1_epi16(1);
-    for g in 0..16 {
-        let r = [2 * g, 2 * g + 1].map(|i| {
-            let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                _mm256_mul_ps(at(i), s),
-            );
-            _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(y, lo), hi))
-        });
-        // 16 i32 -> 16 i16 in order (the packs work within 128-bit lanes), then i8.
-        let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(r[0], r[1]));
-        bsums[g] = hsum_i32(_mm256_madd_epi16(w, ones)) as i16;
-        let b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256::<1>(w));
-        // SAFETY: 16 bytes at `16 g` inside `q` (256 bytes, checked above).
-        unsafe { _mm_storeu_si128(q.as_mut_ptr().add(16 * g).cast(), b) };
+    // Each value rounded to nearest, ties to even (the conversion's rounding under the
+    // default MXCSR, which Rust code never changes). No clamp: `|x iscale| <= 127` up to
+    // a rounding of the product, so it rounds into -127..=127 and the packs' saturation
+    // never acts.
+    let values = |i: usize| _mm256_cvtps_epi32(_mm256_mul_ps(at(i), s));
+    for quad in 0..4 {
+        // Four groups of 16: their values, and their sums (pairs by `madd`, then two
+        // rounds of pairwise adds leave each group's two halves' sums, added last).
+        let mut m = [_mm256_setzero_si256(); 4];
+        for (k, m) in m.iter_mut().enumerate() {
+            let g = 4 * quad + k;
+            let (r0, r1) = (values(2 * g), values(2 * g + 1));
+            // 16 i32 -> 16 i16 in order (the packs work within 128-bit lanes), then i8.
+            let w = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(r0, r1));
+            *m = _mm256_madd_epi16(w, ones);
+            let b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256::<1>(w));
+            // SAFETY: 16 bytes at `16 g` inside `q` (256 bytes, checked above).
+            unsafe { _mm_storeu_si128(q.as_mut_ptr().add(16 * g).cast(), b) };
+        }
+        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+        let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+        // Each sum is at most 16 x 128 in magnitude: the pack keeps it.
+        let sums = _mm_packs_epi32(sums, sums);
+        // SAFETY: 4 i16 at `4 quad` inside `bsums` (16 values, checked above).
+        unsafe { _mm_storel_epi64(bsums.as_mut_ptr().add(4 * quad).cast(), sums) };
     }
     Some(1.0 / iscale)
 }
