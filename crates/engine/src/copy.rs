@@ -19,7 +19,7 @@ pub fn copy_values<T: Copy>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "a copy between buffers of different lengths");
     let size = std::mem::size_of::<T>();
     #[cfg(target_arch = "x86_64")]
-    if size > 0 && STEP % size == 0 {
+    if size > 0 && STEP.is_multiple_of(size) {
         let whole = std::mem::size_of_val(src) / STEP * STEP;
         // SAFETY: `src` and `dst` hold the same number of bytes (same length and element
         // type) and are distinct (one is borrowed mutably); `T: Copy` has no drop or
