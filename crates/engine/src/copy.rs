@@ -10,6 +10,7 @@
 
 /// Bytes per step of the vector loop; shorter copies (and a longer one's tail) are
 /// `copy_from_slice`'s, below the size where libc turns to `rep movsb`.
+#[cfg(target_arch = "x86_64")]
 const STEP: usize = 64;
 
 /// `dst.copy_from_slice(src)` (the same length, or it panics) with vector loads and stores
