@@ -6,8 +6,11 @@
 // per thread, a multiple of 16 rows, COLS columns), places the weights as llama.cpp places
 // a model's (the first of the CPU backend's extra buffer types that takes the product, so
 // Q4_0 and Q4_K are repacked where llama.cpp repacks them, else the plain CPU buffer),
-// and times a graph of NODES products of one f32 activation row (each quantizing its
-// activations, as in a decode step) run over and over: the best of five timings.
+// and times a graph of NODES products, each of its own f32 activation row, run over and
+// over: the best of five timings. Before every run the calling thread writes all NODES
+// rows anew, as swactor's side copies its row in before every product and as a decode
+// step's norm writes the row a product reads; so on both sides a product's activations
+// come fresh from the calling thread's cache, and each quantizes them.
 //
 // usage: ggml-products THREADS COLS RESIDENT_BYTES MS FORMAT...
 // prints one JSON line per format.
@@ -73,14 +76,17 @@ static int measure(ggml_backend_t be, int threads, int cols, size_t resident, do
     struct ggml_init_params wp = {ggml_tensor_overhead() * 2, NULL, true};
     struct ggml_context *cw = ggml_init(wp);
     struct ggml_tensor *w = ggml_new_tensor_2d(cw, type, cols, rows);
-    size_t gsize = ggml_tensor_overhead() * (NODES + 4) + ggml_graph_overhead_custom(NODES * 2, false);
+    size_t gsize = ggml_tensor_overhead() * (2 * NODES + 4) + ggml_graph_overhead_custom(NODES * 2, false);
     struct ggml_init_params gp = {gsize, NULL, true};
     struct ggml_context *cg = ggml_init(gp);
-    struct ggml_tensor *x = ggml_new_tensor_2d(cg, GGML_TYPE_F32, cols, 1);
+    struct ggml_tensor *x[NODES];
+    for (int i = 0; i < NODES; i++) {
+        x[i] = ggml_new_tensor_2d(cg, GGML_TYPE_F32, cols, 1);
+    }
     struct ggml_cgraph *graph = ggml_new_graph_custom(cg, NODES * 2, false);
     struct ggml_tensor *first = NULL;
     for (int i = 0; i < NODES; i++) {
-        struct ggml_tensor *y = ggml_mul_mat(cg, w, x);
+        struct ggml_tensor *y = ggml_mul_mat(cg, w, x[i]);
         if (!first) {
             first = y;
         }
@@ -119,7 +125,10 @@ static int measure(ggml_backend_t be, int threads, int cols, size_t resident, do
     for (int i = 0; i < cols; i++) {
         values[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
     }
-    ggml_backend_tensor_set(x, values, 0, sizeof(float) * (size_t)cols);
+    size_t row = sizeof(float) * (size_t)cols;
+    for (int i = 0; i < NODES; i++) {
+        ggml_backend_tensor_set(x[i], values, 0, row);
+    }
 
     ggml_backend_graph_compute(be, graph);
     double best = 0.0;
@@ -127,6 +136,9 @@ static int measure(ggml_backend_t be, int threads, int cols, size_t resident, do
         double t0 = now_s();
         long calls = 0;
         while ((now_s() - t0) * 1e3 < ms) {
+            for (int i = 0; i < NODES; i++) {
+                ggml_backend_tensor_set(x[i], values, 0, row);
+            }
             ggml_backend_graph_compute(be, graph);
             calls++;
         }

@@ -128,7 +128,7 @@ pub(crate) mod avx512bf16 {
     use std::arch::x86_64::*;
 
     use crate::acts::Acts;
-    use crate::simd::avx512::{CHAINS, hsum_chains};
+    use crate::simd::avx512::hsum512;
 
     /// 32 bfloat16 values at `p` as the operand `vdpbf16ps` takes.
     ///
@@ -142,68 +142,105 @@ pub(crate) mod avx512bf16 {
         unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(p.cast())) }
     }
 
-    /// The dot products of one weight row with `R` activation rows: two rows at a time,
-    /// then one, so that each row's result comes from the same pass code at every width.
+    /// `P` weight rows by `Q` activation rows. Every (weight row, activation row) pair
+    /// has the same two accumulators whatever the tile: the first takes values
+    /// `64 t..64 t + 32`, the second the next 32, a last whole 32 goes to the first, then
+    /// their sum's lanes and the tail of fewer than 32 values in order, in f32. So every
+    /// width and tile gives a pair the same bits. Four weight rows a tile at decode load
+    /// each activation vector once for four `vdpbf16ps`.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
-    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        let mut out = [0f32; R];
-        let mut r = 0;
-        while r < R {
-            if R - r >= 2 {
-                out[r..r + 2].copy_from_slice(&pass::<2>(w, a, [rows[r], rows[r + 1]]));
-                r += 2;
-            } else {
-                out[r] = pass::<1>(w, a, [rows[r]])[0];
-                r += 1;
+    fn tile<const P: usize, const Q: usize>(w: [&[u8]; P], x: [&[u16]; Q]) -> [[f32; Q]; P] {
+        let n = x[0].len();
+        assert!(x.iter().all(|x| x.len() >= n) && w.iter().all(|w| w.len() >= 2 * n));
+        let wp = w.map(|w| w.as_ptr().cast::<u16>());
+        let mut acc = [[[_mm512_setzero_ps(); 2]; Q]; P];
+        // Values `i + 32 k..i + 32 k + 32` of every pair into accumulator `k` (a macro:
+        // a closure kept the accumulators in memory).
+        macro_rules! step {
+            ($i:expr, $k:expr) => {
+                let at = $i + 32 * $k;
+                let xv: [__m512bh; Q] = std::array::from_fn(|q| {
+                    // SAFETY: 32 values from `at <= n - 32` lie inside every activation
+                    // row and weight row (their lengths are checked above).
+                    unsafe { load32(x[q].as_ptr().add(at)) }
+                });
+                for p in 0..P {
+                    // SAFETY: as above.
+                    let wv = unsafe { load32(wp[p].add(at)) };
+                    for q in 0..Q {
+                        acc[p][q][$k] = _mm512_dpbf16_ps(acc[p][q][$k], wv, xv[q]);
+                    }
+                }
+            };
+        }
+        let mut i = 0;
+        while i + 64 <= n {
+            step!(i, 0);
+            step!(i, 1);
+            i += 64;
+        }
+        if i + 32 <= n {
+            step!(i, 0);
+            i += 32;
+        }
+        let mut out = [[0f32; Q]; P];
+        for p in 0..P {
+            for q in 0..Q {
+                let mut s = hsum512(_mm512_add_ps(acc[p][q][0], acc[p][q][1]));
+                for j in i..n {
+                    s += super::weight(w[p], j) * crate::simd::bf16_value(x[q][j]);
+                }
+                out[p][q] = s;
             }
         }
         out
     }
 
-    /// One pass over the weight row for `P` activation rows, [`CHAINS`] accumulators a
-    /// row (no closure holds them, so they stay in registers); the tail of fewer than 32
-    /// values in order, in f32.
+    /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
-    fn pass<const P: usize>(w: &[u8], a: &Acts, rows: [usize; P]) -> [f32; P] {
+    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+        tile::<1, R>([w], rows.map(|r| a.bf16.bits_row(r)))[0]
+    }
+
+    /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted with
+    /// activation row `rows[j]`: four weight rows a tile for one activation row, two for
+    /// two, one for more.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
+    pub(crate) fn rows<const R: usize>(
+        w: &[u8],
+        n: usize,
+        rb: usize,
+        a: &Acts,
+        rows: [usize; R],
+        out: &mut [f32],
+        stride: usize,
+    ) {
         let x = rows.map(|r| a.bf16.bits_row(r));
-        let n = a.cols;
-        assert!(w.len() >= 2 * n && x.iter().all(|x| x.len() >= n));
-        let wp = w.as_ptr().cast::<u16>();
-        let mut acc = [[_mm512_setzero_ps(); CHAINS]; P];
+        let row = |i: usize| &w[i * rb..(i + 1) * rb];
+        let mut put = |i: usize, v: &[f32; R]| out[i * stride..i * stride + R].copy_from_slice(v);
         let mut i = 0;
-        while i + 32 * CHAINS <= n {
-            for k in 0..CHAINS {
-                // SAFETY: 32 weights and 32 activations from i + 32 k lie inside the rows
-                // (checked above); unaligned loads.
-                let wv = unsafe { load32(wp.add(i + 32 * k)) };
-                for r in 0..P {
-                    // SAFETY: as above.
-                    let xv = unsafe { load32(x[r].as_ptr().add(i + 32 * k)) };
-                    acc[r][k] = _mm512_dpbf16_ps(acc[r][k], wv, xv);
+        if R == 1 {
+            while i + 4 <= n {
+                let t = tile::<4, R>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
+                for (p, v) in t.iter().enumerate() {
+                    put(i + p, v);
                 }
+                i += 4;
             }
-            i += 32 * CHAINS;
-        }
-        while i + 32 <= n {
-            // SAFETY: 32 weights and activations from i lie inside the rows.
-            let wv = unsafe { load32(wp.add(i)) };
-            for r in 0..P {
-                // SAFETY: as above.
-                let xv = unsafe { load32(x[r].as_ptr().add(i)) };
-                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], wv, xv);
+        } else if R == 2 {
+            while i + 2 <= n {
+                let t = tile::<2, R>([row(i), row(i + 1)], x);
+                put(i, &t[0]);
+                put(i + 1, &t[1]);
+                i += 2;
             }
-            i += 32;
         }
-        let mut out = [0f32; P];
-        for r in 0..P {
-            let mut s = hsum_chains(acc[r]);
-            for j in i..n {
-                s += super::weight(w, j) * crate::simd::bf16_value(x[r][j]);
-            }
-            out[r] = s;
+        while i < n {
+            put(i, &tile::<1, R>([row(i)], x)[0]);
+            i += 1;
         }
-        out
     }
 }

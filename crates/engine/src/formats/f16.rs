@@ -71,18 +71,16 @@ pub(crate) mod avx512 {
 
     use crate::acts::Acts;
     use crate::simd::avx2::load256;
-    use crate::simd::avx512::float_dot512;
+    use crate::simd::avx512::float_kernels512;
 
-    /// The dot products of one weight row with `R` activation rows.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        fn scalar_weight(w: &[u8], j: usize) -> f32 {
-            half::f16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
-        }
-        float_dot512!(w, rows.map(|r| a.f32_row(r)), 2, |i: usize| {
-            // SAFETY: 16 weights at element i lie inside w (its length is checked first).
+    float_kernels512!(
+        |a, r| a.f32_row(r),
+        2,
+        |w: &[u8], i: usize| {
+            // SAFETY: 16 weights at element `i <= n - 16` lie inside w (the tile checks
+            // that every weight row holds `n` weights first).
             _mm512_cvtph_ps(unsafe { load256(w.as_ptr().add(2 * i)) })
-        })
-    }
+        },
+        |w: &[u8], j: usize| half::f16::from_le_bytes([w[2 * j], w[2 * j + 1]]).to_f32()
+    );
 }

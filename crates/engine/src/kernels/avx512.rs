@@ -102,12 +102,13 @@ pub(super) fn select(fmt: WeightFormat, bf16: bool) -> Option<Kernels> {
         WeightFormat::Q6K => wide!(fm::q6_k::avx512::dot),
         WeightFormat::MXFP4 => wide!(fm::mxfp4::avx512::dot),
         WeightFormat::F16 => {
-            float!(fm::f16::avx512::dot, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+            use fm::f16::avx512::rows;
+            Some(super::table::simd_widths!(fm::f16::avx512::dot, rows))
         }
-        WeightFormat::BF16 if bf16 && has_bf16() => float!(
-            fm::bf16::avx512bf16::dot,
-            "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c"
-        ),
+        WeightFormat::BF16 if bf16 && has_bf16() => {
+            use fm::bf16::avx512bf16::rows;
+            Some(super::table::simd_widths!(fm::bf16::avx512bf16::dot, rows))
+        }
         WeightFormat::BF16 => {
             float!(fm::bf16::avx512::dot, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
         }

@@ -134,52 +134,71 @@ pub(crate) const CHAINS: usize = 8;
 /// (a C model of the loop: 21.5 GMAC/s for one row, 29.7 for four).
 ///
 /// Every (weight row, activation row) pair has the same two accumulators whatever the
-/// tile: the first takes values `16 t..16 t + 8`, the second `16 t + 8..16 t + 16`, a last
-/// whole 8 goes to the first, then their sum's horizontal sum and the tail of fewer than
-/// 8 values in order. So every width and tile gives a pair the same bits.
+/// tile: the first takes values `2 L t..2 L t + L` (`L` the lanes, 8 here), the second
+/// the next `L`, a last whole `L` goes to the first, then their sum's horizontal sum and
+/// the tail of fewer than `L` values in order. So every width and tile gives a pair the
+/// same bits. The same tiles at 512 bits are
+/// [`float_kernels512`](crate::simd::avx512::float_kernels512).
 macro_rules! float_kernels {
     ($width:expr, $load:expr, $scalar:expr) => {
+        $crate::simd::avx2::float_kernels!(
+            @tiles "avx2,fma,f16c", __m256, 8, _mm256_setzero_ps, _mm256_loadu_ps,
+            _mm256_fmadd_ps, _mm256_add_ps, $crate::simd::avx2::hsum, |a, r| a.f32_row(r);
+            $width, $load, $scalar
+        );
+    };
+    (@tiles $feat:literal, $v:ty, $lanes:expr, $zero:ident, $loadu:ident, $fmadd:ident,
+     $add:ident, $hsum:path, |$a:ident, $r:ident| $row:expr; $width:expr, $load:expr,
+     $scalar:expr) => {
+        /// Activation row `r` of `a` as the tiles read it.
+        #[inline(always)]
+        fn act_row(a: &Acts, r: usize) -> &[f32] {
+            let ($a, $r) = (a, r);
+            $row
+        }
+
         /// `P` weight rows by `Q` activation rows (each row's first `x[0].len()` values).
         #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
+        #[target_feature(enable = $feat)]
         fn tile<const P: usize, const Q: usize>(w: [&[u8]; P], x: [&[f32]; Q]) -> [[f32; Q]; P] {
+            const L: usize = $lanes;
             let n = x[0].len();
             assert!(x.iter().all(|x| x.len() >= n) && w.iter().all(|w| w.len() >= n * $width));
             let (load, scalar) = ($load, $scalar);
-            let mut acc = [[[_mm256_setzero_ps(); 2]; Q]; P];
-            // Values `i + 8 k..i + 8 k + 8` of every pair into accumulator `k` (a macro,
+            let mut acc: [[[$v; 2]; Q]; P] = [[[$zero(); 2]; Q]; P];
+            // Values `i + L k..i + L k + L` of every pair into accumulator `k` (a macro,
             // not a closure: the compiler left a closure's call in the loop).
             macro_rules! step {
                 ($i:expr, $k:expr) => {
-                    let at = $i + 8 * $k;
-                    let xv: [__m256; Q] = std::array::from_fn(|q| {
-                        // SAFETY: 8 values from `at <= n - 8` lie inside row `q` (its
+                    let at = $i + L * $k;
+                    let xv: [$v; Q] = std::array::from_fn(|q| {
+                        // SAFETY: `L` values from `at <= n - L` lie inside row `q` (its
                         // length is checked above).
-                        unsafe { _mm256_loadu_ps(x[q].as_ptr().add(at)) }
+                        unsafe { $loadu(x[q].as_ptr().add(at)) }
                     });
                     for p in 0..P {
                         let wv = load(w[p], at);
                         for q in 0..Q {
-                            acc[p][q][$k] = _mm256_fmadd_ps(wv, xv[q], acc[p][q][$k]);
+                            acc[p][q][$k] = $fmadd(wv, xv[q], acc[p][q][$k]);
                         }
                     }
                 };
             }
             let mut i = 0;
-            while i + 16 <= n {
+            while i + 2 * L <= n {
                 step!(i, 0);
                 step!(i, 1);
-                i += 16;
+                i += 2 * L;
             }
-            if i + 8 <= n {
+            if i + L <= n {
                 step!(i, 0);
-                i += 8;
+                i += L;
             }
             // Plain loops (closures holding `acc` kept it in memory through the loop).
             let mut out = [[0f32; Q]; P];
             for p in 0..P {
                 for q in 0..Q {
-                    let mut s = hsum(_mm256_add_ps(acc[p][q][0], acc[p][q][1]));
+                    let mut s = $hsum($add(acc[p][q][0], acc[p][q][1]));
                     for j in i..n {
                         s += scalar(w[p], j) * x[q][j];
                     }
@@ -191,16 +210,16 @@ macro_rules! float_kernels {
 
         /// The dot products of one weight row with `R` activation rows.
         #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
+        #[target_feature(enable = $feat)]
         pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-            tile::<1, R>([w], rows.map(|r| a.f32_row(r)))[0]
+            tile::<1, R>([w], rows.map(|r| act_row(a, r)))[0]
         }
 
         /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted
         /// with activation row `rows[j]`: four weight rows a tile for one activation row,
         /// two for two, one for more.
         #[inline]
-        #[target_feature(enable = "avx2,fma,f16c")]
+        #[target_feature(enable = $feat)]
         pub(crate) fn rows<const R: usize>(
             w: &[u8],
             n: usize,
@@ -210,7 +229,7 @@ macro_rules! float_kernels {
             out: &mut [f32],
             stride: usize,
         ) {
-            let x = rows.map(|r| a.f32_row(r));
+            let x = rows.map(|r| act_row(a, r));
             let row = |i: usize| &w[i * rb..(i + 1) * rb];
             let mut put =
                 |i: usize, v: &[f32; R]| out[i * stride..i * stride + R].copy_from_slice(v);
