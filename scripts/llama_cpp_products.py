@@ -101,8 +101,9 @@ def table(tier: str, cpu: dict, threads: list, formats: list, ours: dict, theirs
     print(f"\nCPU: {cpu['model']} [{' '.join(cpu['flags'])}]; memory read {one:.1f} GB/s at "
           f"1 thread, {all_cores:.1f} at one per core")
     rounds = len(next(iter(ours.values())))
-    print(f"tier {tier}: cache-resident single-row products, GMAC/s (each call quantizes its "
-          f"activation row), {RESIDENT_BYTES >> 10} KiB of weights per thread; the median "
+    print(f"tier {tier}: cache-resident single-row products, GMAC/s (each call writes its "
+          f"activation row fresh and quantizes it), {RESIDENT_BYTES >> 10} KiB of weights per "
+          f"thread; the median "
           f"of {rounds} interleaved rounds' ratios, and their range")
     head = (f"{'format':<7} {'thr':>3} {'shape':>10} {'ours':>7} {'(tier)':<7} "
             f"{'llama.cpp':>9} {'(buffer)':<11} {'ratio':>6} {'range':>10}")

@@ -1,7 +1,8 @@
 //! The AVX-512 kernels with VNNI: Q4_0, Q4_1, Q5_0 and Q8_0 as tiles of weight rows
 //! (`vpdpbusd`), Q4_K, Q5_K and Q6_K one weight row at a time (512-bit `maddubs`, the
-//! per-group scales through `vpdpwssd`), F16 and BF16 one row at a time (512-bit FMA, or
-//! for BF16 `vdpbf16ps` on a CPU with AVX-512 BF16); their bodies live in the format
+//! per-group scales through `vpdpwssd`), F16 and BF16 (512-bit FMA, or for BF16
+//! `vdpbf16ps` on a CPU with AVX-512 BF16; F16 and `vdpbf16ps` in tiles of up to four
+//! weight rows per activation load); their bodies live in the format
 //! modules' `avx512` submodules; the other formats use the AVX2 kernels on these CPUs.
 //! Here the loop that runs a format's tile over the weight rows, and the table.
 //!
