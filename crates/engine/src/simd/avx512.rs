@@ -161,13 +161,13 @@ macro_rules! float_dot512 {
 
 pub(crate) use float_dot512;
 
-/// [`float_kernels`](crate::simd::avx2::float_kernels)'s tiles at 512 bits (16 lanes, so
+/// [`float_kernels`](crate::simd::tiles::float_kernels)'s tiles at 512 bits (16 lanes, so
 /// two accumulators take 32 values a step), for weights that `$load(w, i)` widens 16 at a
 /// time to f32 against the f32 activation rows `$row` (`|a, r|` of an [`Acts`](crate::acts::Acts)).
 /// A pair's bits are the same at every width and tile, as there.
 macro_rules! float_kernels512 {
     (|$a:ident, $r:ident| $row:expr, $width:expr, $load:expr, $scalar:expr) => {
-        $crate::simd::avx2::float_kernels!(
+        $crate::simd::tiles::float_kernels!(
             @tiles "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c", __m512, 16,
             _mm512_setzero_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_add_ps,
             $crate::simd::avx512::hsum512, |$a, $r| $row;

@@ -12,6 +12,8 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod tiles;
 
 /// Blocks of 32 activations quantized as Q8_0 with SIMD where the CPU has it, bitwise as
 /// the scalar path (values into `q`, each block's scale before f16 rounding into `d`, the
