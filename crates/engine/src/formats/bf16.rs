@@ -219,28 +219,6 @@ pub(crate) mod avx512bf16 {
         stride: usize,
     ) {
         let x = rows.map(|r| a.bf16.bits_row(r));
-        let row = |i: usize| &w[i * rb..(i + 1) * rb];
-        let mut put = |i: usize, v: &[f32; R]| out[i * stride..i * stride + R].copy_from_slice(v);
-        let mut i = 0;
-        if R == 1 {
-            while i + 4 <= n {
-                let t = tile::<4, R>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
-                for (p, v) in t.iter().enumerate() {
-                    put(i + p, v);
-                }
-                i += 4;
-            }
-        } else if R == 2 {
-            while i + 2 <= n {
-                let t = tile::<2, R>([row(i), row(i + 1)], x);
-                put(i, &t[0]);
-                put(i + 1, &t[1]);
-                i += 2;
-            }
-        }
-        while i < n {
-            put(i, &tile::<1, R>([row(i)], x)[0]);
-            i += 1;
-        }
+        crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
     }
 }

@@ -113,32 +113,46 @@ macro_rules! float_kernels {
             stride: usize,
         ) {
             let x = rows.map(|r| act_row(a, r));
-            let row = |i: usize| &w[i * rb..(i + 1) * rb];
-            let mut put =
-                |i: usize, v: &[f32; R]| out[i * stride..i * stride + R].copy_from_slice(v);
-            let mut i = 0;
-            if R == 1 {
-                while i + 4 <= n {
-                    let t = tile::<4, R>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
-                    for (p, v) in t.iter().enumerate() {
-                        put(i + p, v);
-                    }
-                    i += 4;
-                }
-            } else if R == 2 {
-                while i + 2 <= n {
-                    let t = tile::<2, R>([row(i), row(i + 1)], x);
-                    put(i, &t[0]);
-                    put(i + 1, &t[1]);
-                    i += 2;
-                }
-            }
-            while i < n {
-                put(i, &tile::<1, R>([row(i)], x)[0]);
-                i += 1;
-            }
+            $crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
         }
     };
 }
 
 pub(crate) use float_kernels;
+
+/// The rows loop over a tile function `$tile::<P, Q>(weight rows, activation rows)`:
+/// `$out[i * $stride + j]` = weight row `i < $n` of `$w` (rows of `$rb` bytes) dotted with
+/// activation row `$x[j]`, four weight rows a tile for one activation row, two for two,
+/// one for more. A macro, so that each kernel's tiles are called from inside its own
+/// `#[target_feature]` function.
+macro_rules! tile_rows {
+    ($tile:ident, $w:expr, $n:expr, $rb:expr, $x:expr, $out:expr, $stride:expr) => {{
+        let (w, n, rb, x, stride) = ($w, $n, $rb, $x, $stride);
+        let r = x.len();
+        let row = |i: usize| &w[i * rb..(i + 1) * rb];
+        let mut put = |i: usize, v: &[f32]| $out[i * stride..i * stride + r].copy_from_slice(v);
+        let mut i = 0;
+        if r == 1 {
+            while i + 4 <= n {
+                let t = $tile::<4, _>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
+                for (p, v) in t.iter().enumerate() {
+                    put(i + p, v);
+                }
+                i += 4;
+            }
+        } else if r == 2 {
+            while i + 2 <= n {
+                let t = $tile::<2, _>([row(i), row(i + 1)], x);
+                put(i, &t[0]);
+                put(i + 1, &t[1]);
+                i += 2;
+            }
+        }
+        while i < n {
+            put(i, &$tile::<1, _>([row(i)], x)[0]);
+            i += 1;
+        }
+    }};
+}
+
+pub(crate) use tile_rows;
