@@ -432,6 +432,12 @@ pub struct SpeculateFlags {
     #[arg(long, default_value_t = 8, value_name = "N",
           value_parser = clap::value_parser!(u8).range(1..=15))]
     pub draft_max: u8,
+    /// With `--speculate`: the fewest tokens drafted per trip where the drafter has
+    /// them, whatever the measured acceptance and row cost (0: the length adapts alone;
+    /// at most `--draft-max`).
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub draft_min: u8,
     /// A draft model (same vocabulary as the model) that proposes the drafts, run
     /// greedily by this process's engine for every speculating sequence at once;
     /// implies speculation.
@@ -451,6 +457,12 @@ impl SpeculateFlags {
             (Speculate::Off, None) => 0,
             _ => self.draft_max,
         }
+    }
+
+    /// The session's draft length floor: `--draft-min` where the session drafts, cut to
+    /// `--draft-max`.
+    pub fn draft_min(&self) -> u8 {
+        self.draft_min.min(self.draft_max())
     }
 }
 

@@ -16,6 +16,7 @@ pub fn session_settings(flags: &SessionFlags, queue: usize) -> SessionSettings {
             groups: flags.groups.unwrap_or(0),
             prefill_budget: Some(Duration::from_millis(flags.prefill_budget_ms)),
             draft_max: flags.spec.draft_max(),
+            draft_min: flags.spec.draft_min(),
             ..SessionLimits::default()
         },
         // `--readiness-timeout`, `--token-timeout`, and 10 s to tear down.

@@ -205,6 +205,7 @@ impl RunFsm {
             max_top_logprobs: plan.runtime.max_top_logprobs,
             mask_bytes: plan.runtime.mask_bytes,
             draft_max: limits.draft_max,
+            draft_min: limits.draft_min,
             window: WindowRing::of(plan.model.sliding_window, plan.runtime.max_seq_len),
             store: (plan.prompt_cache.block_tokens, plan.prompt_cache.blocks),
         });

@@ -75,6 +75,9 @@ pub struct SchedulerConfig {
     /// Speculative decoding: the most tokens drafted per trip for one sequence (0: off;
     /// at most 15), by the n-gram lookup unless [`Scheduler::draft_externally`].
     pub draft_max: u8,
+    /// Tokens drafted per trip at least, whatever acceptance and row cost say (0: the
+    /// length adapts alone; cut to `draft_max`).
+    pub draft_min: u8,
     /// The sliding-window blocks' cache ring, where the model has one smaller than the
     /// context (which prefixes a warm slot can still continue).
     pub window: Option<WindowRing>,
@@ -409,7 +412,7 @@ impl Scheduler {
                         .then(|| {
                             let most =
                                 usize::from(self.cfg.draft_max).min(MAX_VERIFY_ROWS as usize - 1);
-                            DraftLength::new(most)
+                            DraftLength::new(most).with_min(usize::from(self.cfg.draft_min))
                         }),
                     rollback: false,
                     cached: if resume.is_some() { 0 } else { chosen.reuse },

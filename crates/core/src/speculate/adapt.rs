@@ -25,6 +25,8 @@ const PRIOR: f64 = 0.6;
 #[derive(Debug, Clone, PartialEq)]
 pub struct DraftLength {
     max_k: usize,
+    /// Tokens drafted every trip whatever the measurements say (at most `max_k`).
+    min_k: usize,
     acceptance: f64,
     /// Trips since speculation went off or last probed (`None`: on).
     off_for: Option<u32>,
@@ -35,7 +37,14 @@ pub struct DraftLength {
 impl DraftLength {
     /// A controller drafting at most `max_k` tokens.
     pub fn new(max_k: usize) -> DraftLength {
-        DraftLength { max_k, acceptance: PRIOR, off_for: None, probe_every: PROBE_EVERY }
+        DraftLength { max_k, min_k: 0, acceptance: PRIOR, off_for: None, probe_every: PROBE_EVERY }
+    }
+
+    /// The same controller drafting at least `min_k` tokens every trip (cut to its
+    /// `max_k`), whatever acceptance and row cost say: a fixed floor, as llama.cpp's
+    /// `--draft-min`, for drafters known to pay or for a run that must speculate.
+    pub fn with_min(self, min_k: usize) -> DraftLength {
+        DraftLength { min_k: min_k.min(self.max_k), ..self }
     }
 
     /// The acceptance rate it believes (accepted per drafted token).
@@ -57,7 +66,12 @@ impl DraftLength {
     /// step: 0 while speculation does not pay, with a probe of 1 after [`PROBE_EVERY`]
     /// trips, then after twice as many each time until speculation pays again (at most
     /// [`PROBE_EVERY_MAX`]).
+    /// A floor set by [`DraftLength::with_min`] raises the result to it.
     pub fn next(&mut self, row_cost: f64) -> usize {
+        self.adaptive(row_cost).max(self.min_k)
+    }
+
+    fn adaptive(&mut self, row_cost: f64) -> usize {
         let best = best_length(self.acceptance, row_cost, self.max_k);
         if best > 0 {
             self.off_for = None;
@@ -231,5 +245,18 @@ mod tests {
             d.observe(4, 0);
         }
         assert!((0..3 * PROBE_EVERY).all(|_| d.next(1.0) == 0));
+    }
+
+    #[test]
+    fn a_floor_drafts_every_trip_even_when_busy_and_rejected_but_never_past_the_limit() {
+        let mut d = DraftLength::new(4).with_min(2);
+        for _ in 0..20 {
+            d.observe(4, 0);
+        }
+        assert!((0..3 * PROBE_EVERY).all(|_| d.next(1.0) == 2));
+        let mut d = DraftLength::new(4).with_min(2);
+        (0..20).for_each(|_| d.observe(4, 4));
+        assert_eq!(d.next(0.02), 4, "measurements still lengthen past the floor");
+        assert_eq!(DraftLength::new(3).with_min(9).next(1.0), 3, "the floor is cut to the limit");
     }
 }

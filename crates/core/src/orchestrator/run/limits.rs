@@ -15,6 +15,9 @@ pub struct SessionLimits {
     /// Speculative decoding: the most tokens drafted per trip for one sequence (0: off),
     /// by the n-gram lookup or the drafter the session sets.
     pub draft_max: u8,
+    /// With speculation: tokens drafted per trip at least, whatever the measured
+    /// acceptance and row cost (0: the length follows them alone; cut to `draft_max`).
+    pub draft_min: u8,
 }
 
 impl Default for SessionLimits {
@@ -25,6 +28,7 @@ impl Default for SessionLimits {
             groups: 0,
             prefill_budget: Some(crate::orchestrator::scheduler::pacer::DEFAULT_BUDGET),
             draft_max: 0,
+            draft_min: 0,
         }
     }
 }

@@ -22,6 +22,7 @@ pub(crate) fn cfg(max_sequences: u16, groups: u16, queue: usize, budget: u32) ->
         vocab: 100,
         max_top_logprobs: Some(20),
         draft_max: 0,
+        draft_min: 0,
         window: None,
         store: (4, 0),
         mask_bytes: 0,
@@ -523,6 +524,26 @@ fn a_decoding_sequence_drafts_from_its_history_and_keeps_the_agreeing_prefix() {
     assert_eq!(e.first_position, 8);
     assert_eq!(b.tokens[0], 19);
     let _ = id;
+}
+
+#[test]
+fn a_crowded_group_drafts_nothing_unless_the_session_sets_a_draft_floor() {
+    let verifying = |draft_min: u8| {
+        let c = SchedulerConfig { max_seq_len: 64, draft_max: 4, draft_min, ..cfg(4, 1, 4, 64) };
+        let mut s = Scheduler::new(c);
+        for _ in 0..4 {
+            let prompt = vec![11, 12, 13, 11, 12];
+            s.submit(SeqRequest { prompt, speculative: true, ..req(1, 20) }).unwrap();
+        }
+        let b = s.next_batch().unwrap();
+        s.batch_returned(&b.table, &answer(&b, 13)).unwrap();
+        let b = s.next_batch().unwrap();
+        let entries = b.table.entries();
+        entries.iter().filter(|e| e.flags.contains(EntryFlags::VERIFY)).count()
+    };
+    // Four sequences in one group: a row costs a step, so no length pays.
+    assert_eq!(verifying(0), 0);
+    assert_eq!(verifying(1), 4, "a floor drafts for every sequence the drafter can");
 }
 
 #[test]

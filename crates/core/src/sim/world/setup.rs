@@ -123,6 +123,8 @@ impl World {
             // Every third seed speculates (from the seed, not the stream: the other draws
             // stay as they were).
             draft_max: [0, 3, 0][(cfg.seed % 3) as usize],
+            // Half of those draft at least one token every trip, crowded or not.
+            draft_min: u8::from(cfg.seed % 6 == 1),
         };
         let gate = PoolGate::new(base, (1..=u64::from(stages)).map(NodeId), WINDOW);
         let nodes = (0..stages).map(|i| sim_node(base, i, cfg.planted)).collect();
