@@ -92,8 +92,13 @@ pub(crate) mod avx2 {
     }
 }
 
-/// The AVX-512 kernel (`#[target_feature]`: selected only on a CPU with these features;
-/// raw loads read inside ranges checked at the kernel's entry).
+/// The AVX-512 kernel for CPUs without `avx512bf16` (`#[target_feature]`: selected only on
+/// a CPU with these features; raw loads read inside ranges checked at the kernel's
+/// entry). As the AVX2 kernel, both operands are read as bfloat16 pairs, 32 values a
+/// 512-bit load (half the activation bytes of the f32 copy), widened without a shuffle:
+/// a pair's even value is its lane shifted left by 16, its odd value the lane with the low
+/// half masked off. In tiles of weight rows by activation rows, as the other float
+/// kernels: four weight rows per activation load at decode.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
     #![allow(unsafe_code)]
@@ -101,19 +106,101 @@ pub(crate) mod avx512 {
     use std::arch::x86_64::*;
 
     use crate::acts::Acts;
-    use crate::simd::avx2::load256;
-    use crate::simd::avx512::float_dot512;
+    use crate::simd::avx512::hsum512;
+
+    /// 32 bfloat16 values at `p` as two f32 vectors: the evens, then the odds.
+    ///
+    /// # Safety
+    /// `p..p + 32` must be readable.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn widen32(p: *const u16) -> [__m512; 2] {
+        // SAFETY: the caller guarantees 64 readable bytes; unaligned load.
+        let v = unsafe { _mm512_loadu_si512(p.cast()) };
+        let odd = _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF_0000_u32 as i32));
+        [_mm512_castsi512_ps(_mm512_slli_epi32::<16>(v)), _mm512_castsi512_ps(odd)]
+    }
+
+    /// `P` weight rows by `Q` activation rows. Every (weight row, activation row) pair
+    /// has the same four accumulators whatever the tile: the evens and the odds of values
+    /// `64 t..64 t + 32` in the first two, of the next 32 in the other two, a last whole
+    /// 32 in the first two; then their sum's lanes and the tail of fewer than 32 values in
+    /// order, in f32. So every width and tile gives a pair the same bits.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    fn tile<const P: usize, const Q: usize>(w: [&[u8]; P], x: [&[u16]; Q]) -> [[f32; Q]; P] {
+        let n = x[0].len();
+        assert!(x.iter().all(|x| x.len() >= n) && w.iter().all(|w| w.len() >= 2 * n));
+        let wp = w.map(|w| w.as_ptr().cast::<u16>());
+        let mut acc = [[[_mm512_setzero_ps(); 4]; Q]; P];
+        // Values `i + 32 k..i + 32 k + 32` of every pair into accumulators `2 k` (evens)
+        // and `2 k + 1` (odds) (a macro: a closure kept the accumulators in memory).
+        macro_rules! step {
+            ($i:expr, $k:expr) => {
+                let at = $i + 32 * $k;
+                let xv: [[__m512; 2]; Q] = std::array::from_fn(|q| {
+                    // SAFETY: 32 values from `at <= n - 32` lie inside every activation
+                    // row (their lengths are checked above).
+                    unsafe { widen32(x[q].as_ptr().add(at)) }
+                });
+                for p in 0..P {
+                    // SAFETY: and inside every weight row (checked above too).
+                    let [we, wo] = unsafe { widen32(wp[p].add(at)) };
+                    for q in 0..Q {
+                        let a = &mut acc[p][q];
+                        a[2 * $k] = _mm512_fmadd_ps(we, xv[q][0], a[2 * $k]);
+                        a[2 * $k + 1] = _mm512_fmadd_ps(wo, xv[q][1], a[2 * $k + 1]);
+                    }
+                }
+            };
+        }
+        let mut i = 0;
+        while i + 64 <= n {
+            step!(i, 0);
+            step!(i, 1);
+            i += 64;
+        }
+        if i + 32 <= n {
+            step!(i, 0);
+            i += 32;
+        }
+        let mut out = [[0f32; Q]; P];
+        for p in 0..P {
+            for q in 0..Q {
+                let [a0, a1, a2, a3] = acc[p][q];
+                let mut s = hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+                for j in i..n {
+                    s += super::weight(w[p], j) * crate::simd::bf16_value(x[q][j]);
+                }
+                out[p][q] = s;
+            }
+        }
+        out
+    }
 
     /// The dot products of one weight row with `R` activation rows.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        use super::weight as scalar_weight;
-        float_dot512!(w, rows.map(|r| a.bf16.f32_row(r)), 2, |i: usize| {
-            // SAFETY: 16 weights at element i lie inside w (its length is checked first).
-            let h = unsafe { load256(w.as_ptr().add(2 * i)) };
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-        })
+        tile::<1, R>([w], rows.map(|r| a.bf16.bits_row(r)))[0]
+    }
+
+    /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted with
+    /// activation row `rows[j]`: four weight rows a tile for one activation row, two for
+    /// two, one for more.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) fn rows<const R: usize>(
+        w: &[u8],
+        n: usize,
+        rb: usize,
+        a: &Acts,
+        rows: [usize; R],
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let x = rows.map(|r| a.bf16.bits_row(r));
+        crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
     }
 }
 

@@ -87,12 +87,6 @@ pub(super) fn select(fmt: WeightFormat, bf16: bool) -> Option<Kernels> {
             ))
         };
     }
-    // The float formats: rows the hardware prefetcher follows.
-    macro_rules! float {
-        ($($f:ident)::+, $feat:literal) => {
-            Some(super::table::simd_kernels!($($f)::+, $feat, streams))
-        };
-    }
     match fmt {
         WeightFormat::Q4_0 => k!(fm::q4_0::avx512::tile),
         WeightFormat::Q4_1 => k!(fm::q4_1::avx512::tile),
@@ -111,7 +105,8 @@ pub(super) fn select(fmt: WeightFormat, bf16: bool) -> Option<Kernels> {
             Some(super::table::simd_widths!(fm::bf16::avx512bf16::dot, rows))
         }
         WeightFormat::BF16 => {
-            float!(fm::bf16::avx512::dot, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+            use fm::bf16::avx512::rows;
+            Some(super::table::simd_widths!(fm::bf16::avx512::dot, rows))
         }
         _ => None,
     }

@@ -90,11 +90,11 @@ pub fn effective_isa(isa: Isa, fmt: WeightFormat) -> Isa {
 }
 
 /// Whether the BF16 kernel for `isa` (an effective one, [`effective_isa`]) reads its
-/// activations widened back to f32 (`Bf16Rows::f32`): all but the AVX2 kernel and the
-/// AVX-512 BF16 one, which read the 16-bit values as they are.
+/// activations widened back to f32 (`Bf16Rows::f32`): the reference and NEON; the x86
+/// kernels (AVX2, AVX-512 with or without `vdpbf16ps`) read the 16-bit values as they are.
 pub(crate) fn bf16_reads_f32(isa: Isa) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 || (isa == Isa::Avx512 && avx512::has_bf16()) {
+    if matches!(isa, Isa::Avx2 | Isa::Avx512) {
         return false;
     }
     let _ = isa;
