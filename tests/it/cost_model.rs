@@ -309,6 +309,33 @@ fn a_links_measured_bandwidth_prices_the_first_prompts_bytes_and_the_probe_fits_
 }
 
 #[test]
+fn a_hop_is_priced_at_the_bandwidth_its_receiver_measured_in_its_own_direction() {
+    // Node 2 reads node 1's bytes at 2 MB/s (node 1's upload, say a home line), node 1
+    // reads node 2's at line rate. The prompt crosses from stage 0 (node 1) to stage 1
+    // (node 2): node 2's measurement prices it, whichever way round the links are listed.
+    let m = model();
+    let node = || (8 << 30, Some(speed(20, 40)), Some(200));
+    let fast = pool(&[node(), node()]);
+    let (first, second) = (fast.nodes[0].node_id, fast.nodes[1].node_id);
+    let rate = |p: &mut Pool, at: NodeId, from: NodeId, bytes_per_s: u64| {
+        let n = p.nodes.iter_mut().find(|n| n.node_id == at).expect("node");
+        n.links.iter_mut().find(|l| l.to == from).expect("link").bytes_per_s = Some(bytes_per_s);
+    };
+    let (mut slow_up, mut slow_down) = (fast.clone(), fast.clone());
+    rate(&mut slow_up, second, first, 2_000_000);
+    rate(&mut slow_down, first, second, 2_000_000);
+    let ttft = |p: &Pool| {
+        let plan = plan(&request(&m, p)).expect("plan");
+        assert_eq!(plan.stages[0].node_id, first, "stage 0 on the first node");
+        plan.speed.expect("speed").pipeline.ttft_ms
+    };
+    let extra = ttft(&slow_up) - ttft(&fast);
+    assert!((500.0..530.0).contains(&extra), "the hop's own direction is slow: {extra} ms");
+    let extra = ttft(&slow_down) - ttft(&fast);
+    assert!(extra.abs() < 5.0, "only the way back is slow: {extra} ms");
+}
+
+#[test]
 fn speculation_is_priced_at_the_runs_own_draft_lengths_and_acceptance() {
     let m = model();
     let p = pool(&[

@@ -102,8 +102,9 @@ impl PoolNode {
         self.links.iter().find(|l| l.to == to).map(|l| l.rtt_us)
     }
 
-    /// The measured bandwidth from this node to `to` in MB/s (bytes per microsecond), if
-    /// any.
+    /// The bandwidth measured on the link to `to` in MB/s (bytes per microsecond), if
+    /// any: carried from `to` to this node (this node asked `to` for the probe's bytes),
+    /// so a link's two directions are measured by its two ends.
     pub fn link_mbs(&self, to: NodeId) -> Option<f64> {
         let link = self.links.iter().find(|l| l.to == to)?;
         link.bytes_per_s.map(|b| b as f64 / 1e6)

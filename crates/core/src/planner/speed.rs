@@ -144,11 +144,19 @@ pub(super) fn predict(
         })
         .collect::<Option<_>>()?;
     // Each hop's round trip: measured by the node on that link, else estimated from the
-    // two ends' round trips from the orchestrator.
+    // two ends' round trips from the orchestrator. Its bandwidth in the hop's direction:
+    // the receiving node's measurement where it measured the link (it asked the sender
+    // for the probe's bytes; "too fast to tell" is the assumed rate), else the sender's of
+    // the other way (a hop to the orchestrator, which measures nothing).
     for i in 0..cost_stages.len() {
         let next = nodes.get(i + 1);
         let to = next.map_or(orchestrator, |n| n.node_id);
-        cost_stages[i].next_mbs = nodes[i].link_mbs(to).unwrap_or(cost::ASSUMED_LINK_MBS);
+        let receiver = next.filter(|n| n.link_to(nodes[i].node_id).is_some());
+        let mbs = match receiver {
+            Some(n) => n.link_mbs(nodes[i].node_id),
+            None => nodes[i].link_mbs(to),
+        };
+        cost_stages[i].next_mbs = mbs.unwrap_or(cost::ASSUMED_LINK_MBS);
         cost_stages[i].next_rtt_us = match nodes[i].link_to(to) {
             Some(rtt) => rtt,
             None => {

@@ -45,7 +45,8 @@ impl NodeSpeed {
 }
 
 /// A measured link from one node to another (or to the orchestrator): its round trip and,
-/// where the probe could tell, its bandwidth.
+/// where the probe could tell, its bandwidth towards the measuring node (it asked `to` for
+/// the probe's bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkRtt {
