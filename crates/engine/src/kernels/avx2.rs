@@ -20,12 +20,6 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
             Some(super::table::simd_kernels!($($f)::+, "avx2,fma,f16c"))
         };
     }
-    // BF16: rows the hardware prefetcher follows.
-    macro_rules! float {
-        ($($f:ident)::+) => {
-            Some(super::table::simd_kernels!($($f)::+, "avx2,fma,f16c", streams))
-        };
-    }
     match fmt {
         F32 => {
             use fm::f32::avx2::rows;
@@ -35,7 +29,10 @@ pub(super) fn select(fmt: WeightFormat) -> Option<Kernels> {
             use fm::f16::avx2::rows;
             Some(super::table::simd_widths!(fm::f16::avx2::dot, rows))
         }
-        BF16 => float!(fm::bf16::avx2::dot),
+        BF16 => {
+            use fm::bf16::avx2::rows;
+            Some(super::table::simd_widths!(fm::bf16::avx2::dot, rows))
+        }
         Q4_0 => k!(fm::q4_0::avx2::dot),
         Q4_1 => k!(fm::q4_1::avx2::dot),
         Q8_0 => k!(fm::q8_0::avx2::dot),

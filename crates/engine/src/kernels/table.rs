@@ -91,16 +91,13 @@ pub(crate) use kernels;
 
 /// [`Kernels`] for a `#[target_feature]` kernel body; only for a CPU with `$feat`.
 ///
-/// With `streams`, the rows loop leaves the prefetching to the hardware: the float
-/// formats read their rows as one sequential stream, which it follows, and a hint per
-/// 64-byte line costs them a fifth of a product whose weights are in cache.
+/// (`$prefetch: false` would leave the prefetching to the hardware, as the float tiles
+/// do: their rows are sequential streams it follows, and a hint per 64-byte line cost a
+/// fifth of a product whose weights are in cache.)
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! simd_kernels {
     ($($f:ident)::+, $feat:literal) => {
         $crate::kernels::table::simd_kernels!($($f)::+, $feat, true)
-    };
-    ($($f:ident)::+, $feat:literal, streams) => {
-        $crate::kernels::table::simd_kernels!($($f)::+, $feat, false)
     };
     ($($f:ident)::+, $feat:literal, $prefetch:literal) => {{
         #[target_feature(enable = $feat)]

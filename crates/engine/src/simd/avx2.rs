@@ -118,10 +118,6 @@ macro_rules! over_blocks {
 
 pub(crate) use over_blocks;
 
-/// Independent accumulators a row in the float kernels: enough to cover a multiply-add's
-/// latency on both of a core's FMA ports.
-pub(crate) const CHAINS: usize = 8;
-
 pub(crate) use super::tiles::float_kernels;
 
 /// [`super::bf16_bits`] of every value: 16 at a time with [`super::bf16_bits`]'s integer

@@ -1,6 +1,8 @@
-//! The float kernels' tiles (F32 and F16 weights on f32 activations) as one macro for every
-//! x86 vector width: [`float_kernels`] at 256 bits for AVX2, and through
-//! [`float_kernels512`](crate::simd::avx512::float_kernels512) at 512 bits.
+//! The float kernels' tiles as macros for every x86 vector width: F32 and F16 weights on
+//! f32 activations ([`float_kernels`] at 256 bits for AVX2, and through
+//! [`float_kernels512`](crate::simd::avx512::float_kernels512) at 512 bits), and BF16
+//! weights on bfloat16 activations without `vdpbf16ps` ([`bf16_kernels`], both widths);
+//! and the rows loop over a tile ([`tile_rows`]).
 //!
 //! Expanded only inside the format modules' `avx2` / `avx512` submodules, whose
 //! `#[target_feature]` functions it defines (selected only on a CPU with those features).
@@ -119,6 +121,125 @@ macro_rules! float_kernels {
 }
 
 pub(crate) use float_kernels;
+
+/// The BF16 kernels that read both operands as bfloat16 pairs (the activations' 16-bit
+/// rows, `Acts::bf16`), for every x86 vector width: `$lanes` f32 lanes, so `2 $lanes`
+/// values a load, widened without a shuffle (a pair's even value is its 32-bit lane
+/// shifted left by 16, its odd value the lane with the low half masked off). Expands to
+/// `dot` and `rows` as [`float_kernels`] does, on tiles of `P` weight rows by `Q`
+/// activation rows; only inside a submodule of `formats/bf16.rs` (its tail reads
+/// `super::weight`).
+///
+/// Every (weight row, activation row) pair has the same `2 $k` accumulators whatever the
+/// tile: of each run of `$k` loads, load `k` adds its evens to accumulator `2 k` and its
+/// odds to `2 k + 1`; a last whole load goes to the first two; then the sums of each
+/// two, added in order, their lanes, and the tail of fewer than `2 $lanes` values in
+/// order. So every width and tile gives a pair the same bits. `$k` is 1 or 2: AVX2 has
+/// 16 registers, which four weight rows' eight accumulators leave room in.
+macro_rules! bf16_kernels {
+    ($feat:literal, $v:ty, $lanes:expr, $k:expr, $zero:ident, $loadu:ident, $and:ident,
+     $set1:ident, $slli:ident, $cast:ident, $fmadd:ident, $add:ident, $hsum:path) => {
+        /// `2 L` bfloat16 values at `p` as two f32 vectors: the evens, then the odds.
+        ///
+        /// # Safety
+        /// `p..p + 2 L` must be readable.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn widen(p: *const u16) -> [$v; 2] {
+            // SAFETY: the caller guarantees `2 L` readable values; unaligned load.
+            let v = unsafe { $loadu(p.cast()) };
+            let odd = $and(v, $set1(0xFFFF_0000_u32 as i32));
+            [$cast($slli::<16>(v)), $cast(odd)]
+        }
+
+        /// `P` weight rows by `Q` activation rows (each row's first `x[0].len()` values).
+        #[inline]
+        #[target_feature(enable = $feat)]
+        fn tile<const P: usize, const Q: usize>(w: [&[u8]; P], x: [&[u16]; Q]) -> [[f32; Q]; P] {
+            const L2: usize = 2 * $lanes;
+            const K: usize = $k;
+            let n = x[0].len();
+            assert!(x.iter().all(|x| x.len() >= n) && w.iter().all(|w| w.len() >= 2 * n));
+            let wp = w.map(|w| w.as_ptr().cast::<u16>());
+            let mut acc = [[[$zero(); 2 * K]; Q]; P];
+            // Load `k` of a run from `i` into accumulators `2 k` and `2 k + 1` (a macro:
+            // a closure kept the accumulators in memory).
+            macro_rules! step {
+                ($i:expr, $kk:expr) => {
+                    let at = $i + L2 * $kk;
+                    let xv: [[$v; 2]; Q] = std::array::from_fn(|q| {
+                        // SAFETY: `2 L` values from `at <= n - 2 L` lie inside every
+                        // activation row (their lengths are checked above).
+                        unsafe { widen(x[q].as_ptr().add(at)) }
+                    });
+                    for p in 0..P {
+                        // SAFETY: and inside every weight row (checked above too).
+                        let [we, wo] = unsafe { widen(wp[p].add(at)) };
+                        for q in 0..Q {
+                            let a = &mut acc[p][q];
+                            a[2 * $kk] = $fmadd(we, xv[q][0], a[2 * $kk]);
+                            a[2 * $kk + 1] = $fmadd(wo, xv[q][1], a[2 * $kk + 1]);
+                        }
+                    }
+                };
+            }
+            let mut i = 0;
+            while i + K * L2 <= n {
+                for k in 0..K {
+                    step!(i, k);
+                }
+                i += K * L2;
+            }
+            if i + L2 <= n {
+                step!(i, 0);
+                i += L2;
+            }
+            let mut out = [[0f32; Q]; P];
+            for p in 0..P {
+                for q in 0..Q {
+                    let a = &acc[p][q];
+                    let mut v = $add(a[0], a[1]);
+                    for more in a[2..].chunks_exact(2) {
+                        v = $add(v, $add(more[0], more[1]));
+                    }
+                    let mut s = $hsum(v);
+                    for j in i..n {
+                        s += super::weight(w[p], j) * $crate::simd::bf16_value(x[q][j]);
+                    }
+                    out[p][q] = s;
+                }
+            }
+            out
+        }
+
+        /// The dot products of one weight row with `R` activation rows.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
+            tile::<1, R>([w], rows.map(|r| a.bf16.bits_row(r)))[0]
+        }
+
+        /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted
+        /// with activation row `rows[j]`: four weight rows a tile for one activation row,
+        /// two for two, one for more.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        pub(crate) fn rows<const R: usize>(
+            w: &[u8],
+            n: usize,
+            rb: usize,
+            a: &Acts,
+            rows: [usize; R],
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            let x = rows.map(|r| a.bf16.bits_row(r));
+            $crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
+        }
+    };
+}
+
+pub(crate) use bf16_kernels;
 
 /// The rows loop over a tile function `$tile::<P, Q>(weight rows, activation rows)`:
 /// `$out[i * $stride + j]` = weight row `i < $n` of `$w` (rows of `$rb` bytes) dotted with
