@@ -39,8 +39,6 @@ pub(crate) mod avx2 {
 
     use std::arch::x86_64::*;
 
-    use crate::acts::Acts;
-
     crate::simd::tiles::bf16_kernels!(
         "avx2,fma,f16c",
         __m256,
@@ -67,8 +65,6 @@ pub(crate) mod avx512 {
     #![allow(unsafe_code)]
 
     use std::arch::x86_64::*;
-
-    use crate::acts::Acts;
 
     crate::simd::tiles::bf16_kernels!(
         "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c",
@@ -97,7 +93,6 @@ pub(crate) mod avx512bf16 {
 
     use std::arch::x86_64::*;
 
-    use crate::acts::Acts;
     use crate::simd::avx512::hsum512;
 
     /// 32 bfloat16 values at `p` as the operand `vdpbf16ps` takes.
@@ -167,28 +162,8 @@ pub(crate) mod avx512bf16 {
         out
     }
 
-    /// The dot products of one weight row with `R` activation rows.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
-    pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-        tile::<1, R>([w], rows.map(|r| a.bf16.bits_row(r)))[0]
-    }
-
-    /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted with
-    /// activation row `rows[j]`: four weight rows a tile for one activation row, two for
-    /// two, one for more.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")]
-    pub(crate) fn rows<const R: usize>(
-        w: &[u8],
-        n: usize,
-        rb: usize,
-        a: &Acts,
-        rows: [usize; R],
-        out: &mut [f32],
-        stride: usize,
-    ) {
-        let x = rows.map(|r| a.bf16.bits_row(r));
-        crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
-    }
+    crate::simd::tiles::tile_fns!(
+        "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c",
+        |a, r| a.bf16.bits_row(r)
+    );
 }

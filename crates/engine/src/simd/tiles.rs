@@ -2,7 +2,7 @@
 //! f32 activations ([`float_kernels`] at 256 bits for AVX2, and through
 //! [`float_kernels512`](crate::simd::avx512::float_kernels512) at 512 bits), and BF16
 //! weights on bfloat16 activations without `vdpbf16ps` ([`bf16_kernels`], both widths);
-//! and the rows loop over a tile ([`tile_rows`]).
+//! and a kernel's entry points over its tile ([`tile_fns`]).
 //!
 //! Expanded only inside the format modules' `avx2` / `avx512` submodules, whose
 //! `#[target_feature]` functions it defines (selected only on a CPU with those features).
@@ -93,30 +93,7 @@ macro_rules! float_kernels {
             out
         }
 
-        /// The dot products of one weight row with `R` activation rows.
-        #[inline]
-        #[target_feature(enable = $feat)]
-        pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-            tile::<1, R>([w], rows.map(|r| act_row(a, r)))[0]
-        }
-
-        /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted
-        /// with activation row `rows[j]`: four weight rows a tile for one activation row,
-        /// two for two, one for more.
-        #[inline]
-        #[target_feature(enable = $feat)]
-        pub(crate) fn rows<const R: usize>(
-            w: &[u8],
-            n: usize,
-            rb: usize,
-            a: &Acts,
-            rows: [usize; R],
-            out: &mut [f32],
-            stride: usize,
-        ) {
-            let x = rows.map(|r| act_row(a, r));
-            $crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
-        }
+        $crate::simd::tiles::tile_fns!($feat, |a, r| act_row(a, r));
     };
 }
 
@@ -212,11 +189,30 @@ macro_rules! bf16_kernels {
             out
         }
 
+        $crate::simd::tiles::tile_fns!($feat, |a, r| a.bf16.bits_row(r));
+    };
+}
+
+pub(crate) use bf16_kernels;
+
+/// A kernel's entry points over the tile function `tile::<P, Q>(weight rows, activation
+/// rows)` in scope, with activation row `r` of `a` read as `$row`: `dot` (a
+/// [`DotFn`](crate::kernels::DotFn): one weight row) and `rows` (a
+/// [`RowsFn`](crate::kernels::RowsFn): `out[i * stride + j]` = weight row `i < n` of `w`,
+/// rows of `rb` bytes, dotted with activation row `rows[j]`; four weight rows a tile for
+/// one activation row, two for two, one for more). A macro, so that each kernel's tiles
+/// are called from inside its own `#[target_feature]` functions.
+macro_rules! tile_fns {
+    ($feat:literal, |$a:ident, $r:ident| $row:expr) => {
         /// The dot products of one weight row with `R` activation rows.
         #[inline]
         #[target_feature(enable = $feat)]
-        pub(crate) fn dot<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f32; R] {
-            tile::<1, R>([w], rows.map(|r| a.bf16.bits_row(r)))[0]
+        pub(crate) fn dot<const R: usize>(
+            w: &[u8],
+            $a: &$crate::acts::Acts,
+            rows: [usize; R],
+        ) -> [f32; R] {
+            tile::<1, R>([w], rows.map(|$r| $row))[0]
         }
 
         /// `out[i * stride + j]` = weight row `i < n` of `w` (rows of `rb` bytes) dotted
@@ -228,52 +224,38 @@ macro_rules! bf16_kernels {
             w: &[u8],
             n: usize,
             rb: usize,
-            a: &Acts,
+            $a: &$crate::acts::Acts,
             rows: [usize; R],
             out: &mut [f32],
             stride: usize,
         ) {
-            let x = rows.map(|r| a.bf16.bits_row(r));
-            $crate::simd::tiles::tile_rows!(tile, w, n, rb, x, out, stride);
+            let x = rows.map(|$r| $row);
+            let r = x.len();
+            let row = |i: usize| &w[i * rb..(i + 1) * rb];
+            let mut put = |i: usize, v: &[f32]| out[i * stride..i * stride + r].copy_from_slice(v);
+            let mut i = 0;
+            if r == 1 {
+                while i + 4 <= n {
+                    let t = tile::<4, _>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
+                    for (p, v) in t.iter().enumerate() {
+                        put(i + p, v);
+                    }
+                    i += 4;
+                }
+            } else if r == 2 {
+                while i + 2 <= n {
+                    let t = tile::<2, _>([row(i), row(i + 1)], x);
+                    put(i, &t[0]);
+                    put(i + 1, &t[1]);
+                    i += 2;
+                }
+            }
+            while i < n {
+                put(i, &tile::<1, _>([row(i)], x)[0]);
+                i += 1;
+            }
         }
     };
 }
 
-pub(crate) use bf16_kernels;
-
-/// The rows loop over a tile function `$tile::<P, Q>(weight rows, activation rows)`:
-/// `$out[i * $stride + j]` = weight row `i < $n` of `$w` (rows of `$rb` bytes) dotted with
-/// activation row `$x[j]`, four weight rows a tile for one activation row, two for two,
-/// one for more. A macro, so that each kernel's tiles are called from inside its own
-/// `#[target_feature]` function.
-macro_rules! tile_rows {
-    ($tile:ident, $w:expr, $n:expr, $rb:expr, $x:expr, $out:expr, $stride:expr) => {{
-        let (w, n, rb, x, stride) = ($w, $n, $rb, $x, $stride);
-        let r = x.len();
-        let row = |i: usize| &w[i * rb..(i + 1) * rb];
-        let mut put = |i: usize, v: &[f32]| $out[i * stride..i * stride + r].copy_from_slice(v);
-        let mut i = 0;
-        if r == 1 {
-            while i + 4 <= n {
-                let t = $tile::<4, _>([row(i), row(i + 1), row(i + 2), row(i + 3)], x);
-                for (p, v) in t.iter().enumerate() {
-                    put(i + p, v);
-                }
-                i += 4;
-            }
-        } else if r == 2 {
-            while i + 2 <= n {
-                let t = $tile::<2, _>([row(i), row(i + 1)], x);
-                put(i, &t[0]);
-                put(i + 1, &t[1]);
-                i += 2;
-            }
-        }
-        while i < n {
-            put(i, &$tile::<1, _>([row(i)], x)[0]);
-            i += 1;
-        }
-    }};
-}
-
-pub(crate) use tile_rows;
+pub(crate) use tile_fns;
