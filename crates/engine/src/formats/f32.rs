@@ -23,6 +23,12 @@ pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f
     out
 }
 
+/// Weight `j` of a row.
+#[inline]
+pub(crate) fn weight(w: &[u8], j: usize) -> f32 {
+    f32::from_le_bytes([w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]])
+}
+
 /// The AVX2 + FMA + F16C kernel (`#[target_feature]`: selected only on a CPU with them;
 /// raw loads read inside ranges checked at the kernel's entry).
 #[cfg(target_arch = "x86_64")]
@@ -41,11 +47,30 @@ pub(crate) mod avx2 {
             // every weight row holds `n` weights first).
             unsafe { _mm256_loadu_ps(w.as_ptr().add(4 * i).cast()) }
         },
-        |w: &[u8], j: usize| f32::from_le_bytes([
-            w[4 * j],
-            w[4 * j + 1],
-            w[4 * j + 2],
-            w[4 * j + 3]
-        ])
+        |w: &[u8], j: usize| super::weight(w, j)
+    );
+}
+
+/// The AVX-512 kernel (`#[target_feature]`: selected only on a CPU with these features;
+/// raw loads read inside ranges checked at the kernel's entry): the AVX2 kernel's tiles
+/// 16 lanes wide (`float_kernels512!`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    #![allow(unsafe_code)]
+
+    use std::arch::x86_64::*;
+
+    use crate::acts::Acts;
+    use crate::simd::avx512::float_kernels512;
+
+    float_kernels512!(
+        |a, r| a.f32_row(r),
+        4,
+        |w: &[u8], i: usize| {
+            // SAFETY: 16 weights at element `i <= n - 16` lie inside w (the tile checks
+            // that every weight row holds `n` weights first).
+            unsafe { _mm512_loadu_ps(w.as_ptr().add(4 * i).cast()) }
+        },
+        |w: &[u8], j: usize| super::weight(w, j)
     );
 }

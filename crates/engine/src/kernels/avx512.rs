@@ -96,6 +96,10 @@ pub(super) fn select(fmt: WeightFormat, bf16: bool) -> Option<Kernels> {
         WeightFormat::Q5K => wide!(fm::q5_k::avx512::dot),
         WeightFormat::Q6K => wide!(fm::q6_k::avx512::dot),
         WeightFormat::MXFP4 => wide!(fm::mxfp4::avx512::dot),
+        WeightFormat::F32 => {
+            use fm::f32::avx512::rows;
+            Some(super::table::simd_widths!(fm::f32::avx512::dot, rows))
+        }
         WeightFormat::F16 => {
             use fm::f16::avx512::rows;
             Some(super::table::simd_widths!(fm::f16::avx512::dot, rows))
