@@ -23,7 +23,8 @@ pub(crate) fn scalar<const R: usize>(w: &[u8], a: &Acts, rows: [usize; R]) -> [f
     out
 }
 
-/// Weight `j` of a row.
+/// Weight `j` of a row (the x86 kernels' tails).
+#[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) fn weight(w: &[u8], j: usize) -> f32 {
     f32::from_le_bytes([w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]])
